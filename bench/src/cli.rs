@@ -1,0 +1,289 @@
+//! The command line: argument definitions and the subcommands, as library code so tests can
+//! call it. `main.rs` only parses and maps the result to an exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+use tokio_util::sync::CancellationToken;
+
+use crate::report::{self, Summary};
+use crate::run::{RunError, RunOptions, run};
+use crate::strategy;
+use crate::workload::Workload;
+
+/// Exit code when the run was interrupted (128 + SIGINT).
+pub const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code when some strategy of a comparison failed to run.
+pub const EXIT_PARTIAL: u8 = 1;
+
+/// lockbench: compare distributed-lock strategies for a flash sale on real servers —
+/// throughput, tail latency and oversell, side by side.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the strategies, with what each needs and does.
+    List,
+    /// Run one strategy: start its servers, load them, audit the stock, write results.
+    Run(RunArgs),
+    /// Run several strategies one after another on the same workload and print one table.
+    Compare(CompareArgs),
+}
+
+/// Options shared by `run` and `compare`.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// Workload file (TOML; see workloads/flash-sale.toml for every key).
+    #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
+    pub workload: PathBuf,
+    /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// First port for the servers (each node takes the next; every port is checked before
+    /// start). Default: free ports chosen by the OS.
+    #[arg(long, value_name = "PORT")]
+    pub base_port: Option<u16>,
+    /// Also write history.jsonl: one line per attempt with its times, outcome and lease.
+    #[arg(long)]
+    pub history: bool,
+    /// Print the summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `lockbench run`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Strategy id (see `lockbench list`).
+    #[arg(long, short = 's')]
+    pub strategy: String,
+    /// Results folder. Default: results/runs/<time>-<strategy>.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `lockbench compare`
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Comma-separated strategy ids. Default: every strategy.
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Results folder; each strategy writes into a subfolder. Default: results/runs/<time>-compare.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// Sets up `tracing` on stderr.
+pub fn init_tracing(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "lockbench=info,warn",
+        _ => "lockbench=debug,info",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Runs a parsed command line.
+pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::List => {
+            list(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
+        Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
+    }
+}
+
+/// Prints the strategy list.
+pub fn list(out: &mut impl Write) -> std::io::Result<()> {
+    let width = strategy::ALL.iter().map(|s| s.id.len()).max().unwrap_or(0);
+    for s in strategy::ALL {
+        let kind = match s.kind {
+            strategy::Kind::Lock => "lock",
+            strategy::Kind::LockFree => "lock-free",
+            strategy::Kind::Control => "control",
+        };
+        let mut needs = Vec::new();
+        if s.needs.mariadb {
+            needs.push("mariadb");
+        }
+        if s.needs.redis {
+            needs.push("redis");
+        }
+        writeln!(
+            out,
+            "{:<width$}  {:<9}  {:<13}  {}",
+            s.id,
+            kind,
+            needs.join("+"),
+            s.about
+        )?;
+    }
+    Ok(())
+}
+
+/// Builds the runtime and a cancellation token fired by the first Ctrl-C or SIGTERM. A second
+/// signal exits at once; servers still die then, through their parent-death signal.
+fn with_runtime<F, Fut>(f: F) -> anyhow::Result<ExitCode>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<ExitCode>>,
+{
+    let rt = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
+    rt.block_on(async {
+        let cancel = CancellationToken::new();
+        let on_signal = cancel.clone();
+        tokio::spawn(async move {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+            let term_recv = async {
+                match term.as_mut() {
+                    Some(t) => t.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term_recv => {}
+            }
+            eprintln!("lockbench: interrupted: stopping the load, then auditing and stopping servers (again to abort)");
+            on_signal.cancel();
+            let _ = tokio::signal::ctrl_c().await;
+            std::process::exit(i32::from(EXIT_INTERRUPTED));
+        });
+        f(cancel).await
+    })
+}
+
+fn load_workload(c: &Common) -> anyhow::Result<Workload> {
+    Ok(Workload::load(&c.workload, &c.set)?)
+}
+
+fn default_out(suffix: &str) -> PathBuf {
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    PathBuf::from("results/runs").join(format!("{}-{suffix}", now.replace(':', "")))
+}
+
+fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, summaries)?;
+        writeln!(out)?;
+    } else {
+        report::print_table(&mut out, summaries)?;
+    }
+    Ok(())
+}
+
+async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    // Validate everything before any server starts.
+    strategy::find(&args.strategy)?;
+    let workload = load_workload(&args.common)?;
+    let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
+    let opts = run_options(&args.strategy, workload, &args.common, out);
+    let summary = match run(&opts, &cancel).await {
+        Ok(s) => s,
+        Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+        Err(e) => return Err(e).with_context(|| format!("run of `{}` failed", args.strategy)),
+    };
+    print(std::slice::from_ref(&summary), args.common.json)?;
+    eprintln!("results: {}", opts.out.display());
+    Ok(if summary.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn run_options(strategy: &str, workload: Workload, c: &Common, out: PathBuf) -> RunOptions {
+    RunOptions {
+        strategy: strategy.to_string(),
+        workload,
+        workload_file: c.workload.display().to_string(),
+        out,
+        base_port: c.base_port,
+        history: c.history,
+        progress: !c.json,
+    }
+}
+
+async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let ids: Vec<String> = if args.strategies.is_empty() {
+        strategy::ALL.iter().map(|s| s.id.to_string()).collect()
+    } else {
+        args.strategies
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    if ids.is_empty() {
+        bail!(
+            "--strategies: no strategy given; expected ids separated by commas, e.g. none,redis-setnx"
+        );
+    }
+    for id in &ids {
+        strategy::find(id).context("--strategies")?;
+    }
+    let workload = load_workload(&args.common)?;
+    let out = args.out.unwrap_or_else(|| default_out("compare"));
+    let mut summaries = Vec::new();
+    let mut failed = Vec::new();
+    for id in &ids {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let opts = run_options(id, workload.clone(), &args.common, out.join(id));
+        match run(&opts, &cancel).await {
+            Ok(s) => {
+                summaries.push(s);
+                // Written after every strategy, so an interrupted comparison keeps what it has.
+                write_compare(&out, &summaries)?;
+            }
+            Err(RunError::Interrupted) => break,
+            Err(e) => {
+                eprintln!("lockbench: {id}: {e}");
+                failed.push(id.clone());
+            }
+        }
+    }
+    print(&summaries, args.common.json)?;
+    eprintln!("results: {}", out.display());
+    if cancel.is_cancelled() {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    if !failed.is_empty() {
+        eprintln!("lockbench: failed strategies: {}", failed.join(", "));
+        return Ok(ExitCode::from(EXIT_PARTIAL));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write_compare(out: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let path = out.join("compare.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(summaries)?)
+        .with_context(|| format!("write {}", path.display()))
+}

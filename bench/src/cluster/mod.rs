@@ -1,0 +1,352 @@
+//! Cluster: where the servers are, and how to start and stop them.
+//!
+//! [`LocalCluster::start`] starts exactly the servers a strategy [`Needs`] as child processes
+//! on loopback (no Docker, no systemd), each with its own address and port, its own data
+//! directory in a temporary run directory and its log in the results folder. Strategies only
+//! ever see [`Endpoints`], so where the servers come from stays this module's business.
+//!
+//! Every node is owned by a [`ServerProcess`] guard: dropping the cluster kills them all.
+
+mod mariadb;
+mod ports;
+mod process;
+mod redis;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use ports::PortAllocator;
+pub use process::ServerProcess;
+
+/// How long any server may take to become ready before the run fails.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Errors while provisioning or talking to the servers of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// A server binary is not installed.
+    #[error(
+        "`{binary}` not found (looked in PATH, /usr/sbin, /sbin): install the Debian package \
+         `{package}` (apt-get install {package}) or run scripts/install-deps.sh"
+    )]
+    MissingBinary { binary: String, package: String },
+    /// A port the run needs is taken.
+    #[error(
+        "port {addr} for {node} is already in use: pick another --base-port, or omit \
+         --base-port to let lockbench choose free ports"
+    )]
+    PortBusy { addr: SocketAddr, node: String },
+    /// The process could not be spawned.
+    #[error("could not start {node} ({program}): {source}")]
+    Spawn {
+        node: String,
+        program: String,
+        source: std::io::Error,
+    },
+    /// The process exited while starting.
+    #[error("{node} exited during startup ({status}); log {}:\n{tail}", log.display())]
+    Died {
+        node: String,
+        status: String,
+        log: PathBuf,
+        tail: String,
+    },
+    /// The server did not answer in time.
+    #[error("{node} was not ready after {waited:?} (last error: {last}); log: {}", log.display())]
+    NotReady {
+        node: String,
+        waited: Duration,
+        last: String,
+        log: PathBuf,
+    },
+    /// A setup step failed.
+    #[error("{node}: {what}: {detail}")]
+    Setup {
+        node: String,
+        what: String,
+        detail: String,
+    },
+    /// A file system operation failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        source: std::io::Error,
+    },
+}
+
+impl ClusterError {
+    fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// The kinds of server a strategy can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Service {
+    /// A MariaDB server with a `lockbench` database and a password user.
+    Mariadb,
+    /// A standalone Redis server.
+    Redis,
+}
+
+/// The servers one strategy needs; the run starts exactly these.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// A MariaDB server (the stock table lives there for every MariaDB-backed strategy).
+    pub mariadb: bool,
+    /// One standalone Redis.
+    pub redis: bool,
+}
+
+/// The role a node plays, so later fault injection can address "the master" or "the leader".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The only node of its service (or the master / leader of a replicated set).
+    Primary,
+}
+
+/// How to reach the MariaDB of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct MysqlEndpoint {
+    /// Address the server listens on.
+    pub addr: SocketAddr,
+    /// User with all privileges on `database`.
+    pub user: String,
+    /// Never written into results.
+    #[serde(skip)]
+    pub password: String,
+    /// Database the harness owns.
+    pub database: String,
+}
+
+/// What strategies are given: addresses and credentials, never processes.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Endpoints {
+    /// The MariaDB server, if the strategy needs one.
+    pub mysql: Option<MysqlEndpoint>,
+    /// Standalone Redis servers (one today; Redlock will want five).
+    pub redis: Vec<SocketAddr>,
+}
+
+/// One server of a run, with the address it was given and the process that serves it.
+#[derive(Debug)]
+pub struct Node {
+    /// Unique within the run, e.g. `mariadb` or `redis-1`; used in logs and errors.
+    pub name: String,
+    /// What the node serves.
+    pub service: Service,
+    /// Its place in its set.
+    pub role: Role,
+    /// Its own address: loopback today, an address inside a network namespace later.
+    pub addr: SocketAddr,
+    /// Server version as the server reports it.
+    pub version: String,
+    /// The owned process; killing the cluster kills it.
+    pub process: ServerProcess,
+}
+
+/// A node as written into results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeInfo {
+    /// Node name.
+    pub name: String,
+    /// Service it provides.
+    pub service: Service,
+    /// Role in its set.
+    pub role: Role,
+    /// Listening address.
+    pub addr: SocketAddr,
+    /// Version reported by the server.
+    pub version: String,
+    /// Its log file.
+    pub log: PathBuf,
+}
+
+/// Where and how to start local servers.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// Directory that receives the server logs (kept with the results).
+    pub log_dir: PathBuf,
+    /// Address every node binds (loopback).
+    pub bind: IpAddr,
+    /// First port to use; `None` picks free ports. Every port is checked before start.
+    pub base_port: Option<u16>,
+}
+
+impl ClusterOptions {
+    /// Loopback, automatic ports, logs into `log_dir`.
+    pub fn new(log_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            log_dir: log_dir.into(),
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            base_port: None,
+        }
+    }
+}
+
+/// Servers started by this process. Dropping it stops them all and removes their data.
+#[derive(Debug)]
+pub struct LocalCluster {
+    nodes: Vec<Node>,
+    endpoints: Endpoints,
+    // Declared after `nodes`: fields drop in order, so processes die before their data goes.
+    _data: tempfile::TempDir,
+}
+
+impl LocalCluster {
+    /// Starts the servers in `needs` and waits until each answers queries.
+    pub async fn start(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
+        // Fail fast on a missing binary, before anything is started.
+        if needs.mariadb {
+            mariadb::check_installed()?;
+        }
+        if needs.redis {
+            redis::check_installed()?;
+        }
+        std::fs::create_dir_all(&opts.log_dir)
+            .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
+        let data = tempfile::Builder::new()
+            .prefix("lockbench-run-")
+            .tempdir()
+            .map_err(|e| ClusterError::io("create run directory", e))?;
+        let mut ports = PortAllocator::new(opts.bind, opts.base_port);
+        // Reserve every port before starting anything, so a busy port fails the run early.
+        let maria_addr = needs
+            .mariadb
+            .then(|| ports.allocate("mariadb"))
+            .transpose()?;
+        let redis_addr = needs.redis.then(|| ports.allocate("redis-1")).transpose()?;
+
+        let mut cluster = Self {
+            nodes: Vec::new(),
+            endpoints: Endpoints::default(),
+            _data: data,
+        };
+        let base = cluster._data.path().to_path_buf();
+        // Start MariaDB (slowest: install-db takes seconds) and Redis concurrently.
+        let maria = async {
+            match maria_addr {
+                Some(addr) => mariadb::start(addr, &base.join("mariadb"), &opts.log_dir)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let red = async {
+            match redis_addr {
+                Some(addr) => redis::start("redis-1", addr, &base.join("redis-1"), &opts.log_dir)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let (maria, red) = tokio::join!(maria, red);
+        // Keep whatever started so that it is killed with the cluster if the other failed.
+        let maria = maria.map(|m| {
+            m.map(|(node, ep)| {
+                cluster.endpoints.mysql = Some(ep);
+                cluster.nodes.push(node);
+            })
+        });
+        let red = red.map(|r| {
+            r.map(|node| {
+                cluster.endpoints.redis.push(node.addr);
+                cluster.nodes.push(node);
+            })
+        });
+        maria?;
+        red?;
+        Ok(cluster)
+    }
+
+    /// How strategies reach the servers.
+    pub fn endpoints(&self) -> &Endpoints {
+        &self.endpoints
+    }
+
+    /// The running nodes.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// Node descriptions for results.
+    pub fn info(&self) -> Vec<NodeInfo> {
+        self.nodes
+            .iter()
+            .map(|n| NodeInfo {
+                name: n.name.clone(),
+                service: n.service,
+                role: n.role,
+                addr: n.addr,
+                version: n.version.clone(),
+                log: n.process.log().to_path_buf(),
+            })
+            .collect()
+    }
+
+    /// Stops every server now (dropping the cluster does the same).
+    pub fn stop(mut self) {
+        for node in &mut self.nodes {
+            node.process.kill();
+        }
+    }
+}
+
+/// Finds `binary` on PATH or in the sbin directories where Debian puts daemons.
+fn find_binary(binary: &str, package: &str) -> Result<PathBuf, ClusterError> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .map(|dir| dir.join(binary))
+        .find(|p| is_executable(p))
+        .ok_or_else(|| ClusterError::MissingBinary {
+            binary: binary.to_string(),
+            package: package.to_string(),
+        })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    p.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// Polls `probe` until it succeeds, the process dies, or [`READY_TIMEOUT`] passes.
+async fn wait_ready<T, F, Fut>(
+    name: &str,
+    process: &mut ServerProcess,
+    mut probe: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let start = tokio::time::Instant::now();
+    let mut last = String::from("no attempt yet");
+    while start.elapsed() < READY_TIMEOUT {
+        if let Some(status) = process.exited() {
+            return Err(process.died(status));
+        }
+        match tokio::time::timeout(Duration::from_secs(2), probe()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = "probe timed out after 2s".into(),
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err(ClusterError::NotReady {
+        node: name.to_string(),
+        waited: READY_TIMEOUT,
+        last,
+        log: process.log().to_path_buf(),
+    })
+}

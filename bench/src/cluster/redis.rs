@@ -1,0 +1,74 @@
+//! A standalone `redis-server` on its own port, no persistence.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+
+use super::{ClusterError, Node, Role, ServerProcess, Service, find_binary, wait_ready};
+
+pub(super) fn check_installed() -> Result<(), ClusterError> {
+    find_binary("redis-server", "redis-server").map(|_| ())
+}
+
+/// Starts `redis-server` bound to `addr` and waits until it answers PING.
+pub(super) async fn start(
+    name: &str,
+    addr: SocketAddr,
+    dir: &Path,
+    log_dir: &Path,
+) -> Result<Node, ClusterError> {
+    let bin = find_binary("redis-server", "redis-server")?;
+    std::fs::create_dir_all(dir)
+        .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
+    let mut cmd = Command::new(bin);
+    cmd.arg("--bind")
+        .arg(addr.ip().to_string())
+        .arg("--port")
+        .arg(addr.port().to_string())
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+            "--logfile",
+            "",
+        ])
+        // Namespaced addresses are not loopback, so protected mode would refuse clients.
+        .args(["--protected-mode", "no"])
+        .arg("--dir")
+        .arg(dir);
+    let mut process = ServerProcess::spawn(name, cmd, &log_dir.join(format!("{name}.log")))?;
+    let url = format!("redis://{addr}/");
+    let version = wait_ready(name, &mut process, || {
+        let url = url.clone();
+        async move {
+            let client = ::redis::Client::open(url).map_err(|e| e.to_string())?;
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .map_err(|e| e.to_string())?;
+            let info: String = ::redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))
+                .unwrap_or("unknown")
+                .trim()
+                .to_string())
+        }
+    })
+    .await?;
+    Ok(Node {
+        name: name.to_string(),
+        service: Service::Redis,
+        role: Role::Primary,
+        addr,
+        version,
+        process,
+    })
+}

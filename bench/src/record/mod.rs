@@ -1,0 +1,115 @@
+//! Record: what happened, on one monotonic clock.
+//!
+//! Buyers send one [`Completion`] per attempt to the recorder task ([`Recorder::spawn`]), which
+//! folds it into [`Stats`] (HdrHistograms per outcome, a per-second timeline) and, if asked,
+//! streams it to a JSONL history. Memory grows with the run's seconds, never with its attempts.
+
+mod history;
+mod outcome;
+mod stats;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+
+pub use history::HistoryWriter;
+pub use outcome::{ErrorKind, Outcome};
+pub use stats::{LatencySummary, Second, Stats};
+
+/// How many completions may wait for the recorder before buyers are slowed down.
+const QUEUE: usize = 64 * 1024;
+
+/// The interval during which a client believed it held a lock.
+#[derive(Debug, Clone)]
+pub struct LeaseSpan {
+    /// Lock key.
+    pub key: String,
+    /// Token the lock was taken with (owner identity).
+    pub token: String,
+    /// Fencing token, if the lock issues one.
+    pub fence: Option<u64>,
+    /// When acquire returned.
+    pub acquired: Instant,
+    /// When release was sent.
+    pub released: Instant,
+}
+
+/// One finished attempt.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// Attempt number in schedule order.
+    pub seq: u64,
+    /// Buyer loop that ran it.
+    pub client: u32,
+    /// Item bought.
+    pub sku: u32,
+    /// What happened.
+    pub outcome: Outcome,
+    /// When the schedule wanted it to start (equals `started` in the closed loop).
+    pub intended: Instant,
+    /// When it actually started.
+    pub started: Instant,
+    /// When it ended.
+    pub ended: Instant,
+    /// Whether releasing the lock failed (the sale itself is judged by `outcome`).
+    pub release_failed: bool,
+    /// The lease held, for lock-based strategies.
+    pub lease: Option<LeaseSpan>,
+}
+
+/// Live counters for the progress bar.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Completed attempts.
+    pub attempts: AtomicU64,
+    /// Attempts that ended `sold`.
+    pub sold: AtomicU64,
+}
+
+/// Handle to the recorder task.
+pub struct Recorder {
+    task: tokio::task::JoinHandle<std::io::Result<Stats>>,
+}
+
+impl Recorder {
+    /// Starts the recorder; `history` (if any) receives one JSON line per completion.
+    pub fn spawn(
+        start: Instant,
+        history: Option<PathBuf>,
+        live: Arc<Live>,
+    ) -> std::io::Result<(mpsc::Sender<Completion>, Self)> {
+        let mut writer = history
+            .map(|p| HistoryWriter::create(&p, start))
+            .transpose()?;
+        let (tx, mut rx) = mpsc::channel::<Completion>(QUEUE);
+        let task = tokio::spawn(async move {
+            let mut stats = Stats::new();
+            let mut batch = Vec::with_capacity(256);
+            while rx.recv_many(&mut batch, 256).await > 0 {
+                for c in batch.drain(..) {
+                    stats.record(&c, start);
+                    live.attempts.fetch_add(1, Ordering::Relaxed);
+                    if c.outcome == Outcome::Sold {
+                        live.sold.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Some(w) = writer.as_mut() {
+                        w.write(&c)?;
+                    }
+                }
+            }
+            if let Some(w) = writer {
+                w.finish()?;
+            }
+            Ok(stats)
+        });
+        Ok((tx, Self { task }))
+    }
+
+    /// Waits until every sender is dropped and returns the statistics.
+    pub async fn finish(self) -> std::io::Result<Stats> {
+        self.task.await.map_err(std::io::Error::other)?
+    }
+}

@@ -1,0 +1,86 @@
+//! The result of one attempt: ok, fail (definitely did not happen), or unknown.
+
+use serde::Serialize;
+
+/// Why an attempt failed or has an unknown outcome. Errors are data, counted by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// A network call did not answer within `load.timeout`.
+    Timeout,
+    /// The connection could not be made or was lost.
+    Connection,
+    /// The database chose this transaction as a deadlock victim (rolled back).
+    Deadlock,
+    /// Any other error reply from a server.
+    Server,
+}
+
+impl ErrorKind {
+    /// Every kind, in a stable order.
+    pub const ALL: [ErrorKind; 4] = [
+        Self::Timeout,
+        Self::Connection,
+        Self::Deadlock,
+        Self::Server,
+    ];
+
+    /// Stable name for tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Connection => "connection",
+            Self::Deadlock => "deadlock",
+            Self::Server => "server",
+        }
+    }
+}
+
+/// What one attempt to buy one unit did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// The buyer got the unit (an order was written).
+    Sold,
+    /// The buyer saw no stock left.
+    SoldOut,
+    /// The buyer could not get exclusive access in time (lock not acquired within
+    /// `lock.acquire_timeout`, row-lock wait timeout, optimistic retries exhausted).
+    LockTimeout,
+    /// A definite failure: nothing was written.
+    Failed(ErrorKind),
+    /// The write may or may not have happened (timeout or lost connection after it was sent).
+    /// Only the audit of the store decides.
+    Unknown(ErrorKind),
+}
+
+impl Outcome {
+    /// Number of outcome classes (histograms are kept per class).
+    pub const CLASSES: usize = 5;
+    /// Class names in index order.
+    pub const CLASS_NAMES: [&'static str; Self::CLASSES] =
+        ["sold", "sold_out", "lock_timeout", "error", "unknown"];
+
+    /// Index of this outcome's class.
+    pub fn class(self) -> usize {
+        match self {
+            Self::Sold => 0,
+            Self::SoldOut => 1,
+            Self::LockTimeout => 2,
+            Self::Failed(_) => 3,
+            Self::Unknown(_) => 4,
+        }
+    }
+
+    /// The error kind, for failed and unknown outcomes.
+    pub fn error(self) -> Option<ErrorKind> {
+        match self {
+            Self::Failed(k) | Self::Unknown(k) => Some(k),
+            _ => None,
+        }
+    }
+
+    /// Stable name of the class.
+    pub fn name(self) -> &'static str {
+        Self::CLASS_NAMES[self.class()]
+    }
+}

@@ -1,0 +1,71 @@
+//! The files of a results folder.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use hdrhistogram::serialization::V2DeflateSerializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+
+use super::Summary;
+use crate::record::{Outcome, Stats};
+
+/// Writes what was measured: `timeline.csv` (one row per second) and `latency.hlog` (one
+/// HdrHistogram per outcome class, readable by HdrHistogram's log tools). Called as soon as the
+/// load ends, before the audit, so a failing audit cannot lose the measurements.
+pub fn write_results(out: &Path, stats: &Stats) -> std::io::Result<()> {
+    let mut csv = BufWriter::new(File::create(out.join("timeline.csv"))?);
+    write!(csv, "second")?;
+    for name in Outcome::CLASS_NAMES {
+        write!(csv, ",{name}")?;
+    }
+    writeln!(csv, ",attempts,p50_us,p99_us,max_us")?;
+    for (i, s) in stats.timeline.iter().enumerate() {
+        write!(csv, "{i}")?;
+        for n in s.counts {
+            write!(csv, ",{n}")?;
+        }
+        let (p50, p99, max) = if s.latency.is_empty() {
+            (0, 0, 0)
+        } else {
+            (
+                s.latency.value_at_quantile(0.5),
+                s.latency.value_at_quantile(0.99),
+                s.latency.max(),
+            )
+        };
+        writeln!(csv, ",{},{p50},{p99},{max}", s.counts.iter().sum::<u64>())?;
+    }
+    csv.flush()?;
+
+    let mut log = BufWriter::new(File::create(out.join("latency.hlog"))?);
+    let mut serializer = V2DeflateSerializer::new();
+    let mut writer = IntervalLogWriterBuilder::new()
+        .add_comment(
+            "lockbench latency from intended start, microseconds; one histogram per outcome",
+        )
+        .with_start_time(std::time::SystemTime::now())
+        .begin_log_with(&mut log, &mut serializer)?;
+    let span = Duration::from_secs(stats.timeline.len() as u64);
+    for (i, h) in stats.latency.iter().enumerate() {
+        if h.is_empty() {
+            continue;
+        }
+        writer
+            .write_histogram(h, Duration::ZERO, span, Tag::new(Outcome::CLASS_NAMES[i]))
+            .map_err(|e| std::io::Error::other(format!("{e:?}")))?;
+    }
+    drop(writer);
+    log.flush()
+}
+
+/// Writes `summary.json` atomically (a reader never sees half a file).
+pub fn write_summary(out: &Path, summary: &Summary) -> std::io::Result<()> {
+    let tmp = out.join(".summary.json.tmp");
+    let mut f = BufWriter::new(File::create(&tmp)?);
+    serde_json::to_writer_pretty(&mut f, summary)?;
+    f.write_all(b"\n")?;
+    f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+    std::fs::rename(tmp, out.join("summary.json"))
+}

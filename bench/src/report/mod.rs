@@ -1,0 +1,235 @@
+//! Report: `summary.json` (a versioned schema), `timeline.csv`, `latency.hlog`, and the tables
+//! printed on stdout. Everything is written from the recorded data, so it can be re-rendered.
+
+mod files;
+mod table;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use files::{write_results, write_summary};
+pub use table::print_table;
+
+use crate::check::Safety;
+use crate::cluster::NodeInfo;
+use crate::record::{ErrorKind, LatencySummary, Outcome, Stats};
+use crate::strategy::StrategyInfo;
+use crate::workload::Workload;
+use crate::workload::driver::DriveReport;
+
+/// Schema id of `summary.json`; bump on any incompatible change.
+pub const SCHEMA: &str = "lockbench.summary/1";
+
+/// Attempts and sales per second over the run's duration.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Throughput {
+    /// All attempts (any outcome) per second.
+    pub attempts_per_s: f64,
+    /// Audited sales per second.
+    pub sales_per_s: f64,
+}
+
+/// Latency percentiles in µs (from the intended start).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+    /// Mean.
+    pub mean: f64,
+}
+
+impl From<LatencySummary> for Latency {
+    fn from(s: LatencySummary) -> Self {
+        Self {
+            p50: s.p50,
+            p90: s.p90,
+            p99: s.p99,
+            p999: s.p999,
+            max: s.max,
+            mean: s.mean,
+        }
+    }
+}
+
+/// Everything a run concluded. Written as `summary.json`; see README.md for the field list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// Version of lockbench that produced it.
+    pub lockbench_version: String,
+    /// Strategy id.
+    pub strategy: String,
+    /// Whether the strategy claims never to oversell (controls do not).
+    pub claims_safety: bool,
+    /// The audit found no oversell, lost update or inconsistency.
+    pub safe: bool,
+    /// Seed of the run.
+    pub seed: u64,
+    /// Workload file given on the command line.
+    pub workload_file: String,
+    /// The effective workload (file plus `--set` overrides, defaults filled in).
+    pub workload: serde_json::Value,
+    /// Units on sale at the start (all SKUs).
+    pub initial_stock: u64,
+    /// Units left at the end (audited).
+    pub final_stock: i64,
+    /// Orders found by the audit.
+    pub sold: u64,
+    /// Units sold beyond the stock.
+    pub oversell: u64,
+    /// Sales whose decrement vanished.
+    pub lost_updates: u64,
+    /// SKUs where `sold + final != initial`.
+    pub inconsistent_skus: u64,
+    /// Attempts whose outcome is unknown (timeouts after the write was sent).
+    pub unknown: u64,
+    /// Attempts started.
+    pub attempts: u64,
+    /// Attempts that definitely failed with an error.
+    pub errors: u64,
+    /// Attempts per outcome class: sold, sold_out, lock_timeout, error, unknown (client view).
+    pub outcomes: BTreeMap<String, u64>,
+    /// Failed and unknown attempts by error kind.
+    pub errors_by_kind: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Lock releases that failed or found the lock no longer ours.
+    pub release_failures: u64,
+    /// Open-loop arrivals due before the end that never started (saturation).
+    pub not_started: u64,
+    /// The run was cut short by Ctrl-C.
+    pub interrupted: bool,
+    /// Seconds from the start of the load to the end of its last attempt.
+    pub duration_s: f64,
+    /// Rates over `duration_s`.
+    pub throughput: Throughput,
+    /// Latency of all attempts from their intended start.
+    pub latency_us: Latency,
+    /// Latency by outcome class.
+    pub latency_us_by_outcome: BTreeMap<String, Latency>,
+    /// Service time (from the actual start): the difference to `latency_us` is queueing.
+    pub service_time_us: Latency,
+    /// The servers of the run.
+    pub servers: Vec<NodeInfo>,
+    /// Wall-clock start of the load (RFC 3339).
+    pub started_at: String,
+}
+
+/// What a finished run hands to [`Summary::new`].
+pub struct RunParts<'a> {
+    /// The strategy that ran.
+    pub info: &'a StrategyInfo,
+    /// The effective workload.
+    pub workload: &'a Workload,
+    /// Where the workload came from.
+    pub workload_file: &'a str,
+    /// The recorder's statistics.
+    pub stats: &'a Stats,
+    /// What the driver observed.
+    pub drive: &'a DriveReport,
+    /// The audit's verdict.
+    pub safety: &'a Safety,
+    /// The servers used.
+    pub servers: Vec<NodeInfo>,
+    /// Wall-clock start of the load.
+    pub started_at: std::time::SystemTime,
+}
+
+impl Summary {
+    /// Builds the summary of one run from its parts.
+    pub fn new(p: RunParts<'_>) -> Self {
+        let RunParts {
+            info,
+            workload: w,
+            workload_file,
+            stats,
+            drive,
+            safety,
+            servers,
+            started_at,
+        } = p;
+        let duration_s = drive.elapsed.as_secs_f64();
+        let per_s = |n: u64| {
+            if duration_s > 0.0 {
+                round1(n as f64 / duration_s)
+            } else {
+                0.0
+            }
+        };
+        let outcomes = (0..Outcome::CLASSES)
+            .map(|i| (Outcome::CLASS_NAMES[i].to_string(), stats.count(i)))
+            .collect();
+        let by_kind = |counts: &[u64]| {
+            ErrorKind::ALL
+                .iter()
+                .zip(counts)
+                .filter(|(_, n)| **n > 0)
+                .map(|(k, n)| (k.name().to_string(), *n))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let errors_by_kind = BTreeMap::from([
+            ("error".to_string(), by_kind(&stats.failed)),
+            ("unknown".to_string(), by_kind(&stats.unknown)),
+        ]);
+        let latency_us_by_outcome = (0..Outcome::CLASSES)
+            .filter(|&i| stats.count(i) > 0)
+            .map(|i| {
+                (
+                    Outcome::CLASS_NAMES[i].to_string(),
+                    LatencySummary::of(&stats.latency[i]).into(),
+                )
+            })
+            .collect();
+        let attempts = stats.attempts();
+        Self {
+            schema: SCHEMA.into(),
+            lockbench_version: env!("CARGO_PKG_VERSION").into(),
+            strategy: info.id.into(),
+            claims_safety: info.claims_safety(),
+            safe: safety.is_safe(),
+            seed: w.seed,
+            workload_file: workload_file.into(),
+            workload: serde_json::to_value(w).expect("workload serialises"),
+            initial_stock: safety.initial_stock,
+            final_stock: safety.final_stock,
+            sold: safety.sold,
+            oversell: safety.oversell,
+            lost_updates: safety.lost_updates,
+            inconsistent_skus: safety.inconsistent_skus,
+            unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
+            attempts,
+            errors: stats.count(Outcome::Failed(ErrorKind::Server).class()),
+            outcomes,
+            errors_by_kind,
+            release_failures: stats.release_failed,
+            not_started: drive.not_started,
+            interrupted: drive.cancelled,
+            duration_s: round3(duration_s),
+            throughput: Throughput {
+                attempts_per_s: per_s(attempts),
+                sales_per_s: per_s(safety.sold),
+            },
+            latency_us: LatencySummary::of(&stats.all_latency()).into(),
+            latency_us_by_outcome,
+            service_time_us: LatencySummary::of(&stats.service).into(),
+            servers,
+            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+        }
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

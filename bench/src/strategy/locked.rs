@@ -1,0 +1,72 @@
+//! Adapts any [`Lock`] into a [`Strategy`]: acquire, the shared critical section, release.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+
+use super::mysql::SharedStore;
+use super::{AcquireError, Attempt, Lock, Purchase, Strategy};
+use crate::record::{LeaseSpan, Outcome};
+use crate::workload::Workload;
+
+/// A lock around the shared critical section of the MariaDB store.
+pub struct Locked<L> {
+    lock: L,
+    store: SharedStore,
+    hold: Duration,
+    /// Distinguishes this run's tokens from leftovers of earlier runs on the same server.
+    nonce: u64,
+    counter: Arc<AtomicU64>,
+}
+
+impl<L: Lock> Locked<L> {
+    /// Wraps `lock`; the critical section sells from `store`.
+    pub fn new(lock: L, store: SharedStore, w: &Workload) -> Self {
+        Self {
+            lock,
+            store,
+            hold: w.critical_section.hold,
+            nonce: rand::random(),
+            counter: Arc::new(AtomicU64::new(0)),
+        }
+    }
+}
+
+/// The lock key of a SKU.
+pub fn lock_key(sku: u32) -> String {
+    format!("lockbench:lock:{sku}")
+}
+
+#[async_trait]
+impl<L: Lock> Strategy for Locked<L> {
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let key = lock_key(p.sku);
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let token = format!("{:08x}-{}-{n}", self.nonce as u32, p.seq);
+        let lease = match self.lock.acquire(p.client, &key, &token).await {
+            Ok(lease) => lease,
+            Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
+            Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
+        };
+        let acquired = Instant::now();
+        let outcome = self
+            .store
+            .critical_section(p, &lease.token, self.hold)
+            .await;
+        let released = Instant::now();
+        let release_failed = !matches!(self.lock.release(p.client, &lease).await, Ok(true));
+        Attempt {
+            outcome,
+            release_failed,
+            lease: Some(LeaseSpan {
+                key,
+                token: lease.token,
+                fence: lease.fence,
+                acquired,
+                released,
+            }),
+        }
+    }
+}

@@ -1,0 +1,320 @@
+//! Strategy: how one buyer takes one unit of stock.
+//!
+//! Two extension points:
+//! - [`Lock`]: acquire → [`Lease`] (with an optional fencing token) → release. Every lock runs
+//!   the same critical section ([`mysql::MysqlStore::critical_section`]), so locks are compared
+//!   on identical work: read the stock, hold for the business time, blind-write `read - 1` and
+//!   insert an order row. A lapse of mutual exclusion therefore shows up as oversell or lost
+//!   updates.
+//! - [`Strategy`]: one purchase attempt, for strategies that need no separate lock
+//!   (`mysql-atomic`, `redis-lua-decr`, the `none` control). [`Locked`] adapts a [`Lock`].
+//!
+//! A [`Store`] holds the stock: it seeds it before the run and the checker audits it after.
+//! Every network call is bounded by `load.timeout`.
+
+mod locked;
+pub mod mysql;
+mod mysql_strategies;
+mod redis_conn;
+mod redis_lua_decr;
+mod redis_setnx;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::check::SkuAudit;
+use crate::cluster::{Endpoints, Needs};
+use crate::record::{ErrorKind, LeaseSpan, Outcome};
+use crate::workload::Workload;
+
+pub use locked::Locked;
+
+/// One purchase to attempt.
+#[derive(Debug, Clone, Copy)]
+pub struct Purchase {
+    /// Attempt number in schedule order; also the buyer id written on the order.
+    pub seq: u64,
+    /// Buyer loop running it (selects a connection).
+    pub client: u32,
+    /// Item to buy.
+    pub sku: u32,
+}
+
+/// What an attempt returns to the recorder.
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The sale's outcome.
+    pub outcome: Outcome,
+    /// The lock could not be released cleanly (error, or it was no longer ours).
+    pub release_failed: bool,
+    /// The lease held during the attempt, if any.
+    pub lease: Option<LeaseSpan>,
+}
+
+impl From<Outcome> for Attempt {
+    fn from(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            release_failed: false,
+            lease: None,
+        }
+    }
+}
+
+/// One way of buying one unit. Implementations must bound every network call.
+#[async_trait]
+pub trait Strategy: Send + Sync {
+    /// Attempts one purchase; never panics on server errors (they are outcomes).
+    async fn attempt(&self, p: &Purchase) -> Attempt;
+}
+
+/// A held lock.
+#[derive(Debug, Clone)]
+pub struct Lease {
+    /// The lock key (one per SKU).
+    pub key: String,
+    /// Unique owner token; release deletes only a lock still holding it.
+    pub token: String,
+    /// Monotonic fencing token, for locks that issue one.
+    pub fence: Option<u64>,
+}
+
+/// Why a lock was not acquired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcquireError {
+    /// Others held it until `lock.acquire_timeout` ran out.
+    Busy,
+    /// A call failed (the lock may have been taken server-side on a timeout; it expires).
+    Failed(ErrorKind),
+}
+
+/// A mutual-exclusion lock over a key.
+#[async_trait]
+pub trait Lock: Send + Sync {
+    /// Takes the lock on `key` for `token`, retrying until `lock.acquire_timeout`.
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError>;
+
+    /// Releases a lease. `Ok(false)` means the lock was no longer held by this token
+    /// (it expired and maybe went to someone else).
+    async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind>;
+}
+
+/// Where the stock lives: seeded before the run, audited after it.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Creates the schema / keys and sets every SKU's stock (wiping earlier runs).
+    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError>;
+    /// Reads the final stock and the orders written, per SKU. Never trusts client counters.
+    async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
+}
+
+/// Errors setting up a strategy or auditing its store.
+#[derive(Debug, thiserror::Error)]
+pub enum StrategyError {
+    /// No strategy by that name.
+    #[error("unknown strategy `{id}`; known strategies: {known} (see `lockbench list`)")]
+    Unknown { id: String, known: String },
+    /// The strategy needs a server the endpoints lack.
+    #[error("strategy `{id}` needs {what}, which this cluster does not provide")]
+    Missing { id: String, what: &'static str },
+    /// A MariaDB call failed during setup or audit.
+    #[error("mariadb: {0}")]
+    Mysql(#[from] sqlx::Error),
+    /// A Redis call failed during setup or audit.
+    #[error("redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    /// A setup or audit call timed out.
+    #[error("{0} timed out")]
+    Timeout(&'static str),
+}
+
+/// What kind of row a strategy is in the comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// A lock around the shared critical section.
+    Lock,
+    /// A deduction that needs no separate lock.
+    LockFree,
+    /// A known-unsafe control: the checker must catch it.
+    Control,
+}
+
+/// A registered strategy.
+#[derive(Debug, Clone, Copy)]
+pub struct StrategyInfo {
+    /// Id used on the command line.
+    pub id: &'static str,
+    /// Lock, lock-free or control.
+    pub kind: Kind,
+    /// Servers it needs.
+    pub needs: Needs,
+    /// One line for `lockbench list`.
+    pub about: &'static str,
+}
+
+impl StrategyInfo {
+    /// Whether the strategy claims it never oversells (controls do not).
+    pub fn claims_safety(&self) -> bool {
+        self.kind != Kind::Control
+    }
+}
+
+const MARIADB: Needs = Needs {
+    mariadb: true,
+    redis: false,
+};
+const MARIADB_REDIS: Needs = Needs {
+    mariadb: true,
+    redis: true,
+};
+const REDIS: Needs = Needs {
+    mariadb: false,
+    redis: true,
+};
+
+/// Every strategy, in the order the comparison lists them.
+pub const ALL: &[StrategyInfo] = &[
+    StrategyInfo {
+        id: "none",
+        kind: Kind::Control,
+        needs: MARIADB,
+        about: "control: the critical section with no lock at all; must oversell under contention",
+    },
+    StrategyInfo {
+        id: "mysql-for-update",
+        kind: Kind::Lock,
+        needs: MARIADB,
+        about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
+    },
+    StrategyInfo {
+        id: "mysql-optimistic",
+        kind: Kind::LockFree,
+        needs: MARIADB,
+        about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
+    },
+    StrategyInfo {
+        id: "mysql-atomic",
+        kind: Kind::LockFree,
+        needs: MARIADB,
+        about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
+    },
+    StrategyInfo {
+        id: "redis-setnx",
+        kind: Kind::Lock,
+        needs: MARIADB_REDIS,
+        about: "Redis SET key token NX PX ttl, Lua compare-and-delete unlock; stock in MariaDB",
+    },
+    StrategyInfo {
+        id: "redis-lua-decr",
+        kind: Kind::LockFree,
+        needs: REDIS,
+        about: "stock in Redis: one Lua script checks, decrements and appends the order (no lock)",
+    },
+];
+
+/// Looks a strategy up by id.
+pub fn find(id: &str) -> Result<&'static StrategyInfo, StrategyError> {
+    ALL.iter()
+        .find(|s| s.id == id)
+        .ok_or_else(|| StrategyError::Unknown {
+            id: id.to_string(),
+            known: ALL.iter().map(|s| s.id).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// A strategy ready to run, with the store it sells from.
+pub struct Built {
+    /// The purchase attempt.
+    pub strategy: Arc<dyn Strategy>,
+    /// The store to prepare and audit.
+    pub store: Arc<dyn Store>,
+}
+
+/// Connects strategy `id` to its servers.
+pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, StrategyError> {
+    let info = find(id)?;
+    let mysql = || async {
+        let e = ep.mysql.as_ref().ok_or(StrategyError::Missing {
+            id: id.into(),
+            what: "MariaDB",
+        })?;
+        mysql::MysqlStore::connect(e, w).await.map(Arc::new)
+    };
+    let redis_addr = || {
+        ep.redis.first().copied().ok_or(StrategyError::Missing {
+            id: id.into(),
+            what: "Redis",
+        })
+    };
+    let built = match info.id {
+        "none" => {
+            let store = mysql().await?;
+            Built {
+                strategy: Arc::new(mysql_strategies::NoLock::new(store.clone(), w)),
+                store,
+            }
+        }
+        "mysql-for-update" => {
+            let store = mysql().await?;
+            Built {
+                strategy: Arc::new(mysql_strategies::ForUpdate::new(store.clone(), w)),
+                store,
+            }
+        }
+        "mysql-optimistic" => {
+            let store = mysql().await?;
+            Built {
+                strategy: Arc::new(mysql_strategies::Optimistic::new(store.clone(), w)),
+                store,
+            }
+        }
+        "mysql-atomic" => {
+            let store = mysql().await?;
+            Built {
+                strategy: Arc::new(mysql_strategies::Atomic::new(store.clone())),
+                store,
+            }
+        }
+        "redis-setnx" => {
+            let store = mysql().await?;
+            let lock = redis_setnx::SetNx::connect(redis_addr()?, w).await?;
+            Built {
+                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
+                store,
+            }
+        }
+        "redis-lua-decr" => {
+            let store = Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, w).await?);
+            Built {
+                strategy: store.clone(),
+                store,
+            }
+        }
+        other => unreachable!("strategy `{other}` is registered but not built"),
+    };
+    Ok(built)
+}
+
+/// Runs `fut` with a deadline; a timeout becomes [`ErrorKind::Timeout`].
+pub(crate) async fn within<T, E>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = Result<T, E>>,
+    classify: impl FnOnce(&E) -> ErrorKind,
+) -> Result<T, ErrorKind> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(classify(&e)),
+        Err(_) => Err(ErrorKind::Timeout),
+    }
+}
+
+/// Jittered exponential backoff for retries: `base · 2^n`, capped at `8 · base`, with ±50%
+/// jitter so retrying buyers do not march in step.
+pub(crate) fn backoff(base: Duration, retry: u32) -> Duration {
+    let exp = base.saturating_mul(1 << retry.min(3));
+    let jitter: f64 = rand::random_range(0.5..1.5);
+    exp.mul_f64(jitter)
+}

@@ -1,0 +1,295 @@
+//! The MariaDB store: the `stock` and `orders` tables, the shared critical section, and the
+//! audit.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, Executor, MySql, MySqlConnection, MySqlPool, Row};
+
+use super::{Purchase, Store, StrategyError, within};
+use crate::check::SkuAudit;
+use crate::cluster::MysqlEndpoint;
+use crate::record::{ErrorKind, Outcome};
+use crate::workload::Workload;
+
+/// MariaDB error number of a lock wait timeout (`innodb_lock_wait_timeout`).
+pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
+/// MariaDB error number of a deadlock victim.
+pub const ER_LOCK_DEADLOCK: u16 = 1213;
+
+/// How long setup and audit statements may take (they touch every SKU).
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The stock table in MariaDB, reached through a connection pool.
+pub struct MysqlStore {
+    pool: MySqlPool,
+    /// Bound of every single statement.
+    pub timeout: Duration,
+}
+
+/// The MariaDB error number, if `e` is a database error reply.
+pub fn error_number(e: &sqlx::Error) -> Option<u16> {
+    match e {
+        sqlx::Error::Database(d) => d
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|m| m.number()),
+        _ => None,
+    }
+}
+
+/// Classifies a sqlx error. Only an error *reply* proves the statement was not applied.
+pub fn classify(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::Database(_) if error_number(e) == Some(ER_LOCK_DEADLOCK) => {
+            ErrorKind::Deadlock
+        }
+        sqlx::Error::Database(_) => ErrorKind::Server,
+        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
+        _ => ErrorKind::Connection,
+    }
+}
+
+/// Outcome of a write that failed with `kind`: a reply means nothing happened; a timeout or a
+/// lost connection after sending means it may have been applied.
+pub fn write_failure(kind: ErrorKind) -> Outcome {
+    match kind {
+        ErrorKind::Timeout | ErrorKind::Connection => Outcome::Unknown(kind),
+        _ => Outcome::Failed(kind),
+    }
+}
+
+fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+impl MysqlStore {
+    /// Opens a pool sized for the workload's buyers.
+    pub async fn connect(ep: &MysqlEndpoint, w: &Workload) -> Result<Self, StrategyError> {
+        let opts = MySqlConnectOptions::new()
+            .host(&ep.addr.ip().to_string())
+            .port(ep.addr.port())
+            .username(&ep.user)
+            .password(&ep.password)
+            .database(&ep.database)
+            .ssl_mode(MySqlSslMode::Disabled);
+        // Row-lock waits end with error 1205 at the acquire timeout (whole seconds, >= 1).
+        let lock_wait_s = w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(w.load.clients.min(1000) + 2)
+            // Waiting for a free connection is part of an attempt's latency; bound it.
+            .acquire_timeout(w.attempt_bound())
+            // A ping per checkout would double the round trips being measured.
+            .test_before_acquire(false)
+            .after_connect(move |con, _| {
+                Box::pin(async move {
+                    con.execute(sqlx::AssertSqlSafe(format!(
+                        "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}"
+                    )))
+                    .await?;
+                    Ok(())
+                })
+            })
+            .connect_with(opts)
+            .await?;
+        Ok(Self {
+            pool,
+            timeout: w.load.timeout,
+        })
+    }
+
+    /// A pooled connection, or why none could be had.
+    pub async fn conn(&self) -> Result<PoolConnection<MySql>, ErrorKind> {
+        self.pool.acquire().await.map_err(|e| classify(&e))
+    }
+
+    /// Reads `(qty, version)` of a SKU; `for_update` takes the row lock.
+    pub async fn read(
+        &self,
+        con: &mut MySqlConnection,
+        sku: u32,
+        for_update: bool,
+    ) -> Result<(i64, i64), sqlx::Error> {
+        let sql = if for_update {
+            "SELECT qty, version FROM stock WHERE sku = ? FOR UPDATE"
+        } else {
+            "SELECT qty, version FROM stock WHERE sku = ?"
+        };
+        let row = sqlx::query(sql).bind(sku).fetch_one(con).await?;
+        Ok((row.try_get(0)?, row.try_get(1)?))
+    }
+
+    /// The blind write: `qty = new_qty` (only if the version still matches, when given) plus
+    /// the order row. Returns false on a version mismatch. Runs inside the caller's transaction.
+    pub async fn write(
+        &self,
+        con: &mut MySqlConnection,
+        p: &Purchase,
+        new_qty: i64,
+        expect_version: Option<i64>,
+        token: &str,
+    ) -> Result<bool, ErrorKind> {
+        let t = self.timeout;
+        let update = match expect_version {
+            None => sqlx::query("UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ?")
+                .bind(new_qty)
+                .bind(p.sku),
+            Some(v) => sqlx::query(
+                "UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ? AND version = ?",
+            )
+            .bind(new_qty)
+            .bind(p.sku)
+            .bind(v),
+        };
+        let done = within(t, update.execute(&mut *con), classify).await?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        self.insert_order(con, p, token).await?;
+        Ok(true)
+    }
+
+    /// Inserts the order row of a sale.
+    pub async fn insert_order(
+        &self,
+        con: &mut MySqlConnection,
+        p: &Purchase,
+        token: &str,
+    ) -> Result<(), ErrorKind> {
+        let insert =
+            sqlx::query("INSERT INTO orders (sku, buyer, token, created_us) VALUES (?, ?, ?, ?)")
+                .bind(p.sku)
+                .bind(p.seq)
+                .bind(token)
+                .bind(now_us());
+        within(self.timeout, insert.execute(con), classify)
+            .await
+            .map(|_| ())
+    }
+
+    /// The shared critical section run under any lock: read (no lock of the store's own), hold
+    /// for the business time, blind-write `read - 1` with the order in one transaction.
+    pub async fn critical_section(&self, p: &Purchase, token: &str, hold: Duration) -> Outcome {
+        let mut con = match self.conn().await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        let qty = match within(self.timeout, self.read(&mut con, p.sku, false), classify).await {
+            Ok((qty, _)) => qty,
+            Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
+        };
+        if qty <= 0 {
+            return Outcome::SoldOut;
+        }
+        tokio::time::sleep(hold).await;
+        match self.write_tx(&mut con, p, qty - 1, None, token).await {
+            Ok(true) => Outcome::Sold,
+            Ok(false) => unreachable!("an unconditional update always matches the seeded row"),
+            Err(k) => fail_and_drop(con, write_failure(k)),
+        }
+    }
+
+    /// [`Self::write`] in its own transaction, committed.
+    pub async fn write_tx(
+        &self,
+        con: &mut MySqlConnection,
+        p: &Purchase,
+        new_qty: i64,
+        expect_version: Option<i64>,
+        token: &str,
+    ) -> Result<bool, ErrorKind> {
+        let mut tx = within(self.timeout, con.begin(), classify).await?;
+        if !self
+            .write(&mut tx, p, new_qty, expect_version, token)
+            .await?
+        {
+            within(self.timeout, tx.rollback(), classify).await?;
+            return Ok(false);
+        }
+        within(self.timeout, tx.commit(), classify).await?;
+        Ok(true)
+    }
+}
+
+/// Returns `outcome`, closing the connection instead of pooling it: after a timeout or error
+/// mid-transaction its state is unknown.
+pub fn fail_and_drop(mut con: PoolConnection<MySql>, outcome: Outcome) -> Outcome {
+    con.close_on_drop();
+    drop(con);
+    outcome
+}
+
+#[async_trait]
+impl Store for MysqlStore {
+    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
+        let work = async {
+            let mut con = self.pool.acquire().await?;
+            con.execute("DROP TABLE IF EXISTS orders, stock").await?;
+            con.execute(
+                "CREATE TABLE stock (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
+                 version BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB",
+            )
+            .await?;
+            con.execute(
+                "CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, sku INT NOT NULL, \
+                 buyer BIGINT NOT NULL, token VARCHAR(64) NOT NULL, created_us BIGINT NOT NULL, \
+                 KEY (sku)) ENGINE=InnoDB",
+            )
+            .await?;
+            for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
+                let values = chunk
+                    .iter()
+                    .map(|s| format!("({s},{stock})"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                con.execute(sqlx::AssertSqlSafe(format!(
+                    "INSERT INTO stock (sku, qty) VALUES {values}"
+                )))
+                .await?;
+            }
+            Ok::<_, StrategyError>(())
+        };
+        tokio::time::timeout(ADMIN_TIMEOUT, work)
+            .await
+            .map_err(|_| StrategyError::Timeout("prepare stock"))?
+    }
+
+    async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
+        let work = async {
+            let mut out: Vec<SkuAudit> = (0..skus)
+                .map(|sku| SkuAudit {
+                    sku,
+                    final_stock: 0,
+                    sold: 0,
+                })
+                .collect();
+            for row in sqlx::query("SELECT sku, qty FROM stock")
+                .fetch_all(&self.pool)
+                .await?
+            {
+                let sku: i32 = row.try_get(0)?;
+                out[sku as usize].final_stock = row.try_get(1)?;
+            }
+            for row in sqlx::query("SELECT sku, COUNT(*) FROM orders GROUP BY sku")
+                .fetch_all(&self.pool)
+                .await?
+            {
+                let sku: i32 = row.try_get(0)?;
+                let n: i64 = row.try_get(1)?;
+                out[sku as usize].sold = n as u64;
+            }
+            Ok::<_, StrategyError>(out)
+        };
+        tokio::time::timeout(ADMIN_TIMEOUT, work)
+            .await
+            .map_err(|_| StrategyError::Timeout("audit"))?
+    }
+}
+
+/// Shared handle type used by the MariaDB strategies.
+pub type SharedStore = Arc<MysqlStore>;

@@ -1,0 +1,234 @@
+//! Strategies that use MariaDB alone: the `none` control, the row lock, optimistic versioning
+//! and the atomic conditional update.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::Connection;
+
+use super::mysql::{
+    ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number, fail_and_drop, write_failure,
+};
+use super::{Attempt, Purchase, Strategy, backoff, within};
+use crate::record::{ErrorKind, Outcome};
+use crate::workload::Workload;
+
+fn token(p: &Purchase) -> String {
+    format!("b{}", p.seq)
+}
+
+/// `none`: the shared critical section with no lock. Under contention several buyers read the
+/// same stock and each writes `read - 1`: the control that proves the checker sees oversell.
+pub struct NoLock {
+    store: SharedStore,
+    hold: Duration,
+}
+
+impl NoLock {
+    /// Sells from `store` with the workload's hold time.
+    pub fn new(store: SharedStore, w: &Workload) -> Self {
+        Self {
+            store,
+            hold: w.critical_section.hold,
+        }
+    }
+}
+
+#[async_trait]
+impl Strategy for NoLock {
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        self.store
+            .critical_section(p, &token(p), self.hold)
+            .await
+            .into()
+    }
+}
+
+/// `mysql-for-update`: the critical section inside one transaction that starts with
+/// `SELECT … FOR UPDATE`, so the row lock is the mutex. Waits end at `lock.acquire_timeout`
+/// (`innodb_lock_wait_timeout`, whole seconds).
+pub struct ForUpdate {
+    store: SharedStore,
+    hold: Duration,
+    lock_wait: Duration,
+}
+
+impl ForUpdate {
+    /// Sells from `store`.
+    pub fn new(store: SharedStore, w: &Workload) -> Self {
+        let lock_wait =
+            Duration::from_secs(w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64);
+        Self {
+            store,
+            hold: w.critical_section.hold,
+            lock_wait,
+        }
+    }
+}
+
+#[async_trait]
+impl Strategy for ForUpdate {
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let s = &self.store;
+        let mut con = match s.conn().await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k).into(),
+        };
+        let mut tx = match within(s.timeout, con.begin(), classify).await {
+            Ok(tx) => tx,
+            Err(k) => return Outcome::Failed(k).into(),
+        };
+        // The locking read may legitimately wait for the row lock, up to the server's timeout.
+        let read =
+            tokio::time::timeout(self.lock_wait + s.timeout, s.read(&mut tx, p.sku, true)).await;
+        let qty = match read {
+            Ok(Ok((qty, _))) => qty,
+            Ok(Err(e)) if error_number(&e) == Some(ER_LOCK_WAIT_TIMEOUT) => {
+                drop(tx);
+                return Outcome::LockTimeout.into();
+            }
+            Ok(Err(e)) => {
+                drop(tx);
+                return fail_and_drop(con, Outcome::Failed(classify(&e))).into();
+            }
+            Err(_) => {
+                drop(tx);
+                return fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)).into();
+            }
+        };
+        if qty <= 0 {
+            let _ = within(s.timeout, tx.rollback(), classify).await;
+            return Outcome::SoldOut.into();
+        }
+        tokio::time::sleep(self.hold).await;
+        let token = token(p);
+        let written = match s.write(&mut tx, p, qty - 1, None, &token).await {
+            Ok(_) => within(s.timeout, tx.commit(), classify).await,
+            Err(k) => {
+                drop(tx);
+                Err(k)
+            }
+        };
+        match written {
+            Ok(()) => Outcome::Sold.into(),
+            Err(k) => fail_and_drop(con, write_failure(k)).into(),
+        }
+    }
+}
+
+/// `mysql-optimistic`: read `(qty, version)` without a lock, hold, then
+/// `UPDATE … WHERE version = read`; on a conflict retry with backoff, at most
+/// `lock.optimistic_retries` times and never past `lock.acquire_timeout`.
+pub struct Optimistic {
+    store: SharedStore,
+    hold: Duration,
+    retries: u32,
+    retry_interval: Duration,
+    give_up_after: Duration,
+}
+
+impl Optimistic {
+    /// Sells from `store`.
+    pub fn new(store: SharedStore, w: &Workload) -> Self {
+        Self {
+            store,
+            hold: w.critical_section.hold,
+            retries: w.lock.optimistic_retries,
+            retry_interval: w.lock.retry_interval,
+            give_up_after: w.lock.acquire_timeout,
+        }
+    }
+}
+
+#[async_trait]
+impl Strategy for Optimistic {
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let s = &self.store;
+        let started = tokio::time::Instant::now();
+        let token = token(p);
+        let mut con = match s.conn().await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k).into(),
+        };
+        for retry in 0..=self.retries {
+            let (qty, version) =
+                match within(s.timeout, s.read(&mut con, p.sku, false), classify).await {
+                    Ok(v) => v,
+                    Err(k) => return fail_and_drop(con, Outcome::Failed(k)).into(),
+                };
+            if qty <= 0 {
+                return Outcome::SoldOut.into();
+            }
+            tokio::time::sleep(self.hold).await;
+            match s
+                .write_tx(&mut con, p, qty - 1, Some(version), &token)
+                .await
+            {
+                Ok(true) => return Outcome::Sold.into(),
+                Ok(false) => {}
+                Err(k) => return fail_and_drop(con, write_failure(k)).into(),
+            }
+            let pause = backoff(self.retry_interval, retry);
+            if started.elapsed() + pause > self.give_up_after {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        Outcome::LockTimeout.into()
+    }
+}
+
+/// `mysql-atomic`: `UPDATE stock SET qty = qty - 1 WHERE sku = ? AND qty > 0` and the order
+/// row in one transaction. No read-modify-write, so no lock is needed (and no hold applies:
+/// there is no window to hold).
+pub struct Atomic {
+    store: SharedStore,
+}
+
+impl Atomic {
+    /// Sells from `store`.
+    pub fn new(store: SharedStore) -> Self {
+        Self { store }
+    }
+}
+
+#[async_trait]
+impl Strategy for Atomic {
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let s = &self.store;
+        let mut con = match s.conn().await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k).into(),
+        };
+        let result = async {
+            let mut tx = within(s.timeout, con.begin(), classify)
+                .await
+                .map_err(Outcome::Failed)?;
+            let update = sqlx::query(
+                "UPDATE stock SET qty = qty - 1, version = version + 1 WHERE sku = ? AND qty > 0",
+            )
+            .bind(p.sku);
+            let done = within(s.timeout, update.execute(&mut *tx), classify)
+                .await
+                .map_err(write_failure)?;
+            if done.rows_affected() == 0 {
+                within(s.timeout, tx.rollback(), classify)
+                    .await
+                    .map_err(Outcome::Failed)?;
+                return Ok(Outcome::SoldOut);
+            }
+            s.insert_order(&mut tx, p, &token(p))
+                .await
+                .map_err(write_failure)?;
+            within(s.timeout, tx.commit(), classify)
+                .await
+                .map_err(write_failure)?;
+            Ok(Outcome::Sold)
+        }
+        .await;
+        match result {
+            Ok(o) => o.into(),
+            Err(o) => fail_and_drop(con, o).into(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! `redis-lua-decr`: the stock lives in Redis; one Lua script checks it, decrements it and
+//! appends the order to a per-SKU list, atomically (Redis runs scripts one at a time).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::MultiplexedConnection;
+
+use super::redis_conn::{classify, connections};
+use super::{Attempt, Purchase, Store, Strategy, StrategyError, within};
+use crate::check::SkuAudit;
+use crate::record::{ErrorKind, Outcome};
+use crate::workload::Workload;
+
+/// KEYS[1] = stock, KEYS[2] = orders list, ARGV[1] = buyer. Returns 1 if sold, 0 if sold out.
+pub const DECREMENT: &str = r#"
+local s = tonumber(redis.call('GET', KEYS[1]))
+if s == nil or s <= 0 then return 0 end
+redis.call('DECR', KEYS[1])
+redis.call('RPUSH', KEYS[2], ARGV[1])
+return 1
+"#;
+
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The stock key of a SKU.
+pub fn stock_key(sku: u32) -> String {
+    format!("lockbench:stock:{sku}")
+}
+
+/// The orders list of a SKU.
+pub fn orders_key(sku: u32) -> String {
+    format!("lockbench:orders:{sku}")
+}
+
+/// Strategy and store in one: the script is the whole purchase.
+pub struct LuaDecr {
+    cons: Vec<MultiplexedConnection>,
+    script: redis::Script,
+    timeout: Duration,
+}
+
+impl LuaDecr {
+    /// Connects to the Redis at `addr`.
+    pub async fn connect(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
+        Ok(Self {
+            cons: connections(addr, w).await?,
+            script: redis::Script::new(DECREMENT),
+            timeout: w.load.timeout,
+        })
+    }
+}
+
+#[async_trait]
+impl Strategy for LuaDecr {
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let mut con = self.cons[p.client as usize % self.cons.len()].clone();
+        let (stock, orders) = (stock_key(p.sku), orders_key(p.sku));
+        let mut call = self.script.key(&stock);
+        call.key(&orders).arg(p.seq);
+        match within(self.timeout, call.invoke_async::<i64>(&mut con), classify).await {
+            Ok(1) => Outcome::Sold.into(),
+            Ok(_) => Outcome::SoldOut.into(),
+            // The script may have run although the reply never came.
+            Err(k @ (ErrorKind::Timeout | ErrorKind::Connection)) => Outcome::Unknown(k).into(),
+            Err(k) => Outcome::Failed(k).into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Store for LuaDecr {
+    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
+        let mut con = self.cons[0].clone();
+        let work = async {
+            for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
+                let mut pipe = redis::pipe();
+                for &sku in chunk {
+                    pipe.del(orders_key(sku))
+                        .ignore()
+                        .set(stock_key(sku), stock)
+                        .ignore();
+                }
+                pipe.query_async::<()>(&mut con).await?;
+            }
+            // Load the script now so the first purchase does not pay for SCRIPT LOAD.
+            self.script.prepare_invoke().load_async(&mut con).await?;
+            Ok::<_, StrategyError>(())
+        };
+        tokio::time::timeout(ADMIN_TIMEOUT, work)
+            .await
+            .map_err(|_| StrategyError::Timeout("prepare stock"))?
+    }
+
+    async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
+        let mut con = self.cons[0].clone();
+        let work = async {
+            let mut out = Vec::with_capacity(skus as usize);
+            for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
+                let mut pipe = redis::pipe();
+                for &sku in chunk {
+                    pipe.get(stock_key(sku)).llen(orders_key(sku));
+                }
+                // Replies alternate: GET stock (nil if never set), LLEN orders.
+                let values: Vec<Option<i64>> = pipe.query_async(&mut con).await?;
+                for (&sku, pair) in chunk.iter().zip(values.chunks(2)) {
+                    let sold = pair.get(1).copied().flatten().unwrap_or(0);
+                    out.push(SkuAudit {
+                        sku,
+                        final_stock: pair[0].unwrap_or(0),
+                        sold: sold as u64,
+                    });
+                }
+            }
+            Ok::<_, StrategyError>(out)
+        };
+        tokio::time::timeout(ADMIN_TIMEOUT, work)
+            .await
+            .map_err(|_| StrategyError::Timeout("audit"))?
+    }
+}

@@ -1,0 +1,512 @@
+//! The workload file: TOML → raw structs (unknown keys rejected) → [`Workload::validate`].
+//!
+//! Every error names where the value came from (the file or the `--set` flag), the field, the
+//! value and the expected form.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+/// Errors in a workload file or its overrides.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The file could not be read.
+    #[error("{file}: cannot read workload file: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown / mistyped keys.
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    /// A `--set` argument is malformed or names an unknown key.
+    #[error("--set {arg}: {problem}")]
+    Override { arg: String, problem: String },
+    /// A value is out of range.
+    #[error("{origin}: {field} = {value}: expected {expected}")]
+    Invalid {
+        origin: String,
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+}
+
+/// How attempts are paced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LoadMode {
+    /// Attempts arrive on a schedule whatever the latency (no coordinated omission); latency is
+    /// measured from the intended start.
+    Open,
+    /// `clients` buyers each start the next attempt when the last one ended (saturation).
+    Closed,
+}
+
+/// Inter-arrival distribution of the open loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    /// Exactly `1/rate` apart.
+    Constant,
+    /// Exponentially distributed gaps with mean `1/rate`, drawn from the seed.
+    Poisson,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWorkload {
+    seed: Option<i64>,
+    #[serde(default)]
+    inventory: RawInventory,
+    #[serde(default)]
+    load: RawLoad,
+    #[serde(default)]
+    critical_section: RawCriticalSection,
+    #[serde(default)]
+    lock: RawLock,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInventory {
+    skus: Option<i64>,
+    stock: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLoad {
+    mode: Option<LoadMode>,
+    arrival: Option<Arrival>,
+    rate: Option<f64>,
+    clients: Option<i64>,
+    duration: Option<String>,
+    max_attempts: Option<i64>,
+    timeout: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCriticalSection {
+    hold: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLock {
+    ttl: Option<String>,
+    acquire_timeout: Option<String>,
+    retry_interval: Option<String>,
+    optimistic_retries: Option<i64>,
+}
+
+/// A validated workload: every value present and in range. Serialises to the effective
+/// workload written into `summary.json` (durations as strings like `"10s"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
+    /// Seed for arrivals, SKU choice and anything else random in a run.
+    pub seed: u64,
+    /// What is on sale.
+    pub inventory: Inventory,
+    /// How buyers arrive.
+    pub load: Load,
+    /// What happens under the lock.
+    pub critical_section: CriticalSection,
+    /// Lock parameters.
+    pub lock: LockParams,
+}
+
+/// `[inventory]`
+#[derive(Debug, Clone, Serialize)]
+pub struct Inventory {
+    /// Number of distinct items on sale; each has its own stock row and lock key.
+    pub skus: u32,
+    /// Initial units per SKU.
+    pub stock: u64,
+}
+
+/// `[load]`
+#[derive(Debug, Clone, Serialize)]
+pub struct Load {
+    /// Open (scheduled arrivals) or closed (saturation) loop.
+    pub mode: LoadMode,
+    /// Open-loop inter-arrival distribution.
+    pub arrival: Arrival,
+    /// Open-loop attempts per second (ignored by the closed loop).
+    pub rate: f64,
+    /// Concurrent buyers: in-flight cap of the open loop, number of loops of the closed one.
+    pub clients: u32,
+    /// How long attempts are started for.
+    #[serde(serialize_with = "human")]
+    pub duration: Duration,
+    /// Optional bound on the number of attempts.
+    pub max_attempts: Option<u64>,
+    /// Timeout of every single network call.
+    #[serde(serialize_with = "human")]
+    pub timeout: Duration,
+}
+
+/// `[critical_section]`
+#[derive(Debug, Clone, Serialize)]
+pub struct CriticalSection {
+    /// Business time between reading and writing the stock.
+    #[serde(serialize_with = "human")]
+    pub hold: Duration,
+}
+
+/// `[lock]`
+#[derive(Debug, Clone, Serialize)]
+pub struct LockParams {
+    /// Lease time of expiring locks.
+    #[serde(serialize_with = "human")]
+    pub ttl: Duration,
+    /// How long a buyer tries to get the lock before giving up (`lock_timeout`).
+    #[serde(serialize_with = "human")]
+    pub acquire_timeout: Duration,
+    /// Initial pause between attempts to take a busy lock (doubles, with jitter, up to 8x).
+    #[serde(serialize_with = "human")]
+    pub retry_interval: Duration,
+    /// Version conflicts an optimistic buyer retries before giving up.
+    pub optimistic_retries: u32,
+}
+
+fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+/// Where a value came from, for error messages.
+struct Origins<'a> {
+    file: &'a str,
+    overrides: HashMap<String, String>,
+}
+
+impl Origins<'_> {
+    fn of(&self, field: &str) -> String {
+        match self.overrides.get(field) {
+            Some(arg) => format!("--set {arg}"),
+            None => self.file.to_string(),
+        }
+    }
+}
+
+impl Workload {
+    /// Reads `path`, applies `overrides` (`section.key=value`) and validates the result.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, WorkloadError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&file, &text, overrides)
+    }
+
+    /// Parses workload text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str, overrides: &[String]) -> Result<Self, WorkloadError> {
+        // Parse the text as written first, so syntax and unknown-key errors point at its lines.
+        let parse_err = |e: toml::de::Error| WorkloadError::Parse {
+            file: file.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        };
+        let mut raw: RawWorkload = toml::from_str(text).map_err(parse_err)?;
+        let mut origins = Origins {
+            file,
+            overrides: HashMap::new(),
+        };
+        if !overrides.is_empty() {
+            let mut table: toml::Table = toml::from_str(text).map_err(parse_err)?;
+            for arg in overrides {
+                let path = apply_override(&mut table, arg)?;
+                // Deserialise after each one so a bad key or type names its own flag.
+                raw = RawWorkload::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+                    WorkloadError::Override {
+                        arg: arg.clone(),
+                        problem: e.to_string().trim_end().to_string(),
+                    }
+                })?;
+                origins.overrides.insert(path, arg.clone());
+            }
+        }
+        raw.validate(&origins)
+    }
+}
+
+/// Sets `section.key` (or a top-level `key`) in `table` from `arg`; returns the dotted path.
+fn apply_override(table: &mut toml::Table, arg: &str) -> Result<String, WorkloadError> {
+    let bad = |problem: &str| WorkloadError::Override {
+        arg: arg.to_string(),
+        problem: format!("{problem}; expected section.key=value, e.g. --set load.clients=64"),
+    };
+    let (path, value) = arg.split_once('=').ok_or_else(|| bad("no `=`"))?;
+    let path = path.trim();
+    let parts: Vec<&str> = path.split('.').collect();
+    if path.is_empty() || parts.iter().any(|p| p.is_empty()) || parts.len() > 2 {
+        return Err(bad(
+            "the key must be `section.key` or a top-level key like `seed`",
+        ));
+    }
+    let value = value.trim();
+    if value.is_empty() {
+        return Err(bad("the value is empty"));
+    }
+    // A TOML literal (64, 0.5, "x", true) keeps its type; anything else (10s) is a string.
+    let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(value.to_string()));
+    let slot = match parts.as_slice() {
+        [key] => table.insert(key.to_string(), value),
+        [section, key] => {
+            let section = table
+                .entry(section.to_string())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let toml::Value::Table(section) = section else {
+                return Err(bad("that section is not a table"));
+            };
+            section.insert(key.to_string(), value)
+        }
+        _ => unreachable!("length checked above"),
+    };
+    drop(slot);
+    Ok(path.to_string())
+}
+
+impl RawWorkload {
+    fn validate(self, o: &Origins) -> Result<Workload, WorkloadError> {
+        let invalid =
+            |field: &'static str, value: String, expected: &'static str| WorkloadError::Invalid {
+                origin: o.of(field),
+                field,
+                value,
+                expected,
+            };
+        let positive_int = |field: &'static str, v: i64, max: i64| -> Result<i64, WorkloadError> {
+            if v <= 0 || v > max {
+                Err(invalid(
+                    field,
+                    v.to_string(),
+                    "a positive integer (within range)",
+                ))
+            } else {
+                Ok(v)
+            }
+        };
+        let duration = |field: &'static str,
+                        v: Option<String>,
+                        default: &str,
+                        allow_zero: bool|
+         -> Result<Duration, WorkloadError> {
+            let text = v.unwrap_or_else(|| default.to_string());
+            let expected = if allow_zero {
+                "a duration such as \"2ms\", \"1s\" or \"0s\""
+            } else {
+                "a positive duration such as \"500ms\", \"10s\" or \"1m\""
+            };
+            match humantime::parse_duration(text.trim()) {
+                Ok(d) if allow_zero || !d.is_zero() => Ok(d),
+                _ => Err(invalid(field, format!("{text:?}"), expected)),
+            }
+        };
+
+        let seed = self.seed.unwrap_or(1);
+        if seed < 0 {
+            return Err(invalid("seed", seed.to_string(), "a non-negative integer"));
+        }
+        let skus = positive_int(
+            "inventory.skus",
+            self.inventory.skus.unwrap_or(1),
+            1_000_000,
+        )?;
+        let stock = positive_int(
+            "inventory.stock",
+            self.inventory.stock.unwrap_or(100),
+            i64::MAX / 4,
+        )?;
+
+        let l = self.load;
+        let rate = l.rate.unwrap_or(1000.0);
+        if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
+            return Err(invalid(
+                "load.rate",
+                rate.to_string(),
+                "attempts per second, a number > 0 (e.g. 1000)",
+            ));
+        }
+        let clients = positive_int("load.clients", l.clients.unwrap_or(64), 100_000)?;
+        let max_attempts = l
+            .max_attempts
+            .map(|m| positive_int("load.max_attempts", m, i64::MAX))
+            .transpose()?;
+        let load = Load {
+            mode: l.mode.unwrap_or(LoadMode::Open),
+            arrival: l.arrival.unwrap_or(Arrival::Poisson),
+            rate,
+            clients: clients as u32,
+            duration: duration("load.duration", l.duration, "10s", false)?,
+            max_attempts: max_attempts.map(|m| m as u64),
+            timeout: duration("load.timeout", l.timeout, "1s", false)?,
+        };
+        let critical_section = CriticalSection {
+            hold: duration(
+                "critical_section.hold",
+                self.critical_section.hold,
+                "2ms",
+                true,
+            )?,
+        };
+        let k = self.lock;
+        let lock = LockParams {
+            ttl: duration("lock.ttl", k.ttl, "5s", false)?,
+            acquire_timeout: duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
+            retry_interval: duration("lock.retry_interval", k.retry_interval, "1ms", false)?,
+            optimistic_retries: positive_int(
+                "lock.optimistic_retries",
+                k.optimistic_retries.unwrap_or(20),
+                10_000,
+            )? as u32,
+        };
+        if lock.ttl.as_millis() == 0 {
+            return Err(invalid(
+                "lock.ttl",
+                format!("{:?}", lock.ttl),
+                "at least 1ms (Redis PX is in milliseconds)",
+            ));
+        }
+        Ok(Workload {
+            seed: seed as u64,
+            inventory: Inventory {
+                skus: skus as u32,
+                stock: stock as u64,
+            },
+            load,
+            critical_section,
+            lock,
+        })
+    }
+}
+
+impl Workload {
+    /// Total units on sale over all SKUs.
+    pub fn total_stock(&self) -> u64 {
+        self.inventory.stock * u64::from(self.inventory.skus)
+    }
+
+    /// Upper bound of one attempt: acquire, hold and a few network calls, each bounded.
+    pub fn attempt_bound(&self) -> Duration {
+        self.lock.acquire_timeout + self.critical_section.hold + self.load.timeout * 6
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+seed = 7
+[inventory]
+skus = 2
+stock = 20
+[load]
+mode = "closed"
+clients = 32
+duration = "3s"
+[critical_section]
+hold = "2ms"
+[lock]
+ttl = "1s"
+"#;
+
+    fn err(text: &str, overrides: &[&str]) -> String {
+        let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        Workload::parse("w.toml", text, &o).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_and_fills_defaults() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!((w.seed, w.inventory.skus, w.inventory.stock), (7, 2, 20));
+        assert_eq!(w.load.mode, LoadMode::Closed);
+        assert_eq!(w.load.duration, Duration::from_secs(3));
+        assert_eq!(w.lock.acquire_timeout, Duration::from_secs(2));
+        assert_eq!(w.total_stock(), 40);
+    }
+
+    #[test]
+    fn overrides_replace_and_add_values() {
+        let o = vec![
+            "load.clients=8".to_string(),
+            "load.duration=500ms".into(),
+            "seed=9".into(),
+        ];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.load.clients, 8);
+        assert_eq!(w.load.duration, Duration::from_millis(500));
+        assert_eq!(w.seed, 9);
+    }
+
+    #[test]
+    fn malformed_toml_names_the_file_and_line() {
+        let e = err("[inventory\nstock = 1", &[]);
+        assert!(e.starts_with("w.toml:") && e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn unknown_key_is_rejected_with_the_expected_keys() {
+        let e = err("[inventory]\nstok = 5\n", &[]);
+        assert!(
+            e.contains("w.toml") && e.contains("stok") && e.contains("stock"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_values_name_field_value_and_form() {
+        let e = err("[inventory]\nstock = 0\n", &[]);
+        assert!(
+            e.contains("w.toml: inventory.stock = 0: expected a positive integer"),
+            "{e}"
+        );
+        let e = err("[inventory]\nstock = -3\n", &[]);
+        assert!(e.contains("inventory.stock = -3"), "{e}");
+        let e = err("[load]\nrate = 0\n", &[]);
+        assert!(
+            e.contains("load.rate = 0: expected attempts per second"),
+            "{e}"
+        );
+        let e = err("[load]\nduration = \"0s\"\n", &[]);
+        assert!(
+            e.contains("load.duration = \"0s\": expected a positive duration"),
+            "{e}"
+        );
+        let e = err("[load]\nduration = \"soon\"\n", &[]);
+        assert!(e.contains("load.duration = \"soon\""), "{e}");
+        let e = err("[load]\nmode = \"half\"\n", &[]);
+        assert!(
+            e.contains("half") && e.contains("open") && e.contains("closed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn bad_overrides_name_the_flag() {
+        let e = err(GOOD, &["load.clients"]);
+        assert!(
+            e.starts_with("--set load.clients:") && e.contains("section.key=value"),
+            "{e}"
+        );
+        let e = err(GOOD, &["load.clientz=3"]);
+        assert!(
+            e.starts_with("--set load.clientz=3:") && e.contains("clientz"),
+            "{e}"
+        );
+        let e = err(GOOD, &["inventory.stock=0"]);
+        assert!(
+            e.starts_with("--set inventory.stock=0: inventory.stock = 0"),
+            "{e}"
+        );
+        let e = err(GOOD, &["a.b.c=1"]);
+        assert!(e.starts_with("--set a.b.c=1:"), "{e}");
+    }
+}

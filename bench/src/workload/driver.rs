@@ -1,0 +1,116 @@
+//! The buyers' loop: `clients` tasks take slots from the [`Schedule`], wait for the intended
+//! start (open loop), run one attempt and send the [`Completion`] to the recorder.
+//!
+//! Bounded three ways: the schedule ends at `load.duration` (or `load.max_attempts`), no slot
+//! is taken after the duration, and every attempt is cut at [`Workload::attempt_bound`].
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Workload;
+use super::pacing::Schedule;
+use crate::record::{Completion, ErrorKind, Outcome};
+use crate::strategy::{Attempt, Purchase, Strategy};
+
+/// What the driver itself observed.
+#[derive(Debug, Clone, Copy)]
+pub struct DriveReport {
+    /// From the start until the last attempt ended.
+    pub elapsed: Duration,
+    /// Open-loop arrivals due before the end that never started because every buyer was busy:
+    /// the demand the strategy could not serve.
+    pub not_started: u64,
+    /// Whether the load was cut short by cancellation (Ctrl-C).
+    pub cancelled: bool,
+}
+
+/// Runs the load against `strategy` from `start` and returns when every buyer has stopped.
+pub async fn drive(
+    strategy: Arc<dyn Strategy>,
+    w: &Workload,
+    start: Instant,
+    sink: mpsc::Sender<Completion>,
+    cancel: CancellationToken,
+) -> DriveReport {
+    let schedule = Arc::new(Schedule::new(w, start));
+    let end = start + w.load.duration;
+    let bound = w.attempt_bound();
+    let open = w.load.mode == super::LoadMode::Open;
+    let dropped = Arc::new(AtomicU64::new(0));
+    let mut buyers = tokio::task::JoinSet::new();
+    for client in 0..w.load.clients {
+        let (strategy, schedule, sink, cancel, dropped) = (
+            strategy.clone(),
+            schedule.clone(),
+            sink.clone(),
+            cancel.clone(),
+            dropped.clone(),
+        );
+        buyers.spawn(async move {
+            loop {
+                let now = Instant::now();
+                if now >= end || cancel.is_cancelled() {
+                    break;
+                }
+                let Some(slot) = schedule.next(now) else {
+                    break;
+                };
+                if open {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(slot.intended.into()) => {}
+                        _ = cancel.cancelled() => {
+                            dropped.fetch_add(1, Ordering::Relaxed);
+                            break;
+                        }
+                    }
+                }
+                let started = Instant::now();
+                let p = Purchase {
+                    seq: slot.seq,
+                    client,
+                    sku: slot.sku,
+                };
+                let attempt = tokio::time::timeout(bound, strategy.attempt(&p))
+                    .await
+                    .unwrap_or_else(|_| Attempt::from(Outcome::Unknown(ErrorKind::Timeout)));
+                let completion = Completion {
+                    seq: slot.seq,
+                    client,
+                    sku: slot.sku,
+                    outcome: attempt.outcome,
+                    intended: slot.intended,
+                    started,
+                    ended: Instant::now(),
+                    release_failed: attempt.release_failed,
+                    lease: attempt.lease,
+                };
+                if sink.send(completion).await.is_err() {
+                    break; // the recorder is gone: nothing more can be recorded
+                }
+            }
+        });
+    }
+    drop(sink);
+    while let Some(joined) = buyers.join_next().await {
+        if let Err(e) = joined {
+            // A panicking strategy is a bug; surface it instead of hiding a buyer's death.
+            if e.is_panic() {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+    let cancelled = cancel.is_cancelled();
+    DriveReport {
+        elapsed: start.elapsed(),
+        not_started: if cancelled {
+            0
+        } else {
+            schedule.count_unstarted()
+        } + dropped.load(Ordering::Relaxed),
+        cancelled,
+    }
+}

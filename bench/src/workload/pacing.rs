@@ -1,0 +1,200 @@
+//! When each attempt is meant to start. Separate from the operation (oha's lesson): the
+//! driver asks the schedule for the next slot and runs whatever strategy it was given.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+
+use super::{Arrival, LoadMode, Workload};
+
+/// One scheduled attempt.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slot {
+    /// Attempt number, in schedule order.
+    pub seq: u64,
+    /// Item to buy, drawn from the seed.
+    pub sku: u32,
+    /// When it should start (open loop) or the moment it was handed out (closed loop).
+    pub intended: Instant,
+}
+
+struct State {
+    rng: ChaCha8Rng,
+    seq: u64,
+    /// Seconds from the start of the next open-loop arrival.
+    next_offset_s: f64,
+}
+
+/// Seconds until the next open-loop arrival.
+fn gap(arrival: Arrival, rate: f64, rng: &mut ChaCha8Rng) -> f64 {
+    match arrival {
+        Arrival::Constant => 1.0 / rate,
+        // Inverse-CDF sampling of the exponential distribution; 1 - u is in (0, 1].
+        Arrival::Poisson => -(1.0 - rng.random::<f64>()).ln() / rate,
+    }
+}
+
+/// The seeded arrival schedule of a run, shared by all buyers.
+pub struct Schedule {
+    state: Mutex<State>,
+    start: Instant,
+    mode: LoadMode,
+    arrival: Arrival,
+    rate: f64,
+    skus: u32,
+    duration_s: f64,
+    max_attempts: u64,
+}
+
+impl Schedule {
+    /// A schedule starting at `start`.
+    pub fn new(w: &Workload, start: Instant) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
+        let first = gap(w.load.arrival, w.load.rate, &mut rng);
+        Self {
+            state: Mutex::new(State {
+                rng,
+                seq: 0,
+                next_offset_s: first,
+            }),
+            start,
+            mode: w.load.mode,
+            arrival: w.load.arrival,
+            rate: w.load.rate,
+            skus: w.inventory.skus,
+            duration_s: w.load.duration.as_secs_f64(),
+            max_attempts: w.load.max_attempts.unwrap_or(u64::MAX),
+        }
+    }
+
+    /// The next slot, or `None` when the schedule is exhausted (past the duration in the open
+    /// loop, or `max_attempts` handed out). `now` stamps closed-loop slots.
+    pub fn next(&self, now: Instant) -> Option<Slot> {
+        let mut st = self
+            .state
+            .lock()
+            .expect("schedule lock is never poisoned: no panics inside");
+        if st.seq >= self.max_attempts {
+            return None;
+        }
+        let intended = match self.mode {
+            LoadMode::Closed => now,
+            LoadMode::Open => {
+                if st.next_offset_s >= self.duration_s {
+                    return None;
+                }
+                let at = self.start + Duration::from_secs_f64(st.next_offset_s);
+                let gap = gap(self.arrival, self.rate, &mut st.rng);
+                st.next_offset_s += gap;
+                at
+            }
+        };
+        let sku = if self.skus == 1 {
+            0
+        } else {
+            st.rng.random_range(0..self.skus)
+        };
+        let seq = st.seq;
+        st.seq += 1;
+        Some(Slot { seq, sku, intended })
+    }
+
+    /// Drains the rest of an open-loop schedule, counting the arrivals that were due before
+    /// the end but never started (every buyer was busy). Zero for the closed loop.
+    pub fn count_unstarted(&self) -> u64 {
+        if self.mode == LoadMode::Closed {
+            return 0;
+        }
+        let mut n = 0;
+        while self.next(self.start).is_some() {
+            n += 1;
+        }
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Workload;
+
+    fn workload(extra: &[&str]) -> Workload {
+        let mut o: Vec<String> = vec![
+            "inventory.skus=4".into(),
+            "load.rate=1000".into(),
+            "load.duration=2s".into(),
+        ];
+        o.extend(extra.iter().map(|s| s.to_string()));
+        Workload::parse("t.toml", "", &o).unwrap()
+    }
+
+    fn all(s: &Schedule, start: Instant) -> Vec<(u64, u32, Duration)> {
+        std::iter::from_fn(|| s.next(start))
+            .map(|x| (x.seq, x.sku, x.intended - start))
+            .collect()
+    }
+
+    #[test]
+    fn same_seed_same_schedule_other_seed_other_schedule() {
+        let start = Instant::now();
+        let a = all(&Schedule::new(&workload(&[]), start), start);
+        let b = all(&Schedule::new(&workload(&[]), start), start);
+        let c = all(&Schedule::new(&workload(&["seed=99"]), start), start);
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert!(
+            a.iter().any(|x| x.1 == 3) && a.iter().all(|x| x.1 < 4),
+            "skus drawn from 0..4"
+        );
+    }
+
+    #[test]
+    fn constant_rate_gives_rate_times_duration_evenly_spaced() {
+        let start = Instant::now();
+        let slots = all(
+            &Schedule::new(&workload(&["load.arrival=\"constant\""]), start),
+            start,
+        );
+        assert_eq!(slots.len(), 2000);
+        assert_eq!(slots[1].2 - slots[0].2, Duration::from_millis(1));
+    }
+
+    #[test]
+    fn poisson_rate_is_right_on_average() {
+        let start = Instant::now();
+        let n = all(
+            &Schedule::new(&workload(&["load.duration=20s"]), start),
+            start,
+        )
+        .len() as f64;
+        // 20,000 expected; a Poisson count's sd is ~141, so ±5% is > 7 sd.
+        assert!((n - 20_000.0).abs() < 1_000.0, "{n}");
+    }
+
+    #[test]
+    fn max_attempts_bounds_both_loops() {
+        let start = Instant::now();
+        assert_eq!(
+            all(
+                &Schedule::new(&workload(&["load.max_attempts=10"]), start),
+                start
+            )
+            .len(),
+            10
+        );
+        let closed = workload(&["load.max_attempts=7", "load.mode=\"closed\""]);
+        assert_eq!(all(&Schedule::new(&closed, start), start).len(), 7);
+    }
+
+    #[test]
+    fn unstarted_counts_what_is_left_before_the_end() {
+        let start = Instant::now();
+        let s = Schedule::new(&workload(&["load.arrival=\"constant\""]), start);
+        for _ in 0..500 {
+            s.next(start);
+        }
+        assert_eq!(s.count_unstarted(), 1500);
+    }
+}
