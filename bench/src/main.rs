@@ -11,8 +11,24 @@ fn main() -> ExitCode {
     match lockbench::cli::main(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("lockbench: error: {err:#}");
+            eprintln!("lockbench: error: {}", chain(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, skipping a cause whose text its parent already shows (our error
+/// messages embed their source so they read well on their own).
+fn chain(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let msg = cause.to_string();
+        if !text.contains(&msg) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&msg);
+        }
+    }
+    text
 }

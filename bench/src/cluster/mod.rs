@@ -166,6 +166,8 @@ pub struct NodeInfo {
     pub addr: SocketAddr,
     /// Version reported by the server.
     pub version: String,
+    /// OS process id while it ran (tests use it to prove the process is gone).
+    pub pid: u32,
     /// Its log file.
     pub log: PathBuf,
 }
@@ -287,6 +289,7 @@ impl LocalCluster {
                 role: n.role,
                 addr: n.addr,
                 version: n.version.clone(),
+                pid: n.process.pid(),
                 log: n.process.log().to_path_buf(),
             })
             .collect()

@@ -1,0 +1,564 @@
+//! Integration tests against real servers (MariaDB and Redis started by the harness).
+//!
+//! They never skip silently: without the server packages they fail when `CI` is set and print
+//! why they skipped otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use lockbench::report::Summary;
+use lockbench::run::{RunOptions, run};
+use lockbench::workload::Workload;
+use tokio_util::sync::CancellationToken;
+
+fn installed(bin: &str) -> bool {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/sbin")])
+        .any(|d| d.join(bin).is_file())
+}
+
+/// True if the servers are installed; panics in CI when they are not.
+fn servers_available() -> bool {
+    let missing: Vec<&str> = ["redis-server", "mariadbd", "mariadb-install-db"]
+        .into_iter()
+        .filter(|b| !installed(b))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set but {missing:?} are not installed: run scripts/install-deps.sh");
+    }
+    eprintln!("SKIPPED: {missing:?} not installed (run scripts/install-deps.sh)");
+    false
+}
+
+/// The contention scenario of the foundation tests: one SKU, 20 units, 32 buyers in a closed
+/// loop, 2 ms between read and write. Demand far exceeds supply.
+const CONTENTION: &str = r#"
+seed = 11
+[inventory]
+skus = 1
+stock = 20
+[load]
+mode = "closed"
+clients = 32
+duration = "1500ms"
+max_attempts = 20000
+timeout = "2s"
+[critical_section]
+hold = "2ms"
+[lock]
+ttl = "5s"
+acquire_timeout = "3s"
+"#;
+
+async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
+    let w = Workload::parse("contention.toml", workload, &[]).expect("valid workload");
+    let opts = RunOptions {
+        strategy: strategy.into(),
+        workload: w,
+        workload_file: "contention.toml".into(),
+        out: dir.join(strategy),
+        base_port: None,
+        history: true,
+        progress: false,
+    };
+    let s = run(&opts, &CancellationToken::new())
+        .await
+        .unwrap_or_else(|e| panic!("{strategy}: {e}"));
+    assert_servers_gone(&s);
+    s
+}
+
+/// A process is gone when /proc has no entry for it or it is a zombie nobody reaped yet.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| !rest.starts_with('Z'))
+            .unwrap_or(false),
+        Err(_) => false,
+    }
+}
+
+fn assert_servers_gone(s: &Summary) {
+    assert!(!s.servers.is_empty(), "{}: no servers recorded", s.strategy);
+    for n in &s.servers {
+        assert!(
+            !alive(n.pid),
+            "{}: server {} (pid {}) outlived the run",
+            s.strategy,
+            n.name,
+            n.pid
+        );
+    }
+}
+
+fn assert_safe_under_contention(s: &Summary) {
+    let id = &s.strategy;
+    assert_eq!(s.initial_stock, 20, "{id}");
+    assert!(
+        s.attempts > 40,
+        "{id}: only {} attempts: no real contention",
+        s.attempts
+    );
+    assert!(s.sold > 0, "{id}: sold nothing");
+    assert!(
+        s.outcomes["sold_out"] > 0,
+        "{id}: demand never exceeded supply"
+    );
+    assert_eq!(s.oversell, 0, "{id}: oversold");
+    assert_eq!(s.lost_updates, 0, "{id}: lost updates");
+    assert!(s.final_stock >= 0, "{id}: negative stock");
+    assert_eq!(
+        s.sold as i64 + s.final_stock,
+        s.initial_stock as i64,
+        "{id}: sold + final != initial"
+    );
+    assert!(s.safe, "{id}: verdict not safe");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn none_oversells_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("none", CONTENTION, dir.path()).await;
+    assert!(s.oversell > 0, "the no-lock control was not caught: {s:?}");
+    assert!(s.lost_updates > 0, "blind writes must lose updates: {s:?}");
+    assert!(!s.safe);
+    // The history has one line per attempt.
+    let lines = std::fs::read_to_string(dir.path().join("none/history.jsonl"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(lines as u64, s.attempts);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_for_update_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert_safe_under_contention(&run_strategy("mysql-for-update", CONTENTION, dir.path()).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_optimistic_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("mysql-optimistic", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_atomic_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert_safe_under_contention(&run_strategy("mysql-atomic", CONTENTION, dir.path()).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-setnx", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    // Every lease was released by its owner: the lock never expired under a buyer.
+    assert_eq!(s.release_failures, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_lua_decr_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    assert_safe_under_contention(&run_strategy("redis-lua-decr", CONTENTION, dir.path()).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn open_loop_measures_from_the_intended_start() {
+    if !servers_available() {
+        return;
+    }
+    // 400 attempts/s on one hot SKU with a 20 ms hold: the row lock serialises buyers at under
+    // 50/s, so arrivals queue. Latency from the intended start must show the queueing that
+    // service time hides, and the unserved demand must be reported.
+    let w = r#"
+[inventory]
+skus = 1
+stock = 100000
+[load]
+mode = "open"
+arrival = "constant"
+rate = 400
+clients = 8
+duration = "1s"
+[critical_section]
+hold = "20ms"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("mysql-for-update", w, dir.path()).await;
+    assert!(
+        s.latency_us.p99 > 5 * s.service_time_us.p99,
+        "queueing hidden: {:?} vs {:?}",
+        s.latency_us,
+        s.service_time_us
+    );
+    assert!(s.not_started > 0, "saturation not reported: {s:?}");
+    assert!(
+        s.attempts + s.not_started >= 390,
+        "{} + {}",
+        s.attempts,
+        s.not_started
+    );
+}
+
+// ---- The binary: exit codes, messages, and cleanup when a run is interrupted or fails.
+
+fn lockbench() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lockbench"));
+    // The workspace root, where the default workload file lives.
+    c.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .env_remove("RUST_LOG");
+    c
+}
+
+fn workload_file(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("w.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// Pids of every descendant of `root`, with their command names.
+fn descendants(root: u32) -> Vec<(u32, String)> {
+    let mut procs = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let comm = head
+            .split_once(" (")
+            .map(|x| x.1.to_string())
+            .unwrap_or_default();
+        let ppid: u32 = rest
+            .split(' ')
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        procs.push((pid, ppid, comm));
+    }
+    let mut out = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for (pid, ppid, comm) in &procs {
+            if *ppid == parent {
+                out.push((*pid, comm.clone()));
+                frontier.push(*pid);
+            }
+        }
+    }
+    out
+}
+
+/// Starts a long run and waits until its servers are up and the load has begun.
+fn start_long_run(dir: &Path, strategy: &str, duration_s: u32) -> (Child, Vec<(u32, String)>) {
+    let w = workload_file(
+        dir,
+        &format!("[load]\nduration = \"{duration_s}s\"\nrate = 200\n"),
+    );
+    let child = lockbench()
+        .args(["run", "--strategy", strategy, "--json", "--workload"])
+        .arg(&w)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let procs = descendants(child.id());
+        let servers: Vec<_> = procs
+            .iter()
+            .filter(|(_, c)| c == "mariadbd" || c == "redis-server")
+            .cloned()
+            .collect();
+        if servers.len() == 2 && dir.join("out/logs/mariadb.log").exists() {
+            // Give the server setup and a second of load time to happen.
+            std::thread::sleep(Duration::from_secs(4));
+            return (child, servers);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "servers never came up: {procs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn wait_exit(mut child: Child) -> (i32, String) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+            return (status.code().unwrap_or(-1), err);
+        }
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("lockbench did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_all_gone(servers: &[(u32, String)]) {
+    // SIGKILL delivery and reaping are asynchronous; allow a moment.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while servers.iter().any(|(p, _)| alive(*p)) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (pid, name) in servers {
+        assert!(!alive(*pid), "{name} (pid {pid}) outlived the run");
+    }
+}
+
+#[test]
+fn ctrl_c_mid_run_stops_every_server_and_keeps_the_results() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (child, servers) = start_long_run(dir.path(), "redis-setnx", 60);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (code, err) = wait_exit(child);
+    assert_eq!(code, 130, "{err}");
+    assert_all_gone(&servers);
+    let summary: Summary = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(summary.interrupted);
+    assert!(summary.attempts > 0 && summary.safe, "{summary:?}");
+}
+
+#[test]
+fn a_server_dying_mid_run_fails_the_run_and_stops_the_others() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The load goes on without MariaDB (attempts fail fast); the audit at the end cannot.
+    let (child, servers) = start_long_run(dir.path(), "redis-setnx", 8);
+    let maria = servers.iter().find(|(_, c)| c == "mariadbd").unwrap().0;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(maria as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let (code, err) = wait_exit(child);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("run of `redis-setnx` failed"), "{err}");
+    assert_all_gone(&servers);
+    // What was measured before the failure is on disk.
+    assert!(dir.path().join("out/timeline.csv").exists());
+}
+
+#[test]
+fn busy_port_is_detected_before_start() {
+    if !servers_available() {
+        return;
+    }
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = held.local_addr().unwrap().port().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .args([
+            "run",
+            "--strategy",
+            "redis-lua-decr",
+            "--base-port",
+            &port,
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("127.0.0.1:{port}")) && err.contains("already in use"),
+        "{err}"
+    );
+    assert!(
+        !dir.path().join("logs/redis-1.log").exists(),
+        "a server was started anyway"
+    );
+}
+
+#[test]
+fn missing_server_binary_names_the_package() {
+    let dir = tempfile::tempdir().unwrap();
+    // redis-server lives in /usr/bin, which this PATH lacks (/usr/sbin is always searched).
+    let out = lockbench()
+        .env("PATH", dir.path())
+        .args(["run", "--strategy", "redis-lua-decr", "--out"])
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("`redis-server` not found") && err.contains("apt-get install redis-server"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_input_exits_non_zero_naming_file_field_and_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        ("[load\nrate = 5", &[], &["w.toml", "line 1"]),
+        (
+            "[load]\nrat = 5",
+            &[],
+            &["w.toml", "unknown field `rat`", "rate"],
+        ),
+        (
+            "[inventory]\nstock = 0",
+            &[],
+            &["w.toml", "inventory.stock = 0", "positive integer"],
+        ),
+        (
+            "[inventory]\nstock = -5",
+            &[],
+            &["w.toml", "inventory.stock = -5"],
+        ),
+        (
+            "[load]\nrate = -1",
+            &[],
+            &["w.toml", "load.rate = -1", "attempts per second"],
+        ),
+        (
+            "[load]\nduration = \"0s\"",
+            &[],
+            &["w.toml", "load.duration = \"0s\"", "positive duration"],
+        ),
+        (
+            "",
+            &["--set", "load.clients"],
+            &["--set load.clients", "section.key=value"],
+        ),
+        (
+            "",
+            &["--set", "load.clients=many"],
+            &["--set load.clients=many", "clients"],
+        ),
+        (
+            "",
+            &["--set", "inventory.stock=0"],
+            &["--set inventory.stock=0", "positive integer"],
+        ),
+        (
+            "",
+            &["--set", "nope.x=1"],
+            &["--set nope.x=1", "unknown field `nope`"],
+        ),
+    ];
+    for (text, extra, needles) in cases {
+        let w = workload_file(dir.path(), text);
+        let out = lockbench()
+            .args(["run", "--strategy", "none", "--workload"])
+            .arg(&w)
+            .args(*extra)
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text:?} {extra:?}: {err}");
+        for n in *needles {
+            assert!(
+                err.contains(n),
+                "{text:?} {extra:?}: `{n}` missing from: {err}"
+            );
+        }
+        assert!(
+            !dir.path().join("out/logs").exists(),
+            "servers started despite bad input"
+        );
+    }
+    let out = lockbench()
+        .args(["run", "--strategy", "nolock"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("unknown strategy `nolock`") && err.contains("redis-setnx"),
+        "{err}"
+    );
+    let out = lockbench()
+        .args(["compare", "--strategies", "none,bogus"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("--strategies") && err.contains("unknown strategy `bogus`"),
+        "{err}"
+    );
+    let out = lockbench()
+        .args(["run", "--strategy", "none", "--workload", "no/such.toml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        err.contains("no/such.toml") && err.contains("cannot read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn list_names_every_strategy() {
+    let out = lockbench().arg("list").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for id in [
+        "none",
+        "mysql-for-update",
+        "mysql-optimistic",
+        "mysql-atomic",
+        "redis-setnx",
+        "redis-lua-decr",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(id)),
+            "{id} missing from:\n{text}"
+        );
+    }
+}

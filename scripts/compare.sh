@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: install what is missing, build, and compare every strategy on the default
+# flash-sale workload against real servers. Extra arguments go to `lockbench compare`,
+# e.g. scripts/compare.sh --strategies none,redis-setnx --set load.duration=5s
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cargo build --release --quiet
+out="results/runs/$(date -u +%Y%m%dT%H%M%SZ)-compare"
+./target/release/lockbench compare --workload workloads/flash-sale.toml --out "$out" "$@"
+echo "summary of every strategy: $out/compare.json (one folder per strategy with summary.json, timeline.csv, latency.hlog, logs/)"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs what lockbench needs and is missing: the servers it starts (Debian packages) and the
+# client tools the overhead benchmark compares against. Idempotent; does nothing when all present.
+set -euo pipefail
+
+# binary -> Debian package
+declare -A NEED=(
+  [redis-server]=redis-server
+  [redis-benchmark]=redis-tools
+  [mariadbd]=mariadb-server
+  [mariadb-install-db]=mariadb-server
+  [mysqlslap]=mariadb-client
+)
+
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+
+missing=()
+for bin in "${!NEED[@]}"; do
+  have "$bin" || missing+=("${NEED[$bin]}")
+done
+
+if [ ${#missing[@]} -gt 0 ]; then
+  pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+  echo "install-deps: installing $pkgs" >&2
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root or sudo to apt-get install $pkgs" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  command -v apt-get >/dev/null || { echo "install-deps: no apt-get; install these packages by hand: $pkgs" >&2; exit 1; }
+  # Servers are started by lockbench itself; keep Debian from starting its own copies.
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: cargo not found: install Rust >= 1.94 with rustup (https://rustup.rs)" >&2
+  exit 1
+fi
+echo "install-deps: servers and tools present" >&2

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, checks formatting and lints, then runs the
+# unit tests and the integration tests against real MariaDB and Redis servers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+cargo test --workspace
