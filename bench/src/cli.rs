@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::{ClusterOptions, LocalCluster, Needs};
 use crate::report::{self, Summary};
 use crate::run::{RunError, RunOptions, run};
 use crate::strategy;
@@ -41,6 +42,26 @@ pub enum Command {
     Run(RunArgs),
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
+    /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
+    /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
+    Serve(ServeArgs),
+}
+
+/// `lockbench serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Comma-separated strategy ids whose servers to start. Default: every strategy's.
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Folder for endpoints.json and the server logs.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// First port for the servers. Default: free ports chosen by the OS.
+    #[arg(long, value_name = "PORT")]
+    pub base_port: Option<u16>,
+    /// Stop the servers after this long at the latest.
+    #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub lifetime: std::time::Duration,
 }
 
 /// Options shared by `run` and `compare`.
@@ -62,6 +83,10 @@ pub struct Common {
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
+    /// new ones. The stock tables / keys on them are recreated.
+    #[arg(long, value_name = "FILE")]
+    pub endpoints: Option<PathBuf>,
 }
 
 /// `lockbench run`
@@ -114,6 +139,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
+        Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
     }
 }
 
@@ -152,7 +178,13 @@ where
     F: FnOnce(CancellationToken) -> Fut,
     Fut: std::future::Future<Output = anyhow::Result<ExitCode>>,
 {
-    let rt = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
+    // One thread, like redis-benchmark: on a small machine the servers need the other cores,
+    // and cross-thread wake-ups cost more than they give (scripts/bench-overhead.sh measured
+    // 0.8x of redis-benchmark multi-threaded, 1.09x single-threaded).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("start the tokio runtime")?;
     rt.block_on(async {
         let cancel = CancellationToken::new();
         let on_signal = cancel.clone();
@@ -168,7 +200,7 @@ where
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term_recv => {}
             }
-            eprintln!("lockbench: interrupted: stopping the load, then auditing and stopping servers (again to abort)");
+            eprintln!("lockbench: interrupted: stopping the load, auditing what ran and stopping servers (Ctrl-C again aborts)");
             on_signal.cancel();
             let _ = tokio::signal::ctrl_c().await;
             std::process::exit(i32::from(EXIT_INTERRUPTED));
@@ -224,16 +256,17 @@ fn run_options(strategy: &str, workload: Workload, c: &Common, out: PathBuf) -> 
         workload_file: c.workload.display().to_string(),
         out,
         base_port: c.base_port,
+        endpoints: c.endpoints.clone(),
         history: c.history,
         progress: !c.json,
     }
 }
 
-async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
-    let ids: Vec<String> = if args.strategies.is_empty() {
+fn strategy_ids(given: &[String]) -> anyhow::Result<Vec<String>> {
+    let ids: Vec<String> = if given.is_empty() {
         strategy::ALL.iter().map(|s| s.id.to_string()).collect()
     } else {
-        args.strategies
+        given
             .iter()
             .map(|s| s.trim().to_string())
             .filter(|s| !s.is_empty())
@@ -247,6 +280,42 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     for id in &ids {
         strategy::find(id).context("--strategies")?;
     }
+    Ok(ids)
+}
+
+async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let mut needs = Needs::default();
+    for id in strategy_ids(&args.strategies)? {
+        let n = strategy::find(&id)?.needs;
+        needs.mariadb |= n.mariadb;
+        needs.redis |= n.redis;
+    }
+    let mut opts = ClusterOptions::new(args.out.join("logs"));
+    opts.base_port = args.base_port;
+    let cluster = tokio::select! {
+        c = LocalCluster::start(needs, &opts) => c?,
+        _ = cancel.cancelled() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+    };
+    let path = args.out.join("endpoints.json");
+    cluster.write_endpoints(&path)?;
+    for n in cluster.info() {
+        eprintln!(
+            "{:<8} {} (version {}, pid {})",
+            n.name, n.addr, n.version, n.pid
+        );
+    }
+    println!("{}", path.display());
+    tokio::select! {
+        _ = cancel.cancelled() => {}
+        _ = tokio::time::sleep(args.lifetime) => eprintln!("lockbench: serve: --for elapsed, stopping"),
+    }
+    cluster.stop();
+    let _ = std::fs::remove_file(&path);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let ids = strategy_ids(&args.strategies)?;
     let workload = load_workload(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
     let mut summaries = Vec::new();

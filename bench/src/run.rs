@@ -14,7 +14,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
 use crate::check::Safety;
-use crate::cluster::{ClusterError, ClusterOptions, LocalCluster};
+use crate::cluster::{ClusterError, ClusterOptions, EndpointsFile, LocalCluster};
 use crate::record::{Live, Recorder};
 use crate::report::{self, RunParts, Summary};
 use crate::strategy::{self, StrategyError};
@@ -53,6 +53,9 @@ pub struct RunOptions {
     pub out: PathBuf,
     /// First port for the servers; `None` picks free ports.
     pub base_port: Option<u16>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
+    /// new ones.
+    pub endpoints: Option<PathBuf>,
     /// Also write `history.jsonl`, one line per attempt.
     pub history: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
@@ -75,12 +78,22 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;
 
-    tracing::info!(strategy = info.id, "starting servers");
-    let cluster = tokio::select! {
-        c = LocalCluster::start(info.needs, &cluster_opts) => c?,
-        _ = cancel.cancelled() => return Err(RunError::Interrupted),
+    let (cluster, endpoints, servers) = match &opts.endpoints {
+        Some(path) => {
+            let file = EndpointsFile::read(path)?;
+            (None, file.endpoints, file.nodes)
+        }
+        None => {
+            tracing::info!(strategy = info.id, "starting servers");
+            let cluster = tokio::select! {
+                c = LocalCluster::start(info.needs, &cluster_opts) => c?,
+                _ = cancel.cancelled() => return Err(RunError::Interrupted),
+            };
+            let (endpoints, servers) = (cluster.endpoints().clone(), cluster.info());
+            (Some(cluster), endpoints, servers)
+        }
     };
-    let built = strategy::build(info.id, cluster.endpoints(), w).await?;
+    let built = strategy::build(info.id, &endpoints, w).await?;
     built
         .store
         .prepare(w.inventory.skus, w.inventory.stock)
@@ -117,12 +130,14 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         stats: &stats,
         drive: &drive,
         safety: &safety,
-        servers: cluster.info(),
+        servers,
         started_at,
     });
     report::write_summary(&opts.out, &summary).map_err(write_err(&opts.out))?;
     drop(built);
-    cluster.stop();
+    if let Some(cluster) = cluster {
+        cluster.stop();
+    }
     Ok(summary)
 }
 

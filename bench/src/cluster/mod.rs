@@ -114,21 +114,21 @@ pub enum Role {
 }
 
 /// How to reach the MariaDB of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MysqlEndpoint {
     /// Address the server listens on.
     pub addr: SocketAddr,
     /// User with all privileges on `database`.
     pub user: String,
-    /// Never written into results.
-    #[serde(skip)]
+    /// Never written into results (only into the endpoints file of `lockbench serve`).
+    #[serde(skip_serializing, default)]
     pub password: String,
     /// Database the harness owns.
     pub database: String,
 }
 
 /// What strategies are given: addresses and credentials, never processes.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Endpoints {
     /// The MariaDB server, if the strategy needs one.
     pub mysql: Option<MysqlEndpoint>,
@@ -295,11 +295,60 @@ impl LocalCluster {
             .collect()
     }
 
+    /// Writes `path` (mode 0600: it holds the MariaDB password) describing these servers, for
+    /// `lockbench run --endpoints`.
+    pub fn write_endpoints(&self, path: &Path) -> Result<(), ClusterError> {
+        let file = EndpointsFile {
+            mysql_password: self.endpoints.mysql.as_ref().map(|m| m.password.clone()),
+            endpoints: self.endpoints.clone(),
+            nodes: self.info(),
+        };
+        let text = serde_json::to_string_pretty(&file).expect("endpoints serialise");
+        use std::os::unix::fs::OpenOptionsExt;
+        let io = |e| ClusterError::io(format!("write {}", path.display()), e);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(io)?;
+        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+    }
+
     /// Stops every server now (dropping the cluster does the same).
     pub fn stop(mut self) {
         for node in &mut self.nodes {
             node.process.kill();
         }
+    }
+}
+
+/// Servers started by `lockbench serve`, as written to its endpoints file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndpointsFile {
+    /// Addresses and users.
+    pub endpoints: Endpoints,
+    /// The MariaDB password (the endpoints themselves never serialise it).
+    pub mysql_password: Option<String>,
+    /// The nodes serving them.
+    pub nodes: Vec<NodeInfo>,
+}
+
+impl EndpointsFile {
+    /// Reads an endpoints file written by [`LocalCluster::write_endpoints`].
+    pub fn read(path: &Path) -> Result<Self, ClusterError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ClusterError::io(format!("read {}", path.display()), e))?;
+        let mut file: Self = serde_json::from_str(&text).map_err(|e| ClusterError::Setup {
+            node: path.display().to_string(),
+            what: "parse endpoints file".into(),
+            detail: format!("{e}; expected the endpoints.json written by `lockbench serve`"),
+        })?;
+        if let (Some(m), Some(pw)) = (file.endpoints.mysql.as_mut(), file.mysql_password.as_ref()) {
+            m.password = pw.clone();
+        }
+        Ok(file)
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
 use sqlx::pool::PoolConnection;
-use sqlx::{Connection, Executor, MySql, MySqlConnection, MySqlPool, Row};
+use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlConnection, MySqlPool, Row};
 
 use super::{Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
@@ -77,7 +77,10 @@ impl MysqlStore {
             .username(&ep.user)
             .password(&ep.password)
             .database(&ep.database)
-            .ssl_mode(MySqlSslMode::Disabled);
+            .ssl_mode(MySqlSslMode::Disabled)
+            // Statement logging costs client CPU on every call, CPU the server is short of.
+            .log_statements(log::LevelFilter::Off)
+            .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600));
         // Row-lock waits end with error 1205 at the acquire timeout (whole seconds, >= 1).
         let lock_wait_s = w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64;
         let pool = MySqlPoolOptions::new()

@@ -14,13 +14,7 @@ use crate::record::{ErrorKind, Outcome};
 use crate::workload::Workload;
 
 /// KEYS[1] = stock, KEYS[2] = orders list, ARGV[1] = buyer. Returns 1 if sold, 0 if sold out.
-pub const DECREMENT: &str = r#"
-local s = tonumber(redis.call('GET', KEYS[1]))
-if s == nil or s <= 0 then return 0 end
-redis.call('DECR', KEYS[1])
-redis.call('RPUSH', KEYS[2], ARGV[1])
-return 1
-"#;
+pub const DECREMENT: &str = include_str!("lua/decrement.lua");
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -13,12 +13,7 @@ use crate::workload::Workload;
 
 /// Deletes the key only if it still holds our token: a plain DEL could remove a lock that
 /// expired and was taken by someone else.
-const UNLOCK: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"#;
+const UNLOCK: &str = include_str!("lua/unlock.lua");
 
 /// The single-instance Redis lock.
 pub struct SetNx {

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Is the harness ever the bottleneck? Measures, side by side on the same servers (one
+# `lockbench serve`), the reference tool and lockbench doing the same work at the same
+# concurrency, alternating rounds, and prints medians and ratios (target >= 0.9):
+#   1. redis-benchmark EVALSHA <the redis-lua-decr script>  vs  lockbench run --strategy redis-lua-decr
+#   2. mysqlslap with the mysql-atomic transaction          vs  lockbench run --strategy mysql-atomic
+# Then the peak RSS of lockbench for RSS_ATTEMPTS attempts and for a tenth of that: memory must
+# not grow with the number of attempts.
+# Knobs (environment): CLIENTS=50 SECONDS_PER=8 ROUNDS=3 RSS_ATTEMPTS=1000000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CLIENTS=${CLIENTS:-50}
+SECONDS_PER=${SECONDS_PER:-8}
+ROUNDS=${ROUNDS:-3}
+RSS_ATTEMPTS=${RSS_ATTEMPTS:-1000000}
+
+bash scripts/install-deps.sh
+command -v /usr/bin/time >/dev/null || { echo "bench-overhead: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
+cargo build --release --quiet
+LB=$PWD/target/release/lockbench
+work=$(mktemp -d)
+serve_pid=""
+cleanup() {
+  [ -n "$serve_pid" ] && kill -INT "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$LB" serve --out "$work/serve" --for 30m >"$work/serve.out" 2>"$work/serve.err" &
+serve_pid=$!
+for _ in $(seq 1 600); do [ -s "$work/serve.out" ] && break; sleep 0.2; done
+ep="$work/serve/endpoints.json"
+[ -f "$ep" ] || { echo "bench-overhead: lockbench serve did not come up:" >&2; cat "$work/serve.err" >&2; exit 1; }
+redis_port=$(grep -A1 '"redis": \[' "$ep" | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
+mysql_port=$(grep -A1 '"mysql": {' "$ep" | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
+mysql_pw=$(grep -o '"mysql_password": "[^"]*"' "$ep" | cut -d'"' -f4)
+sql() { mariadb --no-defaults -h127.0.0.1 -P"$mysql_port" -ulockbench -p"$mysql_pw" lockbench -N -e "$1"; }
+
+# Closed loop, one hot SKU, stock that never runs out: every attempt does the full sale.
+lockbench_rate() { # strategy -> attempts/s
+  "$LB" run --strategy "$1" --endpoints "$ep" --json --out "$work/run-$1" \
+    --set load.mode=closed --set load.clients="$CLIENTS" --set load.duration="${SECONDS_PER}s" \
+    --set inventory.skus=1 --set inventory.stock=1000000000 --set critical_section.hold=0s \
+    2>/dev/null | grep -o '"attempts_per_s": [0-9.]*' | head -1 | awk '{print $2}'
+}
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", a/b}'; }
+
+echo "== redis-lua-decr: redis-benchmark vs lockbench, $CLIENTS connections, $ROUNDS rounds" >&2
+lockbench_rate redis-lua-decr >/dev/null # seeds the stock and loads the script
+sha=$(redis-cli -p "$redis_port" SCRIPT LOAD "$(cat bench/src/strategy/lua/decrement.lua)")
+ref=(); ours=()
+for r in $(seq 1 "$ROUNDS"); do
+  lb=$(lockbench_rate redis-lua-decr)
+  # Enough requests for about SECONDS_PER seconds at the rate lockbench just reached.
+  n=$(awk -v r="$lb" -v s="$SECONDS_PER" 'BEGIN {printf "%d", r * s}')
+  rb=$(redis-benchmark -p "$redis_port" -c "$CLIENTS" -n "$n" -q \
+         EVALSHA "$sha" 2 lockbench:stock:0 lockbench:orders:0 1 2>/dev/null \
+       | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}')
+  echo "   round $r: redis-benchmark $rb/s, lockbench $lb/s" >&2
+  ref+=("$rb"); ours+=("$lb")
+done
+redis_ref=$(printf '%s\n' "${ref[@]}" | median); redis_lb=$(printf '%s\n' "${ours[@]}" | median)
+
+echo "== mysql-atomic: mysqlslap vs lockbench, $CLIENTS connections, $ROUNDS rounds" >&2
+txn="START TRANSACTION;UPDATE stock SET qty = qty - 1, version = version + 1 WHERE sku = 0 AND qty > 0;INSERT INTO orders (sku, buyer, token, created_us) VALUES (0, 1, 'b1', 0);COMMIT"
+ref=(); ours=()
+for r in $(seq 1 "$ROUNDS"); do
+  lb=$(lockbench_rate mysql-atomic) # also recreates the tables with a huge stock
+  # --number-of-queries is the total over all clients; four statements per transaction.
+  queries=$(awk -v r="$lb" -v s="$SECONDS_PER" 'BEGIN {printf "%d", 4 * r * s}')
+  before=$(sql "SELECT COUNT(*) FROM orders")
+  secs=$(mysqlslap --no-defaults -h127.0.0.1 -P"$mysql_port" -ulockbench -p"$mysql_pw" \
+           --create-schema=lockbench --no-drop --concurrency="$CLIENTS" --iterations=1 \
+           --number-of-queries="$queries" --delimiter=";" --query="$txn" 2>/dev/null \
+         | awk -F': ' '/Average number of seconds/ {print $2 + 0}')
+  after=$(sql "SELECT COUNT(*) FROM orders")
+  ms=$(awk -v n="$((after - before))" -v s="$secs" 'BEGIN {printf "%.1f", n / s}')
+  echo "   round $r: mysqlslap $ms/s ($((after - before)) transactions in ${secs}s), lockbench $lb/s" >&2
+  ref+=("$ms"); ours+=("$lb")
+done
+mysql_ref=$(printf '%s\n' "${ref[@]}" | median); mysql_lb=$(printf '%s\n' "${ours[@]}" | median)
+
+echo "== peak RSS of lockbench (redis-lua-decr, closed loop, history off)" >&2
+rss() { # attempts -> max RSS in KiB
+  /usr/bin/time -f '%M' -o "$work/rss" "$LB" run --strategy redis-lua-decr --endpoints "$ep" --json \
+    --out "$work/rss-$1" --set load.mode=closed --set load.clients="$CLIENTS" --set load.duration=10m \
+    --set load.max_attempts="$1" --set inventory.skus=1 --set inventory.stock=1000000000 >/dev/null 2>&1
+  cat "$work/rss"
+}
+small=$((RSS_ATTEMPTS / 10))
+rss_small=$(rss "$small"); rss_big=$(rss "$RSS_ATTEMPTS")
+
+printf '\n%-34s %14s %14s %7s  %s\n' "comparison" "reference/s" "lockbench/s" "ratio" "target"
+printf '%-34s %14s %14s %7s  %s\n' "redis-benchmark vs redis-lua-decr" "$redis_ref" "$redis_lb" "$(ratio "$redis_lb" "$redis_ref")" ">= 0.90"
+printf '%-34s %14s %14s %7s  %s\n' "mysqlslap vs mysql-atomic" "$mysql_ref" "$mysql_lb" "$(ratio "$mysql_lb" "$mysql_ref")" ">= 0.90"
+printf '\npeak RSS: %s KiB for %s attempts, %s KiB for %s attempts (ratio %s)\n' \
+  "$rss_small" "$small" "$rss_big" "$RSS_ATTEMPTS" "$(ratio "$rss_big" "$rss_small")"
