@@ -63,6 +63,7 @@ async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
         workload_file: "contention.toml".into(),
         out: dir.join(strategy),
         base_port: None,
+        endpoints: None,
         history: true,
         progress: false,
     };
@@ -389,6 +390,64 @@ fn a_server_dying_mid_run_fails_the_run_and_stops_the_others() {
     assert_all_gone(&servers);
     // What was measured before the failure is on disk.
     assert!(dir.path().join("out/timeline.csv").exists());
+}
+
+#[test]
+fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = lockbench()
+        .args(["serve", "--for", "2m", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let endpoints = dir.path().join("endpoints.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !endpoints.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let servers: Vec<_> = descendants(serve.id())
+        .into_iter()
+        .filter(|(_, c)| c == "mariadbd" || c == "redis-server")
+        .collect();
+    // Two runs on the same servers: each recreates its stock, so both audit cleanly.
+    let w = workload_file(
+        dir.path(),
+        "[inventory]\nstock = 30\n[load]\nduration = \"500ms\"\n",
+    );
+    for strategy in ["mysql-atomic", "redis-lua-decr", "mysql-atomic"] {
+        let out = lockbench()
+            .args(["run", "--json", "--strategy", strategy, "--workload"])
+            .arg(&w)
+            .arg("--endpoints")
+            .arg(&endpoints)
+            .arg("--out")
+            .arg(dir.path().join(strategy))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{strategy}: {err}");
+        let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(s[0].safe && s[0].sold == 30, "{strategy}: {:?}", s[0]);
+    }
+    assert_eq!(servers.len(), 2, "{servers:?}");
+    assert!(
+        servers.iter().all(|(p, _)| alive(*p)),
+        "runs with --endpoints must not stop the servers"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = serve.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert_all_gone(&servers);
+    assert!(!endpoints.exists(), "endpoints.json left behind");
 }
 
 #[test]
