@@ -118,8 +118,9 @@ pub struct CompareArgs {
 /// Sets up `tracing` on stderr.
 pub fn init_tracing(verbose: u8) {
     let default = match verbose {
-        0 => "warn",
-        1 => "lockbench=info,warn",
+        // sqlx warns about every connection a stopped server closed: noise at the default level.
+        0 => "warn,sqlx=error",
+        1 => "lockbench=info,warn,sqlx=error",
         _ => "lockbench=debug,info",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()

@@ -134,6 +134,7 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         started_at,
     });
     report::write_summary(&opts.out, &summary).map_err(write_err(&opts.out))?;
+    built.store.close().await;
     drop(built);
     if let Some(cluster) = cluster {
         cluster.stop();

@@ -78,6 +78,9 @@ pub struct Stats {
     pub release_failed: u64,
     /// Per-second timeline, index = second since start.
     pub timeline: Vec<Second>,
+    /// When the last `sold` attempt ended, since the start (the sell-out time when the stock
+    /// ran out).
+    pub last_sale: Option<std::time::Duration>,
 }
 
 impl Default for Stats {
@@ -103,6 +106,7 @@ impl Stats {
             unknown: [0; ErrorKind::ALL.len()],
             release_failed: 0,
             timeline: Vec::new(),
+            last_sale: None,
         }
     }
 
@@ -119,6 +123,11 @@ impl Stats {
             _ => {}
         }
         self.release_failed += u64::from(c.release_failed);
+        if c.outcome == Outcome::Sold {
+            self.last_sale = self
+                .last_sale
+                .max(Some(c.ended.saturating_duration_since(start)));
+        }
         let sec = c.ended.saturating_duration_since(start).as_secs() as usize;
         if self.timeline.len() <= sec {
             self.timeline.resize_with(sec + 1, Second::new);
@@ -141,6 +150,7 @@ impl Stats {
             self.unknown[i] += other.unknown[i];
         }
         self.release_failed += other.release_failed;
+        self.last_sale = self.last_sale.max(other.last_sale);
         if self.timeline.len() < other.timeline.len() {
             self.timeline.resize_with(other.timeline.len(), Second::new);
         }
@@ -221,6 +231,7 @@ mod tests {
         assert_eq!(b.unknown[ErrorKind::Timeout as usize], 1);
         assert_eq!(b.failed[ErrorKind::Connection as usize], 1);
         assert_eq!(b.timeline.len(), 3);
+        assert_eq!(b.last_sale, Some(Duration::from_millis(2100)));
         assert_eq!(b.timeline[2].counts, one.timeline[2].counts);
         assert_eq!(
             LatencySummary::of(&b.all_latency()),

@@ -21,12 +21,13 @@ use crate::workload::driver::DriveReport;
 /// Schema id of `summary.json`; bump on any incompatible change.
 pub const SCHEMA: &str = "lockbench.summary/1";
 
-/// Attempts and sales per second over the run's duration.
+/// Attempts and sales per second.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Throughput {
-    /// All attempts (any outcome) per second.
+    /// All attempts (any outcome) per second of `duration_s`.
     pub attempts_per_s: f64,
-    /// Audited sales per second.
+    /// Audited sales per second while there was stock: over `sold_out_s` when the stock ran
+    /// out, else over `duration_s`.
     pub sales_per_s: f64,
 }
 
@@ -109,6 +110,8 @@ pub struct Summary {
     pub interrupted: bool,
     /// Seconds from the start of the load to the end of its last attempt.
     pub duration_s: f64,
+    /// Seconds from the start until the last sale, when the audit found no stock left.
+    pub sold_out_s: Option<f64>,
     /// Rates over `duration_s`.
     pub throughput: Throughput,
     /// Latency of all attempts from their intended start.
@@ -157,9 +160,14 @@ impl Summary {
             started_at,
         } = p;
         let duration_s = drive.elapsed.as_secs_f64();
-        let per_s = |n: u64| {
-            if duration_s > 0.0 {
-                round1(n as f64 / duration_s)
+        let sold_out_s = stats
+            .last_sale
+            .filter(|_| safety.final_stock <= 0)
+            .map(|d| d.as_secs_f64());
+        let selling_s = sold_out_s.unwrap_or(duration_s);
+        let per_s = |n: u64, over_s: f64| {
+            if over_s > 0.0 {
+                round1(n as f64 / over_s)
             } else {
                 0.0
             }
@@ -213,9 +221,10 @@ impl Summary {
             not_started: drive.not_started,
             interrupted: drive.cancelled,
             duration_s: round3(duration_s),
+            sold_out_s: sold_out_s.map(round3),
             throughput: Throughput {
-                attempts_per_s: per_s(attempts),
-                sales_per_s: per_s(safety.sold),
+                attempts_per_s: per_s(attempts, duration_s),
+                sales_per_s: per_s(safety.sold, selling_s),
             },
             latency_us: LatencySummary::of(&stats.all_latency()).into(),
             latency_us_by_outcome,

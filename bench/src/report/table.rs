@@ -18,6 +18,7 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
         "strategy",
         "attempts/s",
         "sales/s",
+        "sold out s",
         "p50 ms",
         "p99 ms",
         "p99.9 ms",
@@ -43,6 +44,9 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             s.strategy.clone(),
             format!("{:.0}", s.throughput.attempts_per_s),
             format!("{:.0}", s.throughput.sales_per_s),
+            s.sold_out_s
+                .map(|t| format!("{t:.2}"))
+                .unwrap_or_else(|| "-".into()),
             ms(s.latency_us.p50),
             ms(s.latency_us.p99),
             ms(s.latency_us.p999),

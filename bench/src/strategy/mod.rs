@@ -108,6 +108,8 @@ pub trait Store: Send + Sync {
     async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError>;
     /// Reads the final stock and the orders written, per SKU. Never trusts client counters.
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
+    /// Closes connections cleanly before the servers stop.
+    async fn close(&self) {}
 }
 
 /// Errors setting up a strategy or auditing its store.

@@ -292,6 +292,11 @@ impl Store for MysqlStore {
             .await
             .map_err(|_| StrategyError::Timeout("audit"))?
     }
+
+    async fn close(&self) {
+        // Bounded: a dead server must not hold up the end of the run.
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.pool.close()).await;
+    }
 }
 
 /// Shared handle type used by the MariaDB strategies.
