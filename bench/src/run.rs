@@ -156,9 +156,12 @@ fn progress_bar(
     // `ProgressBar::new` draws to stderr and stays hidden when stderr is not a terminal.
     let bar = ProgressBar::new(duration.as_millis() as u64);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>18} [{bar:30}] {elapsed:>4}/{duration:4} {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(&format!(
+            "{{prefix:>18}} [{{bar:30}}] {{elapsed:>3}}/{}s {{msg}}",
+            duration.as_secs()
+        ))
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar.set_prefix(id.to_string());
     let start = Instant::now();
