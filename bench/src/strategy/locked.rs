@@ -1,7 +1,5 @@
 //! Adapts any [`Lock`] into a [`Strategy`]: acquire, the shared critical section, release.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -17,8 +15,7 @@ pub struct Locked<L> {
     store: SharedStore,
     hold: Duration,
     /// Distinguishes this run's tokens from leftovers of earlier runs on the same server.
-    nonce: u64,
-    counter: Arc<AtomicU64>,
+    nonce: u32,
 }
 
 impl<L: Lock> Locked<L> {
@@ -29,7 +26,6 @@ impl<L: Lock> Locked<L> {
             store,
             hold: w.critical_section.hold,
             nonce: rand::random(),
-            counter: Arc::new(AtomicU64::new(0)),
         }
     }
 }
@@ -43,8 +39,8 @@ pub fn lock_key(sku: u32) -> String {
 impl<L: Lock> Strategy for Locked<L> {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let key = lock_key(p.sku);
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let token = format!("{:08x}-{}-{n}", self.nonce as u32, p.seq);
+        // `seq` is unique within the run, the nonce across runs.
+        let token = format!("{:08x}-{}", self.nonce, p.seq);
         let lease = match self.lock.acquire(p.client, &key, &token).await {
             Ok(lease) => lease,
             Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),

@@ -61,6 +61,12 @@ pub fn write_failure(kind: ErrorKind) -> Outcome {
     }
 }
 
+/// Row-lock waits end with error 1205 after `innodb_lock_wait_timeout`, which counts whole
+/// seconds: the acquire timeout rounded up, at least 1 s.
+pub fn lock_wait(w: &Workload) -> Duration {
+    Duration::from_secs(w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64)
+}
+
 fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -81,8 +87,7 @@ impl MysqlStore {
             // Statement logging costs client CPU on every call, CPU the server is short of.
             .log_statements(log::LevelFilter::Off)
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600));
-        // Row-lock waits end with error 1205 at the acquire timeout (whole seconds, >= 1).
-        let lock_wait_s = w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64;
+        let lock_wait_s = lock_wait(w).as_secs();
         let pool = MySqlPoolOptions::new()
             .max_connections(w.load.clients.min(1000) + 2)
             // Waiting for a free connection is part of an attempt's latency; bound it.

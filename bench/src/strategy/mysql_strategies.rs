@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use sqlx::Connection;
 
 use super::mysql::{
-    ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number, fail_and_drop, write_failure,
+    ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number, fail_and_drop, lock_wait,
+    write_failure,
 };
 use super::{Attempt, Purchase, Strategy, backoff, within};
 use crate::record::{ErrorKind, Outcome};
@@ -56,12 +57,10 @@ pub struct ForUpdate {
 impl ForUpdate {
     /// Sells from `store`.
     pub fn new(store: SharedStore, w: &Workload) -> Self {
-        let lock_wait =
-            Duration::from_secs(w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64);
         Self {
             store,
             hold: w.critical_section.hold,
-            lock_wait,
+            lock_wait: lock_wait(w),
         }
     }
 }
