@@ -100,23 +100,23 @@ fn assert_servers_gone(s: &Summary) {
 
 fn assert_safe_under_contention(s: &Summary) {
     let id = &s.strategy;
-    assert_eq!(s.initial_stock, 20, "{id}");
+    assert_eq!(s.audit.initial_stock, 20, "{id}");
     assert!(
         s.attempts > 40,
         "{id}: only {} attempts: no real contention",
         s.attempts
     );
-    assert!(s.sold > 0, "{id}: sold nothing");
+    assert!(s.audit.sold > 0, "{id}: sold nothing");
     assert!(
         s.outcomes["sold_out"] > 0,
         "{id}: demand never exceeded supply"
     );
-    assert_eq!(s.oversell, 0, "{id}: oversold");
-    assert_eq!(s.lost_updates, 0, "{id}: lost updates");
-    assert!(s.final_stock >= 0, "{id}: negative stock");
+    assert_eq!(s.audit.oversell, 0, "{id}: oversold");
+    assert_eq!(s.audit.lost_updates, 0, "{id}: lost updates");
+    assert!(s.audit.final_stock >= 0, "{id}: negative stock");
     assert_eq!(
-        s.sold as i64 + s.final_stock,
-        s.initial_stock as i64,
+        s.audit.sold as i64 + s.audit.final_stock,
+        s.audit.initial_stock as i64,
         "{id}: sold + final != initial"
     );
     assert!(s.safe, "{id}: verdict not safe");
@@ -129,8 +129,14 @@ async fn none_oversells_under_contention() {
     }
     let dir = tempfile::tempdir().unwrap();
     let s = run_strategy("none", CONTENTION, dir.path()).await;
-    assert!(s.oversell > 0, "the no-lock control was not caught: {s:?}");
-    assert!(s.lost_updates > 0, "blind writes must lose updates: {s:?}");
+    assert!(
+        s.audit.oversell > 0,
+        "the no-lock control was not caught: {s:?}"
+    );
+    assert!(
+        s.audit.lost_updates > 0,
+        "blind writes must lose updates: {s:?}"
+    );
     assert!(!s.safe);
     // The history has one line per attempt.
     let lines = std::fs::read_to_string(dir.path().join("none/history.jsonl"))
@@ -432,7 +438,7 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{strategy}: {err}");
         let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
-        assert!(s[0].safe && s[0].sold == 30, "{strategy}: {:?}", s[0]);
+        assert!(s[0].safe && s[0].audit.sold == 30, "{strategy}: {:?}", s[0]);
     }
     assert_eq!(servers.len(), 2, "{servers:?}");
     assert!(

@@ -6,7 +6,7 @@
 //!   same unit and one decrement vanished;
 //! - the store is **consistent** when every SKU has `sold + final = initial` and `final ≥ 0`.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the audit found for one SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,7 @@ pub struct SkuAudit {
 }
 
 /// The safety verdict of a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Safety {
     /// Units on sale at the start, over all SKUs.
     pub initial_stock: u64,

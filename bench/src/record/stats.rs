@@ -3,12 +3,12 @@
 use std::time::Instant;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Completion, ErrorKind, Outcome};
 
 /// Latency percentiles in microseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct LatencySummary {
     /// Median.
     pub p50: u64,

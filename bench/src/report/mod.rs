@@ -31,36 +31,6 @@ pub struct Throughput {
     pub sales_per_s: f64,
 }
 
-/// Latency percentiles in µs (from the intended start).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct Latency {
-    /// Median.
-    pub p50: u64,
-    /// 90th percentile.
-    pub p90: u64,
-    /// 99th percentile.
-    pub p99: u64,
-    /// 99.9th percentile.
-    pub p999: u64,
-    /// Maximum.
-    pub max: u64,
-    /// Mean.
-    pub mean: f64,
-}
-
-impl From<LatencySummary> for Latency {
-    fn from(s: LatencySummary) -> Self {
-        Self {
-            p50: s.p50,
-            p90: s.p90,
-            p99: s.p99,
-            p999: s.p999,
-            max: s.max,
-            mean: s.mean,
-        }
-    }
-}
-
 /// Everything a run concluded. Written as `summary.json`; see README.md for the field list.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
@@ -80,18 +50,10 @@ pub struct Summary {
     pub workload_file: String,
     /// The effective workload (file plus `--set` overrides, defaults filled in).
     pub workload: serde_json::Value,
-    /// Units on sale at the start (all SKUs).
-    pub initial_stock: u64,
-    /// Units left at the end (audited).
-    pub final_stock: i64,
-    /// Orders found by the audit.
-    pub sold: u64,
-    /// Units sold beyond the stock.
-    pub oversell: u64,
-    /// Sales whose decrement vanished.
-    pub lost_updates: u64,
-    /// SKUs where `sold + final != initial`.
-    pub inconsistent_skus: u64,
+    /// The audit: `initial_stock`, `final_stock`, `sold`, `oversell`, `lost_updates`,
+    /// `inconsistent_skus` (flattened into the top level of the JSON).
+    #[serde(flatten)]
+    pub audit: Safety,
     /// Attempts whose outcome is unknown (timeouts after the write was sent).
     pub unknown: u64,
     /// Attempts started.
@@ -115,11 +77,11 @@ pub struct Summary {
     /// Rates over `duration_s`.
     pub throughput: Throughput,
     /// Latency of all attempts from their intended start.
-    pub latency_us: Latency,
+    pub latency_us: LatencySummary,
     /// Latency by outcome class.
-    pub latency_us_by_outcome: BTreeMap<String, Latency>,
+    pub latency_us_by_outcome: BTreeMap<String, LatencySummary>,
     /// Service time (from the actual start): the difference to `latency_us` is queueing.
-    pub service_time_us: Latency,
+    pub service_time_us: LatencySummary,
     /// The servers of the run.
     pub servers: Vec<NodeInfo>,
     /// Wall-clock start of the load (RFC 3339).
@@ -192,7 +154,7 @@ impl Summary {
             .map(|i| {
                 (
                     Outcome::CLASS_NAMES[i].to_string(),
-                    LatencySummary::of(&stats.latency[i]).into(),
+                    LatencySummary::of(&stats.latency[i]),
                 )
             })
             .collect();
@@ -206,12 +168,7 @@ impl Summary {
             seed: w.seed,
             workload_file: workload_file.into(),
             workload: serde_json::to_value(w).expect("workload serialises"),
-            initial_stock: safety.initial_stock,
-            final_stock: safety.final_stock,
-            sold: safety.sold,
-            oversell: safety.oversell,
-            lost_updates: safety.lost_updates,
-            inconsistent_skus: safety.inconsistent_skus,
+            audit: *safety,
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,
             errors: stats.count(Outcome::Failed(ErrorKind::Server).class()),
@@ -226,9 +183,9 @@ impl Summary {
                 attempts_per_s: per_s(attempts, duration_s),
                 sales_per_s: per_s(safety.sold, selling_s),
             },
-            latency_us: LatencySummary::of(&stats.all_latency()).into(),
+            latency_us: LatencySummary::of(&stats.all_latency()),
             latency_us_by_outcome,
-            service_time_us: LatencySummary::of(&stats.service).into(),
+            service_time_us: LatencySummary::of(&stats.service),
             servers,
             started_at: humantime::format_rfc3339_millis(started_at).to_string(),
         }
