@@ -103,8 +103,8 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     let history = opts.history.then(|| opts.out.join("history.jsonl"));
     let start = Instant::now();
     let started_at = SystemTime::now();
-    let (sink, recorder) =
-        Recorder::spawn(start, history, live.clone()).map_err(write_err(&opts.out))?;
+    let (sink, recorder) = Recorder::spawn(start, history, w.attempt_bound(), live.clone())
+        .map_err(write_err(&opts.out))?;
     let progress = progress_bar(
         opts.progress,
         info.id,
@@ -114,12 +114,13 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     );
     tracing::info!(strategy = info.id, "load started");
     let drive = driver::drive(built.strategy.clone(), w, start, sink, cancel.clone()).await;
-    let stats = recorder.finish().await.map_err(write_err(&opts.out))?;
+    let recording = recorder.finish().await.map_err(write_err(&opts.out))?;
+    let stats = &recording.stats;
     if let Some((bar, ticker)) = progress {
         ticker.abort();
         bar.finish_and_clear();
     }
-    report::write_results(&opts.out, &stats).map_err(write_err(&opts.out))?;
+    report::write_results(&opts.out, stats).map_err(write_err(&opts.out))?;
 
     let audits = built.store.audit(w.inventory.skus).await?;
     let safety = Safety::judge(w.inventory.stock, &audits);
@@ -127,7 +128,8 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         info,
         workload: w,
         workload_file: &opts.workload_file,
-        stats: &stats,
+        stats,
+        double_grants: &recording.double_grants,
         drive: &drive,
         safety: &safety,
         servers,

@@ -187,6 +187,109 @@ async fn redis_setnx_is_safe_under_contention() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_watchdog_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-setnx-watchdog", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!(s.double_grants, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_fenced_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-setnx-fenced", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!(
+        (s.double_grants, s.stale_rejected),
+        (0, 0),
+        "no lease expired, nothing to fence"
+    );
+}
+
+/// The lease (20 ms) expires while the holder is still in its critical section (60 ms): the
+/// trigger of the "ttl without renewal" pitfall. Without a watchdog or fencing, the next buyer
+/// takes the lock while the first still works: a double grant, and the blind write oversells.
+const HOLD_OVER_TTL: &str = r#"
+seed = 5
+[inventory]
+skus = 1
+stock = 20
+[load]
+mode = "closed"
+clients = 16
+duration = "1500ms"
+max_attempts = 20000
+timeout = "2s"
+[critical_section]
+hold = "60ms"
+[lock]
+ttl = "20ms"
+acquire_timeout = "3s"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_is_caught_when_the_hold_outlives_the_ttl() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-setnx", HOLD_OVER_TTL, dir.path()).await;
+    assert!(
+        s.double_grants > 0,
+        "expired leases not seen as double grants: {s:?}"
+    );
+    assert!(s.audit.oversell > 0, "no oversell: {s:?}");
+    assert!(
+        s.release_failures > 0,
+        "releases should find their lease gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_get_del_is_caught_when_the_hold_outlives_the_ttl() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-get-del", HOLD_OVER_TTL, dir.path()).await;
+    assert!(s.double_grants > 0 && s.audit.oversell > 0, "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_watchdog_stays_safe_when_the_hold_outlives_the_ttl() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-setnx-watchdog", HOLD_OVER_TTL, dir.path()).await;
+    assert_eq!(s.double_grants, 0, "the watchdog let a lease expire: {s:?}");
+    assert!(s.safe && s.audit.sold > 0, "{s:?}");
+    assert_eq!(s.release_failures, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_fenced_refuses_the_stale_writes_when_the_hold_outlives_the_ttl() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-setnx-fenced", HOLD_OVER_TTL, dir.path()).await;
+    // The lock still fails (leases overlap), but the store turns that into rejections.
+    assert!(s.double_grants > 0, "{s:?}");
+    assert!(s.stale_rejected > 0, "{s:?}");
+    assert_eq!(s.audit.oversell, 0, "{s:?}");
+    // Liveness is another matter: when every lease expires mid-section, a newer holder has
+    // nearly always read first, so almost every write is refused (sales may be zero).
+    assert!(s.safe, "{s:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn redis_lua_decr_is_safe_under_contention() {
     if !servers_available() {
         return;

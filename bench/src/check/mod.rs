@@ -4,9 +4,15 @@
 //!   summed over SKUs (one SKU's oversell is not cancelled by another's leftovers);
 //! - **lost updates** = `sold − (initial − final)` per SKU when positive: two buyers sold the
 //!   same unit and one decrement vanished;
-//! - the store is **consistent** when every SKU has `sold + final = initial` and `final ≥ 0`.
+//! - the store is **consistent** when every SKU has `sold + final = initial` and `final ≥ 0`;
+//! - a **double grant** is two leases of one lock key overlapping in time ([`DoubleGrantChecker`]):
+//!   the direct measure of lost mutual exclusion, of which oversell is the consequence.
+
+mod double_grant;
 
 use serde::{Deserialize, Serialize};
+
+pub use double_grant::{DoubleGrantChecker, DoubleGrants, Overlap};
 
 /// What the audit found for one SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

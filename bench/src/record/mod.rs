@@ -11,9 +11,11 @@ mod stats;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+
+use crate::check::{DoubleGrantChecker, DoubleGrants};
 
 pub use history::HistoryWriter;
 pub use outcome::{ErrorKind, Outcome};
@@ -21,6 +23,9 @@ pub use stats::{LatencySummary, Second, Stats};
 
 /// How many completions may wait for the recorder before buyers are slowed down.
 const QUEUE: usize = 64 * 1024;
+/// How far out of completion order events may reach the recorder (one process, one thread
+/// today; worker processes will need their own bound).
+const ORDER_SLACK: Duration = Duration::from_secs(1);
 
 /// The interval during which a client believed it held a lock.
 #[derive(Debug, Clone)]
@@ -69,16 +74,26 @@ pub struct Live {
     pub sold: AtomicU64,
 }
 
+/// Everything the recorder produced.
+pub struct Recording {
+    /// Histograms, timeline, counters.
+    pub stats: Stats,
+    /// Overlapping leases found while recording.
+    pub double_grants: DoubleGrants,
+}
+
 /// Handle to the recorder task.
 pub struct Recorder {
-    task: tokio::task::JoinHandle<std::io::Result<Stats>>,
+    task: tokio::task::JoinHandle<std::io::Result<Recording>>,
 }
 
 impl Recorder {
-    /// Starts the recorder; `history` (if any) receives one JSON line per completion.
+    /// Starts the recorder; `history` (if any) receives one JSON line per completion;
+    /// `horizon` bounds one attempt (for the streaming double-grant check).
     pub fn spawn(
         start: Instant,
         history: Option<PathBuf>,
+        horizon: Duration,
         live: Arc<Live>,
     ) -> std::io::Result<(mpsc::Sender<Completion>, Self)> {
         let mut writer = history
@@ -87,6 +102,7 @@ impl Recorder {
         let (tx, mut rx) = mpsc::channel::<Completion>(QUEUE);
         let task = tokio::spawn(async move {
             let mut stats = Stats::new();
+            let mut leases = DoubleGrantChecker::new(horizon, ORDER_SLACK);
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {
                 for c in batch.drain(..) {
@@ -94,6 +110,9 @@ impl Recorder {
                     live.attempts.fetch_add(1, Ordering::Relaxed);
                     if c.outcome == Outcome::Sold {
                         live.sold.fetch_add(1, Ordering::Relaxed);
+                    }
+                    if let Some(l) = &c.lease {
+                        leases.observe(&l.key, &l.token, l.acquired, l.released, c.ended);
                     }
                     if let Some(w) = writer.as_mut() {
                         w.write(&c)?;
@@ -103,13 +122,16 @@ impl Recorder {
             if let Some(w) = writer {
                 w.finish()?;
             }
-            Ok(stats)
+            Ok(Recording {
+                stats,
+                double_grants: leases.finish(),
+            })
         });
         Ok((tx, Self { task }))
     }
 
-    /// Waits until every sender is dropped and returns the statistics.
-    pub async fn finish(self) -> std::io::Result<Stats> {
+    /// Waits until every sender is dropped and returns what was recorded.
+    pub async fn finish(self) -> std::io::Result<Recording> {
         self.task.await.map_err(std::io::Error::other)?
     }
 }

@@ -14,15 +14,18 @@ pub enum ErrorKind {
     Deadlock,
     /// Any other error reply from a server.
     Server,
+    /// A fenced store refused the write: a newer lock holder's token had reached it.
+    StaleToken,
 }
 
 impl ErrorKind {
     /// Every kind, in a stable order.
-    pub const ALL: [ErrorKind; 4] = [
+    pub const ALL: [ErrorKind; 5] = [
         Self::Timeout,
         Self::Connection,
         Self::Deadlock,
         Self::Server,
+        Self::StaleToken,
     ];
 
     /// Stable name for tables and JSON.
@@ -32,6 +35,7 @@ impl ErrorKind {
             Self::Connection => "connection",
             Self::Deadlock => "deadlock",
             Self::Server => "server",
+            Self::StaleToken => "stale_token",
         }
     }
 }

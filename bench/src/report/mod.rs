@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub use files::{write_results, write_summary};
 pub use table::print_table;
 
-use crate::check::Safety;
+use crate::check::{DoubleGrants, Overlap, Safety};
 use crate::cluster::NodeInfo;
 use crate::record::{ErrorKind, LatencySummary, Outcome, Stats};
 use crate::strategy::StrategyInfo;
@@ -54,6 +54,12 @@ pub struct Summary {
     /// `inconsistent_skus` (flattened into the top level of the JSON).
     #[serde(flatten)]
     pub audit: Safety,
+    /// Pairs of leases on one lock key that overlapped in time (lost mutual exclusion).
+    pub double_grants: u64,
+    /// The first few overlapping pairs.
+    pub double_grant_examples: Vec<Overlap>,
+    /// Writes a fenced store refused because a newer token had reached it.
+    pub stale_rejected: u64,
     /// Attempts whose outcome is unknown (timeouts after the write was sent).
     pub unknown: u64,
     /// Attempts started.
@@ -102,6 +108,8 @@ pub struct RunParts<'a> {
     pub drive: &'a DriveReport,
     /// The audit's verdict.
     pub safety: &'a Safety,
+    /// Overlapping leases.
+    pub double_grants: &'a DoubleGrants,
     /// The servers used.
     pub servers: Vec<NodeInfo>,
     /// Wall-clock start of the load.
@@ -118,6 +126,7 @@ impl Summary {
             stats,
             drive,
             safety,
+            double_grants,
             servers,
             started_at,
         } = p;
@@ -169,6 +178,9 @@ impl Summary {
             workload_file: workload_file.into(),
             workload: serde_json::to_value(w).expect("workload serialises"),
             audit: *safety,
+            double_grants: double_grants.count,
+            stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
+            double_grant_examples: double_grants.examples.clone(),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,
             errors: stats.count(Outcome::Failed(ErrorKind::Server).class()),

@@ -16,6 +16,8 @@ pub struct Locked<L> {
     hold: Duration,
     /// Distinguishes this run's tokens from leftovers of earlier runs on the same server.
     nonce: u32,
+    /// Hand the lease's fencing token to the store, which then refuses stale writes.
+    fenced: bool,
 }
 
 impl<L: Lock> Locked<L> {
@@ -26,7 +28,14 @@ impl<L: Lock> Locked<L> {
             store,
             hold: w.critical_section.hold,
             nonce: rand::random(),
+            fenced: false,
         }
+    }
+
+    /// The `-fenced` variant: the store checks the lock's fencing tokens.
+    pub fn fenced(mut self) -> Self {
+        self.fenced = true;
+        self
     }
 }
 
@@ -47,9 +56,18 @@ impl<L: Lock> Strategy for Locked<L> {
             Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
         };
         let acquired = Instant::now();
+        let fence = if self.fenced {
+            Some(
+                lease
+                    .fence
+                    .expect("a fenced strategy is only built on a lock that issues tokens"),
+            )
+        } else {
+            None
+        };
         let outcome = self
             .store
-            .critical_section(p, &lease.token, self.hold)
+            .critical_section(p, &lease.token, fence, self.hold)
             .await;
         let released = Instant::now();
         let release_failed = !matches!(self.lock.release(p.client, &lease).await, Ok(true));
@@ -58,7 +76,7 @@ impl<L: Lock> Strategy for Locked<L> {
             release_failed,
             lease: Some(LeaseSpan {
                 key,
-                token: lease.token,
+                token: lease.token.clone(),
                 fence: lease.fence,
                 acquired,
                 released,

@@ -71,7 +71,7 @@ pub trait Strategy: Send + Sync {
 }
 
 /// A held lock.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Lease {
     /// The lock key (one per SKU).
     pub key: String,
@@ -79,6 +79,43 @@ pub struct Lease {
     pub token: String,
     /// Monotonic fencing token, for locks that issue one.
     pub fence: Option<u64>,
+    /// A task keeping the lease alive (watchdog, lease keep-alive), stopped at release.
+    pub keepalive: Option<KeepAlive>,
+}
+
+impl Lease {
+    /// A lease with no fencing token and nothing keeping it alive.
+    pub fn new(key: &str, token: &str) -> Self {
+        Self {
+            key: key.to_string(),
+            token: token.to_string(),
+            fence: None,
+            keepalive: None,
+        }
+    }
+}
+
+/// A background task that keeps a lease alive; aborted by [`KeepAlive::stop`] or on drop, so
+/// it never outlives the attempt that took the lease.
+#[derive(Debug)]
+pub struct KeepAlive(tokio::task::AbortHandle);
+
+impl KeepAlive {
+    /// Spawns `task` on the runtime.
+    pub fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        Self(tokio::spawn(task).abort_handle())
+    }
+
+    /// Stops renewing (before the release is sent).
+    pub fn stop(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for KeepAlive {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Why a lock was not acquired.
@@ -210,6 +247,24 @@ pub const ALL: &[StrategyInfo] = &[
         about: "Redis SET key token NX PX ttl, Lua compare-and-delete unlock; stock in MariaDB",
     },
     StrategyInfo {
+        id: "redis-setnx-watchdog",
+        kind: Kind::Lock,
+        needs: MARIADB_REDIS,
+        about: "redis-setnx plus a watchdog renewing the lease every ttl/3 while it is still ours",
+    },
+    StrategyInfo {
+        id: "redis-setnx-fenced",
+        kind: Kind::Lock,
+        needs: MARIADB_REDIS,
+        about: "redis-setnx with a fencing token from a Redis INCR; the store refuses stale tokens",
+    },
+    StrategyInfo {
+        id: "redis-get-del",
+        kind: Kind::Control,
+        needs: MARIADB_REDIS,
+        about: "broken control: SET NX PX, but released by GET then DEL (two commands, not atomic)",
+    },
+    StrategyInfo {
         id: "redis-lua-decr",
         kind: Kind::LockFree,
         needs: REDIS,
@@ -280,11 +335,36 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 store,
             }
         }
-        "redis-setnx" => {
+        "redis-setnx" | "redis-setnx-watchdog" | "redis-setnx-fenced" | "redis-get-del" => {
+            use redis_setnx::{Flavor, Release, SetNx};
+            let flavor = match info.id {
+                "redis-setnx-watchdog" => Flavor {
+                    watchdog: true,
+                    ..Flavor::PLAIN
+                },
+                "redis-setnx-fenced" => Flavor {
+                    fenced: true,
+                    ..Flavor::PLAIN
+                },
+                "redis-get-del" => Flavor {
+                    release: Release::GetThenDel,
+                    ..Flavor::PLAIN
+                },
+                _ => Flavor::PLAIN,
+            };
             let store = mysql().await?;
-            let lock = redis_setnx::SetNx::connect(redis_addr()?, w).await?;
+            let locked = Locked::new(
+                SetNx::connect(redis_addr()?, w, flavor).await?,
+                store.clone(),
+                w,
+            );
+            let locked = if flavor.fenced {
+                locked.fenced()
+            } else {
+                locked
+            };
             Built {
-                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
+                strategy: Arc::new(locked),
                 store,
             }
         }

@@ -23,6 +23,17 @@ pub const ER_LOCK_DEADLOCK: u16 = 1213;
 /// How long setup and audit statements may take (they touch every SKU).
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// What must still hold for the blind write to be applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Nothing: the lock is trusted.
+    None,
+    /// The row's version is still the one read (optimistic concurrency).
+    Version(i64),
+    /// No newer fencing token than this one has reached the row.
+    Fence(u64),
+}
+
 /// The stock table in MariaDB, reached through a connection pool.
 pub struct MysqlStore {
     pool: MySqlPool,
@@ -132,27 +143,51 @@ impl MysqlStore {
         Ok((row.try_get(0)?, row.try_get(1)?))
     }
 
-    /// The blind write: `qty = new_qty` (only if the version still matches, when given) plus
-    /// the order row. Returns false on a version mismatch. Runs inside the caller's transaction.
+    /// Raises the SKU's fence to `fence` (never lowers it) before a fenced read, so a writer
+    /// holding an older token is refused even if it writes *before* the newer holder does.
+    pub async fn raise_fence(
+        &self,
+        con: &mut MySqlConnection,
+        sku: u32,
+        fence: u64,
+    ) -> Result<(), ErrorKind> {
+        let raise = sqlx::query("UPDATE stock SET fence = GREATEST(fence, ?) WHERE sku = ?")
+            .bind(fence)
+            .bind(sku);
+        within(self.timeout, raise.execute(con), classify)
+            .await
+            .map(|_| ())
+    }
+
+    /// The blind write: `qty = new_qty` if the guard holds, plus the order row. Returns false
+    /// when the guard refused the write. Runs inside the caller's transaction.
     pub async fn write(
         &self,
         con: &mut MySqlConnection,
         p: &Purchase,
         new_qty: i64,
-        expect_version: Option<i64>,
+        guard: Guard,
         token: &str,
     ) -> Result<bool, ErrorKind> {
         let t = self.timeout;
-        let update = match expect_version {
-            None => sqlx::query("UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ?")
-                .bind(new_qty)
-                .bind(p.sku),
-            Some(v) => sqlx::query(
+        let update = match guard {
+            Guard::None => {
+                sqlx::query("UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ?")
+                    .bind(new_qty)
+                    .bind(p.sku)
+            }
+            Guard::Version(v) => sqlx::query(
                 "UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ? AND version = ?",
             )
             .bind(new_qty)
             .bind(p.sku)
             .bind(v),
+            Guard::Fence(f) => sqlx::query(
+                "UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ? AND fence <= ?",
+            )
+            .bind(new_qty)
+            .bind(p.sku)
+            .bind(f),
         };
         let done = within(t, update.execute(&mut *con), classify).await?;
         if done.rows_affected() == 0 {
@@ -182,11 +217,25 @@ impl MysqlStore {
 
     /// The shared critical section run under any lock: read (no lock of the store's own), hold
     /// for the business time, blind-write `read - 1` with the order in one transaction.
-    pub async fn critical_section(&self, p: &Purchase, token: &str, hold: Duration) -> Outcome {
+    ///
+    /// With a `fence` the store is fenced: the read raises the SKU's fence to the token and the
+    /// write is refused (`Failed(StaleToken)`) if a newer token has been seen since.
+    pub async fn critical_section(
+        &self,
+        p: &Purchase,
+        token: &str,
+        fence: Option<u64>,
+        hold: Duration,
+    ) -> Outcome {
         let mut con = match self.conn().await {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k),
         };
+        if let Some(f) = fence
+            && let Err(k) = self.raise_fence(&mut con, p.sku, f).await
+        {
+            return fail_and_drop(con, Outcome::Failed(k));
+        }
         let qty = match within(self.timeout, self.read(&mut con, p.sku, false), classify).await {
             Ok((qty, _)) => qty,
             Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
@@ -195,9 +244,11 @@ impl MysqlStore {
             return Outcome::SoldOut;
         }
         tokio::time::sleep(hold).await;
-        match self.write_tx(&mut con, p, qty - 1, None, token).await {
+        let guard = fence.map_or(Guard::None, Guard::Fence);
+        match self.write_tx(&mut con, p, qty - 1, guard, token).await {
             Ok(true) => Outcome::Sold,
-            Ok(false) => unreachable!("an unconditional update always matches the seeded row"),
+            Ok(false) if fence.is_some() => Outcome::Failed(ErrorKind::StaleToken),
+            Ok(false) => unreachable!("an unguarded update always matches the seeded row"),
             Err(k) => fail_and_drop(con, write_failure(k)),
         }
     }
@@ -208,14 +259,11 @@ impl MysqlStore {
         con: &mut MySqlConnection,
         p: &Purchase,
         new_qty: i64,
-        expect_version: Option<i64>,
+        guard: Guard,
         token: &str,
     ) -> Result<bool, ErrorKind> {
         let mut tx = within(self.timeout, con.begin(), classify).await?;
-        if !self
-            .write(&mut tx, p, new_qty, expect_version, token)
-            .await?
-        {
+        if !self.write(&mut tx, p, new_qty, guard, token).await? {
             within(self.timeout, tx.rollback(), classify).await?;
             return Ok(false);
         }
@@ -240,7 +288,8 @@ impl Store for MysqlStore {
             con.execute("DROP TABLE IF EXISTS orders, stock").await?;
             con.execute(
                 "CREATE TABLE stock (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
-                 version BIGINT NOT NULL DEFAULT 0) ENGINE=InnoDB",
+                 version BIGINT NOT NULL DEFAULT 0, fence BIGINT UNSIGNED NOT NULL DEFAULT 0) \
+                 ENGINE=InnoDB",
             )
             .await?;
             con.execute(

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use sqlx::Connection;
 
 use super::mysql::{
-    ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number, fail_and_drop, lock_wait,
+    ER_LOCK_WAIT_TIMEOUT, Guard, SharedStore, classify, error_number, fail_and_drop, lock_wait,
     write_failure,
 };
 use super::{Attempt, Purchase, Strategy, backoff, within};
@@ -39,7 +39,7 @@ impl NoLock {
 impl Strategy for NoLock {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         self.store
-            .critical_section(p, &token(p), self.hold)
+            .critical_section(p, &token(p), None, self.hold)
             .await
             .into()
     }
@@ -101,7 +101,7 @@ impl Strategy for ForUpdate {
         }
         tokio::time::sleep(self.hold).await;
         let token = token(p);
-        let written = match s.write(&mut tx, p, qty - 1, None, &token).await {
+        let written = match s.write(&mut tx, p, qty - 1, Guard::None, &token).await {
             Ok(_) => within(s.timeout, tx.commit(), classify).await,
             Err(k) => {
                 drop(tx);
@@ -160,7 +160,7 @@ impl Strategy for Optimistic {
             }
             tokio::time::sleep(self.hold).await;
             match s
-                .write_tx(&mut con, p, qty - 1, Some(version), &token)
+                .write_tx(&mut con, p, qty - 1, Guard::Version(version), &token)
                 .await
             {
                 Ok(true) => return Outcome::Sold.into(),

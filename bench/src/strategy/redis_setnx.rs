@@ -1,4 +1,6 @@
-//! `redis-setnx`: `SET key token NX PX ttl` to acquire, a Lua compare-and-delete to release.
+//! The single-instance Redis lock and its variants: `SET key token NX PX ttl` to acquire, a
+//! Lua compare-and-delete to release; optionally a watchdog that renews the lease, a fencing
+//! token from a Redis counter, or (a broken control) a non-atomic GET-then-DEL release.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,19 +9,54 @@ use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
 use super::redis_conn::{classify, connections};
-use super::{AcquireError, Lease, Lock, StrategyError, backoff, within};
+use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, backoff, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
 /// Deletes the key only if it still holds our token: a plain DEL could remove a lock that
 /// expired and was taken by someone else.
 const UNLOCK: &str = include_str!("lua/unlock.lua");
+/// Extends the lease only if the key still holds our token.
+const RENEW: &str = include_str!("lua/renew.lua");
+
+/// How a [`SetNx`] lock releases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// One Lua script: delete only if the key still holds our token (correct).
+    CompareAndDelete,
+    /// `GET` then, if ours, `DEL` as two commands (broken: the lease can expire and pass to
+    /// another buyer between them, and the DEL then frees *their* lock).
+    GetThenDel,
+}
+
+/// Which variant of the Redis lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flavor {
+    /// Release protocol.
+    pub release: Release,
+    /// Renew the lease every ttl/3 while held.
+    pub watchdog: bool,
+    /// Take a fencing token from `INCR lockbench:fence:<key>` after acquiring. A counter on the
+    /// same Redis is exactly what a failover can roll back (see the chaos scenarios).
+    pub fenced: bool,
+}
+
+impl Flavor {
+    /// `redis-setnx`.
+    pub const PLAIN: Flavor = Flavor {
+        release: Release::CompareAndDelete,
+        watchdog: false,
+        fenced: false,
+    };
+}
 
 /// The single-instance Redis lock.
 pub struct SetNx {
     cons: Vec<MultiplexedConnection>,
+    flavor: Flavor,
     unlock: redis::Script,
-    ttl_ms: u64,
+    renew: redis::Script,
+    ttl: Duration,
     acquire_timeout: Duration,
     retry_interval: Duration,
     timeout: Duration,
@@ -27,11 +64,17 @@ pub struct SetNx {
 
 impl SetNx {
     /// Connects to the Redis at `addr` (one connection per buyer, up to a bound).
-    pub async fn connect(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
+    pub async fn connect(
+        addr: SocketAddr,
+        w: &Workload,
+        flavor: Flavor,
+    ) -> Result<Self, StrategyError> {
         Ok(Self {
             cons: connections(addr, w).await?,
+            flavor,
             unlock: redis::Script::new(UNLOCK),
-            ttl_ms: w.lock.ttl.as_millis() as u64,
+            renew: redis::Script::new(RENEW),
+            ttl: w.lock.ttl,
             acquire_timeout: w.lock.acquire_timeout,
             retry_interval: w.lock.retry_interval,
             timeout: w.load.timeout,
@@ -41,6 +84,25 @@ impl SetNx {
     fn con(&self, client: u32) -> MultiplexedConnection {
         self.cons[client as usize % self.cons.len()].clone()
     }
+
+    /// Renews the lease every ttl/3 until aborted or the lease is found lost.
+    fn watchdog(&self, client: u32, key: &str, token: &str) -> KeepAlive {
+        let (mut con, renew, timeout) = (self.con(client), self.renew.clone(), self.timeout);
+        let (key, token, ttl) = (key.to_string(), token.to_string(), self.ttl);
+        KeepAlive::spawn(async move {
+            let mut tick = tokio::time::interval(ttl / 3);
+            tick.tick().await; // the first tick is immediate; the lease is fresh
+            loop {
+                tick.tick().await;
+                let mut call = renew.key(&key);
+                call.arg(&token).arg(ttl.as_millis() as u64);
+                // A failed renewal is retried at the next tick; a lost lease ends the watchdog.
+                if let Ok(0) = within(timeout, call.invoke_async::<i64>(&mut con), classify).await {
+                    return;
+                }
+            }
+        })
+    }
 }
 
 #[async_trait]
@@ -48,13 +110,15 @@ impl Lock for SetNx {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         let mut con = self.con(client);
         let started = tokio::time::Instant::now();
-        for retry in 0.. {
+        let ttl_ms = self.ttl.as_millis() as u64;
+        let mut retry = 0;
+        loop {
             let set = redis::cmd("SET")
                 .arg(key)
                 .arg(token)
                 .arg("NX")
                 .arg("PX")
-                .arg(self.ttl_ms)
+                .arg(ttl_ms)
                 .to_owned();
             match within(
                 self.timeout,
@@ -63,42 +127,67 @@ impl Lock for SetNx {
             )
             .await
             {
-                Ok(Some(_)) => {
-                    return Ok(Lease {
-                        key: key.into(),
-                        token: token.into(),
-                        fence: None,
-                    });
-                }
+                Ok(Some(_)) => break,
                 Ok(None) => {}
                 Err(k) => {
                     // A timed-out SET may still have taken the lock: free it if so (best effort;
                     // the TTL frees it otherwise).
                     if k == ErrorKind::Timeout {
-                        let lease = Lease {
-                            key: key.into(),
-                            token: token.into(),
-                            fence: None,
-                        };
-                        let _ = self.release(client, &lease).await;
+                        let _ = self.release(client, &Lease::new(key, token)).await;
                     }
                     return Err(AcquireError::Failed(k));
                 }
             }
             let pause = backoff(self.retry_interval, retry);
             if started.elapsed() + pause > self.acquire_timeout {
-                break;
+                return Err(AcquireError::Busy);
             }
             tokio::time::sleep(pause).await;
+            retry += 1;
         }
-        Err(AcquireError::Busy)
+        let mut lease = Lease::new(key, token);
+        if self.flavor.watchdog {
+            lease.keepalive = Some(self.watchdog(client, key, token));
+        }
+        if self.flavor.fenced {
+            let incr = redis::cmd("INCR")
+                .arg(format!("lockbench:fence:{key}"))
+                .to_owned();
+            match within(self.timeout, incr.query_async::<u64>(&mut con), classify).await {
+                Ok(fence) => lease.fence = Some(fence),
+                Err(k) => {
+                    let _ = self.release(client, &lease).await;
+                    return Err(AcquireError::Failed(k));
+                }
+            }
+        }
+        Ok(lease)
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
+        if let Some(k) = &lease.keepalive {
+            k.stop();
+        }
         let mut con = self.con(client);
-        let mut call = self.unlock.key(&lease.key);
-        call.arg(&lease.token);
-        let deleted: i64 = within(self.timeout, call.invoke_async(&mut con), classify).await?;
-        Ok(deleted == 1)
+        match self.flavor.release {
+            Release::CompareAndDelete => {
+                let mut call = self.unlock.key(&lease.key);
+                call.arg(&lease.token);
+                let deleted: i64 =
+                    within(self.timeout, call.invoke_async(&mut con), classify).await?;
+                Ok(deleted == 1)
+            }
+            Release::GetThenDel => {
+                let get = redis::cmd("GET").arg(&lease.key).to_owned();
+                let holder: Option<String> =
+                    within(self.timeout, get.query_async(&mut con), classify).await?;
+                if holder.as_deref() != Some(lease.token.as_str()) {
+                    return Ok(false);
+                }
+                let del = redis::cmd("DEL").arg(&lease.key).to_owned();
+                within(self.timeout, del.query_async::<i64>(&mut con), classify).await?;
+                Ok(true)
+            }
+        }
     }
 }

@@ -1,0 +1,198 @@
+//! Double grants: two clients that each believed they held the same lock at the same moment.
+//!
+//! A lease is the interval [acquire returned, release sent] on one monotonic clock. The checker
+//! sees leases as attempts complete (streaming: memory is bounded by the leases that ended
+//! within `horizon`, not by the length of the run) and counts overlapping pairs per key.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// How many overlapping pairs are kept as examples for the report.
+const EXAMPLES: usize = 5;
+
+/// One overlapping pair, for the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overlap {
+    /// The lock key both held.
+    pub key: String,
+    /// Token of the lease that ended first.
+    pub first: String,
+    /// Token of the other lease.
+    pub second: String,
+    /// How long both held it, µs.
+    pub overlap_us: u64,
+}
+
+/// What the checker found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DoubleGrants {
+    /// Overlapping pairs of leases on the same key.
+    pub count: u64,
+    /// The first few pairs.
+    pub examples: Vec<Overlap>,
+}
+
+struct Held {
+    token: String,
+    acquired: Instant,
+    released: Instant,
+    ended: Instant,
+}
+
+/// Streaming double-grant checker.
+pub struct DoubleGrantChecker {
+    by_key: HashMap<String, VecDeque<Held>>,
+    /// Longest possible attempt: a lease that ended more than this before another began cannot
+    /// overlap anything still to come.
+    horizon: Duration,
+    /// Tolerance for completions arriving out of `ended` order.
+    slack: Duration,
+    found: DoubleGrants,
+}
+
+impl DoubleGrantChecker {
+    /// `horizon` bounds one attempt (acquire + critical section + release); `slack` bounds how
+    /// far out of order completions may arrive.
+    pub fn new(horizon: Duration, slack: Duration) -> Self {
+        Self {
+            by_key: HashMap::new(),
+            horizon,
+            slack,
+            found: DoubleGrants::default(),
+        }
+    }
+
+    /// Adds one lease; `ended` is when its attempt completed (after the release call).
+    pub fn observe(
+        &mut self,
+        key: &str,
+        token: &str,
+        acquired: Instant,
+        released: Instant,
+        ended: Instant,
+    ) {
+        let held = self.by_key.entry(key.to_string()).or_default();
+        // Completions arrive in (nearly) `ended` order and released <= ended, so walking back
+        // from the newest we can stop once a lease ended well before this one was acquired.
+        for other in held.iter().rev() {
+            if other.ended + self.slack < acquired {
+                break;
+            }
+            let (start, end) = (acquired.max(other.acquired), released.min(other.released));
+            if start < end {
+                self.found.count += 1;
+                if self.found.examples.len() < EXAMPLES {
+                    self.found.examples.push(Overlap {
+                        key: key.to_string(),
+                        first: other.token.clone(),
+                        second: token.to_string(),
+                        overlap_us: (end - start).as_micros() as u64,
+                    });
+                }
+            }
+        }
+        held.push_back(Held {
+            token: token.to_string(),
+            acquired,
+            released,
+            ended,
+        });
+        let horizon = self.horizon + self.slack;
+        while held.front().is_some_and(|h| h.ended + horizon < ended) {
+            held.pop_front();
+        }
+    }
+
+    /// The verdict so far.
+    pub fn finish(self) -> DoubleGrants {
+        self.found
+    }
+
+    /// Leases currently retained (for the memory bound test).
+    pub fn retained(&self) -> usize {
+        self.by_key.values().map(VecDeque::len).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(t0: Instant, m: u64) -> Instant {
+        t0 + Duration::from_millis(m)
+    }
+
+    fn checker() -> DoubleGrantChecker {
+        DoubleGrantChecker::new(Duration::from_secs(1), Duration::from_millis(50))
+    }
+
+    #[test]
+    fn back_to_back_leases_are_not_double_grants() {
+        let t0 = Instant::now();
+        let mut c = checker();
+        for i in 0..100 {
+            // [10i, 10i+10): touching ends do not overlap.
+            c.observe(
+                "k",
+                &format!("t{i}"),
+                ms(t0, 10 * i),
+                ms(t0, 10 * i + 10),
+                ms(t0, 10 * i + 11),
+            );
+        }
+        assert_eq!(c.finish().count, 0);
+    }
+
+    #[test]
+    fn overlapping_leases_on_one_key_are_counted_with_examples() {
+        let t0 = Instant::now();
+        let mut c = checker();
+        // A holds 0..100 (its lease expired at 50 and B took over at 60); C holds 100..150.
+        c.observe("k", "B", ms(t0, 60), ms(t0, 90), ms(t0, 91));
+        c.observe("k", "A", ms(t0, 0), ms(t0, 100), ms(t0, 101));
+        c.observe("k", "C", ms(t0, 100), ms(t0, 150), ms(t0, 151));
+        // Same times on another key: no overlap across keys.
+        c.observe("other", "D", ms(t0, 10), ms(t0, 20), ms(t0, 21));
+        let found = c.finish();
+        assert_eq!(found.count, 1);
+        assert_eq!(
+            found.examples[0],
+            Overlap {
+                key: "k".into(),
+                first: "B".into(),
+                second: "A".into(),
+                overlap_us: 30_000
+            }
+        );
+    }
+
+    #[test]
+    fn three_way_overlap_counts_every_pair() {
+        let t0 = Instant::now();
+        let mut c = checker();
+        for (i, t) in ["a", "b", "c"].iter().enumerate() {
+            c.observe(
+                "k",
+                t,
+                ms(t0, i as u64),
+                ms(t0, 100 + i as u64),
+                ms(t0, 101 + i as u64),
+            );
+        }
+        assert_eq!(c.finish().count, 3);
+    }
+
+    #[test]
+    fn memory_is_bounded_by_the_horizon_not_the_run() {
+        let t0 = Instant::now();
+        let mut c = checker();
+        for i in 0..100_000u64 {
+            c.observe("k", "t", ms(t0, i), ms(t0, i + 1), ms(t0, i + 1));
+        }
+        // One lease per ms, horizon + slack = 1.05 s.
+        assert!(c.retained() <= 1_100, "{}", c.retained());
+        assert_eq!(c.finish().count, 0);
+    }
+}
