@@ -212,6 +212,80 @@ async fn redis_setnx_fenced_is_safe_under_contention() {
     );
 }
 
+/// Fencing a read-modify-write: the old holder (token 33) must be refused whether its write
+/// arrives after the new holder's (34) write or before it — the fence is raised on the read.
+#[tokio::test(flavor = "multi_thread")]
+async fn fenced_store_refuses_the_older_token_in_both_orders() {
+    use lockbench::cluster::{ClusterOptions, LocalCluster, Needs};
+    use lockbench::strategy::Purchase;
+    use lockbench::strategy::Store;
+    use lockbench::strategy::mysql::{Guard, MysqlStore};
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let needs = Needs {
+        mariadb: true,
+        ..Needs::default()
+    };
+    let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path()))
+        .await
+        .unwrap();
+    let w = Workload::parse("t.toml", "", &[]).unwrap();
+    let store = MysqlStore::connect(cluster.endpoints().mysql.as_ref().unwrap(), &w)
+        .await
+        .unwrap();
+    let p = Purchase {
+        seq: 1,
+        client: 0,
+        sku: 0,
+    };
+    for new_writes_first in [true, false] {
+        store.prepare(1, 10).await.unwrap();
+        let (mut a, mut b) = (store.conn().await.unwrap(), store.conn().await.unwrap());
+        store.raise_fence(&mut a, 0, 33).await.unwrap();
+        let (qty_a, _) = store.read(&mut a, 0, false).await.unwrap();
+        store.raise_fence(&mut b, 0, 34).await.unwrap();
+        let (qty_b, _) = store.read(&mut b, 0, false).await.unwrap();
+        assert_eq!((qty_a, qty_b), (10, 10));
+        let write = |con, token| store.write_tx(con, &p, 9, Guard::Fence(token), "t");
+        let (old, new) = if new_writes_first {
+            let new = write(&mut b, 34).await.unwrap();
+            (write(&mut a, 33).await.unwrap(), new)
+        } else {
+            let old = write(&mut a, 33).await.unwrap();
+            (old, write(&mut b, 34).await.unwrap())
+        };
+        assert!(
+            !old,
+            "token 33 accepted after 34 read (new writes first: {new_writes_first})"
+        );
+        assert!(
+            new,
+            "token 34 refused (new writes first: {new_writes_first})"
+        );
+        let audit = store.audit(1).await.unwrap();
+        assert_eq!((audit[0].final_stock, audit[0].sold), (9, 1));
+    }
+    // A later holder that reads after the earlier one wrote is not refused: fencing orders
+    // holders, it does not forbid progress.
+    store.prepare(1, 10).await.unwrap();
+    let mut c = store.conn().await.unwrap();
+    for token in [40, 41] {
+        store.raise_fence(&mut c, 0, token).await.unwrap();
+        let (qty, _) = store.read(&mut c, 0, false).await.unwrap();
+        assert!(
+            store
+                .write_tx(&mut c, &p, qty - 1, Guard::Fence(token), "t")
+                .await
+                .unwrap()
+        );
+    }
+    drop(c);
+    store.close().await;
+    cluster.stop();
+}
+
 /// The lease (20 ms) expires while the holder is still in its critical section (60 ms): the
 /// trigger of the "ttl without renewal" pitfall. Without a watchdog or fencing, the next buyer
 /// takes the lock while the first still works: a double grant, and the blind write oversells.
