@@ -286,6 +286,120 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     cluster.stop();
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_lock_table_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("mysql-lock-table", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!((s.double_grants, s.release_failures), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_lock_table_fenced_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("mysql-lock-table-fenced", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!((s.double_grants, s.stale_rejected), (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_reentrant_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-reentrant", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!((s.double_grants, s.release_failures), (0, 0));
+}
+
+/// Both reentrant locks: the owner re-enters, others wait until the last level is released.
+#[tokio::test(flavor = "multi_thread")]
+async fn reentrant_locks_count_levels_and_exclude_others() {
+    use lockbench::cluster::{ClusterOptions, LocalCluster, Needs};
+    use lockbench::strategy::mysql::MysqlStore;
+    use lockbench::strategy::mysql_lock_table::LockTable;
+    use lockbench::strategy::redis_reentrant::{Reentrant, Released};
+    use lockbench::strategy::{Lock, Store};
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let needs = Needs {
+        mariadb: true,
+        redis: true,
+    };
+    let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path()))
+        .await
+        .unwrap();
+    let w = Workload::parse("t.toml", "", &[]).unwrap();
+    let ep = cluster.endpoints();
+    let key = "lockbench:lock:0";
+
+    let redis = Reentrant::connect(ep.redis[0], &w).await.unwrap();
+    assert_eq!(redis.try_enter(0, key, "x").await, Ok(1));
+    assert_eq!(
+        redis.try_enter(1, key, "x").await,
+        Ok(2),
+        "the owner re-enters"
+    );
+    assert_eq!(
+        redis.try_enter(2, key, "y").await,
+        Ok(0),
+        "another owner must wait"
+    );
+    assert_eq!(redis.leave(0, key, "y").await, Ok(Released::NotOwner));
+    assert_eq!(redis.leave(0, key, "x").await, Ok(Released::StillHeld));
+    assert_eq!(
+        redis.try_enter(2, key, "y").await,
+        Ok(0),
+        "one level is still held"
+    );
+    assert_eq!(redis.leave(0, key, "x").await, Ok(Released::Free));
+    assert_eq!(redis.try_enter(2, key, "y").await, Ok(1));
+
+    let store = std::sync::Arc::new(
+        MysqlStore::connect(ep.mysql.as_ref().unwrap(), &w)
+            .await
+            .unwrap(),
+    );
+    let table = LockTable::new(store.clone(), &w, false);
+    table.prepare(1).await.unwrap();
+    assert_eq!(table.try_take(key, "x").await, Ok(true));
+    assert_eq!(
+        table.try_take(key, "x").await,
+        Ok(true),
+        "the owner re-enters"
+    );
+    assert_eq!(table.count(key, "x").await, Ok(2));
+    assert_eq!(
+        table.try_take(key, "y").await,
+        Ok(false),
+        "another owner must wait"
+    );
+    assert_eq!(
+        table.leave(key, "y").await,
+        Ok(false),
+        "only the owner releases"
+    );
+    assert_eq!(table.leave(key, "x").await, Ok(true));
+    assert_eq!(
+        table.try_take(key, "y").await,
+        Ok(false),
+        "one level is still held"
+    );
+    assert_eq!(table.leave(key, "x").await, Ok(true));
+    assert_eq!(table.try_take(key, "y").await, Ok(true));
+    store.close().await;
+    cluster.stop();
+}
+
 /// The lease (20 ms) expires while the holder is still in its critical section (60 ms): the
 /// trigger of the "ttl without renewal" pitfall. Without a watchdog or fencing, the next buyer
 /// takes the lock while the first still works: a double grant, and the blind write oversells.
@@ -345,6 +459,26 @@ async fn redis_setnx_watchdog_stays_safe_when_the_hold_outlives_the_ttl() {
     assert_eq!(s.double_grants, 0, "the watchdog let a lease expire: {s:?}");
     assert!(s.safe && s.audit.sold > 0, "{s:?}");
     assert_eq!(s.release_failures, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_lock_table_is_caught_and_its_fenced_variant_is_safe_when_the_hold_outlives_the_ttl()
+{
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let plain = run_strategy("mysql-lock-table", HOLD_OVER_TTL, dir.path()).await;
+    assert!(
+        plain.double_grants > 0 && plain.audit.oversell > 0,
+        "{plain:?}"
+    );
+    let fenced = run_strategy("mysql-lock-table-fenced", HOLD_OVER_TTL, dir.path()).await;
+    assert!(
+        fenced.double_grants > 0 && fenced.stale_rejected > 0,
+        "{fenced:?}"
+    );
+    assert!(fenced.safe && fenced.audit.oversell == 0, "{fenced:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

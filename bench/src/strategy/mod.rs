@@ -14,9 +14,11 @@
 
 mod locked;
 pub mod mysql;
+pub mod mysql_lock_table;
 mod mysql_strategies;
 mod redis_conn;
 mod redis_lua_decr;
+pub mod redis_reentrant;
 mod redis_setnx;
 
 use std::sync::Arc;
@@ -130,6 +132,11 @@ pub enum AcquireError {
 /// A mutual-exclusion lock over a key.
 #[async_trait]
 pub trait Lock: Send + Sync {
+    /// Creates whatever the lock keeps server-side for `skus` keys (wiping earlier runs).
+    async fn prepare(&self, _skus: u32) -> Result<(), StrategyError> {
+        Ok(())
+    }
+
     /// Takes the lock on `key` for `token`, retrying until `lock.acquire_timeout`.
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError>;
 
@@ -241,6 +248,18 @@ pub const ALL: &[StrategyInfo] = &[
         about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
     },
     StrategyInfo {
+        id: "mysql-lock-table",
+        kind: Kind::Lock,
+        needs: MARIADB,
+        about: "lock row per key (owner, expiry, reentrancy count); expired locks taken over atomically",
+    },
+    StrategyInfo {
+        id: "mysql-lock-table-fenced",
+        kind: Kind::Lock,
+        needs: MARIADB,
+        about: "mysql-lock-table with the row's takeover counter as fencing token; stale writes refused",
+    },
+    StrategyInfo {
         id: "redis-setnx",
         kind: Kind::Lock,
         needs: MARIADB_REDIS,
@@ -257,6 +276,12 @@ pub const ALL: &[StrategyInfo] = &[
         kind: Kind::Lock,
         needs: MARIADB_REDIS,
         about: "redis-setnx with a fencing token from a Redis INCR; the store refuses stale tokens",
+    },
+    StrategyInfo {
+        id: "redis-reentrant",
+        kind: Kind::Lock,
+        needs: MARIADB_REDIS,
+        about: "Redis hash owner -> count, Lua acquire / release (reentrant, Redisson-style)",
     },
     StrategyInfo {
         id: "redis-get-del",
@@ -368,6 +393,25 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 store,
             }
         }
+        "mysql-lock-table" | "mysql-lock-table-fenced" => {
+            let fenced = info.id.ends_with("-fenced");
+            let store = mysql().await?;
+            let lock = mysql_lock_table::LockTable::new(store.clone(), w, fenced);
+            lock.prepare(w.inventory.skus).await?;
+            let locked = Locked::new(lock, store.clone(), w);
+            Built {
+                strategy: Arc::new(if fenced { locked.fenced() } else { locked }),
+                store,
+            }
+        }
+        "redis-reentrant" => {
+            let store = mysql().await?;
+            let lock = redis_reentrant::Reentrant::connect(redis_addr()?, w).await?;
+            Built {
+                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
+                store,
+            }
+        }
         "redis-lua-decr" => {
             let store = Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, w).await?);
             Built {
@@ -399,4 +443,29 @@ pub(crate) fn backoff(base: Duration, retry: u32) -> Duration {
     let exp = base.saturating_mul(1 << retry.min(3));
     let jitter: f64 = rand::random_range(0.5..1.5);
     exp.mul_f64(jitter)
+}
+
+/// Spins on `try_once` (true = acquired) with [`backoff`] until `acquire_timeout`: the retry
+/// loop of every lock that has no server-side wait queue.
+pub(crate) async fn spin<F, Fut>(
+    acquire_timeout: Duration,
+    retry_interval: Duration,
+    mut try_once: F,
+) -> Result<(), AcquireError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<bool, ErrorKind>>,
+{
+    let started = tokio::time::Instant::now();
+    for retry in 0.. {
+        if try_once().await.map_err(AcquireError::Failed)? {
+            return Ok(());
+        }
+        let pause = backoff(retry_interval, retry);
+        if started.elapsed() + pause > acquire_timeout {
+            break;
+        }
+        tokio::time::sleep(pause).await;
+    }
+    Err(AcquireError::Busy)
 }

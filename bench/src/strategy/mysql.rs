@@ -122,6 +122,11 @@ impl MysqlStore {
         })
     }
 
+    /// The pool, for setup statements.
+    pub fn pool(&self) -> &MySqlPool {
+        &self.pool
+    }
+
     /// A pooled connection, or why none could be had.
     pub async fn conn(&self) -> Result<PoolConnection<MySql>, ErrorKind> {
         self.pool.acquire().await.map_err(|e| classify(&e))

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
 use super::redis_conn::{classify, connections};
-use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, backoff, within};
+use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
@@ -109,42 +109,30 @@ impl SetNx {
 impl Lock for SetNx {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         let mut con = self.con(client);
-        let started = tokio::time::Instant::now();
         let ttl_ms = self.ttl.as_millis() as u64;
-        let mut retry = 0;
-        loop {
-            let set = redis::cmd("SET")
-                .arg(key)
-                .arg(token)
-                .arg("NX")
-                .arg("PX")
-                .arg(ttl_ms)
-                .to_owned();
-            match within(
-                self.timeout,
-                set.query_async::<Option<String>>(&mut con),
-                classify,
-            )
-            .await
-            {
-                Ok(Some(_)) => break,
-                Ok(None) => {}
-                Err(k) => {
-                    // A timed-out SET may still have taken the lock: free it if so (best effort;
-                    // the TTL frees it otherwise).
-                    if k == ErrorKind::Timeout {
-                        let _ = self.release(client, &Lease::new(key, token)).await;
-                    }
-                    return Err(AcquireError::Failed(k));
-                }
+        let set = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .to_owned();
+        let taken = spin(self.acquire_timeout, self.retry_interval, || {
+            let (set, mut con) = (&set, con.clone());
+            async move {
+                let reply = set.query_async::<Option<String>>(&mut con);
+                within(self.timeout, reply, classify)
+                    .await
+                    .map(|r| r.is_some())
             }
-            let pause = backoff(self.retry_interval, retry);
-            if started.elapsed() + pause > self.acquire_timeout {
-                return Err(AcquireError::Busy);
-            }
-            tokio::time::sleep(pause).await;
-            retry += 1;
+        })
+        .await;
+        if let Err(AcquireError::Failed(ErrorKind::Timeout)) = taken {
+            // A timed-out SET may still have taken the lock: free it if so (best effort; the
+            // TTL frees it otherwise).
+            let _ = self.release(client, &Lease::new(key, token)).await;
         }
+        taken?;
         let mut lease = Lease::new(key, token);
         if self.flavor.watchdog {
             lease.keepalive = Some(self.watchdog(client, key, token));

@@ -1,0 +1,148 @@
+//! `mysql-lock-table`: a lock row per key in MariaDB — owner, expiry, reentrancy count and a
+//! fencing counter. An expired lock is taken over atomically by one conditional UPDATE; only
+//! the owner releases. Expiry uses the server's clock, the one authority every client shares.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::{Executor, Row};
+
+use super::locked::lock_key;
+use super::mysql::{SharedStore, classify};
+use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
+use crate::record::ErrorKind;
+use crate::workload::Workload;
+
+/// The server's time in ms; constant within one statement.
+const NOW_MS: &str = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)";
+
+/// The lock table.
+pub struct LockTable {
+    store: SharedStore,
+    ttl_ms: i64,
+    acquire_timeout: Duration,
+    retry_interval: Duration,
+    /// Read the row's fence after acquiring (the `-fenced` variant needs it).
+    fence_tokens: bool,
+    take: String,
+    release: String,
+}
+
+impl LockTable {
+    /// A lock table in the store's database; `fence_tokens` reads a fencing token per lease.
+    pub fn new(store: SharedStore, w: &Workload, fence_tokens: bool) -> Self {
+        // Assignments run left to right, so count and fence see the old owner and expiry.
+        let take = format!(
+            "UPDATE locks SET \
+               count = IF(owner = ? AND expires_at >= {NOW_MS}, count + 1, 1), \
+               fence = IF(owner = ? AND expires_at >= {NOW_MS}, fence, fence + 1), \
+               owner = ?, expires_at = {NOW_MS} + ? \
+             WHERE name = ? AND (count = 0 OR expires_at < {NOW_MS} OR owner = ?)"
+        );
+        let release = format!(
+            "UPDATE locks SET count = count - 1, owner = IF(count = 0, '', owner), \
+               expires_at = IF(count = 0, 0, expires_at) \
+             WHERE name = ? AND owner = ? AND count > 0 AND expires_at >= {NOW_MS}"
+        );
+        Self {
+            store,
+            ttl_ms: w.lock.ttl.as_millis() as i64,
+            acquire_timeout: w.lock.acquire_timeout,
+            retry_interval: w.lock.retry_interval,
+            fence_tokens,
+            take,
+            release,
+        }
+    }
+
+    /// One try to take (or re-enter) the lock.
+    pub async fn try_take(&self, key: &str, owner: &str) -> Result<bool, ErrorKind> {
+        let mut con = self.store.conn().await?;
+        let q = sqlx::query(sqlx::AssertSqlSafe(self.take.as_str()))
+            .bind(owner)
+            .bind(owner)
+            .bind(owner)
+            .bind(self.ttl_ms)
+            .bind(key)
+            .bind(owner);
+        let done = within(self.store.timeout, q.execute(&mut *con), classify).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Leaves one level; false if the lock was no longer ours.
+    pub async fn leave(&self, key: &str, owner: &str) -> Result<bool, ErrorKind> {
+        let mut con = self.store.conn().await?;
+        let q = sqlx::query(sqlx::AssertSqlSafe(self.release.as_str()))
+            .bind(key)
+            .bind(owner);
+        let done = within(self.store.timeout, q.execute(&mut *con), classify).await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// The reentrancy count `owner` holds (0 if none).
+    pub async fn count(&self, key: &str, owner: &str) -> Result<i64, ErrorKind> {
+        let mut con = self.store.conn().await?;
+        let q = sqlx::query("SELECT count FROM locks WHERE name = ? AND owner = ?")
+            .bind(key)
+            .bind(owner);
+        let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify).await?;
+        Ok(row.map(|r| r.get::<i32, _>(0) as i64).unwrap_or(0))
+    }
+}
+
+#[async_trait]
+impl Lock for LockTable {
+    async fn prepare(&self, skus: u32) -> Result<(), StrategyError> {
+        let mut con = self.store.pool().acquire().await?;
+        con.execute("DROP TABLE IF EXISTS locks").await?;
+        con.execute(
+            "CREATE TABLE locks (name VARCHAR(64) PRIMARY KEY, owner VARCHAR(64) NOT NULL DEFAULT '', \
+             expires_at BIGINT NOT NULL DEFAULT 0, count INT NOT NULL DEFAULT 0, \
+             fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB",
+        )
+        .await?;
+        for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
+            let rows: Vec<String> = chunk
+                .iter()
+                .map(|s| format!("('{}')", lock_key(*s)))
+                .collect();
+            con.execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO locks (name) VALUES {}",
+                rows.join(",")
+            )))
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn acquire(&self, _client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+        spin(self.acquire_timeout, self.retry_interval, || {
+            self.try_take(key, token)
+        })
+        .await?;
+        let mut lease = Lease::new(key, token);
+        if self.fence_tokens {
+            let fence = async {
+                let mut con = self.store.conn().await?;
+                let q = sqlx::query("SELECT fence FROM locks WHERE name = ? AND owner = ?")
+                    .bind(key)
+                    .bind(token);
+                let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify).await?;
+                // The row is gone only if the lease expired and was taken within the round trip.
+                row.map(|r| r.get::<u64, _>(0)).ok_or(ErrorKind::Server)
+            };
+            match fence.await {
+                Ok(f) => lease.fence = Some(f),
+                Err(k) => {
+                    let _ = self.leave(key, token).await;
+                    return Err(AcquireError::Failed(k));
+                }
+            }
+        }
+        Ok(lease)
+    }
+
+    async fn release(&self, _client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
+        self.leave(&lease.key, &lease.token).await
+    }
+}
