@@ -285,11 +285,9 @@ fn strategy_ids(given: &[String]) -> anyhow::Result<Vec<String>> {
 }
 
 async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
-    let mut needs = Needs::default();
+    let mut needs = Needs::NONE;
     for id in strategy_ids(&args.strategies)? {
-        let n = strategy::find(&id)?.needs;
-        needs.mariadb |= n.mariadb;
-        needs.redis |= n.redis;
+        needs = needs.union(strategy::find(&id)?.needs);
     }
     let mut opts = ClusterOptions::new(args.out.join("logs"));
     opts.base_port = args.base_port;

@@ -319,6 +319,116 @@ async fn redis_reentrant_is_safe_under_contention() {
     assert_eq!((s.double_grants, s.release_failures), (0, 0));
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn redlock_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redlock", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!((s.double_grants, s.release_failures), (0, 0));
+    assert_eq!(
+        s.servers
+            .iter()
+            .filter(|n| n.name.starts_with("redis-"))
+            .count(),
+        5
+    );
+}
+
+/// One of five Redlock nodes frozen (SIGSTOP): the majority still grants the lock, and since
+/// every call to a node is bounded by `lock.node_timeout` and the answer returns at a majority,
+/// attempts do not slow down by a timeout.
+#[test]
+fn redlock_stays_available_and_fast_with_one_node_paused() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = lockbench()
+        .args(["serve", "--strategies", "redlock", "--for", "2m", "--out"])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let endpoints = dir.path().join("endpoints.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !endpoints.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Eight buyers on eight SKUs: little contention, so service time is the lock's own cost.
+    let w = workload_file(
+        dir.path(),
+        "[inventory]\nskus = 8\nstock = 100000\n[load]\nmode = \"closed\"\nclients = 8\n\
+         duration = \"3s\"\n[critical_section]\nhold = \"1ms\"\n[lock]\nnode_timeout = \"100ms\"\n",
+    );
+    let run = |name: &str| -> Summary {
+        let out = lockbench()
+            .args(["run", "--json", "--strategy", "redlock", "--workload"])
+            .arg(&w)
+            .arg("--endpoints")
+            .arg(&endpoints)
+            .arg("--out")
+            .arg(dir.path().join(name))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Vec<Summary>>(&out.stdout)
+            .unwrap()
+            .remove(0)
+    };
+    let healthy = run("healthy");
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&endpoints).unwrap()).unwrap();
+    let paused_pid = file["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "redis-3")
+        .and_then(|n| n["pid"].as_u64())
+        .unwrap() as i32;
+    let pid = nix::unistd::Pid::from_raw(paused_pid);
+    // Freeze the node a second into the run, after every connection to it is established.
+    let pauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    });
+    let degraded = run("one-paused");
+    pauser.join().unwrap();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert!(serve.wait().unwrap().success());
+
+    // The third second of the run is entirely with the node frozen.
+    let timeline = std::fs::read_to_string(dir.path().join("one-paused/timeline.csv")).unwrap();
+    let cols: Vec<&str> = timeline
+        .lines()
+        .nth(3)
+        .expect("a third second")
+        .split(',')
+        .collect();
+    let (sold, p50_us): (u64, u64) = (cols[1].parse().unwrap(), cols[7].parse().unwrap());
+    assert!(sold > 50, "the majority stopped granting: {timeline}");
+    // Waiting for the frozen node on each acquire would add 100 ms to every attempt.
+    assert!(
+        p50_us < healthy.service_time_us.p50 + 30_000,
+        "healthy p50 {} us, with a node frozen {p50_us} us:\n{timeline}",
+        healthy.service_time_us.p50
+    );
+    assert!(degraded.safe, "{degraded:?}");
+    assert_eq!(degraded.outcomes["lock_timeout"], 0, "{degraded:?}");
+}
+
 /// Both reentrant locks: the owner re-enters, others wait until the last level is released.
 #[tokio::test(flavor = "multi_thread")]
 async fn reentrant_locks_count_levels_and_exclude_others() {
@@ -334,6 +444,7 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
     let needs = Needs {
         mariadb: true,
         redis: true,
+        ..Needs::NONE
     };
     let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path()))
         .await

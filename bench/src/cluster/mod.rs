@@ -103,7 +103,39 @@ pub struct Needs {
     pub mariadb: bool,
     /// One standalone Redis.
     pub redis: bool,
+    /// Five independent Redis servers (Redlock).
+    pub redlock: bool,
 }
+
+impl Needs {
+    /// No servers; build others from it with `..Needs::NONE`.
+    pub const NONE: Needs = Needs {
+        mariadb: false,
+        redis: false,
+        redlock: false,
+    };
+
+    /// Servers either needs (for `serve` of several strategies).
+    pub fn union(self, o: Needs) -> Needs {
+        Needs {
+            mariadb: self.mariadb || o.mariadb,
+            redis: self.redis || o.redis,
+            redlock: self.redlock || o.redlock,
+        }
+    }
+
+    /// How many independent Redis servers to start.
+    pub fn redis_nodes(&self) -> usize {
+        if self.redlock {
+            REDLOCK_NODES
+        } else {
+            usize::from(self.redis)
+        }
+    }
+}
+
+/// Independent Redis servers of a Redlock set.
+pub const REDLOCK_NODES: usize = 5;
 
 /// The role a node plays, so later fault injection can address "the master" or "the leader".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,7 +164,7 @@ pub struct MysqlEndpoint {
 pub struct Endpoints {
     /// The MariaDB server, if the strategy needs one.
     pub mysql: Option<MysqlEndpoint>,
-    /// Standalone Redis servers (one today; Redlock will want five).
+    /// Independent Redis servers (one, or five for Redlock).
     pub redis: Vec<SocketAddr>,
 }
 
@@ -210,7 +242,7 @@ impl LocalCluster {
         if needs.mariadb {
             mariadb::check_installed()?;
         }
-        if needs.redis {
+        if needs.redis_nodes() > 0 {
             redis::check_installed()?;
         }
         std::fs::create_dir_all(&opts.log_dir)
@@ -225,7 +257,12 @@ impl LocalCluster {
             .mariadb
             .then(|| ports.allocate("mariadb"))
             .transpose()?;
-        let redis_addr = needs.redis.then(|| ports.allocate("redis-1")).transpose()?;
+        let redis_addrs = (1..=needs.redis_nodes())
+            .map(|i| {
+                let name = format!("redis-{i}");
+                ports.allocate(&name).map(|a| (name, a))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
 
         let mut cluster = Self {
             nodes: Vec::new(),
@@ -242,31 +279,33 @@ impl LocalCluster {
                 None => Ok(None),
             }
         };
-        let red = async {
-            match redis_addr {
-                Some(addr) => redis::start("redis-1", addr, &base.join("redis-1"), &opts.log_dir)
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        };
+        let red = futures::future::join_all(
+            redis_addrs
+                .iter()
+                .map(|(name, addr)| redis::start(name, *addr, &base, &opts.log_dir)),
+        );
         let (maria, red) = tokio::join!(maria, red);
         // Keep whatever started so that it is killed with the cluster if the other failed.
         let maria = maria.map(|m| {
-            m.map(|(node, ep)| {
+            if let Some((node, ep)) = m {
                 cluster.endpoints.mysql = Some(ep);
                 cluster.nodes.push(node);
-            })
+            }
         });
-        let red = red.map(|r| {
-            r.map(|node| {
-                cluster.endpoints.redis.push(node.addr);
-                cluster.nodes.push(node);
-            })
-        });
-        maria?;
-        red?;
-        Ok(cluster)
+        let mut failed = maria.err();
+        for r in red {
+            match r {
+                Ok(node) => {
+                    cluster.endpoints.redis.push(node.addr);
+                    cluster.nodes.push(node);
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(cluster),
+        }
     }
 
     /// How strategies reach the servers.

@@ -10,14 +10,16 @@ pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
 }
 
-/// Starts `redis-server` bound to `addr` and waits until it answers PING.
+/// Starts `redis-server` named `name` bound to `addr` (data in `base/name`) and waits until
+/// it answers.
 pub(super) async fn start(
     name: &str,
     addr: SocketAddr,
-    dir: &Path,
+    base: &Path,
     log_dir: &Path,
 ) -> Result<Node, ClusterError> {
     let bin = find_binary("redis-server", "redis-server")?;
+    let dir = &base.join(name);
     std::fs::create_dir_all(dir)
         .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
     let mut cmd = Command::new(bin);

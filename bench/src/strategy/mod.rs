@@ -20,6 +20,7 @@ mod redis_conn;
 mod redis_lua_decr;
 pub mod redis_reentrant;
 mod redis_setnx;
+pub mod redlock;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -210,15 +211,21 @@ impl StrategyInfo {
 
 const MARIADB: Needs = Needs {
     mariadb: true,
-    redis: false,
+    ..Needs::NONE
 };
 const MARIADB_REDIS: Needs = Needs {
     mariadb: true,
     redis: true,
+    ..Needs::NONE
 };
 const REDIS: Needs = Needs {
-    mariadb: false,
     redis: true,
+    ..Needs::NONE
+};
+const MARIADB_REDLOCK: Needs = Needs {
+    mariadb: true,
+    redlock: true,
+    ..Needs::NONE
 };
 
 /// Every strategy, in the order the comparison lists them.
@@ -282,6 +289,12 @@ pub const ALL: &[StrategyInfo] = &[
         kind: Kind::Lock,
         needs: MARIADB_REDIS,
         about: "Redis hash owner -> count, Lua acquire / release (reentrant, Redisson-style)",
+    },
+    StrategyInfo {
+        id: "redlock",
+        kind: Kind::Lock,
+        needs: MARIADB_REDLOCK,
+        about: "Redlock over 5 independent Redis: majority + validity = ttl - elapsed - drift",
     },
     StrategyInfo {
         id: "redis-get-del",
@@ -407,6 +420,20 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
         "redis-reentrant" => {
             let store = mysql().await?;
             let lock = redis_reentrant::Reentrant::connect(redis_addr()?, w).await?;
+            Built {
+                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
+                store,
+            }
+        }
+        "redlock" => {
+            let store = mysql().await?;
+            if ep.redis.len() < crate::cluster::REDLOCK_NODES {
+                return Err(StrategyError::Missing {
+                    id: id.into(),
+                    what: "five independent Redis servers",
+                });
+            }
+            let lock = redlock::Redlock::connect(&ep.redis, w).await?;
             Built {
                 strategy: Arc::new(Locked::new(lock, store.clone(), w)),
                 store,

@@ -100,6 +100,7 @@ struct RawLock {
     ttl: Option<String>,
     acquire_timeout: Option<String>,
     retry_interval: Option<String>,
+    node_timeout: Option<String>,
     optimistic_retries: Option<i64>,
 }
 
@@ -169,6 +170,10 @@ pub struct LockParams {
     /// Initial pause between attempts to take a busy lock (doubles, with jitter, up to 8x).
     #[serde(serialize_with = "human")]
     pub retry_interval: Duration,
+    /// Bound of one call to one node of a multi-node lock (Redlock): far below the ttl, so a
+    /// slow or paused node costs little.
+    #[serde(serialize_with = "human")]
+    pub node_timeout: Duration,
     /// Version conflicts an optimistic buyer retries before giving up.
     pub optimistic_retries: u32,
 }
@@ -361,6 +366,7 @@ impl RawWorkload {
             ttl: duration("lock.ttl", k.ttl, "5s", false)?,
             acquire_timeout: duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
             retry_interval: duration("lock.retry_interval", k.retry_interval, "1ms", false)?,
+            node_timeout: duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
             optimistic_retries: positive_int(
                 "lock.optimistic_retries",
                 k.optimistic_retries.unwrap_or(20),

@@ -1,0 +1,191 @@
+//! `redlock`: the lock on N independent Redis servers (antirez's algorithm).
+//!
+//! `SET key token NX PX ttl` goes to every node at once, each call bounded by
+//! `lock.node_timeout` so one slow node never slows an acquire; the lock is held once a
+//! majority (N/2 + 1) said yes *and* time remains: validity = ttl − elapsed − drift, with
+//! drift = 1% of the ttl + 2 ms. Otherwise it is released on every node and retried. The
+//! answer returns as soon as a majority has answered; stragglers are not waited for.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use redis::aio::MultiplexedConnection;
+
+use super::redis_conn::{classify, connections};
+use super::{AcquireError, Lease, Lock, StrategyError, backoff, within};
+use crate::record::ErrorKind;
+use crate::workload::Workload;
+
+const UNLOCK: &str = include_str!("lua/unlock.lua");
+
+/// The Redlock lock over independent Redis nodes.
+pub struct Redlock {
+    /// Per node, one connection per buyer (bounded); `None` for a node that could not be
+    /// reached at start, which then counts as a "no" in every vote.
+    nodes: Vec<Option<Vec<MultiplexedConnection>>>,
+    unlock: redis::Script,
+    ttl: Duration,
+    node_timeout: Duration,
+    acquire_timeout: Duration,
+    retry_interval: Duration,
+}
+
+/// Votes needed out of `n`.
+pub fn quorum(n: usize) -> usize {
+    n / 2 + 1
+}
+
+/// Time a lock taken in `elapsed` remains valid: ttl − elapsed − drift (None if none remains).
+pub fn validity(ttl: Duration, elapsed: Duration) -> Option<Duration> {
+    let drift = ttl / 100 + Duration::from_millis(2);
+    ttl.checked_sub(elapsed)?
+        .checked_sub(drift)
+        .filter(|v| !v.is_zero())
+}
+
+/// Awaits `calls` until `needed` returned `Ok(true)` or all finished; returns the yes count.
+/// The calls still running are dropped: their replies no longer matter.
+async fn until_quorum<F>(mut calls: FuturesUnordered<F>, needed: usize) -> usize
+where
+    F: std::future::Future<Output = Result<bool, ErrorKind>>,
+{
+    let mut yes = 0;
+    while let Some(r) = calls.next().await {
+        if r == Ok(true) {
+            yes += 1;
+            if yes >= needed {
+                break;
+            }
+        }
+    }
+    yes
+}
+
+impl Redlock {
+    /// Connects to every node; a minority of unreachable nodes is tolerated (that is the point
+    /// of Redlock), a majority is an error.
+    pub async fn connect(addrs: &[SocketAddr], w: &Workload) -> Result<Self, StrategyError> {
+        let attempts = futures::future::join_all(addrs.iter().map(|a| connections(*a, w))).await;
+        let mut nodes = Vec::with_capacity(addrs.len());
+        let mut last_err = None;
+        for (addr, r) in addrs.iter().zip(attempts) {
+            match r {
+                Ok(cons) => nodes.push(Some(cons)),
+                Err(e) => {
+                    tracing::warn!(%addr, error = %e, "redlock node unreachable; it votes no");
+                    nodes.push(None);
+                    last_err = Some(e);
+                }
+            }
+        }
+        if nodes.iter().flatten().count() < quorum(addrs.len())
+            && let Some(e) = last_err
+        {
+            return Err(e);
+        }
+        Ok(Self {
+            nodes,
+            unlock: redis::Script::new(UNLOCK),
+            ttl: w.lock.ttl,
+            node_timeout: w.lock.node_timeout,
+            acquire_timeout: w.lock.acquire_timeout,
+            retry_interval: w.lock.retry_interval,
+        })
+    }
+
+    fn cons(&self, client: u32) -> impl Iterator<Item = MultiplexedConnection> + '_ {
+        self.nodes
+            .iter()
+            .flatten()
+            .map(move |n| n[client as usize % n.len()].clone())
+    }
+
+    /// Frees `key` on every node that still holds `token`; true if a majority did.
+    async fn unlock_all(&self, client: u32, key: &str, token: &str) -> bool {
+        let calls: FuturesUnordered<_> = self
+            .cons(client)
+            .map(|mut con| async move {
+                let mut call = self.unlock.key(key);
+                call.arg(token);
+                within(
+                    self.node_timeout,
+                    call.invoke_async::<i64>(&mut con),
+                    classify,
+                )
+                .await
+                .map(|n| n == 1)
+            })
+            .collect();
+        until_quorum(calls, quorum(self.nodes.len())).await >= quorum(self.nodes.len())
+    }
+}
+
+#[async_trait]
+impl Lock for Redlock {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+        let started = tokio::time::Instant::now();
+        let ttl_ms = self.ttl.as_millis() as u64;
+        let set = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl_ms)
+            .to_owned();
+        for retry in 0.. {
+            let round = tokio::time::Instant::now();
+            let calls: FuturesUnordered<_> = self
+                .cons(client)
+                .map(|mut con| {
+                    let set = &set;
+                    async move {
+                        let reply = set.query_async::<Option<String>>(&mut con);
+                        within(self.node_timeout, reply, classify)
+                            .await
+                            .map(|r| r.is_some())
+                    }
+                })
+                .collect();
+            let yes = until_quorum(calls, quorum(self.nodes.len())).await;
+            if yes >= quorum(self.nodes.len()) && validity(self.ttl, round.elapsed()).is_some() {
+                return Ok(Lease::new(key, token));
+            }
+            // No majority (or no time left): undo the partial acquisition everywhere.
+            self.unlock_all(client, key, token).await;
+            let pause = backoff(self.retry_interval, retry);
+            if started.elapsed() + pause > self.acquire_timeout {
+                break;
+            }
+            tokio::time::sleep(pause).await;
+        }
+        Err(AcquireError::Busy)
+    }
+
+    async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
+        Ok(self.unlock_all(client, &lease.key, &lease.token).await)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quorum_is_a_strict_majority() {
+        assert_eq!((quorum(1), quorum(3), quorum(5), quorum(4)), (1, 2, 3, 3));
+    }
+
+    #[test]
+    fn validity_subtracts_elapsed_time_and_drift() {
+        let ttl = Duration::from_millis(1000);
+        assert_eq!(
+            validity(ttl, Duration::from_millis(100)),
+            Some(Duration::from_millis(888))
+        );
+        assert_eq!(validity(ttl, Duration::from_millis(988)), None);
+        assert_eq!(validity(ttl, Duration::from_secs(2)), None);
+    }
+}
