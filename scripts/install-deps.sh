@@ -6,6 +6,7 @@ set -euo pipefail
 # binary -> Debian package
 declare -A NEED=(
   [redis-server]=redis-server
+  [redis-sentinel]=redis-sentinel
   [redis-benchmark]=redis-tools
   [mariadbd]=mariadb-server
   [mariadb-install-db]=mariadb-server

@@ -21,7 +21,7 @@ fn installed(bin: &str) -> bool {
 
 /// True if the servers are installed; panics in CI when they are not.
 fn servers_available() -> bool {
-    let missing: Vec<&str> = ["redis-server", "mariadbd", "mariadb-install-db"]
+    let missing: Vec<&str> = ["redis-server", "redis-sentinel", "mariadbd", "mariadb-install-db"]
         .into_iter()
         .filter(|b| !installed(b))
         .collect();
@@ -334,6 +334,29 @@ async fn redlock_is_safe_under_contention() {
             .filter(|n| n.name.starts_with("redis-"))
             .count(),
         5
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_sentinel_is_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-sentinel", CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!((s.double_grants, s.release_failures), (0, 0));
+    let roles: Vec<_> = s.servers.iter().map(|n| n.role).collect();
+    use lockbench::cluster::Role;
+    assert_eq!(
+        roles.iter().filter(|r| **r == Role::Replica).count(),
+        2,
+        "{roles:?}"
+    );
+    assert_eq!(
+        roles.iter().filter(|r| **r == Role::Sentinel).count(),
+        3,
+        "{roles:?}"
     );
 }
 

@@ -11,6 +11,7 @@ mod mariadb;
 mod ports;
 mod process;
 mod redis;
+pub mod sentinel;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -92,8 +93,10 @@ impl ClusterError {
 pub enum Service {
     /// A MariaDB server with a `lockbench` database and a password user.
     Mariadb,
-    /// A standalone Redis server.
+    /// A Redis server (standalone, master or replica).
     Redis,
+    /// A Redis Sentinel.
+    Sentinel,
 }
 
 /// The servers one strategy needs; the run starts exactly these.
@@ -105,6 +108,8 @@ pub struct Needs {
     pub redis: bool,
     /// Five independent Redis servers (Redlock).
     pub redlock: bool,
+    /// A Redis master, two replicas and three Sentinels.
+    pub sentinel: bool,
 }
 
 impl Needs {
@@ -113,6 +118,7 @@ impl Needs {
         mariadb: false,
         redis: false,
         redlock: false,
+        sentinel: false,
     };
 
     /// Servers either needs (for `serve` of several strategies).
@@ -121,6 +127,7 @@ impl Needs {
             mariadb: self.mariadb || o.mariadb,
             redis: self.redis || o.redis,
             redlock: self.redlock || o.redlock,
+            sentinel: self.sentinel || o.sentinel,
         }
     }
 
@@ -141,8 +148,14 @@ pub const REDLOCK_NODES: usize = 5;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
-    /// The only node of its service (or the master / leader of a replicated set).
+    /// The only node of its service.
     Primary,
+    /// The master a replicated set started with (Sentinel may promote another).
+    Master,
+    /// A replica of the master.
+    Replica,
+    /// A Sentinel watching the master.
+    Sentinel,
 }
 
 /// How to reach the MariaDB of a run.
@@ -166,6 +179,8 @@ pub struct Endpoints {
     pub mysql: Option<MysqlEndpoint>,
     /// Independent Redis servers (one, or five for Redlock).
     pub redis: Vec<SocketAddr>,
+    /// Sentinels of the replicated Redis (the master is found through them).
+    pub sentinels: Vec<SocketAddr>,
 }
 
 /// One server of a run, with the address it was given and the process that serves it.
@@ -242,8 +257,11 @@ impl LocalCluster {
         if needs.mariadb {
             mariadb::check_installed()?;
         }
-        if needs.redis_nodes() > 0 {
+        if needs.redis_nodes() > 0 || needs.sentinel {
             redis::check_installed()?;
+        }
+        if needs.sentinel {
+            sentinel::check_installed()?;
         }
         std::fs::create_dir_all(&opts.log_dir)
             .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
@@ -263,6 +281,10 @@ impl LocalCluster {
                 ports.allocate(&name).map(|a| (name, a))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let sentinel_plan = needs
+            .sentinel
+            .then(|| sentinel::Plan::allocate(&mut ports))
+            .transpose()?;
 
         let mut cluster = Self {
             nodes: Vec::new(),
@@ -284,7 +306,22 @@ impl LocalCluster {
                 .iter()
                 .map(|(name, addr)| redis::start(name, *addr, &base, &opts.log_dir)),
         );
-        let (maria, red) = tokio::join!(maria, red);
+        let mut sentinel_nodes = Vec::new();
+        let sent = async {
+            match &sentinel_plan {
+                Some(plan) => {
+                    sentinel::start(plan, &base, &opts.log_dir, &mut sentinel_nodes).await
+                }
+                None => Ok(()),
+            }
+        };
+        let (maria, red, sent) = tokio::join!(maria, red, sent);
+        cluster.endpoints.sentinels = sentinel_nodes
+            .iter()
+            .filter(|n| n.role == Role::Sentinel)
+            .map(|n| n.addr)
+            .collect();
+        cluster.nodes.append(&mut sentinel_nodes);
         // Keep whatever started so that it is killed with the cluster if the other failed.
         let maria = maria.map(|m| {
             if let Some((node, ep)) = m {
@@ -292,7 +329,7 @@ impl LocalCluster {
                 cluster.nodes.push(node);
             }
         });
-        let mut failed = maria.err();
+        let mut failed = maria.err().or(sent.err());
         for r in red {
             match r {
                 Ok(node) => {

@@ -18,6 +18,18 @@ pub(super) async fn start(
     base: &Path,
     log_dir: &Path,
 ) -> Result<Node, ClusterError> {
+    start_with(name, Role::Primary, addr, base, log_dir, &[]).await
+}
+
+/// [`start`] with a role and extra server arguments (e.g. `--replicaof`).
+pub(super) async fn start_with(
+    name: &str,
+    role: Role,
+    addr: SocketAddr,
+    base: &Path,
+    log_dir: &Path,
+    extra: &[String],
+) -> Result<Node, ClusterError> {
     let bin = find_binary("redis-server", "redis-server")?;
     let dir = &base.join(name);
     std::fs::create_dir_all(dir)
@@ -40,7 +52,8 @@ pub(super) async fn start(
         // Namespaced addresses are not loopback, so protected mode would refuse clients.
         .args(["--protected-mode", "no"])
         .arg("--dir")
-        .arg(dir);
+        .arg(dir)
+        .args(extra);
     let mut process = ServerProcess::spawn(name, cmd, &log_dir.join(format!("{name}.log")))?;
     let url = format!("redis://{addr}/");
     let version = wait_ready(name, &mut process, || {
@@ -68,7 +81,7 @@ pub(super) async fn start(
     Ok(Node {
         name: name.to_string(),
         service: Service::Redis,
-        role: Role::Primary,
+        role,
         addr,
         version,
         process,

@@ -222,6 +222,11 @@ const REDIS: Needs = Needs {
     redis: true,
     ..Needs::NONE
 };
+const MARIADB_SENTINEL: Needs = Needs {
+    mariadb: true,
+    sentinel: true,
+    ..Needs::NONE
+};
 const MARIADB_REDLOCK: Needs = Needs {
     mariadb: true,
     redlock: true,
@@ -295,6 +300,12 @@ pub const ALL: &[StrategyInfo] = &[
         kind: Kind::Lock,
         needs: MARIADB_REDLOCK,
         about: "Redlock over 5 independent Redis: majority + validity = ttl - elapsed - drift",
+    },
+    StrategyInfo {
+        id: "redis-sentinel",
+        kind: Kind::Lock,
+        needs: MARIADB_SENTINEL,
+        about: "redis-setnx on the master Sentinel names (1 master, 2 async replicas), re-resolved on errors",
     },
     StrategyInfo {
         id: "redis-get-del",
@@ -434,6 +445,21 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 });
             }
             let lock = redlock::Redlock::connect(&ep.redis, w).await?;
+            Built {
+                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
+                store,
+            }
+        }
+        "redis-sentinel" => {
+            if ep.sentinels.is_empty() {
+                return Err(StrategyError::Missing {
+                    id: id.into(),
+                    what: "Redis Sentinels",
+                });
+            }
+            let store = mysql().await?;
+            let target = redis_conn::RedisTarget::via_sentinels(&ep.sentinels, w).await?;
+            let lock = redis_setnx::SetNx::on(target, w, redis_setnx::Flavor::PLAIN)?;
             Built {
                 strategy: Arc::new(Locked::new(lock, store.clone(), w)),
                 store,

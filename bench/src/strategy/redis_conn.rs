@@ -36,3 +36,94 @@ pub fn classify(e: &redis::RedisError) -> ErrorKind {
         ErrorKind::Server
     }
 }
+
+/// Where a Redis strategy sends its commands: a fixed server, or the master that Sentinel
+/// names, re-resolved after an error (a failover shows up as READONLY or a lost connection).
+pub struct RedisTarget {
+    current: std::sync::RwLock<std::sync::Arc<Current>>,
+    sentinels: Vec<SocketAddr>,
+    w: Workload,
+    /// One re-resolution at a time; the others see the new generation and skip theirs.
+    resolving: tokio::sync::Mutex<()>,
+}
+
+struct Current {
+    addr: SocketAddr,
+    cons: Vec<MultiplexedConnection>,
+    generation: u64,
+}
+
+impl RedisTarget {
+    /// Always the server at `addr`.
+    pub async fn fixed(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
+        Self::new(addr, Vec::new(), w).await
+    }
+
+    /// The master named by `sentinels`.
+    pub async fn via_sentinels(
+        sentinels: &[SocketAddr],
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
+        let addr = crate::cluster::sentinel::current_master(sentinels)
+            .await
+            .map_err(|e| {
+                StrategyError::Redis(redis::RedisError::from((
+                    redis::ErrorKind::Io,
+                    "no master from Sentinel",
+                    e,
+                )))
+            })?;
+        Self::new(addr, sentinels.to_vec(), w).await
+    }
+
+    async fn new(
+        addr: SocketAddr,
+        sentinels: Vec<SocketAddr>,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
+        let cons = connections(addr, w).await?;
+        Ok(Self {
+            current: std::sync::RwLock::new(std::sync::Arc::new(Current {
+                addr,
+                cons,
+                generation: 0,
+            })),
+            sentinels,
+            w: w.clone(),
+            resolving: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// A connection for `client` and the generation it belongs to.
+    pub fn con(&self, client: u32) -> (MultiplexedConnection, u64) {
+        let cur = self.current.read().expect("never poisoned").clone();
+        (
+            cur.cons[client as usize % cur.cons.len()].clone(),
+            cur.generation,
+        )
+    }
+
+    /// Reports a failed call made on `generation`: with Sentinel, ask for the master again and
+    /// reconnect (bounded by the workload's timeouts). A fixed target ignores it.
+    pub async fn failed(&self, generation: u64) {
+        if self.sentinels.is_empty() {
+            return;
+        }
+        let _one = self.resolving.lock().await;
+        let old = self.current.read().expect("never poisoned").clone();
+        if old.generation != generation {
+            return; // someone already moved on
+        }
+        let Ok(addr) = crate::cluster::sentinel::current_master(&self.sentinels).await else {
+            return;
+        };
+        if let Ok(cons) = connections(addr, &self.w).await {
+            tracing::info!(from = %old.addr, to = %addr, "redis-sentinel: reconnected to the master");
+            *self.current.write().expect("never poisoned") = std::sync::Arc::new(Current {
+                addr,
+                cons,
+                generation: generation + 1,
+            });
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
-use super::redis_conn::{classify, connections};
+use super::redis_conn::{RedisTarget, classify};
 use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
@@ -52,7 +52,7 @@ impl Flavor {
 
 /// The single-instance Redis lock.
 pub struct SetNx {
-    cons: Vec<MultiplexedConnection>,
+    target: RedisTarget,
     flavor: Flavor,
     unlock: redis::Script,
     renew: redis::Script,
@@ -69,8 +69,13 @@ impl SetNx {
         w: &Workload,
         flavor: Flavor,
     ) -> Result<Self, StrategyError> {
+        Self::on(RedisTarget::fixed(addr, w).await?, w, flavor)
+    }
+
+    /// The lock on whatever `target` points at (e.g. the master Sentinel names).
+    pub fn on(target: RedisTarget, w: &Workload, flavor: Flavor) -> Result<Self, StrategyError> {
         Ok(Self {
-            cons: connections(addr, w).await?,
+            target,
             flavor,
             unlock: redis::Script::new(UNLOCK),
             renew: redis::Script::new(RENEW),
@@ -82,7 +87,35 @@ impl SetNx {
     }
 
     fn con(&self, client: u32) -> MultiplexedConnection {
-        self.cons[client as usize % self.cons.len()].clone()
+        self.target.con(client).0
+    }
+
+    /// Runs one command for `client`; an error tells the target (which may fail over).
+    async fn call<T: redis::FromRedisValue + Send>(
+        &self,
+        client: u32,
+        cmd: &redis::Cmd,
+    ) -> Result<T, ErrorKind> {
+        let (mut con, generation) = self.target.con(client);
+        let r = within(self.timeout, cmd.query_async::<T>(&mut con), classify).await;
+        if r.is_err() {
+            self.target.failed(generation).await;
+        }
+        r
+    }
+
+    /// Runs a script invocation for `client`, like [`Self::call`].
+    async fn script<T: redis::FromRedisValue + Send>(
+        &self,
+        client: u32,
+        call: &redis::ScriptInvocation<'_>,
+    ) -> Result<T, ErrorKind> {
+        let (mut con, generation) = self.target.con(client);
+        let r = within(self.timeout, call.invoke_async::<T>(&mut con), classify).await;
+        if r.is_err() {
+            self.target.failed(generation).await;
+        }
+        r
     }
 
     /// Renews the lease every ttl/3 until aborted or the lease is found lost.
@@ -108,7 +141,6 @@ impl SetNx {
 #[async_trait]
 impl Lock for SetNx {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
-        let mut con = self.con(client);
         let ttl_ms = self.ttl.as_millis() as u64;
         let set = redis::cmd("SET")
             .arg(key)
@@ -117,14 +149,10 @@ impl Lock for SetNx {
             .arg("PX")
             .arg(ttl_ms)
             .to_owned();
-        let taken = spin(self.acquire_timeout, self.retry_interval, || {
-            let (set, mut con) = (&set, con.clone());
-            async move {
-                let reply = set.query_async::<Option<String>>(&mut con);
-                within(self.timeout, reply, classify)
-                    .await
-                    .map(|r| r.is_some())
-            }
+        let taken = spin(self.acquire_timeout, self.retry_interval, || async {
+            self.call::<Option<String>>(client, &set)
+                .await
+                .map(|r| r.is_some())
         })
         .await;
         if let Err(AcquireError::Failed(ErrorKind::Timeout)) = taken {
@@ -141,7 +169,7 @@ impl Lock for SetNx {
             let incr = redis::cmd("INCR")
                 .arg(format!("lockbench:fence:{key}"))
                 .to_owned();
-            match within(self.timeout, incr.query_async::<u64>(&mut con), classify).await {
+            match self.call::<u64>(client, &incr).await {
                 Ok(fence) => lease.fence = Some(fence),
                 Err(k) => {
                     let _ = self.release(client, &lease).await;
@@ -156,24 +184,20 @@ impl Lock for SetNx {
         if let Some(k) = &lease.keepalive {
             k.stop();
         }
-        let mut con = self.con(client);
         match self.flavor.release {
             Release::CompareAndDelete => {
                 let mut call = self.unlock.key(&lease.key);
                 call.arg(&lease.token);
-                let deleted: i64 =
-                    within(self.timeout, call.invoke_async(&mut con), classify).await?;
-                Ok(deleted == 1)
+                Ok(self.script::<i64>(client, &call).await? == 1)
             }
             Release::GetThenDel => {
                 let get = redis::cmd("GET").arg(&lease.key).to_owned();
-                let holder: Option<String> =
-                    within(self.timeout, get.query_async(&mut con), classify).await?;
+                let holder: Option<String> = self.call(client, &get).await?;
                 if holder.as_deref() != Some(lease.token.as_str()) {
                     return Ok(false);
                 }
-                let del = redis::cmd("DEL").arg(&lease.key).to_owned();
-                within(self.timeout, del.query_async::<i64>(&mut con), classify).await?;
+                self.call::<i64>(client, &redis::cmd("DEL").arg(&lease.key).to_owned())
+                    .await?;
                 Ok(true)
             }
         }
