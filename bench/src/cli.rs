@@ -147,25 +147,23 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Prints the strategy list.
 pub fn list(out: &mut impl Write) -> std::io::Result<()> {
     let width = strategy::ALL.iter().map(|s| s.id.len()).max().unwrap_or(0);
+    let needs_width = strategy::ALL
+        .iter()
+        .map(|s| s.needs.names().join("+").len())
+        .max()
+        .unwrap_or(0);
     for s in strategy::ALL {
         let kind = match s.kind {
             strategy::Kind::Lock => "lock",
             strategy::Kind::LockFree => "lock-free",
             strategy::Kind::Control => "control",
         };
-        let mut needs = Vec::new();
-        if s.needs.mariadb {
-            needs.push("mariadb");
-        }
-        if s.needs.redis {
-            needs.push("redis");
-        }
         writeln!(
             out,
-            "{:<width$}  {:<9}  {:<13}  {}",
+            "{:<width$}  {:<9}  {:<needs_width$}  {}",
             s.id,
             kind,
-            needs.join("+"),
+            s.needs.names().join("+"),
             s.about
         )?;
     }
@@ -287,9 +285,7 @@ fn strategy_ids(given: &[String]) -> anyhow::Result<Vec<String>> {
 async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let mut needs = Needs::default();
     for id in strategy_ids(&args.strategies)? {
-        let n = strategy::find(&id)?.needs;
-        needs.mariadb |= n.mariadb;
-        needs.redis |= n.redis;
+        needs = needs.union(strategy::find(&id)?.needs);
     }
     let mut opts = ClusterOptions::new(args.out.join("logs"));
     opts.base_port = args.base_port;

@@ -12,12 +12,14 @@
 //! A [`Store`] holds the stock: it seeds it before the run and the checker audits it after.
 //! Every network call is bounded by `load.timeout`.
 
+mod etcd;
 mod locked;
 pub mod mysql;
 mod mysql_strategies;
 mod redis_conn;
 mod redis_lua_decr;
 mod redis_setnx;
+mod zookeeper;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -127,6 +129,12 @@ pub enum StrategyError {
     /// A Redis call failed during setup or audit.
     #[error("redis: {0}")]
     Redis(#[from] ::redis::RedisError),
+    /// Connecting to etcd failed.
+    #[error("etcd: {0}")]
+    Etcd(#[from] etcd_client::Error),
+    /// Connecting to ZooKeeper failed.
+    #[error("zookeeper: {0}")]
+    Zookeeper(#[from] zookeeper_client::Error),
     /// A setup or audit call timed out.
     #[error("{0} timed out")]
     Timeout(&'static str),
@@ -166,15 +174,26 @@ impl StrategyInfo {
 
 const MARIADB: Needs = Needs {
     mariadb: true,
-    redis: false,
+    ..Needs::NONE
 };
 const MARIADB_REDIS: Needs = Needs {
     mariadb: true,
     redis: true,
+    ..Needs::NONE
 };
 const REDIS: Needs = Needs {
-    mariadb: false,
     redis: true,
+    ..Needs::NONE
+};
+const MARIADB_ZOOKEEPER: Needs = Needs {
+    mariadb: true,
+    zookeeper: true,
+    ..Needs::NONE
+};
+const MARIADB_ETCD: Needs = Needs {
+    mariadb: true,
+    etcd: true,
+    ..Needs::NONE
 };
 
 /// Every strategy, in the order the comparison lists them.
@@ -215,6 +234,18 @@ pub const ALL: &[StrategyInfo] = &[
         needs: REDIS,
         about: "stock in Redis: one Lua script checks, decrements and appends the order (no lock)",
     },
+    StrategyInfo {
+        id: "zookeeper",
+        kind: Kind::Lock,
+        needs: MARIADB_ZOOKEEPER,
+        about: "ZooKeeper ephemeral sequential node, watch the predecessor (fair); czxid fence",
+    },
+    StrategyInfo {
+        id: "etcd",
+        kind: Kind::Lock,
+        needs: MARIADB_ETCD,
+        about: "etcd lease + v3 lock, keep-alive every ttl/3; key's create revision fence",
+    },
 ];
 
 /// Looks a strategy up by id.
@@ -250,6 +281,16 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             id: id.into(),
             what: "Redis",
         })
+    };
+    let cluster = |addrs: &Vec<std::net::SocketAddr>, what: &'static str| {
+        if addrs.is_empty() {
+            Err(StrategyError::Missing {
+                id: id.into(),
+                what,
+            })
+        } else {
+            Ok(addrs.clone())
+        }
     };
     let built = match info.id {
         "none" => {
@@ -292,6 +333,24 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             let store = Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, w).await?);
             Built {
                 strategy: store.clone(),
+                store,
+            }
+        }
+        "zookeeper" => {
+            let store = mysql().await?;
+            let addrs = cluster(&ep.zookeeper, "ZooKeeper")?;
+            let lock = zookeeper::ZkLock::connect(&addrs, w).await?;
+            Built {
+                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
+                store,
+            }
+        }
+        "etcd" => {
+            let store = mysql().await?;
+            let addrs = cluster(&ep.etcd, "etcd")?;
+            let lock = etcd::EtcdLock::connect(&addrs, w).await?;
+            Built {
+                strategy: Arc::new(Locked::new(lock, store.clone(), w)),
                 store,
             }
         }
