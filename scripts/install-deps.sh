@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what lockbench needs and is missing: the servers it starts (Debian packages) and the
-# client tools the overhead benchmark compares against. Idempotent; does nothing when all present.
+# Installs what lockbench needs and is missing: the servers it starts (Debian packages), the
+# client tools the overhead benchmark compares against, and protoc + protobuf headers, which the
+# etcd client needs to build. Idempotent; does nothing when all present.
 set -euo pipefail
 
 # binary -> Debian package
@@ -11,6 +12,17 @@ declare -A NEED=(
   [mariadbd]=mariadb-server
   [mariadb-install-db]=mariadb-server
   [mysqlslap]=mariadb-client
+  [etcd]=etcd-server
+  [protoc]=protobuf-compiler
+)
+
+# file -> Debian package, for what is not a binary on PATH
+declare -A NEED_FILE=(
+  # ZooKeeper runs as `java -cp /usr/share/java/zookeeper.jar:… QuorumPeerMain`
+  [/usr/share/java/zookeeper.jar]=zookeeper
+  # etcd-client's build.rs compiles .proto files that import Google's well-known types; only
+  # a Recommends of protobuf-compiler, so name it
+  [/usr/include/google/protobuf/descriptor.proto]=libprotobuf-dev
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
@@ -18,6 +30,9 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 missing=()
 for bin in "${!NEED[@]}"; do
   have "$bin" || missing+=("${NEED[$bin]}")
+done
+for file in "${!NEED_FILE[@]}"; do
+  [ -e "$file" ] || missing+=("${NEED_FILE[$file]}")
 done
 
 if [ ${#missing[@]} -gt 0 ]; then
@@ -34,6 +49,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   # shellcheck disable=SC2086
   $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+fi
+
+# The zookeeper package depends on a JRE, so this only fires when java went missing later.
+if ! have java; then
+  echo "install-deps: java not found: install a JDK (openjdk-17-jre-headless) for ZooKeeper" >&2
+  exit 1
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

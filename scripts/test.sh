@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, checks formatting and lints, then runs the
-# unit tests and the integration tests against real MariaDB and Redis servers.
+# unit tests and the integration tests against real MariaDB, Redis, ZooKeeper and etcd servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh

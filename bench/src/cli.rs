@@ -147,25 +147,29 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
 /// Prints the strategy list.
 pub fn list(out: &mut impl Write) -> std::io::Result<()> {
     let width = strategy::ALL.iter().map(|s| s.id.len()).max().unwrap_or(0);
+    let needs_width = strategy::ALL
+        .iter()
+        .map(|s| s.needs.names().join("+").len())
+        .max()
+        .unwrap_or(0);
+    writeln!(
+        out,
+        "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  about",
+        "id", "kind", "servers", "fencing token"
+    )?;
     for s in strategy::ALL {
         let kind = match s.kind {
             strategy::Kind::Lock => "lock",
             strategy::Kind::LockFree => "lock-free",
             strategy::Kind::Control => "control",
         };
-        let mut needs = Vec::new();
-        if s.needs.mariadb {
-            needs.push("mariadb");
-        }
-        if s.needs.redis {
-            needs.push("redis");
-        }
         writeln!(
             out,
-            "{:<width$}  {:<9}  {:<13}  {}",
+            "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {}",
             s.id,
             kind,
-            needs.join("+"),
+            s.needs.names().join("+"),
+            s.fence_token.unwrap_or("-"),
             s.about
         )?;
     }

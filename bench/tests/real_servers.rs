@@ -1,4 +1,5 @@
-//! Integration tests against real servers (MariaDB and Redis started by the harness).
+//! Integration tests against real servers (MariaDB, Redis, a ZooKeeper ensemble and an etcd
+//! cluster, all started by the harness).
 //!
 //! They never skip silently: without the server packages they fail when `CI` is set and print
 //! why they skipped otherwise.
@@ -21,10 +22,38 @@ fn installed(bin: &str) -> bool {
 
 /// True if the servers are installed; panics in CI when they are not.
 fn servers_available() -> bool {
-    let missing: Vec<&str> = ["redis-server", "redis-sentinel", "mariadbd", "mariadb-install-db"]
+    let missing: Vec<&str> = [
+        "redis-server",
+        "redis-sentinel",
+        "mariadbd",
+        "mariadb-install-db",
+    ]
+    .into_iter()
+    .filter(|b| !installed(b))
+    .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set but {missing:?} are not installed: run scripts/install-deps.sh");
+    }
+    eprintln!("SKIPPED: {missing:?} not installed (run scripts/install-deps.sh)");
+    false
+}
+
+/// True if ZooKeeper (its jar and a JDK) and etcd are installed, besides MariaDB and Redis;
+/// panics in CI when they are not.
+fn consensus_servers_available() -> bool {
+    if !servers_available() {
+        return false;
+    }
+    let mut missing: Vec<&str> = ["etcd", "java"]
         .into_iter()
         .filter(|b| !installed(b))
         .collect();
+    if !Path::new("/usr/share/java/zookeeper.jar").is_file() {
+        missing.push("/usr/share/java/zookeeper.jar");
+    }
     if missing.is_empty() {
         return true;
     }
@@ -184,6 +213,154 @@ async fn redis_setnx_is_safe_under_contention() {
     assert_safe_under_contention(&s);
     // Every lease was released by its owner: the lock never expired under a buyer.
     assert_eq!(s.release_failures, 0);
+}
+
+/// Fencing tokens of the run's leases in the order the locks were granted, from its history.
+fn fences_in_grant_order(dir: &Path, strategy: &str) -> Vec<u64> {
+    let text = std::fs::read_to_string(dir.join(strategy).join("history.jsonl")).unwrap();
+    let mut leases: Vec<(u64, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let lease = v.get("lease")?;
+            let fence = lease["fence"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{strategy}: lease without a fence: {l}"));
+            Some((lease["acquired_us"].as_u64().unwrap(), fence))
+        })
+        .collect();
+    leases.sort();
+    leases.into_iter().map(|(_, f)| f).collect()
+}
+
+/// The lock strategies backed by a consensus service: safe, every lease released by its
+/// owner, and fencing tokens that grow with every new holder of the (single) lock.
+async fn assert_consensus_lock_safe(strategy: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy(strategy, CONTENTION, dir.path()).await;
+    assert_safe_under_contention(&s);
+    assert_eq!(s.release_failures, 0, "{strategy}");
+    let fences = fences_in_grant_order(dir.path(), strategy);
+    assert!(
+        fences.len() as u64 >= s.audit.sold,
+        "{strategy}: {fences:?}"
+    );
+    assert!(
+        fences.windows(2).all(|w| w[0] < w[1]),
+        "{strategy}: fencing tokens not increasing in grant order: {fences:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_is_safe_under_contention() {
+    if !consensus_servers_available() {
+        return;
+    }
+    assert_consensus_lock_safe("zookeeper").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_is_safe_under_contention() {
+    if !consensus_servers_available() {
+        return;
+    }
+    assert_consensus_lock_safe("etcd").await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fenced_consensus_locks_are_safe_under_contention() {
+    if !consensus_servers_available() {
+        return;
+    }
+    // The fenced store must accept every token of a lock that never lapses.
+    for id in ["zookeeper-fenced", "etcd-fenced"] {
+        let dir = tempfile::tempdir().unwrap();
+        let s = run_strategy(id, CONTENTION, dir.path()).await;
+        assert_safe_under_contention(&s);
+        assert_eq!((s.double_grants, s.stale_rejected), (0, 0), "{id}");
+    }
+}
+
+/// Holds longer than waiters wait: most attempts give up with `lock_timeout`. A waiter that
+/// gave up must also take its queue entry (ZooKeeper node, etcd waiter key) away, or the
+/// next holder would wait behind it forever and sales would stop after the first.
+#[tokio::test(flavor = "multi_thread")]
+async fn consensus_locks_give_up_when_busy_and_leave_the_queue() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let w = r#"
+seed = 5
+[inventory]
+skus = 1
+stock = 1000
+[load]
+mode = "closed"
+clients = 8
+duration = "2s"
+timeout = "2s"
+[critical_section]
+hold = "100ms"
+[lock]
+ttl = "5s"
+acquire_timeout = "150ms"
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    for strategy in ["zookeeper", "etcd"] {
+        let s = run_strategy(strategy, w, dir.path()).await;
+        assert!(s.safe, "{strategy}: {s:?}");
+        assert!(
+            s.outcomes["lock_timeout"] > 0,
+            "{strategy}: {:?}",
+            s.outcomes
+        );
+        assert_eq!(s.errors, 0, "{strategy}: {:?}", s.errors_by_kind);
+        // ~2 s / 100 ms holds: well over 5 sales unless abandoned waiters block the queue.
+        assert!(s.audit.sold >= 5, "{strategy}: sold only {}", s.audit.sold);
+        assert_eq!(s.release_failures, 0, "{strategy}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn leader_names_one_node_of_each_consensus_service() {
+    use lockbench::cluster::{ClusterOptions, LocalCluster, Needs, Role, Service};
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let needs = Needs {
+        zookeeper: true,
+        etcd: true,
+        ..Needs::NONE
+    };
+    let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path().join("logs")))
+        .await
+        .expect("cluster starts");
+    let pids: Vec<(u32, String)> = cluster
+        .info()
+        .into_iter()
+        .map(|n| (n.pid, n.name))
+        .collect();
+    assert_eq!(pids.len(), 6, "{pids:?}");
+    assert_eq!(cluster.endpoints().zookeeper.len(), 3);
+    assert_eq!(cluster.endpoints().etcd.len(), 3);
+    for service in [Service::Zookeeper, Service::Etcd] {
+        let leader = cluster
+            .leader(service)
+            .await
+            .unwrap_or_else(|e| panic!("{service:?}: {e}"))
+            .unwrap_or_else(|| panic!("{service:?}: no leader after start"));
+        assert_eq!(leader.service, service);
+        assert_eq!(leader.role, Role::Member);
+        // The answer is the servers' view, not a guess: asked again, they name the same node.
+        let again = cluster.leader(service).await.unwrap().unwrap();
+        assert_eq!(leader.name, again.name, "{service:?}");
+        assert!(alive(leader.process.pid()), "{service:?}");
+    }
+    // A service the cluster does not run has no leader to name.
+    assert!(cluster.leader(Service::Redis).await.is_err());
+    drop(cluster);
+    assert_all_gone(&pids);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -850,7 +1027,14 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut serve = lockbench()
-        .args(["serve", "--for", "2m", "--out"])
+        .args([
+            "serve",
+            "--strategies",
+            "mysql-atomic,redis-lua-decr",
+            "--for",
+            "2m",
+            "--out",
+        ])
         .arg(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1069,10 +1253,36 @@ fn list_names_every_strategy() {
         "mysql-atomic",
         "redis-setnx",
         "redis-lua-decr",
+        "zookeeper",
+        "etcd",
+        "redlock",
+        "redis-sentinel",
+        "mysql-lock-table",
+        "redis-reentrant",
+        "redis-setnx-watchdog",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(id)),
             "{id} missing from:\n{text}"
         );
     }
+    let line = |id: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(
+        line("redis-get-del").contains("control"),
+        "broken controls are marked"
+    );
+    assert!(
+        line("etcd-fenced").contains("create revision"),
+        "fencing tokens are shown"
+    );
+    assert!(
+        line("redis-setnx").split_whitespace().nth(3) == Some("-"),
+        "{}",
+        line("redis-setnx")
+    );
 }

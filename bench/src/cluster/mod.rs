@@ -5,13 +5,18 @@
 //! directory in a temporary run directory and its log in the results folder. Strategies only
 //! ever see [`Endpoints`], so where the servers come from stays this module's business.
 //!
+//! Replicated services (a 3-node ZooKeeper ensemble, a 3-node etcd cluster) elect their own
+//! leader; [`LocalCluster::leader`] asks the servers which node leads right now.
+//!
 //! Every node is owned by a [`ServerProcess`] guard: dropping the cluster kills them all.
 
+mod etcd;
 mod mariadb;
 mod ports;
 mod process;
 mod redis;
 pub mod sentinel;
+mod zookeeper;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -34,6 +39,12 @@ pub enum ClusterError {
          `{package}` (apt-get install {package}) or run scripts/install-deps.sh"
     )]
     MissingBinary { binary: String, package: String },
+    /// A file a server needs (a jar, not a binary on PATH) is not installed.
+    #[error(
+        "`{}` not found: install the Debian package `{package}` (apt-get install {package}) \
+         or run scripts/install-deps.sh", path.display()
+    )]
+    MissingFile { path: PathBuf, package: String },
     /// A port the run needs is taken.
     #[error(
         "port {addr} for {node} is already in use: pick another --base-port, or omit \
@@ -70,6 +81,9 @@ pub enum ClusterError {
         what: String,
         detail: String,
     },
+    /// The servers of a replicated service could not say which node leads.
+    #[error("which {service:?} node leads: {detail}")]
+    Leader { service: Service, detail: String },
     /// A file system operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -97,6 +111,10 @@ pub enum Service {
     Redis,
     /// A Redis Sentinel.
     Sentinel,
+    /// A member of a 3-node ZooKeeper ensemble.
+    Zookeeper,
+    /// A member of a 3-node etcd cluster.
+    Etcd,
 }
 
 /// The servers one strategy needs; the run starts exactly these.
@@ -110,6 +128,10 @@ pub struct Needs {
     pub redlock: bool,
     /// A Redis master, two replicas and three Sentinels.
     pub sentinel: bool,
+    /// A 3-node ZooKeeper ensemble.
+    pub zookeeper: bool,
+    /// A 3-node etcd cluster.
+    pub etcd: bool,
 }
 
 impl Needs {
@@ -119,7 +141,24 @@ impl Needs {
         redis: false,
         redlock: false,
         sentinel: false,
+        zookeeper: false,
+        etcd: false,
     };
+
+    /// Names of the services needed, for listings.
+    pub fn names(self) -> Vec<&'static str> {
+        [
+            (self.mariadb, "mariadb"),
+            (self.redis, "redis"),
+            (self.redlock, "redis×5"),
+            (self.sentinel, "sentinel"),
+            (self.zookeeper, "zookeeper"),
+            (self.etcd, "etcd"),
+        ]
+        .into_iter()
+        .filter_map(|(needed, name)| needed.then_some(name))
+        .collect()
+    }
 
     /// Servers either needs (for `serve` of several strategies).
     pub fn union(self, o: Needs) -> Needs {
@@ -128,6 +167,8 @@ impl Needs {
             redis: self.redis || o.redis,
             redlock: self.redlock || o.redlock,
             sentinel: self.sentinel || o.sentinel,
+            zookeeper: self.zookeeper || o.zookeeper,
+            etcd: self.etcd || o.etcd,
         }
     }
 
@@ -156,6 +197,9 @@ pub enum Role {
     Replica,
     /// A Sentinel watching the master.
     Sentinel,
+    /// A voting member of a consensus ensemble (ZooKeeper, etcd): which member leads changes
+    /// at run time, so it is not a role fixed at start; ask [`LocalCluster::leader`].
+    Member,
 }
 
 /// How to reach the MariaDB of a run.
@@ -180,7 +224,14 @@ pub struct Endpoints {
     /// Independent Redis servers (one, or five for Redlock).
     pub redis: Vec<SocketAddr>,
     /// Sentinels of the replicated Redis (the master is found through them).
+    #[serde(default)]
     pub sentinels: Vec<SocketAddr>,
+    /// Client addresses of the ZooKeeper ensemble (empty when not needed).
+    #[serde(default)]
+    pub zookeeper: Vec<SocketAddr>,
+    /// Client addresses of the etcd cluster members (empty when not needed).
+    #[serde(default)]
+    pub etcd: Vec<SocketAddr>,
 }
 
 /// One server of a run, with the address it was given and the process that serves it.
@@ -246,6 +297,9 @@ impl ClusterOptions {
 pub struct LocalCluster {
     nodes: Vec<Node>,
     endpoints: Endpoints,
+    /// etcd member id of each etcd node (by node name): etcd reports its leader as a member
+    /// id, and the leader may be the node that no longer answers.
+    etcd_members: Vec<(String, u64)>,
     // Declared after `nodes`: fields drop in order, so processes die before their data goes.
     _data: tempfile::TempDir,
 }
@@ -262,6 +316,12 @@ impl LocalCluster {
         }
         if needs.sentinel {
             sentinel::check_installed()?;
+        }
+        if needs.zookeeper {
+            zookeeper::check_installed()?;
+        }
+        if needs.etcd {
+            etcd::check_installed()?;
         }
         std::fs::create_dir_all(&opts.log_dir)
             .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
@@ -285,10 +345,16 @@ impl LocalCluster {
             .sentinel
             .then(|| sentinel::Plan::allocate(&mut ports))
             .transpose()?;
+        let zk_ports = needs
+            .zookeeper
+            .then(|| zookeeper::allocate(&mut ports))
+            .transpose()?;
+        let etcd_ports = needs.etcd.then(|| etcd::allocate(&mut ports)).transpose()?;
 
         let mut cluster = Self {
             nodes: Vec::new(),
             endpoints: Endpoints::default(),
+            etcd_members: Vec::new(),
             _data: data,
         };
         let base = cluster._data.path().to_path_buf();
@@ -315,7 +381,25 @@ impl LocalCluster {
                 None => Ok(()),
             }
         };
-        let (maria, red, sent) = tokio::join!(maria, red, sent);
+        let zk = async {
+            match &zk_ports {
+                Some(members) => zookeeper::start(members, &base.join("zookeeper"), &opts.log_dir)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let etc = async {
+            match &etcd_ports {
+                Some(members) => etcd::start(members, &base.join("etcd"), &opts.log_dir)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        // Every set starts at once: the slowest (MariaDB's install, ZooKeeper's JVMs and
+        // election) bounds the start-up time, not their sum.
+        let (maria, red, sent, zk, etc) = tokio::join!(maria, red, sent, zk, etc);
         cluster.endpoints.sentinels = sentinel_nodes
             .iter()
             .filter(|n| n.role == Role::Sentinel)
@@ -329,7 +413,20 @@ impl LocalCluster {
                 cluster.nodes.push(node);
             }
         });
-        let mut failed = maria.err().or(sent.err());
+        let zk = zk.map(|z| {
+            for node in z.into_iter().flatten() {
+                cluster.endpoints.zookeeper.push(node.addr);
+                cluster.nodes.push(node);
+            }
+        });
+        let etc = etc.map(|e| {
+            for (node, id) in e.into_iter().flatten() {
+                cluster.endpoints.etcd.push(node.addr);
+                cluster.etcd_members.push((node.name.clone(), id));
+                cluster.nodes.push(node);
+            }
+        });
+        let mut failed = maria.err().or(sent.err()).or(zk.err()).or(etc.err());
         for r in red {
             match r {
                 Ok(node) => {
@@ -353,6 +450,68 @@ impl LocalCluster {
     /// The running nodes.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
+    }
+
+    /// The node of `service` that leads right now, as its servers report it.
+    ///
+    /// ZooKeeper: the node whose `srvr` answer says `Mode: leader`. etcd: the member that the
+    /// answering members with the highest raft term name as leader. Single-node services
+    /// (MariaDB, Redis) answer their only node. `Ok(None)` means no answering server knows of
+    /// a leader (an election is under way, or the leader is cut off and nobody noticed yet).
+    /// Every query is bounded; a node that does not answer (killed, paused) is skipped.
+    pub async fn leader(&self, service: Service) -> Result<Option<&Node>, ClusterError> {
+        let members: Vec<&Node> = self.nodes.iter().filter(|n| n.service == service).collect();
+        if members.is_empty() {
+            return Err(ClusterError::Leader {
+                service,
+                detail: "this cluster runs no such servers".into(),
+            });
+        }
+        match service {
+            Service::Redis if !self.endpoints.sentinels.is_empty() => {
+                // The master is whatever the sentinels say now (it moves on failover).
+                match sentinel::current_master(&self.endpoints.sentinels).await {
+                    Ok(addr) => Ok(members.into_iter().find(|n| n.addr == addr)),
+                    Err(_) => Ok(None),
+                }
+            }
+            Service::Mariadb | Service::Redis => {
+                Ok(members.into_iter().find(|n| n.role == Role::Primary))
+            }
+            Service::Sentinel => Err(ClusterError::Leader {
+                service,
+                detail: "sentinels elect no leader of their own here; ask for the Redis master"
+                    .into(),
+            }),
+            Service::Zookeeper => {
+                let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+                let leaders = zookeeper::leaders(&addrs).await;
+                match leaders.as_slice() {
+                    [] => Ok(None),
+                    [one] => Ok(members.into_iter().find(|n| n.addr == *one)),
+                    many => Err(ClusterError::Leader {
+                        service,
+                        detail: format!("several nodes say they lead: {many:?}"),
+                    }),
+                }
+            }
+            Service::Etcd => {
+                let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+                let Some(id) = etcd::leader_id(&addrs).await else {
+                    return Ok(None);
+                };
+                let name = self
+                    .etcd_members
+                    .iter()
+                    .find(|(_, m)| *m == id)
+                    .map(|(name, _)| name.as_str())
+                    .ok_or_else(|| ClusterError::Leader {
+                        service,
+                        detail: format!("leader id {id:x} is not a member this cluster started"),
+                    })?;
+                Ok(members.into_iter().find(|n| n.name == name))
+            }
+        }
     }
 
     /// Node descriptions for results.
@@ -452,6 +611,20 @@ fn is_executable(p: &Path) -> bool {
 async fn wait_ready<T, F, Fut>(
     name: &str,
     process: &mut ServerProcess,
+    probe: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    wait_ready_all(name, std::slice::from_mut(process), probe).await
+}
+
+/// [`wait_ready`] for a set of processes that become ready together (an ensemble that must
+/// elect a leader): fails as soon as any of them dies. A timeout names the first one's log.
+async fn wait_ready_all<T, F, Fut>(
+    name: &str,
+    processes: &mut [ServerProcess],
     mut probe: F,
 ) -> Result<T, ClusterError>
 where
@@ -461,8 +634,10 @@ where
     let start = tokio::time::Instant::now();
     let mut last = String::from("no attempt yet");
     while start.elapsed() < READY_TIMEOUT {
-        if let Some(status) = process.exited() {
-            return Err(process.died(status));
+        for process in processes.iter_mut() {
+            if let Some(status) = process.exited() {
+                return Err(process.died(status));
+            }
         }
         match tokio::time::timeout(Duration::from_secs(2), probe()).await {
             Ok(Ok(v)) => return Ok(v),
@@ -475,6 +650,9 @@ where
         node: name.to_string(),
         waited: READY_TIMEOUT,
         last,
-        log: process.log().to_path_buf(),
+        log: processes
+            .first()
+            .map(|p| p.log().to_path_buf())
+            .unwrap_or_default(),
     })
 }

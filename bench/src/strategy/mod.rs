@@ -12,6 +12,7 @@
 //! A [`Store`] holds the stock: it seeds it before the run and the checker audits it after.
 //! Every network call is bounded by `load.timeout`.
 
+mod etcd;
 mod locked;
 pub mod mysql;
 pub mod mysql_lock_table;
@@ -21,6 +22,7 @@ mod redis_lua_decr;
 pub mod redis_reentrant;
 mod redis_setnx;
 pub mod redlock;
+mod zookeeper;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -172,6 +174,12 @@ pub enum StrategyError {
     /// A Redis call failed during setup or audit.
     #[error("redis: {0}")]
     Redis(#[from] ::redis::RedisError),
+    /// Connecting to etcd failed.
+    #[error("etcd: {0}")]
+    Etcd(#[from] etcd_client::Error),
+    /// Connecting to ZooKeeper failed.
+    #[error("zookeeper: {0}")]
+    Zookeeper(#[from] zookeeper_client::Error),
     /// A setup or audit call timed out.
     #[error("{0} timed out")]
     Timeout(&'static str),
@@ -198,6 +206,9 @@ pub struct StrategyInfo {
     pub kind: Kind,
     /// Servers it needs.
     pub needs: Needs,
+    /// Where the lock's fencing token comes from, for locks that issue one (the `-fenced`
+    /// variant hands it to the store).
+    pub fence_token: Option<&'static str>,
     /// One line for `lockbench list`.
     pub about: &'static str,
 }
@@ -232,92 +243,144 @@ const MARIADB_REDLOCK: Needs = Needs {
     redlock: true,
     ..Needs::NONE
 };
+const MARIADB_ZOOKEEPER: Needs = Needs {
+    mariadb: true,
+    zookeeper: true,
+    ..Needs::NONE
+};
+const MARIADB_ETCD: Needs = Needs {
+    mariadb: true,
+    etcd: true,
+    ..Needs::NONE
+};
 
 /// Every strategy, in the order the comparison lists them.
 pub const ALL: &[StrategyInfo] = &[
     StrategyInfo {
         id: "none",
         kind: Kind::Control,
+        fence_token: None,
         needs: MARIADB,
         about: "control: the critical section with no lock at all; must oversell under contention",
     },
     StrategyInfo {
         id: "mysql-for-update",
         kind: Kind::Lock,
+        fence_token: None,
         needs: MARIADB,
         about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
     },
     StrategyInfo {
         id: "mysql-optimistic",
         kind: Kind::LockFree,
+        fence_token: None,
         needs: MARIADB,
         about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
     },
     StrategyInfo {
         id: "mysql-atomic",
         kind: Kind::LockFree,
+        fence_token: None,
         needs: MARIADB,
         about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
     },
     StrategyInfo {
         id: "mysql-lock-table",
         kind: Kind::Lock,
+        fence_token: Some("lock row takeover counter"),
         needs: MARIADB,
         about: "lock row per key (owner, expiry, reentrancy count); expired locks taken over atomically",
     },
     StrategyInfo {
         id: "mysql-lock-table-fenced",
         kind: Kind::Lock,
+        fence_token: Some("lock row takeover counter"),
         needs: MARIADB,
         about: "mysql-lock-table with the row's takeover counter as fencing token; stale writes refused",
     },
     StrategyInfo {
         id: "redis-setnx",
         kind: Kind::Lock,
+        fence_token: None,
         needs: MARIADB_REDIS,
         about: "Redis SET key token NX PX ttl, Lua compare-and-delete unlock; stock in MariaDB",
     },
     StrategyInfo {
         id: "redis-setnx-watchdog",
         kind: Kind::Lock,
+        fence_token: None,
         needs: MARIADB_REDIS,
         about: "redis-setnx plus a watchdog renewing the lease every ttl/3 while it is still ours",
     },
     StrategyInfo {
         id: "redis-setnx-fenced",
         kind: Kind::Lock,
+        fence_token: Some("Redis INCR counter"),
         needs: MARIADB_REDIS,
         about: "redis-setnx with a fencing token from a Redis INCR; the store refuses stale tokens",
     },
     StrategyInfo {
         id: "redis-reentrant",
         kind: Kind::Lock,
+        fence_token: None,
         needs: MARIADB_REDIS,
         about: "Redis hash owner -> count, Lua acquire / release (reentrant, Redisson-style)",
     },
     StrategyInfo {
         id: "redlock",
         kind: Kind::Lock,
+        fence_token: None,
         needs: MARIADB_REDLOCK,
         about: "Redlock over 5 independent Redis: majority + validity = ttl - elapsed - drift",
     },
     StrategyInfo {
         id: "redis-sentinel",
         kind: Kind::Lock,
+        fence_token: None,
         needs: MARIADB_SENTINEL,
         about: "redis-setnx on the master Sentinel names (1 master, 2 async replicas), re-resolved on errors",
     },
     StrategyInfo {
         id: "redis-get-del",
         kind: Kind::Control,
+        fence_token: None,
         needs: MARIADB_REDIS,
         about: "broken control: SET NX PX, but released by GET then DEL (two commands, not atomic)",
     },
     StrategyInfo {
         id: "redis-lua-decr",
         kind: Kind::LockFree,
+        fence_token: None,
         needs: REDIS,
         about: "stock in Redis: one Lua script checks, decrements and appends the order (no lock)",
+    },
+    StrategyInfo {
+        id: "zookeeper",
+        kind: Kind::Lock,
+        fence_token: Some("lock node czxid"),
+        needs: MARIADB_ZOOKEEPER,
+        about: "ZooKeeper ephemeral sequential node, watch the predecessor (fair); czxid fence",
+    },
+    StrategyInfo {
+        id: "etcd",
+        kind: Kind::Lock,
+        fence_token: Some("lock key create revision"),
+        needs: MARIADB_ETCD,
+        about: "etcd lease + v3 lock, keep-alive every ttl/3; key's create revision fence",
+    },
+    StrategyInfo {
+        id: "zookeeper-fenced",
+        kind: Kind::Lock,
+        fence_token: Some("lock node czxid"),
+        needs: MARIADB_ZOOKEEPER,
+        about: "zookeeper with the lock node's czxid as fencing token; stale writes refused",
+    },
+    StrategyInfo {
+        id: "etcd-fenced",
+        kind: Kind::Lock,
+        fence_token: Some("lock key create revision"),
+        needs: MARIADB_ETCD,
+        about: "etcd with the lock key's create revision as fencing token; stale writes refused",
     },
 ];
 
@@ -354,6 +417,16 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             id: id.into(),
             what: "Redis",
         })
+    };
+    let cluster = |addrs: &Vec<std::net::SocketAddr>, what: &'static str| {
+        if addrs.is_empty() {
+            Err(StrategyError::Missing {
+                id: id.into(),
+                what,
+            })
+        } else {
+            Ok(addrs.clone())
+        }
     };
     let built = match info.id {
         "none" => {
@@ -469,6 +542,38 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             let store = Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, w).await?);
             Built {
                 strategy: store.clone(),
+                store,
+            }
+        }
+        "zookeeper" | "zookeeper-fenced" => {
+            let store = mysql().await?;
+            let addrs = cluster(&ep.zookeeper, "ZooKeeper")?;
+            let lock = Locked::new(
+                zookeeper::ZkLock::connect(&addrs, w).await?,
+                store.clone(),
+                w,
+            );
+            let lock = if info.id.ends_with("-fenced") {
+                lock.fenced()
+            } else {
+                lock
+            };
+            Built {
+                strategy: Arc::new(lock),
+                store,
+            }
+        }
+        "etcd" | "etcd-fenced" => {
+            let store = mysql().await?;
+            let addrs = cluster(&ep.etcd, "etcd")?;
+            let lock = Locked::new(etcd::EtcdLock::connect(&addrs, w).await?, store.clone(), w);
+            let lock = if info.id.ends_with("-fenced") {
+                lock.fenced()
+            } else {
+                lock
+            };
+            Built {
+                strategy: Arc::new(lock),
                 store,
             }
         }

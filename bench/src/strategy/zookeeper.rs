@@ -1,0 +1,334 @@
+//! `zookeeper`: the ZooKeeper lock recipe (Curator's `InterProcessMutex` layout), fair and
+//! without a herd: each waiter watches only its predecessor.
+//!
+//! Acquire creates an ephemeral sequential node `/lockbench/locks/<key>/_c_<uuid>-lock-<seq>`
+//! and holds the lock once its node has the lowest sequence number; until then it watches the
+//! node just before its own. Release deletes the node. The node is ephemeral: when the
+//! session that created it expires (the holder stalled or was cut off for longer than the
+//! session timeout), ZooKeeper deletes it and the next waiter gets the lock. The fencing token
+//! is the node's creation zxid, which grows with every write to the ensemble, so it grows
+//! with each new holder of a key.
+//!
+//! Why not the crate's `Client::lock`: it is Curator-compatible, but its retries on connection
+//! loss are unbounded and its clean-up after a cancelled acquire runs unawaited in the
+//! background; here every call is bounded and the clean-up is part of the attempt.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+
+use super::{AcquireError, Lease, Lock, StrategyError, within};
+use crate::record::ErrorKind;
+use crate::workload::Workload;
+
+/// Parent of every lock's directory.
+const ROOT: &str = "/lockbench/locks";
+/// Curator's lock-node name; the sequence number follows it.
+const LOCK_NAME: &str = "lock-";
+
+/// At most this many sessions; buyers beyond it share one (the unique `_c_<uuid>` prefix of
+/// each node keeps contenders on one session apart, as in Curator).
+const MAX_SESSIONS: u32 = 128;
+
+/// A held lock: what release needs besides the [`Lease`].
+struct Held {
+    /// Full path of our lock node.
+    path: String,
+    /// The session that owns the node (the lock lives and dies with it).
+    session: Client,
+}
+
+/// The ZooKeeper lock strategy.
+pub struct ZkLock {
+    /// `host:port,host:port,…` of the ensemble.
+    connect: String,
+    /// Requested session timeout: `lock.ttl`; the servers clamp it to 2–20 ticks (0.4–4 s).
+    session_timeout: Duration,
+    /// One session per buyer up to [`MAX_SESSIONS`]; `None` after a session was retired.
+    sessions: Vec<tokio::sync::Mutex<Option<Client>>>,
+    acquire_timeout: Duration,
+    timeout: Duration,
+    /// Locks currently held, by owner token (at most one per buyer in flight).
+    held: Mutex<HashMap<String, Held>>,
+}
+
+/// Classifies a ZooKeeper error: an error reply is definite; a lost connection or session is
+/// not (the server may have applied the request).
+pub fn classify(e: &ZkError) -> ErrorKind {
+    match e {
+        ZkError::Timeout => ErrorKind::Timeout,
+        ZkError::ConnectionLoss
+        | ZkError::SessionExpired
+        | ZkError::SessionMoved
+        | ZkError::ClientClosed
+        | ZkError::NoHosts => ErrorKind::Connection,
+        _ => ErrorKind::Server,
+    }
+}
+
+/// The sequence part of a lock node's name (Curator sorts contenders by it).
+fn sequence(name: &str) -> Option<&str> {
+    name.rsplit_once(LOCK_NAME).map(|(_, seq)| seq)
+}
+
+impl ZkLock {
+    /// Opens one session per buyer (bounded) to the ensemble at `addrs`.
+    pub async fn connect(addrs: &[SocketAddr], w: &Workload) -> Result<Self, StrategyError> {
+        let connect = addrs
+            .iter()
+            .map(|a| a.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let n = w.load.clients.clamp(1, MAX_SESSIONS);
+        let mut lock = Self {
+            connect,
+            session_timeout: w.lock.ttl,
+            sessions: Vec::new(),
+            acquire_timeout: w.lock.acquire_timeout,
+            timeout: w.load.timeout,
+            held: Mutex::new(HashMap::new()),
+        };
+        let open = |_| async {
+            tokio::time::timeout(lock.timeout, lock.connector().connect(&lock.connect))
+                .await
+                .map_err(|_| StrategyError::Timeout("connect to zookeeper"))?
+                .map_err(StrategyError::Zookeeper)
+        };
+        let opened = futures::future::try_join_all((0..n).map(open)).await?;
+        lock.sessions = opened
+            .into_iter()
+            .map(|c| tokio::sync::Mutex::new(Some(c)))
+            .collect();
+        Ok(lock)
+    }
+
+    fn connector(&self) -> zookeeper_client::Connector {
+        Client::connector()
+            .with_session_timeout(self.session_timeout)
+            .with_connection_timeout(self.timeout)
+    }
+
+    /// A new session, bounded by `load.timeout`.
+    async fn open(&self) -> Result<Client, ErrorKind> {
+        within(
+            self.timeout,
+            self.connector().connect(&self.connect),
+            classify,
+        )
+        .await
+    }
+
+    /// The session of buyer `client`, replacing one that expired or was retired.
+    async fn session(&self, client: u32) -> Result<Client, ErrorKind> {
+        let mut slot = self.sessions[client as usize % self.sessions.len()]
+            .lock()
+            .await;
+        if let Some(s) = slot.as_ref()
+            && !s.state().is_terminated()
+        {
+            return Ok(s.clone());
+        }
+        // An expired session is terminal: only a new one serves this buyer again.
+        let s = self.open().await?;
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// Stops handing out `session`: once the attempts using it finish, its last handle drops,
+    /// the client closes the session and ZooKeeper deletes its ephemeral nodes. This is the
+    /// bounded clean-up for a node we could not delete (or do not know we created).
+    async fn retire(&self, client: u32, session: &Client) {
+        let mut slot = self.sessions[client as usize % self.sessions.len()]
+            .lock()
+            .await;
+        if slot
+            .as_ref()
+            .is_some_and(|s| s.session_id() == session.session_id())
+        {
+            *slot = None;
+        }
+    }
+
+    /// Creates our ephemeral sequential node under `parent`, creating the parent on first use.
+    /// Returns its path and creation zxid.
+    async fn create_node(
+        &self,
+        client: u32,
+        zk: &Client,
+        parent: &str,
+        prefix: &str,
+        token: &str,
+    ) -> Result<(String, i64), ErrorKind> {
+        let node = CreateMode::EphemeralSequential.with_acls(Acls::anyone_all());
+        let dir = CreateMode::Persistent.with_acls(Acls::anyone_all());
+        // Twice at most: the second try follows the creation of a missing parent.
+        for _ in 0..2 {
+            let created =
+                tokio::time::timeout(self.timeout, zk.create(prefix, token.as_bytes(), &node))
+                    .await;
+            match created {
+                Ok(Ok((stat, seq))) => return Ok((format!("{prefix}{seq}"), stat.czxid)),
+                Ok(Err(ZkError::NoNode)) => {
+                    within(self.timeout, zk.mkdir(parent, &dir), classify).await?;
+                }
+                Ok(Err(ZkError::ConnectionLoss)) | Err(_) => {
+                    // The create may have been applied: look for our unique prefix (Curator's
+                    // "protected" mode). If even that fails, retire the session so that any
+                    // node we made goes with it.
+                    return match self.find_node(zk, parent, prefix).await {
+                        Ok(Some(found)) => Ok(found),
+                        Ok(None) => Err(ErrorKind::Connection),
+                        Err(k) => {
+                            self.retire(client, zk).await;
+                            Err(k)
+                        }
+                    };
+                }
+                Ok(Err(e)) => return Err(classify(&e)),
+            }
+        }
+        Err(ErrorKind::Server)
+    }
+
+    /// Our node under `parent` after a create with an unknown outcome, with its czxid.
+    async fn find_node(
+        &self,
+        zk: &Client,
+        parent: &str,
+        prefix: &str,
+    ) -> Result<Option<(String, i64)>, ErrorKind> {
+        let (_, protected) = prefix.rsplit_once('/').expect("prefix is a path");
+        let children = within(self.timeout, zk.list_children(parent), classify).await?;
+        let Some(name) = children.into_iter().find(|c| c.starts_with(protected)) else {
+            return Ok(None);
+        };
+        let path = format!("{parent}/{name}");
+        match within(self.timeout, zk.check_stat(&path), classify).await? {
+            Some(stat) => Ok(Some((path, stat.czxid))),
+            None => Ok(None),
+        }
+    }
+
+    /// Deletes our node after a failed or abandoned acquire; retires the session if the
+    /// delete's outcome is unknown, so the node cannot block the queue for longer than the
+    /// session lives.
+    async fn abandon(&self, client: u32, zk: &Client, path: &str) {
+        match tokio::time::timeout(self.timeout, zk.delete(path, None)).await {
+            Ok(Ok(())) | Ok(Err(ZkError::NoNode)) | Ok(Err(ZkError::SessionExpired)) => {}
+            _ => self.retire(client, zk).await,
+        }
+    }
+
+    /// Waits until our node is the first under `parent`, watching only its predecessor.
+    /// `Ok(false)`: `deadline` passed first.
+    async fn wait_turn(
+        &self,
+        zk: &Client,
+        parent: &str,
+        path: &str,
+        deadline: tokio::time::Instant,
+    ) -> Result<bool, ErrorKind> {
+        let me = path.rsplit_once('/').map(|(_, n)| n).unwrap_or(path);
+        let my_seq = sequence(me).ok_or(ErrorKind::Server)?;
+        // Each round ends with the predecessor gone or the deadline passed; a predecessor can
+        // only be replaced by an older one, so the rounds are bounded by the queue ahead.
+        loop {
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(false);
+            }
+            let children = within(self.timeout, zk.list_children(parent), classify).await?;
+            let predecessor = children
+                .iter()
+                .filter_map(|c| sequence(c).map(|s| (s, c)))
+                .filter(|(s, _)| *s < my_seq)
+                .max_by_key(|(s, _)| *s)
+                .map(|(_, c)| format!("{parent}/{c}"));
+            if !children.iter().any(|c| c == me) {
+                // Our ephemeral node is gone: the session expired while we queued.
+                return Err(ErrorKind::Connection);
+            }
+            let Some(predecessor) = predecessor else {
+                return Ok(true);
+            };
+            let watch = tokio::time::timeout(self.timeout, zk.get_and_watch_data(&predecessor));
+            let watcher = match watch.await {
+                Ok(Ok((_, _, w))) => w,
+                // Gone between the listing and the watch: look again.
+                Ok(Err(ZkError::NoNode)) => continue,
+                Ok(Err(e)) => return Err(classify(&e)),
+                Err(_) => return Err(ErrorKind::Timeout),
+            };
+            match tokio::time::timeout_at(deadline, watcher.changed()).await {
+                Ok(event) if event.session_state.is_terminated() => {
+                    return Err(ErrorKind::Connection);
+                }
+                Ok(_) => {}
+                Err(_) => return Ok(false),
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Lock for ZkLock {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+        let deadline = tokio::time::Instant::now() + self.acquire_timeout;
+        let zk = self.session(client).await.map_err(AcquireError::Failed)?;
+        let parent = format!("{ROOT}/{key}");
+        let prefix = format!("{parent}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let (path, czxid) = self
+            .create_node(client, &zk, &parent, &prefix, token)
+            .await
+            .map_err(AcquireError::Failed)?;
+        match self.wait_turn(&zk, &parent, &path, deadline).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.abandon(client, &zk, &path).await;
+                return Err(AcquireError::Busy);
+            }
+            Err(k) => {
+                self.abandon(client, &zk, &path).await;
+                return Err(AcquireError::Failed(k));
+            }
+        }
+        self.held
+            .lock()
+            .expect("held-locks lock poisoned")
+            .insert(token.to_string(), Held { path, session: zk });
+        Ok(Lease {
+            key: key.into(),
+            token: token.into(),
+            fence: Some(czxid as u64),
+            keepalive: None,
+        })
+    }
+
+    async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
+        let Some(held) = self
+            .held
+            .lock()
+            .expect("held-locks lock poisoned")
+            .remove(&lease.token)
+        else {
+            return Ok(false);
+        };
+        match tokio::time::timeout(self.timeout, held.session.delete(&held.path, None)).await {
+            Ok(Ok(())) => Ok(true),
+            // The session expired while we held the lock: ZooKeeper already deleted the node
+            // and someone else may have had the lock since.
+            Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => Ok(false),
+            Ok(Err(e)) => {
+                self.retire(client, &held.session).await;
+                Err(classify(&e))
+            }
+            Err(_) => {
+                self.retire(client, &held.session).await;
+                Err(ErrorKind::Timeout)
+            }
+        }
+    }
+}
