@@ -4,6 +4,9 @@
 # concurrency, alternating rounds, and prints medians and ratios (target >= 0.9):
 #   1. redis-benchmark EVALSHA <the redis-lua-decr script>  vs  lockbench run --strategy redis-lua-decr
 #   2. mysqlslap with the mysql-atomic transaction          vs  lockbench run --strategy mysql-atomic
+#   3. one uncontended redis-setnx lock cycle (1 client): redis-benchmark timing SET NX PX and
+#      the unlock script separately (cycle rate = 1 / (1/set + 1/unlock)) vs lockbench with
+#      critical_section.touch_store = false (acquire then release, nothing else)
 # Then the peak RSS of lockbench for RSS_ATTEMPTS attempts and for a tenth of that: memory must
 # not grow with the number of attempts.
 # Knobs (environment): CLIENTS=50 SECONDS_PER=8 ROUNDS=3 RSS_ATTEMPTS=1000000
@@ -26,7 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$LB" serve --out "$work/serve" --for 30m >"$work/serve.out" 2>"$work/serve.err" &
+"$LB" serve --strategies redis-setnx,redis-lua-decr,mysql-atomic --out "$work/serve" --for 30m >"$work/serve.out" 2>"$work/serve.err" &
 serve_pid=$!
 for _ in $(seq 1 600); do [ -s "$work/serve.out" ] && break; sleep 0.2; done
 ep="$work/serve/endpoints.json"
@@ -81,6 +84,27 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 mysql_ref=$(printf '%s\n' "${ref[@]}" | median); mysql_lb=$(printf '%s\n' "${ours[@]}" | median)
 
+echo "== uncontended lock cycle: redis-benchmark (SET NX PX + unlock) vs lockbench redis-setnx, 1 client" >&2
+unlock_sha=$(redis-cli -p "$redis_port" SCRIPT LOAD "$(cat bench/src/strategy/lua/unlock.lua)")
+rb_rate() { # redis-benchmark args... -> requests/s
+  redis-benchmark -p "$redis_port" -c 1 -n 60000 -r 100000000 -q "$@" 2>/dev/null \
+    | tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{print $1}'
+}
+ref=(); ours=()
+for r in $(seq 1 "$ROUNDS"); do
+  lb=$("$LB" run --strategy redis-setnx --endpoints "$ep" --json --out "$work/run-cycle" \
+         --set load.mode=closed --set load.clients=1 --set load.duration="${SECONDS_PER}s" \
+         --set critical_section.touch_store=false 2>/dev/null \
+       | grep -o '"attempts_per_s": [0-9.]*' | head -1 | awk '{print $2}')
+  # Fresh random keys, so every SET NX succeeds as a real acquire does.
+  set_rate=$(rb_rate SET lockbench:lock:__rand_int__ token NX PX 5000)
+  unlock_rate=$(rb_rate EVALSHA "$unlock_sha" 1 lockbench:lock:__rand_int__ token)
+  cycle=$(awk -v a="$set_rate" -v b="$unlock_rate" 'BEGIN {printf "%.1f", 1 / (1 / a + 1 / b)}')
+  echo "   round $r: redis-benchmark SET NX PX $set_rate/s, unlock $unlock_rate/s -> cycle $cycle/s; lockbench $lb/s" >&2
+  ref+=("$cycle"); ours+=("$lb")
+done
+cycle_ref=$(printf '%s\n' "${ref[@]}" | median); cycle_lb=$(printf '%s\n' "${ours[@]}" | median)
+
 echo "== peak RSS of lockbench (redis-lua-decr, closed loop, history off)" >&2
 rss() { # attempts -> max RSS in KiB
   /usr/bin/time -f '%M' -o "$work/rss" "$LB" run --strategy redis-lua-decr --endpoints "$ep" --json \
@@ -94,5 +118,6 @@ rss_small=$(rss "$small"); rss_big=$(rss "$RSS_ATTEMPTS")
 printf '\n%-34s %14s %14s %7s  %s\n' "comparison" "reference/s" "lockbench/s" "ratio" "target"
 printf '%-34s %14s %14s %7s  %s\n' "redis-benchmark vs redis-lua-decr" "$redis_ref" "$redis_lb" "$(ratio "$redis_lb" "$redis_ref")" ">= 0.90"
 printf '%-34s %14s %14s %7s  %s\n' "mysqlslap vs mysql-atomic" "$mysql_ref" "$mysql_lb" "$(ratio "$mysql_lb" "$mysql_ref")" ">= 0.90"
+printf '%-34s %14s %14s %7s  %s\n' "lock cycle: redis-benchmark vs redis-setnx" "$cycle_ref" "$cycle_lb" "$(ratio "$cycle_lb" "$cycle_ref")" ">= 0.90"
 printf '\npeak RSS: %s KiB for %s attempts, %s KiB for %s attempts (ratio %s)\n' \
   "$rss_small" "$small" "$rss_big" "$RSS_ATTEMPTS" "$(ratio "$rss_big" "$rss_small")"

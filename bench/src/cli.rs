@@ -236,8 +236,8 @@ fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
 
 async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     // Validate everything before any server starts.
-    strategy::find(&args.strategy)?;
     let workload = load_workload(&args.common)?;
+    strategy::find(&args.strategy)?.supports(&workload)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
     let opts = run_options(&args.strategy, workload, &args.common, out);
     let summary = match run(&opts, &cancel).await {
@@ -320,6 +320,9 @@ async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result
 async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let ids = strategy_ids(&args.strategies)?;
     let workload = load_workload(&args.common)?;
+    for id in &ids {
+        strategy::find(id)?.supports(&workload)?;
+    }
     let out = args.out.unwrap_or_else(|| default_out("compare"));
     let mut summaries = Vec::new();
     let mut failed = Vec::new();

@@ -74,6 +74,7 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summary, RunError> {
     let info = strategy::find(&opts.strategy)?;
     let w = &opts.workload;
+    info.supports(w)?;
     std::fs::create_dir_all(&opts.out).map_err(write_err(&opts.out))?;
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;

@@ -537,6 +537,44 @@ async fn redis_sentinel_is_safe_under_contention() {
     );
 }
 
+/// `critical_section.touch_store = false` measures the lock alone: every attempt is a lock
+/// cycle and the stock is untouched; a lock-free strategy refuses the setting.
+#[tokio::test(flavor = "multi_thread")]
+async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = format!("{CONTENTION}\n");
+    let w = w.replace(
+        "[critical_section]",
+        "[critical_section]\ntouch_store = false",
+    );
+    for id in ["redis-setnx", "mysql-for-update"] {
+        let s = run_strategy(id, &w, dir.path()).await;
+        assert!(s.attempts > 100, "{id}: {s:?}");
+        assert_eq!(s.outcomes["locked"], s.attempts, "{id}: {:?}", s.outcomes);
+        assert_eq!((s.audit.sold, s.audit.final_stock), (0, 20), "{id}");
+        assert_eq!(s.double_grants, 0, "{id}");
+    }
+    let parsed = Workload::parse("w.toml", &w, &[]).unwrap();
+    let opts = RunOptions {
+        strategy: "mysql-atomic".into(),
+        workload: parsed,
+        workload_file: "w.toml".into(),
+        out: dir.path().join("atomic"),
+        base_port: None,
+        endpoints: None,
+        history: false,
+        progress: false,
+    };
+    let err = run(&opts, &CancellationToken::new())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("touch_store"), "{err}");
+}
+
 /// One of five Redlock nodes frozen (SIGSTOP): the majority still grants the lock, and since
 /// every call to a node is bounded by `lock.node_timeout` and the answer returns at a majority,
 /// attempts do not slow down by a timeout.
@@ -611,13 +649,19 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
 
     // The third second of the run is entirely with the node frozen.
     let timeline = std::fs::read_to_string(dir.path().join("one-paused/timeline.csv")).unwrap();
+    let header: Vec<&str> = timeline.lines().next().unwrap().split(',').collect();
     let cols: Vec<&str> = timeline
         .lines()
         .nth(3)
         .expect("a third second")
         .split(',')
         .collect();
-    let (sold, p50_us): (u64, u64) = (cols[1].parse().unwrap(), cols[7].parse().unwrap());
+    let col = |name: &str| -> u64 {
+        cols[header.iter().position(|h| *h == name).unwrap()]
+            .parse()
+            .unwrap()
+    };
+    let (sold, p50_us) = (col("sold"), col("p50_us"));
     assert!(sold > 50, "the majority stopped granting: {timeline}");
     // Waiting for the frozen node on each acquire would add 100 ms to every attempt.
     assert!(

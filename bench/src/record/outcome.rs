@@ -55,14 +55,23 @@ pub enum Outcome {
     /// The write may or may not have happened (timeout or lost connection after it was sent).
     /// Only the audit of the store decides.
     Unknown(ErrorKind),
+    /// The lock was taken and released without touching the store
+    /// (`critical_section.touch_store = false`: measuring the lock alone).
+    Locked,
 }
 
 impl Outcome {
     /// Number of outcome classes (histograms are kept per class).
-    pub const CLASSES: usize = 5;
+    pub const CLASSES: usize = 6;
     /// Class names in index order.
-    pub const CLASS_NAMES: [&'static str; Self::CLASSES] =
-        ["sold", "sold_out", "lock_timeout", "error", "unknown"];
+    pub const CLASS_NAMES: [&'static str; Self::CLASSES] = [
+        "sold",
+        "sold_out",
+        "lock_timeout",
+        "error",
+        "unknown",
+        "locked",
+    ];
 
     /// Index of this outcome's class.
     pub fn class(self) -> usize {
@@ -72,6 +81,7 @@ impl Outcome {
             Self::LockTimeout => 2,
             Self::Failed(_) => 3,
             Self::Unknown(_) => 4,
+            Self::Locked => 5,
         }
     }
 

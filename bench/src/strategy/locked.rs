@@ -18,6 +18,8 @@ pub struct Locked<L> {
     nonce: u32,
     /// Hand the lease's fencing token to the store, which then refuses stale writes.
     fenced: bool,
+    /// Run the critical section (false: measure the lock alone).
+    touch_store: bool,
 }
 
 impl<L: Lock> Locked<L> {
@@ -29,6 +31,7 @@ impl<L: Lock> Locked<L> {
             hold: w.critical_section.hold,
             nonce: rand::random(),
             fenced: false,
+            touch_store: w.critical_section.touch_store,
         }
     }
 
@@ -65,10 +68,13 @@ impl<L: Lock> Strategy for Locked<L> {
         } else {
             None
         };
-        let outcome = self
-            .store
-            .critical_section(p, &lease.token, fence, self.hold)
-            .await;
+        let outcome = if self.touch_store {
+            self.store
+                .critical_section(p, &lease.token, fence, self.hold)
+                .await
+        } else {
+            Outcome::Locked
+        };
         let released = Instant::now();
         let release_failed = !matches!(self.lock.release(p.client, &lease).await, Ok(true));
         Attempt {

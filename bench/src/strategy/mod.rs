@@ -180,6 +180,9 @@ pub enum StrategyError {
     /// Connecting to ZooKeeper failed.
     #[error("zookeeper: {0}")]
     Zookeeper(#[from] zookeeper_client::Error),
+    /// The workload asks for something the strategy cannot do.
+    #[error("strategy `{id}` does not support {what}")]
+    Unsupported { id: String, what: &'static str },
     /// A setup or audit call timed out.
     #[error("{0} timed out")]
     Timeout(&'static str),
@@ -214,6 +217,17 @@ pub struct StrategyInfo {
 }
 
 impl StrategyInfo {
+    /// Rejects a workload the strategy cannot run (checked before any server starts).
+    pub fn supports(&self, w: &Workload) -> Result<(), StrategyError> {
+        if !w.critical_section.touch_store && self.kind != Kind::Lock {
+            return Err(StrategyError::Unsupported {
+                id: self.id.into(),
+                what: "critical_section.touch_store = false (measuring the lock alone needs a lock)",
+            });
+        }
+        Ok(())
+    }
+
     /// Whether the strategy claims it never oversells (controls do not).
     pub fn claims_safety(&self) -> bool {
         self.kind != Kind::Control
@@ -405,6 +419,7 @@ pub struct Built {
 /// Connects strategy `id` to its servers.
 pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, StrategyError> {
     let info = find(id)?;
+    info.supports(w)?;
     let mysql = || async {
         let e = ep.mysql.as_ref().ok_or(StrategyError::Missing {
             id: id.into(),

@@ -52,6 +52,8 @@ pub struct ForUpdate {
     store: SharedStore,
     hold: Duration,
     lock_wait: Duration,
+    /// False: take the row lock and commit, nothing else (the lock alone).
+    touch_store: bool,
 }
 
 impl ForUpdate {
@@ -61,6 +63,7 @@ impl ForUpdate {
             store,
             hold: w.critical_section.hold,
             lock_wait: lock_wait(w),
+            touch_store: w.critical_section.touch_store,
         }
     }
 }
@@ -95,9 +98,14 @@ impl Strategy for ForUpdate {
                 return fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)).into();
             }
         };
-        if qty <= 0 {
+        if qty <= 0 || !self.touch_store {
             let _ = within(s.timeout, tx.rollback(), classify).await;
-            return Outcome::SoldOut.into();
+            let done = if self.touch_store {
+                Outcome::SoldOut
+            } else {
+                Outcome::Locked
+            };
+            return done.into();
         }
         tokio::time::sleep(self.hold).await;
         let token = token(p);

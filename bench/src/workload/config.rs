@@ -92,6 +92,7 @@ struct RawLoad {
 #[serde(deny_unknown_fields)]
 struct RawCriticalSection {
     hold: Option<String>,
+    touch_store: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -156,6 +157,9 @@ pub struct CriticalSection {
     /// Business time between reading and writing the stock.
     #[serde(serialize_with = "human")]
     pub hold: Duration,
+    /// `false` measures a lock alone: acquire then release, no read, no write (lock
+    /// strategies only; attempts end as `locked`).
+    pub touch_store: bool,
 }
 
 /// `[lock]`
@@ -354,6 +358,7 @@ impl RawWorkload {
             timeout: duration("load.timeout", l.timeout, "1s", false)?,
         };
         let critical_section = CriticalSection {
+            touch_store: self.critical_section.touch_store.unwrap_or(true),
             hold: duration(
                 "critical_section.hold",
                 self.critical_section.hold,
