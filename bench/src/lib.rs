@@ -12,7 +12,8 @@
 //!   [`strategy::Strategy`] directly. The [`strategy::Store`] audits the stock afterwards.
 //! - [`workload`]: the TOML workload file (validated, with `--set` overrides) and the buyers'
 //!   loop with its pacing (open loop by default, closed loop for saturation).
-//! - chaos: fault injection arrives with the chaos milestone (see `chaos/README.md`).
+//! - [`chaos`]: fault injection; today failpoints (crash a client at an exact instruction),
+//!   scheduled server and client faults with the chaos milestone.
 //! - [`record`], [`check`], [`report`]: the recorder turns completions into HdrHistograms, a
 //!   per-second timeline and an optional JSONL history; the checker judges the audited store;
 //!   the report writes `summary.json` and prints tables.
@@ -20,6 +21,7 @@
 //! [`run`] wires them: start servers → prepare the store → load → audit → write results →
 //! stop servers. [`cli`] is the command line; `main.rs` only maps its result to an exit code.
 
+pub mod chaos;
 pub mod check;
 pub mod cli;
 pub mod cluster;

@@ -125,12 +125,14 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
 
     let audits = built.store.audit(w.inventory.skus).await?;
     let safety = Safety::judge(w.inventory.stock, &audits);
+    let stuck_locks = built.strategy.stuck_locks(w.inventory.skus).await?;
     let summary = Summary::new(RunParts {
         info,
         workload: w,
         workload_file: &opts.workload_file,
         stats,
         double_grants: &recording.double_grants,
+        stuck_locks,
         drive: &drive,
         safety: &safety,
         servers,

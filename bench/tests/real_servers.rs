@@ -575,6 +575,114 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
     assert!(err.contains("touch_store"), "{err}");
 }
 
+/// The SETNX-then-EXPIRE pitfall, triggered for real: the client process dies (failpoint
+/// `crash`, an abort) between the two commands. The lock has no expiry, so every later buyer
+/// of the SKU stalls — reported as `stuck_locks`. The atomic `SET NX PX` lock, killed right
+/// after acquiring, only blocks buyers until its ttl runs out.
+#[test]
+fn a_client_dying_between_setnx_and_expire_leaves_a_lock_that_never_expires() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut serve = lockbench()
+        .args([
+            "serve",
+            "--strategies",
+            "redis-setnx",
+            "--for",
+            "2m",
+            "--out",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let endpoints = dir.path().join("endpoints.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !endpoints.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let w = workload_file(
+        dir.path(),
+        "[inventory]\nstock = 50\n[load]\nmode = \"closed\"\nclients = 4\nduration = \"1500ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n[lock]\nttl = \"500ms\"\nacquire_timeout = \"300ms\"\n",
+    );
+    let run = |strategy: &str, failpoint: Option<&str>, out: &str| {
+        let mut cmd = lockbench();
+        cmd.args(["run", "--json", "--strategy", strategy, "--workload"])
+            .arg(&w)
+            .arg("--endpoints")
+            .arg(&endpoints)
+            .arg("--out")
+            .arg(dir.path().join(out));
+        if let Some(f) = failpoint {
+            cmd.env("LOCKBENCH_FAILPOINTS", f);
+        }
+        cmd.output().unwrap()
+    };
+    let summary = |out: std::process::Output| -> Summary {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Vec<Summary>>(&out.stdout)
+            .unwrap()
+            .remove(0)
+    };
+
+    let crashed = run(
+        "redis-setnx-expire",
+        Some("lock.between-setnx-and-expire=crash"),
+        "crash-1",
+    );
+    assert!(
+        !crashed.status.success(),
+        "the failpoint did not crash the client"
+    );
+    assert!(
+        String::from_utf8_lossy(&crashed.stderr)
+            .contains("failpoint lock.between-setnx-and-expire")
+    );
+    let stalled = summary(run("redis-setnx-expire", None, "after-crash-1"));
+    assert_eq!(stalled.audit.sold, 0, "{stalled:?}");
+    assert_eq!(
+        stalled.outcomes["lock_timeout"], stalled.attempts,
+        "{stalled:?}"
+    );
+    assert_eq!(stalled.stuck_locks, 1, "{stalled:?}");
+
+    // Free the stuck key by hand (the only way out), then kill a SET NX PX holder instead.
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&endpoints).unwrap()).unwrap();
+    let redis_addr = file["endpoints"]["redis"][0].as_str().unwrap().to_string();
+    let mut con = redis::Client::open(format!("redis://{redis_addr}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: i64 = redis::cmd("DEL")
+        .arg("lockbench:lock:0")
+        .query(&mut con)
+        .unwrap();
+    let crashed = run("redis-setnx", Some("lock.after-acquire=crash"), "crash-2");
+    assert!(!crashed.status.success());
+    let recovered = summary(run("redis-setnx", None, "after-crash-2"));
+    assert!(
+        recovered.audit.sold > 0,
+        "the lease never expired: {recovered:?}"
+    );
+    assert_eq!(recovered.stuck_locks, 0);
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(serve.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert!(serve.wait().unwrap().success());
+}
+
 /// One of five Redlock nodes frozen (SIGSTOP): the majority still grants the lock, and since
 /// every call to a node is bounded by `lock.node_timeout` and the answer returns at a majority,
 /// attempts do not slow down by a timeout.

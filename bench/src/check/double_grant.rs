@@ -38,11 +38,11 @@ struct Held {
     token: String,
     acquired: Instant,
     released: Instant,
-    ended: Instant,
 }
 
 /// Streaming double-grant checker.
 pub struct DoubleGrantChecker {
+    /// Per key, the retained leases sorted by `released`.
     by_key: HashMap<String, VecDeque<Held>>,
     /// Longest possible attempt: a lease that ended more than this before another began cannot
     /// overlap anything still to come.
@@ -65,6 +65,10 @@ impl DoubleGrantChecker {
     }
 
     /// Adds one lease; `ended` is when its attempt completed (after the release call).
+    ///
+    /// Cost: O(overlaps + 1) amortised. Leases are kept sorted by release time, so walking
+    /// back from the latest release stops at the first lease released before this one was
+    /// acquired: none before it can overlap.
     pub fn observe(
         &mut self,
         key: &str,
@@ -73,11 +77,12 @@ impl DoubleGrantChecker {
         released: Instant,
         ended: Instant,
     ) {
-        let held = self.by_key.entry(key.to_string()).or_default();
-        // Completions arrive in (nearly) `ended` order and released <= ended, so walking back
-        // from the newest we can stop once a lease ended well before this one was acquired.
+        if !self.by_key.contains_key(key) {
+            self.by_key.insert(key.to_string(), VecDeque::new());
+        }
+        let held = self.by_key.get_mut(key).expect("inserted above");
         for other in held.iter().rev() {
-            if other.ended + self.slack < acquired {
+            if other.released <= acquired {
                 break;
             }
             let (start, end) = (acquired.max(other.acquired), released.min(other.released));
@@ -93,14 +98,23 @@ impl DoubleGrantChecker {
                 }
             }
         }
-        held.push_back(Held {
-            token: token.to_string(),
-            acquired,
-            released,
-            ended,
-        });
+        // Completions arrive in nearly release order: the slot is at or near the end.
+        let at = held
+            .iter()
+            .rposition(|h| h.released <= released)
+            .map_or(0, |i| i + 1);
+        held.insert(
+            at,
+            Held {
+                token: token.to_string(),
+                acquired,
+                released,
+            },
+        );
+        // A lease released more than horizon + slack before this attempt ended cannot overlap
+        // any attempt still to complete (each lasts at most `horizon`).
         let horizon = self.horizon + self.slack;
-        while held.front().is_some_and(|h| h.ended + horizon < ended) {
+        while held.front().is_some_and(|h| h.released + horizon < ended) {
             held.pop_front();
         }
     }

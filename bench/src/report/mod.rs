@@ -60,6 +60,8 @@ pub struct Summary {
     pub double_grant_examples: Vec<Overlap>,
     /// Writes a fenced store refused because a newer token had reached it.
     pub stale_rejected: u64,
+    /// Locks left held with no expiry at the end: every later buyer of those SKUs stalls.
+    pub stuck_locks: u64,
     /// Attempts whose outcome is unknown (timeouts after the write was sent).
     pub unknown: u64,
     /// Attempts started.
@@ -110,6 +112,8 @@ pub struct RunParts<'a> {
     pub safety: &'a Safety,
     /// Overlapping leases.
     pub double_grants: &'a DoubleGrants,
+    /// Locks left held with no expiry.
+    pub stuck_locks: u64,
     /// The servers used.
     pub servers: Vec<NodeInfo>,
     /// Wall-clock start of the load.
@@ -127,6 +131,7 @@ impl Summary {
             drive,
             safety,
             double_grants,
+            stuck_locks,
             servers,
             started_at,
         } = p;
@@ -180,6 +185,7 @@ impl Summary {
             audit: *safety,
             double_grants: double_grants.count,
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
+            stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,

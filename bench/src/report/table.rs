@@ -103,6 +103,14 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
                 s.strategy, s.not_started
             )?;
         }
+        if s.stuck_locks > 0 {
+            writeln!(
+                out,
+                "note: {}: {} lock(s) left held with no expiry: buyers of those SKUs stall until \
+                 someone deletes the key",
+                s.strategy, s.stuck_locks
+            )?;
+        }
         if s.interrupted {
             writeln!(
                 out,

@@ -49,6 +49,10 @@ pub fn lock_key(sku: u32) -> String {
 
 #[async_trait]
 impl<L: Lock> Strategy for Locked<L> {
+    async fn stuck_locks(&self, skus: u32) -> Result<u64, super::StrategyError> {
+        self.lock.stuck_locks(skus).await
+    }
+
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let key = lock_key(p.sku);
         // `seq` is unique within the run, the nonce across runs.
@@ -58,6 +62,7 @@ impl<L: Lock> Strategy for Locked<L> {
             Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
             Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
         };
+        crate::chaos::failpoint("lock.after-acquire");
         let acquired = Instant::now();
         let fence = if self.fenced {
             Some(

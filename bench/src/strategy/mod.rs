@@ -73,6 +73,12 @@ impl From<Outcome> for Attempt {
 pub trait Strategy: Send + Sync {
     /// Attempts one purchase; never panics on server errors (they are outcomes).
     async fn attempt(&self, p: &Purchase) -> Attempt;
+
+    /// Locks of `skus` keys left held with no expiry after the run: held forever, every later
+    /// buyer of those SKUs stalls. Zero for strategies without locks.
+    async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
+        Ok(0)
+    }
 }
 
 /// A held lock.
@@ -146,6 +152,11 @@ pub trait Lock: Send + Sync {
     /// Releases a lease. `Ok(false)` means the lock was no longer held by this token
     /// (it expired and maybe went to someone else).
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind>;
+
+    /// See [`Strategy::stuck_locks`].
+    async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
+        Ok(0)
+    }
 }
 
 /// Where the stock lives: seeded before the run, audited after it.
@@ -362,6 +373,13 @@ pub const ALL: &[StrategyInfo] = &[
         about: "broken control: SET NX PX, but released by GET then DEL (two commands, not atomic)",
     },
     StrategyInfo {
+        id: "redis-setnx-expire",
+        kind: Kind::Control,
+        needs: MARIADB_REDIS,
+        fence_token: None,
+        about: "broken control: SETNX then PEXPIRE as two commands; a client dying between them leaves a lock that never expires",
+    },
+    StrategyInfo {
         id: "redis-lua-decr",
         kind: Kind::LockFree,
         fence_token: None,
@@ -472,9 +490,17 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 store,
             }
         }
-        "redis-setnx" | "redis-setnx-watchdog" | "redis-setnx-fenced" | "redis-get-del" => {
-            use redis_setnx::{Flavor, Release, SetNx};
+        "redis-setnx"
+        | "redis-setnx-watchdog"
+        | "redis-setnx-fenced"
+        | "redis-get-del"
+        | "redis-setnx-expire" => {
+            use redis_setnx::{Acquire, Flavor, Release, SetNx};
             let flavor = match info.id {
+                "redis-setnx-expire" => Flavor {
+                    acquire: Acquire::SetNxThenExpire,
+                    ..Flavor::PLAIN
+                },
                 "redis-setnx-watchdog" => Flavor {
                     watchdog: true,
                     ..Flavor::PLAIN

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use redis::aio::MultiplexedConnection;
 
+use super::locked::lock_key;
 use super::redis_conn::{RedisTarget, classify};
 use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
@@ -29,9 +30,21 @@ pub enum Release {
     GetThenDel,
 }
 
+/// How a [`SetNx`] lock is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquire {
+    /// `SET key token NX PX ttl`: key and expiry in one atomic command (correct).
+    SetNxPx,
+    /// `SETNX key token`, then `PEXPIRE key ttl` (broken: a client that dies in between leaves
+    /// a lock with no expiry, held forever).
+    SetNxThenExpire,
+}
+
 /// Which variant of the Redis lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flavor {
+    /// Acquire protocol.
+    pub acquire: Acquire,
     /// Release protocol.
     pub release: Release,
     /// Renew the lease every ttl/3 while held.
@@ -44,6 +57,7 @@ pub struct Flavor {
 impl Flavor {
     /// `redis-setnx`.
     pub const PLAIN: Flavor = Flavor {
+        acquire: Acquire::SetNxPx,
         release: Release::CompareAndDelete,
         watchdog: false,
         fenced: false,
@@ -142,17 +156,31 @@ impl SetNx {
 impl Lock for SetNx {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         let ttl_ms = self.ttl.as_millis() as u64;
-        let set = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(ttl_ms)
-            .to_owned();
+        let set = match self.flavor.acquire {
+            Acquire::SetNxPx => redis::cmd("SET")
+                .arg(key)
+                .arg(token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .to_owned(),
+            Acquire::SetNxThenExpire => redis::cmd("SETNX").arg(key).arg(token).to_owned(),
+        };
         let taken = spin(self.acquire_timeout, self.retry_interval, || async {
-            self.call::<Option<String>>(client, &set)
-                .await
-                .map(|r| r.is_some())
+            match self.flavor.acquire {
+                Acquire::SetNxPx => self
+                    .call::<Option<String>>(client, &set)
+                    .await
+                    .map(|r| r.is_some()),
+                Acquire::SetNxThenExpire => {
+                    if self.call::<i64>(client, &set).await? == 0 {
+                        return Ok(false);
+                    }
+                    crate::chaos::failpoint("lock.between-setnx-and-expire");
+                    let expire = redis::cmd("PEXPIRE").arg(key).arg(ttl_ms).to_owned();
+                    self.call::<i64>(client, &expire).await.map(|_| true)
+                }
+            }
         })
         .await;
         if let Err(AcquireError::Failed(ErrorKind::Timeout)) = taken {
@@ -178,6 +206,20 @@ impl Lock for SetNx {
             }
         }
         Ok(lease)
+    }
+
+    async fn stuck_locks(&self, skus: u32) -> Result<u64, StrategyError> {
+        let mut stuck = 0;
+        let (mut con, _) = self.target.con(0);
+        for sku in 0..skus {
+            // PTTL -1: the key exists and will never expire.
+            let ttl: i64 = redis::cmd("PTTL")
+                .arg(lock_key(sku))
+                .query_async(&mut con)
+                .await?;
+            stuck += u64::from(ttl == -1);
+        }
+        Ok(stuck)
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
