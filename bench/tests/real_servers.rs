@@ -175,46 +175,6 @@ async fn none_oversells_under_contention() {
     assert_eq!(lines as u64, s.attempts);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_for_update_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    assert_safe_under_contention(&run_strategy("mysql-for-update", CONTENTION, dir.path()).await);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_optimistic_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("mysql-optimistic", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_atomic_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    assert_safe_under_contention(&run_strategy("mysql-atomic", CONTENTION, dir.path()).await);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn redis_setnx_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("redis-setnx", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-    // Every lease was released by its owner: the lock never expired under a buyer.
-    assert_eq!(s.release_failures, 0);
-}
-
 /// Fencing tokens of the run's leases in the order the locks were granted, from its history.
 fn fences_in_grant_order(dir: &Path, strategy: &str) -> Vec<u64> {
     let text = std::fs::read_to_string(dir.join(strategy).join("history.jsonl")).unwrap();
@@ -363,32 +323,6 @@ async fn leader_names_one_node_of_each_consensus_service() {
     assert_all_gone(&pids);
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn redis_setnx_watchdog_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("redis-setnx-watchdog", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-    assert_eq!(s.double_grants, 0);
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn redis_setnx_fenced_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("redis-setnx-fenced", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-    assert_eq!(
-        (s.double_grants, s.stale_rejected),
-        (0, 0),
-        "no lease expired, nothing to fence"
-    );
-}
-
 /// Fencing a read-modify-write: the old holder (token 33) must be refused whether its write
 /// arrives after the new holder's (34) write or before it — the fence is raised on the read.
 #[tokio::test(flavor = "multi_thread")]
@@ -461,39 +395,6 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     drop(c);
     store.close().await;
     cluster.stop();
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_lock_table_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("mysql-lock-table", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-    assert_eq!((s.double_grants, s.release_failures), (0, 0));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn mysql_lock_table_fenced_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("mysql-lock-table-fenced", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-    assert_eq!((s.double_grants, s.stale_rejected), (0, 0));
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn redis_reentrant_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("redis-reentrant", CONTENTION, dir.path()).await;
-    assert_safe_under_contention(&s);
-    assert_eq!((s.double_grants, s.release_failures), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -960,13 +861,35 @@ async fn redis_setnx_fenced_refuses_the_stale_writes_when_the_hold_outlives_the_
     assert!(s.safe, "{s:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn redis_lua_decr_is_safe_under_contention() {
-    if !servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    assert_safe_under_contention(&run_strategy("redis-lua-decr", CONTENTION, dir.path()).await);
+/// Safe strategies under real contention: no oversell, no lost update, consistent stock, and
+/// no lease overlap, stale write or stuck lock (nothing lapsed, so nothing to catch).
+macro_rules! safe_under_contention {
+    ($($name:ident => $id:literal),* $(,)?) => {$(
+        #[tokio::test(flavor = "multi_thread")]
+        async fn $name() {
+            if !servers_available() {
+                return;
+            }
+            let dir = tempfile::tempdir().unwrap();
+            let s = run_strategy($id, CONTENTION, dir.path()).await;
+            assert_safe_under_contention(&s);
+            let lapses = (s.double_grants, s.stale_rejected, s.stuck_locks, s.release_failures);
+            assert_eq!(lapses, (0, 0, 0, 0), "{}: (double grants, stale, stuck, release failures)", $id);
+        }
+    )*};
+}
+
+safe_under_contention! {
+    mysql_for_update_is_safe_under_contention => "mysql-for-update",
+    mysql_optimistic_is_safe_under_contention => "mysql-optimistic",
+    mysql_atomic_is_safe_under_contention => "mysql-atomic",
+    redis_setnx_is_safe_under_contention => "redis-setnx",
+    redis_setnx_watchdog_is_safe_under_contention => "redis-setnx-watchdog",
+    redis_setnx_fenced_is_safe_under_contention => "redis-setnx-fenced",
+    redis_lua_decr_is_safe_under_contention => "redis-lua-decr",
+    mysql_lock_table_is_safe_under_contention => "mysql-lock-table",
+    mysql_lock_table_fenced_is_safe_under_contention => "mysql-lock-table-fenced",
+    redis_reentrant_is_safe_under_contention => "redis-reentrant",
 }
 
 #[tokio::test(flavor = "multi_thread")]
