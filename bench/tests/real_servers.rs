@@ -353,7 +353,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     };
     for new_writes_first in [true, false] {
         store.prepare(1, 10).await.unwrap();
-        let (mut a, mut b) = (store.conn().await.unwrap(), store.conn().await.unwrap());
+        let (mut a, mut b) = (store.conn(0).await.unwrap(), store.conn(1).await.unwrap());
         store.raise_fence(&mut a, 0, 33).await.unwrap();
         let (qty_a, _) = store.read(&mut a, 0, false).await.unwrap();
         store.raise_fence(&mut b, 0, 34).await.unwrap();
@@ -381,7 +381,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     // A later holder that reads after the earlier one wrote is not refused: fencing orders
     // holders, it does not forbid progress.
     store.prepare(1, 10).await.unwrap();
-    let mut c = store.conn().await.unwrap();
+    let mut c = store.conn(0).await.unwrap();
     for token in [40, 41] {
         store.raise_fence(&mut c, 0, token).await.unwrap();
         let (qty, _) = store.read(&mut c, 0, false).await.unwrap();
@@ -735,31 +735,31 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
     );
     let table = LockTable::new(store.clone(), &w, false);
     table.prepare(1).await.unwrap();
-    assert_eq!(table.try_take(key, "x").await, Ok(true));
+    assert_eq!(table.try_take(0, key, "x").await, Ok(true));
     assert_eq!(
-        table.try_take(key, "x").await,
+        table.try_take(0, key, "x").await,
         Ok(true),
         "the owner re-enters"
     );
     assert_eq!(table.count(key, "x").await, Ok(2));
     assert_eq!(
-        table.try_take(key, "y").await,
+        table.try_take(0, key, "y").await,
         Ok(false),
         "another owner must wait"
     );
     assert_eq!(
-        table.leave(key, "y").await,
+        table.leave(0, key, "y").await,
         Ok(false),
         "only the owner releases"
     );
-    assert_eq!(table.leave(key, "x").await, Ok(true));
+    assert_eq!(table.leave(0, key, "x").await, Ok(true));
     assert_eq!(
-        table.try_take(key, "y").await,
+        table.try_take(0, key, "y").await,
         Ok(false),
         "one level is still held"
     );
-    assert_eq!(table.leave(key, "x").await, Ok(true));
-    assert_eq!(table.try_take(key, "y").await, Ok(true));
+    assert_eq!(table.leave(0, key, "x").await, Ok(true));
+    assert_eq!(table.try_take(0, key, "y").await, Ok(true));
     store.close().await;
     cluster.stop();
 }

@@ -6,8 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
-use sqlx::pool::PoolConnection;
-use sqlx::{ConnectOptions, Connection, Executor, MySql, MySqlConnection, MySqlPool, Row};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row};
 
 use super::{Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
@@ -34,9 +33,12 @@ pub enum Guard {
     Fence(u64),
 }
 
-/// The stock table in MariaDB, reached through a connection pool.
+/// The stock table in MariaDB: a connection per buyer, a small pool for setup and audit.
 pub struct MysqlStore {
     pool: MySqlPool,
+    buyers: Vec<tokio::sync::Mutex<Option<MySqlConnection>>>,
+    opts: MySqlConnectOptions,
+    lock_wait_s: u64,
     /// Bound of every single statement.
     pub timeout: Duration,
 }
@@ -85,8 +87,42 @@ fn now_us() -> i64 {
         .unwrap_or(0)
 }
 
+/// Most buyer connections; beyond this, buyers share them (and wait on each other).
+const MAX_BUYER_CONNECTIONS: u32 = 1000;
+
+/// A buyer's own connection, held for one call sequence. Like each mysqlslap client thread,
+/// a buyer keeps its connection: no pool checkout and return around every attempt.
+pub struct BuyerConn<'a> {
+    guard: tokio::sync::MutexGuard<'a, Option<MySqlConnection>>,
+}
+
+impl BuyerConn<'_> {
+    /// Closes the connection instead of keeping it: after a timeout or an error
+    /// mid-transaction its state is unknown. The buyer reconnects on its next call.
+    pub fn discard(mut self) {
+        self.guard.take();
+    }
+}
+
+impl std::ops::Deref for BuyerConn<'_> {
+    type Target = MySqlConnection;
+    fn deref(&self) -> &MySqlConnection {
+        self.guard
+            .as_ref()
+            .expect("a BuyerConn always holds a connection")
+    }
+}
+
+impl std::ops::DerefMut for BuyerConn<'_> {
+    fn deref_mut(&mut self) -> &mut MySqlConnection {
+        self.guard
+            .as_mut()
+            .expect("a BuyerConn always holds a connection")
+    }
+}
+
 impl MysqlStore {
-    /// Opens a pool sized for the workload's buyers.
+    /// Connects one connection per buyer (bounded) plus a small pool for setup and audit.
     pub async fn connect(ep: &MysqlEndpoint, w: &Workload) -> Result<Self, StrategyError> {
         let opts = MySqlConnectOptions::new()
             .host(&ep.addr.ip().to_string())
@@ -98,28 +134,43 @@ impl MysqlStore {
             // Statement logging costs client CPU on every call, CPU the server is short of.
             .log_statements(log::LevelFilter::Off)
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600));
-        let lock_wait_s = lock_wait(w).as_secs();
         let pool = MySqlPoolOptions::new()
-            .max_connections(w.load.clients.min(1000) + 2)
-            // Waiting for a free connection is part of an attempt's latency; bound it.
-            .acquire_timeout(w.attempt_bound())
-            // A ping per checkout would double the round trips being measured.
-            .test_before_acquire(false)
-            .after_connect(move |con, _| {
-                Box::pin(async move {
-                    con.execute(sqlx::AssertSqlSafe(format!(
-                        "SET SESSION innodb_lock_wait_timeout = {lock_wait_s}"
-                    )))
-                    .await?;
-                    Ok(())
-                })
-            })
-            .connect_with(opts)
+            .max_connections(2)
+            .connect_with(opts.clone())
             .await?;
-        Ok(Self {
+        let store = Self {
             pool,
+            buyers: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            opts,
+            lock_wait_s: lock_wait(w).as_secs(),
             timeout: w.load.timeout,
-        })
+        };
+        // Connect every buyer now, so the first attempts do not pay for it.
+        let all = futures::future::join_all(store.buyers.iter().map(|slot| async {
+            let con = store.open().await?;
+            *slot.lock().await = Some(con);
+            Ok::<_, sqlx::Error>(())
+        }));
+        for r in tokio::time::timeout(ADMIN_TIMEOUT, all)
+            .await
+            .map_err(|_| StrategyError::Timeout("connect buyers"))?
+        {
+            r?;
+        }
+        Ok(store)
+    }
+
+    async fn open(&self) -> Result<MySqlConnection, sqlx::Error> {
+        let mut con = self.opts.connect().await?;
+        // Row-lock waits end with error 1205 at the acquire timeout.
+        con.execute(sqlx::AssertSqlSafe(format!(
+            "SET SESSION innodb_lock_wait_timeout = {}",
+            self.lock_wait_s
+        )))
+        .await?;
+        Ok(con)
     }
 
     /// The pool, for setup statements.
@@ -127,9 +178,15 @@ impl MysqlStore {
         &self.pool
     }
 
-    /// A pooled connection, or why none could be had.
-    pub async fn conn(&self) -> Result<PoolConnection<MySql>, ErrorKind> {
-        self.pool.acquire().await.map_err(|e| classify(&e))
+    /// Buyer `client`'s connection (reconnected if an earlier failure discarded it).
+    pub async fn conn(&self, client: u32) -> Result<BuyerConn<'_>, ErrorKind> {
+        let mut guard = self.buyers[client as usize % self.buyers.len()]
+            .lock()
+            .await;
+        if guard.is_none() {
+            *guard = Some(within(self.timeout, self.open(), classify).await?);
+        }
+        Ok(BuyerConn { guard })
     }
 
     /// Reads `(qty, version)` of a SKU; `for_update` takes the row lock.
@@ -232,7 +289,7 @@ impl MysqlStore {
         fence: Option<u64>,
         hold: Duration,
     ) -> Outcome {
-        let mut con = match self.conn().await {
+        let mut con = match self.conn(p.client).await {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k),
         };
@@ -277,11 +334,10 @@ impl MysqlStore {
     }
 }
 
-/// Returns `outcome`, closing the connection instead of pooling it: after a timeout or error
-/// mid-transaction its state is unknown.
-pub fn fail_and_drop(mut con: PoolConnection<MySql>, outcome: Outcome) -> Outcome {
-    con.close_on_drop();
-    drop(con);
+/// Returns `outcome`, discarding the connection: after a timeout or error mid-transaction its
+/// state is unknown.
+pub fn fail_and_drop(con: BuyerConn<'_>, outcome: Outcome) -> Outcome {
+    con.discard();
     outcome
 }
 

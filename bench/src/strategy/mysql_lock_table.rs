@@ -56,8 +56,8 @@ impl LockTable {
     }
 
     /// One try to take (or re-enter) the lock.
-    pub async fn try_take(&self, key: &str, owner: &str) -> Result<bool, ErrorKind> {
-        let mut con = self.store.conn().await?;
+    pub async fn try_take(&self, client: u32, key: &str, owner: &str) -> Result<bool, ErrorKind> {
+        let mut con = self.store.conn(client).await?;
         let q = sqlx::query(sqlx::AssertSqlSafe(self.take.as_str()))
             .bind(owner)
             .bind(owner)
@@ -70,8 +70,8 @@ impl LockTable {
     }
 
     /// Leaves one level; false if the lock was no longer ours.
-    pub async fn leave(&self, key: &str, owner: &str) -> Result<bool, ErrorKind> {
-        let mut con = self.store.conn().await?;
+    pub async fn leave(&self, client: u32, key: &str, owner: &str) -> Result<bool, ErrorKind> {
+        let mut con = self.store.conn(client).await?;
         let q = sqlx::query(sqlx::AssertSqlSafe(self.release.as_str()))
             .bind(key)
             .bind(owner);
@@ -81,7 +81,7 @@ impl LockTable {
 
     /// The reentrancy count `owner` holds (0 if none).
     pub async fn count(&self, key: &str, owner: &str) -> Result<i64, ErrorKind> {
-        let mut con = self.store.conn().await?;
+        let mut con = self.store.conn(0).await?;
         let q = sqlx::query("SELECT count FROM locks WHERE name = ? AND owner = ?")
             .bind(key)
             .bind(owner);
@@ -115,15 +115,15 @@ impl Lock for LockTable {
         Ok(())
     }
 
-    async fn acquire(&self, _client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         spin(self.acquire_timeout, self.retry_interval, || {
-            self.try_take(key, token)
+            self.try_take(client, key, token)
         })
         .await?;
         let mut lease = Lease::new(key, token);
         if self.fence_tokens {
             let fence = async {
-                let mut con = self.store.conn().await?;
+                let mut con = self.store.conn(client).await?;
                 let q = sqlx::query("SELECT fence FROM locks WHERE name = ? AND owner = ?")
                     .bind(key)
                     .bind(token);
@@ -134,7 +134,7 @@ impl Lock for LockTable {
             match fence.await {
                 Ok(f) => lease.fence = Some(f),
                 Err(k) => {
-                    let _ = self.leave(key, token).await;
+                    let _ = self.leave(client, key, token).await;
                     return Err(AcquireError::Failed(k));
                 }
             }
@@ -142,7 +142,7 @@ impl Lock for LockTable {
         Ok(lease)
     }
 
-    async fn release(&self, _client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
-        self.leave(&lease.key, &lease.token).await
+    async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
+        self.leave(client, &lease.key, &lease.token).await
     }
 }

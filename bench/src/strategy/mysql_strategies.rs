@@ -72,7 +72,7 @@ impl ForUpdate {
 impl Strategy for ForUpdate {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
-        let mut con = match s.conn().await {
+        let mut con = match s.conn(p.client).await {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
@@ -153,7 +153,7 @@ impl Strategy for Optimistic {
         let s = &self.store;
         let started = tokio::time::Instant::now();
         let token = token(p);
-        let mut con = match s.conn().await {
+        let mut con = match s.conn(p.client).await {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
@@ -203,7 +203,7 @@ impl Atomic {
 impl Strategy for Atomic {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
-        let mut con = match s.conn().await {
+        let mut con = match s.conn(p.client).await {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
