@@ -819,7 +819,12 @@ async fn redis_setnx_watchdog_stays_safe_when_the_hold_outlives_the_ttl() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let s = run_strategy("redis-setnx-watchdog", HOLD_OVER_TTL, dir.path()).await;
+    // Same shape (hold = 3 × ttl), but a 100 ms lease: a renewal every 33 ms then has 67 ms of
+    // slack, so a loaded CI machine's scheduling hiccup cannot fake a lapse.
+    let w = HOLD_OVER_TTL
+        .replace("\"20ms\"", "\"100ms\"")
+        .replace("\"60ms\"", "\"300ms\"");
+    let s = run_strategy("redis-setnx-watchdog", &w, dir.path()).await;
     assert_eq!(s.double_grants, 0, "the watchdog let a lease expire: {s:?}");
     assert!(s.safe && s.audit.sold > 0, "{s:?}");
     assert_eq!(s.release_failures, 0);
