@@ -920,6 +920,11 @@ hold = "20ms"
 "#;
     let dir = tempfile::tempdir().unwrap();
     let s = run_strategy("mysql-for-update", w, dir.path()).await;
+    // The row lock is recorded as a lease, so its double-grant count of 0 is a measurement.
+    let history =
+        std::fs::read_to_string(dir.path().join("mysql-for-update/history.jsonl")).unwrap();
+    assert!(history.lines().filter(|l| l.contains("\"lease\"")).count() > 10);
+    assert_eq!(s.double_grants, 0);
     assert!(
         s.latency_us.p99 > 5 * s.service_time_us.p99,
         "queueing hidden: {:?} vs {:?}",

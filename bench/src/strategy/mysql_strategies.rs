@@ -1,7 +1,7 @@
 //! Strategies that use MariaDB alone: the `none` control, the row lock, optimistic versioning
 //! and the atomic conditional update.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sqlx::Connection;
@@ -11,7 +11,7 @@ use super::mysql::{
     write_failure,
 };
 use super::{Attempt, Purchase, Strategy, backoff, within};
-use crate::record::{ErrorKind, Outcome};
+use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Workload;
 
 fn token(p: &Purchase) -> String {
@@ -98,18 +98,35 @@ impl Strategy for ForUpdate {
                 return fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)).into();
             }
         };
+        // The row lock is held from here until the commit or rollback is sent: record it as a
+        // lease, so the double-grant checker measures the row lock like any other.
+        let acquired = Instant::now();
+        let token = token(p);
+        let held = |outcome: Outcome, released: Instant| Attempt {
+            outcome,
+            release_failed: false,
+            lease: Some(LeaseSpan {
+                key: format!("stock-row:{}", p.sku),
+                token: token.clone(),
+                fence: None,
+                acquired,
+                released,
+            }),
+        };
         if qty <= 0 || !self.touch_store {
+            let released = Instant::now();
             let _ = within(s.timeout, tx.rollback(), classify).await;
             let done = if self.touch_store {
                 Outcome::SoldOut
             } else {
                 Outcome::Locked
             };
-            return done.into();
+            return held(done, released);
         }
         tokio::time::sleep(self.hold).await;
-        let token = token(p);
-        let written = match s.write(&mut tx, p, qty - 1, Guard::None, &token).await {
+        let written = s.write(&mut tx, p, qty - 1, Guard::None, &token).await;
+        let released = Instant::now();
+        let written = match written {
             Ok(_) => within(s.timeout, tx.commit(), classify).await,
             Err(k) => {
                 drop(tx);
@@ -117,8 +134,8 @@ impl Strategy for ForUpdate {
             }
         };
         match written {
-            Ok(()) => Outcome::Sold.into(),
-            Err(k) => fail_and_drop(con, write_failure(k)).into(),
+            Ok(()) => held(Outcome::Sold, released),
+            Err(k) => held(fail_and_drop(con, write_failure(k)), released),
         }
     }
 }
