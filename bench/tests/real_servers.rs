@@ -476,6 +476,59 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
     assert!(err.contains("touch_store"), "{err}");
 }
 
+/// A `lockbench serve` child: servers that outlive individual runs (`run --endpoints`).
+struct Serve {
+    child: Child,
+    endpoints: PathBuf,
+}
+
+impl Serve {
+    /// Starts the servers `strategies` need and waits for endpoints.json.
+    fn start(dir: &Path, strategies: &str) -> Serve {
+        let child = lockbench()
+            .args(["serve", "--strategies", strategies, "--for", "2m", "--out"])
+            .arg(dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let serve = Serve {
+            child,
+            endpoints: dir.join("endpoints.json"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !serve.endpoints.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(serve.endpoints.exists(), "lockbench serve did not come up");
+        serve
+    }
+
+    /// The endpoints file as JSON (nodes with their pids, addresses).
+    fn file(&self) -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&self.endpoints).unwrap()).unwrap()
+    }
+
+    /// Ctrl-C, then a clean exit.
+    fn stop(mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "{status}");
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // A failed assertion must not leave the servers running: SIGINT, as `stop` does.
+        if let Ok(None) = self.child.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            let _ = self.child.wait();
+        }
+    }
+}
+
 /// The SETNX-then-EXPIRE pitfall, triggered for real: the client process dies (failpoint
 /// `crash`, an abort) between the two commands. The lock has no expiry, so every later buyer
 /// of the SKU stalls — reported as `stuck_locks`. The atomic `SET NX PX` lock, killed right
@@ -486,25 +539,8 @@ fn a_client_dying_between_setnx_and_expire_leaves_a_lock_that_never_expires() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut serve = lockbench()
-        .args([
-            "serve",
-            "--strategies",
-            "redis-setnx",
-            "--for",
-            "2m",
-            "--out",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let endpoints = dir.path().join("endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !endpoints.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let serve = Serve::start(dir.path(), "redis-setnx");
+    let endpoints = serve.endpoints.clone();
     let w = workload_file(
         dir.path(),
         "[inventory]\nstock = 50\n[load]\nmode = \"closed\"\nclients = 4\nduration = \"1500ms\"\n\
@@ -556,8 +592,7 @@ fn a_client_dying_between_setnx_and_expire_leaves_a_lock_that_never_expires() {
     assert_eq!(stalled.stuck_locks, 1, "{stalled:?}");
 
     // Free the stuck key by hand (the only way out), then kill a SET NX PX holder instead.
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&endpoints).unwrap()).unwrap();
+    let file = serve.file();
     let redis_addr = file["endpoints"]["redis"][0].as_str().unwrap().to_string();
     let mut con = redis::Client::open(format!("redis://{redis_addr}/"))
         .unwrap()
@@ -576,12 +611,7 @@ fn a_client_dying_between_setnx_and_expire_leaves_a_lock_that_never_expires() {
     );
     assert_eq!(recovered.stuck_locks, 0);
 
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(serve.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    assert!(serve.wait().unwrap().success());
+    serve.stop();
 }
 
 /// One of five Redlock nodes frozen (SIGSTOP): the majority still grants the lock, and since
@@ -593,18 +623,8 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut serve = lockbench()
-        .args(["serve", "--strategies", "redlock", "--for", "2m", "--out"])
-        .arg(dir.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let endpoints = dir.path().join("endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !endpoints.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let serve = Serve::start(dir.path(), "redlock");
+    let endpoints = serve.endpoints.clone();
     // Eight buyers on eight SKUs: little contention, so service time is the lock's own cost.
     let w = workload_file(
         dir.path(),
@@ -631,8 +651,7 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
             .remove(0)
     };
     let healthy = run("healthy");
-    let file: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&endpoints).unwrap()).unwrap();
+    let file = serve.file();
     let paused_pid = file["nodes"]
         .as_array()
         .unwrap()
@@ -649,12 +668,7 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
     let degraded = run("one-paused");
     pauser.join().unwrap();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(serve.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    assert!(serve.wait().unwrap().success());
+    serve.stop();
 
     // The third second of the run is entirely with the node frozen.
     let timeline = std::fs::read_to_string(dir.path().join("one-paused/timeline.csv")).unwrap();
@@ -1111,26 +1125,9 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut serve = lockbench()
-        .args([
-            "serve",
-            "--strategies",
-            "mysql-atomic,redis-lua-decr",
-            "--for",
-            "2m",
-            "--out",
-        ])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let endpoints = dir.path().join("endpoints.json");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !endpoints.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let servers: Vec<_> = descendants(serve.id())
+    let serve = Serve::start(dir.path(), "mysql-atomic,redis-lua-decr");
+    let endpoints = serve.endpoints.clone();
+    let servers: Vec<_> = descendants(serve.child.id())
         .into_iter()
         .filter(|(_, c)| c == "mariadbd" || c == "redis-server")
         .collect();
@@ -1159,13 +1156,7 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
         servers.iter().all(|(p, _)| alive(*p)),
         "runs with --endpoints must not stop the servers"
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(serve.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let status = serve.wait().unwrap();
-    assert!(status.success(), "{status}");
+    serve.stop();
     assert_all_gone(&servers);
     assert!(!endpoints.exists(), "endpoints.json left behind");
 }
