@@ -35,8 +35,13 @@ pub(super) async fn start(
     let install = find_binary("mariadb-install-db", "mariadb-server")?;
     let server = find_binary("mariadbd", "mariadb-server")?;
     let datadir = dir.join("data");
-    std::fs::create_dir_all(&datadir)
-        .map_err(|e| ClusterError::io(format!("create {}", datadir.display()), e))?;
+    // A private tmpdir: concurrent bootstraps sharing /tmp collide on their temporary tables
+    // ("Unknown table 'mysql.tmp_user_sys'"; 2 of 6 parallel installs failed that way).
+    let tmpdir = dir.join("tmp");
+    for d in [&datadir, &tmpdir] {
+        std::fs::create_dir_all(d)
+            .map_err(|e| ClusterError::io(format!("create {}", d.display()), e))?;
+    }
     // mariadbd refuses to run as root unless told to; as another user it runs as that user.
     let user_arg = running_as_root().then_some("--user=root");
 
@@ -44,6 +49,7 @@ pub(super) async fn start(
     let mut cmd = Command::new(install);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
+        .arg(format!("--tmpdir={}", tmpdir.display()))
         .args([
             "--auth-root-authentication-method=normal",
             "--skip-test-db",
@@ -73,6 +79,7 @@ pub(super) async fn start(
     let mut cmd = Command::new(server);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
+        .arg(format!("--tmpdir={}", tmpdir.display()))
         .arg(format!("--port={}", addr.port()))
         .arg(format!("--bind-address={}", addr.ip()))
         .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
