@@ -1285,36 +1285,27 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
             "servers started despite bad input"
         );
     }
-    let out = lockbench()
-        .args(["run", "--strategy", "nolock"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        err.contains("unknown strategy `nolock`") && err.contains("redis-setnx"),
-        "{err}"
-    );
-    let out = lockbench()
-        .args(["compare", "--strategies", "none,bogus"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        err.contains("--strategies") && err.contains("unknown strategy `bogus`"),
-        "{err}"
-    );
-    let out = lockbench()
-        .args(["run", "--strategy", "none", "--workload", "no/such.toml"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        err.contains("no/such.toml") && err.contains("cannot read"),
-        "{err}"
-    );
+    for (args, needles) in [
+        (
+            &["run", "--strategy", "nolock"][..],
+            &["unknown strategy `nolock`", "redis-setnx"][..],
+        ),
+        (
+            &["compare", "--strategies", "none,bogus"],
+            &["--strategies", "unknown strategy `bogus`"],
+        ),
+        (
+            &["run", "--strategy", "none", "--workload", "no/such.toml"],
+            &["no/such.toml", "cannot read"],
+        ),
+    ] {
+        let out = lockbench().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: `{n}` missing from: {err}");
+        }
+    }
 }
 
 #[test]

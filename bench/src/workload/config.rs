@@ -265,8 +265,11 @@ fn apply_override(table: &mut toml::Table, arg: &str) -> Result<String, Workload
         .ok()
         .and_then(|mut t| t.remove("v"))
         .unwrap_or_else(|| toml::Value::String(value.to_string()));
-    let slot = match parts.as_slice() {
-        [key] => table.insert(key.to_string(), value),
+    // The value replaced (if any) is not needed: the override wins.
+    match parts.as_slice() {
+        [key] => {
+            table.insert(key.to_string(), value);
+        }
         [section, key] => {
             let section = table
                 .entry(section.to_string())
@@ -274,11 +277,10 @@ fn apply_override(table: &mut toml::Table, arg: &str) -> Result<String, Workload
             let toml::Value::Table(section) = section else {
                 return Err(bad("that section is not a table"));
             };
-            section.insert(key.to_string(), value)
+            section.insert(key.to_string(), value);
         }
         _ => unreachable!("length checked above"),
-    };
-    drop(slot);
+    }
     Ok(path.to_string())
 }
 
