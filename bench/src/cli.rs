@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
+use crate::chaos::ChaosPlan;
 use crate::cluster::{ClusterOptions, LocalCluster, Needs};
 use crate::report::{self, Summary};
 use crate::run::{RunError, RunOptions, run};
@@ -45,6 +46,9 @@ pub enum Command {
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
     /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
     Serve(ServeArgs),
+    /// Internal: one client worker process of a run (spawned by `run`, driven over stdin).
+    #[command(hide = true)]
+    Worker,
 }
 
 /// `lockbench serve`
@@ -87,6 +91,15 @@ pub struct Common {
     /// new ones. The stock tables / keys on them are recreated.
     #[arg(long, value_name = "FILE")]
     pub endpoints: Option<PathBuf>,
+    /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill,
+    /// pause or clock faults on servers, pauses of client processes. Healed before the run
+    /// ends, on every path.
+    #[arg(long, value_name = "FILE")]
+    pub chaos: Option<PathBuf>,
+    /// Run the buyers in N worker processes instead of inside lockbench. Default: 0, or 4 when
+    /// the chaos file pauses clients (a client pause stops one whole worker process).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub workers: u32,
 }
 
 /// `lockbench run`
@@ -141,6 +154,17 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
+        Command::Worker => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("start the tokio runtime")?;
+            let done = rt.block_on(crate::workload::workers::worker_main());
+            // Reading stdin occupies a blocking thread that a normal shutdown would wait for.
+            rt.shutdown_background();
+            done?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -218,6 +242,19 @@ fn load_workload(c: &Common) -> anyhow::Result<Workload> {
     Ok(Workload::load(&c.workload, &c.set)?)
 }
 
+fn load_chaos(c: &Common, w: &Workload) -> anyhow::Result<Option<ChaosPlan>> {
+    let Some(path) = &c.chaos else {
+        return Ok(None);
+    };
+    if c.endpoints.is_some() {
+        bail!(
+            "--chaos with --endpoints: faults need servers this run starts and owns (kill, \
+             pause, clock); drop --endpoints"
+        );
+    }
+    Ok(Some(ChaosPlan::load(path, w)?))
+}
+
 fn default_out(suffix: &str) -> PathBuf {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     PathBuf::from("results/runs").join(format!("{}-{suffix}", now.replace(':', "")))
@@ -238,8 +275,9 @@ async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<Exi
     // Validate everything before any server starts.
     let workload = load_workload(&args.common)?;
     strategy::find(&args.strategy)?.supports(&workload)?;
+    let chaos = load_chaos(&args.common, &workload)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
-    let opts = run_options(&args.strategy, workload, &args.common, out);
+    let opts = run_options(&args.strategy, workload, chaos, &args.common, out);
     let summary = match run(&opts, &cancel).await {
         Ok(s) => s,
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
@@ -254,10 +292,18 @@ async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<Exi
     })
 }
 
-fn run_options(strategy: &str, workload: Workload, c: &Common, out: PathBuf) -> RunOptions {
+fn run_options(
+    strategy: &str,
+    workload: Workload,
+    chaos: Option<ChaosPlan>,
+    c: &Common,
+    out: PathBuf,
+) -> RunOptions {
     RunOptions {
         strategy: strategy.to_string(),
         workload,
+        chaos,
+        workers: c.workers,
         workload_file: c.workload.display().to_string(),
         out,
         base_port: c.base_port,
@@ -323,6 +369,7 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     for id in &ids {
         strategy::find(id)?.supports(&workload)?;
     }
+    let chaos = load_chaos(&args.common, &workload)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
     let mut summaries = Vec::new();
     let mut failed = Vec::new();
@@ -330,7 +377,13 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
         if cancel.is_cancelled() {
             break;
         }
-        let opts = run_options(id, workload.clone(), &args.common, out.join(id));
+        let opts = run_options(
+            id,
+            workload.clone(),
+            chaos.clone(),
+            &args.common,
+            out.join(id),
+        );
         match run(&opts, &cancel).await {
             Ok(s) => {
                 summaries.push(s);

@@ -13,11 +13,16 @@ use std::time::{Duration, Instant, SystemTime};
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
+use crate::chaos::runner::Targets;
+use crate::chaos::{ChaosPlan, run_faults};
 use crate::check::Safety;
 use crate::cluster::{ClusterError, ClusterOptions, EndpointsFile, LocalCluster};
+use crate::record::phases::Boundaries;
 use crate::record::{Live, Recorder};
-use crate::report::{self, RunParts, Summary};
+use crate::report::{self, ChaosParts, RunParts, Summary};
 use crate::strategy::{self, StrategyError};
+use crate::workload::pacing::Part;
+use crate::workload::workers::{Job, WorkerError, WorkerSet};
 use crate::workload::{Workload, driver};
 
 /// Errors that end a run.
@@ -35,6 +40,12 @@ pub enum RunError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Client worker processes could not be started.
+    #[error(transparent)]
+    Workers(#[from] WorkerError),
+    /// The options do not fit together.
+    #[error("{0}")]
+    Options(String),
     /// Ctrl-C before the load started.
     #[error("interrupted")]
     Interrupted,
@@ -47,6 +58,11 @@ pub struct RunOptions {
     pub strategy: String,
     /// The validated workload.
     pub workload: Workload,
+    /// Faults to inject while the load runs.
+    pub chaos: Option<ChaosPlan>,
+    /// Worker processes for the buyers (0: in this process, unless the chaos plan pauses
+    /// clients, which needs [`DEFAULT_WORKERS`]).
+    pub workers: u32,
     /// Where the workload came from (recorded in the summary).
     pub workload_file: String,
     /// Results folder (created).
@@ -62,6 +78,9 @@ pub struct RunOptions {
     pub progress: bool,
 }
 
+/// Worker processes used when the chaos plan pauses clients and `--workers` is not given.
+pub const DEFAULT_WORKERS: u32 = 4;
+
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     move |source| RunError::Write {
         path: path.to_path_buf(),
@@ -75,11 +94,28 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     let info = strategy::find(&opts.strategy)?;
     let w = &opts.workload;
     info.supports(w)?;
+    let chaos = opts.chaos.as_ref();
+    if chaos.is_some() && opts.endpoints.is_some() {
+        return Err(RunError::Options(
+            "chaos needs servers this run starts and owns: drop --endpoints".into(),
+        ));
+    }
+    let workers = match (opts.workers, chaos.is_some_and(ChaosPlan::needs_workers)) {
+        (0, true) => DEFAULT_WORKERS.min(w.load.clients),
+        (n, _) => n.min(w.load.clients),
+    };
+    if chaos.is_some_and(ChaosPlan::needs_workers) && workers < 2 {
+        return Err(RunError::Options(format!(
+            "the chaos plan pauses a client process: that needs at least 2 workers (and \
+             load.clients >= 2), got {workers}"
+        )));
+    }
     std::fs::create_dir_all(&opts.out).map_err(write_err(&opts.out))?;
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;
+    cluster_opts.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
 
-    let (cluster, endpoints, servers) = match &opts.endpoints {
+    let (mut cluster, endpoints, servers) = match &opts.endpoints {
         Some(path) => {
             let file = EndpointsFile::read(path)?;
             (None, file.endpoints, file.nodes)
@@ -100,12 +136,43 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         .prepare(w.inventory.skus, w.inventory.stock)
         .await?;
 
+    // A paused client's attempt outlasts the usual bound by its pause.
+    let extra_bound = chaos.map(ChaosPlan::max_client_pause).unwrap_or_default();
+    let worker_set = if workers > 0 {
+        let job = Job {
+            strategy: info.id.to_string(),
+            workload: toml::to_string(w).expect("a workload serialises to TOML"),
+            endpoints: EndpointsFile {
+                mysql_password: endpoints.mysql.as_ref().map(|m| m.password.clone()),
+                endpoints: endpoints.clone(),
+                nodes: servers.clone(),
+            },
+            part: Part::WHOLE,
+            extra_bound_ms: extra_bound.as_millis() as u64,
+        };
+        let logs = opts.out.join("logs");
+        std::fs::create_dir_all(&logs).map_err(write_err(&logs))?;
+        Some(tokio::select! {
+            s = WorkerSet::start(&job, workers, &logs) => s?,
+            _ = cancel.cancelled() => return Err(RunError::Interrupted),
+        })
+    } else {
+        None
+    };
+
     let live = Arc::new(Live::default());
     let history = opts.history.then(|| opts.out.join("history.jsonl"));
+    let boundaries = Arc::new(Boundaries::default());
     let start = Instant::now();
     let started_at = SystemTime::now();
-    let (sink, recorder) = Recorder::spawn(start, history, w.attempt_bound(), live.clone())
-        .map_err(write_err(&opts.out))?;
+    let (sink, recorder) = Recorder::spawn(
+        start,
+        history,
+        w.attempt_bound() + extra_bound,
+        live.clone(),
+        boundaries.clone(),
+    )
+    .map_err(write_err(&opts.out))?;
     let progress = progress_bar(
         opts.progress,
         info.id,
@@ -113,15 +180,58 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         live.clone(),
         cancel.clone(),
     );
-    tracing::info!(strategy = info.id, "load started");
-    let drive = driver::drive(built.strategy.clone(), w, start, sink, cancel.clone()).await;
+    tracing::info!(strategy = info.id, workers, "load started");
+    let load_done = cancel.child_token();
+    let mut targets = chaos.map(|_| Targets {
+        cluster: cluster
+            .as_mut()
+            .expect("chaos runs only on servers this run started (checked above)"),
+        service: info.lock_service(),
+        workers: worker_set.as_ref().map(WorkerSet::control),
+        paused: None,
+    });
+    let mut worker_set = worker_set;
+    if let (Some(t), Some(set)) = (targets.as_mut(), worker_set.as_mut()) {
+        t.paused = set.paused.take();
+    }
+    let load = async {
+        let result = match worker_set {
+            Some(set) => set.drive(start, sink, cancel.clone()).await,
+            None => (
+                driver::drive(built.strategy.clone(), w, start, sink, cancel.clone()).await,
+                Vec::new(),
+            ),
+        };
+        load_done.cancel();
+        result
+    };
+    let faults = async {
+        match (chaos, targets.as_mut()) {
+            (Some(plan), Some(t)) => {
+                run_faults(plan, t, &boundaries, start, w.seed, load_done.clone()).await
+            }
+            _ => Vec::new(),
+        }
+    };
+    let ((drive, worker_failures), records) = tokio::join!(load, faults);
+    drop(targets);
+    let end = Instant::now();
+    for f in &worker_failures {
+        tracing::warn!("{f}");
+    }
     let recording = recorder.finish().await.map_err(write_err(&opts.out))?;
     let stats = &recording.stats;
     if let Some((bar, ticker)) = progress {
         ticker.abort();
         bar.finish_and_clear();
     }
-    report::write_results(&opts.out, stats).map_err(write_err(&opts.out))?;
+    let (fault_summaries, phases) =
+        report::summarize_chaos(&records, &recording.phases, start, end);
+    let windows: Vec<(usize, f64, f64)> = fault_summaries
+        .iter()
+        .filter_map(|f| Some((f.id, f.started_s?, f.healed_s.unwrap_or(f64::MAX))))
+        .collect();
+    report::write_results(&opts.out, stats, &windows).map_err(write_err(&opts.out))?;
 
     let audits = built.store.audit(w.inventory.skus).await?;
     let safety = Safety::judge(w.inventory.stock, &audits);
@@ -137,6 +247,13 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         safety: &safety,
         servers,
         started_at,
+        chaos: ChaosParts {
+            file: chaos.map(|c| c.file.clone()),
+            faults: fault_summaries,
+            phases,
+            workers,
+            worker_failures,
+        },
     });
     report::write_summary(&opts.out, &summary).map_err(write_err(&opts.out))?;
     built.store.close().await;

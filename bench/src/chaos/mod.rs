@@ -1,10 +1,19 @@
 //! Chaos: what breaks, when, and how it is healed.
 //!
-//! Today this holds [`failpoint`]s — named places in the client code where a fault can be
-//! injected at an exact moment (etcd's gofail idea), such as "the client dies between SETNX and
-//! EXPIRE". Scheduled faults against servers and clients (kill, pause, partition, clock) arrive
-//! with the chaos milestone and will live here too.
+//! - [`plan`]: the chaos file (a list of faults or a seeded random schedule), validated against
+//!   the workload.
+//! - [`runner`]: carries the plan out against the cluster and the client workers while the load
+//!   runs, records when each fault really started and ended, and heals every fault before it
+//!   returns (the cluster's and workers' guards cover panics).
+//! - [`holder`]: the hook that pauses a client process right after it acquired a lock.
+//! - [`failpoint`]s: named places in the client code where a crash can be injected at an exact
+//!   moment (etcd's gofail idea), such as "the client dies between SETNX and EXPIRE".
 
 pub mod failpoint;
+pub mod holder;
+pub mod plan;
+pub mod runner;
 
 pub use failpoint::failpoint;
+pub use plan::{ChaosError, ChaosPlan, FaultKind, FaultSpec, Target};
+pub use runner::{FaultRecord, run_faults};

@@ -10,6 +10,7 @@
 //!
 //! Every node is owned by a [`ServerProcess`] guard: dropping the cluster kills them all.
 
+mod clock;
 mod etcd;
 mod mariadb;
 mod ports;
@@ -279,6 +280,9 @@ pub struct ClusterOptions {
     pub bind: IpAddr,
     /// First port to use; `None` picks free ports. Every port is checked before start.
     pub base_port: Option<u16>,
+    /// Preload the clock shim into the standalone Redis nodes, so clock faults can move their
+    /// wall clocks ([`LocalCluster::set_clock`]).
+    pub clock_shim: bool,
 }
 
 impl ClusterOptions {
@@ -288,6 +292,7 @@ impl ClusterOptions {
             log_dir: log_dir.into(),
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             base_port: None,
+            clock_shim: false,
         }
     }
 }
@@ -358,6 +363,10 @@ impl LocalCluster {
             _data: data,
         };
         let base = cluster._data.path().to_path_buf();
+        let shim = opts
+            .clock_shim
+            .then(|| clock::install_shim(&base))
+            .transpose()?;
         // Start MariaDB (slowest: install-db takes seconds) and Redis concurrently.
         let maria = async {
             match maria_addr {
@@ -367,11 +376,10 @@ impl LocalCluster {
                 None => Ok(None),
             }
         };
-        let red = futures::future::join_all(
-            redis_addrs
-                .iter()
-                .map(|(name, addr)| redis::start(name, *addr, &base, &opts.log_dir)),
-        );
+        let red =
+            futures::future::join_all(redis_addrs.iter().map(|(name, addr)| {
+                redis::start(name, *addr, &base, &opts.log_dir, shim.as_deref())
+            }));
         let mut sentinel_nodes = Vec::new();
         let sent = async {
             match &sentinel_plan {
@@ -549,6 +557,71 @@ impl LocalCluster {
             .open(path)
             .map_err(io)?;
         std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+    }
+
+    fn node_mut(&mut self, name: &str) -> Result<&mut Node, ClusterError> {
+        self.nodes
+            .iter_mut()
+            .find(|n| n.name == name)
+            .ok_or_else(|| ClusterError::Setup {
+                node: name.to_string(),
+                what: "fault".into(),
+                detail: "no such node in this cluster".into(),
+            })
+    }
+
+    /// SIGKILLs node `name` (a crash: no shutdown, no flush).
+    pub fn kill(&mut self, name: &str) -> Result<(), ClusterError> {
+        self.node_mut(name)?.process.kill();
+        Ok(())
+    }
+
+    /// Starts node `name` again with its original command line and data directory, and waits
+    /// until it accepts connections (whether it has caught up is for the load to find out).
+    pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
+        let node = self.node_mut(name)?;
+        node.process.respawn()?;
+        let addr = node.addr;
+        wait_ready(name, &mut node.process, || async move {
+            tokio::net::TcpStream::connect(addr)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// SIGSTOPs node `name`: it keeps its sockets but answers nothing until resumed.
+    pub fn pause(&mut self, name: &str) -> Result<(), ClusterError> {
+        self.node_mut(name)?
+            .process
+            .pause()
+            .map_err(|e| ClusterError::io(format!("SIGSTOP {name}"), e))
+    }
+
+    /// SIGCONTs node `name` after [`LocalCluster::pause`].
+    pub fn resume(&mut self, name: &str) -> Result<(), ClusterError> {
+        self.node_mut(name)?
+            .process
+            .resume()
+            .map_err(|e| ClusterError::io(format!("SIGCONT {name}"), e))
+    }
+
+    /// Moves the wall clock of Redis node `name` (started with [`ClusterOptions::clock_shim`]):
+    /// `Some((jump_ms, rate))` from now on, `None` back to real time.
+    pub fn set_clock(&self, name: &str, change: Option<(i64, f64)>) -> Result<(), ClusterError> {
+        let control = clock::control_path(&self._data.path().join(name));
+        if !control.exists() {
+            return Err(ClusterError::Setup {
+                node: name.to_string(),
+                what: "clock fault".into(),
+                detail: "this node was not started with the clock shim (only standalone Redis \
+                         nodes are)"
+                    .into(),
+            });
+        }
+        clock::set(&control, change)
+            .map_err(|e| ClusterError::io(format!("write {}", control.display()), e))
     }
 
     /// Stops every server now (dropping the cluster does the same).

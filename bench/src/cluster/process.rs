@@ -1,5 +1,6 @@
 //! A server child process owned by a guard: dropping the guard kills the process group.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,48 @@ pub struct ServerProcess {
     name: String,
     child: Child,
     log: PathBuf,
+    /// How it was started, to restart it the same way after a kill fault.
+    spec: Spec,
+    /// Stopped by SIGSTOP (a pause fault) and not resumed yet.
+    paused: bool,
+}
+
+/// A command line that can be run again (`Command` is not `Clone`).
+#[derive(Debug, Clone)]
+struct Spec {
+    program: OsString,
+    args: Vec<OsString>,
+    envs: Vec<(OsString, Option<OsString>)>,
+    cwd: Option<PathBuf>,
+}
+
+impl Spec {
+    fn of(cmd: &Command) -> Self {
+        Self {
+            program: cmd.get_program().to_owned(),
+            args: cmd.get_args().map(ToOwned::to_owned).collect(),
+            envs: cmd
+                .get_envs()
+                .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+                .collect(),
+            cwd: cmd.get_current_dir().map(Path::to_path_buf),
+        }
+    }
+
+    fn command(&self) -> Command {
+        let mut cmd = Command::new(&self.program);
+        cmd.args(&self.args);
+        for (k, v) in &self.envs {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        if let Some(dir) = &self.cwd {
+            cmd.current_dir(dir);
+        }
+        cmd
+    }
 }
 
 impl ServerProcess {
@@ -25,33 +68,52 @@ impl ServerProcess {
     ///
     /// The child also gets `PR_SET_PDEATHSIG = SIGKILL`, so even a SIGKILL of lockbench itself
     /// (which runs no destructors) does not leave a server behind.
-    pub fn spawn(name: &str, mut cmd: Command, log: &Path) -> Result<Self, ClusterError> {
+    pub fn spawn(name: &str, cmd: Command, log: &Path) -> Result<Self, ClusterError> {
+        let spec = Spec::of(&cmd);
         let out = File::create(log)
             .map_err(|e| ClusterError::io(format!("create {}", log.display()), e))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| ClusterError::io("clone log handle", e))?;
-        cmd.stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .process_group(0);
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
-            });
-        }
-        let program = cmd.get_program().to_string_lossy().into_owned();
-        let child = cmd.spawn().map_err(|e| ClusterError::Spawn {
-            node: name.to_string(),
-            program,
-            source: e,
-        })?;
+        let child = launch(name, cmd, out)?;
         Ok(Self {
             name: name.to_string(),
             child,
             log: log.to_path_buf(),
+            spec,
+            paused: false,
         })
+    }
+
+    /// Kills the process (if still running) and starts it again with the same command line,
+    /// appending to the same log: a restart after a crash, on the data it left behind.
+    pub fn respawn(&mut self) -> Result<(), ClusterError> {
+        self.kill();
+        let out = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&self.log)
+            .map_err(|e| ClusterError::io(format!("open {}", self.log.display()), e))?;
+        self.child = launch(&self.name, self.spec.command(), out)?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// SIGSTOP to the whole process group: the server stops answering but keeps its sockets.
+    pub fn pause(&mut self) -> std::io::Result<()> {
+        killpg(self.pgid(), Signal::SIGSTOP)?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// SIGCONT after [`ServerProcess::pause`]. Idempotent.
+    pub fn resume(&mut self) -> std::io::Result<()> {
+        if self.paused {
+            killpg(self.pgid(), Signal::SIGCONT)?;
+            self.paused = false;
+        }
+        Ok(())
+    }
+
+    fn pgid(&self) -> Pid {
+        // The group id equals the child's pid because of `process_group(0)`.
+        Pid::from_raw(self.child.id() as i32)
     }
 
     /// The OS process id (also its process group id).
@@ -84,8 +146,8 @@ impl ServerProcess {
         if self.exited().is_some() {
             return;
         }
-        // The group id equals the child's pid because of `process_group(0)`.
-        let _ = killpg(Pid::from_raw(self.child.id() as i32), Signal::SIGKILL);
+        // SIGKILL also ends a stopped (paused) process.
+        let _ = killpg(self.pgid(), Signal::SIGKILL);
         // SIGKILL cannot be ignored; reaping takes microseconds, bound it anyway.
         for _ in 0..500 {
             if self.exited().is_some() {
@@ -101,6 +163,30 @@ impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Spawns `cmd` in its own process group, output to `out`, dying with its parent.
+fn launch(name: &str, mut cmd: Command, out: File) -> Result<Child, ClusterError> {
+    let err = out
+        .try_clone()
+        .map_err(|e| ClusterError::io("clone log handle", e))?;
+    cmd.stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    let child = cmd.spawn().map_err(|e| ClusterError::Spawn {
+        node: name.to_string(),
+        program,
+        source: e,
+    })?;
+    Ok(child)
 }
 
 /// The last `lines` lines of a log file, for error messages.

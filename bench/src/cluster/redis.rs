@@ -17,11 +17,13 @@ pub(super) async fn start(
     addr: SocketAddr,
     base: &Path,
     log_dir: &Path,
+    clock_shim: Option<&Path>,
 ) -> Result<Node, ClusterError> {
-    start_with(name, Role::Primary, addr, base, log_dir, &[]).await
+    start_with(name, Role::Primary, addr, base, log_dir, &[], clock_shim).await
 }
 
-/// [`start`] with a role and extra server arguments (e.g. `--replicaof`).
+/// [`start`] with a role and extra server arguments (e.g. `--replicaof`); with `clock_shim`
+/// the server's wall clock can be moved at run time ([`super::clock`]).
 pub(super) async fn start_with(
     name: &str,
     role: Role,
@@ -29,6 +31,7 @@ pub(super) async fn start_with(
     base: &Path,
     log_dir: &Path,
     extra: &[String],
+    clock_shim: Option<&Path>,
 ) -> Result<Node, ClusterError> {
     let bin = find_binary("redis-server", "redis-server")?;
     let dir = &base.join(name);
@@ -54,6 +57,11 @@ pub(super) async fn start_with(
         .arg("--dir")
         .arg(dir)
         .args(extra);
+    if let Some(shim) = clock_shim {
+        let control = super::clock::create_control(dir)?;
+        cmd.env("LD_PRELOAD", shim)
+            .env("LOCKBENCH_CLOCK_FILE", control);
+    }
     let mut process = ServerProcess::spawn(name, cmd, &log_dir.join(format!("{name}.log")))?;
     let url = format!("redis://{addr}/");
     let version = wait_ready(name, &mut process, || {

@@ -107,6 +107,7 @@ pub(super) async fn start(
             base,
             log_dir,
             &fast_sync,
+            None,
         )
         .await?,
     );
@@ -119,7 +120,7 @@ pub(super) async fn start(
     let replicas = futures::future::join_all(plan.replicas.iter().enumerate().map(|(i, addr)| {
         let name = format!("redis-replica-{}", i + 1);
         let args = replica_args.clone();
-        async move { start_with(&name, Role::Replica, *addr, base, log_dir, &args).await }
+        async move { start_with(&name, Role::Replica, *addr, base, log_dir, &args, None).await }
     }))
     .await;
     for r in replicas {

@@ -6,6 +6,7 @@
 
 mod history;
 mod outcome;
+pub mod phases;
 mod stats;
 
 use std::path::PathBuf;
@@ -23,8 +24,8 @@ pub use stats::{LatencySummary, Second, Stats};
 
 /// How many completions may wait for the recorder before buyers are slowed down.
 const QUEUE: usize = 64 * 1024;
-/// How far out of completion order events may reach the recorder (one process, one thread
-/// today; worker processes will need their own bound).
+/// How far out of completion order events may reach the recorder (worker processes flush
+/// every batch, so their events lag by milliseconds).
 const ORDER_SLACK: Duration = Duration::from_secs(1);
 
 /// The interval during which a client believed it held a lock.
@@ -80,6 +81,8 @@ pub struct Recording {
     pub stats: Stats,
     /// Overlapping leases found while recording.
     pub double_grants: DoubleGrants,
+    /// Measurements between fault boundaries.
+    pub phases: phases::PhaseData,
 }
 
 /// Handle to the recorder task.
@@ -89,12 +92,14 @@ pub struct Recorder {
 
 impl Recorder {
     /// Starts the recorder; `history` (if any) receives one JSON line per completion;
-    /// `horizon` bounds one attempt (for the streaming double-grant check).
+    /// `horizon` bounds one attempt (for the streaming double-grant check); measurements are
+    /// also split at the fault `boundaries`.
     pub fn spawn(
         start: Instant,
         history: Option<PathBuf>,
         horizon: Duration,
         live: Arc<Live>,
+        boundaries: Arc<phases::Boundaries>,
     ) -> std::io::Result<(mpsc::Sender<Completion>, Self)> {
         let mut writer = history
             .map(|p| HistoryWriter::create(&p, start))
@@ -103,10 +108,13 @@ impl Recorder {
         let task = tokio::spawn(async move {
             let mut stats = Stats::new();
             let mut leases = DoubleGrantChecker::new(horizon, ORDER_SLACK);
+            let mut phases = phases::PhaseRecorder::new(boundaries, start);
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {
+                phases.refresh();
                 for c in batch.drain(..) {
                     stats.record(&c, start);
+                    phases.record(&c);
                     live.attempts.fetch_add(1, Ordering::Relaxed);
                     if c.outcome == Outcome::Sold {
                         live.sold.fetch_add(1, Ordering::Relaxed);
@@ -125,6 +133,7 @@ impl Recorder {
             Ok(Recording {
                 stats,
                 double_grants: leases.finish(),
+                phases: phases.finish(Instant::now()),
             })
         });
         Ok((tx, Self { task }))

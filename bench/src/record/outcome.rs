@@ -1,9 +1,9 @@
 //! The result of one attempt: ok, fail (definitely did not happen), or unknown.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why an attempt failed or has an unknown outcome. Errors are data, counted by kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// A network call did not answer within `load.timeout`.
@@ -41,7 +41,7 @@ impl ErrorKind {
 }
 
 /// What one attempt to buy one unit did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Outcome {
     /// The buyer got the unit (an order was written).
     Sold,

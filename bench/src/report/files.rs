@@ -14,13 +14,20 @@ use crate::record::{Outcome, Stats};
 /// Writes what was measured: `timeline.csv` (one row per second) and `latency.hlog` (one
 /// HdrHistogram per outcome class, readable by HdrHistogram's log tools). Called as soon as the
 /// load ends, before the audit, so a failing audit cannot lose the measurements.
-pub fn write_results(out: &Path, stats: &Stats) -> std::io::Result<()> {
+///
+/// `faults` are fault windows `(id, from_s, to_s)`: the `faults` column lists the ids active
+/// during each second (`1+2`), so charts can shade them.
+pub fn write_results(
+    out: &Path,
+    stats: &Stats,
+    faults: &[(usize, f64, f64)],
+) -> std::io::Result<()> {
     let mut csv = BufWriter::new(File::create(out.join("timeline.csv"))?);
     write!(csv, "second")?;
     for name in Outcome::CLASS_NAMES {
         write!(csv, ",{name}")?;
     }
-    writeln!(csv, ",attempts,p50_us,p99_us,max_us")?;
+    writeln!(csv, ",attempts,p50_us,p99_us,max_us,faults")?;
     for (i, s) in stats.timeline.iter().enumerate() {
         write!(csv, "{i}")?;
         for n in s.counts {
@@ -35,7 +42,18 @@ pub fn write_results(out: &Path, stats: &Stats) -> std::io::Result<()> {
                 s.latency.max(),
             )
         };
-        writeln!(csv, ",{},{p50},{p99},{max}", s.counts.iter().sum::<u64>())?;
+        let (a, b) = (i as f64, i as f64 + 1.0);
+        let active: Vec<String> = faults
+            .iter()
+            .filter(|(_, from, to)| *from < b && *to > a)
+            .map(|(id, _, _)| id.to_string())
+            .collect();
+        writeln!(
+            csv,
+            ",{},{p50},{p99},{max},{}",
+            s.counts.iter().sum::<u64>(),
+            active.join("+")
+        )?;
     }
     csv.flush()?;
 

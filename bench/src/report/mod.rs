@@ -1,6 +1,7 @@
 //! Report: `summary.json` (a versioned schema), `timeline.csv`, `latency.hlog`, and the tables
 //! printed on stdout. Everything is written from the recorded data, so it can be re-rendered.
 
+mod chaos;
 mod files;
 mod table;
 
@@ -8,6 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
 pub use files::{write_results, write_summary};
 pub use table::print_table;
 
@@ -94,6 +96,21 @@ pub struct Summary {
     pub servers: Vec<NodeInfo>,
     /// Wall-clock start of the load (RFC 3339).
     pub started_at: String,
+    /// The chaos file of the run, if any.
+    #[serde(default)]
+    pub chaos_file: Option<String>,
+    /// What each fault did (empty without chaos).
+    #[serde(default)]
+    pub faults: Vec<FaultSummary>,
+    /// Throughput, latency and errors before / during / after each fault (empty without chaos).
+    #[serde(default)]
+    pub phases: Vec<PhaseSummary>,
+    /// Client worker processes the buyers ran in (0: inside lockbench itself).
+    #[serde(default)]
+    pub workers: u32,
+    /// Workers that died or failed, with why.
+    #[serde(default)]
+    pub worker_failures: Vec<String>,
 }
 
 /// What a finished run hands to [`Summary::new`].
@@ -118,6 +135,23 @@ pub struct RunParts<'a> {
     pub servers: Vec<NodeInfo>,
     /// Wall-clock start of the load.
     pub started_at: std::time::SystemTime,
+    /// Chaos file, fault and phase summaries, workers.
+    pub chaos: ChaosParts,
+}
+
+/// The chaos side of a run, for [`Summary::new`].
+#[derive(Debug, Default)]
+pub struct ChaosParts {
+    /// The chaos file, if any.
+    pub file: Option<String>,
+    /// What each fault did.
+    pub faults: Vec<FaultSummary>,
+    /// Per-phase measurements.
+    pub phases: Vec<PhaseSummary>,
+    /// Worker processes used.
+    pub workers: u32,
+    /// Workers that failed.
+    pub worker_failures: Vec<String>,
 }
 
 impl Summary {
@@ -134,6 +168,7 @@ impl Summary {
             stuck_locks,
             servers,
             started_at,
+            chaos,
         } = p;
         let duration_s = drive.elapsed.as_secs_f64();
         let sold_out_s = stats
@@ -206,6 +241,11 @@ impl Summary {
             service_time_us: LatencySummary::of(&stats.service),
             servers,
             started_at: humantime::format_rfc3339_millis(started_at).to_string(),
+            chaos_file: chaos.file,
+            faults: chaos.faults,
+            phases: chaos.phases,
+            workers: chaos.workers,
+            worker_failures: chaos.worker_failures,
         }
     }
 }

@@ -63,6 +63,7 @@ impl<L: Lock> Strategy for Locked<L> {
             Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
         };
         crate::chaos::failpoint("lock.after-acquire");
+        crate::chaos::holder::lock_acquired();
         let acquired = Instant::now();
         let fence = if self.fenced {
             Some(

@@ -239,6 +239,22 @@ impl StrategyInfo {
         Ok(())
     }
 
+    /// The service that decides who may sell (where server faults land by default): the
+    /// consensus ensemble or Redis for distributed locks, MariaDB for the database strategies.
+    pub fn lock_service(&self) -> crate::cluster::Service {
+        use crate::cluster::Service;
+        let n = self.needs;
+        if n.etcd {
+            Service::Etcd
+        } else if n.zookeeper {
+            Service::Zookeeper
+        } else if n.redis || n.redlock || n.sentinel {
+            Service::Redis
+        } else {
+            Service::Mariadb
+        }
+    }
+
     /// Whether the strategy claims it never oversells (controls do not).
     pub fn claims_safety(&self) -> bool {
         self.kind != Kind::Control

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Workload;
-use super::pacing::Schedule;
+use super::pacing::{Part, Schedule};
 use crate::record::{Completion, ErrorKind, Outcome};
 use crate::strategy::{Attempt, Purchase, Strategy};
 
@@ -36,13 +36,36 @@ pub async fn drive(
     sink: mpsc::Sender<Completion>,
     cancel: CancellationToken,
 ) -> DriveReport {
-    let schedule = Arc::new(Schedule::new(w, start));
+    drive_part(
+        strategy,
+        w,
+        Part::WHOLE,
+        Duration::ZERO,
+        start,
+        sink,
+        cancel,
+    )
+    .await
+}
+
+/// [`drive`] for one [`Part`] of the load (a worker process); `extra_bound` lengthens the bound
+/// of an attempt by the longest pause the chaos plan may inflict on this process.
+pub async fn drive_part(
+    strategy: Arc<dyn Strategy>,
+    w: &Workload,
+    part: Part,
+    extra_bound: Duration,
+    start: Instant,
+    sink: mpsc::Sender<Completion>,
+    cancel: CancellationToken,
+) -> DriveReport {
+    let schedule = Arc::new(Schedule::part(w, start, part));
     let end = start + w.load.duration;
-    let bound = w.attempt_bound();
+    let bound = w.attempt_bound() + extra_bound;
     let open = w.load.mode == super::LoadMode::Open;
     let dropped = Arc::new(AtomicU64::new(0));
     let mut buyers = tokio::task::JoinSet::new();
-    for client in 0..w.load.clients {
+    for client in part.clients(w.load.clients) {
         let (strategy, schedule, sink, cancel, dropped) = (
             strategy.clone(),
             schedule.clone(),

@@ -9,5 +9,6 @@
 pub mod config;
 pub mod driver;
 pub mod pacing;
+pub mod workers;
 
 pub use config::{Arrival, LoadMode, Workload, WorkloadError};

@@ -36,7 +36,28 @@ fn gap(arrival: Arrival, rate: f64, rng: &mut ChaCha8Rng) -> f64 {
     }
 }
 
-/// The seeded arrival schedule of a run, shared by all buyers.
+/// Which share of the load one process runs: slot `seq` and client `c` belong to part
+/// `seq % count` and `c % count`. One process runs the single part `{ index: 0, count: 1 }`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Part {
+    /// This process's share, `0..count`.
+    pub index: u32,
+    /// Number of processes sharing the load.
+    pub count: u32,
+}
+
+impl Part {
+    /// The whole load in one process.
+    pub const WHOLE: Part = Part { index: 0, count: 1 };
+
+    /// The global ids of this part's clients out of `clients`.
+    pub fn clients(self, clients: u32) -> impl Iterator<Item = u32> {
+        (self.index..clients).step_by(self.count as usize)
+    }
+}
+
+/// The seeded arrival schedule of a run, shared by all buyers (of one [`Part`]: every part
+/// draws the same sequence and keeps its own slots, so the parts together make the schedule).
 pub struct Schedule {
     state: Mutex<State>,
     start: Instant,
@@ -46,11 +67,17 @@ pub struct Schedule {
     skus: u32,
     duration_s: f64,
     max_attempts: u64,
+    part: Part,
 }
 
 impl Schedule {
     /// A schedule starting at `start`.
     pub fn new(w: &Workload, start: Instant) -> Self {
+        Self::part(w, start, Part::WHOLE)
+    }
+
+    /// The slots of `part` of the schedule starting at `start`.
+    pub fn part(w: &Workload, start: Instant, part: Part) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
         let first = gap(w.load.arrival, w.load.rate, &mut rng);
         Self {
@@ -66,6 +93,7 @@ impl Schedule {
             skus: w.inventory.skus,
             duration_s: w.load.duration.as_secs_f64(),
             max_attempts: w.load.max_attempts.unwrap_or(u64::MAX),
+            part,
         }
     }
 
@@ -76,6 +104,15 @@ impl Schedule {
             .state
             .lock()
             .expect("schedule lock is never poisoned: no panics inside");
+        loop {
+            let slot = self.draw(&mut st, now)?;
+            if slot.seq % u64::from(self.part.count) == u64::from(self.part.index) {
+                return Some(slot);
+            }
+        }
+    }
+
+    fn draw(&self, st: &mut State, now: Instant) -> Option<Slot> {
         if st.seq >= self.max_attempts {
             return None;
         }

@@ -1,0 +1,607 @@
+//! The chaos file: a list of faults, or a schedule generated from the run's seed.
+//!
+//! TOML → raw structs (unknown keys rejected) → [`ChaosPlan::load`], resolved against the
+//! workload: durations may be relative to its lock ttl (`"3x ttl"`), faults must start inside
+//! the load, and a generated schedule is drawn from its seed. Every error names the file, the
+//! field and the expected form, like workload errors.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rand::rngs::ChaCha8Rng;
+use rand::{RngExt, SeedableRng};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::cluster::Service;
+use crate::workload::Workload;
+
+/// Errors in a chaos file.
+#[derive(Debug, thiserror::Error)]
+pub enum ChaosError {
+    /// The file could not be read.
+    #[error("{file}: cannot read chaos file: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    /// Not valid TOML, or unknown / mistyped keys.
+    #[error("{file}: {message}")]
+    Parse { file: String, message: String },
+    /// A value is out of range or does not fit the other values.
+    #[error("{file}: {field} = {value}: expected {expected}")]
+    Invalid {
+        file: String,
+        field: String,
+        value: String,
+        expected: String,
+    },
+}
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FaultKind {
+    /// SIGKILL the target nodes; restart them when the fault ends.
+    Kill,
+    /// SIGSTOP the target (a server node, or a client worker process); SIGCONT at the end.
+    Pause,
+    /// Shift (`jump`) or speed up (`rate`) CLOCK_REALTIME of the target Redis nodes.
+    Clock,
+}
+
+/// Who a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    /// The Redis master (as Sentinel says now), or the only node of a single-node service.
+    Master,
+    /// The ZooKeeper / etcd leader (as the servers say now); the master for Redis.
+    Leader,
+    /// One node of the service, drawn from the seed.
+    One,
+    /// The largest minority of the service's nodes (1 of 3, 2 of 5).
+    Minority,
+    /// The smallest majority (2 of 3, 3 of 5).
+    Majority,
+    /// Every node of the service.
+    All,
+    /// The client process that acquires a lock next, right after it acquired it (pause only).
+    Holder,
+    /// One client process, drawn from the seed (pause only).
+    Client,
+}
+
+impl Target {
+    /// Whether the target is a client process rather than a server node.
+    pub fn is_client(self) -> bool {
+        matches!(self, Self::Holder | Self::Client)
+    }
+}
+
+/// How a clock fault changes the clock.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ClockChange {
+    /// Added to CLOCK_REALTIME, ms (negative: back in time).
+    pub jump_ms: i64,
+    /// Speed of the clock (1.0 = real time).
+    pub rate: f64,
+}
+
+/// One fault of the resolved schedule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaultSpec {
+    /// 1-based, in start order.
+    pub id: usize,
+    /// What it does.
+    pub kind: FaultKind,
+    /// Who it hits.
+    pub target: Target,
+    /// Which service's nodes (server targets); `None`: the strategy's lock service.
+    pub service: Option<Service>,
+    /// Start, from the start of the load.
+    #[serde(serialize_with = "human")]
+    pub at: Duration,
+    /// How long it lasts before it is healed.
+    #[serde(serialize_with = "human")]
+    pub duration: Duration,
+    /// Clock faults only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockChange>,
+}
+
+impl FaultSpec {
+    /// Short label such as `pause holder` or `kill redis master`.
+    pub fn label(&self) -> String {
+        let kind = match self.kind {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::Clock => "clock",
+        };
+        let target = serde_json::to_value(self.target)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        match self.service {
+            Some(s) => format!("{kind} {} {target}", service_name(s)),
+            None => format!("{kind} {target}"),
+        }
+    }
+}
+
+/// Lower-case name of a service, as written in chaos files.
+pub fn service_name(s: Service) -> &'static str {
+    match s {
+        Service::Mariadb => "mariadb",
+        Service::Redis => "redis",
+        Service::Sentinel => "sentinel",
+        Service::Zookeeper => "zookeeper",
+        Service::Etcd => "etcd",
+    }
+}
+
+/// A validated chaos file, resolved against one workload.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChaosPlan {
+    /// Where it came from.
+    pub file: String,
+    /// What the scenario shows (from the file).
+    pub description: String,
+    /// Faults sorted by start.
+    pub faults: Vec<FaultSpec>,
+}
+
+impl ChaosPlan {
+    /// Whether any fault targets client processes (they then run as worker processes).
+    pub fn needs_workers(&self) -> bool {
+        self.faults.iter().any(|f| f.target.is_client())
+    }
+
+    /// Longest pause of a client process: attempts may outlast their bound by this much.
+    pub fn max_client_pause(&self) -> Duration {
+        self.faults
+            .iter()
+            .filter(|f| f.target.is_client())
+            .map(|f| f.duration)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Whether any fault changes clocks (Redis nodes then start with the clock shim).
+    pub fn needs_clock_shim(&self) -> bool {
+        self.faults.iter().any(|f| f.kind == FaultKind::Clock)
+    }
+
+    /// Reads and validates `path` against `w`.
+    pub fn load(path: &Path, w: &Workload) -> Result<Self, ChaosError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ChaosError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        Self::parse(&file, &text, w)
+    }
+
+    /// Parses chaos text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str, w: &Workload) -> Result<Self, ChaosError> {
+        let raw: RawChaos = toml::from_str(text).map_err(|e| ChaosError::Parse {
+            file: file.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let v = Validator { file, w };
+        let mut faults = Vec::new();
+        for (i, f) in raw.fault.iter().enumerate() {
+            faults.push(v.fault(&format!("fault[{i}]"), f)?);
+        }
+        if let Some(r) = &raw.random {
+            faults.extend(v.generate(r)?);
+        }
+        if faults.is_empty() {
+            return Err(v.invalid(
+                "fault",
+                "none",
+                "at least one [[fault]] table or a [random] table",
+            ));
+        }
+        faults.sort_by_key(|f| f.at);
+        for (i, f) in faults.iter_mut().enumerate() {
+            f.id = i + 1;
+        }
+        Ok(Self {
+            file: file.to_string(),
+            description: raw.description.unwrap_or_default().trim().to_string(),
+            faults,
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChaos {
+    description: Option<String>,
+    #[serde(default)]
+    fault: Vec<RawFault>,
+    random: Option<RawRandom>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFault {
+    kind: String,
+    target: String,
+    service: Option<String>,
+    at: String,
+    duration: String,
+    jump: Option<String>,
+    rate: Option<f64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRandom {
+    kinds: Vec<String>,
+    target: Option<String>,
+    service: Option<String>,
+    /// Mean gap between one fault's end and the next one's start.
+    every: String,
+    /// Mean fault duration.
+    duration: String,
+    /// No fault before this offset.
+    start: Option<String>,
+}
+
+const KINDS: &str = "one of \"kill\", \"pause\", \"clock\"";
+const TARGETS: &str = "one of \"master\", \"leader\", \"one\", \"minority\", \"majority\", \"all\", \"holder\", \"client\"";
+const SERVICES: &str = "one of \"mariadb\", \"redis\", \"zookeeper\", \"etcd\"";
+const SPAN: &str =
+    "a duration such as \"500ms\" or \"2s\", or a multiple of the lock ttl such as \"3x ttl\"";
+
+struct Validator<'a> {
+    file: &'a str,
+    w: &'a Workload,
+}
+
+impl Validator<'_> {
+    fn invalid(&self, field: &str, value: impl std::fmt::Display, expected: &str) -> ChaosError {
+        ChaosError::Invalid {
+            file: self.file.to_string(),
+            field: field.to_string(),
+            value: value.to_string(),
+            expected: expected.to_string(),
+        }
+    }
+
+    fn enumerated<T: for<'de> Deserialize<'de>>(
+        &self,
+        field: &str,
+        text: &str,
+        expected: &str,
+    ) -> Result<T, ChaosError> {
+        T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(text))
+            .map_err(|_| self.invalid(field, format!("{text:?}"), expected))
+    }
+
+    /// `"2s"`, `"500ms"` or `"3x ttl"` / `"0.5x ttl"`.
+    fn span(&self, field: &str, text: &str, allow_zero: bool) -> Result<Duration, ChaosError> {
+        let bad = || self.invalid(field, format!("{text:?}"), SPAN);
+        let t = text.trim();
+        let d = match t.strip_suffix("ttl") {
+            Some(factor) => {
+                let factor = factor.trim().strip_suffix(['x', '×']).ok_or_else(bad)?;
+                let f: f64 = factor.trim().parse().map_err(|_| bad())?;
+                if !(f.is_finite() && f >= 0.0 && f <= 1000.0) {
+                    return Err(bad());
+                }
+                self.w.lock.ttl.mul_f64(f)
+            }
+            None => humantime::parse_duration(t).map_err(|_| bad())?,
+        };
+        if d.is_zero() && !allow_zero {
+            return Err(bad());
+        }
+        Ok(d)
+    }
+
+    fn service(&self, field: &str, s: &Option<String>) -> Result<Option<Service>, ChaosError> {
+        s.as_deref()
+            .map(|s| match s {
+                "sentinel" => Err(self.invalid(
+                    field,
+                    format!("{s:?}"),
+                    "a service that holds data (faults on the Redis nodes of a Sentinel set use \"redis\")",
+                )),
+                _ => self.enumerated(field, s, SERVICES),
+            })
+            .transpose()
+    }
+
+    fn fault(&self, at_field: &str, f: &RawFault) -> Result<FaultSpec, ChaosError> {
+        let field = |k: &str| format!("{at_field}.{k}");
+        let kind: FaultKind = self.enumerated(&field("kind"), &f.kind, KINDS)?;
+        let target: Target = self.enumerated(&field("target"), &f.target, TARGETS)?;
+        let service = self.service(&field("service"), &f.service)?;
+        let at = self.span(&field("at"), &f.at, true)?;
+        let duration = self.span(&field("duration"), &f.duration, false)?;
+        self.check(at_field, kind, target, service, at)?;
+        let clock = match kind {
+            FaultKind::Clock => {
+                let jump_ms = match &f.jump {
+                    Some(j) => {
+                        let (neg, rest) = match j.trim().strip_prefix('-') {
+                            Some(r) => (true, r),
+                            None => (false, j.trim().trim_start_matches('+')),
+                        };
+                        let d = self.span(&field("jump"), rest, true).map_err(|_| {
+                            self.invalid(
+                                &field("jump"),
+                                format!("{j:?}"),
+                                "a signed duration such as \"+10s\", \"-2s\" or \"+3x ttl\"",
+                            )
+                        })?;
+                        let ms = d.as_millis() as i64;
+                        if neg { -ms } else { ms }
+                    }
+                    None => 0,
+                };
+                let rate = f.rate.unwrap_or(1.0);
+                if !(rate.is_finite() && rate > 0.0 && rate <= 1000.0) {
+                    return Err(self.invalid(
+                        &field("rate"),
+                        rate,
+                        "the clock's speed, a number > 0 (2.0 = twice as fast)",
+                    ));
+                }
+                if jump_ms == 0 && rate == 1.0 {
+                    return Err(self.invalid(
+                        &field("jump"),
+                        "none",
+                        "a clock fault with a jump (\"+10s\") or a rate other than 1.0",
+                    ));
+                }
+                Some(ClockChange { jump_ms, rate })
+            }
+            _ => {
+                for (k, set) in [("jump", f.jump.is_some()), ("rate", f.rate.is_some())] {
+                    if set {
+                        return Err(self.invalid(
+                            &field(k),
+                            "set",
+                            "no value: only clock faults take it",
+                        ));
+                    }
+                }
+                None
+            }
+        };
+        Ok(FaultSpec {
+            id: 0,
+            kind,
+            target,
+            service,
+            at,
+            duration,
+            clock,
+        })
+    }
+
+    /// Combinations that cannot work, and faults that start after the load.
+    fn check(
+        &self,
+        at_field: &str,
+        kind: FaultKind,
+        target: Target,
+        service: Option<Service>,
+        at: Duration,
+    ) -> Result<(), ChaosError> {
+        let field = |k: &str| format!("{at_field}.{k}");
+        if target.is_client() && kind != FaultKind::Pause {
+            return Err(self.invalid(
+                &field("target"),
+                format!("{target:?}").to_lowercase(),
+                "a server target (master, leader, one, minority, majority, all): only `pause` \
+                 hits client processes",
+            ));
+        }
+        if target.is_client() && service.is_some() {
+            return Err(self.invalid(&field("service"), "set", "no service for a client target"));
+        }
+        if kind == FaultKind::Clock && service.is_some_and(|s| s != Service::Redis) {
+            return Err(self.invalid(
+                &field("service"),
+                service_name(service.expect("checked")),
+                "\"redis\": the clock shim is preloaded into Redis nodes only",
+            ));
+        }
+        if at >= self.w.load.duration {
+            return Err(self.invalid(
+                &field("at"),
+                humantime::format_duration(at),
+                &format!(
+                    "a start before the load ends (load.duration = {})",
+                    humantime::format_duration(self.w.load.duration)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Draws a schedule: exponential gaps and durations around the given means, one fault at a
+    /// time, from the workload's seed.
+    fn generate(&self, r: &RawRandom) -> Result<Vec<FaultSpec>, ChaosError> {
+        if r.kinds.is_empty() {
+            return Err(self.invalid("random.kinds", "[]", "a non-empty list of kinds"));
+        }
+        let mut kinds = Vec::new();
+        for (i, k) in r.kinds.iter().enumerate() {
+            let kind: FaultKind = self.enumerated(&format!("random.kinds[{i}]"), k, KINDS)?;
+            if kind == FaultKind::Clock {
+                return Err(self.invalid(
+                    &format!("random.kinds[{i}]"),
+                    "\"clock\"",
+                    "\"kill\" or \"pause\" (clock faults need a jump or rate: list them as [[fault]])",
+                ));
+            }
+            kinds.push(kind);
+        }
+        let target: Target = match &r.target {
+            Some(t) => self.enumerated("random.target", t, TARGETS)?,
+            None => Target::One,
+        };
+        let service = self.service("random.service", &r.service)?;
+        let every = self.span("random.every", &r.every, false)?;
+        let mean = self.span("random.duration", &r.duration, false)?;
+        let first = match &r.start {
+            Some(s) => self.span("random.start", s, true)?,
+            None => every,
+        };
+        // A stream of its own, so changing the faults never changes the arrivals.
+        let mut rng = ChaCha8Rng::seed_from_u64(self.w.seed ^ 0xc4a0_5eed);
+        let exp = |rng: &mut ChaCha8Rng, mean: Duration| {
+            let u: f64 = rng.random();
+            // Clamped to [0.2, 3] × mean: no zero-length faults, no fault longer than a run.
+            mean.mul_f64((-(1.0 - u).ln()).clamp(0.2, 3.0))
+        };
+        let mut out = Vec::new();
+        let mut at = first;
+        while at < self.w.load.duration && out.len() < 1000 {
+            let kind = kinds[rng.random_range(0..kinds.len())];
+            self.check("random", kind, target, service, at)?;
+            let duration = exp(&mut rng, mean);
+            out.push(FaultSpec {
+                id: 0,
+                kind,
+                target,
+                service,
+                at,
+                duration,
+                clock: None,
+            });
+            at += duration + exp(&mut rng, every);
+        }
+        Ok(out)
+    }
+}
+
+fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload() -> Workload {
+        Workload::parse(
+            "w.toml",
+            "[lock]\nttl = \"2s\"\n[load]\nduration = \"10s\"",
+            &[],
+        )
+        .expect("valid workload")
+    }
+
+    fn err(text: &str) -> String {
+        ChaosPlan::parse("c.toml", text, &workload())
+            .expect_err("should be rejected")
+            .to_string()
+    }
+
+    #[test]
+    fn parses_faults_and_resolves_ttl_multiples() {
+        let p = ChaosPlan::parse(
+            "c.toml",
+            r#"
+description = "x"
+[[fault]]
+kind = "pause"
+target = "holder"
+at = "3s"
+duration = "3x ttl"
+[[fault]]
+kind = "clock"
+target = "majority"
+service = "redis"
+at = "1s"
+duration = "1s"
+jump = "+1.5x ttl"
+"#,
+            &workload(),
+        )
+        .expect("valid");
+        assert_eq!(p.faults.len(), 2);
+        // Sorted by start, numbered from 1.
+        assert_eq!((p.faults[0].id, p.faults[0].kind), (1, FaultKind::Clock));
+        assert_eq!(p.faults[0].clock.expect("clock").jump_ms, 3000);
+        assert_eq!(p.faults[1].duration, Duration::from_secs(6));
+        assert!(p.needs_workers() && p.needs_clock_shim());
+        assert_eq!(p.max_client_pause(), Duration::from_secs(6));
+    }
+
+    #[test]
+    fn generated_schedule_is_reproducible_and_inside_the_load() {
+        let text = "[random]\nkinds = [\"kill\", \"pause\"]\nevery = \"1s\"\nduration = \"500ms\"";
+        let a = ChaosPlan::parse("c.toml", text, &workload()).expect("valid");
+        let b = ChaosPlan::parse("c.toml", text, &workload()).expect("valid");
+        assert_eq!(a, b);
+        assert!(a.faults.len() >= 2, "{:?}", a.faults);
+        for pair in a.faults.windows(2) {
+            // One fault at a time.
+            assert!(pair[0].at + pair[0].duration <= pair[1].at);
+        }
+        assert!(a.faults.iter().all(|f| f.at < Duration::from_secs(10)));
+        let mut other = workload();
+        other.seed = 99;
+        let c = ChaosPlan::parse("c.toml", text, &other).expect("valid");
+        assert_ne!(a.faults, c.faults, "another seed, another schedule");
+    }
+
+    #[test]
+    fn bad_files_name_file_field_and_form() {
+        let base =
+            "[[fault]]\nkind = \"pause\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n";
+        let cases = [
+            (
+                base.replace("\"pause\"", "\"explode\""),
+                "fault[0].kind = \"explode\"",
+            ),
+            (
+                base.replace("\"one\"", "\"boss\""),
+                "fault[0].target = \"boss\"",
+            ),
+            (
+                base.replace("at = \"1s\"", "at = \"soon\""),
+                "fault[0].at = \"soon\"",
+            ),
+            (
+                base.replace("duration = \"1s\"", "duration = \"2x lease\""),
+                "fault[0].duration",
+            ),
+            (
+                base.replace("at = \"1s\"", "at = \"20s\""),
+                "before the load ends",
+            ),
+            (
+                base.replace("\"pause\"", "\"kill\"")
+                    .replace("\"one\"", "\"holder\""),
+                "only `pause`",
+            ),
+            (format!("{base}jump = \"+1s\"\n"), "only clock faults"),
+            (base.replace("\"pause\"", "\"clock\""), "fault[0].jump"),
+            (
+                format!("{base}colour = \"red\"\n"),
+                "unknown field `colour`",
+            ),
+            (
+                "description = \"nothing\"".to_string(),
+                "at least one [[fault]]",
+            ),
+            (
+                "[random]\nkinds = []\nevery = \"1s\"\nduration = \"1s\"".to_string(),
+                "random.kinds",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = err(&text);
+            assert!(e.starts_with("c.toml: "), "{e}");
+            assert!(e.contains(want), "expected {want:?} in: {e}");
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! Carries a [`ChaosPlan`] out while the load runs.
+//!
+//! One loop, one fault action at a time, in time order: inject at `at`, heal `duration` later
+//! (a holder pause starts when the armed worker reports that it stopped itself). Each start and
+//! heal marks a phase boundary for the recorder. When the load ends (or Ctrl-C), every active
+//! fault is healed before the loop returns: paused nodes and workers get SIGCONT, killed nodes
+//! are restarted, clocks are set back. A panic skips that, but then the cluster's and the
+//! workers' guards kill every process they own (SIGKILL also ends a stopped process), and clock
+//! control files die with the run directory.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rand::rngs::ChaCha8Rng;
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::plan::{ChaosPlan, FaultKind, FaultSpec, Target, service_name};
+use crate::cluster::{LocalCluster, Service};
+use crate::record::phases::Boundaries;
+use crate::workload::workers::WorkerControl;
+
+/// What became of one planned fault.
+#[derive(Debug, Clone)]
+pub struct FaultRecord {
+    /// The plan's entry.
+    pub spec: FaultSpec,
+    /// What it hit: node names, or `worker-K`.
+    pub nodes: Vec<String>,
+    /// When it took effect.
+    pub started: Option<Instant>,
+    /// When it was healed (the node answers again, the process runs again, the clock is true).
+    pub healed: Option<Instant>,
+    /// Why it did not happen as planned, or what went wrong while healing it.
+    pub note: Option<String>,
+}
+
+/// What the runner may touch.
+pub struct Targets<'a> {
+    /// Servers started by this run.
+    pub cluster: &'a mut LocalCluster,
+    /// Default service of server faults (the strategy's lock service).
+    pub service: Service,
+    /// Client worker processes, when the plan pauses clients.
+    pub workers: Option<Arc<WorkerControl>>,
+    /// Which worker stopped itself after an armed holder pause.
+    pub paused: Option<mpsc::UnboundedReceiver<usize>>,
+}
+
+enum State {
+    Pending,
+    /// Holder pause armed in worker `k`, waiting for it to stop itself.
+    Armed(usize),
+    Active {
+        heal_at: Instant,
+        worker: Option<usize>,
+    },
+    Done,
+}
+
+/// Runs `plan` from `start` until every fault is done or `stop` fires, then heals what is
+/// still active. `seed` picks the nodes of `one` / `minority` / `majority` and the worker.
+pub async fn run_faults(
+    plan: &ChaosPlan,
+    t: &mut Targets<'_>,
+    boundaries: &Boundaries,
+    start: Instant,
+    seed: u64,
+    stop: CancellationToken,
+) -> Vec<FaultRecord> {
+    let mut records: Vec<FaultRecord> = plan
+        .faults
+        .iter()
+        .map(|spec| FaultRecord {
+            spec: spec.clone(),
+            nodes: Vec::new(),
+            started: None,
+            healed: None,
+            note: None,
+        })
+        .collect();
+    let mut states: Vec<State> = plan.faults.iter().map(|_| State::Pending).collect();
+    let mut paused = t.paused.take();
+    loop {
+        // The next thing due: an injection or a heal.
+        let next = states
+            .iter()
+            .zip(&records)
+            .filter_map(|(s, r)| match s {
+                State::Pending => Some(start + r.spec.at),
+                State::Active { heal_at, .. } => Some(*heal_at),
+                _ => None,
+            })
+            .min();
+        let waiting_for_holder = states.iter().any(|s| matches!(s, State::Armed(_)));
+        if next.is_none() && !waiting_for_holder {
+            break;
+        }
+        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        tokio::select! {
+            () = tokio::time::sleep_until(next.unwrap_or(far).into()) => {}
+            Some(k) = async {
+                match paused.as_mut() {
+                    Some(rx) => rx.recv().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if let Some(i) = states.iter().position(|s| matches!(s, State::Armed(w) if *w == k)) {
+                    let (_, at) = boundaries.mark();
+                    records[i].started = Some(at);
+                    states[i] = State::Active {
+                        heal_at: at + records[i].spec.duration,
+                        worker: Some(k),
+                    };
+                    tracing::info!(fault = records[i].spec.id, worker = k, "holder paused");
+                }
+                continue;
+            }
+            () = stop.cancelled() => break,
+        }
+        let now = Instant::now();
+        for i in 0..states.len() {
+            match states[i] {
+                State::Pending if start + records[i].spec.at <= now => {
+                    states[i] = inject(&mut records[i], t, boundaries, seed).await;
+                }
+                State::Active { heal_at, worker } if heal_at <= now => {
+                    heal(&mut records[i], t, worker, boundaries).await;
+                    states[i] = State::Done;
+                }
+                _ => {}
+            }
+        }
+    }
+    // The load is over (or interrupted): heal whatever is active, report what never ran.
+    for (i, state) in states.iter_mut().enumerate() {
+        match *state {
+            State::Active { worker, .. } => heal(&mut records[i], t, worker, boundaries).await,
+            State::Armed(k) => {
+                if let Some(w) = &t.workers {
+                    let _ = w.arm_holder_pause(k, false);
+                    // It may have stopped itself just now.
+                    let _ = w.resume(k);
+                }
+                records[i].note = Some(format!(
+                    "armed worker-{k}, but it acquired no lock before the load ended"
+                ));
+            }
+            State::Pending => {
+                records[i].note = Some("not started: the load ended first".into());
+            }
+            State::Done => {}
+        }
+        *state = State::Done;
+    }
+    records
+}
+
+/// Starts one fault; returns its new state.
+async fn inject(
+    r: &mut FaultRecord,
+    t: &mut Targets<'_>,
+    boundaries: &Boundaries,
+    seed: u64,
+) -> State {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_0000 ^ r.spec.id as u64);
+    let spec = r.spec.clone();
+    if spec.target.is_client() {
+        let Some(workers) = t.workers.clone().filter(|w| !w.is_empty()) else {
+            r.note = Some("no client worker processes to pause".into());
+            return State::Done;
+        };
+        let k = rng.random_range(0..workers.len());
+        r.nodes = vec![format!("worker-{k}")];
+        if spec.target == Target::Holder {
+            return match workers.arm_holder_pause(k, true) {
+                Ok(()) => State::Armed(k),
+                Err(e) => {
+                    r.note = Some(format!("arming worker-{k}: {e}"));
+                    State::Done
+                }
+            };
+        }
+        if let Err(e) = workers.pause(k) {
+            r.note = Some(format!("SIGSTOP worker-{k}: {e}"));
+            return State::Done;
+        }
+        let (_, at) = boundaries.mark();
+        r.started = Some(at);
+        return State::Active {
+            heal_at: at + spec.duration,
+            worker: Some(k),
+        };
+    }
+    let service = spec.service.unwrap_or(t.service);
+    let nodes = match pick_nodes(t.cluster, service, spec.target, &mut rng).await {
+        Ok(n) => n,
+        Err(e) => {
+            r.note = Some(e);
+            return State::Done;
+        }
+    };
+    let mut errors = Vec::new();
+    for n in &nodes {
+        let res = match spec.kind {
+            FaultKind::Kill => t.cluster.kill(n),
+            FaultKind::Pause => t.cluster.pause(n),
+            FaultKind::Clock => {
+                let c = spec.clock.expect("validated: clock faults have a change");
+                t.cluster.set_clock(n, Some((c.jump_ms, c.rate)))
+            }
+        };
+        if let Err(e) = res {
+            errors.push(e.to_string());
+        }
+    }
+    let (_, at) = boundaries.mark();
+    tracing::info!(fault = spec.id, label = %spec.label(), ?nodes, "fault started");
+    r.nodes = nodes;
+    r.started = Some(at);
+    if !errors.is_empty() {
+        r.note = Some(errors.join("; "));
+    }
+    State::Active {
+        heal_at: at + spec.duration,
+        worker: None,
+    }
+}
+
+/// Ends one fault.
+async fn heal(
+    r: &mut FaultRecord,
+    t: &mut Targets<'_>,
+    worker: Option<usize>,
+    boundaries: &Boundaries,
+) {
+    let mut errors = Vec::new();
+    if let Some(k) = worker {
+        if let Some(w) = &t.workers
+            && let Err(e) = w.resume(k)
+        {
+            errors.push(format!("SIGCONT worker-{k}: {e}"));
+        }
+    } else {
+        for n in &r.nodes {
+            let res = match r.spec.kind {
+                FaultKind::Kill => t.cluster.restart(n).await,
+                FaultKind::Pause => t.cluster.resume(n),
+                FaultKind::Clock => t.cluster.set_clock(n, None),
+            };
+            if let Err(e) = res {
+                errors.push(e.to_string());
+            }
+        }
+    }
+    let (_, at) = boundaries.mark();
+    tracing::info!(fault = r.spec.id, "fault healed");
+    r.healed = Some(at);
+    if !errors.is_empty() {
+        let prior = r.note.take().map(|n| format!("{n}; ")).unwrap_or_default();
+        r.note = Some(format!("{prior}healing: {}", errors.join("; ")));
+    }
+}
+
+/// The nodes of `service` that `target` names right now.
+async fn pick_nodes(
+    cluster: &LocalCluster,
+    service: Service,
+    target: Target,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .filter(|n| n.service == service)
+        .map(|n| n.name.clone())
+        .collect();
+    if names.is_empty() {
+        return Err(format!(
+            "this run has no {} nodes to hit",
+            service_name(service)
+        ));
+    }
+    names.sort();
+    let n = names.len();
+    let count = match target {
+        Target::Master | Target::Leader => {
+            return match cluster.leader(service).await {
+                Ok(Some(node)) => Ok(vec![node.name.clone()]),
+                Ok(None) => Err(format!(
+                    "no {} node leads right now (election under way?)",
+                    service_name(service)
+                )),
+                Err(e) => Err(e.to_string()),
+            };
+        }
+        Target::One => 1,
+        Target::Minority => (n - 1) / 2,
+        Target::Majority => n / 2 + 1,
+        Target::All => n,
+        Target::Holder | Target::Client => unreachable!("client targets are handled above"),
+    };
+    if count == 0 {
+        return Err(format!(
+            "{n} {} node(s) have no minority to hit",
+            service_name(service)
+        ));
+    }
+    names.shuffle(rng);
+    names.truncate(count);
+    names.sort();
+    Ok(names)
+}
