@@ -13,6 +13,9 @@ use lockbench::run::{RunOptions, run};
 use lockbench::workload::Workload;
 use tokio_util::sync::CancellationToken;
 
+#[path = "real_servers/chaos.rs"]
+mod chaos;
+
 fn installed(bin: &str) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
@@ -95,6 +98,8 @@ async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
         endpoints: None,
         history: true,
         progress: false,
+        chaos: None,
+        workers: 0,
     };
     let s = run(&opts, &CancellationToken::new())
         .await
@@ -468,6 +473,8 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
         endpoints: None,
         history: false,
         progress: false,
+        chaos: None,
+        workers: 0,
     };
     let err = run(&opts, &CancellationToken::new())
         .await

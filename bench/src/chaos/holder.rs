@@ -21,9 +21,10 @@ pub fn arm(on: bool) {
 
 /// Called right after a lock is acquired.
 pub fn lock_acquired() {
-    if ARMED.load(Ordering::Relaxed) && ARMED.swap(false, Ordering::SeqCst) {
-        if let Some(hook) = HOOK.get() {
-            hook();
-        }
+    if ARMED.load(Ordering::Relaxed)
+        && ARMED.swap(false, Ordering::SeqCst)
+        && let Some(hook) = HOOK.get()
+    {
+        hook();
     }
 }

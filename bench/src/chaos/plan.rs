@@ -288,7 +288,7 @@ impl Validator<'_> {
             Some(factor) => {
                 let factor = factor.trim().strip_suffix(['x', '×']).ok_or_else(bad)?;
                 let f: f64 = factor.trim().parse().map_err(|_| bad())?;
-                if !(f.is_finite() && f >= 0.0 && f <= 1000.0) {
+                if !(0.0..=1000.0).contains(&f) {
                     return Err(bad());
                 }
                 self.w.lock.ttl.mul_f64(f)

@@ -62,9 +62,10 @@ impl<L: Lock> Strategy for Locked<L> {
             Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
             Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
         };
+        // The lease starts when acquire returned, before any injected pause.
+        let acquired = Instant::now();
         crate::chaos::failpoint("lock.after-acquire");
         crate::chaos::holder::lock_acquired();
-        let acquired = Instant::now();
         let fence = if self.fenced {
             Some(
                 lease

@@ -2,8 +2,7 @@
 
 use std::net::SocketAddr;
 
-use redis::AsyncConnectionConfig;
-use redis::aio::MultiplexedConnection;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::StrategyError;
 use crate::record::ErrorKind;
@@ -12,17 +11,23 @@ use crate::workload::Workload;
 /// At most this many sockets per Redis server; buyers beyond it share (multiplexed).
 const MAX_CONNECTIONS: u32 = 256;
 
-/// One multiplexed connection per buyer (bounded), each with the workload's timeouts.
-pub async fn connections(
-    addr: SocketAddr,
-    w: &Workload,
-) -> Result<Vec<MultiplexedConnection>, StrategyError> {
+/// A connection to one Redis server: multiplexed, and re-established in the background after
+/// it breaks (a killed and restarted server). A command that fails is never retried (it may
+/// have run), it only triggers the reconnect.
+pub type Con = ConnectionManager;
+
+/// One connection per buyer (bounded), each with the workload's timeouts.
+pub async fn connections(addr: SocketAddr, w: &Workload) -> Result<Vec<Con>, StrategyError> {
     let client = redis::Client::open(format!("redis://{addr}/"))?;
-    let config = AsyncConnectionConfig::new()
+    let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(w.load.timeout))
-        .set_response_timeout(Some(w.load.timeout));
+        .set_response_timeout(Some(w.load.timeout))
+        // A few quick tries per break; the next failed command starts another round.
+        .set_number_of_retries(3)
+        .set_max_delay(std::time::Duration::from_millis(100));
     let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
-    let connect = (0..n).map(|_| client.get_multiplexed_async_connection_with_config(&config));
+    let connect =
+        (0..n).map(|_| ConnectionManager::new_with_config(client.clone(), config.clone()));
     Ok(futures::future::try_join_all(connect).await?)
 }
 
@@ -49,7 +54,7 @@ pub struct RedisTarget {
 
 struct Current {
     addr: SocketAddr,
-    cons: Vec<MultiplexedConnection>,
+    cons: Vec<Con>,
     generation: u64,
 }
 
@@ -95,7 +100,7 @@ impl RedisTarget {
     }
 
     /// A connection for `client` and the generation it belongs to.
-    pub fn con(&self, client: u32) -> (MultiplexedConnection, u64) {
+    pub fn con(&self, client: u32) -> (Con, u64) {
         let cur = self.current.read().expect("never poisoned").clone();
         (
             cur.cons[client as usize % cur.cons.len()].clone(),

@@ -5,9 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
 
-use super::redis_conn::{classify, connections};
+use super::redis_conn::{Con, classify, connections};
 use super::{Attempt, Purchase, Store, Strategy, StrategyError, within};
 use crate::check::SkuAudit;
 use crate::record::{ErrorKind, Outcome};
@@ -30,7 +29,7 @@ pub fn orders_key(sku: u32) -> String {
 
 /// Strategy and store in one: the script is the whole purchase.
 pub struct LuaDecr {
-    cons: Vec<MultiplexedConnection>,
+    cons: Vec<Con>,
     script: redis::Script,
     timeout: Duration,
 }

@@ -5,9 +5,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
 
-use super::redis_conn::{classify, connections};
+use super::redis_conn::{Con, classify, connections};
 use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
@@ -28,7 +27,7 @@ pub enum Released {
 
 /// The reentrant Redis lock.
 pub struct Reentrant {
-    cons: Vec<MultiplexedConnection>,
+    cons: Vec<Con>,
     acquire: redis::Script,
     release: redis::Script,
     ttl_ms: u64,
@@ -51,7 +50,7 @@ impl Reentrant {
         })
     }
 
-    fn con(&self, client: u32) -> MultiplexedConnection {
+    fn con(&self, client: u32) -> Con {
         self.cons[client as usize % self.cons.len()].clone()
     }
 

@@ -6,10 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
 
 use super::locked::lock_key;
-use super::redis_conn::{RedisTarget, classify};
+use super::redis_conn::{Con, RedisTarget, classify};
 use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
@@ -100,7 +99,7 @@ impl SetNx {
         })
     }
 
-    fn con(&self, client: u32) -> MultiplexedConnection {
+    fn con(&self, client: u32) -> Con {
         self.target.con(client).0
     }
 

@@ -12,9 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use redis::aio::MultiplexedConnection;
 
-use super::redis_conn::{classify, connections};
+use super::redis_conn::{Con, classify, connections};
 use super::{AcquireError, Lease, Lock, StrategyError, backoff, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
@@ -25,7 +24,7 @@ const UNLOCK: &str = include_str!("lua/unlock.lua");
 pub struct Redlock {
     /// Per node, one connection per buyer (bounded); `None` for a node that could not be
     /// reached at start, which then counts as a "no" in every vote.
-    nodes: Vec<Option<Vec<MultiplexedConnection>>>,
+    nodes: Vec<Option<Vec<Con>>>,
     unlock: redis::Script,
     ttl: Duration,
     node_timeout: Duration,
@@ -96,7 +95,7 @@ impl Redlock {
         })
     }
 
-    fn cons(&self, client: u32) -> impl Iterator<Item = MultiplexedConnection> + '_ {
+    fn cons(&self, client: u32) -> impl Iterator<Item = Con> + '_ {
         self.nodes
             .iter()
             .flatten()

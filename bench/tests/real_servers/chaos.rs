@@ -1,0 +1,356 @@
+//! Chaos on real servers, through the binary: faults start and heal on schedule, the broken
+//! strategies are caught in their trigger scenario, the fenced ones are seen safe, sales resume
+//! after every server fault, and nothing stays paused or running when a run is interrupted.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use lockbench::report::Summary;
+
+use super::{
+    alive, assert_all_gone, consensus_servers_available, descendants, lockbench, wait_exit,
+};
+
+/// `lockbench compare` over `strategies` on workloads/chaos.toml with `chaos`; every run must
+/// succeed.
+fn compare(dir: &Path, strategies: &str, chaos: &str, sets: &[&str]) -> Vec<Summary> {
+    let mut c = lockbench();
+    c.args(["compare", "--json", "--strategies", strategies])
+        .args(["--workload", "workloads/chaos.toml", "--chaos", chaos]);
+    for s in sets {
+        c.args(["--set", s]);
+    }
+    let out = c.arg("--out").arg(dir).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{strategies} under {chaos}: {err}");
+    let summaries: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summaries.len(), strategies.split(',').count(), "{err}");
+    for s in &summaries {
+        let id = &s.strategy;
+        assert_eq!(s.faults.len(), 1, "{id}: {:?}", s.faults);
+        let f = &s.faults[0];
+        assert!(f.note.is_none(), "{id}: fault did not go as planned: {f:?}");
+        let (start, heal) = (f.started_s.unwrap(), f.healed_s.unwrap());
+        assert!(heal > start, "{id}: {f:?}");
+        let names: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["before", "during 1", "after 1"], "{id}");
+        assert!(
+            s.worker_failures.is_empty(),
+            "{id}: {:?}",
+            s.worker_failures
+        );
+        super::assert_servers_gone(s);
+    }
+    summaries
+}
+
+fn by_id<'a>(all: &'a [Summary], id: &str) -> &'a Summary {
+    all.iter().find(|s| s.strategy == id).unwrap()
+}
+
+/// Kleppmann's pause: a client stops for 2x the lease right after acquiring. Expiring locks
+/// (Redis SET NX PX, an etcd lease, a ZooKeeper session) hand the lock to a second client while
+/// the first still believes it holds it; fencing tokens let the store refuse the stale write.
+#[test]
+fn pause_holder_double_grants_expiring_locks_and_fencing_keeps_the_stock() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = compare(
+        dir.path(),
+        "redis-setnx,etcd,zookeeper,etcd-fenced,redis-setnx-fenced",
+        "chaos/pause-holder.toml",
+        &["load.duration=8s", "load.rate=200"],
+    );
+    for s in &all {
+        assert_eq!(
+            s.workers, 4,
+            "{}: clients ran in worker processes",
+            s.strategy
+        );
+        let f = &s.faults[0];
+        assert_eq!(f.nodes.len(), 1, "{f:?}");
+        assert!(f.nodes[0].starts_with("worker-"), "{f:?}");
+        // The pause really lasted 2x the 2 s ttl.
+        let paused = f.healed_s.unwrap() - f.started_s.unwrap();
+        assert!(
+            (4.0..4.5).contains(&paused),
+            "{}: paused {paused}s",
+            s.strategy
+        );
+        assert!(s.audit.sold > 0, "{}", s.strategy);
+    }
+    for id in ["redis-setnx", "etcd", "zookeeper"] {
+        let s = by_id(&all, id);
+        assert!(
+            s.double_grants > 0,
+            "{id}: the lease lapsed during the pause yet no double grant was seen: {:?}",
+            s.faults
+        );
+    }
+    for id in ["etcd-fenced", "redis-setnx-fenced"] {
+        let s = by_id(&all, id);
+        assert!(s.double_grants > 0, "{id}: the pause lapsed the lease too");
+        assert_eq!(
+            (s.audit.oversell, s.audit.lost_updates),
+            (0, 0),
+            "{id}: the store must refuse the stale holder"
+        );
+        assert!(
+            s.stale_rejected > 0,
+            "{id}: the resumed holder's write should have been refused"
+        );
+    }
+}
+
+/// Redlock's clock assumption: the wall clocks of 3 of the 5 nodes jump forward past the ttl,
+/// the lock keys on that majority expire under their holder, and a second client acquires a
+/// majority while the first is still in its critical section.
+#[test]
+fn clock_jump_on_a_redlock_majority_double_grants() {
+    if !super::servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // One SKU and a long critical section: at the jump some client is always inside it.
+    let all = compare(
+        dir.path(),
+        "redlock",
+        "chaos/clock-jump.toml",
+        &[
+            "load.duration=7s",
+            "inventory.skus=1",
+            "critical_section.hold=\"50ms\"",
+        ],
+    );
+    let s = &all[0];
+    let f = &s.faults[0];
+    assert_eq!(f.nodes.len(), 3, "a majority of 5: {f:?}");
+    assert!(
+        s.double_grants > 0,
+        "keys expired early on 3 of 5 nodes yet no double grant: {f:?}"
+    );
+    // After the clocks were set back, sales went on.
+    assert!(s.phases[2].sold > 0, "{:?}", s.phases[2]);
+}
+
+/// Kill the node that decides (MariaDB, the Redis master, a Redlock node, the ZooKeeper / etcd
+/// leader), restart it 2 s later: every strategy sells again and reports its recovery time.
+#[test]
+fn kill_leader_every_lock_service_recovers() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = compare(
+        dir.path(),
+        "mysql-for-update,redis-setnx,redis-sentinel,redlock,etcd,zookeeper",
+        "chaos/kill-master.toml",
+        &["load.duration=9s", "load.rate=200"],
+    );
+    for s in &all {
+        let id = &s.strategy;
+        let f = &s.faults[0];
+        assert_eq!(f.nodes.len(), 1, "{id}: {f:?}");
+        // Reported, not bounded: how long is what the comparison is for (etcd needs seconds
+        // when waiters' leases could not be revoked while the leader was down).
+        assert!(
+            f.recovery_s.is_some(),
+            "{id}: never sold again after the restart: {f:?} {:?}",
+            s.phases
+        );
+        let after = &s.phases[2];
+        assert!(after.sold > 0, "{id}: {after:?}");
+        assert!(s.phases[0].sold > 0, "{id}: {:?}", s.phases[0]);
+        if s.claims_safety && id != "redis-setnx" && id != "redis-sentinel" {
+            // Locks whose state survives the restart stay exclusive.
+            assert_eq!(s.audit.oversell, 0, "{id}");
+        }
+    }
+}
+
+/// SIGSTOP of a server: clients time out while it is stopped, and sell again after SIGCONT.
+#[test]
+fn pause_server_heals_and_sales_resume() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = compare(
+        dir.path(),
+        "redis-setnx,etcd",
+        "chaos/pause-server.toml",
+        &["load.duration=7s", "load.rate=200"],
+    );
+    for s in &all {
+        let f = &s.faults[0];
+        assert!(f.recovery_s.is_some(), "{}: {f:?}", s.strategy);
+        assert!(s.phases[2].sold > 0, "{}: {:?}", s.strategy, s.phases);
+    }
+    // The paused Redis answered nothing: its phase shows it.
+    let redis = by_id(&all, "redis-setnx");
+    assert!(
+        redis.phases[1].sales_per_s < redis.phases[0].sales_per_s / 2.0,
+        "{:?}",
+        redis.phases
+    );
+}
+
+/// `S` (sleeping), `R` ... or `T` (stopped) from /proc/PID/stat.
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// Ctrl-C while a server and a client worker are both stopped: the run heals both, writes its
+/// summary (with the heal times) and leaves no process behind, stopped or not.
+#[test]
+fn interrupted_mid_fault_heals_everything() {
+    if !super::servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let chaos = dir.path().join("both.toml");
+    std::fs::write(
+        &chaos,
+        "[[fault]]\nkind = \"pause\"\ntarget = \"holder\"\nat = \"1s\"\nduration = \"60s\"\n\
+         [[fault]]\nkind = \"pause\"\ntarget = \"master\"\nservice = \"mariadb\"\nat = \"1500ms\"\n\
+         duration = \"60s\"\n",
+    )
+    .unwrap();
+    let mut child = lockbench()
+        .args(["run", "--json", "--strategy", "redis-setnx"])
+        .args([
+            "--workload",
+            "workloads/chaos.toml",
+            "--set",
+            "load.duration=90s",
+        ])
+        .arg("--chaos")
+        .arg(&chaos)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let procs = loop {
+        let procs = descendants(child.id());
+        let stopped: Vec<_> = procs
+            .iter()
+            .filter(|(p, _)| state(*p) == Some('T'))
+            .collect();
+        // A worker (lockbench) and MariaDB stopped.
+        if stopped.iter().any(|(_, c)| c == "lockbench")
+            && stopped.iter().any(|(_, c)| c == "mariadbd")
+        {
+            break procs;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the faults never took effect: {procs:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let (code, err) = wait_exit(child);
+    assert_eq!(code, 130, "{err}");
+    assert_all_gone(&procs);
+    assert!(procs.iter().all(|(p, _)| !alive(*p)));
+    let summary: Summary = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(summary.interrupted);
+    assert_eq!(summary.faults.len(), 2, "{:?}", summary.faults);
+    for f in &summary.faults {
+        let (start, heal) = (f.started_s.unwrap(), f.healed_s.unwrap());
+        assert!(
+            heal < start + 30.0,
+            "healed at the interrupt, not at the planned end: {f:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_chaos_input_exits_non_zero_naming_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("c.toml");
+    let cases: &[(&str, &[&str], &[&str])] = &[
+        (
+            "[[fault]]\nkind = \"explode\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"",
+            &[],
+            &["c.toml", "fault[0].kind = \"explode\"", "\"kill\""],
+        ),
+        (
+            "[[fault]]\nkind = \"pause\"\ntarget = \"holder\"\nat = \"1s\"\nduration = \"3 ttls\"",
+            &[],
+            &["c.toml", "fault[0].duration", "3x ttl"],
+        ),
+        (
+            "[[fault]]\nkind = \"kill\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"",
+            &["--endpoints", "endpoints.json"],
+            &["--chaos with --endpoints"],
+        ),
+    ];
+    for (text, extra, needles) in cases {
+        std::fs::write(&c, text).unwrap();
+        let out = lockbench()
+            .args(["run", "--strategy", "redis-setnx", "--chaos"])
+            .arg(&c)
+            .args(*extra)
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+        for n in *needles {
+            assert!(err.contains(n), "{text}: `{n}` missing from: {err}");
+        }
+        assert!(
+            !dir.path().join("out/logs").exists(),
+            "servers started despite bad input"
+        );
+    }
+    let out = lockbench()
+        .args(["run", "--strategy", "none", "--chaos", "no/such.toml"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("no/such.toml") && err.contains("cannot read"),
+        "{err}"
+    );
+}
+
+/// Every shipped chaos file parses against the workloads it is meant for.
+#[test]
+fn shipped_chaos_files_are_valid() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let w = lockbench::workload::Workload::load(&root.join("workloads/chaos.toml"), &[]).unwrap();
+    let mut n = 0;
+    for entry in std::fs::read_dir(root.join("chaos")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            let plan = lockbench::chaos::ChaosPlan::load(&p, &w)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            assert!(
+                !plan.description.is_empty(),
+                "{}: say what it shows",
+                p.display()
+            );
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "only {n} chaos files");
+}
