@@ -114,6 +114,12 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;
     cluster_opts.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
+    cluster_opts.network = chaos.is_some_and(ChaosPlan::needs_network);
+    let workers = if cluster_opts.network {
+        workers.min(crate::cluster::net::CLIENT_HOSTS as u32)
+    } else {
+        workers
+    };
 
     let (mut cluster, endpoints, servers) = match &opts.endpoints {
         Some(path) => {
@@ -152,8 +158,19 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         };
         let logs = opts.out.join("logs");
         std::fs::create_dir_all(&logs).map_err(write_err(&logs))?;
+        // With a private network, worker K runs in client host K.
+        let hosts: Vec<PathBuf> = cluster
+            .as_ref()
+            .and_then(|c| c.network())
+            .map(|n| {
+                n.clients
+                    .iter()
+                    .map(|h| PathBuf::from(format!("/run/netns/{}", h.netns)))
+                    .collect()
+            })
+            .unwrap_or_default();
         Some(tokio::select! {
-            s = WorkerSet::start(&job, workers, &logs) => s?,
+            s = WorkerSet::start(&job, workers, &logs, &hosts) => s?,
             _ = cancel.cancelled() => return Err(RunError::Interrupted),
         })
     } else {

@@ -47,6 +47,24 @@ pub enum FaultKind {
     Pause,
     /// Shift (`jump`) or speed up (`rate`) CLOCK_REALTIME of the target Redis nodes.
     Clock,
+    /// Cut the target nodes off from the service's other nodes (and from some clients, see
+    /// [`ClientSide`]) with iptables rules in their network namespaces; remove the rules at
+    /// the end.
+    Partition,
+}
+
+/// Which client processes a partition also cuts from the isolated nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientSide {
+    /// The second half of the workers lose the isolated nodes, the first half still reach
+    /// them: the split in which an old master keeps taking writes from some clients while
+    /// the others move on to a new one.
+    Split,
+    /// Every client still reaches the isolated nodes (servers are cut from each other only).
+    None,
+    /// No client reaches the isolated nodes.
+    All,
 }
 
 /// Who a fault hits.
@@ -107,6 +125,9 @@ pub struct FaultSpec {
     /// Clock faults only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock: Option<ClockChange>,
+    /// Partition faults only: which clients are cut too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clients: Option<ClientSide>,
 }
 
 impl FaultSpec {
@@ -116,6 +137,7 @@ impl FaultSpec {
             FaultKind::Kill => "kill",
             FaultKind::Pause => "pause",
             FaultKind::Clock => "clock",
+            FaultKind::Partition => "partition",
         };
         let target = serde_json::to_value(self.target)
             .ok()
@@ -151,9 +173,17 @@ pub struct ChaosPlan {
 }
 
 impl ChaosPlan {
-    /// Whether any fault targets client processes (they then run as worker processes).
+    /// Whether clients must run as worker processes: to pause one, or to put them in network
+    /// namespaces of their own for a partition.
     pub fn needs_workers(&self) -> bool {
-        self.faults.iter().any(|f| f.target.is_client())
+        self.faults
+            .iter()
+            .any(|f| f.target.is_client() || f.kind == FaultKind::Partition)
+    }
+
+    /// Whether any fault partitions the network (nodes then run in network namespaces).
+    pub fn needs_network(&self) -> bool {
+        self.faults.iter().any(|f| f.kind == FaultKind::Partition)
     }
 
     /// Longest pause of a client process: attempts may outlast their bound by this much.
@@ -233,6 +263,7 @@ struct RawFault {
     duration: String,
     jump: Option<String>,
     rate: Option<f64>,
+    clients: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -249,7 +280,7 @@ struct RawRandom {
     start: Option<String>,
 }
 
-const KINDS: &str = "one of \"kill\", \"pause\", \"clock\"";
+const KINDS: &str = "one of \"kill\", \"pause\", \"clock\", \"partition\"";
 const TARGETS: &str = "one of \"master\", \"leader\", \"one\", \"minority\", \"majority\", \"all\", \"holder\", \"client\"";
 const SERVICES: &str = "one of \"mariadb\", \"redis\", \"zookeeper\", \"etcd\"";
 const SPAN: &str =
@@ -372,6 +403,22 @@ impl Validator<'_> {
                 None
             }
         };
+        let clients = match (&f.clients, kind) {
+            (Some(c), FaultKind::Partition) => Some(self.enumerated(
+                &field("clients"),
+                c,
+                "one of \"split\", \"none\", \"all\"",
+            )?),
+            (None, FaultKind::Partition) => Some(ClientSide::Split),
+            (Some(_), _) => {
+                return Err(self.invalid(
+                    &field("clients"),
+                    "set",
+                    "no value: only partition faults take it",
+                ));
+            }
+            (None, _) => None,
+        };
         Ok(FaultSpec {
             id: 0,
             kind,
@@ -380,6 +427,7 @@ impl Validator<'_> {
             at,
             duration,
             clock,
+            clients,
         })
     }
 
@@ -399,6 +447,13 @@ impl Validator<'_> {
                 format!("{target:?}").to_lowercase(),
                 "a server target (master, leader, one, minority, majority, all): only `pause` \
                  hits client processes",
+            ));
+        }
+        if kind == FaultKind::Partition && matches!(target, Target::All | Target::Majority) {
+            return Err(self.invalid(
+                &field("target"),
+                format!("{target:?}").to_lowercase(),
+                "master, leader, one or minority: a partition isolates some nodes from the rest",
             ));
         }
         if target.is_client() && service.is_some() {
@@ -433,11 +488,11 @@ impl Validator<'_> {
         let mut kinds = Vec::new();
         for (i, k) in r.kinds.iter().enumerate() {
             let kind: FaultKind = self.enumerated(&format!("random.kinds[{i}]"), k, KINDS)?;
-            if kind == FaultKind::Clock {
+            if matches!(kind, FaultKind::Clock | FaultKind::Partition) {
                 return Err(self.invalid(
                     &format!("random.kinds[{i}]"),
                     "\"clock\"",
-                    "\"kill\" or \"pause\" (clock faults need a jump or rate: list them as [[fault]])",
+                    "\"kill\" or \"pause\" (list clock and partition faults as [[fault]])",
                 ));
             }
             kinds.push(kind);
@@ -474,6 +529,7 @@ impl Validator<'_> {
                 at,
                 duration,
                 clock: None,
+                clients: None,
             });
             at += duration + exp(&mut rng, every);
         }

@@ -17,8 +17,11 @@ use rand::{RngExt, SeedableRng};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::{ChaosPlan, FaultKind, FaultSpec, Target, service_name};
-use crate::cluster::{LocalCluster, Service};
+use std::net::IpAddr;
+
+use super::plan::{ChaosPlan, ClientSide, FaultKind, FaultSpec, Target, service_name};
+use crate::cluster::net::Host;
+use crate::cluster::{ClusterError, LocalCluster, Service};
 use crate::record::phases::Boundaries;
 use crate::workload::workers::WorkerControl;
 
@@ -203,6 +206,14 @@ async fn inject(
         }
     };
     let mut errors = Vec::new();
+    let mut hit = nodes.clone();
+    if spec.kind == FaultKind::Partition {
+        let workers = t.workers.as_ref().map_or(0, |w| w.len());
+        match partition(t.cluster, &nodes, spec.clients, workers) {
+            Ok(cut) => hit.extend(cut.into_iter().map(|w| format!("cut from {w}"))),
+            Err(e) => errors.push(e),
+        }
+    }
     for n in &nodes {
         let res = match spec.kind {
             FaultKind::Kill => t.cluster.kill(n),
@@ -211,14 +222,15 @@ async fn inject(
                 let c = spec.clock.expect("validated: clock faults have a change");
                 t.cluster.set_clock(n, Some((c.jump_ms, c.rate)))
             }
+            FaultKind::Partition => Ok(()),
         };
         if let Err(e) = res {
             errors.push(e.to_string());
         }
     }
     let (_, at) = boundaries.mark();
-    tracing::info!(fault = spec.id, label = %spec.label(), ?nodes, "fault started");
-    r.nodes = nodes;
+    tracing::info!(fault = spec.id, label = %spec.label(), ?hit, "fault started");
+    r.nodes = hit;
     r.started = Some(at);
     if !errors.is_empty() {
         r.note = Some(errors.join("; "));
@@ -244,11 +256,12 @@ async fn heal(
             errors.push(format!("SIGCONT worker-{k}: {e}"));
         }
     } else {
-        for n in &r.nodes {
+        for n in r.nodes.iter().filter(|n| !n.starts_with("cut from ")) {
             let res = match r.spec.kind {
                 FaultKind::Kill => t.cluster.restart(n).await,
                 FaultKind::Pause => t.cluster.resume(n),
                 FaultKind::Clock => t.cluster.set_clock(n, None),
+                FaultKind::Partition => heal_partition(t.cluster, n),
             };
             if let Err(e) = res {
                 errors.push(e.to_string());
@@ -262,6 +275,66 @@ async fn heal(
         let prior = r.note.take().map(|n| format!("{n}; ")).unwrap_or_default();
         r.note = Some(format!("{prior}healing: {}", errors.join("; ")));
     }
+}
+
+/// The private-network host of node `name`.
+fn host_of<'c>(cluster: &'c LocalCluster, name: &str) -> Result<&'c Host, String> {
+    let net = cluster
+        .network()
+        .ok_or("the servers run without a private network (partition faults need one)")?;
+    let ip = cluster
+        .nodes()
+        .iter()
+        .find(|n| n.name == name)
+        .map(|n| n.addr.ip())
+        .ok_or_else(|| format!("no node {name}"))?;
+    net.host(ip)
+        .ok_or_else(|| format!("{name} ({ip}) is not in a network namespace"))
+}
+
+/// Cuts the hosts of `nodes` from every other server host and from the client workers that
+/// `side` names; returns those workers' names.
+fn partition(
+    cluster: &LocalCluster,
+    nodes: &[String],
+    side: Option<ClientSide>,
+    workers: usize,
+) -> Result<Vec<String>, String> {
+    let net = cluster.network().ok_or("no private network")?;
+    let isolated: Vec<&Host> = nodes
+        .iter()
+        .map(|n| host_of(cluster, n))
+        .collect::<Result<_, _>>()?;
+    let mut others: Vec<IpAddr> = net
+        .servers
+        .iter()
+        .filter(|h| isolated.iter().all(|i| i.ip != h.ip))
+        .map(|h| h.ip)
+        .collect();
+    let cut: Vec<usize> = match side.unwrap_or(ClientSide::Split) {
+        ClientSide::Split => (workers / 2..workers).collect(),
+        ClientSide::All => (0..workers).collect(),
+        ClientSide::None => Vec::new(),
+    };
+    others.extend(cut.iter().filter_map(|k| net.clients.get(*k)).map(|h| h.ip));
+    for h in &isolated {
+        net.cut(h, &others)?;
+    }
+    Ok(cut.iter().map(|k| format!("worker-{k}")).collect())
+}
+
+fn heal_partition(cluster: &LocalCluster, node: &str) -> Result<(), ClusterError> {
+    let err = |detail: String| ClusterError::Setup {
+        node: node.to_string(),
+        what: "heal partition".into(),
+        detail,
+    };
+    let host = host_of(cluster, node).map_err(err)?;
+    cluster
+        .network()
+        .expect("host_of found a network")
+        .heal(host)
+        .map_err(err)
 }
 
 /// The nodes of `service` that `target` names right now.

@@ -90,6 +90,7 @@ pub(super) async fn start(
             .args(["--logger", "zap", "--log-outputs", "stderr"]);
         processes.push(ServerProcess::spawn(
             &name,
+            m.client.ip(),
             cmd,
             &log_dir.join(format!("{name}.log")),
         )?);

@@ -56,7 +56,7 @@ pub(super) async fn start(
             "--innodb-log-file-size=8M",
         ])
         .args(user_arg);
-    let mut init = ServerProcess::spawn("mariadb-install-db", cmd, &install_log)?;
+    let mut init = ServerProcess::spawn("mariadb-install-db", addr.ip(), cmd, &install_log)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
     loop {
         if let Some(status) = init.exited() {
@@ -92,11 +92,11 @@ pub(super) async fn start(
             "--max-connections=2000",
         ])
         .args(user_arg);
-    let mut process = ServerProcess::spawn(NAME, cmd, &log_dir.join("mariadb.log"))?;
+    let mut process = ServerProcess::spawn(NAME, addr.ip(), cmd, &log_dir.join("mariadb.log"))?;
 
+    // root@localhost: through the socket, whatever address TCP clients use.
     let root = MySqlConnectOptions::new()
-        .host(&addr.ip().to_string())
-        .port(addr.port())
+        .socket(dir.join("mysqld.sock"))
         .username("root")
         .ssl_mode(MySqlSslMode::Disabled);
     let password = uuid::Uuid::new_v4().simple().to_string();

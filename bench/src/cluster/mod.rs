@@ -13,6 +13,7 @@
 mod clock;
 mod etcd;
 mod mariadb;
+pub mod net;
 mod ports;
 mod process;
 mod redis;
@@ -25,7 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use ports::PortAllocator;
+pub use ports::{Placement, PortAllocator};
 pub use process::ServerProcess;
 
 /// How long any server may take to become ready before the run fails.
@@ -283,6 +284,9 @@ pub struct ClusterOptions {
     /// Preload the clock shim into the standalone Redis nodes, so clock faults can move their
     /// wall clocks ([`LocalCluster::set_clock`]).
     pub clock_shim: bool,
+    /// Run the nodes in network namespaces of a private network ([`net`]), so partition
+    /// faults can cut links. Needs root.
+    pub network: bool,
 }
 
 impl ClusterOptions {
@@ -293,6 +297,7 @@ impl ClusterOptions {
             bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
             base_port: None,
             clock_shim: false,
+            network: false,
         }
     }
 }
@@ -305,7 +310,9 @@ pub struct LocalCluster {
     /// etcd member id of each etcd node (by node name): etcd reports its leader as a member
     /// id, and the leader may be the node that no longer answers.
     etcd_members: Vec<(String, u64)>,
-    // Declared after `nodes`: fields drop in order, so processes die before their data goes.
+    // Declared after `nodes`: fields drop in order, so processes die before their network and
+    // their data go.
+    network: Option<net::Network>,
     _data: tempfile::TempDir,
 }
 
@@ -334,7 +341,14 @@ impl LocalCluster {
             .prefix("lockbench-run-")
             .tempdir()
             .map_err(|e| ClusterError::io("create run directory", e))?;
+        let network = opts.network.then(net::Network::create).transpose()?;
         let mut ports = PortAllocator::new(opts.bind, opts.base_port);
+        if let Some(n) = &network {
+            ports = ports.with_placement(Placement {
+                gateway: n.gateway,
+                servers: n.servers.iter().map(|h| h.ip).collect(),
+            });
+        }
         // Reserve every port before starting anything, so a busy port fails the run early.
         let maria_addr = needs
             .mariadb
@@ -360,6 +374,7 @@ impl LocalCluster {
             nodes: Vec::new(),
             endpoints: Endpoints::default(),
             etcd_members: Vec::new(),
+            network,
             _data: data,
         };
         let base = cluster._data.path().to_path_buf();
@@ -557,6 +572,11 @@ impl LocalCluster {
             .open(path)
             .map_err(io)?;
         std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+    }
+
+    /// The private network, when started with [`ClusterOptions::network`].
+    pub fn network(&self) -> Option<&net::Network> {
+        self.network.as_ref()
     }
 
     fn node_mut(&mut self, name: &str) -> Result<&mut Node, ClusterError> {

@@ -2,6 +2,7 @@
 
 use std::ffi::OsString;
 use std::fs::File;
+use std::net::IpAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -32,11 +33,14 @@ struct Spec {
     args: Vec<OsString>,
     envs: Vec<(OsString, Option<OsString>)>,
     cwd: Option<PathBuf>,
+    /// Network namespace to run in (a host of the run's private network).
+    netns: Option<PathBuf>,
 }
 
 impl Spec {
-    fn of(cmd: &Command) -> Self {
+    fn of(cmd: &Command, ip: IpAddr) -> Self {
         Self {
+            netns: super::net::netns_of(ip),
             program: cmd.get_program().to_owned(),
             args: cmd.get_args().map(ToOwned::to_owned).collect(),
             envs: cmd
@@ -64,15 +68,22 @@ impl Spec {
 }
 
 impl ServerProcess {
-    /// Spawns `cmd` in a new process group with stdout and stderr appended to `log`.
+    /// Spawns `cmd` in a new process group with stdout and stderr appended to `log`; a node
+    /// whose address `ip` belongs to a host of the run's private network runs in that host's
+    /// network namespace.
     ///
     /// The child also gets `PR_SET_PDEATHSIG = SIGKILL`, so even a SIGKILL of lockbench itself
     /// (which runs no destructors) does not leave a server behind.
-    pub fn spawn(name: &str, cmd: Command, log: &Path) -> Result<Self, ClusterError> {
-        let spec = Spec::of(&cmd);
+    pub fn spawn(
+        name: &str,
+        ip: IpAddr,
+        cmd: Command,
+        log: &Path,
+    ) -> Result<Self, ClusterError> {
+        let spec = Spec::of(&cmd, ip);
         let out = File::create(log)
             .map_err(|e| ClusterError::io(format!("create {}", log.display()), e))?;
-        let child = launch(name, cmd, out)?;
+        let child = launch(name, cmd, out, spec.netns.as_deref())?;
         Ok(Self {
             name: name.to_string(),
             child,
@@ -90,7 +101,7 @@ impl ServerProcess {
             .append(true)
             .open(&self.log)
             .map_err(|e| ClusterError::io(format!("open {}", self.log.display()), e))?;
-        self.child = launch(&self.name, self.spec.command(), out)?;
+        self.child = launch(&self.name, self.spec.command(), out, self.spec.netns.as_deref())?;
         self.paused = false;
         Ok(())
     }
@@ -166,7 +177,15 @@ impl Drop for ServerProcess {
 }
 
 /// Spawns `cmd` in its own process group, output to `out`, dying with its parent.
-fn launch(name: &str, mut cmd: Command, out: File) -> Result<Child, ClusterError> {
+fn launch(
+    name: &str,
+    mut cmd: Command,
+    out: File,
+    netns: Option<&Path>,
+) -> Result<Child, ClusterError> {
+    let ns = netns
+        .map(|p| File::open(p).map_err(|e| ClusterError::io(format!("open {}", p.display()), e)))
+        .transpose()?;
     let err = out
         .try_clone()
         .map_err(|e| ClusterError::io("clone log handle", e))?;
@@ -176,7 +195,11 @@ fn launch(name: &str, mut cmd: Command, out: File) -> Result<Child, ClusterError
         .process_group(0);
     // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
+            if let Some(ns) = &ns {
+                // SAFETY (of the call): setns is a plain syscall on an fd opened before fork.
+                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
+            }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
         });
     }

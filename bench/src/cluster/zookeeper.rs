@@ -154,6 +154,7 @@ pub(super) async fn start(
         .arg(&cfg);
         processes.push(ServerProcess::spawn(
             &name,
+            m.client.ip(),
             cmd,
             &log_dir.join(format!("{name}.log")),
         )?);

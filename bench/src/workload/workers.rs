@@ -11,7 +11,7 @@
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -324,8 +324,14 @@ pub enum WorkerError {
 
 impl WorkerSet {
     /// Starts `count` workers running `job`'s parts (stderr into `log_dir/worker-K.log`) and
-    /// waits until each is connected to the servers.
-    pub async fn start(job: &Job, count: u32, log_dir: &Path) -> Result<Self, WorkerError> {
+    /// waits until each is connected to the servers. Worker K runs in network namespace
+    /// `netns[K]` when given (a client host of the run's private network).
+    pub async fn start(
+        job: &Job,
+        count: u32,
+        log_dir: &Path,
+        netns: &[PathBuf],
+    ) -> Result<Self, WorkerError> {
         let exe = std::env::current_exe().map_err(|e| WorkerError::Io {
             index: 0,
             what: "find own executable",
@@ -353,9 +359,18 @@ impl WorkerSet {
                 // Its own group: a Ctrl-C in the terminal reaches the coordinator only, which
                 // then stops the workers in order.
                 .process_group(0);
-            // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
+            let ns = netns
+                .get(k as usize)
+                .map(std::fs::File::open)
+                .transpose()
+                .map_err(io("open its network namespace"))?;
+            // SAFETY: setns and prctl are plain syscalls on memory the child owns (the fd was
+            // opened before fork).
             unsafe {
-                cmd.pre_exec(|| {
+                cmd.pre_exec(move || {
+                    if let Some(ns) = &ns {
+                        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
+                    }
                     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
                 });
             }

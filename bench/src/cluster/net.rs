@@ -1,0 +1,199 @@
+//! A private network for partition faults: a bridge and one network namespace per "host",
+//! each with its own address, created by this run and removed when it is dropped.
+//!
+//! Server nodes of the lock service run in server hosts, client worker processes in client
+//! hosts, MariaDB in the root namespace on the bridge's own address; the coordinator reaches
+//! everything through the bridge. A partition is a set of iptables DROP rules inside one
+//! host's namespace (INPUT from and OUTPUT to the cut addresses), so it cuts server↔server
+//! links as well as client↔server links; healing flushes them. Deleting a namespace deletes its
+//! rules, so nothing outlives the network. Needs root (CAP_NET_ADMIN).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, OnceLock};
+
+use super::ClusterError;
+
+/// Server hosts (enough for a 5-node Redlock set).
+pub const SERVER_HOSTS: usize = 5;
+/// Client hosts (one per worker process).
+pub const CLIENT_HOSTS: usize = 8;
+
+/// Addresses inside namespaces of this process's networks, and where their namespace is.
+fn registry() -> &'static Mutex<HashMap<IpAddr, PathBuf>> {
+    static R: OnceLock<Mutex<HashMap<IpAddr, PathBuf>>> = OnceLock::new();
+    R.get_or_init(Default::default)
+}
+
+/// The namespace that owns `ip`, if it belongs to a network of this process.
+pub fn netns_of(ip: IpAddr) -> Option<PathBuf> {
+    registry()
+        .lock()
+        .expect("netns registry is never poisoned")
+        .get(&ip)
+        .cloned()
+}
+
+/// One host: a namespace and its address.
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// Namespace name (`ip netns` name).
+    pub netns: String,
+    /// Its address on the bridge.
+    pub ip: IpAddr,
+}
+
+/// The bridge and the namespaces of one run.
+#[derive(Debug)]
+pub struct Network {
+    bridge: String,
+    /// The bridge's own address (root namespace): MariaDB and the coordinator use it.
+    pub gateway: IpAddr,
+    /// Hosts for server nodes, by index (host 1 = `servers[0]`).
+    pub servers: Vec<Host>,
+    /// Hosts for client workers.
+    pub clients: Vec<Host>,
+}
+
+fn run(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+fn setup_err(what: &str, detail: String) -> ClusterError {
+    ClusterError::Setup {
+        node: "network".into(),
+        what: what.into(),
+        detail,
+    }
+}
+
+impl Network {
+    /// Creates the bridge and the namespaces. The subnet `10.213.K.0/24` is claimed by
+    /// creating bridge `lbkK` (creation fails if another run holds it).
+    pub fn create() -> Result<Self, ClusterError> {
+        if !nix::unistd::geteuid().is_root() {
+            return Err(setup_err(
+                "partition faults",
+                "they need root (CAP_NET_ADMIN) to create network namespaces and iptables \
+                 rules; run as root or drop the partition faults"
+                    .into(),
+            ));
+        }
+        for tool in ["ip", "iptables"] {
+            super::find_binary(tool, if tool == "ip" { "iproute2" } else { "iptables" })?;
+        }
+        let start = std::process::id() as usize % 250;
+        for k in (0..250).map(|i| (start + i) % 250) {
+            let bridge = format!("lbk{k}");
+            if run(&["ip", "link", "add", &bridge, "type", "bridge"]).is_err() {
+                continue; // taken by another run (or a leftover): try the next subnet
+            }
+            let mut net = Self {
+                bridge,
+                gateway: IpAddr::V4(Ipv4Addr::new(10, 213, k as u8, 254)),
+                servers: Vec::new(),
+                clients: Vec::new(),
+            };
+            // From here on, Drop removes whatever was made.
+            net.build(k as u8)
+                .map_err(|e| setup_err("create network namespaces", e))?;
+            return Ok(net);
+        }
+        Err(setup_err(
+            "create a bridge",
+            "no free lbkN bridge name (remove leftovers with `ip link del lbkN`)".into(),
+        ))
+    }
+
+    fn build(&mut self, k: u8) -> Result<(), String> {
+        let b = self.bridge.clone();
+        run(&["ip", "addr", "add", &format!("{}/24", self.gateway), "dev", &b])?;
+        run(&["ip", "link", "set", &b, "up"])?;
+        for i in 1..=(SERVER_HOSTS + CLIENT_HOSTS) {
+            let netns = format!("{b}-{i}");
+            let ip = IpAddr::V4(Ipv4Addr::new(10, 213, k, i as u8));
+            run(&["ip", "netns", "add", &netns])?;
+            let host = Host {
+                netns: netns.clone(),
+                ip,
+            };
+            if i <= SERVER_HOSTS {
+                self.servers.push(host);
+            } else {
+                self.clients.push(host);
+            }
+            let veth = format!("{b}v{i}");
+            run(&[
+                "ip", "link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &netns,
+            ])?;
+            run(&["ip", "link", "set", &veth, "master", &b, "up"])?;
+            let inside = |args: &[&str]| {
+                let mut all = vec!["ip", "-n", netns.as_str()];
+                all.extend_from_slice(args);
+                run(&all)
+            };
+            inside(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"])?;
+            inside(&["link", "set", "eth0", "up"])?;
+            inside(&["link", "set", "lo", "up"])?;
+            registry()
+                .lock()
+                .expect("netns registry is never poisoned")
+                .insert(ip, PathBuf::from(format!("/run/netns/{netns}")));
+        }
+        Ok(())
+    }
+
+    /// The host whose address is `ip`.
+    pub fn host(&self, ip: IpAddr) -> Option<&Host> {
+        self.servers.iter().chain(&self.clients).find(|h| h.ip == ip)
+    }
+
+    /// Drops every packet between `host` and each of `others` (rules in `host`'s namespace).
+    pub fn cut(&self, host: &Host, others: &[IpAddr]) -> Result<(), String> {
+        for o in others {
+            let o = o.to_string();
+            for (chain, dir) in [("INPUT", "-s"), ("OUTPUT", "-d")] {
+                run(&[
+                    "ip", "netns", "exec", &host.netns, "iptables", "-w", "-A", chain, dir, &o,
+                    "-j", "DROP",
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes every rule `cut` added in `host`.
+    pub fn heal(&self, host: &Host) -> Result<(), String> {
+        run(&["ip", "netns", "exec", &host.netns, "iptables", "-w", "-F"])
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        let mut reg = registry().lock().expect("netns registry is never poisoned");
+        for h in self.servers.iter().chain(&self.clients) {
+            reg.remove(&h.ip);
+            // Deleting the namespace deletes its veth end (and so the pair) and its rules.
+            if let Err(e) = run(&["ip", "netns", "del", &h.netns]) {
+                tracing::warn!("{e}");
+            }
+        }
+        if let Err(e) = run(&["ip", "link", "del", &self.bridge]) {
+            tracing::warn!("{e}");
+        }
+    }
+}
