@@ -121,7 +121,14 @@ impl Network {
 
     fn build(&mut self, k: u8) -> Result<(), String> {
         let b = self.bridge.clone();
-        run(&["ip", "addr", "add", &format!("{}/24", self.gateway), "dev", &b])?;
+        run(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{}/24", self.gateway),
+            "dev",
+            &b,
+        ])?;
         run(&["ip", "link", "set", &b, "up"])?;
         for i in 1..=(SERVER_HOSTS + CLIENT_HOSTS) {
             let netns = format!("{b}-{i}");
@@ -159,7 +166,10 @@ impl Network {
 
     /// The host whose address is `ip`.
     pub fn host(&self, ip: IpAddr) -> Option<&Host> {
-        self.servers.iter().chain(&self.clients).find(|h| h.ip == ip)
+        self.servers
+            .iter()
+            .chain(&self.clients)
+            .find(|h| h.ip == ip)
     }
 
     /// Drops every packet between `host` and each of `others` (rules in `host`'s namespace).
@@ -168,8 +178,18 @@ impl Network {
             let o = o.to_string();
             for (chain, dir) in [("INPUT", "-s"), ("OUTPUT", "-d")] {
                 run(&[
-                    "ip", "netns", "exec", &host.netns, "iptables", "-w", "-A", chain, dir, &o,
-                    "-j", "DROP",
+                    "ip",
+                    "netns",
+                    "exec",
+                    &host.netns,
+                    "iptables",
+                    "-w",
+                    "-A",
+                    chain,
+                    dir,
+                    &o,
+                    "-j",
+                    "DROP",
                 ])?;
             }
         }
@@ -185,9 +205,12 @@ impl Network {
 impl Drop for Network {
     fn drop(&mut self) {
         let mut reg = registry().lock().expect("netns registry is never poisoned");
-        for h in self.servers.iter().chain(&self.clients) {
+        for (i, h) in self.servers.iter().chain(&self.clients).enumerate() {
             reg.remove(&h.ip);
-            // Deleting the namespace deletes its veth end (and so the pair) and its rules.
+            // The veth pair first: sockets of dead clients that still wait on a peer keep a
+            // namespace alive after `ip netns del`, and with it the pair's outer end.
+            let _ = run(&["ip", "link", "del", &format!("{}v{}", self.bridge, i + 1)]);
+            // Deleting the namespace also deletes its iptables rules.
             if let Err(e) = run(&["ip", "netns", "del", &h.netns]) {
                 tracing::warn!("{e}");
             }

@@ -39,7 +39,8 @@ impl Placement {
         } else if name == "mariadb" {
             None
         } else {
-            name.rsplit_once('-').and_then(|(_, n)| n.parse::<usize>().ok())
+            name.rsplit_once('-')
+                .and_then(|(_, n)| n.parse::<usize>().ok())
         };
         host.and_then(|h| self.servers.get(h.wrapping_sub(1)))
             .copied()

@@ -74,12 +74,7 @@ impl ServerProcess {
     ///
     /// The child also gets `PR_SET_PDEATHSIG = SIGKILL`, so even a SIGKILL of lockbench itself
     /// (which runs no destructors) does not leave a server behind.
-    pub fn spawn(
-        name: &str,
-        ip: IpAddr,
-        cmd: Command,
-        log: &Path,
-    ) -> Result<Self, ClusterError> {
+    pub fn spawn(name: &str, ip: IpAddr, cmd: Command, log: &Path) -> Result<Self, ClusterError> {
         let spec = Spec::of(&cmd, ip);
         let out = File::create(log)
             .map_err(|e| ClusterError::io(format!("create {}", log.display()), e))?;
@@ -101,7 +96,12 @@ impl ServerProcess {
             .append(true)
             .open(&self.log)
             .map_err(|e| ClusterError::io(format!("open {}", self.log.display()), e))?;
-        self.child = launch(&self.name, self.spec.command(), out, self.spec.netns.as_deref())?;
+        self.child = launch(
+            &self.name,
+            self.spec.command(),
+            out,
+            self.spec.netns.as_deref(),
+        )?;
         self.paused = false;
         Ok(())
     }

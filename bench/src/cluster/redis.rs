@@ -62,7 +62,8 @@ pub(super) async fn start_with(
         cmd.env("LD_PRELOAD", shim)
             .env("LOCKBENCH_CLOCK_FILE", control);
     }
-    let mut process = ServerProcess::spawn(name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
+    let mut process =
+        ServerProcess::spawn(name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
     let url = format!("redis://{addr}/");
     let version = wait_ready(name, &mut process, || {
         let url = url.clone();

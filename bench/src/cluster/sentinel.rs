@@ -168,7 +168,8 @@ pub(super) async fn start(
             .map_err(|e| ClusterError::io(format!("write {}", conf.display()), e))?;
         let mut cmd = Command::new(&bin);
         cmd.arg(&conf);
-        let process = ServerProcess::spawn(&name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
+        let process =
+            ServerProcess::spawn(&name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
         nodes.push(Node {
             name,
             service: Service::Sentinel,

@@ -75,12 +75,13 @@ impl EtcdLock {
         let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
         // No per-request timeout in the options: it would also cut the keep-alive stream,
         // which lives as long as the lock. Every call is bounded with `within` instead.
-        let opts = ConnectOptions::new().with_connect_timeout(w.load.timeout);
+        let opts = ConnectOptions::new().with_connect_timeout(super::SETUP_TIMEOUT);
         let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
         let connect = (0..n).map(|_| Client::connect(urls.clone(), Some(opts.clone())));
-        let clients = tokio::time::timeout(w.load.timeout, futures::future::try_join_all(connect))
-            .await
-            .map_err(|_| StrategyError::Timeout("connect to etcd"))??;
+        let clients =
+            tokio::time::timeout(super::SETUP_TIMEOUT, futures::future::try_join_all(connect))
+                .await
+                .map_err(|_| StrategyError::Timeout("connect to etcd"))??;
         Ok(Self {
             clients,
             ttl_s: lease_ttl_s(w.lock.ttl),

@@ -261,6 +261,11 @@ impl StrategyInfo {
     }
 }
 
+/// Bound of opening a strategy's connections before the load starts. Not measured, and a busy
+/// machine (servers, worker processes and a ZooKeeper election sharing two cores) can need
+/// seconds: `load.timeout` is for the calls that are measured.
+pub const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 const MARIADB: Needs = Needs {
     mariadb: true,
     ..Needs::NONE

@@ -93,7 +93,10 @@ impl ZkLock {
             held: Mutex::new(HashMap::new()),
         };
         let open = |_| async {
-            tokio::time::timeout(lock.timeout, lock.connector().connect(&lock.connect))
+            let connector = lock
+                .connector()
+                .with_connection_timeout(super::SETUP_TIMEOUT);
+            tokio::time::timeout(super::SETUP_TIMEOUT, connector.connect(&lock.connect))
                 .await
                 .map_err(|_| StrategyError::Timeout("connect to zookeeper"))?
                 .map_err(StrategyError::Zookeeper)
