@@ -14,6 +14,11 @@ declare -A NEED=(
   [mysqlslap]=mariadb-client
   [etcd]=etcd-server
   [protoc]=protobuf-compiler
+  # partition faults: network namespaces, a bridge, DROP rules
+  [ip]=iproute2
+  [iptables]=iptables
+  # builds the clock shim (bench/src/chaos/clockshim.c) preloaded into Redis for clock faults
+  [cc]=gcc
 )
 
 # file -> Debian package, for what is not a binary on PATH

@@ -267,6 +267,7 @@ fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
         writeln!(out)?;
     } else {
         report::print_table(&mut out, summaries)?;
+        report::print_faults(&mut out, summaries)?;
     }
     Ok(())
 }

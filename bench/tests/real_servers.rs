@@ -1218,6 +1218,21 @@ fn missing_server_binary_names_the_package() {
     );
 }
 
+/// Runs `cmd` with `--out dir/out`: it must exit 2 with every needle in its stderr, before
+/// starting any server.
+fn assert_rejected(mut cmd: Command, what: &str, needles: &[&str], dir: &Path) {
+    let out = cmd.arg("--out").arg(dir.join("out")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+    for n in needles {
+        assert!(err.contains(n), "{what}: `{n}` missing from: {err}");
+    }
+    assert!(
+        !dir.join("out/logs").exists(),
+        "{what}: servers started despite bad input"
+    );
+}
+
 #[test]
 fn bad_input_exits_non_zero_naming_file_field_and_form() {
     let dir = tempfile::tempdir().unwrap();
@@ -1271,26 +1286,11 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
     ];
     for (text, extra, needles) in cases {
         let w = workload_file(dir.path(), text);
-        let out = lockbench()
-            .args(["run", "--strategy", "none", "--workload"])
+        let mut cmd = lockbench();
+        cmd.args(["run", "--strategy", "none", "--workload"])
             .arg(&w)
-            .args(*extra)
-            .arg("--out")
-            .arg(dir.path().join("out"))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{text:?} {extra:?}: {err}");
-        for n in *needles {
-            assert!(
-                err.contains(n),
-                "{text:?} {extra:?}: `{n}` missing from: {err}"
-            );
-        }
-        assert!(
-            !dir.path().join("out/logs").exists(),
-            "servers started despite bad input"
-        );
+            .args(*extra);
+        assert_rejected(cmd, &format!("{text:?} {extra:?}"), needles, dir.path());
     }
     for (args, needles) in [
         (
@@ -1306,12 +1306,9 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
             &["no/such.toml", "cannot read"],
         ),
     ] {
-        let out = lockbench().args(args).output().unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        for n in needles {
-            assert!(err.contains(n), "{args:?}: `{n}` missing from: {err}");
-        }
+        let mut cmd = lockbench();
+        cmd.args(args);
+        assert_rejected(cmd, &format!("{args:?}"), needles, dir.path());
     }
 }
 

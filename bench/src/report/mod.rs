@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
 pub use files::{write_results, write_summary};
-pub use table::print_table;
+pub use table::{print_faults, print_table};
 
 use crate::check::{DoubleGrants, Overlap, Safety};
 use crate::cluster::NodeInfo;

@@ -12,6 +12,112 @@ fn ms(us: u64) -> String {
     }
 }
 
+/// Left-aligned first column, right-aligned others, a rule under the header.
+fn render(out: &mut impl Write, lines: &[Vec<String>]) -> std::io::Result<()> {
+    let cols = lines[0].len();
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for (i, line) in lines.iter().enumerate() {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (cell, w))| {
+                if c == 0 {
+                    format!("{cell:<w$}")
+                } else {
+                    format!("{cell:>w$}")
+                }
+            })
+            .collect();
+        writeln!(out, "{}", cells.join("  ").trim_end())?;
+        if i == 0 {
+            let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+            writeln!(out, "{}", rule.join("  "))?;
+        }
+    }
+    Ok(())
+}
+
+/// Prints one row per fault of every summary that had any: what it hit, when, sales per second
+/// and p99 before / during / after it, and how long service took to come back.
+pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
+    if rows.iter().all(|s| s.faults.is_empty()) {
+        return Ok(());
+    }
+    let header = [
+        "strategy",
+        "fault",
+        "hit",
+        "from s",
+        "to s",
+        "sales/s before",
+        "during",
+        "after",
+        "p99 ms during",
+        "after",
+        "recovery s",
+        "unavailable s",
+    ];
+    let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
+    let secs = |t: Option<f64>| t.map_or_else(|| "-".into(), |t| format!("{t:.2}"));
+    let mut notes = Vec::new();
+    for s in rows {
+        for f in &s.faults {
+            let during = format!("during {}", f.id);
+            let at = s.phases.iter().position(|p| p.name == during);
+            let phase = |i: Option<usize>| i.and_then(|i| s.phases.get(i));
+            let before = phase(at.and_then(|i| i.checked_sub(1)));
+            let after = s
+                .phases
+                .iter()
+                .find(|p| p.name == format!("after {}", f.id));
+            let rate = |p: Option<&super::PhaseSummary>| {
+                p.map_or_else(|| "-".into(), |p| format!("{:.0}", p.sales_per_s))
+            };
+            let p99 = |p: Option<&super::PhaseSummary>| {
+                p.map_or_else(|| "-".into(), |p| ms(p.latency_us.p99))
+            };
+            let hit: Vec<&str> = f
+                .nodes
+                .iter()
+                .filter(|n| !n.starts_with("cut from "))
+                .map(String::as_str)
+                .collect();
+            lines.push(vec![
+                s.strategy.clone(),
+                format!("{} {}", f.id, f.label),
+                hit.join(","),
+                secs(f.started_s),
+                secs(f.healed_s),
+                rate(before),
+                rate(phase(at)),
+                rate(after),
+                p99(phase(at)),
+                p99(after),
+                secs(f.recovery_s),
+                secs(f.unavailable_s),
+            ]);
+            if let Some(n) = &f.note {
+                notes.push(format!("note: {}: fault {}: {n}", s.strategy, f.id));
+            }
+        }
+    }
+    writeln!(out)?;
+    render(out, &lines)?;
+    for n in notes {
+        writeln!(out, "{n}")?;
+    }
+    Ok(())
+}
+
 /// Prints one row per summary: throughput, latency (ms, from intended start) and safety.
 pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
     let header = [
@@ -65,35 +171,7 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             verdict.to_string(),
         ]);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| lines.iter().map(|l| l[c].len()).max().unwrap_or(0))
-        .collect();
-    for (i, line) in lines.iter().enumerate() {
-        let cells: Vec<String> = line
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (cell, w))| {
-                if c == 0 {
-                    format!("{cell:<w$}")
-                } else {
-                    format!("{cell:>w$}")
-                }
-            })
-            .collect();
-        writeln!(out, "{}", cells.join("  ").trim_end())?;
-        if i == 0 {
-            writeln!(
-                out,
-                "{}",
-                widths
-                    .iter()
-                    .map(|w| "-".repeat(*w))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-            )?;
-        }
-    }
+    render(out, &lines)?;
     for s in rows {
         if s.not_started > 0 {
             writeln!(

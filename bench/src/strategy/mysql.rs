@@ -37,6 +37,9 @@ pub enum Guard {
 pub struct MysqlStore {
     pool: MySqlPool,
     buyers: Vec<tokio::sync::Mutex<Option<MySqlConnection>>>,
+    /// Per buyer slot: replace the connection before its next use (set where the connection
+    /// itself is still borrowed and cannot be discarded on the spot).
+    stale: Vec<std::sync::atomic::AtomicBool>,
     opts: MySqlConnectOptions,
     lock_wait_s: u64,
     /// Bound of every single statement.
@@ -143,6 +146,9 @@ impl MysqlStore {
             buyers: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
                 .map(|_| tokio::sync::Mutex::new(None))
                 .collect(),
+            stale: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
+                .map(|_| Default::default())
+                .collect(),
             opts,
             lock_wait_s: lock_wait(w).as_secs(),
             timeout: w.load.timeout,
@@ -180,9 +186,11 @@ impl MysqlStore {
 
     /// Buyer `client`'s connection (reconnected if an earlier failure discarded it).
     pub async fn conn(&self, client: u32) -> Result<BuyerConn<'_>, ErrorKind> {
-        let mut guard = self.buyers[client as usize % self.buyers.len()]
-            .lock()
-            .await;
+        let slot = client as usize % self.buyers.len();
+        let mut guard = self.buyers[slot].lock().await;
+        if self.stale[slot].swap(false, std::sync::atomic::Ordering::Relaxed) {
+            guard.take();
+        }
         if guard.is_none() {
             *guard = Some(within(self.timeout, self.open(), classify).await?);
         }
@@ -331,6 +339,14 @@ impl MysqlStore {
         }
         within(self.timeout, tx.commit(), classify).await?;
         Ok(true)
+    }
+}
+
+impl MysqlStore {
+    /// Replaces buyer `client`'s connection before its next use.
+    pub fn discard_later(&self, client: u32) {
+        self.stale[client as usize % self.stale.len()]
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 

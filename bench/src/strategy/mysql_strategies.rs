@@ -78,7 +78,11 @@ impl Strategy for ForUpdate {
         };
         let mut tx = match within(s.timeout, con.begin(), classify).await {
             Ok(tx) => tx,
-            Err(k) => return Outcome::Failed(k).into(),
+            Err(k) => {
+                // A connection that cannot begin (the server restarted) is replaced next time.
+                s.discard_later(p.client);
+                return Outcome::Failed(k).into();
+            }
         };
         // The locking read may legitimately wait for the row lock, up to the server's timeout.
         let read =

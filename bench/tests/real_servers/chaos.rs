@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use lockbench::report::Summary;
 
 use super::{
-    alive, assert_all_gone, consensus_servers_available, descendants, lockbench, wait_exit,
+    alive, assert_all_gone, assert_rejected, consensus_servers_available, descendants, lockbench,
+    wait_exit,
 };
 
 /// `lockbench compare` over `strategies` on workloads/chaos.toml with `chaos`; every run must
@@ -435,33 +436,19 @@ fn bad_chaos_input_exits_non_zero_naming_file_and_field() {
     ];
     for (text, extra, needles) in cases {
         std::fs::write(&c, text).unwrap();
-        let out = lockbench()
-            .args(["run", "--strategy", "redis-setnx", "--chaos"])
+        let mut cmd = lockbench();
+        cmd.args(["run", "--strategy", "redis-setnx", "--chaos"])
             .arg(&c)
-            .args(*extra)
-            .arg("--out")
-            .arg(dir.path().join("out"))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
-        for n in *needles {
-            assert!(err.contains(n), "{text}: `{n}` missing from: {err}");
-        }
-        assert!(
-            !dir.path().join("out/logs").exists(),
-            "servers started despite bad input"
-        );
+            .args(*extra);
+        assert_rejected(cmd, text, needles, dir.path());
     }
-    let out = lockbench()
-        .args(["run", "--strategy", "none", "--chaos", "no/such.toml"])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(
-        err.contains("no/such.toml") && err.contains("cannot read"),
-        "{err}"
+    let mut cmd = lockbench();
+    cmd.args(["run", "--strategy", "none", "--chaos", "no/such.toml"]);
+    assert_rejected(
+        cmd,
+        "missing file",
+        &["no/such.toml", "cannot read"],
+        dir.path(),
     );
 }
 

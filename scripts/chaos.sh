@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The chaos scenarios side by side: each chaos/*.toml against the strategies it is about, on
+# workloads/chaos.toml (steady demand that never sells out, 2 s leases). Prints, per scenario,
+# the usual table plus one row per fault (sales/s and p99 before / during / after, recovery).
+# Partition faults need root (network namespaces); without it that scenario is skipped.
+# Extra arguments go to every `lockbench compare`, e.g. scripts/chaos.sh --set load.rate=200
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cargo build --release --quiet
+out="results/runs/$(date -u +%Y%m%dT%H%M%SZ)-chaos"
+bin=./target/release/lockbench
+status=0
+scenario() {
+  local name=$1 strategies=$2
+  shift 2
+  echo
+  echo "== chaos/$name.toml: $strategies"
+  "$bin" compare --workload workloads/chaos.toml --chaos "chaos/$name.toml" \
+    --strategies "$strategies" --out "$out/$name" "$@" || status=$?
+}
+scenario pause-holder redis-setnx,redis-setnx-watchdog,redis-setnx-fenced,etcd,etcd-fenced,zookeeper,zookeeper-fenced "$@"
+# One SKU and a 50 ms critical section: a jump always finds a holder inside it.
+scenario clock-jump redlock --set inventory.skus=1 --set 'critical_section.hold="50ms"' "$@"
+scenario kill-master mysql-for-update,mysql-atomic,redis-setnx,redis-sentinel,redlock,etcd,zookeeper "$@"
+scenario pause-server mysql-for-update,redis-setnx,redis-sentinel,etcd,zookeeper "$@"
+if [ "$(id -u)" = 0 ]; then
+  scenario partition-master redis-sentinel,etcd,zookeeper "$@"
+else
+  echo "== chaos/partition-master.toml: skipped (needs root for network namespaces)"
+fi
+scenario random redis-setnx,etcd "$@"
+echo
+echo "results: $out (one folder per scenario, one per strategy inside)"
+exit $status
