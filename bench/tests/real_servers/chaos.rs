@@ -81,10 +81,10 @@ fn pause_holder_double_grants_expiring_locks_and_fencing_keeps_the_stock() {
         let f = &s.faults[0];
         assert_eq!(f.nodes.len(), 1, "{f:?}");
         assert!(f.nodes[0].starts_with("worker-"), "{f:?}");
-        // The pause really lasted 2x the 2 s ttl.
+        // The pause really lasted 2x the 2 s ttl (both ends are rounded to the ms).
         let paused = f.healed_s.unwrap() - f.started_s.unwrap();
         assert!(
-            (4.0..4.5).contains(&paused),
+            (3.99..4.5).contains(&paused),
             "{}: paused {paused}s",
             s.strategy
         );
