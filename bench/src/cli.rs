@@ -91,13 +91,14 @@ pub struct Common {
     /// new ones. The stock tables / keys on them are recreated.
     #[arg(long, value_name = "FILE")]
     pub endpoints: Option<PathBuf>,
-    /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill,
-    /// pause or clock faults on servers, pauses of client processes. Healed before the run
-    /// ends, on every path.
+    /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill, pause,
+    /// clock and partition faults on servers (partitions need root), pauses of client
+    /// processes. Healed before the run ends, on every path.
     #[arg(long, value_name = "FILE")]
     pub chaos: Option<PathBuf>,
     /// Run the buyers in N worker processes instead of inside lockbench. Default: 0, or 4 when
-    /// the chaos file pauses clients (a client pause stops one whole worker process).
+    /// the chaos file pauses clients (a pause stops one whole worker process) or partitions
+    /// the network (each worker is a client host of its own).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub workers: u32,
 }
