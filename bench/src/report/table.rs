@@ -82,8 +82,10 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
             let rate = |p: Option<&super::PhaseSummary>| {
                 p.map_or_else(|| "-".into(), |p| format!("{:.0}", p.sales_per_s))
             };
-            let p99 = |p: Option<&super::PhaseSummary>| {
-                p.map_or_else(|| "-".into(), |p| ms(p.latency_us.p99))
+            // No attempt ended in the phase: no latency to show (not 0).
+            let p99 = |p: Option<&super::PhaseSummary>| match p {
+                Some(p) if p.latency_us.count > 0 => ms(p.latency_us.p99),
+                _ => "-".into(),
             };
             let hit: Vec<&str> = f
                 .nodes
