@@ -18,7 +18,7 @@ use crate::workload::Workload;
 
 /// Exit code when the run was interrupted (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
-/// Exit code when some strategy of a comparison failed to run.
+/// Exit code when some strategy of a comparison failed to run, or the gate failed.
 pub const EXIT_PARTIAL: u8 = 1;
 
 /// lockbench: compare distributed-lock strategies for a flash sale on real servers —
@@ -46,6 +46,9 @@ pub enum Command {
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
     /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
     Serve(ServeArgs),
+    /// Compare results with a baseline: exit 1 when a safe strategy became unsafe, a control is
+    /// no longer caught, or median throughput / p99 moved beyond the tolerance.
+    Gate(GateArgs),
     /// Internal: one client worker process of a run (spawned by `run`, driven over stdin).
     #[command(hide = true)]
     Worker,
@@ -66,6 +69,44 @@ pub struct ServeArgs {
     /// Stop the servers after this long at the latest.
     #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub lifetime: std::time::Duration,
+}
+
+/// `lockbench gate`
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Baseline results: a folder with baseline.json (see --update-baseline), or results
+    /// folders (compare.json / summary.json); every one found below it is one repetition.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: PathBuf,
+    /// Current results, read the same way.
+    #[arg(long, value_name = "DIR")]
+    pub current: PathBuf,
+    /// Largest accepted drop of a strategy's median sales/s, e.g. `15%`.
+    #[arg(long, value_name = "PCT", default_value = "15%", value_parser = percent)]
+    pub max_throughput_drop: f64,
+    /// Largest accepted rise of a strategy's median p99 latency, e.g. `25%`.
+    #[arg(long, value_name = "PCT", default_value = "25%", value_parser = percent)]
+    pub max_p99_rise: f64,
+    /// Do not judge: write the current results as the new baseline (<baseline>/baseline.json).
+    #[arg(long)]
+    pub update_baseline: bool,
+    /// Print the verdict as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `15%` (or `15`) → 0.15.
+fn percent(s: &str) -> Result<f64, String> {
+    let n: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a percentage such as 15%"))?;
+    if !(0.0..=1000.0).contains(&n) {
+        return Err(format!("`{s}`: expected a percentage between 0% and 1000%"));
+    }
+    Ok(n / 100.0)
 }
 
 /// Options shared by `run` and `compare`.
@@ -155,6 +196,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
+        Command::Gate(args) => cmd_gate(args),
         Command::Worker => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -409,6 +451,39 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
         return Ok(ExitCode::from(EXIT_PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
+    use crate::check::gate;
+    let current = gate::load_results(&args.current).context("--current")?;
+    if args.update_baseline {
+        let n = current.len();
+        let path = gate::write_baseline(&args.baseline, current)
+            .with_context(|| format!("write the baseline into {}", args.baseline.display()))?;
+        eprintln!("baseline updated: {} ({n} runs)", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let baseline = gate::load_results(&args.baseline).context("--baseline")?;
+    let report = gate::gate(
+        &baseline,
+        &current,
+        gate::Tolerance {
+            max_throughput_drop: args.max_throughput_drop,
+            max_p99_rise: args.max_p99_rise,
+        },
+    );
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        gate::print_gate(&mut out, &report)?;
+    }
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PARTIAL)
+    })
 }
 
 fn write_compare(out: &Path, summaries: &[Summary]) -> anyhow::Result<()> {

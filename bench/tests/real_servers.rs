@@ -1357,3 +1357,50 @@ fn list_names_every_strategy() {
         line("redis-setnx")
     );
 }
+
+/// The gate through the binary, on a recorded summary: itself passes, a planted 30 % drop
+/// fails with exit 1 and says why, `--update-baseline` accepts the new numbers.
+#[test]
+fn gate_fails_on_a_planted_regression_and_updates_the_baseline_on_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/summary.json");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture).unwrap()).unwrap();
+    let (base, cur) = (dir.path().join("base"), dir.path().join("cur"));
+    for (d, factor) in [(&base, 1.0), (&cur, 0.7)] {
+        std::fs::create_dir_all(d).unwrap();
+        let sales = s["throughput"]["sales_per_s"].as_f64().unwrap();
+        let mut v = s.clone();
+        v["throughput"]["sales_per_s"] = (sales * factor).into();
+        std::fs::write(d.join("summary.json"), v.to_string()).unwrap();
+    }
+    let gate = |baseline: &Path, extra: &[&str]| {
+        lockbench()
+            .args(["gate", "--baseline"])
+            .arg(baseline)
+            .arg("--current")
+            .arg(&cur)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = gate(&cur, &[]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = gate(&base, &[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("FAIL mysql-atomic: median sales/s") && text.contains("-30.0%"),
+        "{text}"
+    );
+    assert!(
+        gate(&base, &["--max-throughput-drop", "35%"])
+            .status
+            .success()
+    );
+    let out = gate(&base, &["--update-baseline"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(base.join("baseline.json").is_file());
+    // baseline.json now wins over the old summary.json in that folder.
+    assert!(gate(&base, &[]).status.success());
+}

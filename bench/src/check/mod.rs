@@ -9,6 +9,7 @@
 //!   the direct measure of lost mutual exclusion, of which oversell is the consequence.
 
 mod double_grant;
+pub mod gate;
 
 use serde::{Deserialize, Serialize};
 

@@ -5,7 +5,10 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::time::Instant;
 
-use serde::Serialize;
+use std::borrow::Cow;
+use std::io::BufRead;
+
+use serde::{Deserialize, Serialize};
 
 use super::Completion;
 
@@ -15,31 +18,58 @@ pub struct HistoryWriter {
     start: Instant,
 }
 
-#[derive(Serialize)]
-struct Line<'a> {
-    seq: u64,
-    client: u32,
-    sku: u32,
-    outcome: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'static str>,
-    intended_us: u64,
-    start_us: u64,
-    end_us: u64,
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    release_failed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    lease: Option<Lease<'a>>,
+/// One line of `history.jsonl`: borrowed when written, owned when read back.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistoryLine<'a> {
+    /// Attempt number.
+    pub seq: u64,
+    /// Buyer.
+    pub client: u32,
+    /// Item.
+    pub sku: u32,
+    /// Outcome class name.
+    pub outcome: Cow<'a, str>,
+    /// Error kind of failed / unknown outcomes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Cow<'a, str>>,
+    /// Intended start, µs since the start of the load.
+    pub intended_us: u64,
+    /// Actual start.
+    pub start_us: u64,
+    /// End.
+    pub end_us: u64,
+    /// The release failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub release_failed: bool,
+    /// The lease held, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<HistoryLease<'a>>,
 }
 
-#[derive(Serialize)]
-struct Lease<'a> {
-    key: &'a str,
-    token: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fence: Option<u64>,
-    acquired_us: u64,
-    released_us: u64,
+/// A lease in `history.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HistoryLease<'a> {
+    /// Lock key.
+    pub key: Cow<'a, str>,
+    /// Owner token.
+    pub token: Cow<'a, str>,
+    /// Fencing token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
+    /// When acquire returned, µs.
+    pub acquired_us: u64,
+    /// When release was sent, µs.
+    pub released_us: u64,
+}
+
+/// Reads `history.jsonl` back, one line at a time (never the whole file in memory).
+pub fn read_history(
+    path: &Path,
+) -> std::io::Result<impl Iterator<Item = std::io::Result<HistoryLine<'static>>>> {
+    let file = std::io::BufReader::new(File::open(path)?);
+    Ok(file
+        .lines()
+        .map(|l| serde_json::from_str::<HistoryLine<'static>>(&l?).map_err(std::io::Error::other)))
 }
 
 impl HistoryWriter {
@@ -57,19 +87,19 @@ impl HistoryWriter {
 
     /// Appends one completion.
     pub fn write(&mut self, c: &Completion) -> std::io::Result<()> {
-        let line = Line {
+        let line = HistoryLine {
             seq: c.seq,
             client: c.client,
             sku: c.sku,
-            outcome: c.outcome.name(),
-            error: c.outcome.error().map(|k| k.name()),
+            outcome: Cow::Borrowed(c.outcome.name()),
+            error: c.outcome.error().map(|k| Cow::Borrowed(k.name())),
             intended_us: self.us(c.intended),
             start_us: self.us(c.started),
             end_us: self.us(c.ended),
             release_failed: c.release_failed,
-            lease: c.lease.as_ref().map(|l| Lease {
-                key: &l.key,
-                token: &l.token,
+            lease: c.lease.as_ref().map(|l| HistoryLease {
+                key: Cow::Borrowed(&l.key),
+                token: Cow::Borrowed(&l.token),
                 fence: l.fence,
                 acquired_us: self.us(l.acquired),
                 released_us: self.us(l.released),
@@ -82,5 +112,53 @@ impl HistoryWriter {
     /// Flushes to disk.
     pub fn finish(mut self) -> std::io::Result<()> {
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::record::{ErrorKind, LeaseSpan, Outcome};
+
+    #[test]
+    fn lines_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("h.jsonl");
+        let start = Instant::now();
+        let at = |us| start + Duration::from_micros(us);
+        let mut w = HistoryWriter::create(&path, start).unwrap();
+        let mut c = Completion {
+            seq: 1,
+            client: 2,
+            sku: 3,
+            outcome: Outcome::Unknown(ErrorKind::Timeout),
+            intended: at(10),
+            started: at(20),
+            ended: at(90),
+            release_failed: true,
+            lease: Some(LeaseSpan {
+                key: "k".into(),
+                token: "t".into(),
+                fence: Some(7),
+                acquired: at(30),
+                released: at(80),
+            }),
+        };
+        w.write(&c).unwrap();
+        c.lease = None;
+        c.outcome = Outcome::Sold;
+        w.write(&c).unwrap();
+        w.finish().unwrap();
+        let lines: Vec<HistoryLine> = read_history(&path).unwrap().map(Result::unwrap).collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            (lines[0].outcome.as_ref(), lines[0].error.as_deref()),
+            ("unknown", Some("timeout"))
+        );
+        let l = lines[0].lease.as_ref().unwrap();
+        assert_eq!((l.fence, l.acquired_us, l.released_us), (Some(7), 30, 80));
+        assert_eq!((lines[1].lease.is_none(), lines[1].end_us), (true, 90));
     }
 }

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 
 use crate::check::{DoubleGrantChecker, DoubleGrants};
 
-pub use history::HistoryWriter;
+pub use history::{HistoryLease, HistoryLine, HistoryWriter, read_history};
 pub use outcome::{ErrorKind, Outcome};
 pub use stats::{LatencySummary, Second, Stats};
 
