@@ -8,7 +8,8 @@
 //!   lock twice;
 //! - it is a control that the baseline caught and the current run does not (the checker, or the
 //!   fault that triggers it, went blind);
-//! - its median sales/s dropped, or its median p99 rose, beyond the tolerance;
+//! - its median sales/s dropped, or its median p99 rose, beyond the tolerance (a p99 rise
+//!   under [`P99_FLOOR_US`] is noise, not a regression);
 //! - it is in the baseline but was not run.
 
 use std::collections::BTreeMap;
@@ -43,6 +44,10 @@ pub struct Baseline {
     /// One entry per strategy and repetition.
     pub runs: Vec<Summary>,
 }
+
+/// A p99 that rose by less than this never fails, whatever the ratio: below a millisecond,
+/// scheduling noise on a shared machine moves p99 by tens of percent.
+pub const P99_FLOOR_US: f64 = 1000.0;
 
 /// How much slower is still a pass.
 #[derive(Debug, Clone, Copy)]
@@ -231,7 +236,7 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                 ));
             }
             let (b, c) = (row.p99_us.0 as f64, row.p99_us.1 as f64);
-            if b > 0.0 && c > b * (1.0 + tol.max_p99_rise) {
+            if b > 0.0 && c > b * (1.0 + tol.max_p99_rise) && c - b >= P99_FLOOR_US {
                 row.failures.push(format!(
                     "median p99 {:.2} ms → {:.2} ms ({}), beyond +{:.0}%",
                     b / 1000.0,
