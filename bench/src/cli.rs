@@ -43,6 +43,10 @@ pub enum Command {
     Run(RunArgs),
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
+    /// Render <DIR>/report.html (and <DIR>/charts/*.svg, *.png) from a results folder of `run`
+    /// or `compare`, without servers. `run` and `compare` already write it; use this to
+    /// re-render a folder. Prints the path of report.html.
+    Report(ReportArgs),
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
     /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
     Serve(ServeArgs),
@@ -66,6 +70,15 @@ pub struct ServeArgs {
     /// Stop the servers after this long at the latest.
     #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub lifetime: std::time::Duration,
+}
+
+/// `lockbench report`
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results folder: the --out of `run` (holds summary.json) or of `compare` (holds
+    /// compare.json and one subfolder per strategy).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// Options shared by `run` and `compare`.
@@ -155,6 +168,11 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
+        Command::Report(args) => {
+            let path = report::write_report(&args.dir)?;
+            println!("{}", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Worker => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -287,6 +305,7 @@ async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<Exi
     };
     print(std::slice::from_ref(&summary), args.common.json)?;
     eprintln!("results: {}", opts.out.display());
+    write_report(&opts.out);
     Ok(if summary.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {
@@ -401,6 +420,9 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     }
     print(&summaries, args.common.json)?;
     eprintln!("results: {}", out.display());
+    if !summaries.is_empty() {
+        write_report(&out);
+    }
     if cancel.is_cancelled() {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
@@ -409,6 +431,14 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
         return Ok(ExitCode::from(EXIT_PARTIAL));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Renders report.html after the results are safely written: a failure only warns.
+fn write_report(out: &Path) {
+    match report::write_report(out) {
+        Ok(path) => eprintln!("report: {}", path.display()),
+        Err(e) => eprintln!("lockbench: warning: report.html not written: {e}"),
+    }
 }
 
 fn write_compare(out: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
