@@ -241,7 +241,8 @@ fn fault_entries(runs: &[RunData]) -> Vec<(String, Mark)> {
         .collect()
 }
 
-/// Translucent grey, Jepsen style; overlapping windows of several runs darken where they agree.
+/// Translucent grey (`#5A5A5A`), Jepsen style; overlapping windows of several runs darken where
+/// they agree.
 fn band_color(runs_with_faults: usize) -> RGBAColor {
     let alpha = (0.3 / runs_with_faults.max(1) as f64).max(0.08);
     RGBColor(90, 90, 90).mix(alpha)
@@ -259,7 +260,10 @@ where
     Y: Ranged<ValueType = f64>,
 {
     let windows = fault_windows(runs, x_end);
-    let with_faults = runs.iter().filter(|r| !r.summary.faults.is_empty()).count();
+    let with_faults = runs
+        .iter()
+        .filter(|r| r.summary.faults.iter().any(|f| f.started_s.is_some()))
+        .count();
     let fill = band_color(with_faults).filled();
     chart
         .draw_series(
