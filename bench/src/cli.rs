@@ -43,8 +43,11 @@ pub enum Command {
     Run(RunArgs),
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
-    /// Render <DIR>/report.html (and <DIR>/charts/*.svg, *.png) from a results folder of `run`
-    /// or `compare`, without servers. `run` and `compare` already write it; use this to
+    /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
+    ///
+    /// Reads summary.json or compare.json, timeline.csv and latency.hlog; writes report.html
+    /// (self-contained: inline CSS and SVG, no scripts), charts/*.svg, charts/*.png and
+    /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
     /// re-render a folder. Prints the path of report.html.
     Report(ReportArgs),
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs

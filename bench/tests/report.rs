@@ -165,8 +165,11 @@ fn unescape(s: &str) -> String {
         .replace("&amp;", "&")
 }
 
-/// Headline rows: strategy → (row class, [(field, data-value, text)]).
-fn headline(html: &str) -> Vec<(String, String, Vec<(String, String, String)>)> {
+/// One headline cell: `data-field`, `data-value`, the text shown.
+type Cell = (String, String, String);
+
+/// Headline rows: (strategy, row class, cells).
+fn headline(html: &str) -> Vec<(String, String, Vec<Cell>)> {
     let start = html
         .find("<table id=\"headline\">")
         .expect("headline table");

@@ -303,13 +303,26 @@ fn throughput<DB: DrawingBackend>(
     runs: &[RunData],
 ) -> Result<Vec<(String, Mark)>, String> {
     let x_end = timeline_end(runs);
-    let top = runs
+    // The last second is usually partial: plotted as a count it would show as a drop, so it
+    // becomes a rate over the part that ran, or is left out when under half a second.
+    let series: Vec<Vec<(f64, f64)>> = runs
         .iter()
-        .flat_map(|r| r.timeline.iter().map(|t| t.sold))
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64
-        * 1.15;
+        .map(|r| {
+            let end = r.summary.duration_s;
+            r.timeline
+                .iter()
+                .filter_map(|t| {
+                    let covered = if end > 0.0 {
+                        (end - t.second as f64).min(1.0)
+                    } else {
+                        1.0
+                    };
+                    (covered >= 0.5).then(|| (t.second as f64 + 0.5, t.sold as f64 / covered))
+                })
+                .collect()
+        })
+        .collect();
+    let top = series.iter().flatten().map(|p| p.1).fold(1.0, f64::max) * 1.15;
     let mut chart = ChartBuilder::on(area)
         .caption(Kind::Throughput.title(), (FONT, 22))
         .margin(14)
@@ -320,6 +333,7 @@ fn throughput<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc("time since the start of the load (s)")
+        .x_label_formatter(&|v| fmt_secs(*v))
         .y_desc("sales completed (units/s)")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .axis_desc_style((FONT, 15))
@@ -328,12 +342,7 @@ fn throughput<DB: DrawingBackend>(
         .draw()
         .map_err(err)?;
     draw_bands(&mut chart, runs, x_end, (0.0, top))?;
-    for (i, r) in runs.iter().enumerate() {
-        // The last second is usually partial: plotted as is, it shows as a drop.
-        let points = r
-            .timeline
-            .iter()
-            .map(|t| (t.second as f64 + 0.5, t.sold as f64));
+    for (i, points) in series.into_iter().enumerate() {
         chart
             .draw_series(LineSeries::new(points, color(i).stroke_width(2)))
             .map_err(err)?;
@@ -369,6 +378,7 @@ fn p99<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc("time since the start of the load (s)")
+        .x_label_formatter(&|v| fmt_secs(*v))
         .y_desc("p99 latency per second (ms, log scale)")
         .axis_desc_style((FONT, 15))
         .label_style((FONT, 13))
@@ -680,6 +690,15 @@ fn safety<DB: DrawingBackend>(
         .iter()
         .map(|(l, c)| (l.to_string(), Mark::Box(c.mix(1.0))))
         .collect())
+}
+
+/// Seconds for an axis: whole seconds without a decimal.
+fn fmt_secs(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
 }
 
 /// Milliseconds for an axis: no trailing zeros, enough digits for sub-ms values.

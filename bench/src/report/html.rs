@@ -26,6 +26,12 @@ pub enum ReportError {
         /// The folder given.
         dir: PathBuf,
     },
+    /// The folder does not exist.
+    #[error("{}: no such folder", dir.display())]
+    NoFolder {
+        /// The folder given.
+        dir: PathBuf,
+    },
     /// A file could not be read.
     #[error("read {}: {source}", path.display())]
     Read {
@@ -131,6 +137,11 @@ fn load(dir: &Path) -> Result<(Vec<RunData>, bool), ReportError> {
         path: path.to_path_buf(),
         msg: format!("not a lockbench summary ({}): {e}", super::SCHEMA),
     };
+    if !dir.is_dir() {
+        return Err(ReportError::NoFolder {
+            dir: dir.to_path_buf(),
+        });
+    }
     let compare = dir.join("compare.json");
     let single = dir.join("summary.json");
     if compare.is_file() {
@@ -536,7 +547,8 @@ fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
     let any_faults = runs.iter().any(|r| !r.summary.faults.is_empty());
     let caption = match c.kind {
         Kind::Throughput => {
-            "Sales completed per second (timeline.csv). The last second is usually partial."
+            "Sales completed per second (timeline.csv). The last, partial second is shown as a \
+             rate over the part that ran, or left out when under half a second."
         }
         Kind::P99 => "p99 of the attempts that completed in each second (timeline.csv).",
         Kind::Spectrum => {
