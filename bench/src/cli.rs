@@ -43,6 +43,13 @@ pub enum Command {
     Run(RunArgs),
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
+    /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
+    ///
+    /// Reads summary.json or compare.json, timeline.csv and latency.hlog; writes report.html
+    /// (self-contained: inline CSS and SVG, no scripts), charts/*.svg, charts/*.png and
+    /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
+    /// re-render a folder. Prints the path of report.html.
+    Report(ReportArgs),
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
     /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
     Serve(ServeArgs),
@@ -107,6 +114,15 @@ fn percent(s: &str) -> Result<f64, String> {
         return Err(format!("`{s}`: expected a percentage between 0% and 1000%"));
     }
     Ok(n / 100.0)
+}
+
+/// `lockbench report`
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results folder: the --out of `run` (holds summary.json) or of `compare` (holds
+    /// compare.json and one subfolder per strategy).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// Options shared by `run` and `compare`.
@@ -197,6 +213,11 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
+        Command::Report(args) => {
+            let path = report::write_report(&args.dir)?;
+            println!("{}", path.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Worker => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -329,6 +350,7 @@ async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<Exi
     };
     print(std::slice::from_ref(&summary), args.common.json)?;
     eprintln!("results: {}", opts.out.display());
+    write_report(&opts.out);
     Ok(if summary.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)
     } else {
@@ -443,6 +465,9 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     }
     print(&summaries, args.common.json)?;
     eprintln!("results: {}", out.display());
+    if !summaries.is_empty() {
+        write_report(&out);
+    }
     if cancel.is_cancelled() {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
     }
@@ -484,6 +509,14 @@ fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_PARTIAL)
     })
+}
+
+/// Renders report.html after the results are safely written: a failure only warns.
+fn write_report(out: &Path) {
+    match report::write_report(out) {
+        Ok(path) => eprintln!("report: {}", path.display()),
+        Err(e) => eprintln!("lockbench: warning: report.html not written: {e}"),
+    }
 }
 
 fn write_compare(out: &Path, summaries: &[Summary]) -> anyhow::Result<()> {

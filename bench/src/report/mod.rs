@@ -1,8 +1,11 @@
-//! Report: `summary.json` (a versioned schema), `timeline.csv`, `latency.hlog`, and the tables
-//! printed on stdout. Everything is written from the recorded data, so it can be re-rendered.
+//! Report: `summary.json` (a versioned schema), `timeline.csv`, `latency.hlog`, the tables
+//! printed on stdout and `report.html` with its charts. Everything is written from the recorded
+//! data, so it can be re-rendered.
 
 mod chaos;
+mod charts;
 mod files;
+pub mod html;
 mod table;
 
 use std::collections::BTreeMap;
@@ -11,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
 pub use files::{write_results, write_summary};
+pub use html::{ReportError, write_report};
 pub use table::{print_faults, print_table};
 
 use crate::check::{DoubleGrants, Overlap, Safety};

@@ -1,0 +1,873 @@
+//! `report.html`: one self-contained page per results folder (inline CSS and SVG, no scripts,
+//! no external references) rendered from the saved files only, so any folder can be re-rendered
+//! without servers: `summary.json` / `compare.json`, `timeline.csv`, `latency.hlog`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+use super::Summary;
+use super::charts::{self, Kind};
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The folder holds neither `summary.json` nor `compare.json`.
+    #[error(
+        "{}: no summary.json or compare.json here: not a lockbench results folder (give the --out \
+         folder of `lockbench run` or `lockbench compare`)",
+        dir.display()
+    )]
+    NotResults {
+        /// The folder given.
+        dir: PathBuf,
+    },
+    /// The folder does not exist.
+    #[error("{}: no such folder", dir.display())]
+    NoFolder {
+        /// The folder given.
+        dir: PathBuf,
+    },
+    /// A file could not be read.
+    #[error("read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not what lockbench writes.
+    #[error("{}: {msg}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// plotters failed to draw a chart.
+    #[error("chart {name}: {msg}")]
+    Chart {
+        /// The chart's file stem.
+        name: &'static str,
+        /// plotters' error.
+        msg: String,
+    },
+    /// An output file could not be written.
+    #[error("write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One second of `timeline.csv` (the columns the charts use).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineRow {
+    /// Second since the start of the load.
+    pub second: u32,
+    /// Sales that completed in it.
+    pub sold: u64,
+    /// All completions in it.
+    pub attempts: u64,
+    /// Their p99 latency, µs (0 without completions).
+    pub p99_us: u64,
+    /// Active fault ids, e.g. `1+2` (empty: none).
+    pub faults: String,
+}
+
+/// One strategy's saved results.
+pub struct RunData {
+    /// Its `summary.json` (or its entry of `compare.json`).
+    pub summary: Summary,
+    /// Its `timeline.csv` (empty when missing).
+    pub timeline: Vec<TimelineRow>,
+    /// Every outcome class of its `latency.hlog` merged (`None` when missing).
+    pub latency: Option<Histogram<u64>>,
+    /// Files that were missing or unreadable: shown in the report instead of failing it.
+    pub problems: Vec<String>,
+}
+
+/// Renders `dir/report.html` and `dir/charts/*.{svg,png}` from the results in `dir` (one run or
+/// a comparison) and returns the path of the page.
+pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
+    let (runs, compare) = load(dir)?;
+    let charts = charts::render_all(&runs, &dir.join("charts"))?;
+    // The exact replay needs the effective workload as a file `--workload` accepts.
+    let exact = match effective_toml(&runs[0].summary.workload) {
+        Some(t) => {
+            let path = dir.join("effective-workload.toml");
+            std::fs::write(&path, t).map_err(|source| ReportError::Write {
+                path: path.clone(),
+                source,
+            })?;
+            Some(path)
+        }
+        None => None,
+    };
+    let page = render_page(dir, &runs, compare, &charts, exact.as_deref());
+    let path = dir.join("report.html");
+    let tmp = dir.join(".report.html.tmp");
+    std::fs::write(&tmp, page)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| ReportError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(path)
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
+    std::fs::read(path).map_err(|source| ReportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The runs of a folder and whether it is a comparison.
+fn load(dir: &Path) -> Result<(Vec<RunData>, bool), ReportError> {
+    let parse = |path: &Path, e: serde_json::Error| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg: format!("not a lockbench summary ({}): {e}", super::SCHEMA),
+    };
+    if !dir.is_dir() {
+        return Err(ReportError::NoFolder {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let compare = dir.join("compare.json");
+    let single = dir.join("summary.json");
+    if compare.is_file() {
+        let summaries: Vec<Summary> =
+            serde_json::from_slice(&read(&compare)?).map_err(|e| parse(&compare, e))?;
+        if summaries.is_empty() {
+            return Err(ReportError::Parse {
+                path: compare,
+                msg: "no strategy finished: nothing to report".into(),
+            });
+        }
+        let runs = summaries
+            .into_iter()
+            .map(|s| {
+                let sub = dir.join(&s.strategy);
+                load_run(s, &sub)
+            })
+            .collect();
+        Ok((runs, true))
+    } else if single.is_file() {
+        let s: Summary = serde_json::from_slice(&read(&single)?).map_err(|e| parse(&single, e))?;
+        Ok((vec![load_run(s, dir)], false))
+    } else {
+        Err(ReportError::NotResults {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+fn load_run(summary: Summary, dir: &Path) -> RunData {
+    let mut problems = Vec::new();
+    let timeline = match read_timeline(&dir.join("timeline.csv")) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(e.to_string());
+            Vec::new()
+        }
+    };
+    let latency = match read_hlog(&dir.join("latency.hlog")) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    RunData {
+        summary,
+        timeline,
+        latency,
+        problems,
+    }
+}
+
+/// Reads `timeline.csv` by column name, so added columns do not break old reports.
+pub fn read_timeline(path: &Path) -> Result<Vec<TimelineRow>, ReportError> {
+    let text = String::from_utf8(read(path)?).map_err(|e| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
+    let bad = |msg: String| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| bad(format!("no `{name}` column")))
+    };
+    let (c_second, c_sold, c_attempts, c_p99) = (
+        col("second")?,
+        col("sold")?,
+        col("attempts")?,
+        col("p99_us")?,
+    );
+    let c_faults = col("faults").ok();
+    lines
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, line)| {
+            let cells: Vec<&str> = line.split(',').collect();
+            let num = |c: usize| -> Result<u64, ReportError> {
+                cells
+                    .get(c)
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| bad(format!("line {}: column {} is not a number", i + 2, c + 1)))
+            };
+            Ok(TimelineRow {
+                second: num(c_second)? as u32,
+                sold: num(c_sold)?,
+                attempts: num(c_attempts)?,
+                p99_us: num(c_p99)?,
+                faults: c_faults
+                    .and_then(|c| cells.get(c))
+                    .unwrap_or(&"")
+                    .to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Reads `latency.hlog` and merges its histograms (one per outcome class) into one.
+pub fn read_hlog(path: &Path) -> Result<Histogram<u64>, ReportError> {
+    let bytes = read(path)?;
+    let bad = |msg: String| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+    all.auto(true);
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        match entry.map_err(|e| bad(format!("{e:?}")))? {
+            LogEntry::Interval(h) => {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(h.encoded_histogram())
+                    .map_err(|e| bad(format!("histogram is not base64: {e}")))?;
+                let hist: Histogram<u64> = de
+                    .deserialize(&mut raw.as_slice())
+                    .map_err(|e| bad(format!("histogram: {e:?}")))?;
+                all.add(&hist)
+                    .map_err(|e| bad(format!("histogram: {e:?}")))?;
+            }
+            LogEntry::StartTime(_) | LogEntry::BaseTime(_) => {}
+        }
+    }
+    Ok(all)
+}
+
+/// Escapes text for HTML content and attribute values.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// µs as ms with three decimals: exact (every µs value has one such spelling).
+pub fn fmt_ms(us: u64) -> String {
+    format!("{}.{:03}", us / 1000, us % 1000)
+}
+
+/// `safe`, `UNSAFE` (claims safety and broke it), or either with `(control)`.
+pub fn verdict(s: &Summary) -> &'static str {
+    match (s.safe, s.claims_safety) {
+        (true, true) => "safe",
+        (true, false) => "safe (control)",
+        (false, true) => "UNSAFE",
+        (false, false) => "unsafe (control)",
+    }
+}
+
+/// The longest recovery of a run's faults; `None` without any measured recovery.
+pub fn max_recovery(s: &Summary) -> Option<f64> {
+    s.faults
+        .iter()
+        .filter_map(|f| f.recovery_s)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))
+}
+
+/// One cell of the headline table: the JSON value it comes from and how it is shown.
+struct Cell {
+    field: &'static str,
+    value: serde_json::Value,
+    text: String,
+}
+
+/// The headline columns: heading, `data-field` (a path into summary.json, or a derived name).
+const HEADLINE: [(&str, &str); 12] = [
+    ("sales/s", "throughput.sales_per_s"),
+    ("p50 ms", "latency_us.p50"),
+    ("p99 ms", "latency_us.p99"),
+    ("p99.9 ms", "latency_us.p999"),
+    ("oversell", "oversell"),
+    ("lost updates", "lost_updates"),
+    ("double grants", "double_grants"),
+    ("stale rejected", "stale_rejected"),
+    ("errors", "errors"),
+    ("unknown", "unknown"),
+    ("recovery s (max)", "recovery_s"),
+    ("verdict", "verdict"),
+];
+
+fn headline_cells(s: &Summary) -> Vec<Cell> {
+    let json = serde_json::to_value(s).expect("summary serialises");
+    HEADLINE
+        .iter()
+        .map(|&(_, field)| {
+            let pointer = format!("/{}", field.replace('.', "/"));
+            let value = json.get_pointer(&pointer);
+            let text = match field {
+                "throughput.sales_per_s" => format!("{:.1}", s.throughput.sales_per_s),
+                f if f.starts_with("latency_us.") => fmt_ms(value.as_u64().unwrap_or(0)),
+                _ => value.as_u64().map(|n| n.to_string()).unwrap_or_default(),
+            };
+            match field {
+                "recovery_s" => {
+                    let r = max_recovery(s);
+                    Cell {
+                        field,
+                        value: r.map_or(serde_json::Value::Null, serde_json::Value::from),
+                        text: r.map_or_else(|| "-".into(), |r| format!("{r:.3}")),
+                    }
+                }
+                "verdict" => Cell {
+                    field,
+                    value: serde_json::Value::from(verdict(s)),
+                    text: verdict(s).into(),
+                },
+                _ => Cell { field, value, text },
+            }
+        })
+        .collect()
+}
+
+trait Pointer {
+    fn get_pointer(&self, p: &str) -> serde_json::Value;
+}
+
+impl Pointer for serde_json::Value {
+    fn get_pointer(&self, p: &str) -> serde_json::Value {
+        self.pointer(p).cloned().unwrap_or(serde_json::Value::Null)
+    }
+}
+
+const CSS: &str = "
+body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+th,td{border:1px solid #ccc;padding:.25em .5em}td.n{text-align:right;font-variant-numeric:tabular-nums}
+th{background:#f3f3f3}
+tr.unsafe td{background:#fdd;color:#900;font-weight:bold}
+tr.control td{color:#666;font-style:italic}
+.badge{font-size:.75em;border-radius:3px;padding:0 .35em;margin-left:.4em;font-style:normal}
+.b-control{background:#ddd;color:#444}.b-unsafe{background:#c00;color:#fff}
+figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
+figcaption{font-size:.85em;color:#555}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}
+.note{color:#a60}
+";
+
+fn render_page(
+    dir: &Path,
+    runs: &[RunData],
+    compare: bool,
+    charts: &[charts::Chart],
+    exact: Option<&Path>,
+) -> String {
+    let mut h = String::new();
+    let names: Vec<&str> = runs.iter().map(|r| r.summary.strategy.as_str()).collect();
+    let first = &runs[0].summary;
+    let title = if compare {
+        format!("lockbench compare: {}", names.join(", "))
+    } else {
+        format!("lockbench run: {}", first.strategy)
+    };
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        esc(&title),
+        esc(&title)
+    );
+    let _ = writeln!(
+        h,
+        "<p>Workload <code>{}</code>{}; started {}; seed {}. Latency is measured from each \
+         attempt's intended start (queueing included). Safety comes from the audit of the store \
+         and the lease log, never from client counters.</p>",
+        esc(&first.workload_file),
+        first
+            .chaos_file
+            .as_deref()
+            .map(|c| format!(", chaos <code>{}</code>", esc(c)))
+            .unwrap_or_default(),
+        esc(&first.started_at),
+        first.seed
+    );
+    headline(&mut h, runs);
+    notes(&mut h, runs);
+    let _ = writeln!(h, "<h2>Charts</h2>");
+    for c in charts {
+        figure(&mut h, c, runs);
+    }
+    faults(&mut h, runs);
+    environment(&mut h, runs, compare, exact);
+    let _ = writeln!(
+        h,
+        "<p><small>Rendered by lockbench {} from the saved results; re-render with \
+         <code>lockbench report {}</code>. Charts also in <code>charts/</code> (SVG, PNG).\
+         </small></p>\n</body>\n</html>",
+        env!("CARGO_PKG_VERSION"),
+        esc(&dir.display().to_string())
+    );
+    h
+}
+
+fn headline(h: &mut String, runs: &[RunData]) {
+    let _ = writeln!(
+        h,
+        "<h2>Results</h2>\n<table id=\"headline\">\n<thead><tr><th>strategy</th>{}</tr></thead>\n<tbody>",
+        HEADLINE
+            .iter()
+            .map(|(head, _)| format!("<th>{}</th>", esc(head)))
+            .collect::<String>()
+    );
+    for r in runs {
+        let s = &r.summary;
+        let unsafe_row = !s.safe && s.claims_safety;
+        let (class, badge) = if unsafe_row {
+            ("unsafe", "<span class=\"badge b-unsafe\">UNSAFE</span>")
+        } else if !s.claims_safety {
+            ("control", "<span class=\"badge b-control\">control</span>")
+        } else {
+            ("safe", "")
+        };
+        let _ = write!(
+            h,
+            "<tr class=\"{class}\" data-strategy=\"{}\"><td>{}{badge}</td>",
+            esc(&s.strategy),
+            esc(&s.strategy)
+        );
+        for c in headline_cells(s) {
+            let num = if c.field == "verdict" {
+                ""
+            } else {
+                " class=\"n\""
+            };
+            let _ = write!(
+                h,
+                "<td{num} data-field=\"{}\" data-value=\"{}\">{}</td>",
+                c.field,
+                esc(&c.value.to_string()),
+                esc(&c.text)
+            );
+        }
+        let _ = writeln!(h, "</tr>");
+    }
+    let _ = writeln!(
+        h,
+        "</tbody>\n</table>\n<p><small>sales/s: audited sales over the selling window; p50/p99/p99.9: \
+         latency of all attempts; oversell: units sold beyond stock; lost updates: sales whose \
+         decrement vanished; double grants: pairs of leases on one key that overlapped in time; \
+         stale rejected: writes a fenced store refused; recovery: heal → first served attempt, \
+         the longest over the run's faults. Red rows claim safety and broke it; controls \
+         (italic) make no claim.</small></p>"
+    );
+}
+
+fn notes(h: &mut String, runs: &[RunData]) {
+    let mut notes = Vec::new();
+    for r in runs {
+        let s = &r.summary;
+        let n = |t: String| format!("{}: {t}", s.strategy);
+        if s.not_started > 0 {
+            notes.push(n(format!(
+                "{} scheduled attempts never started: the open loop outran the strategy (saturation)",
+                s.not_started
+            )));
+        }
+        if s.stuck_locks > 0 {
+            notes.push(n(format!(
+                "{} lock(s) left held with no expiry",
+                s.stuck_locks
+            )));
+        }
+        if s.interrupted {
+            notes.push(n("interrupted before the end of the load".into()));
+        }
+        for w in &s.worker_failures {
+            notes.push(n(format!("worker failure: {w}")));
+        }
+        for f in &s.faults {
+            if let Some(note) = &f.note {
+                notes.push(n(format!("fault {}: {note}", f.id)));
+            }
+        }
+        for p in &r.problems {
+            notes.push(n(format!("{p} (left out of the charts)")));
+        }
+    }
+    if notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(h, "<ul class=\"note\">");
+    for n in notes {
+        let _ = writeln!(h, "<li>{}</li>", esc(&n));
+    }
+    let _ = writeln!(h, "</ul>");
+}
+
+fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
+    let any_faults = runs.iter().any(|r| !r.summary.faults.is_empty());
+    let caption = match c.kind {
+        Kind::Throughput => {
+            "Sales completed per second (timeline.csv). The last, partial second is shown as a \
+             rate over the part that ran, or left out when under half a second."
+        }
+        Kind::P99 => "p99 of the attempts that completed in each second (timeline.csv).",
+        Kind::Spectrum => {
+            "Every outcome class of latency.hlog merged per strategy; the right end is the \
+             maximum. A flat line is a predictable system, a late cliff is a tail."
+        }
+        Kind::Tradeoff => {
+            "One point per strategy (summary.json): fast and safe is top left. A cross marks a \
+             strategy that claims safety and broke it."
+        }
+        Kind::Safety => {
+            "Oversell and lost updates from the audit of the store; double grants from the lease \
+             log. Every bar carries its value."
+        }
+    };
+    let bands = if any_faults && matches!(c.kind, Kind::Throughput | Kind::P99) {
+        " Grey bands: fault windows (started → healed), one per strategy run."
+    } else {
+        ""
+    };
+    // The namespace is implied inside HTML; dropping it leaves no URL in the page.
+    let svg = c.svg.replace(" xmlns=\"http://www.w3.org/2000/svg\"", "");
+    let svg = svg.get(svg.find("<svg").unwrap_or(0)..).unwrap_or(&svg);
+    let _ = writeln!(
+        h,
+        "<figure id=\"chart-{}\">\n<h3>{}</h3>\n{}\n<figcaption>{}{} \
+         (<code>charts/{}.png</code>)</figcaption>\n</figure>",
+        c.kind.file(),
+        esc(c.kind.title()),
+        svg,
+        esc(caption),
+        esc(bands),
+        c.kind.file()
+    );
+}
+
+fn secs(t: Option<f64>) -> String {
+    t.map_or_else(|| "-".into(), |t| format!("{t:.3}"))
+}
+
+fn faults(h: &mut String, runs: &[RunData]) {
+    if runs.iter().all(|r| r.summary.faults.is_empty()) {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h2>Faults</h2>\n<table id=\"faults\">\n<thead><tr><th>strategy</th><th>fault</th>\
+         <th>hit</th><th>started s</th><th>healed s</th><th>first served after start s</th>\
+         <th>recovery s</th><th>unavailable s</th><th>note</th></tr></thead>\n<tbody>"
+    );
+    for r in runs {
+        for f in &r.summary.faults {
+            let _ = writeln!(
+                h,
+                "<tr class=\"fault\" data-strategy=\"{}\" data-fault=\"{}\" data-started=\"{}\" \
+                 data-healed=\"{}\"><td>{}</td><td>{} {}</td><td>{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td>{}</td></tr>",
+                esc(&r.summary.strategy),
+                f.id,
+                f.started_s.map(|v| v.to_string()).unwrap_or_default(),
+                f.healed_s.map(|v| v.to_string()).unwrap_or_default(),
+                esc(&r.summary.strategy),
+                f.id,
+                esc(&f.label),
+                esc(&f.nodes.join(", ")),
+                secs(f.started_s),
+                secs(f.healed_s),
+                secs(f.first_served_after_start_s),
+                secs(f.recovery_s),
+                secs(f.unavailable_s),
+                esc(f.note.as_deref().unwrap_or(""))
+            );
+        }
+    }
+    let _ = writeln!(h, "</tbody>\n</table>");
+    let _ = writeln!(h, "<h2>Phases</h2>");
+    for r in runs.iter().filter(|r| !r.summary.phases.is_empty()) {
+        let _ = writeln!(
+            h,
+            "<h3>{}</h3>\n<table class=\"phases\" data-strategy=\"{}\">\n<thead><tr><th>phase</th>\
+             <th>from s</th><th>to s</th><th>sales/s</th><th>p99 ms</th><th>errors</th>\
+             <th>unknown</th><th>lock timeouts</th></tr></thead>\n<tbody>",
+            esc(&r.summary.strategy),
+            esc(&r.summary.strategy)
+        );
+        for p in &r.summary.phases {
+            // No completion in the phase: no latency to show (not 0).
+            let p99 = if p.latency_us.count > 0 {
+                fmt_ms(p.latency_us.p99)
+            } else {
+                "-".into()
+            };
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td>\
+                 <td class=\"n\">{:.1}</td><td class=\"n\">{p99}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
+                esc(&p.name),
+                p.from_s,
+                p.to_s,
+                p.sales_per_s,
+                p.errors,
+                p.unknown,
+                p.lock_timeouts
+            );
+        }
+        let _ = writeln!(h, "</tbody>\n</table>");
+    }
+}
+
+/// The effective workload as TOML, loadable with `--workload` (nulls dropped: TOML has none).
+pub fn effective_toml(workload: &serde_json::Value) -> Option<String> {
+    fn strip(v: &serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(m) => serde_json::Value::Object(
+                m.iter()
+                    .filter(|(_, v)| !v.is_null())
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(strip).collect()),
+            v => v.clone(),
+        }
+    }
+    toml::to_string(&strip(workload)).ok()
+}
+
+/// Total memory from /proc/meminfo, e.g. `7.8 GiB`.
+fn mem_total() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)))
+}
+
+/// Shell-quotes one word when it needs it.
+fn sh(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./,=:+@".contains(c))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// The command line that reproduces the results, with the workload as given.
+pub fn reproduce_command(runs: &[RunData], compare: bool, workload: &str) -> String {
+    let s = &runs[0].summary;
+    let mut cmd = if compare {
+        let ids: Vec<&str> = runs.iter().map(|r| r.summary.strategy.as_str()).collect();
+        format!("lockbench compare --strategies {}", sh(&ids.join(",")))
+    } else {
+        format!("lockbench run --strategy {}", sh(&s.strategy))
+    };
+    let _ = write!(cmd, " --workload {}", sh(workload));
+    if let Some(c) = &s.chaos_file {
+        let _ = write!(cmd, " --chaos {}", sh(c));
+    }
+    if s.workers > 0 {
+        let _ = write!(cmd, " --workers {}", s.workers);
+    }
+    cmd
+}
+
+fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&Path>) {
+    let s = &runs[0].summary;
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    let mut versions: Vec<&str> = runs
+        .iter()
+        .map(|r| r.summary.lockbench_version.as_str())
+        .collect();
+    versions.dedup();
+    let _ = writeln!(
+        h,
+        "<h2>Environment and reproduction</h2>\n<table id=\"environment\">\n\
+         <tr><th>lockbench</th><td>{} (this report rendered by {}, git {})</td></tr>\n\
+         <tr><th>machine</th><td>{} cores, {} memory (the machine that rendered this report)</td></tr>\n\
+         <tr><th>seed</th><td>{}</td></tr>\n\
+         <tr><th>workload file</th><td><code>{}</code></td></tr>\n\
+         <tr><th>chaos file</th><td>{}</td></tr>\n\
+         <tr><th>client workers</th><td>{}</td></tr>\n</table>",
+        esc(&versions.join(", ")),
+        env!("CARGO_PKG_VERSION"),
+        esc(option_env!("LOCKBENCH_GIT_REV").unwrap_or("unknown")),
+        cores,
+        mem_total().unwrap_or_else(|| "unknown".into()),
+        s.seed,
+        esc(&s.workload_file),
+        s.chaos_file
+            .as_deref()
+            .map_or_else(|| "none".into(), |c| format!("<code>{}</code>", esc(c))),
+        if s.workers == 0 {
+            "none (buyers inside lockbench)".to_string()
+        } else {
+            s.workers.to_string()
+        },
+    );
+    let _ = writeln!(
+        h,
+        "<h3>Runs and servers</h3>\n<table id=\"servers\">\n<thead><tr><th>strategy</th>\
+         <th>started at</th><th>duration s</th><th>server</th><th>service</th><th>role</th>\
+         <th>address</th><th>version</th></tr></thead>\n<tbody>"
+    );
+    for r in runs {
+        let s = &r.summary;
+        let servers = serde_json::to_value(&s.servers).unwrap_or_default();
+        let list = servers.as_array().cloned().unwrap_or_default();
+        let rows = list.len().max(1);
+        let _ = write!(
+            h,
+            "<tr><td rowspan=\"{rows}\">{}</td><td rowspan=\"{rows}\">{}</td>\
+             <td rowspan=\"{rows}\" class=\"n\">{:.3}</td>",
+            esc(&s.strategy),
+            esc(&s.started_at),
+            s.duration_s
+        );
+        if list.is_empty() {
+            let _ = writeln!(h, "<td colspan=\"5\">no servers</td></tr>");
+        }
+        for (i, n) in list.iter().enumerate() {
+            let f = |k: &str| match n.get(k) {
+                Some(serde_json::Value::String(v)) => esc(v),
+                Some(v) => esc(&v.to_string()),
+                None => String::new(),
+            };
+            if i > 0 {
+                h.push_str("<tr>");
+            }
+            let _ = writeln!(
+                h,
+                "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                f("name"),
+                f("service"),
+                f("role"),
+                f("addr"),
+                f("version")
+            );
+        }
+    }
+    let _ = writeln!(h, "</tbody>\n</table>");
+
+    let toml = effective_toml(&s.workload);
+    let same = runs.iter().all(|r| r.summary.workload == s.workload);
+    let _ = writeln!(h, "<h3>Reproduce</h3>");
+    let _ = writeln!(
+        h,
+        "<p>As run (the workload file as it is now; summary.json does not record which \
+         <code>--set</code> overrides were given, they are folded into the effective workload \
+         below):</p>\n<pre id=\"command\">{}</pre>",
+        esc(&reproduce_command(runs, compare, &s.workload_file))
+    );
+    if let (Some(t), Some(path)) = (&toml, exact) {
+        let path = path.display().to_string();
+        let _ = writeln!(
+            h,
+            "<p>Exactly (overrides, defaults and seed included), with the effective workload \
+             written beside this report as <code>{}</code>:</p>\n<pre id=\"command-exact\">{}</pre>\n\
+             <h3>Effective workload (TOML)</h3>\n<pre id=\"workload-toml\">{}</pre>",
+            esc(&path),
+            esc(&reproduce_command(runs, compare, &path)),
+            esc(t)
+        );
+    }
+    if !same {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">The strategies ran with different effective workloads; the one \
+             above is {}'s.</p>",
+            esc(&s.strategy)
+        );
+    }
+    let _ = writeln!(
+        h,
+        "<h3>Effective workload (summary.json)</h3>\n<pre id=\"workload-json\">{}</pre>",
+        esc(&serde_json::to_string_pretty(&s.workload).unwrap_or_default())
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ms_is_exact() {
+        assert_eq!(fmt_ms(0), "0.000");
+        assert_eq!(fmt_ms(7), "0.007");
+        assert_eq!(fmt_ms(12_345), "12.345");
+        assert_eq!(fmt_ms(4_000_000), "4000.000");
+    }
+
+    #[test]
+    fn shell_quoting() {
+        assert_eq!(sh("workloads/chaos.toml"), "workloads/chaos.toml");
+        assert_eq!(sh("my file.toml"), "'my file.toml'");
+        assert_eq!(sh("it's"), r"'it'\''s'");
+    }
+
+    #[test]
+    fn effective_workload_loads_back() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/chaos.toml");
+        let w = crate::workload::Workload::load(&file, &["load.clients=5".to_string()]).unwrap();
+        let json = serde_json::to_value(&w).unwrap();
+        let toml = effective_toml(&json).expect("converts");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.toml");
+        std::fs::write(&path, toml).unwrap();
+        let back = crate::workload::Workload::load(&path, &[]).unwrap();
+        assert_eq!(serde_json::to_value(&back).unwrap(), json);
+    }
+}

@@ -1,0 +1,377 @@
+//! `report.html` from fake results folders (no servers): the charts are there, every headline
+//! number is the one in summary.json, fault windows are shaded when there were faults, and
+//! `lockbench report` on a folder that holds no results fails clearly.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lockbench::record::{Completion, LatencySummary, Outcome, Stats};
+use lockbench::report::{self, Summary};
+use serde_json::{Value, json};
+
+/// Deterministic attempts over 6 s: latencies of a few ms with a slow tail, some lock timeouts.
+fn fake_stats(slow_from_s: u64) -> Stats {
+    let start = Instant::now() + Duration::from_secs(60);
+    let mut stats = Stats::new();
+    for i in 0..3000u64 {
+        let at = Duration::from_millis(i * 2);
+        let mut lat_us = 1_000 + (i * 7919) % 4_000;
+        if at.as_secs() >= slow_from_s && i % 10 == 0 {
+            lat_us += 400_000;
+        }
+        let outcome = if i % 50 == 0 {
+            Outcome::LockTimeout
+        } else {
+            Outcome::Sold
+        };
+        let ended = start + at + Duration::from_millis(1);
+        let c = Completion {
+            seq: i,
+            client: (i % 8) as u32,
+            sku: (i % 4) as u32,
+            outcome,
+            intended: ended - Duration::from_micros(lat_us),
+            started: ended - Duration::from_micros(lat_us / 2),
+            ended,
+            release_failed: false,
+            lease: None,
+        };
+        stats.record(&c, start);
+    }
+    stats
+}
+
+struct Fake {
+    strategy: &'static str,
+    claims_safety: bool,
+    safe: bool,
+    /// oversell, lost updates, double grants, stale rejected, errors, unknown.
+    counts: [u64; 6],
+    sales_per_s: f64,
+    faults: bool,
+}
+
+/// A summary.json as `run` writes it, made from JSON (so it goes through the real schema).
+fn fake_summary(f: &Fake, stats: &Stats) -> Summary {
+    let lat = LatencySummary::of(&stats.all_latency());
+    let [oversell, lost, dbl, stale, errors, unknown] = f.counts;
+    let (faults, phases) = if f.faults {
+        (
+            json!([
+                {"id": 1, "label": "pause holder", "plan": {"kind": "pause", "target": "holder"},
+                 "nodes": ["worker-1"], "started_s": 2.004, "healed_s": 4.011,
+                 "first_served_after_start_s": 0.001, "recovery_s": 0.25,
+                 "unavailable_s": 0.4, "note": null},
+                {"id": 2, "label": "kill master", "plan": {"kind": "kill", "target": "master"},
+                 "nodes": ["redis-1"], "started_s": 4.5, "healed_s": 5.0,
+                 "first_served_after_start_s": 0.6, "recovery_s": 0.125,
+                 "unavailable_s": 0.7, "note": null}
+            ]),
+            json!([
+                {"name": "before", "faults": [], "from_s": 0.0, "to_s": 2.004, "attempts": 1000,
+                 "sold": 980, "errors": 0, "unknown": 0, "lock_timeouts": 20,
+                 "attempts_per_s": 499.0, "sales_per_s": 489.0, "latency_us": lat},
+                {"name": "during 1", "faults": [1], "from_s": 2.004, "to_s": 4.011,
+                 "attempts": 0, "sold": 0, "errors": 0, "unknown": 0, "lock_timeouts": 0,
+                 "attempts_per_s": 0.0, "sales_per_s": 0.0,
+                 "latency_us": LatencySummary::default()}
+            ]),
+        )
+    } else {
+        (json!([]), json!([]))
+    };
+    let v = json!({
+        "schema": report::SCHEMA,
+        "lockbench_version": "0.1.0",
+        "strategy": f.strategy,
+        "claims_safety": f.claims_safety,
+        "safe": f.safe,
+        "seed": 7,
+        "workload_file": "workloads/chaos.toml",
+        "workload": {"seed": 7, "inventory": {"skus": 4, "stock": 1000}},
+        "initial_stock": 4000, "final_stock": 1000, "sold": 3000, "oversell": oversell,
+        "lost_updates": lost, "inconsistent_skus": 0,
+        "double_grants": dbl, "double_grant_examples": [], "stale_rejected": stale,
+        "stuck_locks": 0, "unknown": unknown, "attempts": stats.attempts(), "errors": errors,
+        "outcomes": {"sold": 2940, "lock_timeout": 60}, "errors_by_kind": {},
+        "release_failures": 0, "not_started": 0, "interrupted": false,
+        "duration_s": 6.002, "sold_out_s": null,
+        "throughput": {"attempts_per_s": 499.8, "sales_per_s": f.sales_per_s},
+        "latency_us": lat, "latency_us_by_outcome": {}, "service_time_us": lat,
+        "servers": [{"name": "redis-1", "service": "redis", "role": "primary",
+                     "addr": "127.0.0.1:6379", "version": "7.0.15", "pid": 1, "log": "x.log"}],
+        "started_at": "2026-01-01T00:00:00.000Z",
+        "chaos_file": if f.faults { json!("chaos/pause-holder.toml") } else { Value::Null },
+        "faults": faults, "phases": phases, "workers": 4, "worker_failures": []
+    });
+    serde_json::from_value(v).expect("the fake summary follows the schema")
+}
+
+/// Writes one strategy's folder with the real writers and returns its summary.
+fn write_run(dir: &Path, f: &Fake, slow_from_s: u64) -> Summary {
+    std::fs::create_dir_all(dir).unwrap();
+    let stats = fake_stats(slow_from_s);
+    let windows = if f.faults {
+        vec![(1, 2.004, 4.011), (2, 4.5, 5.0)]
+    } else {
+        vec![]
+    };
+    report::write_results(dir, &stats, &windows).unwrap();
+    let s = fake_summary(f, &stats);
+    report::write_summary(dir, &s).unwrap();
+    s
+}
+
+const FAKES: [Fake; 3] = [
+    Fake {
+        strategy: "redis-setnx-fenced",
+        claims_safety: true,
+        safe: true,
+        counts: [0, 0, 12, 2, 1, 3],
+        sales_per_s: 480.3,
+        faults: true,
+    },
+    Fake {
+        strategy: "redis-setnx",
+        claims_safety: true,
+        safe: false,
+        counts: [3, 5, 7, 11, 13, 17],
+        sales_per_s: 490.5,
+        faults: true,
+    },
+    Fake {
+        strategy: "none",
+        claims_safety: false,
+        safe: false,
+        counts: [300, 500, 0, 0, 0, 0],
+        sales_per_s: 495.0,
+        faults: true,
+    },
+];
+
+/// The value of `name="..."` in a tag.
+fn attr<'a>(tag: &'a str, name: &str) -> Option<&'a str> {
+    let key = format!("{name}=\"");
+    let at = tag.find(&key)? + key.len();
+    let end = tag[at..].find('"')? + at;
+    Some(&tag[at..end])
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+}
+
+/// One headline cell: `data-field`, `data-value`, the text shown.
+type Cell = (String, String, String);
+
+/// Headline rows: (strategy, row class, cells).
+fn headline(html: &str) -> Vec<(String, String, Vec<Cell>)> {
+    let start = html
+        .find("<table id=\"headline\">")
+        .expect("headline table");
+    let table = &html[start..start + html[start..].find("</table>").unwrap()];
+    table
+        .split("<tr ")
+        .skip(1)
+        .map(|row| {
+            let strategy = attr(row, "data-strategy").unwrap().to_string();
+            let class = attr(row, "class").unwrap().to_string();
+            let cells = row
+                .split("<td")
+                .filter(|c| c.contains("data-field="))
+                .map(|c| {
+                    let field = attr(c, "data-field").unwrap().to_string();
+                    let value = unescape(attr(c, "data-value").unwrap());
+                    let text = c[c.find('>').unwrap() + 1..c.find("</td>").unwrap()].to_string();
+                    (field, value, unescape(&text))
+                })
+                .collect();
+            (strategy, class, cells)
+        })
+        .collect()
+}
+
+fn check_headline(html: &str, summaries: &[Value]) {
+    let rows = headline(html);
+    assert_eq!(rows.len(), summaries.len());
+    for ((strategy, class, cells), s) in rows.iter().zip(summaries) {
+        assert_eq!(strategy, s["strategy"].as_str().unwrap());
+        let expected_class = match (s["safe"].as_bool().unwrap(), s["claims_safety"].as_bool()) {
+            (false, Some(true)) => "unsafe",
+            (_, Some(false)) => "control",
+            _ => "safe",
+        };
+        assert_eq!(class, expected_class, "{strategy}");
+        assert_eq!(cells.len(), 12, "{strategy}: {cells:?}");
+        for (field, value, text) in cells {
+            let shown: Value = serde_json::from_str(value).unwrap();
+            let want = match field.as_str() {
+                "recovery_s" => s["faults"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|f| f["recovery_s"].as_f64())
+                    .reduce(f64::max)
+                    .map_or(Value::Null, Value::from),
+                "verdict" => {
+                    let v = match (s["safe"].as_bool().unwrap(), s["claims_safety"].as_bool()) {
+                        (true, Some(true)) => "safe",
+                        (true, _) => "safe (control)",
+                        (false, Some(true)) => "UNSAFE",
+                        (false, _) => "unsafe (control)",
+                    };
+                    Value::from(v)
+                }
+                f => s
+                    .pointer(&format!("/{}", f.replace('.', "/")))
+                    .unwrap_or_else(|| panic!("{f} is not a summary.json field"))
+                    .clone(),
+            };
+            assert_eq!(shown, want, "{strategy}: data-value of {field}");
+            // The text shown is the same number, in ms for latencies.
+            match (field.as_str(), &want) {
+                (_, Value::Null) => assert_eq!(text, "-"),
+                ("verdict", Value::String(v)) => assert_eq!(text, v),
+                (f, Value::Number(n)) if f.starts_with("latency_us.") => {
+                    let ms: f64 = text.parse().unwrap();
+                    assert_eq!((ms * 1000.0).round() as u64, n.as_u64().unwrap(), "{f}");
+                }
+                (f, Value::Number(n)) => {
+                    let t: f64 = text.parse().unwrap_or_else(|_| panic!("{f}: {text}"));
+                    assert_eq!(t, n.as_f64().unwrap(), "{strategy}: {f}: {text}");
+                }
+                (f, v) => panic!("{f}: unexpected {v}"),
+            }
+        }
+    }
+}
+
+fn svgs(html: &str) -> Vec<&str> {
+    html.split("<svg").skip(1).collect()
+}
+
+#[test]
+fn comparison_report_has_charts_exact_numbers_and_fault_bands() {
+    let dir = tempfile::tempdir().unwrap();
+    let summaries: Vec<Summary> = FAKES
+        .iter()
+        .enumerate()
+        .map(|(i, f)| write_run(&dir.path().join(f.strategy), f, 2 + i as u64))
+        .collect();
+    std::fs::write(
+        dir.path().join("compare.json"),
+        serde_json::to_vec_pretty(&summaries).unwrap(),
+    )
+    .unwrap();
+
+    let path = report::write_report(dir.path()).unwrap();
+    assert_eq!(path, dir.path().join("report.html"));
+    let html = std::fs::read_to_string(&path).unwrap();
+
+    assert_eq!(svgs(&html).len(), 5, "five inline charts");
+    for name in [
+        "throughput",
+        "p99-over-time",
+        "latency-spectrum",
+        "throughput-vs-p99",
+        "safety",
+    ] {
+        for ext in ["png", "svg"] {
+            let p = dir.path().join("charts").join(format!("{name}.{ext}"));
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 1000, "{} is missing or empty", p.display());
+        }
+        assert!(html.contains(&format!("id=\"chart-{name}\"")), "{name}");
+    }
+    let png = std::fs::read(dir.path().join("charts/throughput.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    // Self-contained: no scripts, no external references.
+    assert!(!html.contains("<script"));
+    assert!(!html.contains("http://") && !html.contains("https://"));
+
+    let json: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("compare.json")).unwrap()).unwrap();
+    check_headline(&html, &json);
+
+    // Fault windows are shaded (translucent grey rectangles) on both time charts.
+    let band = "fill=\"#5A5A5A\"";
+    let charts = svgs(&html);
+    assert!(charts[0].contains(band), "throughput has fault bands");
+    assert!(charts[1].contains(band), "p99 has fault bands");
+    // Each fault is named at its band, and in the legend.
+    assert!(charts[0].contains("\nfault 1\n") && charts[0].contains("\nfault 2\n"));
+    assert!(
+        charts[0].contains("fault 1: pause holder") && charts[1].contains("fault 2: kill master")
+    );
+    // Fault and phase tables, reproduction with the chaos file.
+    assert!(html.contains("<table id=\"faults\">"));
+    assert!(html.contains("class=\"phases\" data-strategy=\"redis-setnx\""));
+    assert!(html.contains(
+        "lockbench compare --strategies redis-setnx-fenced,redis-setnx,none --workload \
+         workloads/chaos.toml --chaos chaos/pause-holder.toml --workers 4"
+    ));
+    assert!(dir.path().join("effective-workload.toml").is_file());
+}
+
+#[test]
+fn single_run_without_faults_has_no_bands() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake {
+        strategy: "mysql-atomic",
+        claims_safety: true,
+        safe: true,
+        counts: [0; 6],
+        sales_per_s: 1953.0,
+        faults: false,
+    };
+    write_run(dir.path(), &fake, 100);
+    let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
+    assert_eq!(svgs(&html).len(), 5);
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    check_headline(&html, &[json]);
+    assert!(!html.contains("fill=\"#5A5A5A\""), "no fault, no band");
+    assert!(!html.contains("<table id=\"faults\">"));
+    assert!(html.contains("lockbench run --strategy mysql-atomic --workload workloads/chaos.toml"));
+}
+
+#[test]
+fn report_of_a_folder_without_results_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .arg("report")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&dir.path().display().to_string())
+            && err.contains("no summary.json or compare.json"),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!dir.path().join("report.html").exists());
+}
+
+#[test]
+fn report_subcommand_prints_the_page_path() {
+    let dir = tempfile::tempdir().unwrap();
+    write_run(dir.path(), &FAKES[1], 3);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .arg("report")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        printed.trim(),
+        dir.path().join("report.html").display().to_string()
+    );
+}
