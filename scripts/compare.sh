@@ -8,4 +8,4 @@ bash scripts/install-deps.sh
 cargo build --release --quiet
 out="results/runs/$(date -u +%Y%m%dT%H%M%SZ)-compare"
 ./target/release/lockbench compare --workload workloads/flash-sale.toml --out "$out" "$@"
-echo "summary of every strategy: $out/compare.json (one folder per strategy with summary.json, timeline.csv, latency.hlog, logs/)"
+echo "report: $out/report.html (charts in $out/charts/); every strategy: $out/compare.json, one folder each with summary.json, timeline.csv, latency.hlog, logs/"
