@@ -21,6 +21,11 @@ declare -A NEED=(
   [cc]=gcc
 )
 
+# `--for-tests`: also what only the test suite needs (a browser to load report.html).
+if [ "${1:-}" = "--for-tests" ]; then
+  NEED[chromium]=chromium
+fi
+
 # file -> Debian package, for what is not a binary on PATH
 declare -A NEED_FILE=(
   # ZooKeeper runs as `java -cp /usr/share/java/zookeeper.jar:… QuorumPeerMain`

@@ -254,19 +254,24 @@ fn svgs(html: &str) -> Vec<&str> {
     html.split("<svg").skip(1).collect()
 }
 
-#[test]
-fn comparison_report_has_charts_exact_numbers_and_fault_bands() {
-    let dir = tempfile::tempdir().unwrap();
+/// Writes the fake comparison into `dir` (one folder per strategy and compare.json).
+fn fake_comparison(dir: &Path) {
     let summaries: Vec<Summary> = FAKES
         .iter()
         .enumerate()
-        .map(|(i, f)| write_run(&dir.path().join(f.strategy), f, 2 + i as u64))
+        .map(|(i, f)| write_run(&dir.join(f.strategy), f, 2 + i as u64))
         .collect();
     std::fs::write(
-        dir.path().join("compare.json"),
+        dir.join("compare.json"),
         serde_json::to_vec_pretty(&summaries).unwrap(),
     )
     .unwrap();
+}
+
+#[test]
+fn comparison_report_has_charts_exact_numbers_and_fault_bands() {
+    let dir = tempfile::tempdir().unwrap();
+    fake_comparison(dir.path());
 
     let path = report::write_report(dir.path()).unwrap();
     assert_eq!(path, dir.path().join("report.html"));
@@ -374,4 +379,61 @@ fn report_subcommand_prints_the_page_path() {
         printed.trim(),
         dir.path().join("report.html").display().to_string()
     );
+}
+
+/// The page as a browser sees it: headless Chromium loads it offline, every chart is in the
+/// rendered DOM, every headline number equals summary.json, and the screenshot is not blank.
+#[test]
+fn report_loads_in_headless_chromium() {
+    let Some(chromium) = ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|b| {
+            std::process::Command::new(b)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+    else {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "CI is set but chromium is not installed: run scripts/install-deps.sh --for-tests"
+            );
+        }
+        eprintln!("SKIPPED: chromium not installed (scripts/install-deps.sh --for-tests)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    fake_comparison(dir.path());
+    let page = report::write_report(dir.path()).unwrap();
+    let url = format!("file://{}", page.display());
+    let profile = dir.path().join("profile");
+    let browser = |extra: &[&str]| {
+        let out = std::process::Command::new(chromium)
+            .args([
+                "--headless=new",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(&url)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{chromium}: {out:?}");
+        out
+    };
+    let dom = String::from_utf8(browser(&["--dump-dom"]).stdout).unwrap();
+    assert_eq!(svgs(&dom).len(), 5, "five charts in the rendered page");
+    let json: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(dir.path().join("compare.json")).unwrap()).unwrap();
+    check_headline(&dom, &json);
+    let shot = dir.path().join("shot.png");
+    browser(&[
+        "--window-size=1400,3000",
+        &format!("--screenshot={}", shot.display()),
+    ]);
+    let png = std::fs::read(&shot).unwrap();
+    // A blank 1400x3000 page compresses to a few KB; charts and tables do not.
+    assert!(png.len() > 100_000, "screenshot of {} bytes", png.len());
 }
