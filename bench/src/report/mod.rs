@@ -261,3 +261,100 @@ fn round1(x: f64) -> f64 {
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant, UNIX_EPOCH};
+
+    use super::*;
+    use crate::record::{Completion, LeaseSpan};
+
+    /// Golden test of the summary schema: fixed parts in, the committed JSON out. A change in
+    /// any field name, unit or rounding shows up here first. Regenerate deliberately with
+    /// `UPDATE_GOLDEN=1 cargo test --lib golden` (and bump [`SCHEMA`] if it breaks readers).
+    #[test]
+    fn summary_matches_the_golden_file() {
+        let w = Workload::parse("w.toml", "seed = 9\n[inventory]\nskus = 2\nstock = 3", &[])
+            .expect("valid");
+        let start = Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut stats = Stats::new();
+        let outcomes = [
+            Outcome::Sold,
+            Outcome::Sold,
+            Outcome::LockTimeout,
+            Outcome::Failed(ErrorKind::StaleToken),
+            Outcome::Unknown(ErrorKind::Timeout),
+            Outcome::SoldOut,
+        ];
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            let i = i as u64;
+            stats.record(
+                &Completion {
+                    seq: i,
+                    client: i as u32,
+                    sku: (i % 2) as u32,
+                    outcome,
+                    intended: at(100 * i),
+                    started: at(100 * i + 5),
+                    ended: at(100 * i + 20 + i * i),
+                    release_failed: i == 2,
+                    lease: Some(LeaseSpan {
+                        key: "k".into(),
+                        token: format!("t{i}"),
+                        fence: None,
+                        acquired: at(100 * i + 6),
+                        released: at(100 * i + 18),
+                    }),
+                },
+                start,
+            );
+        }
+        let safety = Safety {
+            initial_stock: 6,
+            final_stock: 0,
+            sold: 7,
+            oversell: 1,
+            lost_updates: 1,
+            inconsistent_skus: 1,
+        };
+        let summary = Summary::new(RunParts {
+            info: crate::strategy::find("redis-setnx").expect("known"),
+            workload: &w,
+            workload_file: "w.toml",
+            stats: &stats,
+            drive: &DriveReport {
+                elapsed: Duration::from_millis(2500),
+                not_started: 4,
+                cancelled: false,
+            },
+            safety: &safety,
+            double_grants: &DoubleGrants {
+                count: 2,
+                examples: vec![Overlap {
+                    key: "k".into(),
+                    first: "t0".into(),
+                    second: "t1".into(),
+                    overlap_us: 1500,
+                }],
+            },
+            stuck_locks: 0,
+            servers: Vec::new(),
+            started_at: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
+            chaos: ChaosParts::default(),
+        });
+        let mut got = serde_json::to_value(&summary).expect("serialises");
+        // The only field that is not a function of the parts.
+        got["lockbench_version"] = "X".into();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/summary-golden.json"
+        );
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(path, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+        }
+        let want: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("golden file")).unwrap();
+        assert_eq!(got, want, "summary.json changed; see the doc comment");
+    }
+}
