@@ -16,8 +16,10 @@ const SIZE: (u32, u32) = (1000, 480);
 const LEGEND_W: u32 = 210;
 const FONT: &str = "sans-serif";
 
-/// Ten distinguishable colours (Tableau 10); strategies keep theirs across every chart.
-const PALETTE: [RGBColor; 10] = [
+/// Twenty distinguishable colours (Tableau 20: the ten strong ones first, then their light
+/// pairs, so a comparison of every strategy repeats none); strategies keep theirs across every
+/// chart.
+const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),
@@ -28,6 +30,16 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
     RGBColor(214, 39, 40),
+    RGBColor(174, 199, 232),
+    RGBColor(255, 187, 120),
+    RGBColor(152, 223, 138),
+    RGBColor(197, 176, 213),
+    RGBColor(196, 156, 148),
+    RGBColor(247, 182, 210),
+    RGBColor(199, 199, 199),
+    RGBColor(219, 219, 141),
+    RGBColor(158, 218, 229),
+    RGBColor(255, 152, 150),
 ];
 const UNSAFE_RED: RGBColor = RGBColor(200, 0, 0);
 
