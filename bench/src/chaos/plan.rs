@@ -131,6 +131,26 @@ pub struct FaultSpec {
 }
 
 impl FaultSpec {
+    /// A fault without clock change or client side (numbered once the plan is sorted).
+    fn new(
+        kind: FaultKind,
+        target: Target,
+        service: Option<Service>,
+        at: Duration,
+        duration: Duration,
+    ) -> Self {
+        Self {
+            id: 0,
+            kind,
+            target,
+            service,
+            at,
+            duration,
+            clock: None,
+            clients: None,
+        }
+    }
+
     /// Short label such as `pause holder` or `kill redis master`.
     pub fn label(&self) -> String {
         let kind = match self.kind {
@@ -420,14 +440,9 @@ impl Validator<'_> {
             (None, _) => None,
         };
         Ok(FaultSpec {
-            id: 0,
-            kind,
-            target,
-            service,
-            at,
-            duration,
             clock,
             clients,
+            ..FaultSpec::new(kind, target, service, at, duration)
         })
     }
 
@@ -521,16 +536,7 @@ impl Validator<'_> {
             let kind = kinds[rng.random_range(0..kinds.len())];
             self.check("random", kind, target, service, at)?;
             let duration = exp(&mut rng, mean);
-            out.push(FaultSpec {
-                id: 0,
-                kind,
-                target,
-                service,
-                at,
-                duration,
-                clock: None,
-                clients: None,
-            });
+            out.push(FaultSpec::new(kind, target, service, at, duration));
             at += duration + exp(&mut rng, every);
         }
         Ok(out)

@@ -111,7 +111,7 @@ pub async fn run_faults(
                 }
             } => {
                 if let Some(i) = states.iter().position(|s| matches!(s, State::Armed(w) if *w == k)) {
-                    let (_, at) = boundaries.mark();
+                    let at = boundaries.mark();
                     records[i].started = Some(at);
                     states[i] = State::Active {
                         heal_at: at + records[i].spec.duration,
@@ -190,7 +190,7 @@ async fn inject(
             r.note = Some(format!("SIGSTOP worker-{k}: {e}"));
             return State::Done;
         }
-        let (_, at) = boundaries.mark();
+        let at = boundaries.mark();
         r.started = Some(at);
         return State::Active {
             heal_at: at + spec.duration,
@@ -228,7 +228,7 @@ async fn inject(
             errors.push(e.to_string());
         }
     }
-    let (_, at) = boundaries.mark();
+    let at = boundaries.mark();
     tracing::info!(fault = spec.id, label = %spec.label(), ?hit, "fault started");
     r.nodes = hit;
     r.started = Some(at);
@@ -268,7 +268,7 @@ async fn heal(
             }
         }
     }
-    let (_, at) = boundaries.mark();
+    let at = boundaries.mark();
     tracing::info!(fault = r.spec.id, "fault healed");
     r.healed = Some(at);
     if !errors.is_empty() {

@@ -22,13 +22,13 @@ pub const GAP: Duration = Duration::from_millis(5);
 pub struct Boundaries(Mutex<Vec<Instant>>);
 
 impl Boundaries {
-    /// Marks a boundary now; returns its index.
-    pub fn mark(&self) -> (usize, Instant) {
+    /// Marks a boundary now and returns it.
+    pub fn mark(&self) -> Instant {
         let mut b = self.0.lock().expect("boundaries lock is never poisoned");
         // Monotonic even if two marks race.
         let now = Instant::now().max(b.last().copied().unwrap_or(Instant::now()));
         b.push(now);
-        (b.len() - 1, now)
+        now
     }
 
     fn snapshot(&self, into: &mut Vec<Instant>) {
@@ -125,10 +125,15 @@ impl PhaseRecorder {
         if !matches!(c.outcome, Outcome::Sold | Outcome::SoldOut) {
             return;
         }
-        for (b, first) in d.boundaries.iter().zip(d.first_served.iter_mut()) {
-            if *b <= c.ended && first.is_none_or(|f| c.ended < f) {
-                *first = Some(c.ended);
+        // Walk back from the last boundary before this end. An earlier boundary's first served
+        // attempt is never later than a later boundary's (it is the minimum over more attempts),
+        // so the walk stops at the first one already served by then: O(1) per attempt, not
+        // O(faults), while a late (out-of-order) completion still lowers every value it should.
+        for first in d.first_served[..i].iter_mut().rev() {
+            if first.is_some_and(|f| f <= c.ended) {
+                break;
             }
+            *first = Some(c.ended);
         }
         let last = self.last_served.unwrap_or(self.start);
         if c.ended > last {
@@ -212,5 +217,26 @@ mod tests {
             start + Duration::from_secs(4),
         );
         assert_eq!(gap, Duration::from_millis(3510));
+    }
+
+    #[test]
+    fn a_late_completion_still_lowers_the_first_served_time() {
+        let start = Instant::now() - Duration::from_secs(10);
+        let shared = Arc::new(Boundaries::default());
+        shared.0.lock().unwrap().extend([
+            start + Duration::from_secs(2),
+            start + Duration::from_secs(4),
+        ]);
+        let mut r = PhaseRecorder::new(shared, start);
+        r.refresh();
+        r.record(&done(start, 1000, Outcome::Sold));
+        r.record(&done(start, 5500, Outcome::Sold));
+        // Arrives after the 5.5 s one but ended earlier, after both boundaries.
+        r.record(&done(start, 4200, Outcome::Sold));
+        // Ended between the boundaries: only the first one's value moves.
+        r.record(&done(start, 3000, Outcome::SoldOut));
+        let d = r.finish(start + Duration::from_secs(6));
+        let ms = |m| Some(start + Duration::from_millis(m));
+        assert_eq!(d.first_served, [ms(3000), ms(4200)]);
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lockbench::report::Summary;
 
 use super::{
-    alive, assert_all_gone, assert_rejected, consensus_servers_available, descendants, lockbench,
+    assert_all_gone, assert_rejected, consensus_servers_available, descendants, lockbench,
     wait_exit,
 };
 
@@ -396,7 +396,6 @@ fn interrupted_mid_fault_heals_everything() {
     let (code, err) = wait_exit(child);
     assert_eq!(code, 130, "{err}");
     assert_all_gone(&procs);
-    assert!(procs.iter().all(|(p, _)| !alive(*p)));
     let summary: Summary = serde_json::from_str(
         &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
     )
