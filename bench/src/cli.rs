@@ -10,7 +10,8 @@ use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::chaos::ChaosPlan;
-use crate::cluster::{ClusterOptions, LocalCluster, Needs};
+use crate::cluster::target::Target;
+use crate::cluster::{ClusterOptions, LocalCluster, Needs, Provisioner};
 use crate::report::{self, Summary};
 use crate::run::{RunError, RunOptions, run};
 use crate::strategy;
@@ -146,8 +147,20 @@ pub struct Common {
     pub json: bool,
     /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
     /// new ones. The stock tables / keys on them are recreated.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "target")]
     pub endpoints: Option<PathBuf>,
+    /// How to start the servers: `local` (child processes from the Debian packages) or
+    /// `containers` (Docker through testcontainers, on a private network; images from
+    /// LOCKBENCH_IMAGE_REDIS / _MARIADB / _ZOOKEEPER / _ETCD, default the official ones;
+    /// DOCKER_HOST names the daemon).
+    #[arg(long, value_enum, default_value_t = ProvisionArg::Local)]
+    pub provision: ProvisionArg,
+    /// Measure servers that already exist, named in a target file (TOML; see
+    /// targets/example.toml): lockbench starts nothing, works under the file's `prefix`
+    /// (refusing when it holds data lockbench did not create), removes what it created at the
+    /// end, and injects faults only through the chaos file's `command` faults.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["provision", "base_port"])]
+    pub target: Option<PathBuf>,
     /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill, pause,
     /// clock and partition faults on servers (partitions need root), pauses of client
     /// processes. Healed before the run ends, on every path.
@@ -158,6 +171,15 @@ pub struct Common {
     /// the network (each worker is a client host of its own).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub workers: u32,
+}
+
+/// Values of `--provision`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProvisionArg {
+    /// Child processes of lockbench, from the Debian packages.
+    Local,
+    /// Docker containers (testcontainers) on a private network.
+    Containers,
 }
 
 /// `lockbench run`
@@ -316,7 +338,21 @@ fn load_chaos(c: &Common, w: &Workload) -> anyhow::Result<Option<ChaosPlan>> {
              pause, clock); drop --endpoints"
         );
     }
-    Ok(Some(ChaosPlan::load(path, w)?))
+    let plan = ChaosPlan::load(path, w)?;
+    plan.check_provisioner(provisioner(c))?;
+    Ok(Some(plan))
+}
+
+fn provisioner(c: &Common) -> Provisioner {
+    match (c.target.is_some(), c.provision) {
+        (true, _) => Provisioner::Target,
+        (false, ProvisionArg::Local) => Provisioner::Local,
+        (false, ProvisionArg::Containers) => Provisioner::Containers,
+    }
+}
+
+fn load_target(c: &Common) -> anyhow::Result<Option<Target>> {
+    Ok(c.target.as_deref().map(Target::load).transpose()?)
 }
 
 fn default_out(suffix: &str) -> PathBuf {
@@ -341,8 +377,9 @@ async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<Exi
     let workload = load_workload(&args.common)?;
     strategy::find(&args.strategy)?.supports(&workload)?;
     let chaos = load_chaos(&args.common, &workload)?;
+    let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
-    let opts = run_options(&args.strategy, workload, chaos, &args.common, out);
+    let opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
     let summary = match run(&opts, &cancel).await {
         Ok(s) => s,
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
@@ -362,6 +399,7 @@ fn run_options(
     strategy: &str,
     workload: Workload,
     chaos: Option<ChaosPlan>,
+    target: Option<Target>,
     c: &Common,
     out: PathBuf,
 ) -> RunOptions {
@@ -374,6 +412,8 @@ fn run_options(
         out,
         base_port: c.base_port,
         endpoints: c.endpoints.clone(),
+        provision: provisioner(c),
+        target,
         history: c.history,
         progress: !c.json,
     }
@@ -436,6 +476,7 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
         strategy::find(id)?.supports(&workload)?;
     }
     let chaos = load_chaos(&args.common, &workload)?;
+    let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
     let mut summaries = Vec::new();
     let mut failed = Vec::new();
@@ -447,6 +488,7 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
             id,
             workload.clone(),
             chaos.clone(),
+            target.clone(),
             &args.common,
             out.join(id),
         );

@@ -16,7 +16,10 @@ use tokio_util::sync::CancellationToken;
 use crate::chaos::runner::Targets;
 use crate::chaos::{ChaosPlan, run_faults};
 use crate::check::Safety;
-use crate::cluster::{ClusterError, ClusterOptions, EndpointsFile, LocalCluster};
+use crate::cluster::target::{self, Target};
+use crate::cluster::{
+    ClusterError, ClusterOptions, Endpoints, EndpointsFile, LocalCluster, NodeInfo, Provisioner,
+};
 use crate::record::phases::Boundaries;
 use crate::record::{Live, Recorder};
 use crate::report::{self, ChaosParts, RunParts, Summary};
@@ -46,6 +49,9 @@ pub enum RunError {
     /// The options do not fit together.
     #[error("{0}")]
     Options(String),
+    /// The chaos plan asks for a fault these servers cannot take.
+    #[error(transparent)]
+    Chaos(#[from] crate::chaos::ChaosError),
     /// Ctrl-C before the load started.
     #[error("interrupted")]
     Interrupted,
@@ -72,6 +78,10 @@ pub struct RunOptions {
     /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
     /// new ones.
     pub endpoints: Option<PathBuf>,
+    /// How to start servers (ignored with `endpoints` or `target`).
+    pub provision: Provisioner,
+    /// Use servers that already exist (`--target FILE`): claim the prefix, run, clean up.
+    pub target: Option<Target>,
     /// Also write `history.jsonl`, one line per attempt.
     pub history: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
@@ -92,8 +102,46 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 /// `<out>/summary.json`).
 pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summary, RunError> {
     let info = strategy::find(&opts.strategy)?;
+    info.supports(&opts.workload)?;
+    if let Some(plan) = &opts.chaos {
+        plan.check_provisioner(opts.provisioner())?;
+    }
+    let Some(t) = &opts.target else {
+        return run_on(opts, info, None, cancel).await;
+    };
+    let endpoints = t.endpoints_for(info.id, info.needs)?;
+    target::claim(&endpoints).await?;
+    let servers = target::describe(&endpoints).await;
+    let result = run_on(opts, info, Some((endpoints.clone(), servers)), cancel).await;
+    // Whatever happened, leave the target as it was found.
+    if let Err(e) = target::release(&endpoints).await {
+        eprintln!("lockbench: warning: {e}");
+    }
+    result
+}
+
+impl RunOptions {
+    /// Where this run's servers come from.
+    pub fn provisioner(&self) -> Provisioner {
+        if self.target.is_some() {
+            Provisioner::Target
+        } else if self.endpoints.is_some() {
+            Provisioner::Local
+        } else {
+            self.provision
+        }
+    }
+}
+
+/// [`run`] once the servers are known: given (an external target's endpoints and servers), or
+/// started here.
+async fn run_on(
+    opts: &RunOptions,
+    info: &'static strategy::StrategyInfo,
+    given: Option<(Endpoints, Vec<NodeInfo>)>,
+    cancel: &CancellationToken,
+) -> Result<Summary, RunError> {
     let w = &opts.workload;
-    info.supports(w)?;
     let chaos = opts.chaos.as_ref();
     if chaos.is_some() && opts.endpoints.is_some() {
         return Err(RunError::Options(
@@ -114,19 +162,22 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;
     cluster_opts.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
-    cluster_opts.network = chaos.is_some_and(ChaosPlan::needs_network);
+    // Containers partition through the Docker network, not namespaces of our own.
+    cluster_opts.network =
+        opts.provisioner() == Provisioner::Local && chaos.is_some_and(ChaosPlan::needs_network);
     let workers = if cluster_opts.network {
         workers.min(crate::cluster::net::CLIENT_HOSTS as u32)
     } else {
         workers
     };
 
-    let (mut cluster, endpoints, servers) = match &opts.endpoints {
-        Some(path) => {
+    let (mut cluster, endpoints, servers) = match (&opts.endpoints, given) {
+        (_, Some((endpoints, servers))) => (None, endpoints, servers),
+        (Some(path), None) => {
             let file = EndpointsFile::read(path)?;
             (None, file.endpoints, file.nodes)
         }
-        None => {
+        (None, None) => {
             tracing::info!(strategy = info.id, "starting servers");
             let cluster = tokio::select! {
                 c = LocalCluster::start(info.needs, &cluster_opts) => c?,
@@ -200,9 +251,8 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     tracing::info!(strategy = info.id, workers, "load started");
     let load_done = cancel.child_token();
     let mut targets = chaos.map(|_| Targets {
-        cluster: cluster
-            .as_mut()
-            .expect("chaos runs only on servers this run started (checked above)"),
+        cluster: cluster.as_mut(),
+        log_dir: opts.out.join("logs"),
         service: info.lock_service(),
         workers: worker_set.as_ref().map(WorkerSet::control),
         paused: None,
@@ -263,6 +313,8 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         drive: &drive,
         safety: &safety,
         servers,
+        provisioner: opts.provisioner(),
+        target_file: opts.target.as_ref().map(|t| t.file.clone()),
         started_at,
         chaos: ChaosParts {
             file: chaos.map(|c| c.file.clone()),

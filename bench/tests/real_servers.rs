@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lockbench::cluster::Provisioner;
 use lockbench::report::Summary;
 use lockbench::run::{RunOptions, run};
 use lockbench::workload::Workload;
@@ -96,6 +97,8 @@ async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
         out: dir.join(strategy),
         base_port: None,
         endpoints: None,
+        provision: Provisioner::Local,
+        target: None,
         history: true,
         progress: false,
         chaos: None,
@@ -348,9 +351,13 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
         .await
         .unwrap();
     let w = Workload::parse("t.toml", "", &[]).unwrap();
-    let store = MysqlStore::connect(cluster.endpoints().mysql.as_ref().unwrap(), &w)
-        .await
-        .unwrap();
+    let store = MysqlStore::connect(
+        cluster.endpoints().mysql.as_ref().unwrap(),
+        &cluster.endpoints().prefix,
+        &w,
+    )
+    .await
+    .unwrap();
     let p = Purchase {
         seq: 1,
         client: 0,
@@ -471,6 +478,8 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
         out: dir.path().join("atomic"),
         base_port: None,
         endpoints: None,
+        provision: Provisioner::Local,
+        target: None,
         history: false,
         progress: false,
         chaos: None,
@@ -750,7 +759,7 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
     assert_eq!(redis.try_enter(2, key, "y").await, Ok(1));
 
     let store = std::sync::Arc::new(
-        MysqlStore::connect(ep.mysql.as_ref().unwrap(), &w)
+        MysqlStore::connect(ep.mysql.as_ref().unwrap(), &ep.prefix, &w)
             .await
             .unwrap(),
     );

@@ -5,10 +5,13 @@
 //! - [`runner`]: carries the plan out against the cluster and the client workers while the load
 //!   runs, records when each fault really started and ended, and heals every fault before it
 //!   returns (the cluster's and workers' guards cover panics).
+//! - [`command`]: the shell commands of `command` faults (faults on servers lockbench does
+//!   not own), bounded, their output logged.
 //! - [`holder`]: the hook that pauses a client process right after it acquired a lock.
 //! - [`failpoint`]s: named places in the client code where a crash can be injected at an exact
 //!   moment (etcd's gofail idea), such as "the client dies between SETNX and EXPIRE".
 
+pub mod command;
 pub mod failpoint;
 pub mod holder;
 pub mod plan;

@@ -12,7 +12,10 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::cluster::Service;
+use crate::cluster::{Provisioner, Service};
+
+/// Bound of each command of a `command` fault unless the file sets `timeout`.
+pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
 use crate::workload::Workload;
 
 /// Errors in a chaos file.
@@ -51,6 +54,9 @@ pub enum FaultKind {
     /// [`ClientSide`]) with iptables rules in their network namespaces; remove the rules at
     /// the end.
     Partition,
+    /// Run the file's own shell command (`run`) at the start and its `heal` command at the
+    /// end, each bounded by `timeout`: how faults reach servers lockbench does not own.
+    Command,
 }
 
 /// Which client processes a partition also cuts from the isolated nodes.
@@ -87,6 +93,9 @@ pub enum Target {
     Holder,
     /// One client process, drawn from the seed (pause only).
     Client,
+    /// Whatever a `command` fault's own commands hit (set for `kind = "command"`, never
+    /// written in a file).
+    Command,
 }
 
 impl Target {
@@ -128,6 +137,21 @@ pub struct FaultSpec {
     /// Partition faults only: which clients are cut too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clients: Option<ClientSide>,
+    /// Command faults only: what to run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandFault>,
+}
+
+/// The shell commands of a `command` fault.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommandFault {
+    /// Run with `sh -c` when the fault starts.
+    pub run: String,
+    /// Run with `sh -c` when it ends, always (also after `run` failed, and on Ctrl-C).
+    pub heal: String,
+    /// Bound of each command; it is killed (its whole process group) when it runs out.
+    #[serde(serialize_with = "human")]
+    pub timeout: Duration,
 }
 
 impl FaultSpec {
@@ -148,6 +172,7 @@ impl FaultSpec {
             duration,
             clock: None,
             clients: None,
+            command: None,
         }
     }
 
@@ -158,6 +183,12 @@ impl FaultSpec {
             FaultKind::Pause => "pause",
             FaultKind::Clock => "clock",
             FaultKind::Partition => "partition",
+            FaultKind::Command => {
+                return match &self.command {
+                    Some(c) => format!("command `{}`", short(&c.run)),
+                    None => "command".into(),
+                };
+            }
         };
         let target = serde_json::to_value(self.target)
             .ok()
@@ -167,6 +198,15 @@ impl FaultSpec {
             Some(s) => format!("{kind} {} {target}", service_name(s)),
             None => format!("{kind} {target}"),
         }
+    }
+}
+
+/// The first line of a command, cut to 40 characters, for labels.
+fn short(cmd: &str) -> String {
+    let line = cmd.trim().lines().next().unwrap_or_default();
+    match line.char_indices().nth(40) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line.to_string(),
     }
 }
 
@@ -219,6 +259,62 @@ impl ChaosPlan {
     /// Whether any fault changes clocks (Redis nodes then start with the clock shim).
     pub fn needs_clock_shim(&self) -> bool {
         self.faults.iter().any(|f| f.kind == FaultKind::Clock)
+    }
+
+    /// Rejects, before anything starts, a fault that servers provisioned by `p` cannot take.
+    pub fn check_provisioner(&self, p: Provisioner) -> Result<(), ChaosError> {
+        for (i, f) in self.faults.iter().enumerate() {
+            let field = format!("fault[{i}]");
+            let reject = |field: String, value: String, expected: &str| {
+                Err(ChaosError::Invalid {
+                    file: self.file.clone(),
+                    field,
+                    value,
+                    expected: expected.to_string(),
+                })
+            };
+            let server_fault = !f.target.is_client() && f.kind != FaultKind::Command;
+            match p {
+                Provisioner::Target if server_fault => {
+                    return reject(
+                        format!("{field}.kind"),
+                        format!("{:?}", self.kind_name(f.kind)),
+                        "\"command\" (or a pause of a client): lockbench kills, pauses and cuts \
+                         only servers it started; against an external target write the fault as \
+                         commands, e.g. kind = \"command\", run = \"kubectl delete pod redis-0\", \
+                         heal = \"kubectl wait …\"",
+                    );
+                }
+                Provisioner::Containers if f.kind == FaultKind::Clock => {
+                    return reject(
+                        format!("{field}.kind"),
+                        "\"clock\"".into(),
+                        "kill, pause, partition or command: clock faults preload a shim into local \
+                         Redis processes, which containers do not run (use --provision local)",
+                    );
+                }
+                Provisioner::Containers
+                    if f.kind == FaultKind::Partition && f.clients != Some(ClientSide::All) =>
+                {
+                    return reject(
+                        format!("{field}.clients"),
+                        format!("{:?}", f.clients.map(|c| format!("{c:?}").to_lowercase())),
+                        "\"all\" with --provision containers: a partition disconnects the \
+                         container from the Docker network, which cuts it from every client too \
+                         (split partitions need --provision local)",
+                    );
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn kind_name(&self, k: FaultKind) -> String {
+        serde_json::to_value(k)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
     }
 
     /// Reads and validates `path` against `w`.
@@ -277,13 +373,16 @@ struct RawChaos {
 #[serde(deny_unknown_fields)]
 struct RawFault {
     kind: String,
-    target: String,
+    target: Option<String>,
     service: Option<String>,
     at: String,
     duration: String,
     jump: Option<String>,
     rate: Option<f64>,
     clients: Option<String>,
+    run: Option<String>,
+    heal: Option<String>,
+    timeout: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -300,7 +399,7 @@ struct RawRandom {
     start: Option<String>,
 }
 
-const KINDS: &str = "one of \"kill\", \"pause\", \"clock\", \"partition\"";
+const KINDS: &str = "one of \"kill\", \"pause\", \"clock\", \"partition\", \"command\"";
 const TARGETS: &str = "one of \"master\", \"leader\", \"one\", \"minority\", \"majority\", \"all\", \"holder\", \"client\"";
 const SERVICES: &str = "one of \"mariadb\", \"redis\", \"zookeeper\", \"etcd\"";
 const SPAN: &str =
@@ -368,10 +467,33 @@ impl Validator<'_> {
     fn fault(&self, at_field: &str, f: &RawFault) -> Result<FaultSpec, ChaosError> {
         let field = |k: &str| format!("{at_field}.{k}");
         let kind: FaultKind = self.enumerated(&field("kind"), &f.kind, KINDS)?;
-        let target: Target = self.enumerated(&field("target"), &f.target, TARGETS)?;
-        let service = self.service(&field("service"), &f.service)?;
         let at = self.span(&field("at"), &f.at, true)?;
         let duration = self.span(&field("duration"), &f.duration, false)?;
+        if kind == FaultKind::Command {
+            return self.command_fault(at_field, f, at, duration);
+        }
+        for (k, set) in [
+            ("run", f.run.is_some()),
+            ("heal", f.heal.is_some()),
+            ("timeout", f.timeout.is_some()),
+        ] {
+            if set {
+                return Err(self.invalid(
+                    &field(k),
+                    "set",
+                    "no value: only command faults take it",
+                ));
+            }
+        }
+        let target = f
+            .target
+            .as_deref()
+            .ok_or_else(|| self.invalid(&field("target"), "missing", TARGETS))?;
+        let target: Target = match self.enumerated(&field("target"), target, TARGETS)? {
+            Target::Command => return Err(self.invalid(&field("target"), "\"command\"", TARGETS)),
+            t => t,
+        };
+        let service = self.service(&field("service"), &f.service)?;
         self.check(at_field, kind, target, service, at)?;
         let clock = match kind {
             FaultKind::Clock => {
@@ -446,6 +568,51 @@ impl Validator<'_> {
         })
     }
 
+    /// `kind = "command"`: `run` and `heal` commands, an optional `timeout`, nothing else.
+    fn command_fault(
+        &self,
+        at_field: &str,
+        f: &RawFault,
+        at: Duration,
+        duration: Duration,
+    ) -> Result<FaultSpec, ChaosError> {
+        let field = |k: &str| format!("{at_field}.{k}");
+        for (k, set) in [
+            ("target", f.target.is_some()),
+            ("service", f.service.is_some()),
+            ("jump", f.jump.is_some()),
+            ("rate", f.rate.is_some()),
+            ("clients", f.clients.is_some()),
+        ] {
+            if set {
+                return Err(self.invalid(
+                    &field(k),
+                    "set",
+                    "no value: a command fault hits whatever its commands hit",
+                ));
+            }
+        }
+        let command = |k: &str, v: &Option<String>| match v.as_deref().map(str::trim) {
+            Some(c) if !c.is_empty() => Ok(c.to_string()),
+            _ => Err(self.invalid(
+                &field(k),
+                v.as_deref().map_or("missing".into(), |c| format!("{c:?}")),
+                "a shell command (run with sh -c)",
+            )),
+        };
+        let run = command("run", &f.run)?;
+        let heal = command("heal", &f.heal)?;
+        let timeout = match &f.timeout {
+            Some(t) => self.span(&field("timeout"), t, false)?,
+            None => DEFAULT_COMMAND_TIMEOUT,
+        };
+        self.check(at_field, FaultKind::Command, Target::Command, None, at)?;
+        Ok(FaultSpec {
+            command: Some(CommandFault { run, heal, timeout }),
+            ..FaultSpec::new(FaultKind::Command, Target::Command, None, at, duration)
+        })
+    }
+
     /// Combinations that cannot work, and faults that start after the load.
     fn check(
         &self,
@@ -503,11 +670,14 @@ impl Validator<'_> {
         let mut kinds = Vec::new();
         for (i, k) in r.kinds.iter().enumerate() {
             let kind: FaultKind = self.enumerated(&format!("random.kinds[{i}]"), k, KINDS)?;
-            if matches!(kind, FaultKind::Clock | FaultKind::Partition) {
+            if matches!(
+                kind,
+                FaultKind::Clock | FaultKind::Partition | FaultKind::Command
+            ) {
                 return Err(self.invalid(
                     &format!("random.kinds[{i}]"),
-                    "\"clock\"",
-                    "\"kill\" or \"pause\" (list clock and partition faults as [[fault]])",
+                    format!("{k:?}"),
+                    "\"kill\" or \"pause\" (list clock, partition and command faults as [[fault]])",
                 ));
             }
             kinds.push(kind);

@@ -42,8 +42,11 @@ pub struct FaultRecord {
 
 /// What the runner may touch.
 pub struct Targets<'a> {
-    /// Servers started by this run.
-    pub cluster: &'a mut LocalCluster,
+    /// Servers started by this run (`None` on an external target: only command faults and
+    /// client pauses then).
+    pub cluster: Option<&'a mut LocalCluster>,
+    /// Where command faults log their output.
+    pub log_dir: std::path::PathBuf,
     /// Default service of server faults (the strategy's lock service).
     pub service: Service,
     /// Client worker processes, when the plan pauses clients.
@@ -170,6 +173,21 @@ async fn inject(
 ) -> State {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_0000 ^ r.spec.id as u64);
     let spec = r.spec.clone();
+    if let Some(c) = &spec.command {
+        // The fault is on from the moment its command starts; a failure is noted, and the
+        // heal command still runs at the end.
+        let at = boundaries.mark();
+        r.started = Some(at);
+        r.nodes = vec!["command".into()];
+        tracing::info!(fault = spec.id, run = %c.run, "command fault started");
+        if let Err(e) = run_command(t, &spec, &c.run, "run").await {
+            r.note = Some(e);
+        }
+        return State::Active {
+            heal_at: at + spec.duration,
+            worker: None,
+        };
+    }
     if spec.target.is_client() {
         let Some(workers) = t.workers.clone().filter(|w| !w.is_empty()) else {
             r.note = Some("no client worker processes to pause".into());
@@ -198,7 +216,11 @@ async fn inject(
         };
     }
     let service = spec.service.unwrap_or(t.service);
-    let nodes = match pick_nodes(t.cluster, service, spec.target, &mut rng).await {
+    let Some(cluster) = t.cluster.as_deref_mut() else {
+        r.note = Some("no servers of this run's own to hit (external target)".into());
+        return State::Done;
+    };
+    let nodes = match pick_nodes(cluster, service, spec.target, &mut rng).await {
         Ok(n) => n,
         Err(e) => {
             r.note = Some(e);
@@ -209,20 +231,20 @@ async fn inject(
     let mut hit = nodes.clone();
     if spec.kind == FaultKind::Partition {
         let workers = t.workers.as_ref().map_or(0, |w| w.len());
-        match partition(t.cluster, &nodes, spec.clients, workers) {
+        match partition(cluster, &nodes, spec.clients, workers) {
             Ok(cut) => hit.extend(cut.into_iter().map(|w| format!("cut from {w}"))),
             Err(e) => errors.push(e),
         }
     }
     for n in &nodes {
         let res = match spec.kind {
-            FaultKind::Kill => t.cluster.kill(n),
-            FaultKind::Pause => t.cluster.pause(n),
+            FaultKind::Kill => cluster.kill(n),
+            FaultKind::Pause => cluster.pause(n),
             FaultKind::Clock => {
                 let c = spec.clock.expect("validated: clock faults have a change");
-                t.cluster.set_clock(n, Some((c.jump_ms, c.rate)))
+                cluster.set_clock(n, Some((c.jump_ms, c.rate)))
             }
-            FaultKind::Partition => Ok(()),
+            FaultKind::Partition | FaultKind::Command => Ok(()),
         };
         if let Err(e) = res {
             errors.push(e.to_string());
@@ -249,19 +271,25 @@ async fn heal(
     boundaries: &Boundaries,
 ) {
     let mut errors = Vec::new();
-    if let Some(k) = worker {
+    if let Some(c) = &r.spec.command {
+        let spec = r.spec.clone();
+        if let Err(e) = run_command(t, &spec, &c.heal, "heal").await {
+            errors.push(e);
+        }
+    } else if let Some(k) = worker {
         if let Some(w) = &t.workers
             && let Err(e) = w.resume(k)
         {
             errors.push(format!("SIGCONT worker-{k}: {e}"));
         }
-    } else {
+    } else if let Some(cluster) = t.cluster.as_deref_mut() {
         for n in r.nodes.iter().filter(|n| !n.starts_with("cut from ")) {
             let res = match r.spec.kind {
-                FaultKind::Kill => t.cluster.restart(n).await,
-                FaultKind::Pause => t.cluster.resume(n),
-                FaultKind::Clock => t.cluster.set_clock(n, None),
-                FaultKind::Partition => heal_partition(t.cluster, n),
+                FaultKind::Kill => cluster.restart(n).await,
+                FaultKind::Pause => cluster.resume(n),
+                FaultKind::Clock => cluster.set_clock(n, None),
+                FaultKind::Partition => heal_partition(cluster, n),
+                FaultKind::Command => Ok(()),
             };
             if let Err(e) = res {
                 errors.push(e.to_string());
@@ -275,6 +303,24 @@ async fn heal(
         let prior = r.note.take().map(|n| format!("{n}; ")).unwrap_or_default();
         r.note = Some(format!("{prior}healing: {}", errors.join("; ")));
     }
+}
+
+/// Runs one command of a command fault, logging to `logs/fault-<id>.log`.
+async fn run_command(
+    t: &Targets<'_>,
+    spec: &FaultSpec,
+    cmd: &str,
+    phase: &str,
+) -> Result<(), String> {
+    let c = spec.command.as_ref().expect("a command fault");
+    let log = t.log_dir.join(format!("fault-{}.log", spec.id));
+    let env = [
+        ("LOCKBENCH_FAULT_ID", spec.id.to_string()),
+        ("LOCKBENCH_FAULT_PHASE", phase.to_string()),
+    ];
+    super::command::run(cmd, c.timeout, &log, &env)
+        .await
+        .map_err(|e| format!("{phase}: {e}"))
 }
 
 /// The private-network host of node `name`.
@@ -373,7 +419,9 @@ async fn pick_nodes(
         Target::Minority => (n - 1) / 2,
         Target::Majority => n / 2 + 1,
         Target::All => n,
-        Target::Holder | Target::Client => unreachable!("client targets are handled above"),
+        Target::Holder | Target::Client | Target::Command => {
+            unreachable!("client and command targets are handled above")
+        }
     };
     if count == 0 {
         return Err(format!(

@@ -185,3 +185,8 @@ pub(super) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
         .max_by_key(|s| s.term)
         .map(|s| s.leader)
 }
+
+/// The version the member at `addr` reports (for servers lockbench did not start).
+pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
+    status(addr).await.map(|s| s.version)
+}

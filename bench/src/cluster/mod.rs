@@ -13,11 +13,13 @@
 mod clock;
 mod etcd;
 mod mariadb;
+pub mod namespace;
 pub mod net;
 mod ports;
 mod process;
 mod redis;
 pub mod sentinel;
+pub mod target;
 mod zookeeper;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -26,6 +28,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use namespace::Prefix;
 pub use ports::{Placement, PortAllocator};
 pub use process::ServerProcess;
 
@@ -86,6 +89,23 @@ pub enum ClusterError {
     /// The servers of a replicated service could not say which node leads.
     #[error("which {service:?} node leads: {detail}")]
     Leader { service: Service, detail: String },
+    /// A target file is malformed or lacks what a strategy needs.
+    #[error("{file}: {field}: {problem}")]
+    Target {
+        file: String,
+        field: String,
+        problem: String,
+    },
+    /// The prefix on an external target holds data lockbench did not create.
+    #[error(
+        "{service}: prefix `{prefix}` already holds data lockbench did not create ({found}); \
+         refusing to touch it: choose another `prefix` in the target file, or remove that data"
+    )]
+    PrefixTaken {
+        service: String,
+        prefix: String,
+        found: String,
+    },
     /// A file system operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -99,6 +119,31 @@ impl ClusterError {
         Self::Io {
             what: what.into(),
             source,
+        }
+    }
+}
+
+/// Where the servers of a run come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provisioner {
+    /// Child processes of lockbench, from the Debian packages (the default).
+    #[default]
+    Local,
+    /// Docker containers started through testcontainers on a private network.
+    Containers,
+    /// Servers that already exist, named in a target file (`--target`); lockbench is only a
+    /// client of them.
+    Target,
+}
+
+impl Provisioner {
+    /// Lower-case name, as in `summary.json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Local => "local",
+            Self::Containers => "containers",
+            Self::Target => "target",
         }
     }
 }
@@ -234,6 +279,21 @@ pub struct Endpoints {
     /// Client addresses of the etcd cluster members (empty when not needed).
     #[serde(default)]
     pub etcd: Vec<SocketAddr>,
+    /// Start of every key, table and node the strategies create on these servers.
+    #[serde(default)]
+    pub prefix: Prefix,
+    /// Name under which the sentinels monitor the master (`None`: lockbench's own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_master: Option<String>,
+}
+
+impl Endpoints {
+    /// The master name to ask the sentinels about.
+    pub fn sentinel_master(&self) -> &str {
+        self.sentinel_master
+            .as_deref()
+            .unwrap_or(sentinel::MASTER_NAME)
+    }
 }
 
 /// One server of a run, with the address it was given and the process that serves it.
@@ -266,10 +326,23 @@ pub struct NodeInfo {
     pub addr: SocketAddr,
     /// Version reported by the server.
     pub version: String,
-    /// OS process id while it ran (tests use it to prove the process is gone).
+    /// OS process id while it ran (tests use it to prove the process is gone); for a
+    /// container, the host pid of its main process; 0 for an external target's server.
     pub pid: u32,
-    /// Its log file.
+    /// Its log file (empty for an external target's server).
     pub log: PathBuf,
+    /// The container serving it, when provisioned as containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<ContainerInfo>,
+}
+
+/// A container that served a node.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ContainerInfo {
+    /// Container id.
+    pub id: String,
+    /// Image it ran.
+    pub image: String,
 }
 
 /// Where and how to start local servers.
@@ -493,7 +566,8 @@ impl LocalCluster {
         match service {
             Service::Redis if !self.endpoints.sentinels.is_empty() => {
                 // The master is whatever the sentinels say now (it moves on failover).
-                match sentinel::current_master(&self.endpoints.sentinels).await {
+                let name = self.endpoints.sentinel_master();
+                match sentinel::current_master(&self.endpoints.sentinels, name).await {
                     Ok(addr) => Ok(members.into_iter().find(|n| n.addr == addr)),
                     Err(_) => Ok(None),
                 }
@@ -549,6 +623,7 @@ impl LocalCluster {
                 version: n.version.clone(),
                 pid: n.process.pid(),
                 log: n.process.log().to_path_buf(),
+                container: None,
             })
             .collect()
     }

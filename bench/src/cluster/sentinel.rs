@@ -70,12 +70,12 @@ async fn master_state(sentinel: SocketAddr) -> Result<HashMap<String, String>, S
 }
 
 /// The master address the sentinels currently agree on (asked of the first that answers).
-pub async fn current_master(sentinels: &[SocketAddr]) -> Result<SocketAddr, String> {
+pub async fn current_master(sentinels: &[SocketAddr], name: &str) -> Result<SocketAddr, String> {
     let mut last = String::from("no sentinel");
     for s in sentinels {
         let cmd = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
-            .arg(MASTER_NAME)
+            .arg(name)
             .to_owned();
         match tokio::time::timeout(Duration::from_secs(1), query::<(String, u16)>(*s, &cmd)).await {
             Ok(Ok((ip, port))) => {

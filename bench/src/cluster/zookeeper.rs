@@ -254,3 +254,8 @@ pub(super) async fn leaders(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
         .map(|(a, _)| *a)
         .collect()
 }
+
+/// The version the member at `addr` reports (for servers lockbench did not start).
+pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
+    srvr(addr).await.map(|s| s.version)
+}

@@ -18,7 +18,7 @@ pub use html::{ReportError, write_report};
 pub use table::{print_faults, print_table};
 
 use crate::check::{DoubleGrants, Overlap, Safety};
-use crate::cluster::NodeInfo;
+use crate::cluster::{NodeInfo, Provisioner};
 use crate::record::{ErrorKind, LatencySummary, Outcome, Stats};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
@@ -98,6 +98,13 @@ pub struct Summary {
     pub service_time_us: LatencySummary,
     /// The servers of the run.
     pub servers: Vec<NodeInfo>,
+    /// Where the servers came from: `local` (child processes), `containers`, or `target`
+    /// (servers that already existed).
+    #[serde(default)]
+    pub provisioner: Provisioner,
+    /// The target file of a `target` run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_file: Option<String>,
     /// Wall-clock start of the load (RFC 3339).
     pub started_at: String,
     /// The chaos file of the run, if any.
@@ -137,6 +144,10 @@ pub struct RunParts<'a> {
     pub stuck_locks: u64,
     /// The servers used.
     pub servers: Vec<NodeInfo>,
+    /// Where they came from.
+    pub provisioner: Provisioner,
+    /// The target file, for an external target.
+    pub target_file: Option<String>,
     /// Wall-clock start of the load.
     pub started_at: std::time::SystemTime,
     /// Chaos file, fault and phase summaries, workers.
@@ -171,6 +182,8 @@ impl Summary {
             double_grants,
             stuck_locks,
             servers,
+            provisioner,
+            target_file,
             started_at,
             chaos,
         } = p;
@@ -244,6 +257,8 @@ impl Summary {
             latency_us_by_outcome,
             service_time_us: LatencySummary::of(&stats.service),
             servers,
+            provisioner,
+            target_file,
             started_at: humantime::format_rfc3339_millis(started_at).to_string(),
             chaos_file: chaos.file,
             faults: chaos.faults,
@@ -340,6 +355,8 @@ mod tests {
             },
             stuck_locks: 0,
             servers: Vec::new(),
+            provisioner: Provisioner::Local,
+            target_file: None,
             started_at: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             chaos: ChaosParts::default(),
         });

@@ -42,11 +42,6 @@ impl<L: Lock> Locked<L> {
     }
 }
 
-/// The lock key of a SKU.
-pub fn lock_key(sku: u32) -> String {
-    format!("lockbench:lock:{sku}")
-}
-
 #[async_trait]
 impl<L: Lock> Strategy for Locked<L> {
     async fn stuck_locks(&self, skus: u32) -> Result<u64, super::StrategyError> {
@@ -54,7 +49,7 @@ impl<L: Lock> Strategy for Locked<L> {
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
-        let key = lock_key(p.sku);
+        let key = self.store.prefix.lock_key(p.sku);
         // `seq` is unique within the run, the nonce across runs.
         let token = format!("{:08x}-{}", self.nonce, p.seq);
         let lease = match self.lock.acquire(p.client, &key, &token).await {

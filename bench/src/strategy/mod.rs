@@ -464,7 +464,9 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             id: id.into(),
             what: "MariaDB",
         })?;
-        mysql::MysqlStore::connect(e, w).await.map(Arc::new)
+        mysql::MysqlStore::connect(e, &ep.prefix, w)
+            .await
+            .map(Arc::new)
     };
     let redis_addr = || {
         ep.redis.first().copied().ok_or(StrategyError::Missing {
@@ -538,7 +540,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             };
             let store = mysql().await?;
             let locked = Locked::new(
-                SetNx::connect(redis_addr()?, w, flavor).await?,
+                SetNx::connect(redis_addr()?, &ep.prefix, w, flavor).await?,
                 store.clone(),
                 w,
             );
@@ -593,15 +595,18 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 });
             }
             let store = mysql().await?;
-            let target = redis_conn::RedisTarget::via_sentinels(&ep.sentinels, w).await?;
-            let lock = redis_setnx::SetNx::on(target, w, redis_setnx::Flavor::PLAIN)?;
+            let target =
+                redis_conn::RedisTarget::via_sentinels(&ep.sentinels, ep.sentinel_master(), w)
+                    .await?;
+            let lock = redis_setnx::SetNx::on(target, &ep.prefix, w, redis_setnx::Flavor::PLAIN)?;
             Built {
                 strategy: Arc::new(Locked::new(lock, store.clone(), w)),
                 store,
             }
         }
         "redis-lua-decr" => {
-            let store = Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, w).await?);
+            let store =
+                Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, &ep.prefix, w).await?);
             Built {
                 strategy: store.clone(),
                 store,
@@ -611,7 +616,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             let store = mysql().await?;
             let addrs = cluster(&ep.zookeeper, "ZooKeeper")?;
             let lock = Locked::new(
-                zookeeper::ZkLock::connect(&addrs, w).await?,
+                zookeeper::ZkLock::connect(&addrs, &ep.prefix, w).await?,
                 store.clone(),
                 w,
             );

@@ -1,16 +1,18 @@
-//! The MariaDB store: the `stock` and `orders` tables, the shared critical section, and the
-//! audit.
+//! The MariaDB store: the `<prefix>_stock` and `<prefix>_orders` tables, the shared critical
+//! section, and the audit.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
-use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row};
+use sqlx::{
+    ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row, SqlSafeStr, SqlStr,
+};
 
 use super::{Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
-use crate::cluster::MysqlEndpoint;
+use crate::cluster::{MysqlEndpoint, Prefix};
 use crate::record::{ErrorKind, Outcome};
 use crate::workload::Workload;
 
@@ -44,6 +46,53 @@ pub struct MysqlStore {
     lock_wait_s: u64,
     /// Bound of every single statement.
     pub timeout: Duration,
+    /// Names of everything the store creates.
+    pub prefix: Prefix,
+    sql: Sql,
+}
+
+/// The store's statements, with its table names filled in once at connect (cloning a
+/// [`SqlStr`] is a reference count, not a copy).
+struct Sql {
+    read: SqlStr,
+    read_for_update: SqlStr,
+    raise_fence: SqlStr,
+    write: SqlStr,
+    write_if_version: SqlStr,
+    write_if_fence: SqlStr,
+    insert_order: SqlStr,
+    /// Used by `mysql-atomic`.
+    decrement: SqlStr,
+    stock: String,
+    orders: String,
+}
+
+impl Sql {
+    fn new(p: &Prefix) -> Self {
+        let (stock, orders) = (p.table("stock"), p.table("orders"));
+        let s = |text: String| sqlx::AssertSqlSafe(text).into_sql_str();
+        let set = format!("UPDATE {stock} SET qty = ?, version = version + 1 WHERE sku = ?");
+        Self {
+            read: s(format!("SELECT qty, version FROM {stock} WHERE sku = ?")),
+            read_for_update: s(format!(
+                "SELECT qty, version FROM {stock} WHERE sku = ? FOR UPDATE"
+            )),
+            raise_fence: s(format!(
+                "UPDATE {stock} SET fence = GREATEST(fence, ?) WHERE sku = ?"
+            )),
+            write_if_version: s(format!("{set} AND version = ?")),
+            write_if_fence: s(format!("{set} AND fence <= ?")),
+            write: s(set),
+            insert_order: s(format!(
+                "INSERT INTO {orders} (sku, buyer, token, created_us) VALUES (?, ?, ?, ?)"
+            )),
+            decrement: s(format!(
+                "UPDATE {stock} SET qty = qty - 1, version = version + 1 WHERE sku = ? AND qty > 0"
+            )),
+            stock,
+            orders,
+        }
+    }
 }
 
 /// The MariaDB error number, if `e` is a database error reply.
@@ -126,7 +175,12 @@ impl std::ops::DerefMut for BuyerConn<'_> {
 
 impl MysqlStore {
     /// Connects one connection per buyer (bounded) plus a small pool for setup and audit.
-    pub async fn connect(ep: &MysqlEndpoint, w: &Workload) -> Result<Self, StrategyError> {
+    /// Tables are named after `prefix`.
+    pub async fn connect(
+        ep: &MysqlEndpoint,
+        prefix: &Prefix,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
         let opts = MySqlConnectOptions::new()
             .host(&ep.addr.ip().to_string())
             .port(ep.addr.port())
@@ -152,6 +206,8 @@ impl MysqlStore {
             opts,
             lock_wait_s: lock_wait(w).as_secs(),
             timeout: w.load.timeout,
+            prefix: prefix.clone(),
+            sql: Sql::new(prefix),
         };
         // Connect every buyer now, so the first attempts do not pay for it.
         let all = futures::future::join_all(store.buyers.iter().map(|slot| async {
@@ -205,11 +261,11 @@ impl MysqlStore {
         for_update: bool,
     ) -> Result<(i64, i64), sqlx::Error> {
         let sql = if for_update {
-            "SELECT qty, version FROM stock WHERE sku = ? FOR UPDATE"
+            &self.sql.read_for_update
         } else {
-            "SELECT qty, version FROM stock WHERE sku = ?"
+            &self.sql.read
         };
-        let row = sqlx::query(sql).bind(sku).fetch_one(con).await?;
+        let row = sqlx::query(sql.clone()).bind(sku).fetch_one(con).await?;
         Ok((row.try_get(0)?, row.try_get(1)?))
     }
 
@@ -221,7 +277,7 @@ impl MysqlStore {
         sku: u32,
         fence: u64,
     ) -> Result<(), ErrorKind> {
-        let raise = sqlx::query("UPDATE stock SET fence = GREATEST(fence, ?) WHERE sku = ?")
+        let raise = sqlx::query(self.sql.raise_fence.clone())
             .bind(fence)
             .bind(sku);
         within(self.timeout, raise.execute(con), classify)
@@ -241,23 +297,17 @@ impl MysqlStore {
     ) -> Result<bool, ErrorKind> {
         let t = self.timeout;
         let update = match guard {
-            Guard::None => {
-                sqlx::query("UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ?")
-                    .bind(new_qty)
-                    .bind(p.sku)
-            }
-            Guard::Version(v) => sqlx::query(
-                "UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ? AND version = ?",
-            )
-            .bind(new_qty)
-            .bind(p.sku)
-            .bind(v),
-            Guard::Fence(f) => sqlx::query(
-                "UPDATE stock SET qty = ?, version = version + 1 WHERE sku = ? AND fence <= ?",
-            )
-            .bind(new_qty)
-            .bind(p.sku)
-            .bind(f),
+            Guard::None => sqlx::query(self.sql.write.clone())
+                .bind(new_qty)
+                .bind(p.sku),
+            Guard::Version(v) => sqlx::query(self.sql.write_if_version.clone())
+                .bind(new_qty)
+                .bind(p.sku)
+                .bind(v),
+            Guard::Fence(f) => sqlx::query(self.sql.write_if_fence.clone())
+                .bind(new_qty)
+                .bind(p.sku)
+                .bind(f),
         };
         let done = within(t, update.execute(&mut *con), classify).await?;
         if done.rows_affected() == 0 {
@@ -274,12 +324,11 @@ impl MysqlStore {
         p: &Purchase,
         token: &str,
     ) -> Result<(), ErrorKind> {
-        let insert =
-            sqlx::query("INSERT INTO orders (sku, buyer, token, created_us) VALUES (?, ?, ?, ?)")
-                .bind(p.sku)
-                .bind(p.seq)
-                .bind(token)
-                .bind(now_us());
+        let insert = sqlx::query(self.sql.insert_order.clone())
+            .bind(p.sku)
+            .bind(p.seq)
+            .bind(token)
+            .bind(now_us());
         within(self.timeout, insert.execute(con), classify)
             .await
             .map(|_| ())
@@ -343,6 +392,11 @@ impl MysqlStore {
 }
 
 impl MysqlStore {
+    /// `mysql-atomic`'s one-statement deduction: `qty - 1` where stock is left.
+    pub fn decrement_sql(&self) -> SqlStr {
+        self.sql.decrement.clone()
+    }
+
     /// Replaces buyer `client`'s connection before its next use.
     pub fn discard_later(&self, client: u32) {
         self.stale[client as usize % self.stale.len()]
@@ -362,18 +416,22 @@ impl Store for MysqlStore {
     async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
         let work = async {
             let mut con = self.pool.acquire().await?;
-            con.execute("DROP TABLE IF EXISTS orders, stock").await?;
-            con.execute(
-                "CREATE TABLE stock (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
-                 version BIGINT NOT NULL DEFAULT 0, fence BIGINT UNSIGNED NOT NULL DEFAULT 0) \
-                 ENGINE=InnoDB",
-            )
+            let (stock_t, orders_t) = (&self.sql.stock, &self.sql.orders);
+            con.execute(sqlx::AssertSqlSafe(format!(
+                "DROP TABLE IF EXISTS {orders_t}, {stock_t}"
+            )))
             .await?;
-            con.execute(
-                "CREATE TABLE orders (id BIGINT AUTO_INCREMENT PRIMARY KEY, sku INT NOT NULL, \
+            con.execute(sqlx::AssertSqlSafe(format!(
+                "CREATE TABLE {stock_t} (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
+                 version BIGINT NOT NULL DEFAULT 0, fence BIGINT UNSIGNED NOT NULL DEFAULT 0) \
+                 ENGINE=InnoDB"
+            )))
+            .await?;
+            con.execute(sqlx::AssertSqlSafe(format!(
+                "CREATE TABLE {orders_t} (id BIGINT AUTO_INCREMENT PRIMARY KEY, sku INT NOT NULL, \
                  buyer BIGINT NOT NULL, token VARCHAR(64) NOT NULL, created_us BIGINT NOT NULL, \
-                 KEY (sku)) ENGINE=InnoDB",
-            )
+                 KEY (sku)) ENGINE=InnoDB"
+            )))
             .await?;
             for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
                 let values = chunk
@@ -382,7 +440,7 @@ impl Store for MysqlStore {
                     .collect::<Vec<_>>()
                     .join(",");
                 con.execute(sqlx::AssertSqlSafe(format!(
-                    "INSERT INTO stock (sku, qty) VALUES {values}"
+                    "INSERT INTO {stock_t} (sku, qty) VALUES {values}"
                 )))
                 .await?;
             }
@@ -402,16 +460,22 @@ impl Store for MysqlStore {
                     sold: 0,
                 })
                 .collect();
-            for row in sqlx::query("SELECT sku, qty FROM stock")
-                .fetch_all(&self.pool)
-                .await?
+            let stock_t = &self.sql.stock;
+            for row in sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT sku, qty FROM {stock_t}"
+            )))
+            .fetch_all(&self.pool)
+            .await?
             {
                 let sku: i32 = row.try_get(0)?;
                 out[sku as usize].final_stock = row.try_get(1)?;
             }
-            for row in sqlx::query("SELECT sku, COUNT(*) FROM orders GROUP BY sku")
-                .fetch_all(&self.pool)
-                .await?
+            let orders_t = &self.sql.orders;
+            for row in sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT sku, COUNT(*) FROM {orders_t} GROUP BY sku"
+            )))
+            .fetch_all(&self.pool)
+            .await?
             {
                 let sku: i32 = row.try_get(0)?;
                 let n: i64 = row.try_get(1)?;

@@ -7,7 +7,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use sqlx::{Executor, Row};
 
-use super::locked::lock_key;
 use super::mysql::{SharedStore, classify};
 use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
@@ -26,21 +25,26 @@ pub struct LockTable {
     fence_tokens: bool,
     take: String,
     release: String,
+    count: String,
+    fence: String,
+    /// `<prefix>_locks`.
+    table: String,
 }
 
 impl LockTable {
     /// A lock table in the store's database; `fence_tokens` reads a fencing token per lease.
     pub fn new(store: SharedStore, w: &Workload, fence_tokens: bool) -> Self {
+        let locks = store.prefix.table("locks");
         // Assignments run left to right, so count and fence see the old owner and expiry.
         let take = format!(
-            "UPDATE locks SET \
+            "UPDATE {locks} SET \
                count = IF(owner = ? AND expires_at >= {NOW_MS}, count + 1, 1), \
                fence = IF(owner = ? AND expires_at >= {NOW_MS}, fence, fence + 1), \
                owner = ?, expires_at = {NOW_MS} + ? \
              WHERE name = ? AND (count = 0 OR expires_at < {NOW_MS} OR owner = ?)"
         );
         let release = format!(
-            "UPDATE locks SET count = count - 1, owner = IF(count = 0, '', owner), \
+            "UPDATE {locks} SET count = count - 1, owner = IF(count = 0, '', owner), \
                expires_at = IF(count = 0, 0, expires_at) \
              WHERE name = ? AND owner = ? AND count > 0 AND expires_at >= {NOW_MS}"
         );
@@ -52,6 +56,9 @@ impl LockTable {
             fence_tokens,
             take,
             release,
+            count: format!("SELECT count FROM {locks} WHERE name = ? AND owner = ?"),
+            fence: format!("SELECT fence FROM {locks} WHERE name = ? AND owner = ?"),
+            table: locks,
         }
     }
 
@@ -82,7 +89,7 @@ impl LockTable {
     /// The reentrancy count `owner` holds (0 if none).
     pub async fn count(&self, key: &str, owner: &str) -> Result<i64, ErrorKind> {
         let mut con = self.store.conn(0).await?;
-        let q = sqlx::query("SELECT count FROM locks WHERE name = ? AND owner = ?")
+        let q = sqlx::query(sqlx::AssertSqlSafe(self.count.as_str()))
             .bind(key)
             .bind(owner);
         let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify).await?;
@@ -94,20 +101,22 @@ impl LockTable {
 impl Lock for LockTable {
     async fn prepare(&self, skus: u32) -> Result<(), StrategyError> {
         let mut con = self.store.pool().acquire().await?;
-        con.execute("DROP TABLE IF EXISTS locks").await?;
-        con.execute(
-            "CREATE TABLE locks (name VARCHAR(64) PRIMARY KEY, owner VARCHAR(64) NOT NULL DEFAULT '', \
+        let locks = &self.table;
+        con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {locks}")))
+            .await?;
+        con.execute(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE {locks} (name VARCHAR(64) PRIMARY KEY, owner VARCHAR(64) NOT NULL DEFAULT '', \
              expires_at BIGINT NOT NULL DEFAULT 0, count INT NOT NULL DEFAULT 0, \
-             fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB",
-        )
+             fence BIGINT UNSIGNED NOT NULL DEFAULT 0) ENGINE=InnoDB"
+        )))
         .await?;
         for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
             let rows: Vec<String> = chunk
                 .iter()
-                .map(|s| format!("('{}')", lock_key(*s)))
+                .map(|s| format!("('{}')", self.store.prefix.lock_key(*s)))
                 .collect();
             con.execute(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO locks (name) VALUES {}",
+                "INSERT INTO {locks} (name) VALUES {}",
                 rows.join(",")
             )))
             .await?;
@@ -124,7 +133,7 @@ impl Lock for LockTable {
         if self.fence_tokens {
             let fence = async {
                 let mut con = self.store.conn(client).await?;
-                let q = sqlx::query("SELECT fence FROM locks WHERE name = ? AND owner = ?")
+                let q = sqlx::query(sqlx::AssertSqlSafe(self.fence.as_str()))
                     .bind(key)
                     .bind(token);
                 let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify).await?;

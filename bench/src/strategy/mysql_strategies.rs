@@ -232,10 +232,7 @@ impl Strategy for Atomic {
             let mut tx = within(s.timeout, con.begin(), classify)
                 .await
                 .map_err(Outcome::Failed)?;
-            let update = sqlx::query(
-                "UPDATE stock SET qty = qty - 1, version = version + 1 WHERE sku = ? AND qty > 0",
-            )
-            .bind(p.sku);
+            let update = sqlx::query(s.decrement_sql()).bind(p.sku);
             let done = within(s.timeout, update.execute(&mut *tx), classify)
                 .await
                 .map_err(write_failure)?;

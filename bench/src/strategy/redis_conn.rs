@@ -47,6 +47,8 @@ pub fn classify(e: &redis::RedisError) -> ErrorKind {
 pub struct RedisTarget {
     current: std::sync::RwLock<std::sync::Arc<Current>>,
     sentinels: Vec<SocketAddr>,
+    /// The name the sentinels monitor the master under.
+    master_name: String,
     w: Workload,
     /// One re-resolution at a time; the others see the new generation and skip theirs.
     resolving: tokio::sync::Mutex<()>,
@@ -61,15 +63,16 @@ struct Current {
 impl RedisTarget {
     /// Always the server at `addr`.
     pub async fn fixed(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
-        Self::new(addr, Vec::new(), w).await
+        Self::new(addr, Vec::new(), String::new(), w).await
     }
 
-    /// The master named by `sentinels`.
+    /// The master that `sentinels` name `master_name`.
     pub async fn via_sentinels(
         sentinels: &[SocketAddr],
+        master_name: &str,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
-        let addr = crate::cluster::sentinel::current_master(sentinels)
+        let addr = crate::cluster::sentinel::current_master(sentinels, master_name)
             .await
             .map_err(|e| {
                 StrategyError::Redis(redis::RedisError::from((
@@ -78,12 +81,13 @@ impl RedisTarget {
                     e,
                 )))
             })?;
-        Self::new(addr, sentinels.to_vec(), w).await
+        Self::new(addr, sentinels.to_vec(), master_name.to_string(), w).await
     }
 
     async fn new(
         addr: SocketAddr,
         sentinels: Vec<SocketAddr>,
+        master_name: String,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
         let cons = connections(addr, w).await?;
@@ -94,6 +98,7 @@ impl RedisTarget {
                 generation: 0,
             })),
             sentinels,
+            master_name,
             w: w.clone(),
             resolving: tokio::sync::Mutex::new(()),
         })
@@ -119,7 +124,9 @@ impl RedisTarget {
         if old.generation != generation {
             return; // someone already moved on
         }
-        let Ok(addr) = crate::cluster::sentinel::current_master(&self.sentinels).await else {
+        let Ok(addr) =
+            crate::cluster::sentinel::current_master(&self.sentinels, &self.master_name).await
+        else {
             return;
         };
         if let Ok(cons) = connections(addr, &self.w).await {

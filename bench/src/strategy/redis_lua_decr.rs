@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use super::redis_conn::{Con, classify, connections};
 use super::{Attempt, Purchase, Store, Strategy, StrategyError, within};
 use crate::check::SkuAudit;
+use crate::cluster::Prefix;
 use crate::record::{ErrorKind, Outcome};
 use crate::workload::Workload;
 
@@ -17,31 +18,37 @@ pub const DECREMENT: &str = include_str!("lua/decrement.lua");
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The stock key of a SKU.
-pub fn stock_key(sku: u32) -> String {
-    format!("lockbench:stock:{sku}")
-}
-
-/// The orders list of a SKU.
-pub fn orders_key(sku: u32) -> String {
-    format!("lockbench:orders:{sku}")
-}
-
 /// Strategy and store in one: the script is the whole purchase.
 pub struct LuaDecr {
     cons: Vec<Con>,
     script: redis::Script,
     timeout: Duration,
+    prefix: Prefix,
 }
 
 impl LuaDecr {
-    /// Connects to the Redis at `addr`.
-    pub async fn connect(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
+    /// Connects to the Redis at `addr`; keys start with `prefix`.
+    pub async fn connect(
+        addr: SocketAddr,
+        prefix: &Prefix,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
         Ok(Self {
             cons: connections(addr, w).await?,
             script: redis::Script::new(DECREMENT),
             timeout: w.load.timeout,
+            prefix: prefix.clone(),
         })
+    }
+
+    /// The stock key of a SKU.
+    fn stock_key(&self, sku: u32) -> String {
+        self.prefix.key("stock", sku)
+    }
+
+    /// The orders list of a SKU.
+    fn orders_key(&self, sku: u32) -> String {
+        self.prefix.key("orders", sku)
     }
 }
 
@@ -49,7 +56,7 @@ impl LuaDecr {
 impl Strategy for LuaDecr {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let mut con = self.cons[p.client as usize % self.cons.len()].clone();
-        let (stock, orders) = (stock_key(p.sku), orders_key(p.sku));
+        let (stock, orders) = (self.stock_key(p.sku), self.orders_key(p.sku));
         let mut call = self.script.key(&stock);
         call.key(&orders).arg(p.seq);
         match within(self.timeout, call.invoke_async::<i64>(&mut con), classify).await {
@@ -70,9 +77,9 @@ impl Store for LuaDecr {
             for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
                 let mut pipe = redis::pipe();
                 for &sku in chunk {
-                    pipe.del(orders_key(sku))
+                    pipe.del(self.orders_key(sku))
                         .ignore()
-                        .set(stock_key(sku), stock)
+                        .set(self.stock_key(sku), stock)
                         .ignore();
                 }
                 pipe.query_async::<()>(&mut con).await?;
@@ -93,7 +100,7 @@ impl Store for LuaDecr {
             for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
                 let mut pipe = redis::pipe();
                 for &sku in chunk {
-                    pipe.get(stock_key(sku)).llen(orders_key(sku));
+                    pipe.get(self.stock_key(sku)).llen(self.orders_key(sku));
                 }
                 // Replies alternate: GET stock (nil if never set), LLEN orders.
                 let values: Vec<Option<i64>> = pipe.query_async(&mut con).await?;

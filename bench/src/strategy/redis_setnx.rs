@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::locked::lock_key;
 use super::redis_conn::{Con, RedisTarget, classify};
 use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, spin, within};
+use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
@@ -48,7 +48,7 @@ pub struct Flavor {
     pub release: Release,
     /// Renew the lease every ttl/3 while held.
     pub watchdog: bool,
-    /// Take a fencing token from `INCR lockbench:fence:<key>` after acquiring. A counter on the
+    /// Take a fencing token from `INCR <prefix>:fence:<key>` after acquiring. A counter on the
     /// same Redis is exactly what a failover can roll back (see the chaos scenarios).
     pub fenced: bool,
 }
@@ -73,21 +73,29 @@ pub struct SetNx {
     acquire_timeout: Duration,
     retry_interval: Duration,
     timeout: Duration,
+    prefix: Prefix,
 }
 
 impl SetNx {
     /// Connects to the Redis at `addr` (one connection per buyer, up to a bound).
     pub async fn connect(
         addr: SocketAddr,
+        prefix: &Prefix,
         w: &Workload,
         flavor: Flavor,
     ) -> Result<Self, StrategyError> {
-        Self::on(RedisTarget::fixed(addr, w).await?, w, flavor)
+        Self::on(RedisTarget::fixed(addr, w).await?, prefix, w, flavor)
     }
 
     /// The lock on whatever `target` points at (e.g. the master Sentinel names).
-    pub fn on(target: RedisTarget, w: &Workload, flavor: Flavor) -> Result<Self, StrategyError> {
+    pub fn on(
+        target: RedisTarget,
+        prefix: &Prefix,
+        w: &Workload,
+        flavor: Flavor,
+    ) -> Result<Self, StrategyError> {
         Ok(Self {
+            prefix: prefix.clone(),
             target,
             flavor,
             unlock: redis::Script::new(UNLOCK),
@@ -194,7 +202,7 @@ impl Lock for SetNx {
         }
         if self.flavor.fenced {
             let incr = redis::cmd("INCR")
-                .arg(format!("lockbench:fence:{key}"))
+                .arg(self.prefix.key("fence", key))
                 .to_owned();
             match self.call::<u64>(client, &incr).await {
                 Ok(fence) => lease.fence = Some(fence),
@@ -213,7 +221,7 @@ impl Lock for SetNx {
         for sku in 0..skus {
             // PTTL -1: the key exists and will never expire.
             let ttl: i64 = redis::cmd("PTTL")
-                .arg(lock_key(sku))
+                .arg(self.prefix.lock_key(sku))
                 .query_async(&mut con)
                 .await?;
             stuck += u64::from(ttl == -1);

@@ -1,7 +1,7 @@
 //! `zookeeper`: the ZooKeeper lock recipe (Curator's `InterProcessMutex` layout), fair and
 //! without a herd: each waiter watches only its predecessor.
 //!
-//! Acquire creates an ephemeral sequential node `/lockbench/locks/<key>/_c_<uuid>-lock-<seq>`
+//! Acquire creates an ephemeral sequential node `/<prefix>/locks/<key>/_c_<uuid>-lock-<seq>`
 //! and holds the lock once its node has the lowest sequence number; until then it watches the
 //! node just before its own. Release deletes the node. The node is ephemeral: when the
 //! session that created it expires (the holder stalled or was cut off for longer than the
@@ -22,11 +22,10 @@ use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
 
 use super::{AcquireError, Lease, Lock, StrategyError, within};
+use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-/// Parent of every lock's directory.
-const ROOT: &str = "/lockbench/locks";
 /// Curator's lock-node name; the sequence number follows it.
 const LOCK_NAME: &str = "lock-";
 
@@ -54,6 +53,8 @@ pub struct ZkLock {
     timeout: Duration,
     /// Locks currently held, by owner token (at most one per buyer in flight).
     held: Mutex<HashMap<String, Held>>,
+    /// Parent of every lock's directory: `/<prefix>/locks`.
+    root: String,
 }
 
 /// Classifies a ZooKeeper error: an error reply is definite; a lost connection or session is
@@ -77,7 +78,12 @@ fn sequence(name: &str) -> Option<&str> {
 
 impl ZkLock {
     /// Opens one session per buyer (bounded) to the ensemble at `addrs`.
-    pub async fn connect(addrs: &[SocketAddr], w: &Workload) -> Result<Self, StrategyError> {
+    /// Lock nodes live under `/<prefix>/locks`.
+    pub async fn connect(
+        addrs: &[SocketAddr],
+        prefix: &Prefix,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
         let connect = addrs
             .iter()
             .map(|a| a.to_string())
@@ -91,6 +97,7 @@ impl ZkLock {
             acquire_timeout: w.lock.acquire_timeout,
             timeout: w.load.timeout,
             held: Mutex::new(HashMap::new()),
+            root: format!("{}/locks", prefix.zk_root()),
         };
         let open = |_| async {
             let connector = lock
@@ -281,7 +288,7 @@ impl Lock for ZkLock {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         let deadline = tokio::time::Instant::now() + self.acquire_timeout;
         let zk = self.session(client).await.map_err(AcquireError::Failed)?;
-        let parent = format!("{ROOT}/{key}");
+        let parent = format!("{}/{key}", self.root);
         let prefix = format!("{parent}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
         let (path, czxid) = self
             .create_node(client, &zk, &parent, &prefix, token)

@@ -1,0 +1,767 @@
+//! External targets: servers that already exist (a staging cluster), named in a TOML file.
+//! lockbench is only a client of them: it starts, kills and pauses nothing.
+//!
+//! Shared servers hold other people's data, so a run [`claim`]s its [`Prefix`] first (refusing
+//! when the prefix already holds data lockbench did not create), creates only names under it,
+//! and [`release`]s everything under it at the end. Credentials come from environment
+//! variables the file names and are never written into results.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Deserialize;
+use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
+use sqlx::{ConnectOptions, Connection, Executor};
+
+use super::{ClusterError, Endpoints, MysqlEndpoint, Needs, NodeInfo, Prefix, Role, Service};
+
+/// Bound of every call that checks, marks or cleans a target.
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most keys / tables named in a refusal.
+const SHOW_FOUND: usize = 5;
+/// What the owner marker holds: proof that lockbench created the data under the prefix.
+const MARKER: &str = "lockbench: this prefix holds data of lockbench runs; safe to delete";
+
+/// A validated target file.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Where it came from.
+    pub file: String,
+    /// Every server it names, credentials filled in from the environment.
+    pub endpoints: Endpoints,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    #[allow(dead_code)] // free text for the reader of the file
+    description: Option<String>,
+    prefix: Option<String>,
+    mysql: Option<RawMysql>,
+    redis: Option<RawNodes>,
+    sentinel: Option<RawSentinel>,
+    zookeeper: Option<RawNodes>,
+    etcd: Option<RawNodes>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMysql {
+    dsn: String,
+    password_env: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNodes {
+    nodes: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSentinel {
+    nodes: Vec<String>,
+    master: Option<String>,
+}
+
+const ADDR_FORM: &str = "\"host:port\" (a name or an IP address)";
+const DSN_FORM: &str = "\"mysql://USER@HOST:PORT/DATABASE\" (the password goes into the environment \
+     variable that mysql.password_env names, never into the file)";
+
+impl Target {
+    /// Reads and validates `path`.
+    pub fn load(path: &Path) -> Result<Self, ClusterError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ClusterError::Target {
+            file: file.clone(),
+            field: "-".into(),
+            problem: format!("cannot read target file: {e}"),
+        })?;
+        Self::parse(&file, &text, |k| std::env::var(k).ok())
+    }
+
+    /// Parses target text; `env` looks up credentials.
+    pub fn parse(
+        file: &str,
+        text: &str,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ClusterError> {
+        let bad = |field: &str, value: &str, expected: &str| ClusterError::Target {
+            file: file.to_string(),
+            field: field.to_string(),
+            problem: format!("{value}: expected {expected}"),
+        };
+        let raw: RawTarget = toml::from_str(text).map_err(|e| ClusterError::Target {
+            file: file.to_string(),
+            field: "-".into(),
+            problem: e.to_string().trim_end().to_string(),
+        })?;
+        let mut ep = Endpoints::default();
+        if let Some(p) = &raw.prefix {
+            ep.prefix = Prefix::new(p).map_err(|e| ClusterError::Target {
+                file: file.to_string(),
+                field: "prefix".into(),
+                problem: e,
+            })?;
+        }
+        let addrs = |field: &str, nodes: &[String]| -> Result<Vec<SocketAddr>, ClusterError> {
+            if nodes.is_empty() {
+                return Err(bad(field, "[]", &format!("a list of {ADDR_FORM}")));
+            }
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| resolve(n).map_err(|e| bad(&format!("{field}[{i}]"), &e, ADDR_FORM)))
+                .collect()
+        };
+        if let Some(m) = &raw.mysql {
+            let (user, host, database) = parse_dsn(&m.dsn)
+                .ok_or_else(|| bad("mysql.dsn", &format!("{:?}", m.dsn), DSN_FORM))?;
+            let addr = resolve(host).map_err(|e| bad("mysql.dsn", &e, DSN_FORM))?;
+            let password = match &m.password_env {
+                Some(var) => env(var).ok_or_else(|| {
+                    bad(
+                        "mysql.password_env",
+                        &format!("{var:?}"),
+                        &format!("the name of a set environment variable (export {var}=…)"),
+                    )
+                })?,
+                None => String::new(),
+            };
+            ep.mysql = Some(MysqlEndpoint {
+                addr,
+                user: user.to_string(),
+                password,
+                database: database.to_string(),
+            });
+        }
+        if let Some(r) = &raw.redis {
+            ep.redis = addrs("redis.nodes", &r.nodes)?;
+        }
+        if let Some(s) = &raw.sentinel {
+            ep.sentinels = addrs("sentinel.nodes", &s.nodes)?;
+            ep.sentinel_master = s.master.clone();
+        }
+        if let Some(z) = &raw.zookeeper {
+            ep.zookeeper = addrs("zookeeper.nodes", &z.nodes)?;
+        }
+        if let Some(e) = &raw.etcd {
+            let plain: Vec<String> = e
+                .nodes
+                .iter()
+                .map(|n| n.trim_start_matches("http://").to_string())
+                .collect();
+            ep.etcd = addrs("etcd.nodes", &plain)?;
+        }
+        Ok(Self {
+            file: file.to_string(),
+            endpoints: ep,
+        })
+    }
+
+    /// The part of the target a strategy needs; a missing table is an error naming it.
+    pub fn endpoints_for(&self, strategy: &str, needs: Needs) -> Result<Endpoints, ClusterError> {
+        let ep = &self.endpoints;
+        let missing = |table: &str, what: &str| ClusterError::Target {
+            file: self.file.clone(),
+            field: table.into(),
+            problem: format!("missing: strategy `{strategy}` needs {what}"),
+        };
+        let mut out = Endpoints {
+            prefix: ep.prefix.clone(),
+            ..Endpoints::default()
+        };
+        if needs.mariadb {
+            out.mysql = Some(
+                ep.mysql
+                    .clone()
+                    .ok_or_else(|| missing("[mysql]", "a MariaDB or MySQL database"))?,
+            );
+        }
+        let redis_nodes = needs.redis_nodes();
+        if redis_nodes > 0 {
+            if ep.redis.len() < redis_nodes {
+                return Err(missing(
+                    "[redis] nodes",
+                    &format!("{redis_nodes} independent Redis server(s)"),
+                ));
+            }
+            out.redis = ep.redis[..redis_nodes].to_vec();
+        }
+        if needs.sentinel {
+            if ep.sentinels.is_empty() {
+                return Err(missing("[sentinel]", "Redis Sentinels"));
+            }
+            out.sentinels = ep.sentinels.clone();
+            out.sentinel_master = ep.sentinel_master.clone();
+        }
+        if needs.zookeeper {
+            if ep.zookeeper.is_empty() {
+                return Err(missing("[zookeeper]", "a ZooKeeper ensemble"));
+            }
+            out.zookeeper = ep.zookeeper.clone();
+        }
+        if needs.etcd {
+            if ep.etcd.is_empty() {
+                return Err(missing("[etcd]", "an etcd cluster"));
+            }
+            out.etcd = ep.etcd.clone();
+        }
+        Ok(out)
+    }
+}
+
+/// `mysql://user@host:port/database` → (user, host:port, database).
+fn parse_dsn(dsn: &str) -> Option<(&str, &str, &str)> {
+    let rest = dsn.strip_prefix("mysql://")?;
+    let (user, rest) = rest.split_once('@')?;
+    let (host, database) = rest.split_once('/')?;
+    let ok = |s: &str| !s.is_empty() && !s.contains([':', '/', '@', '?']);
+    (ok(user) && !host.is_empty() && ok(database)).then_some((user, host, database))
+}
+
+fn resolve(hostport: &str) -> Result<SocketAddr, String> {
+    hostport
+        .to_socket_addrs()
+        .map_err(|e| format!("{hostport:?} ({e})"))?
+        .next()
+        .ok_or_else(|| format!("{hostport:?} (no address)"))
+}
+
+async fn bounded<T>(
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(CALL_TIMEOUT, fut)
+        .await
+        .map_err(|_| format!("{what}: no answer within {CALL_TIMEOUT:?}"))?
+        .map_err(|e| format!("{what}: {e}"))
+}
+
+fn target_err(service: &str, detail: String) -> ClusterError {
+    ClusterError::Setup {
+        node: service.to_string(),
+        what: "external target".into(),
+        detail,
+    }
+}
+
+/// The Redis servers to claim: the listed nodes, and the master the sentinels name.
+async fn redis_servers(ep: &Endpoints) -> Result<Vec<SocketAddr>, ClusterError> {
+    let mut out = ep.redis.clone();
+    if !ep.sentinels.is_empty() {
+        let master = super::sentinel::current_master(&ep.sentinels, ep.sentinel_master())
+            .await
+            .map_err(|e| target_err("sentinel", format!("which node is master: {e}")))?;
+        out.push(master);
+    }
+    Ok(out)
+}
+
+async fn redis_con(addr: SocketAddr) -> Result<redis::aio::MultiplexedConnection, String> {
+    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Keys under the prefix (at most `limit`), by a bounded SCAN.
+async fn redis_keys(
+    con: &mut redis::aio::MultiplexedConnection,
+    p: &Prefix,
+    limit: usize,
+) -> Result<Vec<String>, String> {
+    let mut cursor: u64 = 0;
+    let mut keys = Vec::new();
+    // A SCAN round trip visits ~1000 slots; a million keys on the server is ~1000 rounds.
+    for _ in 0..100_000 {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{}*", p.key_start()))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(con)
+            .await
+            .map_err(|e| e.to_string())?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 || keys.len() >= limit {
+            break;
+        }
+    }
+    keys.truncate(limit);
+    Ok(keys)
+}
+
+async fn zk_client(addrs: &[SocketAddr]) -> Result<zookeeper_client::Client, String> {
+    let connect = addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_connection_timeout(CALL_TIMEOUT)
+        .connect(&connect)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn etcd_client(addrs: &[SocketAddr]) -> Result<etcd_client::Client, String> {
+    let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
+    let opts = etcd_client::ConnectOptions::new()
+        .with_connect_timeout(CALL_TIMEOUT)
+        .with_timeout(CALL_TIMEOUT);
+    etcd_client::Client::connect(urls, Some(opts))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn mysql_con(m: &MysqlEndpoint) -> Result<sqlx::MySqlConnection, String> {
+    MySqlConnectOptions::new()
+        .host(&m.addr.ip().to_string())
+        .port(m.addr.port())
+        .username(&m.user)
+        .password(&m.password)
+        .database(&m.database)
+        .ssl_mode(MySqlSslMode::Disabled)
+        .connect()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Tables of the database whose names start with `<prefix>_`.
+async fn mysql_tables(con: &mut sqlx::MySqlConnection, p: &Prefix) -> Result<Vec<String>, String> {
+    // `_` is a LIKE wildcard: escape it. The prefix is [a-z0-9_] only (validated).
+    let like = p.table("").replace('_', "\\_");
+    sqlx::query_scalar::<_, String>(
+        "SELECT table_name FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name LIKE CONCAT(?, '%')",
+    )
+    .bind(like)
+    .fetch_all(con)
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// A refusal: the prefix holds data that lockbench did not create.
+fn foreign(service: &str, p: &Prefix, found: &[String]) -> ClusterError {
+    ClusterError::PrefixTaken {
+        service: service.to_string(),
+        prefix: p.to_string(),
+        found: found
+            .iter()
+            .take(SHOW_FOUND)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// Checks that the prefix is free or lockbench's own on every server `ep` names, then marks
+/// it as lockbench's. Refuses ([`ClusterError::PrefixTaken`]) when it holds data without the
+/// marker. Everything is bounded.
+pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
+    let p = &ep.prefix;
+    if let Some(m) = &ep.mysql {
+        let err = |e| target_err("mysql", e);
+        let mut con = bounded("connect", mysql_con(m)).await.map_err(err)?;
+        let tables = bounded("list tables", mysql_tables(&mut con, p))
+            .await
+            .map_err(err)?;
+        let owner = p.table("owner");
+        if !tables.is_empty() && !tables.contains(&owner) {
+            return Err(foreign("mysql", p, &tables));
+        }
+        let mark = async {
+            con.execute(sqlx::AssertSqlSafe(format!(
+                "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"
+            )))
+            .await
+            .map_err(|e| e.to_string())?;
+            con.execute(sqlx::AssertSqlSafe(format!(
+                "INSERT INTO {owner} (note) VALUES ('{MARKER}')"
+            )))
+            .await
+            .map_err(|e| e.to_string())?;
+            let _ = con.close().await;
+            Ok(())
+        };
+        bounded("mark the prefix", mark).await.map_err(err)?;
+    }
+    for addr in redis_servers(ep).await? {
+        let err = |e| target_err(&format!("redis {addr}"), e);
+        let mut con = bounded("connect", redis_con(addr)).await.map_err(err)?;
+        let keys = bounded("scan keys", redis_keys(&mut con, p, 100))
+            .await
+            .map_err(err)?;
+        if !keys.is_empty() && !keys.contains(&p.owner_key()) {
+            return Err(foreign(&format!("redis {addr}"), p, &keys));
+        }
+        let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
+        bounded("mark the prefix", async {
+            set.query_async::<()>(&mut con)
+                .await
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(err)?;
+    }
+    if !ep.zookeeper.is_empty() {
+        let err = |e| target_err("zookeeper", e);
+        let zk = bounded("connect", zk_client(&ep.zookeeper))
+            .await
+            .map_err(err)?;
+        let root = p.zk_root();
+        let work = async {
+            match zk.get_data(&root).await {
+                Ok((data, _)) if data == MARKER.as_bytes() => Ok(()),
+                Ok(_) => Err(Some(())),
+                Err(zookeeper_client::Error::NoNode) => {
+                    let mode = zookeeper_client::CreateMode::Persistent
+                        .with_acls(zookeeper_client::Acls::anyone_all());
+                    zk.create(&root, MARKER.as_bytes(), &mode)
+                        .await
+                        .map(drop)
+                        .map_err(|_| None)
+                }
+                Err(_) => Err(None),
+            }
+        };
+        match tokio::time::timeout(CALL_TIMEOUT, work).await {
+            Ok(Ok(())) => {}
+            Ok(Err(Some(()))) => return Err(foreign("zookeeper", p, &[root])),
+            Ok(Err(None)) | Err(_) => {
+                return Err(err(format!("read or create {root} failed")));
+            }
+        }
+    }
+    if !ep.etcd.is_empty() {
+        let err = |e| target_err("etcd", e);
+        let mut etcd = bounded("connect", etcd_client(&ep.etcd))
+            .await
+            .map_err(err)?;
+        let opts = etcd_client::GetOptions::new()
+            .with_prefix()
+            .with_keys_only()
+            .with_limit(100);
+        let found: Vec<String> = bounded("list keys", async {
+            let r = etcd
+                .get(p.key_start(), Some(opts))
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(r.kvs()
+                .iter()
+                .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+                .collect())
+        })
+        .await
+        .map_err(err)?;
+        if !found.is_empty() && !found.contains(&p.owner_key()) {
+            return Err(foreign("etcd", p, &found));
+        }
+        bounded("mark the prefix", async {
+            etcd.put(p.owner_key(), MARKER, None)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Removes everything under the prefix (lockbench's, as [`claim`] established) from every
+/// server `ep` names. Best effort on each server; the first failure is returned after all
+/// were tried.
+pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
+    let p = &ep.prefix;
+    let mut failures = Vec::new();
+    if let Some(m) = &ep.mysql {
+        let drop_all = async {
+            let mut con = mysql_con(m).await?;
+            for t in mysql_tables(&mut con, p).await? {
+                con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS `{t}`")))
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            let _ = con.close().await;
+            Ok(())
+        };
+        if let Err(e) = bounded("drop tables", drop_all).await {
+            failures.push(format!("mysql: {e}"));
+        }
+    }
+    match redis_servers(ep).await {
+        Ok(servers) => {
+            for addr in servers {
+                let wipe = async {
+                    let mut con = redis_con(addr).await?;
+                    loop {
+                        let keys = redis_keys(&mut con, p, 1000).await?;
+                        if keys.is_empty() {
+                            return Ok(());
+                        }
+                        redis::cmd("DEL")
+                            .arg(&keys)
+                            .query_async::<()>(&mut con)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    }
+                };
+                if let Err(e) = bounded("delete keys", wipe).await {
+                    failures.push(format!("redis {addr}: {e}"));
+                }
+            }
+        }
+        Err(e) => failures.push(e.to_string()),
+    }
+    if !ep.zookeeper.is_empty() {
+        let wipe = async {
+            let zk = zk_client(&ep.zookeeper).await?;
+            zk_delete_tree(&zk, &p.zk_root()).await
+        };
+        if let Err(e) = bounded("delete nodes", wipe).await {
+            failures.push(format!("zookeeper: {e}"));
+        }
+    }
+    if !ep.etcd.is_empty() {
+        let wipe = async {
+            let mut etcd = etcd_client(&ep.etcd).await?;
+            etcd.delete(
+                p.key_start(),
+                Some(etcd_client::DeleteOptions::new().with_prefix()),
+            )
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+        };
+        if let Err(e) = bounded("delete keys", wipe).await {
+            failures.push(format!("etcd: {e}"));
+        }
+    }
+    match failures.is_empty() {
+        true => Ok(()),
+        false => Err(target_err(
+            "clean-up",
+            format!(
+                "could not remove everything under prefix `{p}`: {}",
+                failures.join("; ")
+            ),
+        )),
+    }
+}
+
+/// Deletes `root` and everything below it, depth first (bounded by the caller's timeout).
+async fn zk_delete_tree(zk: &zookeeper_client::Client, root: &str) -> Result<(), String> {
+    let mut stack = vec![(root.to_string(), false)];
+    while let Some((path, expanded)) = stack.pop() {
+        if expanded {
+            match zk.delete(&path, None).await {
+                Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+                Err(e) => return Err(format!("delete {path}: {e}")),
+            }
+            continue;
+        }
+        match zk.list_children(&path).await {
+            Ok(children) => {
+                stack.push((path.clone(), true));
+                stack.extend(children.into_iter().map(|c| (format!("{path}/{c}"), false)));
+            }
+            Err(zookeeper_client::Error::NoNode) => {}
+            Err(e) => return Err(format!("list {path}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+/// What each server of `ep` is, with the version it reports (nodes that do not answer are
+/// listed with version `unreachable`). `pid` is 0 and `log` empty: nothing runs here.
+pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
+    let mut out = Vec::new();
+    let node = |name: String, service, role, addr, version: Result<String, String>| NodeInfo {
+        name,
+        service,
+        role,
+        addr,
+        version: version.unwrap_or_else(|e| format!("unreachable ({e})")),
+        pid: 0,
+        log: Default::default(),
+        container: None,
+    };
+    if let Some(m) = &ep.mysql {
+        let v = bounded("version", async {
+            let mut con = mysql_con(m).await?;
+            let v: String = sqlx::query_scalar("SELECT VERSION()")
+                .fetch_one(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = con.close().await;
+            Ok(v)
+        })
+        .await;
+        out.push(node(
+            "mysql".into(),
+            Service::Mariadb,
+            Role::Primary,
+            m.addr,
+            v,
+        ));
+    }
+    let redis_version = |addr| async move {
+        bounded("version", async move {
+            let mut con = redis_con(addr).await?;
+            let info: String = redis::cmd("INFO")
+                .arg("server")
+                .query_async(&mut con)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(info
+                .lines()
+                .find_map(|l| l.strip_prefix("redis_version:"))
+                .unwrap_or("unknown")
+                .trim()
+                .to_string())
+        })
+        .await
+    };
+    for (i, a) in ep.redis.iter().enumerate() {
+        let role = if ep.redis.len() == 1 {
+            Role::Primary
+        } else {
+            Role::Member
+        };
+        let v = redis_version(*a).await;
+        out.push(node(
+            format!("redis-{}", i + 1),
+            Service::Redis,
+            role,
+            *a,
+            v,
+        ));
+    }
+    for (i, a) in ep.sentinels.iter().enumerate() {
+        let v = redis_version(*a).await;
+        out.push(node(
+            format!("sentinel-{}", i + 1),
+            Service::Sentinel,
+            Role::Sentinel,
+            *a,
+            v,
+        ));
+    }
+    for (i, a) in ep.zookeeper.iter().enumerate() {
+        let v = super::zookeeper::version(*a).await;
+        out.push(node(
+            format!("zookeeper-{}", i + 1),
+            Service::Zookeeper,
+            Role::Member,
+            *a,
+            v,
+        ));
+    }
+    for (i, a) in ep.etcd.iter().enumerate() {
+        let v = super::etcd::version(*a).await;
+        out.push(node(
+            format!("etcd-{}", i + 1),
+            Service::Etcd,
+            Role::Member,
+            *a,
+            v,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Target, String> {
+        Target::parse("t.toml", text, |k| {
+            (k == "PW").then(|| "secret".to_string())
+        })
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn parses_every_role_and_reads_the_password_from_the_environment() {
+        let t = parse(
+            "prefix = \"lb_stage\"\n\
+             [mysql]\ndsn = \"mysql://bench@127.0.0.1:3306/shop\"\npassword_env = \"PW\"\n\
+             [redis]\nnodes = [\"127.0.0.1:6379\"]\n\
+             [sentinel]\nnodes = [\"127.0.0.1:26379\"]\nmaster = \"mymaster\"\n\
+             [zookeeper]\nnodes = [\"127.0.0.1:2181\", \"localhost:2182\"]\n\
+             [etcd]\nnodes = [\"http://127.0.0.1:2379\"]\n",
+        )
+        .unwrap();
+        let ep = &t.endpoints;
+        assert_eq!(ep.prefix.as_str(), "lb_stage");
+        let m = ep.mysql.as_ref().unwrap();
+        assert_eq!(
+            (m.user.as_str(), m.password.as_str(), m.database.as_str()),
+            ("bench", "secret", "shop")
+        );
+        assert_eq!(ep.sentinel_master(), "mymaster");
+        assert_eq!(ep.zookeeper.len(), 2);
+        assert_eq!(ep.etcd[0].port(), 2379);
+        // The password never reaches what results are written from.
+        let json = serde_json::to_string(ep).unwrap();
+        assert!(!json.contains("secret"), "{json}");
+    }
+
+    #[test]
+    fn bad_files_name_file_field_and_form() {
+        let cases = [
+            ("[mysql]\ndsn = \"bench@db/shop\"\n", "t.toml: mysql.dsn"),
+            (
+                "[mysql]\ndsn = \"mysql://bench:pw@127.0.0.1:1/shop\"\n",
+                "mysql.dsn",
+            ),
+            (
+                "[mysql]\ndsn = \"mysql://bench@127.0.0.1:1/shop\"\npassword_env = \"NOPE\"\n",
+                "t.toml: mysql.password_env: \"NOPE\": expected the name of a set environment variable",
+            ),
+            ("[redis]\nnodes = [\"nohost\"]\n", "t.toml: redis.nodes[0]"),
+            ("[redis]\nnodes = []\n", "redis.nodes"),
+            ("prefix = \"Bad-Prefix\"\n", "t.toml: prefix"),
+            (
+                "[redis]\nnode = [\"127.0.0.1:1\"]\n",
+                "unknown field `node`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_strategy_gets_only_what_it_needs_and_a_missing_role_is_named() {
+        let t = parse("[redis]\nnodes = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n").unwrap();
+        let needs = crate::strategy::find("redis-lua-decr").unwrap().needs;
+        assert_eq!(
+            t.endpoints_for("redis-lua-decr", needs)
+                .unwrap()
+                .redis
+                .len(),
+            1
+        );
+        let needs = crate::strategy::find("redlock").unwrap().needs;
+        let e = t.endpoints_for("redlock", needs).unwrap_err().to_string();
+        assert!(e.contains("t.toml: [mysql]"), "{e}");
+        let t = parse(
+            "[mysql]\ndsn = \"mysql://u@127.0.0.1:1/d\"\n[redis]\nnodes = [\"127.0.0.1:1\"]\n",
+        )
+        .unwrap();
+        let e = t.endpoints_for("redlock", needs).unwrap_err().to_string();
+        assert!(
+            e.contains("[redis] nodes") && e.contains("5 independent"),
+            "{e}"
+        );
+    }
+}

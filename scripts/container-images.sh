@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# A private Docker daemon with local images for the containers provisioner (tests and CI).
+#
+#   export $(scripts/container-images.sh)   # start it (if needed), build/import images (if needed)
+#   scripts/container-images.sh --stop      # stop the daemon, unmount what it leaves; keeps images
+#
+# What it does, idempotently (a warm re-run only checks the socket and the image tags):
+#  1. installs docker.io and debootstrap with apt-get when missing;
+#  2. starts a dockerd of its own unless one already answers on $DIR/docker.sock: data and exec
+#     roots under $DIR, no iptables (dockerd's would set the FORWARD policy to DROP and break the
+#     harness's namespace bridge), no default bridge, user-defined networks from 10.214.0.0/16;
+#     the daemon keeps running after this script exits;
+#  3. unless the images exist: debootstraps ONE Debian bookworm rootfs with Redis, Sentinel,
+#     MariaDB, ZooKeeper (+ headless JRE) and etcd, adds /usr/local/bin/zkServer.sh (runs
+#     `zkServer.sh start-foreground CFG` like the official zookeeper image), imports it and tags
+#     it under the four image names below. The mirror is read from this machine's apt sources.
+#
+# Only `DOCKER_HOST=unix://…/docker.sock` goes to stdout; progress goes to stderr.
+#
+# Environment:
+#   LOCKBENCH_DOCKER_DIR      daemon directory (default /var/lib/lockbench-docker)
+#   LOCKBENCH_IMAGE_REDIS     default lockbench-local/redis:7.0
+#   LOCKBENCH_IMAGE_MARIADB   default lockbench-local/mariadb:10.11
+#   LOCKBENCH_IMAGE_ZOOKEEPER default lockbench-local/zookeeper:3.8
+#   LOCKBENCH_IMAGE_ETCD      default lockbench-local/etcd:3.4
+#   LOCKBENCH_DEBIAN_MIRROR   mirror URL for debootstrap (default: read from the apt sources)
+set -euo pipefail
+
+DIR=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}
+SOCK="$DIR/docker.sock"
+HOST_URL="unix://$SOCK"
+PIDFILE="$DIR/dockerd.pid"
+LOG="$DIR/dockerd.log"
+ROOTFS="$DIR/rootfs.build"
+ADDRESS_POOL="base=10.214.0.0/16,size=24"
+SUITE=bookworm
+# Bump when the rootfs recipe below changes: images with another label are rebuilt.
+RECIPE=2
+IMAGES=(
+  "${LOCKBENCH_IMAGE_REDIS:-lockbench-local/redis:7.0}"
+  "${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}"
+  "${LOCKBENCH_IMAGE_ZOOKEEPER:-lockbench-local/zookeeper:3.8}"
+  "${LOCKBENCH_IMAGE_ETCD:-lockbench-local/etcd:3.4}"
+)
+# ZooKeeper comes as libzookeeper-java + a headless JRE: the `zookeeper` package only adds
+# init scripts and config but depends on the full (X11) default-jre. etcd-client (etcdctl)
+# and the clients that come with the servers help when debugging inside a container.
+PACKAGES=redis-server,redis-sentinel,mariadb-server,libzookeeper-java,default-jre-headless,etcd-server,etcd-client
+
+# stdout is reserved for the DOCKER_HOST line (fd 3); everything else goes to stderr.
+exec 3>&1 1>&2
+log() { echo "container-images [${SECONDS}s]: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "must run as root"
+
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+sbin() { command -v "$1" 2>/dev/null || { [ -x "/usr/sbin/$1" ] && echo "/usr/sbin/$1"; } || echo "/sbin/$1"; }
+
+# The client that came with the daemon (docker.io), else whatever `docker` is on PATH.
+docker_bin() { if [ -x /usr/bin/docker ]; then echo /usr/bin/docker; else echo docker; fi; }
+docker_cli() { "$(docker_bin)" -H "$HOST_URL" "$@"; }
+answering() { [ -S "$SOCK" ] && timeout 10 "$(docker_bin)" -H "$HOST_URL" info >/dev/null 2>&1; }
+
+# Mountpoints under a directory, deepest first (/proc/mounts escapes spaces as \040).
+mounts_under() {
+  awk -v d="$1" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/mounts | sort -r
+}
+unmount_under() {
+  local m
+  for m in $(mounts_under "$1"); do
+    m=$(printf '%b' "$m")
+    umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "warning: could not unmount $m"
+  done
+}
+
+dockerd_pid() {
+  local pid
+  [ -r "$PIDFILE" ] || return 1
+  pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
+  [ -n "$pid" ] && [ -d "/proc/$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
+  echo "$pid"
+}
+
+stop_daemon() {
+  local pid i
+  if pid=$(dockerd_pid); then
+    log "stopping dockerd (pid $pid)"
+    kill -TERM "$pid" 2>/dev/null || true
+    # dockerd stops running containers first (up to its shutdown timeout, 10 s here)
+    for i in $(seq 1 300); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+    if [ -d "/proc/$pid" ]; then
+      log "dockerd still running after 30 s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for i in $(seq 1 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+    fi
+  else
+    log "no dockerd running for $DIR"
+  fi
+  # The managed containerd is dockerd's child and stops with it; after a SIGKILL it may stay.
+  local cpid
+  if cpid=$(cat "$DIR/exec/containerd/containerd.pid" 2>/dev/null) && [ -n "$cpid" ] &&
+    [ "$(cat "/proc/$cpid/comm" 2>/dev/null)" = containerd ]; then
+    log "stopping leftover containerd (pid $cpid)"
+    kill -TERM "$cpid" 2>/dev/null || true
+    for i in $(seq 1 50); do [ -d "/proc/$cpid" ] || break; sleep 0.1; done
+    kill -KILL "$cpid" 2>/dev/null || true
+  fi
+  unmount_under "$DIR"
+  rm -f "$SOCK" "$PIDFILE"
+}
+
+case "${1:-}" in
+  --stop) stop_daemon; exit 0 ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' ; exit 0 ;;
+  "") ;;
+  *) die "unknown argument $1 (use --stop or --help)" ;;
+esac
+
+mkdir -p "$DIR"
+# Serialise concurrent runs (parallel test jobs): one starts the daemon / builds, the rest wait.
+exec 9>"$DIR/lock"
+flock 9
+
+# ---- 1. packages ---------------------------------------------------------------------------
+missing=()
+have dockerd || missing+=(docker.io)
+have debootstrap || missing+=(debootstrap)
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing ${missing[*]}"
+  # Keep the packages' own services (the system dockerd/containerd) from starting: that dockerd
+  # would manage iptables. A policy-rc.d that already exists is left as it is.
+  policy=/usr/sbin/policy-rc.d
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"
+    trap 'rm -f "$policy"' EXIT
+    own_policy=1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+  if [ -n "${own_policy:-}" ]; then rm -f "$policy"; trap - EXIT; fi
+fi
+
+# ---- 2. the daemon -------------------------------------------------------------------------
+if answering; then
+  log "dockerd already answering on $SOCK"
+else
+  if pid=$(dockerd_pid); then
+    log "dockerd (pid $pid) is running but not answering yet; waiting"
+  else
+    rm -f "$PIDFILE" "$SOCK"
+    mkdir -p "$DIR/data" "$DIR/exec"
+    log "starting dockerd (log: $LOG)"
+    # setsid + nohup + no inherited fds: the daemon outlives this script and its caller.
+    setsid nohup "$(sbin dockerd)" \
+      --data-root "$DIR/data" --exec-root "$DIR/exec" --pidfile "$PIDFILE" -H "$HOST_URL" \
+      --iptables=false --bridge=none --default-address-pool "$ADDRESS_POOL" \
+      --containerd-namespace lockbench --containerd-plugins-namespace lockbench-plugins \
+      --shutdown-timeout 10 \
+      </dev/null >>"$LOG" 2>&1 9>&- 3>&- &
+  fi
+  for _ in $(seq 1 60); do
+    answering && break
+    sleep 0.5
+  done
+  if ! answering; then
+    tail -n 30 "$LOG" >&2 || true
+    die "dockerd did not answer on $SOCK within 30 s (log above; '$0 --stop' to clean up)"
+  fi
+  log "dockerd answering on $SOCK"
+fi
+
+# ---- 3. images -----------------------------------------------------------------------------
+image_ok() {
+  [ "$(docker_cli image inspect -f '{{index .Config.Labels "lockbench.recipe"}}' "$1" 2>/dev/null)" = "$RECIPE" ]
+}
+
+# The mirror this machine's apt uses for Debian (not its security archive): deb822 sources
+# first, then one-line sources. Never a built-in host name.
+find_mirror() {
+  if [ -n "${LOCKBENCH_DEBIAN_MIRROR:-}" ]; then echo "$LOCKBENCH_DEBIAN_MIRROR"; return; fi
+  local f uri
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -r "$f" ] || continue
+    uri=$(awk '
+      function flush() {
+        if (uris != "" && types ~ /(^|[ \t])deb([ \t]|$)/ && enabled !~ /^[ \t]*no/ &&
+            suites !~ /-security|\/updates/) { split(uris, u, /[ \t]+/); print u[1]; found = 1; exit }
+        types = ""; uris = ""; suites = ""; enabled = ""
+      }
+      /^[ \t]*$/ { flush(); next }
+      /^[ \t]*#/ { next }
+      tolower($1) == "types:"   { sub(/^[^:]*:[ \t]*/, ""); types = $0 }
+      tolower($1) == "uris:"    { sub(/^[^:]*:[ \t]*/, ""); uris = $0 }
+      tolower($1) == "suites:"  { sub(/^[^:]*:[ \t]*/, ""); suites = $0 }
+      tolower($1) == "enabled:" { sub(/^[^:]*:[ \t]*/, ""); enabled = $0 }
+      END { if (!found) flush() }' "$f")
+    case "$uri" in http://* | https://* | file:/*) echo "$uri"; return ;; esac
+  done
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$f" ] || continue
+    uri=$(sed -E -n 's/^[[:space:]]*deb[[:space:]]+(\[[^]]*\][[:space:]]+)?//p' "$f" |
+      awk '$2 !~ /-security|\/updates/ && $1 ~ /^(https?:\/\/|file:\/)/ { print $1; exit }')
+    if [ -n "$uri" ]; then echo "$uri"; return; fi
+  done
+  return 1
+}
+
+cleanup_rootfs() {
+  [ -e "$ROOTFS" ] || return 0
+  unmount_under "$ROOTFS"
+  rm -rf --one-file-system "$ROOTFS"
+}
+
+# The wrapper the official zookeeper image provides: `zkServer.sh start-foreground [CFG]`.
+write_zk_wrapper() {
+  local jar cp=""
+  for jar in zookeeper.jar slf4j-log4j12.jar log4j-1.2.jar; do
+    [ -e "$ROOTFS/usr/share/java/$jar" ] || die "rootfs lacks /usr/share/java/$jar"
+    cp="$cp:/usr/share/java/$jar"
+  done
+  mkdir -p "$ROOTFS/usr/local/share/zookeeper" "$ROOTFS/conf"
+  cat >"$ROOTFS/usr/local/share/zookeeper/log4j.properties" <<'EOF'
+# ZooKeeper logs to the console (docker logs), like the official image.
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.Threshold=INFO
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] - %-5p [%t:%C{1}@%L] - %m%n
+EOF
+  cat >"$ROOTFS/usr/local/bin/zkServer.sh" <<EOF
+#!/bin/sh
+# Like the official zookeeper image's zkServer.sh, for Debian's ZooKeeper jars:
+#   zkServer.sh start-foreground [CFG]   (CFG: a path, or a name under \$ZOOCFGDIR, default zoo.cfg)
+# JVMFLAGS / SERVER_JVMFLAGS add JVM options (the heap default is small: -Xmx128m).
+ZOOCFGDIR=\${ZOOCFGDIR:-/conf}
+ZOO_LOG_DIR=\${ZOO_LOG_DIR:-/tmp}
+case "\$1" in
+  start-foreground) ;;
+  *) echo "usage: \$0 start-foreground [zoo.cfg]" >&2; exit 2 ;;
+esac
+case "\${2:-zoo.cfg}" in
+  */*) ZOOCFG=\$2 ;;
+  *) ZOOCFG=\$ZOOCFGDIR/\${2:-zoo.cfg} ;;
+esac
+exec java -Xmx128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \\
+  -Dzookeeper.log.dir="\$ZOO_LOG_DIR" -Dlog4j.configuration=file:/usr/local/share/zookeeper/log4j.properties \\
+  -XX:+HeapDumpOnOutOfMemoryError -XX:OnOutOfMemoryError='kill -9 %p' \\
+  -cp "\$ZOOCFGDIR${cp}" \$JVMFLAGS \$SERVER_JVMFLAGS \\
+  org.apache.zookeeper.server.quorum.QuorumPeerMain "\$ZOOCFG"
+EOF
+  chmod 755 "$ROOTFS/usr/local/bin/zkServer.sh"
+}
+
+build_images() {
+  local mirror t0 id old
+  mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
+  cleanup_rootfs
+  trap cleanup_rootfs EXIT
+  mkdir -p "$ROOTFS/usr/sbin"
+  # No service may start inside the rootfs while packages are configured.
+  printf '#!/bin/sh\nexit 101\n' >"$ROOTFS/usr/sbin/policy-rc.d"
+  chmod +x "$ROOTFS/usr/sbin/policy-rc.d"
+  log "debootstrap $SUITE from $mirror (a few minutes)"
+  t0=$SECONDS
+  debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$ROOTFS" "$mirror" >&2 ||
+    die "debootstrap failed (see $ROOTFS/debootstrap/debootstrap.log)"
+  log "debootstrap took $((SECONDS - t0)) s"
+  unmount_under "$ROOTFS"
+  local b
+  for b in redis-server redis-sentinel mariadbd mariadb-install-db etcd java; do
+    [ -n "$(find "$ROOTFS/usr/bin" "$ROOTFS/usr/sbin" -maxdepth 1 -name "$b" 2>/dev/null)" ] ||
+      die "rootfs lacks $b"
+  done
+  write_zk_wrapper
+  # mariadbd's Debian config puts its socket and pid file here
+  mkdir -p "$ROOTFS/run/mysqld" && chmod 1777 "$ROOTFS/run/mysqld"
+  rm -f "$ROOTFS/usr/sbin/policy-rc.d"
+  # keep the image small: no package caches, lists, docs, man pages, translations, and no
+  # datadir from mariadb-server's postinst (113 MB; the harness makes its own, as the official
+  # image starts with an empty /var/lib/mysql)
+  find "$ROOTFS/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
+    "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* \
+    "$ROOTFS"/usr/share/info/* "$ROOTFS"/var/log/*.log "$ROOTFS"/debootstrap \
+    "$ROOTFS"/var/lib/mysql/*
+  log "importing ${IMAGES[0]}"
+  t0=$SECONDS
+  old=$(for n in "${IMAGES[@]}"; do docker_cli image inspect -f '{{.Id}}' "$n" 2>/dev/null || true; done | sort -u)
+  id=$(tar -C "$ROOTFS" --numeric-owner -c . | docker_cli import \
+    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change "ENV LANG=C.UTF-8" \
+    --change "LABEL lockbench.recipe=$RECIPE" \
+    --change 'CMD ["/bin/bash"]' \
+    - "${IMAGES[0]}")
+  log "import took $((SECONDS - t0)) s"
+  cleanup_rootfs
+  trap - EXIT
+  for n in "${IMAGES[@]:1}"; do docker_cli tag "$id" "$n"; done
+  # images of an older recipe that are no longer tagged
+  for o in $old; do [ "$o" = "$id" ] || docker_cli image rm "$o" >/dev/null 2>&1 || true; done
+}
+
+ready=() absent=()
+for n in "${IMAGES[@]}"; do
+  if image_ok "$n"; then ready+=("$n"); else absent+=("$n"); fi
+done
+if [ ${#absent[@]} -eq 0 ]; then
+  log "images present: ${IMAGES[*]}"
+elif [ ${#ready[@]} -gt 0 ]; then
+  # all names are one image: tag the missing names from a present one
+  for n in "${absent[@]}"; do docker_cli tag "${ready[0]}" "$n"; done
+  log "tagged ${absent[*]}"
+else
+  build_images
+  log "images ready: ${IMAGES[*]}"
+fi
+
+echo "DOCKER_HOST=$HOST_URL" >&3
