@@ -16,6 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "real_servers/chaos.rs"]
 mod chaos;
+#[path = "real_servers/target.rs"]
+mod target;
 
 fn installed(bin: &str) -> bool {
     let path = std::env::var_os("PATH").unwrap_or_default();

@@ -17,6 +17,9 @@ pub async fn run(
     env: &[(&str, String)],
 ) -> Result<(), String> {
     use std::io::Write;
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("create {}: {e}", dir.display()))?;
+    }
     let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -1,0 +1,444 @@
+//! External targets, through the binary, pointed at servers started locally by `lockbench
+//! serve`: the same code path as a staging cluster, without leaving this machine. lockbench
+//! must measure them as a client only, keep to its prefix, refuse foreign data under it,
+//! remove what it created, keep the password out of every result, and reach them in chaos
+//! only through the chaos file's commands.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use lockbench::cluster::Provisioner;
+use lockbench::report::Summary;
+
+use super::{Serve, assert_rejected, consensus_servers_available, lockbench, workload_file};
+
+const PREFIX: &str = "lbtest";
+const PASSWORD_ENV: &str = "LOCKBENCH_TEST_TARGET_PASSWORD";
+
+/// Contention on 2 SKUs × 30 units; `none` oversells it, the locks must not.
+const WORKLOAD: &str = "[inventory]\nskus = 2\nstock = 30\n\
+    [load]\nmode = \"closed\"\nclients = 16\nduration = \"2s\"\n\
+    [critical_section]\nhold = \"2ms\"\n[lock]\nttl = \"5s\"\nacquire_timeout = \"3s\"\n";
+
+struct Fixture {
+    serve: Serve,
+    target: PathBuf,
+    password: String,
+    redis: SocketAddr,
+    redis_pid: u64,
+    mysql: serde_json::Value,
+    zookeeper: Vec<SocketAddr>,
+    etcd: Vec<SocketAddr>,
+}
+
+/// Local servers, and a target file naming them (password only in the environment).
+fn fixture(dir: &Path) -> Fixture {
+    let serve = Serve::start(&dir.join("serve"), "redis-setnx,zookeeper,etcd");
+    let f = serve.file();
+    let ep = &f["endpoints"];
+    let addrs = |k: &str| -> Vec<SocketAddr> {
+        ep[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap().parse().unwrap())
+            .collect()
+    };
+    let mysql = ep["mysql"].clone();
+    let quoted = |v: &[SocketAddr]| {
+        v.iter()
+            .map(|a| format!("\"{a}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (redis, zookeeper, etcd) = (addrs("redis"), addrs("zookeeper"), addrs("etcd"));
+    let text = format!(
+        "description = \"servers of a local lockbench serve\"\nprefix = \"{PREFIX}\"\n\
+         [mysql]\ndsn = \"mysql://{}@{}/{}\"\npassword_env = \"{PASSWORD_ENV}\"\n\
+         [redis]\nnodes = [{}]\n[zookeeper]\nnodes = [{}]\n[etcd]\nnodes = [{}]\n",
+        mysql["user"].as_str().unwrap(),
+        mysql["addr"].as_str().unwrap(),
+        mysql["database"].as_str().unwrap(),
+        quoted(&redis),
+        quoted(&zookeeper),
+        quoted(&etcd),
+    );
+    let target = dir.join("target.toml");
+    std::fs::write(&target, text).unwrap();
+    let redis_pid = f["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["service"] == "redis")
+        .unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    Fixture {
+        password: f["mysql_password"].as_str().unwrap().to_string(),
+        serve,
+        target,
+        redis: redis[0],
+        redis_pid,
+        mysql,
+        zookeeper,
+        etcd,
+    }
+}
+
+impl Fixture {
+    /// `lockbench <subcommand> --target <file> <args>`, the password in the environment.
+    fn cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = lockbench();
+        c.env(PASSWORD_ENV, &self.password)
+            .arg(args[0])
+            .arg("--target")
+            .arg(&self.target)
+            .args(&args[1..]);
+        c
+    }
+
+    fn redis_cmd(&self, args: &[&str]) -> redis::Value {
+        let client = redis::Client::open(format!("redis://{}/", self.redis)).unwrap();
+        let mut con = client.get_connection().unwrap();
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query(&mut con).unwrap()
+    }
+
+    /// Every name under the prefix on every server, after a run.
+    async fn leftovers(&self) -> Vec<String> {
+        use sqlx::{ConnectOptions, Connection};
+        let mut found = Vec::new();
+        if let redis::Value::Array(keys) = self.redis_cmd(&["KEYS", &format!("{PREFIX}:*")]) {
+            found.extend(keys.iter().map(|k| format!("redis {k:?}")));
+        }
+        let addr: SocketAddr = self.mysql["addr"].as_str().unwrap().parse().unwrap();
+        let mut con = sqlx::mysql::MySqlConnectOptions::new()
+            .host(&addr.ip().to_string())
+            .port(addr.port())
+            .username(self.mysql["user"].as_str().unwrap())
+            .password(&self.password)
+            .database(self.mysql["database"].as_str().unwrap())
+            .ssl_mode(sqlx::mysql::MySqlSslMode::Disabled)
+            .connect()
+            .await
+            .unwrap();
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()",
+        )
+        .fetch_all(&mut con)
+        .await
+        .unwrap();
+        found.extend(tables.into_iter().map(|t| format!("mysql table {t}")));
+        let _ = con.close().await;
+        let zk = zookeeper_client::Client::connector()
+            .connect(&self.zookeeper[0].to_string())
+            .await
+            .unwrap();
+        if zk
+            .check_stat(&format!("/{PREFIX}"))
+            .await
+            .unwrap()
+            .is_some()
+        {
+            found.push(format!("zookeeper /{PREFIX}"));
+        }
+        let mut etcd = etcd_client::Client::connect([format!("http://{}", self.etcd[0])], None)
+            .await
+            .unwrap();
+        let r = etcd
+            .get(
+                format!("{PREFIX}:"),
+                Some(
+                    etcd_client::GetOptions::new()
+                        .with_prefix()
+                        .with_keys_only(),
+                ),
+            )
+            .await
+            .unwrap();
+        found.extend(
+            r.kvs()
+                .iter()
+                .map(|kv| format!("etcd {}", String::from_utf8_lossy(kv.key()))),
+        );
+        found
+    }
+}
+
+/// Every file below `dir`, as text.
+fn all_text(dir: &Path) -> String {
+    let mut text = String::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                text.push_str(&String::from_utf8_lossy(&std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    text
+}
+
+/// A comparison on the target: results as on local servers (the control caught, the locks
+/// safe), server versions recorded, nothing left under the prefix, a neighbour's key under
+/// another prefix untouched, and the password nowhere in the results.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comparison_on_an_external_target_measures_it_and_leaves_it_as_it_was() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture(dir.path());
+    fx.redis_cmd(&["SET", "shop:cart:1", "keep me"]);
+    let w = workload_file(dir.path(), WORKLOAD);
+    let out = dir.path().join("out");
+    let strategies = "none,mysql-atomic,redis-setnx,redis-lua-decr,zookeeper,etcd-fenced";
+    let res = fx
+        .cmd(&[
+            "compare",
+            "--json",
+            "--strategies",
+            strategies,
+            "--workload",
+        ])
+        .arg(&w)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{err}");
+    let all: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(all.len(), 6, "{err}");
+    for s in &all {
+        let id = &s.strategy;
+        assert_eq!(s.provisioner, Provisioner::Target, "{id}");
+        assert_eq!(
+            s.target_file.as_deref(),
+            Some(fx.target.to_str().unwrap()),
+            "{id}"
+        );
+        assert!(!s.servers.is_empty(), "{id}");
+        for n in &s.servers {
+            assert!(
+                n.version.chars().next().is_some_and(|c| c.is_ascii_digit()),
+                "{id}: {n:?}"
+            );
+            assert_eq!(n.pid, 0, "{id}: not a process of this run: {n:?}");
+        }
+        assert!(s.attempts > 20, "{id}: {}", s.attempts);
+        if id == "none" {
+            assert!(
+                s.audit.oversell + s.audit.lost_updates > 0,
+                "control not caught: {s:?}"
+            );
+        } else {
+            assert!(s.safe, "{id}: {:?}", s.audit);
+            assert_eq!(s.double_grants, 0, "{id}");
+            assert!(s.audit.sold > 0, "{id}");
+        }
+    }
+    assert_eq!(fx.leftovers().await, Vec::<String>::new());
+    assert_eq!(
+        fx.redis_cmd(&["GET", "shop:cart:1"]),
+        redis::Value::BulkString(b"keep me".to_vec())
+    );
+    let text = all_text(&out);
+    assert!(
+        !text.contains(&fx.password),
+        "the password was written into the results"
+    );
+    fx.serve.stop();
+}
+
+/// Data under the prefix that lockbench did not create: the run refuses before it touches
+/// anything, names what it found, and the data is still there afterwards. A leftover of an
+/// earlier lockbench run (the marker is there) is lockbench's own and is cleaned up.
+#[test]
+fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture(dir.path());
+    let w = workload_file(dir.path(), WORKLOAD);
+    let key = format!("{PREFIX}:stock:0");
+    fx.redis_cmd(&["SET", &key, "42"]);
+    let mut cmd = fx.cmd(&["run", "--strategy", "redis-lua-decr", "--workload"]);
+    cmd.arg(&w);
+    assert_rejected(
+        cmd,
+        "foreign data under the prefix",
+        &[
+            "prefix `lbtest` already holds data lockbench did not create",
+            &key,
+        ],
+        dir.path(),
+    );
+    assert_eq!(
+        fx.redis_cmd(&["GET", &key]),
+        redis::Value::BulkString(b"42".to_vec())
+    );
+    // With lockbench's marker beside it, the same key is a leftover of ours.
+    fx.redis_cmd(&[
+        "SET",
+        &format!("{PREFIX}:owner"),
+        "lockbench: an earlier run",
+    ]);
+    let out = fx
+        .cmd(&[
+            "run",
+            "--strategy",
+            "redis-lua-decr",
+            "--set",
+            "load.duration=1s",
+        ])
+        .arg("--workload")
+        .arg(&w)
+        .arg("--out")
+        .arg(dir.path().join("second"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(fx.redis_cmd(&["EXISTS", &key]), redis::Value::Int(0));
+    // Chaos that needs servers lockbench owns is refused before the run, naming the way out.
+    let chaos = dir.path().join("kill.toml");
+    std::fs::write(
+        &chaos,
+        "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"\n",
+    )
+    .unwrap();
+    let mut cmd = fx.cmd(&["run", "--strategy", "redis-setnx", "--workload"]);
+    cmd.arg(&w).arg("--chaos").arg(&chaos);
+    assert_rejected(
+        cmd,
+        "kill on a target",
+        &[
+            "kill.toml: fault[0].kind = \"kill\"",
+            "kind = \"command\", run = ",
+        ],
+        dir.path(),
+    );
+    // A missing password variable is named, before anything runs.
+    let mut cmd = lockbench();
+    cmd.env_remove(PASSWORD_ENV)
+        .args(["run", "--strategy", "none", "--target"])
+        .arg(&fx.target);
+    assert_rejected(
+        cmd,
+        "password variable unset",
+        &["mysql.password_env", PASSWORD_ENV],
+        dir.path(),
+    );
+    fx.serve.stop();
+}
+
+/// Faults on a target are the chaos file's own commands: here SIGSTOP / SIGCONT of the Redis
+/// process, as a `docker pause` or a `kubectl` command would be elsewhere. Sales stall while
+/// it is stopped and resume after the heal; a failing and a hanging command are reported, and
+/// their heal commands run all the same.
+#[test]
+fn command_faults_reach_a_target_and_are_always_healed() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fx = fixture(dir.path());
+    let w = workload_file(
+        dir.path(),
+        "[inventory]\nskus = 4\nstock = 100000\n[load]\nmode = \"open\"\nrate = 300\n\
+         clients = 16\nduration = \"6s\"\ntimeout = \"300ms\"\n[critical_section]\nhold = \"1ms\"\n",
+    );
+    let marks = dir.path().join("marks");
+    let chaos = dir.path().join("pause.toml");
+    let pid = fx.redis_pid;
+    let m = marks.display();
+    std::fs::write(
+        &chaos,
+        format!(
+            "[[fault]]\nkind = \"command\"\nat = \"2s\"\nduration = \"1500ms\"\n\
+             run = \"kill -STOP {pid}\"\nheal = \"kill -CONT {pid}\"\n\
+             [[fault]]\nkind = \"command\"\nat = \"4s\"\nduration = \"300ms\"\n\
+             run = \"echo run $LOCKBENCH_FAULT_ID >> {m}; exit 7\"\n\
+             heal = \"echo heal $LOCKBENCH_FAULT_ID >> {m}\"\n\
+             [[fault]]\nkind = \"command\"\nat = \"4500ms\"\nduration = \"300ms\"\ntimeout = \"300ms\"\n\
+             run = \"sleep 20\"\nheal = \"echo heal $LOCKBENCH_FAULT_ID >> {m}\"\n"
+        ),
+    )
+    .unwrap();
+    let out = fx
+        .cmd(&[
+            "run",
+            "--json",
+            "--strategy",
+            "redis-lua-decr",
+            "--workload",
+        ])
+        .arg(&w)
+        .arg("--chaos")
+        .arg(&chaos)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &s[0];
+    assert_eq!(s.faults.len(), 3, "{:?}", s.faults);
+    let pause = &s.faults[0];
+    assert!(pause.note.is_none(), "{pause:?}");
+    let rate = |name: &str| {
+        s.phases
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no phase {name}: {:?}", s.phases))
+            .sales_per_s
+    };
+    assert!(
+        rate("during 1") < rate("before") / 2.0,
+        "a stopped Redis still sold: {:?}",
+        s.phases
+    );
+    assert!(
+        rate("after 1") > 0.0,
+        "no sales after the heal: {:?}",
+        s.phases
+    );
+    assert!(
+        s.faults[1]
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("exit status: 7"),
+        "{:?}",
+        s.faults[1]
+    );
+    assert!(
+        s.faults[2]
+            .note
+            .as_deref()
+            .unwrap_or("")
+            .contains("did not finish within 300ms"),
+        "{:?}",
+        s.faults[2]
+    );
+    let text = std::fs::read_to_string(&marks).unwrap();
+    assert_eq!(text, "run 2\nheal 2\nheal 3\n");
+    // Redis runs again (not left stopped by the fault).
+    assert_eq!(
+        fx.redis_cmd(&["PING"]),
+        redis::Value::SimpleString("PONG".into())
+    );
+    fx.serve.stop();
+}
