@@ -74,13 +74,21 @@ unmount_under() {
   done
 }
 
-dockerd_pid() {
+# A process that exists and is not a zombie (an exited daemon whose parent is gone may stay a
+# zombie for a while when PID 1 reaps slowly).
+alive() {
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "${st%% *}" != Z ]
+}
+# The pid in $1 if that process is alive and is named $2.
+pid_named() {
   local pid
-  [ -r "$PIDFILE" ] || return 1
-  pid=$(cat "$PIDFILE" 2>/dev/null) || return 1
-  [ -n "$pid" ] && [ -d "/proc/$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
+  pid=$(cat "$1" 2>/dev/null) || return 1
+  [ -n "$pid" ] && alive "$pid" && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
   echo "$pid"
 }
+dockerd_pid() { pid_named "$PIDFILE" dockerd; }
 
 stop_daemon() {
   local pid i
@@ -88,23 +96,23 @@ stop_daemon() {
     log "stopping dockerd (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
     # dockerd stops running containers first (up to its shutdown timeout, 10 s here)
-    for i in $(seq 1 300); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
-    if [ -d "/proc/$pid" ]; then
+    for i in $(seq 1 300); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then
       log "dockerd still running after 30 s: SIGKILL"
       kill -KILL "$pid" 2>/dev/null || true
-      for i in $(seq 1 50); do [ -d "/proc/$pid" ] || break; sleep 0.1; done
+      for i in $(seq 1 50); do alive "$pid" || break; sleep 0.1; done
     fi
   else
     log "no dockerd running for $DIR"
   fi
-  # The managed containerd is dockerd's child and stops with it; after a SIGKILL it may stay.
+  # dockerd's own containerd stops with it (it also gets SIGKILL when dockerd dies); in case
+  # it did not:
   local cpid
-  if cpid=$(cat "$DIR/exec/containerd/containerd.pid" 2>/dev/null) && [ -n "$cpid" ] &&
-    [ "$(cat "/proc/$cpid/comm" 2>/dev/null)" = containerd ]; then
+  if cpid=$(pid_named "$DIR/exec/containerd/containerd.pid" containerd); then
     log "stopping leftover containerd (pid $cpid)"
     kill -TERM "$cpid" 2>/dev/null || true
-    for i in $(seq 1 50); do [ -d "/proc/$cpid" ] || break; sleep 0.1; done
-    kill -KILL "$cpid" 2>/dev/null || true
+    for i in $(seq 1 50); do alive "$cpid" || break; sleep 0.1; done
+    if alive "$cpid"; then kill -KILL "$cpid" 2>/dev/null || true; fi
   fi
   unmount_under "$DIR"
   rm -f "$SOCK" "$PIDFILE"
@@ -150,8 +158,14 @@ else
     log "dockerd (pid $pid) is running but not answering yet; waiting"
   else
     rm -f "$PIDFILE" "$SOCK"
+    # dockerd reuses a containerd whose pidfile names a live process; a dead (or zombie) one
+    # would make it wait for a socket nobody serves and give up.
+    if ! pid_named "$DIR/exec/containerd/containerd.pid" containerd >/dev/null; then
+      rm -f "$DIR/exec/containerd/containerd.pid" "$DIR/exec/containerd/containerd.sock"
+    fi
     mkdir -p "$DIR/data" "$DIR/exec"
     log "starting dockerd (log: $LOG)"
+    log_start=$(stat -c %s "$LOG" 2>/dev/null || echo 0)
     # setsid + nohup + no inherited fds: the daemon outlives this script and its caller.
     setsid nohup "$(sbin dockerd)" \
       --data-root "$DIR/data" --exec-root "$DIR/exec" --pidfile "$PIDFILE" -H "$HOST_URL" \
@@ -159,15 +173,20 @@ else
       --containerd-namespace lockbench --containerd-plugins-namespace lockbench-plugins \
       --shutdown-timeout 10 \
       </dev/null >>"$LOG" 2>&1 9>&- 3>&- &
+    started=$!
   fi
-  for _ in $(seq 1 60); do
-    answering && break
-    sleep 0.5
+  deadline=$((SECONDS + 30))
+  until answering; do
+    if [ -n "${started:-}" ] && ! alive "$started" && ! dockerd_pid >/dev/null; then
+      tail -c +"$((${log_start:-0} + 1))" "$LOG" | grep -v 'module=grpc' | tail -n 15 >&2 || true
+      die "dockerd exited during start-up (log above, all of it in $LOG)"
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      tail -n 15 "$LOG" >&2 || true
+      die "dockerd did not answer on $SOCK within 30 s (log above; '$0 --stop' to clean up)"
+    fi
+    sleep 0.2
   done
-  if ! answering; then
-    tail -n 30 "$LOG" >&2 || true
-    die "dockerd did not answer on $SOCK within 30 s (log above; '$0 --stop' to clean up)"
-  fi
   log "dockerd answering on $SOCK"
 fi
 

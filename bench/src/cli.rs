@@ -149,17 +149,11 @@ pub struct Common {
     /// new ones. The stock tables / keys on them are recreated.
     #[arg(long, value_name = "FILE", conflicts_with = "target")]
     pub endpoints: Option<PathBuf>,
-    /// How to start the servers: `local` (child processes from the Debian packages) or
-    /// `containers` (Docker through testcontainers, on a private network; images from
-    /// LOCKBENCH_IMAGE_REDIS / _MARIADB / _ZOOKEEPER / _ETCD, default the official ones;
-    /// DOCKER_HOST names the daemon).
-    #[arg(long, value_enum, default_value_t = ProvisionArg::Local)]
-    pub provision: ProvisionArg,
     /// Measure servers that already exist, named in a target file (TOML; see
     /// targets/example.toml): lockbench starts nothing, works under the file's `prefix`
     /// (refusing when it holds data lockbench did not create), removes what it created at the
     /// end, and injects faults only through the chaos file's `command` faults.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["provision", "base_port"])]
+    #[arg(long, value_name = "FILE", conflicts_with = "base_port")]
     pub target: Option<PathBuf>,
     /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill, pause,
     /// clock and partition faults on servers (partitions need root), pauses of client
@@ -171,15 +165,6 @@ pub struct Common {
     /// the network (each worker is a client host of its own).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub workers: u32,
-}
-
-/// Values of `--provision`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProvisionArg {
-    /// Child processes of lockbench, from the Debian packages.
-    Local,
-    /// Docker containers (testcontainers) on a private network.
-    Containers,
 }
 
 /// `lockbench run`
@@ -344,10 +329,10 @@ fn load_chaos(c: &Common, w: &Workload) -> anyhow::Result<Option<ChaosPlan>> {
 }
 
 fn provisioner(c: &Common) -> Provisioner {
-    match (c.target.is_some(), c.provision) {
-        (true, _) => Provisioner::Target,
-        (false, ProvisionArg::Local) => Provisioner::Local,
-        (false, ProvisionArg::Containers) => Provisioner::Containers,
+    if c.target.is_some() {
+        Provisioner::Target
+    } else {
+        Provisioner::Local
     }
 }
 
@@ -412,7 +397,6 @@ fn run_options(
         out,
         base_port: c.base_port,
         endpoints: c.endpoints.clone(),
-        provision: provisioner(c),
         target,
         history: c.history,
         progress: !c.json,

@@ -78,8 +78,6 @@ pub struct RunOptions {
     /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
     /// new ones.
     pub endpoints: Option<PathBuf>,
-    /// How to start servers (ignored with `endpoints` or `target`).
-    pub provision: Provisioner,
     /// Use servers that already exist (`--target FILE`): claim the prefix, run, clean up.
     pub target: Option<Target>,
     /// Also write `history.jsonl`, one line per attempt.
@@ -125,10 +123,8 @@ impl RunOptions {
     pub fn provisioner(&self) -> Provisioner {
         if self.target.is_some() {
             Provisioner::Target
-        } else if self.endpoints.is_some() {
-            Provisioner::Local
         } else {
-            self.provision
+            Provisioner::Local
         }
     }
 }
@@ -162,9 +158,7 @@ async fn run_on(
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;
     cluster_opts.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
-    // Containers partition through the Docker network, not namespaces of our own.
-    cluster_opts.network =
-        opts.provisioner() == Provisioner::Local && chaos.is_some_and(ChaosPlan::needs_network);
+    cluster_opts.network = chaos.is_some_and(ChaosPlan::needs_network);
     let workers = if cluster_opts.network {
         workers.min(crate::cluster::net::CLIENT_HOSTS as u32)
     } else {

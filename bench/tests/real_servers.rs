@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use lockbench::cluster::Provisioner;
 use lockbench::report::Summary;
 use lockbench::run::{RunOptions, run};
 use lockbench::workload::Workload;
@@ -99,7 +98,6 @@ async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
         out: dir.join(strategy),
         base_port: None,
         endpoints: None,
-        provision: Provisioner::Local,
         target: None,
         history: true,
         progress: false,
@@ -480,7 +478,6 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
         out: dir.path().join("atomic"),
         base_port: None,
         endpoints: None,
-        provision: Provisioner::Local,
         target: None,
         history: false,
         progress: false,

@@ -285,25 +285,6 @@ impl ChaosPlan {
                          heal = \"kubectl wait …\"",
                     );
                 }
-                Provisioner::Containers if f.kind == FaultKind::Clock => {
-                    return reject(
-                        format!("{field}.kind"),
-                        "\"clock\"".into(),
-                        "kill, pause, partition or command: clock faults preload a shim into local \
-                         Redis processes, which containers do not run (use --provision local)",
-                    );
-                }
-                Provisioner::Containers
-                    if f.kind == FaultKind::Partition && f.clients != Some(ClientSide::All) =>
-                {
-                    return reject(
-                        format!("{field}.clients"),
-                        format!("{:?}", f.clients.map(|c| format!("{c:?}").to_lowercase())),
-                        "\"all\" with --provision containers: a partition disconnects the \
-                         container from the Docker network, which cuts it from every client too \
-                         (split partitions need --provision local)",
-                    );
-                }
                 _ => {}
             }
         }
@@ -783,6 +764,76 @@ jump = "+1.5x ttl"
         other.seed = 99;
         let c = ChaosPlan::parse("c.toml", text, &other).expect("valid");
         assert_ne!(a.faults, c.faults, "another seed, another schedule");
+    }
+
+    #[test]
+    fn command_faults_parse_and_servers_faults_are_refused_on_a_target() {
+        let text = "[[fault]]\nkind = \"command\"\nat = \"1s\"\nduration = \"2s\"\n\
+                    run = \"docker pause r1\"\nheal = \"docker unpause r1\"\ntimeout = \"5s\"\n";
+        let plan = ChaosPlan::parse("c.toml", text, &workload()).unwrap();
+        let f = &plan.faults[0];
+        assert_eq!((f.kind, f.target), (FaultKind::Command, Target::Command));
+        let c = f.command.as_ref().unwrap();
+        assert_eq!(
+            (c.run.as_str(), c.heal.as_str()),
+            ("docker pause r1", "docker unpause r1")
+        );
+        assert_eq!(c.timeout, Duration::from_secs(5));
+        assert_eq!(f.label(), "command `docker pause r1`");
+        plan.check_provisioner(Provisioner::Target).unwrap();
+        plan.check_provisioner(Provisioner::Local).unwrap();
+        let cases = [
+            (text.replace("timeout = \"5s\"\n", "target = \"one\"\n"), "fault[0].target"),
+            (text.replace("run = \"docker pause r1\"\n", ""), "fault[0].run = missing"),
+            (text.replace("\"docker unpause r1\"", "\" \""), "fault[0].heal"),
+            (
+                "[[fault]]\nkind = \"kill\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\nrun = \"x\"\n"
+                    .to_string(),
+                "fault[0].run = set: expected no value: only command faults take it",
+            ),
+            (
+                "[[fault]]\nkind = \"kill\"\nat = \"1s\"\nduration = \"1s\"\n".to_string(),
+                "fault[0].target = missing",
+            ),
+            (
+                "[[fault]]\nkind = \"pause\"\ntarget = \"command\"\nat = \"1s\"\nduration = \"1s\"\n"
+                    .to_string(),
+                "fault[0].target = \"command\"",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = ChaosPlan::parse("c.toml", &text, &workload())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let kill = "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"\n\
+                    [[fault]]\nkind = \"pause\"\ntarget = \"holder\"\nat = \"1s\"\nduration = \"1s\"\n";
+        let plan = ChaosPlan::parse("k.toml", kill, &workload()).unwrap();
+        let e = plan
+            .check_provisioner(Provisioner::Target)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("k.toml: fault[0].kind = \"kill\": expected \"command\""),
+            "{e}"
+        );
+        // A client pause alone is fine anywhere: the client is lockbench's own process.
+        let holder =
+            "[[fault]]\nkind = \"pause\"\ntarget = \"holder\"\nat = \"1s\"\nduration = \"1s\"\n";
+        let plan = ChaosPlan::parse("h.toml", holder, &workload()).unwrap();
+        plan.check_provisioner(Provisioner::Target).unwrap();
+    }
+
+    #[test]
+    fn the_shipped_target_chaos_example_parses() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let w = Workload::load(&root.join("workloads/chaos.toml"), &[]).unwrap();
+        let plan = ChaosPlan::load(&root.join("targets/example-chaos.toml"), &w).unwrap();
+        assert!(plan.faults.iter().all(|f| f.kind == FaultKind::Command));
+        plan.check_provisioner(Provisioner::Target).unwrap();
     }
 
     #[test]

@@ -130,8 +130,6 @@ pub enum Provisioner {
     /// Child processes of lockbench, from the Debian packages (the default).
     #[default]
     Local,
-    /// Docker containers started through testcontainers on a private network.
-    Containers,
     /// Servers that already exist, named in a target file (`--target`); lockbench is only a
     /// client of them.
     Target,
@@ -142,7 +140,6 @@ impl Provisioner {
     pub fn name(self) -> &'static str {
         match self {
             Self::Local => "local",
-            Self::Containers => "containers",
             Self::Target => "target",
         }
     }

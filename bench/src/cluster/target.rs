@@ -741,6 +741,22 @@ mod tests {
     }
 
     #[test]
+    fn the_shipped_example_parses() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap();
+        let text = std::fs::read_to_string(root.join("targets/example.toml")).unwrap();
+        let t = Target::parse("targets/example.toml", &text, |k| {
+            (k == "LOCKBENCH_MYSQL_PASSWORD").then(|| "pw".to_string())
+        })
+        .unwrap();
+        for s in crate::strategy::ALL {
+            t.endpoints_for(s.id, s.needs)
+                .unwrap_or_else(|e| panic!("{}: {e}", s.id));
+        }
+    }
+
+    #[test]
     fn a_strategy_gets_only_what_it_needs_and_a_missing_role_is_named() {
         let t = parse("[redis]\nnodes = [\"127.0.0.1:1\", \"127.0.0.1:2\"]\n").unwrap();
         let needs = crate::strategy::find("redis-lua-decr").unwrap().needs;
