@@ -5,8 +5,10 @@
 //! One run wires five parts together (Jepsen's db / client / generator / nemesis / checker,
 //! applied to many strategies at once):
 //!
-//! - [`cluster`]: starts real servers (MariaDB, Redis) as child processes on free loopback
-//!   ports, waits until they are ready, and owns them: every process dies with its guard.
+//! - [`cluster`]: starts real servers (MariaDB, Redis, ZooKeeper, etcd) as child processes on
+//!   free loopback ports, waits until they are ready, and owns them: every process dies with
+//!   its guard. Or uses servers that already exist ([`cluster::target`]) under a prefix it
+//!   claims and cleans up.
 //! - [`strategy`]: how one buyer takes one unit of stock. Lock-based strategies implement
 //!   [`strategy::Lock`] and share one critical section; lock-free ones implement
 //!   [`strategy::Strategy`] directly. The [`strategy::Store`] audits the stock afterwards.
