@@ -64,29 +64,7 @@ pub(super) async fn start_with(
     }
     let mut process =
         ServerProcess::spawn(name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
-    let url = format!("redis://{addr}/");
-    let version = wait_ready(name, &mut process, || {
-        let url = url.clone();
-        async move {
-            let client = ::redis::Client::open(url).map_err(|e| e.to_string())?;
-            let mut con = client
-                .get_multiplexed_async_connection()
-                .await
-                .map_err(|e| e.to_string())?;
-            let info: String = ::redis::cmd("INFO")
-                .arg("server")
-                .query_async(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(info
-                .lines()
-                .find_map(|l| l.strip_prefix("redis_version:"))
-                .unwrap_or("unknown")
-                .trim()
-                .to_string())
-        }
-    })
-    .await?;
+    let version = wait_ready(name, &mut process, || version(addr)).await?;
     Ok(Node {
         name: name.to_string(),
         service: Service::Redis,
@@ -95,4 +73,24 @@ pub(super) async fn start_with(
         version,
         process,
     })
+}
+
+/// The version a Redis server (or Sentinel) at `addr` reports in `INFO server`.
+pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
+    let client = ::redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let info: String = ::redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))
+        .unwrap_or("unknown")
+        .trim()
+        .to_string())
 }

@@ -612,23 +612,7 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
             v,
         ));
     }
-    let redis_version = |addr| async move {
-        bounded("version", async move {
-            let mut con = redis_con(addr).await?;
-            let info: String = redis::cmd("INFO")
-                .arg("server")
-                .query_async(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(info
-                .lines()
-                .find_map(|l| l.strip_prefix("redis_version:"))
-                .unwrap_or("unknown")
-                .trim()
-                .to_string())
-        })
-        .await
-    };
+    let redis_version = |addr| bounded("version", super::redis::version(addr));
     for (i, a) in ep.redis.iter().enumerate() {
         let role = if ep.redis.len() == 1 {
             Role::Primary
