@@ -74,6 +74,9 @@ pub struct ServeArgs {
     /// First port for the servers. Default: free ports chosen by the OS.
     #[arg(long, value_name = "PORT")]
     pub base_port: Option<u16>,
+    /// Where the servers come from: `local` processes or `containers` (see `run --help`).
+    #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with = "base_port")]
+    pub provision: Provisioner,
     /// Stop the servers after this long at the latest.
     #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub lifetime: std::time::Duration,
@@ -155,6 +158,20 @@ pub struct Common {
     /// end, and injects faults only through the chaos file's `command` faults.
     #[arg(long, value_name = "FILE", conflicts_with = "base_port")]
     pub target: Option<PathBuf>,
+    /// Where the servers come from: `local` child processes from the Debian packages, or
+    /// `containers` on a private Docker network (testcontainers; DOCKER_HOST names the
+    /// daemon). Images: LOCKBENCH_IMAGE_REDIS (default redis:7.0), LOCKBENCH_IMAGE_MARIADB
+    /// (mariadb:10.11), LOCKBENCH_IMAGE_ZOOKEEPER (zookeeper:3.8), LOCKBENCH_IMAGE_ETCD
+    /// (quay.io/coreos/etcd:v3.4.23); they must be on the Docker host (never pulled). Chaos on
+    /// containers: kill + restart, pause / unpause, partitions with clients = "all"
+    /// (disconnect from the network); no clock faults.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Provisioner::Local,
+        conflicts_with_all = ["target", "endpoints", "base_port"]
+    )]
+    pub provision: Provisioner,
     /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill, pause,
     /// clock and partition faults on servers (partitions need root), pauses of client
     /// processes. Healed before the run ends, on every path.
@@ -332,7 +349,7 @@ fn provisioner(c: &Common) -> Provisioner {
     if c.target.is_some() {
         Provisioner::Target
     } else {
-        Provisioner::Local
+        c.provision
     }
 }
 
@@ -397,6 +414,7 @@ fn run_options(
         out,
         base_port: c.base_port,
         endpoints: c.endpoints.clone(),
+        provision: c.provision,
         target,
         history: c.history,
         progress: !c.json,
@@ -431,6 +449,7 @@ async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result
     }
     let mut opts = ClusterOptions::new(args.out.join("logs"));
     opts.base_port = args.base_port;
+    opts.provisioner = args.provision;
     let cluster = tokio::select! {
         c = LocalCluster::start(needs, &opts) => c?,
         _ = cancel.cancelled() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),

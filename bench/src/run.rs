@@ -78,6 +78,9 @@ pub struct RunOptions {
     /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
     /// new ones.
     pub endpoints: Option<PathBuf>,
+    /// How to start the servers (local processes or containers); ignored with `endpoints` or
+    /// `target`.
+    pub provision: Provisioner,
     /// Use servers that already exist (`--target FILE`): claim the prefix, run, clean up.
     pub target: Option<Target>,
     /// Also write `history.jsonl`, one line per attempt.
@@ -124,7 +127,7 @@ impl RunOptions {
         if self.target.is_some() {
             Provisioner::Target
         } else {
-            Provisioner::Local
+            self.provision
         }
     }
 }
@@ -158,7 +161,11 @@ async fn run_on(
     let mut cluster_opts = ClusterOptions::new(opts.out.join("logs"));
     cluster_opts.base_port = opts.base_port;
     cluster_opts.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
-    cluster_opts.network = chaos.is_some_and(ChaosPlan::needs_network);
+    cluster_opts.provisioner = opts.provision;
+    // Containers are partitioned on their own Docker network; only local processes need
+    // namespaces for that.
+    cluster_opts.network =
+        opts.provision == Provisioner::Local && chaos.is_some_and(ChaosPlan::needs_network);
     let workers = if cluster_opts.network {
         workers.min(crate::cluster::net::CLIENT_HOSTS as u32)
     } else {

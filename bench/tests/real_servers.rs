@@ -99,6 +99,7 @@ async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
         base_port: None,
         endpoints: None,
         target: None,
+        provision: lockbench::cluster::Provisioner::Local,
         history: true,
         progress: false,
         chaos: None,
@@ -323,7 +324,7 @@ async fn leader_names_one_node_of_each_consensus_service() {
         // The answer is the servers' view, not a guess: asked again, they name the same node.
         let again = cluster.leader(service).await.unwrap().unwrap();
         assert_eq!(leader.name, again.name, "{service:?}");
-        assert!(alive(leader.process.pid()), "{service:?}");
+        assert!(alive(leader.server.pid()), "{service:?}");
     }
     // A service the cluster does not run has no leader to name.
     assert!(cluster.leader(Service::Redis).await.is_err());
@@ -479,6 +480,7 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
         base_port: None,
         endpoints: None,
         target: None,
+        provision: lockbench::cluster::Provisioner::Local,
         history: false,
         progress: false,
         chaos: None,

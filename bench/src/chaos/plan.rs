@@ -285,10 +285,36 @@ impl ChaosPlan {
                          heal = \"kubectl wait …\"",
                     );
                 }
+                Provisioner::Containers if f.kind == FaultKind::Clock => {
+                    return reject(
+                        format!("{field}.kind"),
+                        "\"clock\"".into(),
+                        "kill, pause or partition: clock faults preload a library into local \
+                         Redis processes, which containers do not have; use --provision local",
+                    );
+                }
+                Provisioner::Containers
+                    if f.kind == FaultKind::Partition && f.clients != Some(ClientSide::All) =>
+                {
+                    return reject(
+                        format!("{field}.clients"),
+                        format!("{:?}", self.client_side_name(f.clients)),
+                        "\"all\": a container is partitioned by disconnecting it from the run's \
+                         Docker network, which cuts it from every node and every client; split \
+                         and node-only partitions need --provision local",
+                    );
+                }
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    fn client_side_name(&self, c: Option<ClientSide>) -> String {
+        serde_json::to_value(c.unwrap_or(ClientSide::Split))
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
     }
 
     fn kind_name(&self, k: FaultKind) -> String {

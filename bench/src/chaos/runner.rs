@@ -21,7 +21,7 @@ use std::net::IpAddr;
 
 use super::plan::{ChaosPlan, ClientSide, FaultKind, FaultSpec, Target, service_name};
 use crate::cluster::net::Host;
-use crate::cluster::{ClusterError, LocalCluster, Service};
+use crate::cluster::{ClusterError, LocalCluster, Provisioner, Service};
 use crate::record::phases::Boundaries;
 use crate::workload::workers::WorkerControl;
 
@@ -229,21 +229,30 @@ async fn inject(
     };
     let mut errors = Vec::new();
     let mut hit = nodes.clone();
+    let containers = cluster.provisioner() == Provisioner::Containers;
     if spec.kind == FaultKind::Partition {
         let workers = t.workers.as_ref().map_or(0, |w| w.len());
-        match partition(cluster, &nodes, spec.clients, workers) {
+        let cut = if containers {
+            // Off the Docker network: cut from every node and every client (the plan was
+            // checked to say `clients = "all"`).
+            Ok((0..workers).map(|k| format!("worker-{k}")).collect())
+        } else {
+            partition(cluster, &nodes, spec.clients, workers)
+        };
+        match cut {
             Ok(cut) => hit.extend(cut.into_iter().map(|w| format!("cut from {w}"))),
             Err(e) => errors.push(e),
         }
     }
     for n in &nodes {
         let res = match spec.kind {
-            FaultKind::Kill => cluster.kill(n),
-            FaultKind::Pause => cluster.pause(n),
+            FaultKind::Kill => cluster.kill(n).await,
+            FaultKind::Pause => cluster.pause(n).await,
             FaultKind::Clock => {
                 let c = spec.clock.expect("validated: clock faults have a change");
                 cluster.set_clock(n, Some((c.jump_ms, c.rate)))
             }
+            FaultKind::Partition if containers => cluster.disconnect(n).await,
             FaultKind::Partition | FaultKind::Command => Ok(()),
         };
         if let Err(e) = res {
@@ -286,8 +295,11 @@ async fn heal(
         for n in r.nodes.iter().filter(|n| !n.starts_with("cut from ")) {
             let res = match r.spec.kind {
                 FaultKind::Kill => cluster.restart(n).await,
-                FaultKind::Pause => cluster.resume(n),
+                FaultKind::Pause => cluster.resume(n).await,
                 FaultKind::Clock => cluster.set_clock(n, None),
+                FaultKind::Partition if cluster.provisioner() == Provisioner::Containers => {
+                    cluster.reconnect(n).await
+                }
                 FaultKind::Partition => heal_partition(cluster, n),
                 FaultKind::Command => Ok(()),
             };

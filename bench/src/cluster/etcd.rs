@@ -9,7 +9,8 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 
 use super::{
-    ClusterError, Node, PortAllocator, Role, ServerProcess, Service, find_binary, wait_ready_all,
+    ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
+    wait_ready_all,
 };
 
 /// Members of the cluster: 3 tolerates one failed member.
@@ -82,12 +83,7 @@ pub(super) async fn start(
             .arg(&initial_cluster)
             .arg("--initial-cluster-token")
             .arg(&token)
-            .args(["--initial-cluster-state", "new"])
-            // Defaults are 100 / 1000 too, but they are what the fault timings assume: a
-            // killed leader is replaced in ~1 s.
-            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
-            // To stderr, which the process guard sends to the node's log file.
-            .args(["--logger", "zap", "--log-outputs", "stderr"]);
+            .args(COMMON_FLAGS);
         processes.push(ServerProcess::spawn(
             &name,
             m.client.ip(),
@@ -97,45 +93,62 @@ pub(super) async fn start(
     }
 
     let clients: Vec<SocketAddr> = members.iter().map(|m| m.client).collect();
-    let statuses = wait_ready_all("etcd", &mut processes, || {
-        let clients = clients.clone();
-        async move {
-            let answers = futures::future::join_all(clients.iter().map(|a| status(*a))).await;
-            let mut out = Vec::new();
-            for (addr, answer) in clients.iter().zip(answers) {
-                out.push(answer.map_err(|e| format!("{addr}: {e}"))?);
-            }
-            let ids: Vec<u64> = out.iter().map(|s| s.member).collect();
-            let leader = out[0].leader;
-            if leader != 0 && out.iter().all(|s| s.leader == leader) && ids.contains(&leader) {
-                Ok(out)
-            } else {
-                let leaders: Vec<u64> = out.iter().map(|s| s.leader).collect();
-                Err(format!(
-                    "no agreed leader yet: members {ids:x?} name {leaders:x?}"
-                ))
-            }
-        }
-    })
-    .await?;
+    let statuses = wait_ready_all("etcd", &mut processes, || agreed(clients.clone())).await?;
 
     Ok(processes
         .into_iter()
         .zip(members)
         .zip(statuses)
         .enumerate()
-        .map(|(i, ((process, m), s))| {
+        .map(|(i, ((process, m), (member, version)))| {
             let node = Node {
                 name: format!("etcd-{}", i + 1),
                 service: Service::Etcd,
                 role: Role::Member,
                 addr: m.client,
-                version: s.version,
-                process,
+                version,
+                server: Server::Process(process),
             };
-            (node, s.member)
+            (node, member)
         })
         .collect())
+}
+
+/// Flags every member gets after its names and addresses.
+pub(super) const COMMON_FLAGS: [&str; 10] = [
+    "--initial-cluster-state",
+    "new",
+    // Defaults are 100 / 1000 too, but they are what the fault timings assume: a killed
+    // leader is replaced in ~1 s.
+    "--heartbeat-interval",
+    "100",
+    "--election-timeout",
+    "1000",
+    // Logs to stderr, which ends up in the node's log file.
+    "--logger",
+    "zap",
+    "--log-outputs",
+    "stderr",
+];
+
+/// Ok with each member's (id, version) once every member at `clients` answers and all name
+/// the same leader, which is one of them.
+pub(super) async fn agreed(clients: Vec<SocketAddr>) -> Result<Vec<(u64, String)>, String> {
+    let answers = futures::future::join_all(clients.iter().map(|a| status(*a))).await;
+    let mut out = Vec::new();
+    for (addr, answer) in clients.iter().zip(answers) {
+        out.push(answer.map_err(|e| format!("{addr}: {e}"))?);
+    }
+    let ids: Vec<u64> = out.iter().map(|s| s.member).collect();
+    let leader = out[0].leader;
+    if leader != 0 && out.iter().all(|s| s.leader == leader) && ids.contains(&leader) {
+        Ok(out.into_iter().map(|s| (s.member, s.version)).collect())
+    } else {
+        let leaders: Vec<u64> = out.iter().map(|s| s.leader).collect();
+        Err(format!(
+            "no agreed leader yet: members {ids:x?} name {leaders:x?}"
+        ))
+    }
 }
 
 /// What a member says about itself.

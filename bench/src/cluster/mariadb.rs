@@ -9,7 +9,8 @@ use std::time::Duration;
 use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mysql::MySqlSslMode};
 
 use super::{
-    ClusterError, MysqlEndpoint, Node, Role, ServerProcess, Service, find_binary, wait_ready,
+    ClusterError, MysqlEndpoint, Node, Role, Server, ServerProcess, Service, find_binary,
+    wait_ready,
 };
 
 const NAME: &str = "mariadb";
@@ -141,7 +142,26 @@ pub(super) async fn start(
         role: Role::Primary,
         addr,
         version,
-        process,
+        server: Server::Process(process),
     };
     Ok((node, endpoint))
+}
+
+/// The version the server at `ep` reports, asked as `ep`'s user over TCP (a container's
+/// readiness: its socket is inside the container).
+pub(super) async fn version(ep: &MysqlEndpoint) -> Result<String, String> {
+    let opts = MySqlConnectOptions::new()
+        .host(&ep.addr.ip().to_string())
+        .port(ep.addr.port())
+        .username(&ep.user)
+        .password(&ep.password)
+        .database(&ep.database)
+        .ssl_mode(MySqlSslMode::Disabled);
+    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
+    let v: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(&mut con)
+        .await
+        .map_err(|e| e.to_string())?;
+    let _ = con.close().await;
+    Ok(v)
 }

@@ -11,6 +11,7 @@
 //! Every node is owned by a [`ServerProcess`] guard: dropping the cluster kills them all.
 
 mod clock;
+pub mod containers;
 mod etcd;
 mod mariadb;
 pub mod namespace;
@@ -106,6 +107,23 @@ pub enum ClusterError {
         prefix: String,
         found: String,
     },
+    /// No Docker daemon answers (containers provisioner).
+    #[error(
+        "no Docker daemon answers at {host} ({detail}): start one and set DOCKER_HOST, e.g. \
+         `export $(sudo scripts/container-images.sh)` starts a private dockerd with local \
+         images; or use --provision local"
+    )]
+    NoDocker { host: String, detail: String },
+    /// An image the containers provisioner needs is not on the Docker host.
+    #[error(
+        "image `{image}` is not on the Docker host, and lockbench never pulls (a pull leaves \
+         this machine): `docker pull {image}`, or build local images with \
+         scripts/container-images.sh and name them in {var}"
+    )]
+    MissingImage { image: String, var: String },
+    /// A Docker API call failed.
+    #[error("docker: {what}: {detail}")]
+    Docker { what: String, detail: String },
     /// A file system operation failed.
     #[error("{what}: {source}")]
     Io {
@@ -124,14 +142,18 @@ impl ClusterError {
 }
 
 /// Where the servers of a run come from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Provisioner {
     /// Child processes of lockbench, from the Debian packages (the default).
     #[default]
     Local,
+    /// Containers on a private Docker network, started through testcontainers and removed
+    /// at the end (`--provision containers`).
+    Containers,
     /// Servers that already exist, named in a target file (`--target`); lockbench is only a
     /// client of them.
+    #[value(skip)]
     Target,
 }
 
@@ -140,6 +162,7 @@ impl Provisioner {
     pub fn name(self) -> &'static str {
         match self {
             Self::Local => "local",
+            Self::Containers => "containers",
             Self::Target => "target",
         }
     }
@@ -293,7 +316,41 @@ impl Endpoints {
     }
 }
 
-/// One server of a run, with the address it was given and the process that serves it.
+/// What serves a node: a child process or a container, each owned (dropping it stops it).
+#[derive(Debug)]
+pub enum Server {
+    /// A child process (local provisioner).
+    Process(ServerProcess),
+    /// A container (containers provisioner); boxed, it is the larger by far.
+    Container(Box<containers::Container>),
+}
+
+impl Server {
+    /// The child process; local start-up code only ever holds processes.
+    fn process_mut(&mut self) -> &mut ServerProcess {
+        match self {
+            Self::Process(p) => p,
+            Self::Container(_) => unreachable!("local start-up code holds processes only"),
+        }
+    }
+
+    /// OS pid of the process, or host pid of the container's main process.
+    pub fn pid(&self) -> u32 {
+        match self {
+            Self::Process(p) => p.pid(),
+            Self::Container(c) => c.pid(),
+        }
+    }
+
+    fn log(&self) -> &Path {
+        match self {
+            Self::Process(p) => p.log(),
+            Self::Container(c) => c.log(),
+        }
+    }
+}
+
+/// One server of a run, with the address it was given and what serves it.
 #[derive(Debug)]
 pub struct Node {
     /// Unique within the run, e.g. `mariadb` or `redis-1`; used in logs and errors.
@@ -302,12 +359,13 @@ pub struct Node {
     pub service: Service,
     /// Its place in its set.
     pub role: Role,
-    /// Its own address: loopback today, an address inside a network namespace later.
+    /// Its own address: on loopback, in a network namespace of the run, or a container's
+    /// address on the run's Docker network.
     pub addr: SocketAddr,
     /// Server version as the server reports it.
     pub version: String,
-    /// The owned process; killing the cluster kills it.
-    pub process: ServerProcess,
+    /// The owned process or container; dropping the cluster stops it.
+    pub server: Server,
 }
 
 /// A node as written into results.
@@ -355,8 +413,10 @@ pub struct ClusterOptions {
     /// wall clocks ([`LocalCluster::set_clock`]).
     pub clock_shim: bool,
     /// Run the nodes in network namespaces of a private network ([`net`]), so partition
-    /// faults can cut links. Needs root.
+    /// faults can cut links. Needs root. (Containers always have a network of their own.)
     pub network: bool,
+    /// Child processes or containers.
+    pub provisioner: Provisioner,
 }
 
 impl ClusterOptions {
@@ -368,11 +428,13 @@ impl ClusterOptions {
             base_port: None,
             clock_shim: false,
             network: false,
+            provisioner: Provisioner::Local,
         }
     }
 }
 
-/// Servers started by this process. Dropping it stops them all and removes their data.
+/// Servers started and owned by this process, as child processes or as containers. Dropping
+/// it stops them all and removes their data (and their containers and Docker network).
 #[derive(Debug)]
 pub struct LocalCluster {
     nodes: Vec<Node>,
@@ -380,15 +442,19 @@ pub struct LocalCluster {
     /// etcd member id of each etcd node (by node name): etcd reports its leader as a member
     /// id, and the leader may be the node that no longer answers.
     etcd_members: Vec<(String, u64)>,
-    // Declared after `nodes`: fields drop in order, so processes die before their network and
-    // their data go.
+    // Declared after `nodes`: fields drop in order, so processes and containers go before
+    // their network and their data.
     network: Option<net::Network>,
+    docker_network: Option<containers::DockerNetwork>,
     _data: tempfile::TempDir,
 }
 
 impl LocalCluster {
     /// Starts the servers in `needs` and waits until each answers queries.
     pub async fn start(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
+        if opts.provisioner == Provisioner::Containers {
+            return Self::start_containers(needs, opts).await;
+        }
         // Fail fast on a missing binary, before anything is started.
         if needs.mariadb {
             mariadb::check_installed()?;
@@ -445,6 +511,7 @@ impl LocalCluster {
             endpoints: Endpoints::default(),
             etcd_members: Vec::new(),
             network,
+            docker_network: None,
             _data: data,
         };
         let base = cluster._data.path().to_path_buf();
@@ -535,6 +602,33 @@ impl LocalCluster {
         }
     }
 
+    async fn start_containers(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
+        std::fs::create_dir_all(&opts.log_dir)
+            .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
+        let data = tempfile::Builder::new()
+            .prefix("lockbench-run-")
+            .tempdir()
+            .map_err(|e| ClusterError::io("create run directory", e))?;
+        let s = containers::start(needs, &opts.log_dir).await?;
+        Ok(Self {
+            nodes: s.nodes,
+            endpoints: s.endpoints,
+            etcd_members: s.etcd_members,
+            network: None,
+            docker_network: Some(s.network),
+            _data: data,
+        })
+    }
+
+    /// How the servers were provisioned.
+    pub fn provisioner(&self) -> Provisioner {
+        if self.docker_network.is_some() {
+            Provisioner::Containers
+        } else {
+            Provisioner::Local
+        }
+    }
+
     /// How strategies reach the servers.
     pub fn endpoints(&self) -> &Endpoints {
         &self.endpoints
@@ -618,9 +712,12 @@ impl LocalCluster {
                 role: n.role,
                 addr: n.addr,
                 version: n.version.clone(),
-                pid: n.process.pid(),
-                log: n.process.log().to_path_buf(),
-                container: None,
+                pid: n.server.pid(),
+                log: n.server.log().to_path_buf(),
+                container: match &n.server {
+                    Server::Container(c) => Some(c.info()),
+                    Server::Process(_) => None,
+                },
             })
             .collect()
     }
@@ -662,41 +759,82 @@ impl LocalCluster {
             })
     }
 
-    /// SIGKILLs node `name` (a crash: no shutdown, no flush).
-    pub fn kill(&mut self, name: &str) -> Result<(), ClusterError> {
-        self.node_mut(name)?.process.kill();
-        Ok(())
+    /// SIGKILLs node `name` (a crash: no shutdown, no flush); a container's main process.
+    pub async fn kill(&mut self, name: &str) -> Result<(), ClusterError> {
+        match &mut self.node_mut(name)?.server {
+            Server::Process(p) => {
+                p.kill();
+                Ok(())
+            }
+            Server::Container(c) => c.kill().await,
+        }
     }
 
-    /// Starts node `name` again with its original command line and data directory, and waits
-    /// until it accepts connections (whether it has caught up is for the load to find out).
+    /// Starts node `name` again with its original command line and data, and waits until it
+    /// accepts connections (whether it has caught up is for the load to find out).
     pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
         let node = self.node_mut(name)?;
-        node.process.respawn()?;
         let addr = node.addr;
-        wait_ready(name, &mut node.process, || async move {
+        let accepts = || async move {
             tokio::net::TcpStream::connect(addr)
                 .await
                 .map(drop)
                 .map_err(|e| e.to_string())
-        })
-        .await
+        };
+        match &mut node.server {
+            Server::Process(p) => {
+                p.respawn()?;
+                wait_ready(name, p, accepts).await
+            }
+            Server::Container(c) => {
+                c.restart().await?;
+                containers::wait_ready(name, vec![&*c], accepts).await
+            }
+        }
     }
 
-    /// SIGSTOPs node `name`: it keeps its sockets but answers nothing until resumed.
-    pub fn pause(&mut self, name: &str) -> Result<(), ClusterError> {
-        self.node_mut(name)?
-            .process
-            .pause()
-            .map_err(|e| ClusterError::io(format!("SIGSTOP {name}"), e))
+    /// Stops node `name` from answering while it keeps its sockets: SIGSTOP to a process, the
+    /// cgroup freezer for a container.
+    pub async fn pause(&mut self, name: &str) -> Result<(), ClusterError> {
+        match &mut self.node_mut(name)?.server {
+            Server::Process(p) => p
+                .pause()
+                .map_err(|e| ClusterError::io(format!("SIGSTOP {name}"), e)),
+            Server::Container(c) => c.pause().await,
+        }
     }
 
-    /// SIGCONTs node `name` after [`LocalCluster::pause`].
-    pub fn resume(&mut self, name: &str) -> Result<(), ClusterError> {
-        self.node_mut(name)?
-            .process
-            .resume()
-            .map_err(|e| ClusterError::io(format!("SIGCONT {name}"), e))
+    /// Undoes [`LocalCluster::pause`].
+    pub async fn resume(&mut self, name: &str) -> Result<(), ClusterError> {
+        match &mut self.node_mut(name)?.server {
+            Server::Process(p) => p
+                .resume()
+                .map_err(|e| ClusterError::io(format!("SIGCONT {name}"), e)),
+            Server::Container(c) => c.resume().await,
+        }
+    }
+
+    /// Takes container node `name` off the run's Docker network (a partition from every
+    /// other node and every client).
+    pub async fn disconnect(&mut self, name: &str) -> Result<(), ClusterError> {
+        self.container_mut(name)?.disconnect().await
+    }
+
+    /// Undoes [`LocalCluster::disconnect`]: back on the network at its own address.
+    pub async fn reconnect(&mut self, name: &str) -> Result<(), ClusterError> {
+        self.container_mut(name)?.reconnect().await
+    }
+
+    fn container_mut(&mut self, name: &str) -> Result<&mut containers::Container, ClusterError> {
+        match &mut self.node_mut(name)?.server {
+            Server::Container(c) => Ok(c),
+            Server::Process(_) => Err(ClusterError::Setup {
+                node: name.to_string(),
+                what: "network fault".into(),
+                detail: "not a container (only the containers provisioner disconnects nodes)"
+                    .into(),
+            }),
+        }
     }
 
     /// Moves the wall clock of Redis node `name` (started with [`ClusterOptions::clock_shim`]):
@@ -717,10 +855,8 @@ impl LocalCluster {
     }
 
     /// Stops every server now (dropping the cluster does the same).
-    pub fn stop(mut self) {
-        for node in &mut self.nodes {
-            node.process.kill();
-        }
+    pub fn stop(self) {
+        drop(self);
     }
 }
 
@@ -796,17 +932,47 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
 {
+    let log = processes
+        .first()
+        .map(|p| p.log().to_path_buf())
+        .unwrap_or_default();
+    poll_ready(name, log, || {
+        let died = processes
+            .iter_mut()
+            .find_map(|p| p.exited().map(|status| p.died(status)));
+        let answer = probe();
+        async move {
+            if let Some(e) = died {
+                return Err(NotYet::Fatal(e));
+            }
+            answer.await.map_err(NotYet::Retry)
+        }
+    })
+    .await
+}
+
+/// Why a readiness probe did not succeed.
+enum NotYet {
+    /// Not ready yet (the last error, for the timeout message).
+    Retry(String),
+    /// Never will be (the server died).
+    Fatal(ClusterError),
+}
+
+/// Polls `probe` (each attempt bounded to 2 s) until it succeeds, fails fatally, or
+/// [`READY_TIMEOUT`] passes; a timeout names `log`.
+async fn poll_ready<T, F, Fut>(name: &str, log: PathBuf, mut probe: F) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, NotYet>>,
+{
     let start = tokio::time::Instant::now();
     let mut last = String::from("no attempt yet");
     while start.elapsed() < READY_TIMEOUT {
-        for process in processes.iter_mut() {
-            if let Some(status) = process.exited() {
-                return Err(process.died(status));
-            }
-        }
         match tokio::time::timeout(Duration::from_secs(2), probe()).await {
             Ok(Ok(v)) => return Ok(v),
-            Ok(Err(e)) => last = e,
+            Ok(Err(NotYet::Fatal(e))) => return Err(e),
+            Ok(Err(NotYet::Retry(e))) => last = e,
             Err(_) => last = "probe timed out after 2s".into(),
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
@@ -815,9 +981,6 @@ where
         node: name.to_string(),
         waited: READY_TIMEOUT,
         last,
-        log: processes
-            .first()
-            .map(|p| p.log().to_path_buf())
-            .unwrap_or_default(),
+        log,
     })
 }

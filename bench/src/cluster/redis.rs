@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
-use super::{ClusterError, Node, Role, ServerProcess, Service, find_binary, wait_ready};
+use super::{ClusterError, Node, Role, Server, ServerProcess, Service, find_binary, wait_ready};
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
@@ -71,7 +71,7 @@ pub(super) async fn start_with(
         role,
         addr,
         version,
-        process,
+        server: Server::Process(process),
     })
 }
 

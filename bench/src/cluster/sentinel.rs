@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use super::redis::start_with;
 use super::{
-    ClusterError, Node, PortAllocator, Role, ServerProcess, Service, find_binary, wait_ready,
+    ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
+    wait_ready,
 };
 
 /// The name the sentinels monitor the master under.
@@ -54,6 +55,48 @@ async fn query<T: redis::FromRedisValue>(addr: SocketAddr, cmd: &redis::Cmd) -> 
         .await
         .map_err(|e| e.to_string())?;
     cmd.query_async(&mut con).await.map_err(|e| e.to_string())
+}
+
+/// The lines that make a sentinel watch `master`: two sentinels must agree it is down, which
+/// they decide after 1 s without an answer.
+pub(super) fn monitor_config(master: SocketAddr) -> String {
+    format!(
+        "sentinel monitor {MASTER_NAME} {ip} {port} 2\n\
+         sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
+         sentinel failover-timeout {MASTER_NAME} 3000\n\
+         sentinel parallel-syncs {MASTER_NAME} 1\n",
+        ip = master.ip(),
+        port = master.port(),
+    )
+}
+
+/// Ok once the master at `master` has `n` replicas online.
+pub(super) async fn replicas_online(master: SocketAddr, n: usize) -> Result<(), String> {
+    let info: String = query(master, redis::cmd("INFO").arg("replication")).await?;
+    let online = info
+        .lines()
+        .filter(|l| l.starts_with("slave") && l.contains("state=online"))
+        .count();
+    if online == n {
+        Ok(())
+    } else {
+        Err(format!("{online} of {n} replicas online"))
+    }
+}
+
+/// Ok once the sentinel at `addr` sees the master, both replicas and two other sentinels.
+pub(super) async fn sees_set(addr: SocketAddr) -> Result<(), String> {
+    let m = master_state(addr).await?;
+    let field = |k: &str| m.get(k).cloned().unwrap_or_default();
+    if field("num-slaves") == "2" && field("num-other-sentinels") == "2" {
+        Ok(())
+    } else {
+        Err(format!(
+            "sees {} replicas, {} other sentinels",
+            field("num-slaves"),
+            field("num-other-sentinels")
+        ))
+    }
 }
 
 /// `SENTINEL MASTER <name>` as a field map.
@@ -130,19 +173,8 @@ pub(super) async fn start(
     let master_idx = nodes.len() - 3;
     wait_ready(
         "redis-master",
-        &mut nodes[master_idx].process,
-        || async move {
-            let info: String = query(master, redis::cmd("INFO").arg("replication")).await?;
-            let online = info
-                .lines()
-                .filter(|l| l.starts_with("slave") && l.contains("state=online"))
-                .count();
-            if online == 2 {
-                Ok(())
-            } else {
-                Err(format!("{online} of 2 replicas online"))
-            }
-        },
+        nodes[master_idx].server.process_mut(),
+        || replicas_online(master, 2),
     )
     .await?;
 
@@ -153,16 +185,11 @@ pub(super) async fn start(
             .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
         let conf = dir.join("sentinel.conf");
         let text = format!(
-            "port {port}\nbind {ip}\nprotected-mode no\ndir {dir}\n\
-             sentinel monitor {MASTER_NAME} {mip} {mport} 2\n\
-             sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
-             sentinel failover-timeout {MASTER_NAME} 3000\n\
-             sentinel parallel-syncs {MASTER_NAME} 1\n",
+            "port {port}\nbind {ip}\nprotected-mode no\ndir {dir}\n{monitor}",
             port = addr.port(),
             ip = addr.ip(),
             dir = dir.display(),
-            mip = master.ip(),
-            mport = master.port(),
+            monitor = monitor_config(master),
         );
         std::fs::write(&conf, text)
             .map_err(|e| ClusterError::io(format!("write {}", conf.display()), e))?;
@@ -176,27 +203,14 @@ pub(super) async fn start(
             role: Role::Sentinel,
             addr: *addr,
             version: nodes[master_idx].version.clone(),
-            process,
+            server: Server::Process(process),
         });
     }
     for i in 0..plan.sentinels.len() {
         let addr = plan.sentinels[i];
         let idx = nodes.len() - plan.sentinels.len() + i;
         let name = nodes[idx].name.clone();
-        wait_ready(&name, &mut nodes[idx].process, || async move {
-            let m = master_state(addr).await?;
-            let field = |k: &str| m.get(k).cloned().unwrap_or_default();
-            if field("num-slaves") == "2" && field("num-other-sentinels") == "2" {
-                Ok(())
-            } else {
-                Err(format!(
-                    "sees {} replicas, {} other sentinels",
-                    field("num-slaves"),
-                    field("num-other-sentinels")
-                ))
-            }
-        })
-        .await?;
+        wait_ready(&name, nodes[idx].server.process_mut(), || sees_set(addr)).await?;
     }
     Ok(())
 }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{
-    ClusterError, Node, PortAllocator, Role, ServerProcess, Service, find_binary, wait_ready_all,
+    ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
+    wait_ready_all,
 };
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
@@ -27,6 +28,15 @@ const LOG_JARS: [&str; 2] = [
 /// of the tick (sessions may last 2–20 ticks), and with 2 s a paused leader takes ~10 s to
 /// notice. Elections then take 2.5–3.5 s on a 2-core machine.
 const TICK_MS: u32 = 200;
+
+/// ~64 MB per node: a small heap, the serial collector (no GC threads competing for two
+/// cores), and the C1 compiler only, which starts faster.
+pub(super) const JVM_FLAGS: [&str; 4] = [
+    "-Xmx128m",
+    "-Xms16m",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+];
 
 /// A bound on one four-letter-word query.
 const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(2);
@@ -105,23 +115,11 @@ pub(super) async fn start(
         let cfg = node_dir.join("zoo.cfg");
         write(
             cfg.clone(),
-            format!(
-                "tickTime={TICK_MS}\n\
-                 initLimit=10\n\
-                 syncLimit=5\n\
-                 dataDir={}\n\
-                 clientPort={}\n\
-                 clientPortAddress={}\n\
-                 # every buyer may hold a session and all come from one address; the default\n\
-                 # of 60 connections per address would refuse the rest\n\
-                 maxClientCnxns=1024\n\
-                 admin.enableServer=false\n\
-                 # srvr tells readiness and leadership; nothing else is needed\n\
-                 4lw.commands.whitelist=srvr\n\
-                 {servers}",
-                data.display(),
+            config(
+                &data.display().to_string(),
+                Some(m.client.ip()),
                 m.client.port(),
-                m.client.ip(),
+                &servers,
             ),
         )?;
         // Logs to stdout, which the process guard sends to the node's log file.
@@ -139,19 +137,12 @@ pub(super) async fn start(
             .collect::<Vec<_>>()
             .join(":");
         let mut cmd = Command::new(&java);
-        // ~64 MB per node: a small heap, the serial collector (no GC threads competing for
-        // two cores), and the C1 compiler only, which starts faster.
-        cmd.args([
-            "-Xmx128m",
-            "-Xms16m",
-            "-XX:+UseSerialGC",
-            "-XX:TieredStopAtLevel=1",
-        ])
-        .arg(format!("-Dlog4j.configuration=file:{}", log4j.display()))
-        .arg("-cp")
-        .arg(classpath)
-        .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
-        .arg(&cfg);
+        cmd.args(JVM_FLAGS)
+            .arg(format!("-Dlog4j.configuration=file:{}", log4j.display()))
+            .arg("-cp")
+            .arg(classpath)
+            .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
+            .arg(&cfg);
         processes.push(ServerProcess::spawn(
             &name,
             m.client.ip(),
@@ -162,24 +153,7 @@ pub(super) async fn start(
 
     let clients: Vec<SocketAddr> = members.iter().map(|m| m.client).collect();
     let versions = wait_ready_all("zookeeper", &mut processes, || {
-        let clients = clients.clone();
-        async move {
-            let answers = futures::future::join_all(clients.iter().map(|a| srvr(*a))).await;
-            let mut modes = Vec::new();
-            let mut versions = Vec::new();
-            for (addr, answer) in clients.iter().zip(answers) {
-                let s = answer.map_err(|e| format!("{addr}: {e}"))?;
-                modes.push(s.mode);
-                versions.push(s.version);
-            }
-            let leaders = modes.iter().filter(|m| *m == "leader").count();
-            let followers = modes.iter().filter(|m| *m == "follower").count();
-            if leaders == 1 && followers == clients.len() - 1 {
-                Ok(versions)
-            } else {
-                Err(format!("no quorum yet: modes {modes:?}"))
-            }
-        }
+        quorum_versions(clients.clone())
     })
     .await?;
 
@@ -194,9 +168,58 @@ pub(super) async fn start(
             role: Role::Member,
             addr: m.client,
             version,
-            process,
+            server: Server::Process(process),
         })
         .collect())
+}
+
+/// The configuration of one member: data in `data_dir`, clients on `client_port` (of
+/// `client_ip` only, when given), the ensemble in `servers` (`server.N=host:quorum:election`
+/// lines).
+pub(super) fn config(
+    data_dir: &str,
+    client_ip: Option<std::net::IpAddr>,
+    client_port: u16,
+    servers: &str,
+) -> String {
+    let client_ip = client_ip
+        .map(|ip| format!("clientPortAddress={ip}\n"))
+        .unwrap_or_default();
+    format!(
+        "tickTime={TICK_MS}\n\
+         initLimit=10\n\
+         syncLimit=5\n\
+         dataDir={data_dir}\n\
+         clientPort={client_port}\n\
+         {client_ip}\
+         # every buyer may hold a session and all come from one address; the default\n\
+         # of 60 connections per address would refuse the rest\n\
+         maxClientCnxns=1024\n\
+         admin.enableServer=false\n\
+         # srvr tells readiness and leadership; nothing else is needed\n\
+         4lw.commands.whitelist=srvr\n\
+         {servers}"
+    )
+}
+
+/// Ok with every member's version once the members at `clients` have one leader and the
+/// rest follow it.
+pub(super) async fn quorum_versions(clients: Vec<SocketAddr>) -> Result<Vec<String>, String> {
+    let answers = futures::future::join_all(clients.iter().map(|a| srvr(*a))).await;
+    let mut modes = Vec::new();
+    let mut versions = Vec::new();
+    for (addr, answer) in clients.iter().zip(answers) {
+        let s = answer.map_err(|e| format!("{addr}: {e}"))?;
+        modes.push(s.mode);
+        versions.push(s.version);
+    }
+    let leaders = modes.iter().filter(|m| *m == "leader").count();
+    let followers = modes.iter().filter(|m| *m == "follower").count();
+    if leaders == 1 && followers == clients.len() - 1 {
+        Ok(versions)
+    } else {
+        Err(format!("no quorum yet: modes {modes:?}"))
+    }
 }
 
 /// What a member says about itself.

@@ -1,0 +1,1044 @@
+//! The containers provisioner (`--provision containers`): the same topologies as local mode,
+//! each server in a container of its own on a private Docker network of the run.
+//!
+//! testcontainers creates and starts every container ([`GenericImage`] with explicit
+//! commands, because the official images and the local ones built by
+//! `scripts/container-images.sh` have different entrypoints) and force-removes it when its
+//! guard drops. The network and the faults go through bollard (testcontainers' re-export):
+//! SIGKILL + start, pause / unpause (cgroup freezer), disconnect / connect.
+//!
+//! The host reaches each container at its address on that network; no port is published.
+//! Addresses stay fixed for the run: a container is reconnected with its first address pinned
+//! before it starts again or rejoins the network (Docker would hand out a new one otherwise),
+//! which is why the network is created with an explicit subnet.
+//!
+//! lockbench never pulls an image: a pull reaches a registry outside this machine. Missing
+//! images are named in the error. Containers and networks carry labels with the owning
+//! process, so a later run removes what a killed lockbench left behind.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use futures::StreamExt;
+use testcontainers::bollard::models::{
+    EndpointIpamConfig, EndpointSettings, Ipam, IpamConfig, NetworkConnectRequest,
+    NetworkCreateRequest, NetworkDisconnectRequest,
+};
+use testcontainers::bollard::query_parameters::{
+    KillContainerOptionsBuilder, ListContainersOptionsBuilder, ListNetworksOptionsBuilder,
+    LogsOptionsBuilder, RemoveContainerOptionsBuilder,
+};
+use testcontainers::bollard::{self, Docker};
+use testcontainers::core::WaitFor;
+use testcontainers::runners::AsyncRunner;
+use testcontainers::{ContainerAsync, GenericImage, ImageExt};
+use tokio::io::AsyncWriteExt;
+
+use super::{
+    ClusterError, ContainerInfo, Endpoints, MysqlEndpoint, Needs, Node, Role, Server, Service,
+    etcd, sentinel, zookeeper,
+};
+
+/// A bound on one Docker API call (pulls are never made, so every call is short).
+const API_TIMEOUT: Duration = Duration::from_secs(30);
+/// Label naming the lockbench process that owns a container or network.
+const LABEL_PID: &str = "lockbench.pid";
+/// Label naming the host of that process (pids are only meaningful there).
+const LABEL_HOST: &str = "lockbench.host";
+
+/// The image of each service: `LOCKBENCH_IMAGE_<SERVICE>` or the official image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Images {
+    /// Redis and Sentinel (`redis-server`, `sh`).
+    pub redis: String,
+    /// MariaDB (`mariadb-install-db`, `mariadbd`, `sh`).
+    pub mariadb: String,
+    /// ZooKeeper (`zkServer.sh` on PATH, `sh`).
+    pub zookeeper: String,
+    /// etcd (`etcd` on PATH).
+    pub etcd: String,
+}
+
+impl Images {
+    /// The official images, as published on Docker Hub and quay.io.
+    pub fn official() -> Self {
+        Self {
+            redis: "redis:7.0".into(),
+            mariadb: "mariadb:10.11".into(),
+            zookeeper: "zookeeper:3.8".into(),
+            etcd: "quay.io/coreos/etcd:v3.4.23".into(),
+        }
+    }
+
+    /// [`Images::official`], each overridden by its environment variable when set.
+    pub fn from_env() -> Self {
+        let pick = |var: &str, default: String| {
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .unwrap_or(default)
+        };
+        let d = Self::official();
+        Self {
+            redis: pick("LOCKBENCH_IMAGE_REDIS", d.redis),
+            mariadb: pick("LOCKBENCH_IMAGE_MARIADB", d.mariadb),
+            zookeeper: pick("LOCKBENCH_IMAGE_ZOOKEEPER", d.zookeeper),
+            etcd: pick("LOCKBENCH_IMAGE_ETCD", d.etcd),
+        }
+    }
+
+    /// The images `needs` uses, with the variable that overrides each.
+    fn needed(&self, needs: Needs) -> Vec<(&str, &'static str)> {
+        let mut out = Vec::new();
+        if needs.redis_nodes() > 0 || needs.sentinel {
+            out.push((self.redis.as_str(), "LOCKBENCH_IMAGE_REDIS"));
+        }
+        if needs.mariadb {
+            out.push((self.mariadb.as_str(), "LOCKBENCH_IMAGE_MARIADB"));
+        }
+        if needs.zookeeper {
+            out.push((self.zookeeper.as_str(), "LOCKBENCH_IMAGE_ZOOKEEPER"));
+        }
+        if needs.etcd {
+            out.push((self.etcd.as_str(), "LOCKBENCH_IMAGE_ETCD"));
+        }
+        out
+    }
+}
+
+/// `repo[:tag]` split at the tag's colon (a registry's `host:port/` is not a tag).
+fn split_image(image: &str) -> (&str, &str) {
+    match image.rfind(':') {
+        Some(i) if !image[i..].contains('/') => (&image[..i], &image[i + 1..]),
+        _ => (image, "latest"),
+    }
+}
+
+/// Where the Docker daemon is, as the clients will look for it.
+fn docker_host() -> String {
+    std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".into())
+}
+
+fn docker_error(what: impl Into<String>, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError::Docker {
+        what: what.into(),
+        detail: e.to_string(),
+    }
+}
+
+/// Runs one Docker API call with [`API_TIMEOUT`].
+async fn api<T, E: std::fmt::Display>(
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<T, ClusterError> {
+    match tokio::time::timeout(API_TIMEOUT, call).await {
+        Ok(r) => r.map_err(|e| docker_error(what, e)),
+        Err(_) => Err(docker_error(what, format!("no answer in {API_TIMEOUT:?}"))),
+    }
+}
+
+/// Connects to the daemon and checks that it answers and has every image `needs` uses.
+async fn connect(needs: Needs, images: &Images) -> Result<Docker, ClusterError> {
+    let unreachable = |detail: String| ClusterError::NoDocker {
+        host: docker_host(),
+        detail,
+    };
+    let docker = Docker::connect_with_defaults().map_err(|e| unreachable(e.to_string()))?;
+    match tokio::time::timeout(Duration::from_secs(5), docker.ping()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(unreachable(e.to_string())),
+        Err(_) => return Err(unreachable("no answer in 5s".into())),
+    }
+    for (image, var) in images.needed(needs) {
+        match docker.inspect_image(image).await {
+            Ok(_) => {}
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 404, ..
+            }) => {
+                return Err(ClusterError::MissingImage {
+                    image: image.to_string(),
+                    var: var.to_string(),
+                });
+            }
+            Err(e) => return Err(docker_error(format!("inspect image {image}"), e)),
+        }
+    }
+    Ok(docker)
+}
+
+fn hostname() -> String {
+    nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Labels every container and network of this run carries.
+fn labels(run: &str) -> HashMap<String, String> {
+    HashMap::from([
+        ("lockbench.run".to_string(), run.to_string()),
+        (LABEL_PID.to_string(), std::process::id().to_string()),
+        (LABEL_HOST.to_string(), hostname()),
+    ])
+}
+
+/// Whether the labels name a lockbench process of this host that is gone.
+fn owner_gone(labels: Option<&HashMap<String, String>>) -> bool {
+    let Some(l) = labels else { return false };
+    if l.get(LABEL_HOST) != Some(&hostname()) {
+        return false;
+    }
+    match l.get(LABEL_PID).and_then(|p| p.parse::<i32>().ok()) {
+        Some(pid) => {
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+                == Err(nix::errno::Errno::ESRCH)
+        }
+        None => false,
+    }
+}
+
+/// Removes containers and networks that a lockbench of this host, now dead, left behind (a
+/// second Ctrl-C or a SIGKILL skips the guards). Failures only warn.
+async fn reap_stale(docker: &Docker) {
+    let filters = HashMap::from([("label".to_string(), vec![LABEL_PID.to_string()])]);
+    let opts = ListContainersOptionsBuilder::new()
+        .all(true)
+        .filters(&filters)
+        .build();
+    if let Ok(Ok(list)) =
+        tokio::time::timeout(API_TIMEOUT, docker.list_containers(Some(opts))).await
+    {
+        for c in list.iter().filter(|c| owner_gone(c.labels.as_ref())) {
+            let id = c.id.clone().unwrap_or_default();
+            tracing::warn!(container = %id, "removing a container a dead lockbench left behind");
+            let rm = RemoveContainerOptionsBuilder::new().force(true).build();
+            if let Err(e) = api("remove", docker.remove_container(&id, Some(rm))).await {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+    let opts = ListNetworksOptionsBuilder::new().filters(&filters).build();
+    if let Ok(Ok(list)) = tokio::time::timeout(API_TIMEOUT, docker.list_networks(Some(opts))).await
+    {
+        for n in list.iter().filter(|n| owner_gone(n.labels.as_ref())) {
+            let name = n.name.clone().unwrap_or_default();
+            tracing::warn!(network = %name, "removing a network a dead lockbench left behind");
+            if let Err(e) = api("remove network", docker.remove_network(&name)).await {
+                tracing::warn!("{e}");
+            }
+        }
+    }
+}
+
+/// The run's private network: removed when dropped (after the containers, which the cluster
+/// drops first).
+#[derive(Debug)]
+pub struct DockerNetwork {
+    /// Network name, also the prefix of every container name of the run.
+    pub name: String,
+    /// Run id in the labels.
+    run: String,
+}
+
+impl DockerNetwork {
+    /// Creates a bridge network with an explicit subnet (so container addresses can be
+    /// pinned): the daemon picks a free subnet from its pool for a probe network, which is
+    /// then recreated with that subnet spelled out.
+    async fn create(docker: &Docker) -> Result<Self, ClusterError> {
+        let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
+        let name = format!("lockbench-{run}");
+        let request = |ipam: Option<Ipam>| NetworkCreateRequest {
+            name: name.clone(),
+            driver: Some("bridge".into()),
+            ipam,
+            labels: Some(labels(&run)),
+            ..Default::default()
+        };
+        api("create network", docker.create_network(request(None))).await?;
+        let guard = Self {
+            name: name.clone(),
+            run: run.clone(),
+        };
+        let inspect = api(
+            "inspect network",
+            docker.inspect_network(
+                &guard.name,
+                None::<bollard::query_parameters::InspectNetworkOptions>,
+            ),
+        )
+        .await?;
+        let config = inspect
+            .ipam
+            .and_then(|i| i.config)
+            .and_then(|c| {
+                c.into_iter()
+                    .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')))
+            })
+            .ok_or_else(|| docker_error("inspect network", "the daemon gave it no IPv4 subnet"))?;
+        api("remove probe network", docker.remove_network(&guard.name)).await?;
+        let ipam = Ipam {
+            config: Some(vec![IpamConfig {
+                subnet: config.subnet,
+                gateway: config.gateway,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        api("create network", docker.create_network(request(Some(ipam)))).await?;
+        Ok(guard)
+    }
+}
+
+impl Drop for DockerNetwork {
+    fn drop(&mut self) {
+        // On a thread of its own with a fresh client: drop runs in any runtime context, and
+        // the run's client belongs to the run's runtime.
+        let name = self.name.clone();
+        let removed = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            rt.block_on(async {
+                let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
+                api("remove network", docker.remove_network(&name))
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .join();
+        match removed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(network = %self.name, run = %self.run, "{e}"),
+            Err(_) => tracing::warn!(network = %self.name, "removing the network panicked"),
+        }
+    }
+}
+
+/// One server's container. Dropping it force-removes the container (testcontainers).
+pub struct Container {
+    inner: ContainerAsync<GenericImage>,
+    docker: Docker,
+    network: String,
+    ip: Ipv4Addr,
+    image: String,
+    log: PathBuf,
+    pid: u32,
+    paused: bool,
+}
+
+impl std::fmt::Debug for Container {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Container")
+            .field("id", &self.inner.id())
+            .field("image", &self.image)
+            .field("ip", &self.ip)
+            .finish()
+    }
+}
+
+impl Container {
+    /// Container id.
+    pub fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    /// For results.
+    pub fn info(&self) -> ContainerInfo {
+        ContainerInfo {
+            id: self.id().to_string(),
+            image: self.image.clone(),
+        }
+    }
+
+    /// Host pid of its main process when it started (0 if unknown).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// File that receives its output.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+
+    /// An error if the container is no longer running (with the tail of its log).
+    async fn check_running(&self, name: &str) -> Result<(), ClusterError> {
+        let state = api("inspect", self.docker.inspect_container(self.id(), None))
+            .await?
+            .state
+            .unwrap_or_default();
+        if state.running == Some(true) {
+            return Ok(());
+        }
+        // Let the log follower write the last lines.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Err(ClusterError::Died {
+            node: name.to_string(),
+            status: format!(
+                "container exited with code {}",
+                state.exit_code.unwrap_or(-1)
+            ),
+            log: self.log.clone(),
+            tail: super::process::tail(&self.log, 12),
+        })
+    }
+
+    /// SIGKILL to the container's main process (a crash).
+    pub async fn kill(&mut self) -> Result<(), ClusterError> {
+        let opts = KillContainerOptionsBuilder::new().signal("SIGKILL").build();
+        api("kill", self.docker.kill_container(self.id(), Some(opts))).await?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// Starts a killed container again with its address pinned, on the data it left.
+    pub async fn restart(&mut self) -> Result<(), ClusterError> {
+        self.pin_address().await?;
+        api("start", self.docker.start_container(self.id(), None)).await?;
+        self.follow_logs();
+        Ok(())
+    }
+
+    /// Freezes every process of the container (cgroup freezer).
+    pub async fn pause(&mut self) -> Result<(), ClusterError> {
+        api("pause", self.docker.pause_container(self.id())).await?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// Thaws it after [`Container::pause`]. Idempotent.
+    pub async fn resume(&mut self) -> Result<(), ClusterError> {
+        if self.paused {
+            api("unpause", self.docker.unpause_container(self.id())).await?;
+            self.paused = false;
+        }
+        Ok(())
+    }
+
+    /// Takes it off the run's network: it runs on, but nothing reaches it and it reaches
+    /// nothing.
+    pub async fn disconnect(&mut self) -> Result<(), ClusterError> {
+        let req = NetworkDisconnectRequest {
+            container: self.id().to_string(),
+            force: Some(true),
+        };
+        api(
+            "disconnect",
+            self.docker.disconnect_network(&self.network, req),
+        )
+        .await
+    }
+
+    /// Puts it back on the network at its first address.
+    pub async fn reconnect(&mut self) -> Result<(), ClusterError> {
+        let req = NetworkConnectRequest {
+            container: self.id().to_string(),
+            endpoint_config: Some(EndpointSettings {
+                ipam_config: Some(EndpointIpamConfig {
+                    ipv4_address: Some(self.ip.to_string()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        };
+        api("connect", self.docker.connect_network(&self.network, req)).await
+    }
+
+    /// Reconnects a stopped container with its address pinned, so that it keeps it when it
+    /// starts (a plain start may hand out another).
+    async fn pin_address(&mut self) -> Result<(), ClusterError> {
+        // Not connected (already disconnected by a partition) is fine.
+        let _ = self.disconnect().await;
+        self.reconnect().await
+    }
+
+    /// Appends the container's output from now on to its log file, until it stops.
+    fn follow_logs(&self) {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i32);
+        spawn_log_follower(
+            self.docker.clone(),
+            self.id().to_string(),
+            self.log.clone(),
+            since,
+        );
+    }
+}
+
+fn spawn_log_follower(docker: Docker, id: String, log: PathBuf, since: i32) {
+    tokio::spawn(async move {
+        let Ok(mut file) = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .await
+        else {
+            return;
+        };
+        let opts = LogsOptionsBuilder::new()
+            .follow(true)
+            .stdout(true)
+            .stderr(true)
+            .since(since)
+            .build();
+        let mut stream = docker.logs(&id, Some(opts));
+        while let Some(Ok(chunk)) = stream.next().await {
+            if file.write_all(&chunk.into_bytes()).await.is_err() {
+                break;
+            }
+            let _ = file.flush().await;
+        }
+    });
+}
+
+/// What [`start`] brings up.
+pub(super) struct Started {
+    pub nodes: Vec<Node>,
+    pub endpoints: Endpoints,
+    pub etcd_members: Vec<(String, u64)>,
+    pub network: DockerNetwork,
+}
+
+/// A container to start: one node.
+struct Spec<'a> {
+    name: String,
+    image: &'a str,
+    cmd: Vec<String>,
+    env: Vec<(&'static str, String)>,
+}
+
+/// Everything a run's containers share.
+struct Run<'a> {
+    docker: Docker,
+    network: &'a DockerNetwork,
+    log_dir: &'a Path,
+}
+
+impl Run<'_> {
+    /// Container name of node `node` (unique on the daemon; resolvable by the other
+    /// containers of the network).
+    fn container_name(&self, node: &str) -> String {
+        format!("{}-{node}", self.network.name)
+    }
+
+    /// Creates and starts one container; returns as soon as it runs (readiness is the
+    /// caller's: each service has its own).
+    async fn launch(&self, spec: Spec<'_>) -> Result<(String, Container), ClusterError> {
+        let (repo, tag) = split_image(spec.image);
+        let mut request = GenericImage::new(repo, tag)
+            .with_wait_for(WaitFor::Nothing)
+            .with_container_name(self.container_name(&spec.name))
+            .with_hostname(spec.name.clone())
+            .with_network(self.network.name.clone())
+            .with_labels(labels(&self.network.run))
+            .with_cmd(spec.cmd)
+            // Nothing is published on the host: clients use the container's own address.
+            .with_host_config_modifier(|h| h.publish_all_ports = Some(false));
+        for (k, v) in spec.env {
+            request = request.with_env_var(k, v);
+        }
+        let inner = request
+            .start()
+            .await
+            .map_err(|e| docker_error(format!("start container for {}", spec.name), e))?;
+        let docker = self.docker.clone();
+        let inspect = api("inspect", docker.inspect_container(inner.id(), None)).await?;
+        let pid = inspect
+            .state
+            .as_ref()
+            .and_then(|s| s.pid)
+            .unwrap_or_default() as u32;
+        let ip = inspect
+            .network_settings
+            .and_then(|s| s.networks)
+            .and_then(|n| n.get(&self.network.name).cloned())
+            .and_then(|e| e.ip_address)
+            .and_then(|ip| ip.parse::<Ipv4Addr>().ok())
+            .ok_or_else(|| {
+                docker_error(
+                    format!("start container for {}", spec.name),
+                    "it has no address on the run's network",
+                )
+            })?;
+        let log = self.log_dir.join(format!("{}.log", spec.name));
+        let c = Container {
+            inner,
+            docker,
+            network: self.network.name.clone(),
+            ip,
+            image: spec.image.to_string(),
+            log,
+            pid,
+            paused: false,
+        };
+        spawn_log_follower(c.docker.clone(), c.id().to_string(), c.log.clone(), 0);
+        Ok((spec.name, c))
+    }
+}
+
+fn node(name: String, service: Service, role: Role, port: u16, c: Container, v: String) -> Node {
+    Node {
+        name,
+        service,
+        role,
+        addr: SocketAddr::new(IpAddr::V4(c.ip), port),
+        version: v,
+        server: Server::Container(Box::new(c)),
+    }
+}
+
+/// Polls `probe` until it answers, a container of `watch` stops, or the ready timeout passes.
+pub(super) async fn wait_ready<T, F, Fut>(
+    name: &str,
+    watch: Vec<&Container>,
+    probe: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let log = watch.first().map(|c| c.log.clone()).unwrap_or_default();
+    let mut probe = probe;
+    super::poll_ready(name, log, || {
+        let checks = futures::future::join_all(watch.iter().map(|c| c.check_running(name)));
+        let answer = probe();
+        async move {
+            for c in checks.await {
+                c.map_err(super::NotYet::Fatal)?;
+            }
+            answer.await.map_err(super::NotYet::Retry)
+        }
+    })
+    .await
+}
+
+fn redis_cmd(extra: &[String]) -> Vec<String> {
+    let mut cmd: Vec<String> = [
+        "redis-server",
+        "--port",
+        "6379",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+    ]
+    .map(String::from)
+    .to_vec();
+    cmd.extend_from_slice(extra);
+    cmd
+}
+
+async fn start_redis(
+    run: &Run<'_>,
+    name: &str,
+    role: Role,
+    images: &Images,
+    extra: &[String],
+) -> Result<Node, ClusterError> {
+    let (name, c) = run
+        .launch(Spec {
+            name: name.to_string(),
+            image: &images.redis,
+            cmd: redis_cmd(extra),
+            env: Vec::new(),
+        })
+        .await?;
+    let addr = SocketAddr::new(IpAddr::V4(c.ip), 6379);
+    let version = wait_ready(&name, vec![&c], || super::redis::version(addr)).await?;
+    Ok(node(name, Service::Redis, role, 6379, c, version))
+}
+
+/// Master, two replicas, three sentinels; nodes are pushed as they start so a failure
+/// part-way still removes them.
+async fn start_sentinel(
+    run: &Run<'_>,
+    images: &Images,
+    nodes: &mut Vec<Node>,
+) -> Result<(), ClusterError> {
+    let fast_sync = ["--repl-diskless-sync-delay".to_string(), "0".into()];
+    let master = start_redis(run, "redis-master", Role::Master, images, &fast_sync).await?;
+    let master_addr = master.addr;
+    nodes.push(master);
+    let mut replica_args = fast_sync.to_vec();
+    replica_args.extend([
+        "--replicaof".into(),
+        master_addr.ip().to_string(),
+        master_addr.port().to_string(),
+    ]);
+    let replicas = futures::future::join_all((1..=2).map(|i| {
+        let args = replica_args.clone();
+        async move {
+            start_redis(
+                run,
+                &format!("redis-replica-{i}"),
+                Role::Replica,
+                images,
+                &args,
+            )
+            .await
+        }
+    }))
+    .await;
+    for r in replicas {
+        nodes.push(r?);
+    }
+    let Server::Container(mc) = &nodes[nodes.len() - 3].server else {
+        unreachable!("containers only")
+    };
+    wait_ready("redis-master", vec![mc], || {
+        sentinel::replicas_online(master_addr, 2)
+    })
+    .await?;
+    let conf = format!(
+        "port 26379\nprotected-mode no\ndir /tmp\n{}",
+        sentinel::monitor_config(master_addr)
+    );
+    // Sentinel rewrites its config; a restarted sentinel keeps what it learnt.
+    let script = "[ -f /tmp/sentinel.conf ] || printf '%s' \"$LOCKBENCH_SENTINEL_CONF\" \
+                  > /tmp/sentinel.conf; exec redis-server /tmp/sentinel.conf --sentinel";
+    let version = nodes[nodes.len() - 3].version.clone();
+    let mut started = Vec::new();
+    for i in 1..=3 {
+        let (name, c) = run
+            .launch(Spec {
+                name: format!("sentinel-{i}"),
+                image: &images.redis,
+                cmd: vec!["sh".into(), "-c".into(), script.into()],
+                env: vec![("LOCKBENCH_SENTINEL_CONF", conf.clone())],
+            })
+            .await?;
+        started.push(node(
+            name,
+            Service::Sentinel,
+            Role::Sentinel,
+            26379,
+            c,
+            version.clone(),
+        ));
+    }
+    let waits = started.iter().map(|n| {
+        let Server::Container(c) = &n.server else {
+            unreachable!("containers only")
+        };
+        wait_ready(&n.name, vec![c], move || sentinel::sees_set(n.addr))
+    });
+    let results = futures::future::join_all(waits).await;
+    nodes.append(&mut started);
+    results.into_iter().collect::<Result<Vec<()>, _>>()?;
+    Ok(())
+}
+
+async fn start_mariadb(
+    run: &Run<'_>,
+    images: &Images,
+) -> Result<(Node, MysqlEndpoint), ClusterError> {
+    const DATABASE: &str = "lockbench";
+    const USER: &str = "lockbench";
+    let password = uuid::Uuid::new_v4().simple().to_string();
+    // The datadir survives a kill (same container), so a restart skips the install. The
+    // socket goes to /tmp: /run/mysqld need not exist in the image.
+    let script = format!(
+        "set -e; D=/tmp/lockbench; mkdir -p $D\n\
+         if [ ! -d $D/data/mysql ]; then\n\
+           mariadb-install-db --no-defaults --user=root --datadir=$D/data \
+             --auth-root-authentication-method=normal --skip-test-db \
+             --innodb-log-file-size=8M > $D/install.log 2>&1 || {{ cat $D/install.log; exit 1; }}\n\
+         fi\n\
+         printf \"CREATE DATABASE IF NOT EXISTS {DATABASE};\\n\
+CREATE USER IF NOT EXISTS '{USER}'@'%%' IDENTIFIED BY '%s';\\n\
+GRANT ALL ON {DATABASE}.* TO '{USER}'@'%%';\\n\" \"$LOCKBENCH_PASSWORD\" > $D/init.sql\n\
+         exec mariadbd --no-defaults --user=root --datadir=$D/data --port=3306 \
+           --bind-address=0.0.0.0 --socket=$D/mysqld.sock --skip-name-resolve --skip-log-bin \
+           --innodb-buffer-pool-size=128M --innodb-log-file-size=8M --max-connections=2000 \
+           --init-file=$D/init.sql"
+    );
+    let (name, c) = run
+        .launch(Spec {
+            name: "mariadb".into(),
+            image: &images.mariadb,
+            cmd: vec!["sh".into(), "-c".into(), script],
+            env: vec![("LOCKBENCH_PASSWORD", password.clone())],
+        })
+        .await?;
+    let endpoint = MysqlEndpoint {
+        addr: SocketAddr::new(IpAddr::V4(c.ip), 3306),
+        user: USER.into(),
+        password,
+        database: DATABASE.into(),
+    };
+    let version = wait_ready(&name, vec![&c], || super::mariadb::version(&endpoint)).await?;
+    Ok((
+        node(name, Service::Mariadb, Role::Primary, 3306, c, version),
+        endpoint,
+    ))
+}
+
+async fn start_zookeeper(run: &Run<'_>, images: &Images) -> Result<Vec<Node>, ClusterError> {
+    let servers: String = (1..=zookeeper::MEMBERS)
+        .map(|i| {
+            format!(
+                "server.{i}={}:2888:3888\n",
+                run.container_name(&format!("zookeeper-{i}"))
+            )
+        })
+        .collect();
+    let conf = zookeeper::config("/tmp/zk/data", None, 2181, &servers);
+    let mut started = Vec::new();
+    for i in 1..=zookeeper::MEMBERS {
+        let script = format!(
+            "set -e; mkdir -p /tmp/zk/data; echo {i} > /tmp/zk/data/myid; \
+             printf '%s' \"$LOCKBENCH_ZOO_CFG\" > /tmp/zk/zoo.cfg; \
+             exec zkServer.sh start-foreground /tmp/zk/zoo.cfg"
+        );
+        started.push(
+            run.launch(Spec {
+                name: format!("zookeeper-{i}"),
+                image: &images.zookeeper,
+                cmd: vec!["sh".into(), "-c".into(), script],
+                env: vec![
+                    ("LOCKBENCH_ZOO_CFG", conf.clone()),
+                    // The official image's default heap is large; these match local mode.
+                    ("JVMFLAGS", zookeeper::JVM_FLAGS.join(" ")),
+                ],
+            })
+            .await?,
+        );
+    }
+    let addrs: Vec<SocketAddr> = started
+        .iter()
+        .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), 2181))
+        .collect();
+    let watch: Vec<&Container> = started.iter().map(|(_, c)| c).collect();
+    let versions = wait_ready("zookeeper", watch, || {
+        zookeeper::quorum_versions(addrs.clone())
+    })
+    .await?;
+    Ok(started
+        .into_iter()
+        .zip(versions)
+        .map(|((name, c), v)| node(name, Service::Zookeeper, Role::Member, 2181, c, v))
+        .collect())
+}
+
+async fn start_etcd(run: &Run<'_>, images: &Images) -> Result<Vec<(Node, u64)>, ClusterError> {
+    let peer = |i: usize| format!("http://{}:2380", run.container_name(&format!("etcd-{i}")));
+    let initial_cluster = (1..=etcd::MEMBERS)
+        .map(|i| format!("etcd-{i}={}", peer(i)))
+        .collect::<Vec<_>>()
+        .join(",");
+    let token = format!("lockbench-{}", uuid::Uuid::new_v4().simple());
+    let mut started = Vec::new();
+    for i in 1..=etcd::MEMBERS {
+        let name = format!("etcd-{i}");
+        let client = format!("http://{}:2379", run.container_name(&name));
+        let mut cmd: Vec<String> = vec![
+            "etcd".into(),
+            "--name".into(),
+            name.clone(),
+            "--data-dir".into(),
+            "/tmp/etcd".into(),
+            "--listen-client-urls".into(),
+            "http://0.0.0.0:2379".into(),
+            "--advertise-client-urls".into(),
+            client,
+            "--listen-peer-urls".into(),
+            "http://0.0.0.0:2380".into(),
+            "--initial-advertise-peer-urls".into(),
+            peer(i),
+            "--initial-cluster".into(),
+            initial_cluster.clone(),
+            "--initial-cluster-token".into(),
+            token.clone(),
+        ];
+        cmd.extend(etcd::COMMON_FLAGS.iter().map(|s| s.to_string()));
+        started.push(
+            run.launch(Spec {
+                name,
+                image: &images.etcd,
+                cmd,
+                env: Vec::new(),
+            })
+            .await?,
+        );
+    }
+    let addrs: Vec<SocketAddr> = started
+        .iter()
+        .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), 2379))
+        .collect();
+    let watch: Vec<&Container> = started.iter().map(|(_, c)| c).collect();
+    let statuses = wait_ready("etcd", watch, || etcd::agreed(addrs.clone())).await?;
+    Ok(started
+        .into_iter()
+        .zip(statuses)
+        .map(|((name, c), (member, version))| {
+            (
+                node(name, Service::Etcd, Role::Member, 2379, c, version),
+                member,
+            )
+        })
+        .collect())
+}
+
+/// Starts the containers `needs` asks for on a new private network and waits until each
+/// service is ready (the same conditions as local mode).
+pub(super) async fn start(needs: Needs, log_dir: &Path) -> Result<Started, ClusterError> {
+    let images = Images::from_env();
+    let docker = connect(needs, &images).await?;
+    reap_stale(&docker).await;
+    let network = DockerNetwork::create(&docker).await?;
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut endpoints = Endpoints::default();
+    let mut etcd_members = Vec::new();
+    let result =
+        {
+            let run = Run {
+                docker,
+                network: &network,
+                log_dir,
+            };
+            let maria = async {
+                match needs.mariadb {
+                    true => start_mariadb(&run, &images).await.map(Some),
+                    false => Ok(None),
+                }
+            };
+            let red =
+                futures::future::join_all((1..=needs.redis_nodes()).map(|i| {
+                    let run = &run;
+                    let images = &images;
+                    async move {
+                        start_redis(run, &format!("redis-{i}"), Role::Primary, images, &[]).await
+                    }
+                }));
+            let mut sentinel_nodes = Vec::new();
+            let sent = async {
+                match needs.sentinel {
+                    true => start_sentinel(&run, &images, &mut sentinel_nodes).await,
+                    false => Ok(()),
+                }
+            };
+            let zk = async {
+                match needs.zookeeper {
+                    true => start_zookeeper(&run, &images).await.map(Some),
+                    false => Ok(None),
+                }
+            };
+            let etc = async {
+                match needs.etcd {
+                    true => start_etcd(&run, &images).await.map(Some),
+                    false => Ok(None),
+                }
+            };
+            let (maria, red, sent, zk, etc) = tokio::join!(maria, red, sent, zk, etc);
+            endpoints.sentinels = sentinel_nodes
+                .iter()
+                .filter(|n| n.role == Role::Sentinel)
+                .map(|n| n.addr)
+                .collect();
+            nodes.append(&mut sentinel_nodes);
+            let mut failed = None;
+            match maria {
+                Ok(Some((n, ep))) => {
+                    endpoints.mysql = Some(ep);
+                    nodes.push(n);
+                }
+                Ok(None) => {}
+                Err(e) => failed = Some(e),
+            }
+            for r in red {
+                match r {
+                    Ok(n) => {
+                        endpoints.redis.push(n.addr);
+                        nodes.push(n);
+                    }
+                    Err(e) => failed = failed.or(Some(e)),
+                }
+            }
+            match zk {
+                Ok(z) => {
+                    for n in z.into_iter().flatten() {
+                        endpoints.zookeeper.push(n.addr);
+                        nodes.push(n);
+                    }
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+            match etc {
+                Ok(e) => {
+                    for (n, id) in e.into_iter().flatten() {
+                        endpoints.etcd.push(n.addr);
+                        etcd_members.push((n.name.clone(), id));
+                        nodes.push(n);
+                    }
+                }
+                Err(e) => failed = failed.or(Some(e)),
+            }
+            match sent {
+                Ok(()) => failed,
+                Err(e) => failed.or(Some(e)),
+            }
+        };
+    match result {
+        // `nodes` drops before `network`: containers go first, then their network.
+        Some(e) => Err(e),
+        None => Ok(Started {
+            nodes,
+            endpoints,
+            etcd_members,
+            network,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn image_names_split_at_the_tag_not_at_a_registry_port() {
+        assert_eq!(split_image("redis:7.0"), ("redis", "7.0"));
+        assert_eq!(
+            split_image("quay.io/coreos/etcd:v3.4.23"),
+            ("quay.io/coreos/etcd", "v3.4.23")
+        );
+        assert_eq!(
+            split_image("localhost:5000/redis"),
+            ("localhost:5000/redis", "latest")
+        );
+        assert_eq!(split_image("redis"), ("redis", "latest"));
+    }
+
+    #[test]
+    fn images_default_to_the_official_ones() {
+        let d = Images::official();
+        assert_eq!(d.redis, "redis:7.0");
+        assert_eq!(d.etcd, "quay.io/coreos/etcd:v3.4.23");
+        let needs = Needs {
+            redis: true,
+            etcd: true,
+            ..Needs::NONE
+        };
+        let names: Vec<&str> = d.needed(needs).iter().map(|(i, _)| *i).collect();
+        assert_eq!(names, ["redis:7.0", "quay.io/coreos/etcd:v3.4.23"]);
+    }
+
+    #[test]
+    fn only_a_dead_owner_on_this_host_marks_leftovers() {
+        let mine = labels("r");
+        assert!(!owner_gone(Some(&mine)), "this process is alive");
+        let mut dead = mine.clone();
+        // Pids are below 2^22 on Linux.
+        dead.insert(LABEL_PID.into(), "99999999".into());
+        assert!(owner_gone(Some(&dead)));
+        dead.insert(LABEL_HOST.into(), "another-host".into());
+        assert!(
+            !owner_gone(Some(&dead)),
+            "another host's pids mean nothing here"
+        );
+        assert!(!owner_gone(None));
+    }
+}
