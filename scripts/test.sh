@@ -1,10 +1,28 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, checks formatting and lints, then runs the
 # unit tests and the integration tests against real MariaDB, Redis, ZooKeeper and etcd servers
-# (and report.html loaded in headless Chromium).
+# (and report.html loaded in headless Chromium) — as local processes, and as containers on a
+# private Docker daemon with images built here (scripts/container-images.sh; no registry).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --for-tests
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+
+if [ "$(id -u)" = 0 ]; then
+  # The daemon is stopped again on every way out; its images stay for the next run.
+  trap 'bash scripts/container-images.sh --stop' EXIT
+  # Assigned first: `export $(…)` would hide the script's failure from `set -e`.
+  docker_host=$(bash scripts/container-images.sh)
+  export "$docker_host"
+  export LOCKBENCH_IMAGE_REDIS=${LOCKBENCH_IMAGE_REDIS:-lockbench-local/redis:7.0}
+  export LOCKBENCH_IMAGE_MARIADB=${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}
+  export LOCKBENCH_IMAGE_ZOOKEEPER=${LOCKBENCH_IMAGE_ZOOKEEPER:-lockbench-local/zookeeper:3.8}
+  export LOCKBENCH_IMAGE_ETCD=${LOCKBENCH_IMAGE_ETCD:-lockbench-local/etcd:3.4}
+elif [ -n "${CI:-}" ]; then
+  echo "test.sh: CI runs as root (a private dockerd for the containers tests)" >&2
+  exit 1
+else
+  echo "test.sh: not root: the containers tests will be skipped (they start a private dockerd)" >&2
+fi
 cargo test --workspace

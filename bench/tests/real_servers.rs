@@ -15,6 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 #[path = "real_servers/chaos.rs"]
 mod chaos;
+#[path = "real_servers/containers.rs"]
+mod containers;
 #[path = "real_servers/target.rs"]
 mod target;
 

@@ -852,6 +852,47 @@ jump = "+1.5x ttl"
     }
 
     #[test]
+    fn containers_take_kills_pauses_and_whole_partitions_only() {
+        let fault = |kind: &str, extra: &str| {
+            let text = format!(
+                "[[fault]]\nkind = \"{kind}\"\ntarget = \"leader\"\nat = \"1s\"\n\
+                 duration = \"1s\"\n{extra}"
+            );
+            ChaosPlan::parse("c.toml", &text, &workload()).unwrap()
+        };
+        for ok in [
+            fault("kill", ""),
+            fault("pause", ""),
+            fault("partition", "clients = \"all\"\n"),
+        ] {
+            ok.check_provisioner(Provisioner::Containers).unwrap();
+        }
+        let cases = [
+            (
+                fault("clock", "jump = \"+1s\"\n"),
+                "c.toml: fault[0].kind = \"clock\": expected kill, pause or partition",
+            ),
+            (
+                fault("partition", ""),
+                "c.toml: fault[0].clients = \"split\": expected \"all\"",
+            ),
+            (
+                fault("partition", "clients = \"none\"\n"),
+                "c.toml: fault[0].clients = \"none\": expected \"all\"",
+            ),
+        ];
+        for (plan, want) in cases {
+            let e = plan
+                .check_provisioner(Provisioner::Containers)
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with(want), "{e}");
+            // The same plans run on local processes.
+            plan.check_provisioner(Provisioner::Local).unwrap();
+        }
+    }
+
+    #[test]
     fn the_shipped_target_chaos_example_parses() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()

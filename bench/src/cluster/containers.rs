@@ -239,6 +239,8 @@ pub struct DockerNetwork {
     pub name: String,
     /// Run id in the labels.
     run: String,
+    /// The bridge's address on the network; containers get the next ones.
+    gateway: Ipv4Addr,
 }
 
 impl DockerNetwork {
@@ -256,9 +258,10 @@ impl DockerNetwork {
             ..Default::default()
         };
         api("create network", docker.create_network(request(None))).await?;
-        let guard = Self {
+        let mut guard = Self {
             name: name.clone(),
             run: run.clone(),
+            gateway: Ipv4Addr::UNSPECIFIED,
         };
         let inspect = api(
             "inspect network",
@@ -276,6 +279,11 @@ impl DockerNetwork {
                     .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')))
             })
             .ok_or_else(|| docker_error("inspect network", "the daemon gave it no IPv4 subnet"))?;
+        guard.gateway = config
+            .gateway
+            .as_deref()
+            .and_then(|g| g.parse().ok())
+            .ok_or_else(|| docker_error("inspect network", "the daemon gave it no IPv4 gateway"))?;
         api("remove probe network", docker.remove_network(&guard.name)).await?;
         let ipam = Ipam {
             config: Some(vec![IpamConfig {
@@ -349,6 +357,7 @@ impl Container {
         ContainerInfo {
             id: self.id().to_string(),
             image: self.image.clone(),
+            network: self.network.clone(),
         }
     }
 
@@ -514,13 +523,49 @@ struct Run<'a> {
     docker: Docker,
     network: &'a DockerNetwork,
     log_dir: &'a Path,
+    /// Host number (after the gateway's) the next container gets.
+    next: tokio::sync::Mutex<u32>,
 }
 
 impl Run<'_> {
-    /// Container name of node `node` (unique on the daemon; resolvable by the other
-    /// containers of the network).
-    fn container_name(&self, node: &str) -> String {
-        format!("{}-{node}", self.network.name)
+    /// Starts containers that must know each other's addresses before they start (an
+    /// ensemble): `specs` gets the `n` addresses and returns the containers to start there.
+    ///
+    /// Members name each other by address, not by container name: Docker's DNS drops the
+    /// name of a stopped or disconnected container and forwards the query to the host's
+    /// resolver, whose timeouts stall the survivors' dials for seconds. Docker assigns
+    /// addresses of a fresh network one after another, and launches hold a lock, so the
+    /// next `n` are known; each is checked after start.
+    async fn launch_group<'i>(
+        &self,
+        n: u32,
+        specs: impl FnOnce(&[Ipv4Addr]) -> Vec<Spec<'i>>,
+    ) -> Result<Vec<(String, Container)>, ClusterError> {
+        let mut next = self.next.lock().await;
+        let base = u32::from(self.network.gateway);
+        let ips: Vec<Ipv4Addr> = (0..n).map(|i| Ipv4Addr::from(base + *next + i)).collect();
+        let mut out = Vec::new();
+        for (spec, ip) in specs(&ips).into_iter().zip(&ips) {
+            *next += 1;
+            let (name, c) = self.launch(spec).await?;
+            if c.ip != *ip {
+                return Err(docker_error(
+                    format!("start container for {name}"),
+                    format!(
+                        "Docker gave it {}, expected {ip} (the next free address)",
+                        c.ip
+                    ),
+                ));
+            }
+            out.push((name, c));
+        }
+        Ok(out)
+    }
+
+    /// [`Run::launch_group`] of one container that needs no address in advance.
+    async fn launch_one(&self, spec: Spec<'_>) -> Result<(String, Container), ClusterError> {
+        let mut started = self.launch_group(1, |_| vec![spec]).await?;
+        Ok(started.remove(0))
     }
 
     /// Creates and starts one container; returns as soon as it runs (readiness is the
@@ -529,7 +574,7 @@ impl Run<'_> {
         let (repo, tag) = split_image(spec.image);
         let mut request = GenericImage::new(repo, tag)
             .with_wait_for(WaitFor::Nothing)
-            .with_container_name(self.container_name(&spec.name))
+            .with_container_name(format!("{}-{}", self.network.name, spec.name))
             .with_hostname(spec.name.clone())
             .with_network(self.network.name.clone())
             .with_labels(labels(&self.network.run))
@@ -640,7 +685,7 @@ async fn start_redis(
     extra: &[String],
 ) -> Result<Node, ClusterError> {
     let (name, c) = run
-        .launch(Spec {
+        .launch_one(Spec {
             name: name.to_string(),
             image: &images.redis,
             cmd: redis_cmd(extra),
@@ -704,7 +749,7 @@ async fn start_sentinel(
     let mut started = Vec::new();
     for i in 1..=3 {
         let (name, c) = run
-            .launch(Spec {
+            .launch_one(Spec {
                 name: format!("sentinel-{i}"),
                 image: &images.redis,
                 cmd: vec!["sh".into(), "-c".into(), script.into()],
@@ -757,7 +802,7 @@ GRANT ALL ON {DATABASE}.* TO '{USER}'@'%%';\\n\" \"$LOCKBENCH_PASSWORD\" > $D/in
            --init-file=$D/init.sql"
     );
     let (name, c) = run
-        .launch(Spec {
+        .launch_one(Spec {
             name: "mariadb".into(),
             image: &images.mariadb,
             cmd: vec!["sh".into(), "-c".into(), script],
@@ -778,36 +823,37 @@ GRANT ALL ON {DATABASE}.* TO '{USER}'@'%%';\\n\" \"$LOCKBENCH_PASSWORD\" > $D/in
 }
 
 async fn start_zookeeper(run: &Run<'_>, images: &Images) -> Result<Vec<Node>, ClusterError> {
-    let servers: String = (1..=zookeeper::MEMBERS)
-        .map(|i| {
-            format!(
-                "server.{i}={}:2888:3888\n",
-                run.container_name(&format!("zookeeper-{i}"))
-            )
+    let n = zookeeper::MEMBERS as u32;
+    let started = run
+        .launch_group(n, |ips| {
+            let servers: String = ips
+                .iter()
+                .enumerate()
+                .map(|(i, ip)| format!("server.{}={ip}:2888:3888\n", i + 1))
+                .collect();
+            let conf = zookeeper::config("/tmp/zk/data", None, 2181, &servers);
+            (1..=ips.len())
+                .map(|i| Spec {
+                    name: format!("zookeeper-{i}"),
+                    image: &images.zookeeper,
+                    cmd: vec![
+                        "sh".into(),
+                        "-c".into(),
+                        format!(
+                            "set -e; mkdir -p /tmp/zk/data; echo {i} > /tmp/zk/data/myid; \
+                             printf '%s' \"$LOCKBENCH_ZOO_CFG\" > /tmp/zk/zoo.cfg; \
+                             exec zkServer.sh start-foreground /tmp/zk/zoo.cfg"
+                        ),
+                    ],
+                    env: vec![
+                        ("LOCKBENCH_ZOO_CFG", conf.clone()),
+                        // The official image's default heap is large; these match local mode.
+                        ("JVMFLAGS", zookeeper::JVM_FLAGS.join(" ")),
+                    ],
+                })
+                .collect()
         })
-        .collect();
-    let conf = zookeeper::config("/tmp/zk/data", None, 2181, &servers);
-    let mut started = Vec::new();
-    for i in 1..=zookeeper::MEMBERS {
-        let script = format!(
-            "set -e; mkdir -p /tmp/zk/data; echo {i} > /tmp/zk/data/myid; \
-             printf '%s' \"$LOCKBENCH_ZOO_CFG\" > /tmp/zk/zoo.cfg; \
-             exec zkServer.sh start-foreground /tmp/zk/zoo.cfg"
-        );
-        started.push(
-            run.launch(Spec {
-                name: format!("zookeeper-{i}"),
-                image: &images.zookeeper,
-                cmd: vec!["sh".into(), "-c".into(), script],
-                env: vec![
-                    ("LOCKBENCH_ZOO_CFG", conf.clone()),
-                    // The official image's default heap is large; these match local mode.
-                    ("JVMFLAGS", zookeeper::JVM_FLAGS.join(" ")),
-                ],
-            })
-            .await?,
-        );
-    }
+        .await?;
     let addrs: Vec<SocketAddr> = started
         .iter()
         .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), 2181))
@@ -825,46 +871,49 @@ async fn start_zookeeper(run: &Run<'_>, images: &Images) -> Result<Vec<Node>, Cl
 }
 
 async fn start_etcd(run: &Run<'_>, images: &Images) -> Result<Vec<(Node, u64)>, ClusterError> {
-    let peer = |i: usize| format!("http://{}:2380", run.container_name(&format!("etcd-{i}")));
-    let initial_cluster = (1..=etcd::MEMBERS)
-        .map(|i| format!("etcd-{i}={}", peer(i)))
-        .collect::<Vec<_>>()
-        .join(",");
     let token = format!("lockbench-{}", uuid::Uuid::new_v4().simple());
-    let mut started = Vec::new();
-    for i in 1..=etcd::MEMBERS {
-        let name = format!("etcd-{i}");
-        let client = format!("http://{}:2379", run.container_name(&name));
-        let mut cmd: Vec<String> = vec![
-            "etcd".into(),
-            "--name".into(),
-            name.clone(),
-            "--data-dir".into(),
-            "/tmp/etcd".into(),
-            "--listen-client-urls".into(),
-            "http://0.0.0.0:2379".into(),
-            "--advertise-client-urls".into(),
-            client,
-            "--listen-peer-urls".into(),
-            "http://0.0.0.0:2380".into(),
-            "--initial-advertise-peer-urls".into(),
-            peer(i),
-            "--initial-cluster".into(),
-            initial_cluster.clone(),
-            "--initial-cluster-token".into(),
-            token.clone(),
-        ];
-        cmd.extend(etcd::COMMON_FLAGS.iter().map(|s| s.to_string()));
-        started.push(
-            run.launch(Spec {
-                name,
-                image: &images.etcd,
-                cmd,
-                env: Vec::new(),
-            })
-            .await?,
-        );
-    }
+    let started = run
+        .launch_group(etcd::MEMBERS as u32, |ips| {
+            let initial_cluster = ips
+                .iter()
+                .enumerate()
+                .map(|(i, ip)| format!("etcd-{}=http://{ip}:2380", i + 1))
+                .collect::<Vec<_>>()
+                .join(",");
+            ips.iter()
+                .enumerate()
+                .map(|(i, ip)| {
+                    let name = format!("etcd-{}", i + 1);
+                    let mut cmd: Vec<String> = vec![
+                        "etcd".into(),
+                        "--name".into(),
+                        name.clone(),
+                        "--data-dir".into(),
+                        "/tmp/etcd".into(),
+                        "--listen-client-urls".into(),
+                        "http://0.0.0.0:2379".into(),
+                        "--advertise-client-urls".into(),
+                        format!("http://{ip}:2379"),
+                        "--listen-peer-urls".into(),
+                        "http://0.0.0.0:2380".into(),
+                        "--initial-advertise-peer-urls".into(),
+                        format!("http://{ip}:2380"),
+                        "--initial-cluster".into(),
+                        initial_cluster.clone(),
+                        "--initial-cluster-token".into(),
+                        token.clone(),
+                    ];
+                    cmd.extend(etcd::COMMON_FLAGS.iter().map(|s| s.to_string()));
+                    Spec {
+                        name,
+                        image: &images.etcd,
+                        cmd,
+                        env: Vec::new(),
+                    }
+                })
+                .collect()
+        })
+        .await?;
     let addrs: Vec<SocketAddr> = started
         .iter()
         .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), 2379))
@@ -899,6 +948,7 @@ pub(super) async fn start(needs: Needs, log_dir: &Path) -> Result<Started, Clust
                 docker,
                 network: &network,
                 log_dir,
+                next: tokio::sync::Mutex::new(1),
             };
             let maria = async {
                 match needs.mariadb {

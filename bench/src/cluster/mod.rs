@@ -398,6 +398,8 @@ pub struct ContainerInfo {
     pub id: String,
     /// Image it ran.
     pub image: String,
+    /// The run's Docker network it was on (removed with it).
+    pub network: String,
 }
 
 /// Where and how to start local servers.

@@ -31,6 +31,27 @@ pub async fn connections(addr: SocketAddr, w: &Workload) -> Result<Vec<Con>, Str
     Ok(futures::future::try_join_all(connect).await?)
 }
 
+/// Runs a read-only query (the audit's), again after a broken connection: the connection
+/// manager reconnects in between, and a read changes nothing when it runs twice. A connection
+/// idle since its server was killed or cut off fails its first command.
+pub async fn read_retrying<T, F, Fut>(mut query: F) -> redis::RedisResult<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = redis::RedisResult<T>>,
+{
+    let mut tries = 0;
+    loop {
+        match query().await {
+            Err(e) if tries < 3 && classify(&e) == ErrorKind::Connection => {
+                tries += 1;
+                tracing::debug!("read retried after: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Classifies a Redis error: an error reply is definite, anything else may not be.
 pub fn classify(e: &redis::RedisError) -> ErrorKind {
     if e.is_timeout() {

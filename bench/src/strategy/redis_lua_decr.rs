@@ -94,7 +94,7 @@ impl Store for LuaDecr {
     }
 
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
-        let mut con = self.cons[0].clone();
+        let con = self.cons[0].clone();
         let work = async {
             let mut out = Vec::with_capacity(skus as usize);
             for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
@@ -103,7 +103,11 @@ impl Store for LuaDecr {
                     pipe.get(self.stock_key(sku)).llen(self.orders_key(sku));
                 }
                 // Replies alternate: GET stock (nil if never set), LLEN orders.
-                let values: Vec<Option<i64>> = pipe.query_async(&mut con).await?;
+                let values: Vec<Option<i64>> = super::redis_conn::read_retrying(|| {
+                    let (mut con, pipe) = (con.clone(), pipe.clone());
+                    async move { pipe.query_async(&mut con).await }
+                })
+                .await?;
                 for (&sku, pair) in chunk.iter().zip(values.chunks(2)) {
                     let sold = pair.get(1).copied().flatten().unwrap_or(0);
                     out.push(SkuAudit {

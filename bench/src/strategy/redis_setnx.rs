@@ -217,13 +217,15 @@ impl Lock for SetNx {
 
     async fn stuck_locks(&self, skus: u32) -> Result<u64, StrategyError> {
         let mut stuck = 0;
-        let (mut con, _) = self.target.con(0);
+        let (con, _) = self.target.con(0);
         for sku in 0..skus {
             // PTTL -1: the key exists and will never expire.
-            let ttl: i64 = redis::cmd("PTTL")
-                .arg(self.prefix.lock_key(sku))
-                .query_async(&mut con)
-                .await?;
+            let pttl = redis::cmd("PTTL").arg(self.prefix.lock_key(sku)).to_owned();
+            let ttl: i64 = super::redis_conn::read_retrying(|| {
+                let (mut con, pttl) = (con.clone(), pttl.clone());
+                async move { pttl.query_async(&mut con).await }
+            })
+            .await?;
             stuck += u64::from(ttl == -1);
         }
         Ok(stuck)

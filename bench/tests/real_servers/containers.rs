@@ -1,0 +1,360 @@
+//! The containers provisioner on a real Docker daemon, through the binary: the strategies are
+//! measured (the control caught, the locks safe), faults go through the Docker API and heal,
+//! what a provisioner cannot do is refused before anything starts, and no container or network
+//! outlives a run, not even a run whose lockbench was SIGKILLed.
+//!
+//! Images: `scripts/test.sh` starts a private dockerd and builds local images
+//! (`scripts/container-images.sh`), exporting DOCKER_HOST and LOCKBENCH_IMAGE_*.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lockbench::report::Summary;
+use testcontainers::bollard::Docker;
+use testcontainers::bollard::query_parameters::ListContainersOptionsBuilder;
+
+use super::{
+    CONTENTION, assert_rejected, assert_safe_under_contention, assert_servers_gone, lockbench,
+    wait_exit, workload_file,
+};
+
+fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+/// The images the runs will use (what lockbench reads from the same variables).
+fn images() -> Vec<String> {
+    let d = lockbench::cluster::containers::Images::from_env();
+    vec![d.redis, d.mariadb, d.zookeeper, d.etcd]
+}
+
+/// True if a Docker daemon answers and has every image; panics in CI when not.
+fn docker_available() -> bool {
+    let problem = block_on(async {
+        let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
+        tokio::time::timeout(Duration::from_secs(5), docker.ping())
+            .await
+            .map_err(|_| "no answer".to_string())?
+            .map_err(|e| e.to_string())?;
+        for image in images() {
+            docker
+                .inspect_image(&image)
+                .await
+                .map_err(|e| format!("image {image}: {e}"))?;
+        }
+        Ok::<_, String>(())
+    })
+    .err();
+    let Some(problem) = problem else { return true };
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "CI is set but Docker is not usable ({problem}): scripts/test.sh runs \
+             scripts/container-images.sh first"
+        );
+    }
+    eprintln!("SKIPPED: no usable Docker daemon ({problem}); run scripts/test.sh");
+    false
+}
+
+/// Every container and the network the runs of `summaries` used are gone.
+fn assert_containers_gone(summaries: &[Summary]) {
+    block_on(async {
+        let docker = Docker::connect_with_defaults().unwrap();
+        for s in summaries {
+            assert_eq!(s.provisioner.name(), "containers", "{}", s.strategy);
+            for n in &s.servers {
+                let c = n
+                    .container
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{}: {} has no container", s.strategy, n.name));
+                assert!(
+                    images().contains(&c.image),
+                    "{}: {} ran {}",
+                    s.strategy,
+                    n.name,
+                    c.image
+                );
+                let left = docker.inspect_container(&c.id, None).await;
+                assert!(left.is_err(), "{}: {} outlived the run", s.strategy, n.name);
+                let net = docker.inspect_network(&c.network, None).await;
+                assert!(
+                    net.is_err(),
+                    "{}: network {} is left",
+                    s.strategy,
+                    c.network
+                );
+            }
+        }
+    });
+    for s in summaries {
+        assert_servers_gone(s);
+    }
+}
+
+fn compare(dir: &Path, strategies: &str, extra: &[&str]) -> Vec<Summary> {
+    let out = lockbench()
+        .args(["compare", "--json", "--provision", "containers"])
+        .args(["--strategies", strategies])
+        .args(extra)
+        .arg("--out")
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{strategies}: {err}");
+    let all: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(all.len(), strategies.split(',').count(), "{err}");
+    assert_containers_gone(&all);
+    all
+}
+
+#[test]
+fn containers_measure_the_strategies_and_leave_nothing_behind() {
+    if !docker_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload_file(dir.path(), CONTENTION);
+    let all = compare(
+        dir.path(),
+        "none,mysql-atomic,redis-setnx,etcd",
+        &["--workload", w.to_str().unwrap()],
+    );
+    for s in &all {
+        if s.strategy == "none" {
+            assert!(s.audit.oversell > 0, "the control was not caught: {s:?}");
+            assert!(!s.safe);
+        } else {
+            assert_safe_under_contention(s);
+            assert_eq!(s.double_grants, 0, "{}", s.strategy);
+        }
+        // Versions come from the servers in the containers.
+        assert!(s.servers.iter().all(|n| !n.version.is_empty()));
+    }
+    let etcd = all.iter().find(|s| s.strategy == "etcd").unwrap();
+    assert_eq!(
+        etcd.servers
+            .iter()
+            .filter(|n| n.name.starts_with("etcd-"))
+            .count(),
+        3
+    );
+}
+
+/// One plan, three faults on the lock service's leader in turn: pause (freezer), kill and
+/// restart, disconnect from the network. Each heals, and sales resume after each: the client
+/// keeps the address it started with, so the node came back at that address.
+#[test]
+fn containers_take_pause_kill_and_disconnect_faults_and_heal_them() {
+    if !docker_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let chaos = dir.path().join("c.toml");
+    std::fs::write(
+        &chaos,
+        "[[fault]]\nkind = \"pause\"\ntarget = \"leader\"\nat = \"2s\"\nduration = \"1.5s\"\n\
+         [[fault]]\nkind = \"kill\"\ntarget = \"leader\"\nat = \"5s\"\nduration = \"1.5s\"\n\
+         [[fault]]\nkind = \"partition\"\ntarget = \"leader\"\nclients = \"all\"\n\
+         at = \"9s\"\nduration = \"1.5s\"\n",
+    )
+    .unwrap();
+    let all = compare(
+        dir.path(),
+        "redis-setnx,zookeeper",
+        &[
+            "--workload",
+            "workloads/chaos.toml",
+            "--chaos",
+            chaos.to_str().unwrap(),
+            "--set",
+            "load.duration=13s",
+            "--set",
+            "load.rate=200",
+        ],
+    );
+    for s in &all {
+        let id = &s.strategy;
+        assert_eq!(s.faults.len(), 3, "{id}");
+        for f in &s.faults {
+            assert!(f.note.is_none(), "{id}: {f:?}");
+            assert!(f.healed_s.unwrap() > f.started_s.unwrap(), "{id}: {f:?}");
+        }
+        let names: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "before", "during 1", "after 1", "during 2", "after 2", "during 3", "after 3"
+            ],
+            "{id}"
+        );
+        for after in [2, 4, 6] {
+            assert!(s.phases[after].sold > 0, "{id}: {:?}", s.phases[after]);
+        }
+        assert!(
+            s.worker_failures.is_empty(),
+            "{id}: {:?}",
+            s.worker_failures
+        );
+    }
+    // The frozen Redis answered nothing while paused, and nothing while disconnected.
+    let redis = all.iter().find(|s| s.strategy == "redis-setnx").unwrap();
+    let before = redis.phases[0].sales_per_s;
+    assert!(
+        redis.phases[1].sales_per_s < before / 2.0,
+        "{:?}",
+        redis.phases
+    );
+    assert!(
+        redis.phases[5].sales_per_s < before / 2.0,
+        "{:?}",
+        redis.phases
+    );
+    // A ZooKeeper lock survives every fault: the ensemble keeps its state.
+    let zk = all.iter().find(|s| s.strategy == "zookeeper").unwrap();
+    assert_eq!(zk.audit.oversell, 0, "{zk:?}");
+    assert_eq!(zk.double_grants, 0, "{zk:?}");
+}
+
+#[test]
+fn containers_refuse_what_they_cannot_do_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |chaos: &str| {
+        let mut c = lockbench();
+        c.args(["run", "-s", "redis-setnx", "--provision", "containers"])
+            .args(["--workload", "workloads/chaos.toml", "--chaos", chaos]);
+        c
+    };
+    assert_rejected(
+        run("chaos/clock-jump.toml"),
+        "clock fault",
+        &[
+            "chaos/clock-jump.toml: fault[0].kind = \"clock\"",
+            "--provision local",
+        ],
+        dir.path(),
+    );
+    assert_rejected(
+        run("chaos/partition-master.toml"),
+        "split partition",
+        &["fault[0].clients = \"split\": expected \"all\""],
+        dir.path(),
+    );
+    // No daemon: said so, with the way to start one.
+    let out = lockbench()
+        .args(["run", "-s", "redis-setnx", "--provision", "containers"])
+        .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+        .arg("--out")
+        .arg(dir.path().join("nodaemon"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for n in [
+        "no Docker daemon answers at unix:///nonexistent/docker.sock",
+        "scripts/container-images.sh",
+    ] {
+        assert!(err.contains(n), "`{n}` missing from: {err}");
+    }
+    if !docker_available() {
+        return;
+    }
+    // A missing image is named, and never pulled.
+    let out = lockbench()
+        .args(["run", "-s", "redis-setnx", "--provision", "containers"])
+        .env("LOCKBENCH_IMAGE_REDIS", "lockbench-local/absent:0")
+        .arg("--out")
+        .arg(dir.path().join("noimage"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    for n in [
+        "image `lockbench-local/absent:0` is not on the Docker host",
+        "LOCKBENCH_IMAGE_REDIS",
+    ] {
+        assert!(err.contains(n), "`{n}` missing from: {err}");
+    }
+}
+
+/// Containers and networks labelled with lockbench process `pid`.
+fn owned_by(pid: u32) -> (usize, usize) {
+    block_on(async {
+        let docker = Docker::connect_with_defaults().unwrap();
+        let filters = HashMap::from([("label".to_string(), vec![format!("lockbench.pid={pid}")])]);
+        let c = docker
+            .list_containers(Some(
+                ListContainersOptionsBuilder::new()
+                    .all(true)
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+            .unwrap()
+            .len();
+        let n = docker
+            .list_networks(Some(
+                testcontainers::bollard::query_parameters::ListNetworksOptionsBuilder::new()
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await
+            .unwrap()
+            .len();
+        (c, n)
+    })
+}
+
+/// A SIGKILL skips every guard: the containers stay, and the next containers run removes
+/// them.
+#[test]
+fn a_killed_lockbench_leaves_containers_that_the_next_run_removes() {
+    if !docker_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = lockbench()
+        .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
+        .args(["--set", "load.duration=60s", "--out"])
+        .arg(dir.path().join("killed"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while owned_by(pid).0 == 0 {
+        assert!(Instant::now() < deadline, "no container appeared");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Let the run start its load (the container answers), then kill without a chance to clean.
+    std::thread::sleep(Duration::from_secs(2));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let (code, _) = wait_exit(child);
+    assert_ne!(code, 0);
+    let (containers, networks) = owned_by(pid);
+    assert!(containers >= 1 && networks == 1, "{containers} {networks}");
+    let out = lockbench()
+        .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
+        .args(["--set", "load.duration=1s", "--json", "--out"])
+        .arg(dir.path().join("next"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(owned_by(pid), (0, 0), "the next run left the leftovers");
+    let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_containers_gone(&s);
+}
