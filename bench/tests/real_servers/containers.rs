@@ -310,35 +310,51 @@ fn owned_by(pid: u32) -> (usize, usize) {
     })
 }
 
-/// A SIGKILL skips every guard: the containers stay, and the next containers run removes
-/// them.
-#[test]
-fn a_killed_lockbench_leaves_containers_that_the_next_run_removes() {
-    if !docker_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+/// Starts a 60 s containers run and returns it once its containers exist and its load runs.
+fn start_containers_run(dir: &Path, name: &str) -> std::process::Child {
     let child = lockbench()
         .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
         .args(["--set", "load.duration=60s", "--out"])
-        .arg(dir.path().join("killed"))
+        .arg(dir.join(name))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let pid = child.id();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while owned_by(pid).0 == 0 {
+    while owned_by(child.id()).0 == 0 {
         assert!(Instant::now() < deadline, "no container appeared");
         std::thread::sleep(Duration::from_millis(200));
     }
-    // Let the run start its load (the container answers), then kill without a chance to clean.
+    // Let the container answer and the load start.
     std::thread::sleep(Duration::from_secs(2));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    child
+}
+
+fn signal(child: &std::process::Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+}
+
+/// Ctrl-C removes the containers and keeps the results; a SIGKILL skips every guard, so the
+/// containers stay, and the next containers run removes them.
+#[test]
+fn interrupted_runs_leave_no_containers_and_killed_ones_are_cleaned_by_the_next() {
+    if !docker_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let child = start_containers_run(dir.path(), "interrupted");
+    let pid = child.id();
+    signal(&child, nix::sys::signal::Signal::SIGINT);
+    let (code, err) = wait_exit(child);
+    assert_eq!(code, 130, "{err}");
+    assert_eq!(owned_by(pid), (0, 0), "Ctrl-C left containers: {err}");
+    let text = std::fs::read_to_string(dir.path().join("interrupted/summary.json")).unwrap();
+    let s: Summary = serde_json::from_str(&text).unwrap();
+    assert!(s.interrupted && s.audit.sold > 0, "{s:?}");
+
+    let child = start_containers_run(dir.path(), "killed");
+    let pid = child.id();
+    signal(&child, nix::sys::signal::Signal::SIGKILL);
     let (code, _) = wait_exit(child);
     assert_ne!(code, 0);
     let (containers, networks) = owned_by(pid);
