@@ -815,7 +815,10 @@ GRANT ALL ON {DATABASE}.* TO '{USER}'@'%%';\\n\" \"$LOCKBENCH_PASSWORD\" > $D/in
         password,
         database: DATABASE.into(),
     };
-    let version = wait_ready(&name, vec![&c], || super::mariadb::version(&endpoint)).await?;
+    let version = wait_ready(&name, vec![&c], || {
+        super::mariadb::version(endpoint.connect_options())
+    })
+    .await?;
     Ok((
         node(name, Service::Mariadb, Role::Primary, 3306, c, version),
         endpoint,

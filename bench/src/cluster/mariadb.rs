@@ -101,19 +101,7 @@ pub(super) async fn start(
         .username("root")
         .ssl_mode(MySqlSslMode::Disabled);
     let password = uuid::Uuid::new_v4().simple().to_string();
-    let version = wait_ready(NAME, &mut process, || {
-        let root = root.clone();
-        async move {
-            let mut con = root.connect().await.map_err(|e| e.to_string())?;
-            let v: String = sqlx::query_scalar("SELECT VERSION()")
-                .fetch_one(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = con.close().await;
-            Ok(v)
-        }
-    })
-    .await?;
+    let version = wait_ready(NAME, &mut process, || version(root.clone())).await?;
 
     let setup = |detail: sqlx::Error| ClusterError::Setup {
         node: NAME.into(),
@@ -147,16 +135,8 @@ pub(super) async fn start(
     Ok((node, endpoint))
 }
 
-/// The version the server at `ep` reports, asked as `ep`'s user over TCP (a container's
-/// readiness: its socket is inside the container).
-pub(super) async fn version(ep: &MysqlEndpoint) -> Result<String, String> {
-    let opts = MySqlConnectOptions::new()
-        .host(&ep.addr.ip().to_string())
-        .port(ep.addr.port())
-        .username(&ep.user)
-        .password(&ep.password)
-        .database(&ep.database)
-        .ssl_mode(MySqlSslMode::Disabled);
+/// The version the server reports, asked through a connection made with `opts`.
+pub(super) async fn version(opts: MySqlConnectOptions) -> Result<String, String> {
     let mut con = opts.connect().await.map_err(|e| e.to_string())?;
     let v: String = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(&mut con)

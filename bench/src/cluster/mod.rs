@@ -283,6 +283,19 @@ pub struct MysqlEndpoint {
     pub database: String,
 }
 
+impl MysqlEndpoint {
+    /// How to connect over TCP as this user (no TLS: the servers are private).
+    pub fn connect_options(&self) -> sqlx::mysql::MySqlConnectOptions {
+        sqlx::mysql::MySqlConnectOptions::new()
+            .host(&self.addr.ip().to_string())
+            .port(self.addr.port())
+            .username(&self.user)
+            .password(&self.password)
+            .database(&self.database)
+            .ssl_mode(sqlx::mysql::MySqlSslMode::Disabled)
+    }
+}
+
 /// What strategies are given: addresses and credentials, never processes.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Endpoints {

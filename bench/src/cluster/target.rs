@@ -11,7 +11,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
-use sqlx::mysql::{MySqlConnectOptions, MySqlSslMode};
 use sqlx::{ConnectOptions, Connection, Executor};
 
 use super::{ClusterError, Endpoints, MysqlEndpoint, Needs, NodeInfo, Prefix, Role, Service};
@@ -321,13 +320,7 @@ async fn etcd_client(addrs: &[SocketAddr]) -> Result<etcd_client::Client, String
 }
 
 async fn mysql_con(m: &MysqlEndpoint) -> Result<sqlx::MySqlConnection, String> {
-    MySqlConnectOptions::new()
-        .host(&m.addr.ip().to_string())
-        .port(m.addr.port())
-        .username(&m.user)
-        .password(&m.password)
-        .database(&m.database)
-        .ssl_mode(MySqlSslMode::Disabled)
+    m.connect_options()
         .connect()
         .await
         .map_err(|e| e.to_string())
@@ -594,16 +587,7 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
         container: None,
     };
     if let Some(m) = &ep.mysql {
-        let v = bounded("version", async {
-            let mut con = mysql_con(m).await?;
-            let v: String = sqlx::query_scalar("SELECT VERSION()")
-                .fetch_one(&mut con)
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = con.close().await;
-            Ok(v)
-        })
-        .await;
+        let v = bounded("version", super::mariadb::version(m.connect_options())).await;
         out.push(node(
             "mysql".into(),
             Service::Mariadb,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions, MySqlSslMode};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{
     ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row, SqlSafeStr, SqlStr,
 };
@@ -181,13 +181,8 @@ impl MysqlStore {
         prefix: &Prefix,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
-        let opts = MySqlConnectOptions::new()
-            .host(&ep.addr.ip().to_string())
-            .port(ep.addr.port())
-            .username(&ep.user)
-            .password(&ep.password)
-            .database(&ep.database)
-            .ssl_mode(MySqlSslMode::Disabled)
+        let opts = ep
+            .connect_options()
             // Statement logging costs client CPU on every call, CPU the server is short of.
             .log_statements(log::LevelFilter::Off)
             .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600));
