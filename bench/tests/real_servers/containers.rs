@@ -375,3 +375,21 @@ fn interrupted_runs_leave_no_containers_and_killed_ones_are_cleaned_by_the_next(
     let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
     assert_containers_gone(&s);
 }
+
+/// scripts/container-images.sh builds its root filesystem in a scratch folder and removes it
+/// (with everything debootstrap mounted there) once the images are imported.
+#[test]
+fn the_image_build_leaves_no_root_filesystem_or_mount() {
+    if !docker_available() {
+        return;
+    }
+    let dir = std::env::var("LOCKBENCH_DOCKER_DIR")
+        .unwrap_or_else(|_| "/var/lib/lockbench-docker".into());
+    let scratch = format!("{dir}/rootfs.build");
+    assert!(!Path::new(&scratch).exists(), "{scratch} is left");
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts.lines().any(|l| l.contains(&scratch)),
+        "mounts left under {scratch}"
+    );
+}
