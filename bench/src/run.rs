@@ -200,11 +200,7 @@ async fn run_on(
         let job = Job {
             strategy: info.id.to_string(),
             workload: toml::to_string(w).expect("a workload serialises to TOML"),
-            endpoints: EndpointsFile {
-                mysql_password: endpoints.mysql.as_ref().map(|m| m.password.clone()),
-                endpoints: endpoints.clone(),
-                nodes: servers.clone(),
-            },
+            endpoints: EndpointsFile::new(endpoints.clone(), servers.clone()),
             part: Part::WHOLE,
             extra_bound_ms: extra_bound.as_millis() as u64,
         };

@@ -739,7 +739,7 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
     let ep = cluster.endpoints();
     let key = "lockbench:lock:0";
 
-    let redis = Reentrant::connect(ep.redis[0], &w).await.unwrap();
+    let redis = Reentrant::connect(ep.redis[0], None, &w).await.unwrap();
     assert_eq!(redis.try_enter(0, key, "x").await, Ok(1));
     assert_eq!(
         redis.try_enter(1, key, "x").await,

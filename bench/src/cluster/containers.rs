@@ -693,7 +693,7 @@ async fn start_redis(
         })
         .await?;
     let addr = SocketAddr::new(IpAddr::V4(c.ip), 6379);
-    let version = wait_ready(&name, vec![&c], || super::redis::version(addr)).await?;
+    let version = wait_ready(&name, vec![&c], || super::redis::version(addr, None)).await?;
     Ok(node(name, Service::Redis, role, 6379, c, version))
 }
 

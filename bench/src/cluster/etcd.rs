@@ -9,7 +9,7 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 
 use super::{
-    ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
+    Auth, ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
     wait_ready_all,
 };
 
@@ -134,7 +134,7 @@ pub(super) const COMMON_FLAGS: [&str; 10] = [
 /// Ok with each member's (id, version) once every member at `clients` answers and all name
 /// the same leader, which is one of them.
 pub(super) async fn agreed(clients: Vec<SocketAddr>) -> Result<Vec<(u64, String)>, String> {
-    let answers = futures::future::join_all(clients.iter().map(|a| status(*a))).await;
+    let answers = futures::future::join_all(clients.iter().map(|a| status(*a, None))).await;
     let mut out = Vec::new();
     for (addr, answer) in clients.iter().zip(answers) {
         out.push(answer.map_err(|e| format!("{addr}: {e}"))?);
@@ -163,10 +163,19 @@ struct Status {
     version: String,
 }
 
+/// Connect options that log in with `auth` (user and password) if given.
+pub fn options(auth: Option<&Auth>) -> ConnectOptions {
+    let opts = ConnectOptions::new();
+    match auth {
+        Some(a) => opts.with_user(a.username.clone().unwrap_or_default(), a.password.clone()),
+        None => opts,
+    }
+}
+
 /// Asks the member at `addr` (and only it: one endpoint per client) for its status.
-async fn status(addr: SocketAddr) -> Result<Status, String> {
+async fn status(addr: SocketAddr, auth: Option<&Auth>) -> Result<Status, String> {
     let ask = async {
-        let opts = ConnectOptions::new().with_connect_timeout(STATUS_TIMEOUT);
+        let opts = options(auth).with_connect_timeout(STATUS_TIMEOUT);
         let mut client = Client::connect([format!("http://{addr}")], Some(opts))
             .await
             .map_err(|e| e.to_string())?;
@@ -190,7 +199,7 @@ async fn status(addr: SocketAddr) -> Result<Status, String> {
 /// The member id that the answering members with the highest raft term name as leader, if
 /// any names one.
 pub(super) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
-    let answers = futures::future::join_all(addrs.iter().map(|a| status(*a))).await;
+    let answers = futures::future::join_all(addrs.iter().map(|a| status(*a, None))).await;
     answers
         .into_iter()
         .flatten()
@@ -200,6 +209,6 @@ pub(super) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
 }
 
 /// The version the member at `addr` reports (for servers lockbench did not start).
-pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
-    status(addr).await.map(|s| s.version)
+pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
+    status(addr, auth).await.map(|s| s.version)
 }

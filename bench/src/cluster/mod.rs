@@ -12,13 +12,13 @@
 
 mod clock;
 pub mod containers;
-mod etcd;
+pub mod etcd;
 mod mariadb;
 pub mod namespace;
 pub mod net;
 mod ports;
 mod process;
-mod redis;
+pub mod redis;
 pub mod sentinel;
 pub mod target;
 mod zookeeper;
@@ -283,6 +283,19 @@ pub struct MysqlEndpoint {
     pub database: String,
 }
 
+/// A user and password for a Redis (ACL user, or `requirepass` with no user), a Sentinel or an
+/// etcd cluster with auth enabled. The password never goes into results: `lockbench serve`'s
+/// endpoints file carries it beside the endpoints, as it does the MariaDB one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auth {
+    /// User name; `None`: Redis's `default` user (etcd always needs one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    /// Never serialised.
+    #[serde(skip_serializing, default)]
+    pub password: String,
+}
+
 impl MysqlEndpoint {
     /// How to connect over TCP as this user (no TLS: the servers are private).
     pub fn connect_options(&self) -> sqlx::mysql::MySqlConnectOptions {
@@ -318,6 +331,15 @@ pub struct Endpoints {
     /// Name under which the sentinels monitor the master (`None`: lockbench's own).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sentinel_master: Option<String>,
+    /// Credentials of the Redis servers (also the master found through the sentinels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_auth: Option<Auth>,
+    /// Credentials of the sentinels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_auth: Option<Auth>,
+    /// Credentials of the etcd cluster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_auth: Option<Auth>,
 }
 
 impl Endpoints {
@@ -673,7 +695,8 @@ impl LocalCluster {
             Service::Redis if !self.endpoints.sentinels.is_empty() => {
                 // The master is whatever the sentinels say now (it moves on failover).
                 let name = self.endpoints.sentinel_master();
-                match sentinel::current_master(&self.endpoints.sentinels, name).await {
+                let auth = self.endpoints.sentinel_auth.as_ref();
+                match sentinel::current_master(&self.endpoints.sentinels, name, auth).await {
                     Ok(addr) => Ok(members.into_iter().find(|n| n.addr == addr)),
                     Err(_) => Ok(None),
                 }
@@ -740,11 +763,7 @@ impl LocalCluster {
     /// Writes `path` (mode 0600: it holds the MariaDB password) describing these servers, for
     /// `lockbench run --endpoints`.
     pub fn write_endpoints(&self, path: &Path) -> Result<(), ClusterError> {
-        let file = EndpointsFile {
-            mysql_password: self.endpoints.mysql.as_ref().map(|m| m.password.clone()),
-            endpoints: self.endpoints.clone(),
-            nodes: self.info(),
-        };
+        let file = EndpointsFile::new(self.endpoints.clone(), self.info());
         let text = serde_json::to_string_pretty(&file).expect("endpoints serialise");
         use std::os::unix::fs::OpenOptionsExt;
         let io = |e| ClusterError::io(format!("write {}", path.display()), e);
@@ -880,13 +899,35 @@ impl LocalCluster {
 pub struct EndpointsFile {
     /// Addresses and users.
     pub endpoints: Endpoints,
-    /// The MariaDB password (the endpoints themselves never serialise it).
+    /// The MariaDB password (the endpoints themselves never serialise passwords).
     pub mysql_password: Option<String>,
+    /// The Redis password, if the servers need one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_password: Option<String>,
+    /// The sentinels' password, if they need one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sentinel_password: Option<String>,
+    /// The etcd password, if the cluster needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etcd_password: Option<String>,
     /// The nodes serving them.
     pub nodes: Vec<NodeInfo>,
 }
 
 impl EndpointsFile {
+    /// The file for `endpoints`, every password beside them.
+    pub fn new(endpoints: Endpoints, nodes: Vec<NodeInfo>) -> Self {
+        let pw = |a: &Option<Auth>| a.as_ref().map(|a| a.password.clone());
+        Self {
+            mysql_password: endpoints.mysql.as_ref().map(|m| m.password.clone()),
+            redis_password: pw(&endpoints.redis_auth),
+            sentinel_password: pw(&endpoints.sentinel_auth),
+            etcd_password: pw(&endpoints.etcd_auth),
+            endpoints,
+            nodes,
+        }
+    }
+
     /// Reads an endpoints file written by [`LocalCluster::write_endpoints`].
     pub fn read(path: &Path) -> Result<Self, ClusterError> {
         let text = std::fs::read_to_string(path)
@@ -896,8 +937,18 @@ impl EndpointsFile {
             what: "parse endpoints file".into(),
             detail: format!("{e}; expected the endpoints.json written by `lockbench serve`"),
         })?;
-        if let (Some(m), Some(pw)) = (file.endpoints.mysql.as_mut(), file.mysql_password.as_ref()) {
+        let ep = &mut file.endpoints;
+        if let (Some(m), Some(pw)) = (ep.mysql.as_mut(), &file.mysql_password) {
             m.password = pw.clone();
+        }
+        for (auth, pw) in [
+            (&mut ep.redis_auth, &file.redis_password),
+            (&mut ep.sentinel_auth, &file.sentinel_password),
+            (&mut ep.etcd_auth, &file.etcd_password),
+        ] {
+            if let (Some(a), Some(pw)) = (auth.as_mut(), pw) {
+                a.password = pw.clone();
+            }
         }
         Ok(file)
     }

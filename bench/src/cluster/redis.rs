@@ -4,7 +4,9 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
 
-use super::{ClusterError, Node, Role, Server, ServerProcess, Service, find_binary, wait_ready};
+use super::{
+    Auth, ClusterError, Node, Role, Server, ServerProcess, Service, find_binary, wait_ready,
+};
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
@@ -64,7 +66,7 @@ pub(super) async fn start_with(
     }
     let mut process =
         ServerProcess::spawn(name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
-    let version = wait_ready(name, &mut process, || version(addr)).await?;
+    let version = wait_ready(name, &mut process, || version(addr, None)).await?;
     Ok(Node {
         name: name.to_string(),
         service: Service::Redis,
@@ -75,9 +77,24 @@ pub(super) async fn start_with(
     })
 }
 
+/// A client of the Redis server (or Sentinel) at `addr`, logging in with `auth` if given.
+pub fn client(addr: SocketAddr, auth: Option<&Auth>) -> ::redis::RedisResult<::redis::Client> {
+    use ::redis::IntoConnectionInfo;
+    let mut info =
+        ::redis::ConnectionAddr::Tcp(addr.ip().to_string(), addr.port()).into_connection_info()?;
+    if let Some(a) = auth {
+        let mut settings = info.redis_settings().clone().set_password(&a.password);
+        if let Some(user) = &a.username {
+            settings = settings.set_username(user);
+        }
+        info = info.set_redis_settings(settings);
+    }
+    ::redis::Client::open(info)
+}
+
 /// The version a Redis server (or Sentinel) at `addr` reports in `INFO server`.
-pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
-    let client = ::redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
+    let client = client(addr, auth).map_err(|e| e.to_string())?;
     let mut con = client
         .get_multiplexed_async_connection()
         .await

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use super::redis::start_with;
 use super::{
-    ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
+    Auth, ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
     wait_ready,
 };
 
@@ -48,8 +48,12 @@ pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-sentinel", "redis-sentinel").map(|_| ())
 }
 
-async fn query<T: redis::FromRedisValue>(addr: SocketAddr, cmd: &redis::Cmd) -> Result<T, String> {
-    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+async fn query<T: redis::FromRedisValue>(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    cmd: &redis::Cmd,
+) -> Result<T, String> {
+    let client = super::redis::client(addr, auth).map_err(|e| e.to_string())?;
     let mut con = client
         .get_multiplexed_async_connection()
         .await
@@ -72,7 +76,7 @@ pub(super) fn monitor_config(master: SocketAddr) -> String {
 
 /// Ok once the master at `master` has `n` replicas online.
 pub(super) async fn replicas_online(master: SocketAddr, n: usize) -> Result<(), String> {
-    let info: String = query(master, redis::cmd("INFO").arg("replication")).await?;
+    let info: String = query(master, None, redis::cmd("INFO").arg("replication")).await?;
     let online = info
         .lines()
         .filter(|l| l.starts_with("slave") && l.contains("state=online"))
@@ -103,6 +107,7 @@ pub(super) async fn sees_set(addr: SocketAddr) -> Result<(), String> {
 async fn master_state(sentinel: SocketAddr) -> Result<HashMap<String, String>, String> {
     let flat: Vec<String> = query(
         sentinel,
+        None,
         redis::cmd("SENTINEL").arg("MASTER").arg(MASTER_NAME),
     )
     .await?;
@@ -113,14 +118,23 @@ async fn master_state(sentinel: SocketAddr) -> Result<HashMap<String, String>, S
 }
 
 /// The master address the sentinels currently agree on (asked of the first that answers).
-pub async fn current_master(sentinels: &[SocketAddr], name: &str) -> Result<SocketAddr, String> {
+pub async fn current_master(
+    sentinels: &[SocketAddr],
+    name: &str,
+    auth: Option<&Auth>,
+) -> Result<SocketAddr, String> {
     let mut last = String::from("no sentinel");
     for s in sentinels {
         let cmd = redis::cmd("SENTINEL")
             .arg("GET-MASTER-ADDR-BY-NAME")
             .arg(name)
             .to_owned();
-        match tokio::time::timeout(Duration::from_secs(1), query::<(String, u16)>(*s, &cmd)).await {
+        match tokio::time::timeout(
+            Duration::from_secs(1),
+            query::<(String, u16)>(*s, auth, &cmd),
+        )
+        .await
+        {
             Ok(Ok((ip, port))) => {
                 return format!("{ip}:{port}").parse().map_err(|e| format!("{e}"));
             }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use sqlx::{ConnectOptions, Connection, Executor};
 
-use super::{ClusterError, Endpoints, MysqlEndpoint, Needs, NodeInfo, Prefix, Role, Service};
+use super::{Auth, ClusterError, Endpoints, MysqlEndpoint, Needs, NodeInfo, Prefix, Role, Service};
 
 /// Bound of every call that checks, marks or cleans a target.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -38,10 +38,10 @@ struct RawTarget {
     description: Option<String>,
     prefix: Option<String>,
     mysql: Option<RawMysql>,
-    redis: Option<RawNodes>,
+    redis: Option<RawAuthNodes>,
     sentinel: Option<RawSentinel>,
     zookeeper: Option<RawNodes>,
-    etcd: Option<RawNodes>,
+    etcd: Option<RawAuthNodes>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -57,11 +57,22 @@ struct RawNodes {
     nodes: Vec<String>,
 }
 
+/// Nodes of a service that may ask for a login.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawAuthNodes {
+    nodes: Vec<String>,
+    username: Option<String>,
+    password_env: Option<String>,
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSentinel {
     nodes: Vec<String>,
     master: Option<String>,
+    username: Option<String>,
+    password_env: Option<String>,
 }
 
 const ADDR_FORM: &str = "\"host:port\" (a name or an IP address)";
@@ -114,20 +125,43 @@ impl Target {
                 .map(|(i, n)| resolve(n).map_err(|e| bad(&format!("{field}[{i}]"), &e, ADDR_FORM)))
                 .collect()
         };
+        // The password a table's `password_env` names, read from the environment.
+        let password =
+            |table: &str, var: &Option<String>| -> Result<Option<String>, ClusterError> {
+                var.as_ref()
+                    .map(|var| {
+                        env(var).ok_or_else(|| {
+                            bad(
+                                &format!("{table}.password_env"),
+                                &format!("{var:?}"),
+                                &format!("the name of a set environment variable (export {var}=…)"),
+                            )
+                        })
+                    })
+                    .transpose()
+            };
+        let auth = |table: &str, user: &Option<String>, var: &Option<String>| {
+            Ok::<_, ClusterError>(match password(table, var)? {
+                Some(password) => Some(Auth {
+                    username: user.clone(),
+                    password,
+                }),
+                None if user.is_some() => {
+                    return Err(bad(
+                        &format!("{table}.password_env"),
+                        "missing",
+                        "the name of the environment variable that holds the password of \
+                         `username`",
+                    ));
+                }
+                None => None,
+            })
+        };
         if let Some(m) = &raw.mysql {
             let (user, host, database) = parse_dsn(&m.dsn)
                 .ok_or_else(|| bad("mysql.dsn", &format!("{:?}", m.dsn), DSN_FORM))?;
             let addr = resolve(host).map_err(|e| bad("mysql.dsn", &e, DSN_FORM))?;
-            let password = match &m.password_env {
-                Some(var) => env(var).ok_or_else(|| {
-                    bad(
-                        "mysql.password_env",
-                        &format!("{var:?}"),
-                        &format!("the name of a set environment variable (export {var}=…)"),
-                    )
-                })?,
-                None => String::new(),
-            };
+            let password = password("mysql", &m.password_env)?.unwrap_or_default();
             ep.mysql = Some(MysqlEndpoint {
                 addr,
                 user: user.to_string(),
@@ -137,10 +171,12 @@ impl Target {
         }
         if let Some(r) = &raw.redis {
             ep.redis = addrs("redis.nodes", &r.nodes)?;
+            ep.redis_auth = auth("redis", &r.username, &r.password_env)?;
         }
         if let Some(s) = &raw.sentinel {
             ep.sentinels = addrs("sentinel.nodes", &s.nodes)?;
             ep.sentinel_master = s.master.clone();
+            ep.sentinel_auth = auth("sentinel", &s.username, &s.password_env)?;
         }
         if let Some(z) = &raw.zookeeper {
             ep.zookeeper = addrs("zookeeper.nodes", &z.nodes)?;
@@ -152,6 +188,14 @@ impl Target {
                 .map(|n| n.trim_start_matches("http://").to_string())
                 .collect();
             ep.etcd = addrs("etcd.nodes", &plain)?;
+            ep.etcd_auth = auth("etcd", &e.username, &e.password_env)?;
+            if ep.etcd_auth.as_ref().is_some_and(|a| a.username.is_none()) {
+                return Err(bad(
+                    "etcd.username",
+                    "missing",
+                    "the etcd user that `password_env`'s password belongs to",
+                ));
+            }
         }
         Ok(Self {
             file: file.to_string(),
@@ -187,6 +231,7 @@ impl Target {
                 ));
             }
             out.redis = ep.redis[..redis_nodes].to_vec();
+            out.redis_auth = ep.redis_auth.clone();
         }
         if needs.sentinel {
             if ep.sentinels.is_empty() {
@@ -194,6 +239,9 @@ impl Target {
             }
             out.sentinels = ep.sentinels.clone();
             out.sentinel_master = ep.sentinel_master.clone();
+            out.sentinel_auth = ep.sentinel_auth.clone();
+            // The master the sentinels name is a Redis server like the others.
+            out.redis_auth = ep.redis_auth.clone();
         }
         if needs.zookeeper {
             if ep.zookeeper.is_empty() {
@@ -206,6 +254,7 @@ impl Target {
                 return Err(missing("[etcd]", "an etcd cluster"));
             }
             out.etcd = ep.etcd.clone();
+            out.etcd_auth = ep.etcd_auth.clone();
         }
         Ok(out)
     }
@@ -250,7 +299,8 @@ fn target_err(service: &str, detail: String) -> ClusterError {
 async fn redis_servers(ep: &Endpoints) -> Result<Vec<SocketAddr>, ClusterError> {
     let mut out = ep.redis.clone();
     if !ep.sentinels.is_empty() {
-        let master = super::sentinel::current_master(&ep.sentinels, ep.sentinel_master())
+        let auth = ep.sentinel_auth.as_ref();
+        let master = super::sentinel::current_master(&ep.sentinels, ep.sentinel_master(), auth)
             .await
             .map_err(|e| target_err("sentinel", format!("which node is master: {e}")))?;
         out.push(master);
@@ -258,8 +308,11 @@ async fn redis_servers(ep: &Endpoints) -> Result<Vec<SocketAddr>, ClusterError> 
     Ok(out)
 }
 
-async fn redis_con(addr: SocketAddr) -> Result<redis::aio::MultiplexedConnection, String> {
-    let client = redis::Client::open(format!("redis://{addr}/")).map_err(|e| e.to_string())?;
+async fn redis_con(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<redis::aio::MultiplexedConnection, String> {
+    let client = super::redis::client(addr, auth).map_err(|e| e.to_string())?;
     client
         .get_multiplexed_async_connection()
         .await
@@ -309,9 +362,12 @@ async fn zk_client(addrs: &[SocketAddr]) -> Result<zookeeper_client::Client, Str
         .map_err(|e| e.to_string())
 }
 
-async fn etcd_client(addrs: &[SocketAddr]) -> Result<etcd_client::Client, String> {
+async fn etcd_client(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+) -> Result<etcd_client::Client, String> {
     let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
-    let opts = etcd_client::ConnectOptions::new()
+    let opts = super::etcd::options(auth)
         .with_connect_timeout(CALL_TIMEOUT)
         .with_timeout(CALL_TIMEOUT);
     etcd_client::Client::connect(urls, Some(opts))
@@ -387,7 +443,9 @@ pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
     }
     for addr in redis_servers(ep).await? {
         let err = |e| target_err(&format!("redis {addr}"), e);
-        let mut con = bounded("connect", redis_con(addr)).await.map_err(err)?;
+        let mut con = bounded("connect", redis_con(addr, ep.redis_auth.as_ref()))
+            .await
+            .map_err(err)?;
         let keys = bounded("scan keys", redis_keys(&mut con, p, 100))
             .await
             .map_err(err)?;
@@ -434,7 +492,7 @@ pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
     }
     if !ep.etcd.is_empty() {
         let err = |e| target_err("etcd", e);
-        let mut etcd = bounded("connect", etcd_client(&ep.etcd))
+        let mut etcd = bounded("connect", etcd_client(&ep.etcd, ep.etcd_auth.as_ref()))
             .await
             .map_err(err)?;
         let opts = etcd_client::GetOptions::new()
@@ -493,7 +551,7 @@ pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
         Ok(servers) => {
             for addr in servers {
                 let wipe = async {
-                    let mut con = redis_con(addr).await?;
+                    let mut con = redis_con(addr, ep.redis_auth.as_ref()).await?;
                     loop {
                         let keys = redis_keys(&mut con, p, 1000).await?;
                         if keys.is_empty() {
@@ -524,7 +582,7 @@ pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
     }
     if !ep.etcd.is_empty() {
         let wipe = async {
-            let mut etcd = etcd_client(&ep.etcd).await?;
+            let mut etcd = etcd_client(&ep.etcd, ep.etcd_auth.as_ref()).await?;
             etcd.delete(
                 p.key_start(),
                 Some(etcd_client::DeleteOptions::new().with_prefix()),
@@ -596,14 +654,14 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
             v,
         ));
     }
-    let redis_version = |addr| bounded("version", super::redis::version(addr));
+    let redis_version = |addr, auth| bounded("version", super::redis::version(addr, auth));
     for (i, a) in ep.redis.iter().enumerate() {
         let role = if ep.redis.len() == 1 {
             Role::Primary
         } else {
             Role::Member
         };
-        let v = redis_version(*a).await;
+        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
         out.push(node(
             format!("redis-{}", i + 1),
             Service::Redis,
@@ -613,7 +671,7 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
         ));
     }
     for (i, a) in ep.sentinels.iter().enumerate() {
-        let v = redis_version(*a).await;
+        let v = redis_version(*a, ep.sentinel_auth.as_ref()).await;
         out.push(node(
             format!("sentinel-{}", i + 1),
             Service::Sentinel,
@@ -633,7 +691,7 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
         ));
     }
     for (i, a) in ep.etcd.iter().enumerate() {
-        let v = super::etcd::version(*a).await;
+        let v = super::etcd::version(*a, ep.etcd_auth.as_ref()).await;
         out.push(node(
             format!("etcd-{}", i + 1),
             Service::Etcd,
@@ -683,6 +741,61 @@ mod tests {
     }
 
     #[test]
+    fn redis_sentinel_and_etcd_logins_come_from_the_environment() {
+        let t = parse(
+            "[mysql]\ndsn = \"mysql://bench@127.0.0.1:3306/shop\"\n\
+             [redis]\nnodes = [\"127.0.0.1:6379\"]\nusername = \"bench\"\npassword_env = \"PW\"\n\
+             [sentinel]\nnodes = [\"127.0.0.1:26379\"]\npassword_env = \"PW\"\n\
+             [etcd]\nnodes = [\"127.0.0.1:2379\"]\nusername = \"root\"\npassword_env = \"PW\"\n",
+        )
+        .unwrap();
+        let ep = &t.endpoints;
+        let login = |a: &Option<Auth>| a.as_ref().map(|a| (a.username.clone(), a.password.clone()));
+        assert_eq!(
+            login(&ep.redis_auth),
+            Some((Some("bench".into()), "secret".into()))
+        );
+        assert_eq!(login(&ep.sentinel_auth), Some((None, "secret".into())));
+        assert_eq!(
+            login(&ep.etcd_auth),
+            Some((Some("root".into()), "secret".into()))
+        );
+        // The sentinel strategy also gets the Redis login: the master is a Redis server.
+        let s = t
+            .endpoints_for(
+                "redis-sentinel",
+                crate::strategy::find("redis-sentinel").unwrap().needs,
+            )
+            .unwrap();
+        assert!(s.redis_auth.is_some() && s.sentinel_auth.is_some());
+        let json = serde_json::to_string(ep).unwrap();
+        assert!(!json.contains("secret") && json.contains("bench"), "{json}");
+        // A serve/worker endpoints file carries the passwords beside the endpoints.
+        let file = super::super::EndpointsFile::new(ep.clone(), Vec::new());
+        let back: super::super::EndpointsFile =
+            serde_json::from_str(&serde_json::to_string(&file).unwrap()).unwrap();
+        assert_eq!(back.redis_password.as_deref(), Some("secret"));
+        assert_eq!(back.etcd_password.as_deref(), Some("secret"));
+        for (text, want) in [
+            (
+                "[redis]\nnodes = [\"127.0.0.1:1\"]\npassword_env = \"NOPE\"\n",
+                "t.toml: redis.password_env: \"NOPE\": expected the name of a set environment variable",
+            ),
+            (
+                "[redis]\nnodes = [\"127.0.0.1:1\"]\nusername = \"u\"\n",
+                "t.toml: redis.password_env: missing",
+            ),
+            (
+                "[etcd]\nnodes = [\"127.0.0.1:1\"]\npassword_env = \"PW\"\n",
+                "t.toml: etcd.username: missing",
+            ),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(want), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
     fn bad_files_name_file_field_and_form() {
         let cases = [
             ("[mysql]\ndsn = \"bench@db/shop\"\n", "t.toml: mysql.dsn"),
@@ -715,7 +828,7 @@ mod tests {
             .unwrap();
         let text = std::fs::read_to_string(root.join("targets/example.toml")).unwrap();
         let t = Target::parse("targets/example.toml", &text, |k| {
-            (k == "LOCKBENCH_MYSQL_PASSWORD").then(|| "pw".to_string())
+            k.starts_with("LOCKBENCH_").then(|| "pw".to_string())
         })
         .unwrap();
         for s in crate::strategy::ALL {

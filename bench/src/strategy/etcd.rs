@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use etcd_client::{Client, ConnectOptions, LockOptions};
+use etcd_client::{Client, LockOptions};
 use tokio::task::JoinHandle;
 
 use super::{AcquireError, Lease, Lock, StrategyError, within};
@@ -71,11 +71,15 @@ pub fn lease_ttl_s(ttl: Duration) -> i64 {
 impl EtcdLock {
     /// Connects to the members at `addrs` (one channel per buyer, up to a bound). Connecting
     /// is lazy: an unreachable cluster shows up as errors on the first calls.
-    pub async fn connect(addrs: &[SocketAddr], w: &Workload) -> Result<Self, StrategyError> {
+    pub async fn connect(
+        addrs: &[SocketAddr],
+        auth: Option<&crate::cluster::Auth>,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
         let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
         // No per-request timeout in the options: it would also cut the keep-alive stream,
         // which lives as long as the lock. Every call is bounded with `within` instead.
-        let opts = ConnectOptions::new().with_connect_timeout(super::SETUP_TIMEOUT);
+        let opts = crate::cluster::etcd::options(auth).with_connect_timeout(super::SETUP_TIMEOUT);
         let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
         let connect = (0..n).map(|_| Client::connect(urls.clone(), Some(opts.clone())));
         let clients =

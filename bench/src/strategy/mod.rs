@@ -468,6 +468,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             .await
             .map(Arc::new)
     };
+    let redis_auth = ep.redis_auth.as_ref();
     let redis_addr = || {
         ep.redis.first().copied().ok_or(StrategyError::Missing {
             id: id.into(),
@@ -540,7 +541,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             };
             let store = mysql().await?;
             let locked = Locked::new(
-                SetNx::connect(redis_addr()?, &ep.prefix, w, flavor).await?,
+                SetNx::connect(redis_addr()?, redis_auth, &ep.prefix, w, flavor).await?,
                 store.clone(),
                 w,
             );
@@ -567,7 +568,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
         }
         "redis-reentrant" => {
             let store = mysql().await?;
-            let lock = redis_reentrant::Reentrant::connect(redis_addr()?, w).await?;
+            let lock = redis_reentrant::Reentrant::connect(redis_addr()?, redis_auth, w).await?;
             Built {
                 strategy: Arc::new(Locked::new(lock, store.clone(), w)),
                 store,
@@ -581,7 +582,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                     what: "five independent Redis servers",
                 });
             }
-            let lock = redlock::Redlock::connect(&ep.redis, w).await?;
+            let lock = redlock::Redlock::connect(&ep.redis, redis_auth, w).await?;
             Built {
                 strategy: Arc::new(Locked::new(lock, store.clone(), w)),
                 store,
@@ -595,9 +596,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 });
             }
             let store = mysql().await?;
-            let target =
-                redis_conn::RedisTarget::via_sentinels(&ep.sentinels, ep.sentinel_master(), w)
-                    .await?;
+            let target = redis_conn::RedisTarget::via_sentinels(ep, w).await?;
             let lock = redis_setnx::SetNx::on(target, &ep.prefix, w, redis_setnx::Flavor::PLAIN)?;
             Built {
                 strategy: Arc::new(Locked::new(lock, store.clone(), w)),
@@ -605,8 +604,9 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             }
         }
         "redis-lua-decr" => {
-            let store =
-                Arc::new(redis_lua_decr::LuaDecr::connect(redis_addr()?, &ep.prefix, w).await?);
+            let store = Arc::new(
+                redis_lua_decr::LuaDecr::connect(redis_addr()?, redis_auth, &ep.prefix, w).await?,
+            );
             Built {
                 strategy: store.clone(),
                 store,
@@ -633,7 +633,11 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
         "etcd" | "etcd-fenced" => {
             let store = mysql().await?;
             let addrs = cluster(&ep.etcd, "etcd")?;
-            let lock = Locked::new(etcd::EtcdLock::connect(&addrs, w).await?, store.clone(), w);
+            let lock = Locked::new(
+                etcd::EtcdLock::connect(&addrs, ep.etcd_auth.as_ref(), w).await?,
+                store.clone(),
+                w,
+            );
             let lock = if info.id.ends_with("-fenced") {
                 lock.fenced()
             } else {

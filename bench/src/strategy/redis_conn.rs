@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::StrategyError;
+use crate::cluster::{Auth, Endpoints};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
@@ -17,8 +18,12 @@ const MAX_CONNECTIONS: u32 = 256;
 pub type Con = ConnectionManager;
 
 /// One connection per buyer (bounded), each with the workload's timeouts.
-pub async fn connections(addr: SocketAddr, w: &Workload) -> Result<Vec<Con>, StrategyError> {
-    let client = redis::Client::open(format!("redis://{addr}/"))?;
+pub async fn connections(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    w: &Workload,
+) -> Result<Vec<Con>, StrategyError> {
+    let client = crate::cluster::redis::client(addr, auth)?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(w.load.timeout))
         .set_response_timeout(Some(w.load.timeout))
@@ -67,12 +72,29 @@ pub fn classify(e: &redis::RedisError) -> ErrorKind {
 /// names, re-resolved after an error (a failover shows up as READONLY or a lost connection).
 pub struct RedisTarget {
     current: std::sync::RwLock<std::sync::Arc<Current>>,
-    sentinels: Vec<SocketAddr>,
-    /// The name the sentinels monitor the master under.
-    master_name: String,
+    /// None (no addresses) for a fixed server.
+    sentinels: Sentinels,
+    /// Credentials of the Redis servers.
+    auth: Option<Auth>,
     w: Workload,
     /// One re-resolution at a time; the others see the new generation and skip theirs.
     resolving: tokio::sync::Mutex<()>,
+}
+
+/// The sentinels that name the master, and how to ask them.
+#[derive(Default)]
+struct Sentinels {
+    addrs: Vec<SocketAddr>,
+    /// The name they monitor the master under.
+    master_name: String,
+    auth: Option<Auth>,
+}
+
+impl Sentinels {
+    async fn master(&self) -> Result<SocketAddr, String> {
+        crate::cluster::sentinel::current_master(&self.addrs, &self.master_name, self.auth.as_ref())
+            .await
+    }
 }
 
 struct Current {
@@ -83,35 +105,38 @@ struct Current {
 
 impl RedisTarget {
     /// Always the server at `addr`.
-    pub async fn fixed(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
-        Self::new(addr, Vec::new(), String::new(), w).await
-    }
-
-    /// The master that `sentinels` name `master_name`.
-    pub async fn via_sentinels(
-        sentinels: &[SocketAddr],
-        master_name: &str,
+    pub async fn fixed(
+        addr: SocketAddr,
+        auth: Option<&Auth>,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
-        let addr = crate::cluster::sentinel::current_master(sentinels, master_name)
-            .await
-            .map_err(|e| {
-                StrategyError::Redis(redis::RedisError::from((
-                    redis::ErrorKind::Io,
-                    "no master from Sentinel",
-                    e,
-                )))
-            })?;
-        Self::new(addr, sentinels.to_vec(), master_name.to_string(), w).await
+        Self::new(addr, Sentinels::default(), auth, w).await
+    }
+
+    /// The master that the sentinels of `ep` name (`ep.sentinel_master()`).
+    pub async fn via_sentinels(ep: &Endpoints, w: &Workload) -> Result<Self, StrategyError> {
+        let sentinels = Sentinels {
+            addrs: ep.sentinels.clone(),
+            master_name: ep.sentinel_master().to_string(),
+            auth: ep.sentinel_auth.clone(),
+        };
+        let addr = sentinels.master().await.map_err(|e| {
+            StrategyError::Redis(redis::RedisError::from((
+                redis::ErrorKind::Io,
+                "no master from Sentinel",
+                e,
+            )))
+        })?;
+        Self::new(addr, sentinels, ep.redis_auth.as_ref(), w).await
     }
 
     async fn new(
         addr: SocketAddr,
-        sentinels: Vec<SocketAddr>,
-        master_name: String,
+        sentinels: Sentinels,
+        auth: Option<&Auth>,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
-        let cons = connections(addr, w).await?;
+        let cons = connections(addr, auth, w).await?;
         Ok(Self {
             current: std::sync::RwLock::new(std::sync::Arc::new(Current {
                 addr,
@@ -119,7 +144,7 @@ impl RedisTarget {
                 generation: 0,
             })),
             sentinels,
-            master_name,
+            auth: auth.cloned(),
             w: w.clone(),
             resolving: tokio::sync::Mutex::new(()),
         })
@@ -137,7 +162,7 @@ impl RedisTarget {
     /// Reports a failed call made on `generation`: with Sentinel, ask for the master again and
     /// reconnect (bounded by the workload's timeouts). A fixed target ignores it.
     pub async fn failed(&self, generation: u64) {
-        if self.sentinels.is_empty() {
+        if self.sentinels.addrs.is_empty() {
             return;
         }
         let _one = self.resolving.lock().await;
@@ -145,12 +170,10 @@ impl RedisTarget {
         if old.generation != generation {
             return; // someone already moved on
         }
-        let Ok(addr) =
-            crate::cluster::sentinel::current_master(&self.sentinels, &self.master_name).await
-        else {
+        let Ok(addr) = self.sentinels.master().await else {
             return;
         };
-        if let Ok(cons) = connections(addr, &self.w).await {
+        if let Ok(cons) = connections(addr, self.auth.as_ref(), &self.w).await {
             tracing::info!(from = %old.addr, to = %addr, "redis-sentinel: reconnected to the master");
             *self.current.write().expect("never poisoned") = std::sync::Arc::new(Current {
                 addr,

@@ -30,11 +30,12 @@ impl LuaDecr {
     /// Connects to the Redis at `addr`; keys start with `prefix`.
     pub async fn connect(
         addr: SocketAddr,
+        auth: Option<&crate::cluster::Auth>,
         prefix: &Prefix,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
         Ok(Self {
-            cons: connections(addr, w).await?,
+            cons: connections(addr, auth, w).await?,
             script: redis::Script::new(DECREMENT),
             timeout: w.load.timeout,
             prefix: prefix.clone(),

@@ -38,9 +38,13 @@ pub struct Reentrant {
 
 impl Reentrant {
     /// Connects to the Redis at `addr`.
-    pub async fn connect(addr: SocketAddr, w: &Workload) -> Result<Self, StrategyError> {
+    pub async fn connect(
+        addr: SocketAddr,
+        auth: Option<&crate::cluster::Auth>,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
         Ok(Self {
-            cons: connections(addr, w).await?,
+            cons: connections(addr, auth, w).await?,
             acquire: redis::Script::new(ACQUIRE),
             release: redis::Script::new(RELEASE),
             ttl_ms: w.lock.ttl.as_millis() as u64,

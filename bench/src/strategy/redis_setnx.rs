@@ -80,11 +80,12 @@ impl SetNx {
     /// Connects to the Redis at `addr` (one connection per buyer, up to a bound).
     pub async fn connect(
         addr: SocketAddr,
+        auth: Option<&crate::cluster::Auth>,
         prefix: &Prefix,
         w: &Workload,
         flavor: Flavor,
     ) -> Result<Self, StrategyError> {
-        Self::on(RedisTarget::fixed(addr, w).await?, prefix, w, flavor)
+        Self::on(RedisTarget::fixed(addr, auth, w).await?, prefix, w, flavor)
     }
 
     /// The lock on whatever `target` points at (e.g. the master Sentinel names).

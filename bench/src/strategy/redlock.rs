@@ -66,8 +66,13 @@ where
 impl Redlock {
     /// Connects to every node; a minority of unreachable nodes is tolerated (that is the point
     /// of Redlock), a majority is an error.
-    pub async fn connect(addrs: &[SocketAddr], w: &Workload) -> Result<Self, StrategyError> {
-        let attempts = futures::future::join_all(addrs.iter().map(|a| connections(*a, w))).await;
+    pub async fn connect(
+        addrs: &[SocketAddr],
+        auth: Option<&crate::cluster::Auth>,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
+        let attempts =
+            futures::future::join_all(addrs.iter().map(|a| connections(*a, auth, w))).await;
         let mut nodes = Vec::with_capacity(addrs.len());
         let mut last_err = None;
         for (addr, r) in addrs.iter().zip(attempts) {
