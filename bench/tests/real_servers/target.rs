@@ -7,13 +7,15 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use lockbench::cluster::Provisioner;
+use lockbench::cluster::{Auth, Provisioner};
 use lockbench::report::Summary;
 
 use super::{Serve, assert_rejected, consensus_servers_available, lockbench, workload_file};
 
 const PREFIX: &str = "lbtest";
 const PASSWORD_ENV: &str = "LOCKBENCH_TEST_TARGET_PASSWORD";
+const REDIS_PASSWORD_ENV: &str = "LOCKBENCH_TEST_REDIS_PASSWORD";
+const ETCD_PASSWORD_ENV: &str = "LOCKBENCH_TEST_ETCD_PASSWORD";
 
 /// Contention on 2 SKUs × 30 units; `none` oversells it, the locks must not.
 const WORKLOAD: &str = "[inventory]\nskus = 2\nstock = 30\n\
@@ -29,6 +31,8 @@ struct Fixture {
     mysql: serde_json::Value,
     zookeeper: Vec<SocketAddr>,
     etcd: Vec<SocketAddr>,
+    /// Logins once [`Fixture::require_logins`] turned them on: (Redis, etcd).
+    logins: Option<(Auth, Auth)>,
 }
 
 /// Local servers, and a target file naming them (password only in the environment).
@@ -82,13 +86,18 @@ fn fixture(dir: &Path) -> Fixture {
         mysql,
         zookeeper,
         etcd,
+        logins: None,
     }
 }
 
 impl Fixture {
-    /// `lockbench <subcommand> --target <file> <args>`, the password in the environment.
+    /// `lockbench <subcommand> --target <file> <args>`, the passwords in the environment.
     fn cmd(&self, args: &[&str]) -> std::process::Command {
         let mut c = lockbench();
+        if let Some((r, e)) = &self.logins {
+            c.env(REDIS_PASSWORD_ENV, &r.password)
+                .env(ETCD_PASSWORD_ENV, &e.password);
+        }
         c.env(PASSWORD_ENV, &self.password)
             .arg(args[0])
             .arg("--target")
@@ -98,13 +107,60 @@ impl Fixture {
     }
 
     fn redis_cmd(&self, args: &[&str]) -> redis::Value {
-        let client = redis::Client::open(format!("redis://{}/", self.redis)).unwrap();
+        let auth = self.logins.as_ref().map(|(r, _)| r);
+        let client = lockbench::cluster::redis::client(self.redis, auth).unwrap();
         let mut con = client.get_connection().unwrap();
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {
             cmd.arg(*a);
         }
         cmd.query(&mut con).unwrap()
+    }
+
+    /// Turns logins on: an ACL user `bench` on Redis with the `default` user off, etcd auth
+    /// with its `root` user; the target file names the users and the password variables.
+    async fn require_logins(&mut self) {
+        let redis = Auth {
+            username: Some("bench".into()),
+            password: uuid::Uuid::new_v4().simple().to_string(),
+        };
+        let etcd = Auth {
+            username: Some("root".into()),
+            password: uuid::Uuid::new_v4().simple().to_string(),
+        };
+        self.redis_cmd(&[
+            "ACL",
+            "SETUSER",
+            "bench",
+            "on",
+            &format!(">{}", redis.password),
+            "~*",
+            "&*",
+            "+@all",
+        ]);
+        self.redis_cmd(&["ACL", "SETUSER", "default", "off"]);
+        let mut c = etcd_client::Client::connect([format!("http://{}", self.etcd[0])], None)
+            .await
+            .unwrap();
+        c.user_add("root", etcd.password.clone(), None)
+            .await
+            .unwrap();
+        c.user_grant_role("root", "root").await.unwrap();
+        c.auth_enable().await.unwrap();
+        let text = std::fs::read_to_string(&self.target).unwrap();
+        let text = text
+            .replace(
+                "[redis]\n",
+                &format!(
+                    "[redis]\nusername = \"bench\"\npassword_env = \"{REDIS_PASSWORD_ENV}\"\n"
+                ),
+            )
+            .replace(
+                "[etcd]\n",
+                &format!("[etcd]\nusername = \"root\"\npassword_env = \"{ETCD_PASSWORD_ENV}\"\n"),
+            );
+        std::fs::write(&self.target, text).unwrap();
+        self.logins = Some((redis, etcd));
     }
 
     /// Every name under the prefix on every server, after a run.
@@ -145,9 +201,12 @@ impl Fixture {
         {
             found.push(format!("zookeeper /{PREFIX}"));
         }
-        let mut etcd = etcd_client::Client::connect([format!("http://{}", self.etcd[0])], None)
-            .await
-            .unwrap();
+        let auth = self.logins.as_ref().map(|(_, e)| e);
+        let opts = lockbench::cluster::etcd::options(auth);
+        let mut etcd =
+            etcd_client::Client::connect([format!("http://{}", self.etcd[0])], Some(opts))
+                .await
+                .unwrap();
         let r = etcd
             .get(
                 format!("{PREFIX}:"),
@@ -253,6 +312,75 @@ async fn a_comparison_on_an_external_target_measures_it_and_leaves_it_as_it_was(
     assert!(
         !text.contains(&fx.password),
         "the password was written into the results"
+    );
+    fx.serve.stop();
+}
+
+/// Servers that ask for logins: a Redis ACL user (the `default` user switched off) and etcd
+/// with auth on. The users and password variables are named in the target file; the runs are
+/// safe, clean up through the same logins, and no password reaches the results. A wrong
+/// password is refused by the server and reported, exit 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut fx = fixture(dir.path());
+    fx.require_logins().await;
+    let w = workload_file(dir.path(), WORKLOAD);
+    let out = dir.path().join("out");
+    let res = fx
+        .cmd(&[
+            "compare",
+            "--json",
+            "--strategies",
+            "redis-setnx,redis-lua-decr,etcd",
+        ])
+        .arg("--workload")
+        .arg(&w)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{err}");
+    let all: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
+    assert_eq!(all.len(), 3, "{err}");
+    for s in &all {
+        assert!(s.safe && s.audit.sold > 0, "{}: {:?}", s.strategy, s.audit);
+        assert!(
+            s.servers
+                .iter()
+                .all(|n| !n.version.starts_with("unreachable")),
+            "{}: {:?}",
+            s.strategy,
+            s.servers
+        );
+    }
+    assert_eq!(fx.leftovers().await, Vec::<String>::new());
+    let text = all_text(&out);
+    let (redis, etcd) = fx.logins.clone().unwrap();
+    for pw in [&redis.password, &etcd.password, &fx.password] {
+        assert!(
+            !text.contains(pw.as_str()),
+            "a password was written into the results"
+        );
+    }
+    let res = fx
+        .cmd(&["run", "-s", "redis-lua-decr", "--workload"])
+        .arg(&w)
+        .env(REDIS_PASSWORD_ENV, "wrong")
+        .arg("--out")
+        .arg(dir.path().join("wrong"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(2), "{err}");
+    let redis_addr = format!("redis {}", fx.redis);
+    assert!(
+        err.contains(&redis_addr) && err.contains("authentication failed"),
+        "{err}"
     );
     fx.serve.stop();
 }
