@@ -296,6 +296,18 @@ pub struct Auth {
     pub password: String,
 }
 
+impl Auth {
+    /// `user:password`, ZooKeeper's digest scheme credentials.
+    pub fn digest(&self) -> Vec<u8> {
+        format!(
+            "{}:{}",
+            self.username.as_deref().unwrap_or_default(),
+            self.password
+        )
+        .into_bytes()
+    }
+}
+
 impl MysqlEndpoint {
     /// How to connect over TCP as this user (no TLS: the servers are private).
     pub fn connect_options(&self) -> sqlx::mysql::MySqlConnectOptions {
@@ -340,6 +352,9 @@ pub struct Endpoints {
     /// Credentials of the etcd cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_auth: Option<Auth>,
+    /// Digest-scheme credentials of the ZooKeeper ensemble.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zookeeper_auth: Option<Auth>,
 }
 
 impl Endpoints {
@@ -910,6 +925,9 @@ pub struct EndpointsFile {
     /// The etcd password, if the cluster needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub etcd_password: Option<String>,
+    /// The ZooKeeper password, if the ensemble needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zookeeper_password: Option<String>,
     /// The nodes serving them.
     pub nodes: Vec<NodeInfo>,
 }
@@ -923,6 +941,7 @@ impl EndpointsFile {
             redis_password: pw(&endpoints.redis_auth),
             sentinel_password: pw(&endpoints.sentinel_auth),
             etcd_password: pw(&endpoints.etcd_auth),
+            zookeeper_password: pw(&endpoints.zookeeper_auth),
             endpoints,
             nodes,
         }
@@ -945,6 +964,7 @@ impl EndpointsFile {
             (&mut ep.redis_auth, &file.redis_password),
             (&mut ep.sentinel_auth, &file.sentinel_password),
             (&mut ep.etcd_auth, &file.etcd_password),
+            (&mut ep.zookeeper_auth, &file.zookeeper_password),
         ] {
             if let (Some(a), Some(pw)) = (auth.as_mut(), pw) {
                 a.password = pw.clone();

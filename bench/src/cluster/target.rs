@@ -40,7 +40,7 @@ struct RawTarget {
     mysql: Option<RawMysql>,
     redis: Option<RawAuthNodes>,
     sentinel: Option<RawSentinel>,
-    zookeeper: Option<RawNodes>,
+    zookeeper: Option<RawAuthNodes>,
     etcd: Option<RawAuthNodes>,
 }
 
@@ -51,13 +51,7 @@ struct RawMysql {
     password_env: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawNodes {
-    nodes: Vec<String>,
-}
-
-/// Nodes of a service that may ask for a login.
+/// Nodes of a service, and a login if it asks for one.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAuthNodes {
@@ -180,6 +174,7 @@ impl Target {
         }
         if let Some(z) = &raw.zookeeper {
             ep.zookeeper = addrs("zookeeper.nodes", &z.nodes)?;
+            ep.zookeeper_auth = auth("zookeeper", &z.username, &z.password_env)?;
         }
         if let Some(e) = &raw.etcd {
             let plain: Vec<String> = e
@@ -189,11 +184,14 @@ impl Target {
                 .collect();
             ep.etcd = addrs("etcd.nodes", &plain)?;
             ep.etcd_auth = auth("etcd", &e.username, &e.password_env)?;
-            if ep.etcd_auth.as_ref().is_some_and(|a| a.username.is_none()) {
+        }
+        // etcd and ZooKeeper's digest scheme have no default user.
+        for (table, a) in [("etcd", &ep.etcd_auth), ("zookeeper", &ep.zookeeper_auth)] {
+            if a.as_ref().is_some_and(|a| a.username.is_none()) {
                 return Err(bad(
-                    "etcd.username",
+                    &format!("{table}.username"),
                     "missing",
-                    "the etcd user that `password_env`'s password belongs to",
+                    "the user that `password_env`'s password belongs to",
                 ));
             }
         }
@@ -248,6 +246,7 @@ impl Target {
                 return Err(missing("[zookeeper]", "a ZooKeeper ensemble"));
             }
             out.zookeeper = ep.zookeeper.clone();
+            out.zookeeper_auth = ep.zookeeper_auth.clone();
         }
         if needs.etcd {
             if ep.etcd.is_empty() {
@@ -348,18 +347,22 @@ async fn redis_keys(
     Ok(keys)
 }
 
-async fn zk_client(addrs: &[SocketAddr]) -> Result<zookeeper_client::Client, String> {
+async fn zk_client(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+) -> Result<zookeeper_client::Client, String> {
     let connect = addrs
         .iter()
         .map(|a| a.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    zookeeper_client::Client::connector()
+    let mut connector = zookeeper_client::Client::connector()
         .with_session_timeout(Duration::from_secs(10))
-        .with_connection_timeout(CALL_TIMEOUT)
-        .connect(&connect)
-        .await
-        .map_err(|e| e.to_string())
+        .with_connection_timeout(CALL_TIMEOUT);
+    if let Some(a) = auth {
+        connector = connector.with_auth("digest", &a.digest());
+    }
+    connector.connect(&connect).await.map_err(|e| e.to_string())
 }
 
 async fn etcd_client(
@@ -463,9 +466,12 @@ pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
     }
     if !ep.zookeeper.is_empty() {
         let err = |e| target_err("zookeeper", e);
-        let zk = bounded("connect", zk_client(&ep.zookeeper))
-            .await
-            .map_err(err)?;
+        let zk = bounded(
+            "connect",
+            zk_client(&ep.zookeeper, ep.zookeeper_auth.as_ref()),
+        )
+        .await
+        .map_err(err)?;
         let root = p.zk_root();
         let work = async {
             match zk.get_data(&root).await {
@@ -573,7 +579,7 @@ pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
     }
     if !ep.zookeeper.is_empty() {
         let wipe = async {
-            let zk = zk_client(&ep.zookeeper).await?;
+            let zk = zk_client(&ep.zookeeper, ep.zookeeper_auth.as_ref()).await?;
             zk_delete_tree(&zk, &p.zk_root()).await
         };
         if let Err(e) = bounded("delete nodes", wipe).await {
@@ -746,7 +752,8 @@ mod tests {
             "[mysql]\ndsn = \"mysql://bench@127.0.0.1:3306/shop\"\n\
              [redis]\nnodes = [\"127.0.0.1:6379\"]\nusername = \"bench\"\npassword_env = \"PW\"\n\
              [sentinel]\nnodes = [\"127.0.0.1:26379\"]\npassword_env = \"PW\"\n\
-             [etcd]\nnodes = [\"127.0.0.1:2379\"]\nusername = \"root\"\npassword_env = \"PW\"\n",
+             [etcd]\nnodes = [\"127.0.0.1:2379\"]\nusername = \"root\"\npassword_env = \"PW\"\n\
+             [zookeeper]\nnodes = [\"127.0.0.1:2181\"]\nusername = \"zk\"\npassword_env = \"PW\"\n",
         )
         .unwrap();
         let ep = &t.endpoints;
@@ -760,6 +767,7 @@ mod tests {
             login(&ep.etcd_auth),
             Some((Some("root".into()), "secret".into()))
         );
+        assert_eq!(ep.zookeeper_auth.as_ref().unwrap().digest(), b"zk:secret");
         // The sentinel strategy also gets the Redis login: the master is a Redis server.
         let s = t
             .endpoints_for(
@@ -788,6 +796,10 @@ mod tests {
             (
                 "[etcd]\nnodes = [\"127.0.0.1:1\"]\npassword_env = \"PW\"\n",
                 "t.toml: etcd.username: missing",
+            ),
+            (
+                "[zookeeper]\nnodes = [\"127.0.0.1:1\"]\npassword_env = \"PW\"\n",
+                "t.toml: zookeeper.username: missing",
             ),
         ] {
             let e = parse(text).unwrap_err();

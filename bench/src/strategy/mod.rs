@@ -616,7 +616,8 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             let store = mysql().await?;
             let addrs = cluster(&ep.zookeeper, "ZooKeeper")?;
             let lock = Locked::new(
-                zookeeper::ZkLock::connect(&addrs, &ep.prefix, w).await?,
+                zookeeper::ZkLock::connect(&addrs, ep.zookeeper_auth.as_ref(), &ep.prefix, w)
+                    .await?,
                 store.clone(),
                 w,
             );

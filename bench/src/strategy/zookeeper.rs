@@ -45,6 +45,8 @@ struct Held {
 pub struct ZkLock {
     /// `host:port,host:port,…` of the ensemble.
     connect: String,
+    /// `user:password` for the digest scheme, when the ensemble asks for a login.
+    digest: Option<Vec<u8>>,
     /// Requested session timeout: `lock.ttl`; the servers clamp it to 2–20 ticks (0.4–4 s).
     session_timeout: Duration,
     /// One session per buyer up to [`MAX_SESSIONS`]; `None` after a session was retired.
@@ -81,6 +83,7 @@ impl ZkLock {
     /// Lock nodes live under `/<prefix>/locks`.
     pub async fn connect(
         addrs: &[SocketAddr],
+        auth: Option<&crate::cluster::Auth>,
         prefix: &Prefix,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
@@ -92,6 +95,7 @@ impl ZkLock {
         let n = w.load.clients.clamp(1, MAX_SESSIONS);
         let mut lock = Self {
             connect,
+            digest: auth.map(crate::cluster::Auth::digest),
             session_timeout: w.lock.ttl,
             sessions: Vec::new(),
             acquire_timeout: w.lock.acquire_timeout,
@@ -117,9 +121,13 @@ impl ZkLock {
     }
 
     fn connector(&self) -> zookeeper_client::Connector {
-        Client::connector()
+        let c = Client::connector()
             .with_session_timeout(self.session_timeout)
-            .with_connection_timeout(self.timeout)
+            .with_connection_timeout(self.timeout);
+        match &self.digest {
+            Some(d) => c.with_auth("digest", d),
+            None => c,
+        }
     }
 
     /// A new session, bounded by `load.timeout`.

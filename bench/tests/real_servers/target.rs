@@ -16,6 +16,7 @@ const PREFIX: &str = "lbtest";
 const PASSWORD_ENV: &str = "LOCKBENCH_TEST_TARGET_PASSWORD";
 const REDIS_PASSWORD_ENV: &str = "LOCKBENCH_TEST_REDIS_PASSWORD";
 const ETCD_PASSWORD_ENV: &str = "LOCKBENCH_TEST_ETCD_PASSWORD";
+const ZK_PASSWORD_ENV: &str = "LOCKBENCH_TEST_ZK_PASSWORD";
 
 /// Contention on 2 SKUs × 30 units; `none` oversells it, the locks must not.
 const WORKLOAD: &str = "[inventory]\nskus = 2\nstock = 30\n\
@@ -31,8 +32,8 @@ struct Fixture {
     mysql: serde_json::Value,
     zookeeper: Vec<SocketAddr>,
     etcd: Vec<SocketAddr>,
-    /// Logins once [`Fixture::require_logins`] turned them on: (Redis, etcd).
-    logins: Option<(Auth, Auth)>,
+    /// Logins once [`Fixture::require_logins`] turned them on: (Redis, etcd, ZooKeeper).
+    logins: Option<(Auth, Auth, Auth)>,
 }
 
 /// Local servers, and a target file naming them (password only in the environment).
@@ -94,9 +95,10 @@ impl Fixture {
     /// `lockbench <subcommand> --target <file> <args>`, the passwords in the environment.
     fn cmd(&self, args: &[&str]) -> std::process::Command {
         let mut c = lockbench();
-        if let Some((r, e)) = &self.logins {
+        if let Some((r, e, z)) = &self.logins {
             c.env(REDIS_PASSWORD_ENV, &r.password)
-                .env(ETCD_PASSWORD_ENV, &e.password);
+                .env(ETCD_PASSWORD_ENV, &e.password)
+                .env(ZK_PASSWORD_ENV, &z.password);
         }
         c.env(PASSWORD_ENV, &self.password)
             .arg(args[0])
@@ -107,7 +109,7 @@ impl Fixture {
     }
 
     fn redis_cmd(&self, args: &[&str]) -> redis::Value {
-        let auth = self.logins.as_ref().map(|(r, _)| r);
+        let auth = self.logins.as_ref().map(|(r, _, _)| r);
         let client = lockbench::cluster::redis::client(self.redis, auth).unwrap();
         let mut con = client.get_connection().unwrap();
         let mut cmd = redis::cmd(args[0]);
@@ -147,6 +149,32 @@ impl Fixture {
             .unwrap();
         c.user_grant_role("root", "root").await.unwrap();
         c.auth_enable().await.unwrap();
+        let zk = Auth {
+            username: Some("zk".into()),
+            password: uuid::Uuid::new_v4().simple().to_string(),
+        };
+        // Only the digest user may create under the root from now on.
+        let c = zookeeper_client::Client::connector()
+            .with_auth("digest", &zk.digest())
+            .connect(&self.zookeeper[0].to_string())
+            .await
+            .unwrap();
+        c.set_acl("/", &zookeeper_client::Acls::creator_all(), None)
+            .await
+            .unwrap();
+        let anonymous = zookeeper_client::Client::connector()
+            .connect(&self.zookeeper[0].to_string())
+            .await
+            .unwrap();
+        let denied = anonymous
+            .create(
+                "/anonymous",
+                b"",
+                &zookeeper_client::CreateMode::Persistent
+                    .with_acls(zookeeper_client::Acls::anyone_all()),
+            )
+            .await;
+        assert!(denied.is_err(), "the ACL must keep anonymous clients out");
         let text = std::fs::read_to_string(&self.target).unwrap();
         let text = text
             .replace(
@@ -158,9 +186,13 @@ impl Fixture {
             .replace(
                 "[etcd]\n",
                 &format!("[etcd]\nusername = \"root\"\npassword_env = \"{ETCD_PASSWORD_ENV}\"\n"),
+            )
+            .replace(
+                "[zookeeper]\n",
+                &format!("[zookeeper]\nusername = \"zk\"\npassword_env = \"{ZK_PASSWORD_ENV}\"\n"),
             );
         std::fs::write(&self.target, text).unwrap();
-        self.logins = Some((redis, etcd));
+        self.logins = Some((redis, etcd, zk));
     }
 
     /// Every name under the prefix on every server, after a run.
@@ -189,10 +221,11 @@ impl Fixture {
         .unwrap();
         found.extend(tables.into_iter().map(|t| format!("mysql table {t}")));
         let _ = con.close().await;
-        let zk = zookeeper_client::Client::connector()
-            .connect(&self.zookeeper[0].to_string())
-            .await
-            .unwrap();
+        let mut zk = zookeeper_client::Client::connector();
+        if let Some((_, _, z)) = &self.logins {
+            zk = zk.with_auth("digest", &z.digest());
+        }
+        let zk = zk.connect(&self.zookeeper[0].to_string()).await.unwrap();
         if zk
             .check_stat(&format!("/{PREFIX}"))
             .await
@@ -201,7 +234,7 @@ impl Fixture {
         {
             found.push(format!("zookeeper /{PREFIX}"));
         }
-        let auth = self.logins.as_ref().map(|(_, e)| e);
+        let auth = self.logins.as_ref().map(|(_, e, _)| e);
         let opts = lockbench::cluster::etcd::options(auth);
         let mut etcd =
             etcd_client::Client::connect([format!("http://{}", self.etcd[0])], Some(opts))
@@ -335,7 +368,7 @@ async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
             "compare",
             "--json",
             "--strategies",
-            "redis-setnx,redis-lua-decr,etcd",
+            "redis-setnx,redis-lua-decr,etcd,zookeeper",
         ])
         .arg("--workload")
         .arg(&w)
@@ -346,7 +379,7 @@ async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
     let err = String::from_utf8_lossy(&res.stderr);
     assert!(res.status.success(), "{err}");
     let all: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
-    assert_eq!(all.len(), 3, "{err}");
+    assert_eq!(all.len(), 4, "{err}");
     for s in &all {
         assert!(s.safe && s.audit.sold > 0, "{}: {:?}", s.strategy, s.audit);
         assert!(
@@ -360,8 +393,8 @@ async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
     }
     assert_eq!(fx.leftovers().await, Vec::<String>::new());
     let text = all_text(&out);
-    let (redis, etcd) = fx.logins.clone().unwrap();
-    for pw in [&redis.password, &etcd.password, &fx.password] {
+    let (redis, etcd, zk) = fx.logins.clone().unwrap();
+    for pw in [&redis.password, &etcd.password, &zk.password, &fx.password] {
         assert!(
             !text.contains(pw.as_str()),
             "a password was written into the results"
