@@ -246,10 +246,16 @@ pub struct DockerNetwork {
 impl DockerNetwork {
     /// Creates a bridge network with an explicit subnet (so container addresses can be
     /// pinned): the daemon picks a free subnet from its pool for a probe network, which is
-    /// then recreated with that subnet spelled out.
+    /// then recreated with that subnet spelled out. Another run may take the subnet in
+    /// between; then it probes again.
     async fn create(docker: &Docker) -> Result<Self, ClusterError> {
         let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_string();
         let name = format!("lockbench-{run}");
+        let mut guard = Self {
+            name: name.clone(),
+            run: run.clone(),
+            gateway: Ipv4Addr::UNSPECIFIED,
+        };
         let request = |ipam: Option<Ipam>| NetworkCreateRequest {
             name: name.clone(),
             driver: Some("bridge".into()),
@@ -257,52 +263,62 @@ impl DockerNetwork {
             labels: Some(labels(&run)),
             ..Default::default()
         };
-        api("create network", docker.create_network(request(None))).await?;
-        let mut guard = Self {
-            name: name.clone(),
-            run: run.clone(),
-            gateway: Ipv4Addr::UNSPECIFIED,
-        };
-        let inspect = api(
-            "inspect network",
-            docker.inspect_network(
-                &guard.name,
-                None::<bollard::query_parameters::InspectNetworkOptions>,
-            ),
-        )
-        .await?;
-        let config = inspect
-            .ipam
-            .and_then(|i| i.config)
-            .and_then(|c| {
-                c.into_iter()
-                    .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')))
-            })
-            .ok_or_else(|| docker_error("inspect network", "the daemon gave it no IPv4 subnet"))?;
-        guard.gateway = config
-            .gateway
-            .as_deref()
-            .and_then(|g| g.parse().ok())
-            .ok_or_else(|| docker_error("inspect network", "the daemon gave it no IPv4 gateway"))?;
-        api("remove probe network", docker.remove_network(&guard.name)).await?;
-        let ipam = Ipam {
-            config: Some(vec![IpamConfig {
-                subnet: config.subnet,
-                gateway: config.gateway,
+        let mut tries = 0;
+        loop {
+            api("create network", docker.create_network(request(None))).await?;
+            let inspect = api(
+                "inspect network",
+                docker.inspect_network(
+                    &name,
+                    None::<bollard::query_parameters::InspectNetworkOptions>,
+                ),
+            )
+            .await?;
+            let config = inspect
+                .ipam
+                .and_then(|i| i.config)
+                .and_then(|c| {
+                    c.into_iter()
+                        .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')))
+                })
+                .ok_or_else(|| {
+                    docker_error("inspect network", "the daemon gave it no IPv4 subnet")
+                })?;
+            guard.gateway = config
+                .gateway
+                .as_deref()
+                .and_then(|g| g.parse().ok())
+                .ok_or_else(|| {
+                    docker_error("inspect network", "the daemon gave it no IPv4 gateway")
+                })?;
+            api("remove probe network", docker.remove_network(&name)).await?;
+            let ipam = Ipam {
+                config: Some(vec![IpamConfig {
+                    subnet: config.subnet,
+                    gateway: config.gateway,
+                    ..Default::default()
+                }]),
                 ..Default::default()
-            }]),
-            ..Default::default()
-        };
-        api("create network", docker.create_network(request(Some(ipam)))).await?;
-        Ok(guard)
+            };
+            match api("create network", docker.create_network(request(Some(ipam)))).await {
+                Ok(_) => return Ok(guard),
+                Err(e) if tries < 5 => {
+                    tracing::debug!("subnet taken meanwhile, probing again: {e}");
+                    tries += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 
 impl Drop for DockerNetwork {
     fn drop(&mut self) {
         // On a thread of its own with a fresh client: drop runs in any runtime context, and
-        // the run's client belongs to the run's runtime.
-        let name = self.name.clone();
+        // the run's client belongs to the run's runtime. Containers of the run that no guard
+        // owns (created by a start that failed or was cancelled half-way) go first: a network
+        // with endpoints cannot be removed.
+        let (name, run) = (self.name.clone(), self.run.clone());
         let removed = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -310,6 +326,20 @@ impl Drop for DockerNetwork {
                 .map_err(|e| e.to_string())?;
             rt.block_on(async {
                 let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
+                let filters =
+                    HashMap::from([("label".to_string(), vec![format!("lockbench.run={run}")])]);
+                let opts = ListContainersOptionsBuilder::new()
+                    .all(true)
+                    .filters(&filters)
+                    .build();
+                let strays = api("list containers", docker.list_containers(Some(opts)))
+                    .await
+                    .unwrap_or_default();
+                for c in strays {
+                    let id = c.id.unwrap_or_default();
+                    let rm = RemoveContainerOptionsBuilder::new().force(true).build();
+                    let _ = api("remove", docker.remove_container(&id, Some(rm))).await;
+                }
                 api("remove network", docker.remove_network(&name))
                     .await
                     .map_err(|e| e.to_string())
@@ -318,7 +348,7 @@ impl Drop for DockerNetwork {
         .join();
         match removed {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(network = %self.name, run = %self.run, "{e}"),
+            Ok(Err(e)) => tracing::warn!(network = %self.name, "{e}"),
             Err(_) => tracing::warn!(network = %self.name, "removing the network panicked"),
         }
     }
@@ -326,7 +356,9 @@ impl Drop for DockerNetwork {
 
 /// One server's container. Dropping it force-removes the container (testcontainers).
 pub struct Container {
-    inner: ContainerAsync<GenericImage>,
+    /// Always `Some` until dropped.
+    inner: Option<ContainerAsync<GenericImage>>,
+    id: String,
     docker: Docker,
     network: String,
     ip: Ipv4Addr,
@@ -334,12 +366,34 @@ pub struct Container {
     log: PathBuf,
     pid: u32,
     paused: bool,
+    /// Off the network (a partition fault).
+    disconnected: bool,
+}
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        // testcontainers removes the container in its own drop, which needs a tokio runtime;
+        // outside one, give it one on a thread of its own.
+        if tokio::runtime::Handle::try_current().is_err()
+            && let Some(inner) = self.inner.take()
+        {
+            let _ = std::thread::spawn(move || {
+                if let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    rt.block_on(async move { drop(inner) });
+                }
+            })
+            .join();
+        }
+    }
 }
 
 impl std::fmt::Debug for Container {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Container")
-            .field("id", &self.inner.id())
+            .field("id", &self.id)
             .field("image", &self.image)
             .field("ip", &self.ip)
             .finish()
@@ -349,7 +403,7 @@ impl std::fmt::Debug for Container {
 impl Container {
     /// Container id.
     pub fn id(&self) -> &str {
-        self.inner.id()
+        &self.id
     }
 
     /// For results.
@@ -401,12 +455,21 @@ impl Container {
         Ok(())
     }
 
-    /// Starts a killed container again with its address pinned, on the data it left.
-    pub async fn restart(&mut self) -> Result<(), ClusterError> {
-        self.pin_address().await?;
+    /// Starts a killed container again at its first address, on the data it left. Returns
+    /// whether clients can reach it: not while a partition keeps it off the network.
+    pub async fn restart(&mut self) -> Result<bool, ClusterError> {
+        // Reconnected with the address pinned, so that it keeps it when it starts (a plain
+        // start may hand out another); a partitioned one goes off the network again after.
+        if !self.disconnected {
+            self.detach().await?;
+        }
+        self.attach().await?;
         api("start", self.docker.start_container(self.id(), None)).await?;
         self.follow_logs();
-        Ok(())
+        if self.disconnected {
+            self.detach().await?;
+        }
+        Ok(!self.disconnected)
     }
 
     /// Freezes every process of the container (cgroup freezer).
@@ -426,8 +489,25 @@ impl Container {
     }
 
     /// Takes it off the run's network: it runs on, but nothing reaches it and it reaches
-    /// nothing.
+    /// nothing. Idempotent.
     pub async fn disconnect(&mut self) -> Result<(), ClusterError> {
+        if !self.disconnected {
+            self.detach().await?;
+            self.disconnected = true;
+        }
+        Ok(())
+    }
+
+    /// Puts it back on the network at its first address. Idempotent.
+    pub async fn reconnect(&mut self) -> Result<(), ClusterError> {
+        if self.disconnected {
+            self.attach().await?;
+            self.disconnected = false;
+        }
+        Ok(())
+    }
+
+    async fn detach(&self) -> Result<(), ClusterError> {
         let req = NetworkDisconnectRequest {
             container: self.id().to_string(),
             force: Some(true),
@@ -439,8 +519,7 @@ impl Container {
         .await
     }
 
-    /// Puts it back on the network at its first address.
-    pub async fn reconnect(&mut self) -> Result<(), ClusterError> {
+    async fn attach(&self) -> Result<(), ClusterError> {
         let req = NetworkConnectRequest {
             container: self.id().to_string(),
             endpoint_config: Some(EndpointSettings {
@@ -452,14 +531,6 @@ impl Container {
             }),
         };
         api("connect", self.docker.connect_network(&self.network, req)).await
-    }
-
-    /// Reconnects a stopped container with its address pinned, so that it keeps it when it
-    /// starts (a plain start may hand out another).
-    async fn pin_address(&mut self) -> Result<(), ClusterError> {
-        // Not connected (already disconnected by a partition) is fine.
-        let _ = self.disconnect().await;
-        self.reconnect().await
     }
 
     /// Appends the container's output from now on to its log file, until it stops.
@@ -609,7 +680,8 @@ impl Run<'_> {
             })?;
         let log = self.log_dir.join(format!("{}.log", spec.name));
         let c = Container {
-            inner,
+            id: inner.id().to_string(),
+            inner: Some(inner),
             docker,
             network: self.network.name.clone(),
             ip,
@@ -617,6 +689,7 @@ impl Run<'_> {
             log,
             pid,
             paused: false,
+            disconnected: false,
         };
         spawn_log_follower(c.docker.clone(), c.id().to_string(), c.log.clone(), 0);
         Ok((spec.name, c))

@@ -286,7 +286,7 @@ pub struct MysqlEndpoint {
 /// A user and password for a Redis (ACL user, or `requirepass` with no user), a Sentinel or an
 /// etcd cluster with auth enabled. The password never goes into results: `lockbench serve`'s
 /// endpoints file carries it beside the endpoints, as it does the MariaDB one.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Auth {
     /// User name; `None`: Redis's `default` user (etcd always needs one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -294,6 +294,16 @@ pub struct Auth {
     /// Never serialised.
     #[serde(skip_serializing, default)]
     pub password: String,
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Debug output ends up in logs and panic messages: never the password.
+        f.debug_struct("Auth")
+            .field("username", &self.username)
+            .field("password", &"<redacted>")
+            .finish()
+    }
 }
 
 impl Auth {
@@ -836,8 +846,12 @@ impl LocalCluster {
                 wait_ready(name, p, accepts).await
             }
             Server::Container(c) => {
-                c.restart().await?;
-                containers::wait_ready(name, vec![&*c], accepts).await
+                if c.restart().await? {
+                    containers::wait_ready(name, vec![&*c], accepts).await
+                } else {
+                    // Partitioned: nothing can reach it until the partition heals.
+                    Ok(())
+                }
             }
         }
     }
@@ -956,21 +970,27 @@ impl EndpointsFile {
             what: "parse endpoints file".into(),
             detail: format!("{e}; expected the endpoints.json written by `lockbench serve`"),
         })?;
-        let ep = &mut file.endpoints;
-        if let (Some(m), Some(pw)) = (ep.mysql.as_mut(), &file.mysql_password) {
+        file.restore_passwords();
+        Ok(file)
+    }
+
+    /// Puts the passwords carried beside the endpoints back into them (after deserialising:
+    /// the endpoints never serialise a password).
+    pub fn restore_passwords(&mut self) {
+        let ep = &mut self.endpoints;
+        if let (Some(m), Some(pw)) = (ep.mysql.as_mut(), &self.mysql_password) {
             m.password = pw.clone();
         }
         for (auth, pw) in [
-            (&mut ep.redis_auth, &file.redis_password),
-            (&mut ep.sentinel_auth, &file.sentinel_password),
-            (&mut ep.etcd_auth, &file.etcd_password),
-            (&mut ep.zookeeper_auth, &file.zookeeper_password),
+            (&mut ep.redis_auth, &self.redis_password),
+            (&mut ep.sentinel_auth, &self.sentinel_password),
+            (&mut ep.etcd_auth, &self.etcd_password),
+            (&mut ep.zookeeper_auth, &self.zookeeper_password),
         ] {
             if let (Some(a), Some(pw)) = (auth.as_mut(), pw) {
                 a.password = pw.clone();
             }
         }
-        Ok(file)
     }
 }
 

@@ -163,10 +163,9 @@ pub async fn worker_main() -> anyhow::Result<()> {
     };
     let w =
         Workload::parse("<coordinator>", &job.workload, &[]).map_err(|e| fail(e.to_string()))?;
-    let mut endpoints = job.endpoints.endpoints.clone();
-    if let (Some(m), Some(pw)) = (endpoints.mysql.as_mut(), job.endpoints.mysql_password) {
-        m.password = pw;
-    }
+    let mut file = job.endpoints;
+    file.restore_passwords();
+    let endpoints = file.endpoints;
     let built = crate::strategy::build(&job.strategy, &endpoints, &w)
         .await
         .map_err(|e| fail(e.to_string()))?;

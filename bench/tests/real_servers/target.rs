@@ -369,6 +369,9 @@ async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
             "--json",
             "--strategies",
             "redis-setnx,redis-lua-decr,etcd,zookeeper",
+            // The logins must reach worker processes too.
+            "--workers",
+            "2",
         ])
         .arg("--workload")
         .arg(&w)
