@@ -651,19 +651,14 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
          duration = \"3s\"\n[critical_section]\nhold = \"1ms\"\n[lock]\nnode_timeout = \"100ms\"\n",
     );
     let run = |name: &str| -> Summary {
-        let out = lockbench()
-            .args(["run", "--json", "--strategy", "redlock", "--workload"])
-            .arg(&w)
-            .arg("--endpoints")
-            .arg(&endpoints)
-            .arg("--out")
-            .arg(dir.path().join(name))
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = succeed(
+            lockbench()
+                .args(["run", "--json", "--strategy", "redlock", "--workload"])
+                .arg(&w)
+                .arg("--endpoints")
+                .arg(&endpoints)
+                .arg("--out")
+                .arg(dir.path().join(name)),
         );
         serde_json::from_slice::<Vec<Summary>>(&out.stdout)
             .unwrap()
@@ -981,6 +976,17 @@ fn lockbench() -> Command {
     c.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
         .env_remove("RUST_LOG");
     c
+}
+
+/// Runs `cmd`; a failure fails the test with its stderr.
+fn succeed(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 fn workload_file(dir: &Path, text: &str) -> PathBuf {

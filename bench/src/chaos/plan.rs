@@ -427,6 +427,19 @@ impl Validator<'_> {
         }
     }
 
+    /// An error for the first of `keys` that is set although this kind of fault takes none.
+    fn none_set(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        keys: &[(&str, bool)],
+        why: &str,
+    ) -> Result<(), ChaosError> {
+        match keys.iter().find(|(_, set)| *set) {
+            Some((k, _)) => Err(self.invalid(&field(k), "set", &format!("no value: {why}"))),
+            None => Ok(()),
+        }
+    }
+
     fn enumerated<T: for<'de> Deserialize<'de>>(
         &self,
         field: &str,
@@ -479,19 +492,15 @@ impl Validator<'_> {
         if kind == FaultKind::Command {
             return self.command_fault(at_field, f, at, duration);
         }
-        for (k, set) in [
-            ("run", f.run.is_some()),
-            ("heal", f.heal.is_some()),
-            ("timeout", f.timeout.is_some()),
-        ] {
-            if set {
-                return Err(self.invalid(
-                    &field(k),
-                    "set",
-                    "no value: only command faults take it",
-                ));
-            }
-        }
+        self.none_set(
+            &field,
+            &[
+                ("run", f.run.is_some()),
+                ("heal", f.heal.is_some()),
+                ("timeout", f.timeout.is_some()),
+            ],
+            "only command faults take it",
+        )?;
         let target = f
             .target
             .as_deref()
@@ -584,21 +593,17 @@ impl Validator<'_> {
         duration: Duration,
     ) -> Result<FaultSpec, ChaosError> {
         let field = |k: &str| format!("{at_field}.{k}");
-        for (k, set) in [
-            ("target", f.target.is_some()),
-            ("service", f.service.is_some()),
-            ("jump", f.jump.is_some()),
-            ("rate", f.rate.is_some()),
-            ("clients", f.clients.is_some()),
-        ] {
-            if set {
-                return Err(self.invalid(
-                    &field(k),
-                    "set",
-                    "no value: a command fault hits whatever its commands hit",
-                ));
-            }
-        }
+        self.none_set(
+            &field,
+            &[
+                ("target", f.target.is_some()),
+                ("service", f.service.is_some()),
+                ("jump", f.jump.is_some()),
+                ("rate", f.rate.is_some()),
+                ("clients", f.clients.is_some()),
+            ],
+            "a command fault hits whatever its commands hit",
+        )?;
         let command = |k: &str, v: &Option<String>| match v.as_deref().map(str::trim) {
             Some(c) if !c.is_empty() => Ok(c.to_string()),
             _ => Err(self.invalid(

@@ -732,6 +732,26 @@ where
     .await
 }
 
+/// [`wait_ready`] for an ensemble: `probe` gets every member's client address (`port`), and
+/// any member that stops fails the wait.
+async fn wait_ensemble<T, F, Fut>(
+    name: &str,
+    started: &[(String, Container)],
+    port: u16,
+    probe: F,
+) -> Result<T, ClusterError>
+where
+    F: Fn(Vec<SocketAddr>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let addrs: Vec<SocketAddr> = started
+        .iter()
+        .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), port))
+        .collect();
+    let watch = started.iter().map(|(_, c)| c).collect();
+    wait_ready(name, watch, || probe(addrs.clone())).await
+}
+
 fn redis_cmd(extra: &[String]) -> Vec<String> {
     let mut cmd: Vec<String> = [
         "redis-server",
@@ -930,15 +950,7 @@ async fn start_zookeeper(run: &Run<'_>, images: &Images) -> Result<Vec<Node>, Cl
                 .collect()
         })
         .await?;
-    let addrs: Vec<SocketAddr> = started
-        .iter()
-        .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), 2181))
-        .collect();
-    let watch: Vec<&Container> = started.iter().map(|(_, c)| c).collect();
-    let versions = wait_ready("zookeeper", watch, || {
-        zookeeper::quorum_versions(addrs.clone())
-    })
-    .await?;
+    let versions = wait_ensemble("zookeeper", &started, 2181, zookeeper::quorum_versions).await?;
     Ok(started
         .into_iter()
         .zip(versions)
@@ -990,12 +1002,7 @@ async fn start_etcd(run: &Run<'_>, images: &Images) -> Result<Vec<(Node, u64)>, 
                 .collect()
         })
         .await?;
-    let addrs: Vec<SocketAddr> = started
-        .iter()
-        .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), 2379))
-        .collect();
-    let watch: Vec<&Container> = started.iter().map(|(_, c)| c).collect();
-    let statuses = wait_ready("etcd", watch, || etcd::agreed(addrs.clone())).await?;
+    let statuses = wait_ensemble("etcd", &started, 2379, etcd::agreed).await?;
     Ok(started
         .into_iter()
         .zip(statuses)

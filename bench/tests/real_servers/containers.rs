@@ -16,7 +16,7 @@ use testcontainers::bollard::query_parameters::ListContainersOptionsBuilder;
 
 use super::{
     CONTENTION, assert_rejected, assert_safe_under_contention, assert_servers_gone, lockbench,
-    wait_exit, workload_file,
+    succeed, wait_exit, workload_file,
 };
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -364,16 +364,11 @@ fn interrupted_runs_leave_no_containers_and_killed_ones_are_cleaned_by_the_next(
     assert_ne!(code, 0);
     let (containers, networks) = owned_by(pid);
     assert!(containers >= 1 && networks == 1, "{containers} {networks}");
-    let out = lockbench()
-        .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
-        .args(["--set", "load.duration=1s", "--json", "--out"])
-        .arg(dir.path().join("next"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        lockbench()
+            .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
+            .args(["--set", "load.duration=1s", "--json", "--out"])
+            .arg(dir.path().join("next")),
     );
     assert_eq!(owned_by(pid), (0, 0), "the next run left the leftovers");
     let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();

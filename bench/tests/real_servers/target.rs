@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use lockbench::cluster::{Auth, Provisioner};
 use lockbench::report::Summary;
 
-use super::{Serve, assert_rejected, consensus_servers_available, lockbench, workload_file};
+use super::{
+    Serve, assert_rejected, consensus_servers_available, lockbench, succeed, workload_file,
+};
 
 const PREFIX: &str = "lbtest";
 const PASSWORD_ENV: &str = "LOCKBENCH_TEST_TARGET_PASSWORD";
@@ -455,8 +457,8 @@ fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
         &format!("{PREFIX}:owner"),
         "lockbench: an earlier run",
     ]);
-    let out = fx
-        .cmd(&[
+    succeed(
+        fx.cmd(&[
             "run",
             "--strategy",
             "redis-lua-decr",
@@ -466,13 +468,7 @@ fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
         .arg("--workload")
         .arg(&w)
         .arg("--out")
-        .arg(dir.path().join("second"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        .arg(dir.path().join("second")),
     );
     assert_eq!(fx.redis_cmd(&["EXISTS", &key]), redis::Value::Int(0));
     // Chaos that needs servers lockbench owns is refused before the run, naming the way out.
