@@ -172,10 +172,13 @@ fn containers_take_pause_kill_and_disconnect_faults_and_heal_them() {
             "workloads/chaos.toml",
             "--chaos",
             chaos.to_str().unwrap(),
+            // Below saturation even when CI starves the JVMs (at 200/s a backlog of seconds
+            // built up, so the last phase saw only queued attempts timing out), and 6.5 s after
+            // the last heal: ZooKeeper took up to 2.9 s to sell again there under load.
             "--set",
-            "load.duration=16s",
+            "load.duration=20s",
             "--set",
-            "load.rate=200",
+            "load.rate=100",
         ],
     );
     for s in &all {
