@@ -55,6 +55,9 @@ struct RawMysql {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawAuthNodes {
+    /// Required, except in `[redis]` beside `[sentinel]`: a login alone is the login of the
+    /// master the sentinels name.
+    #[serde(default)]
     nodes: Vec<String>,
     username: Option<String>,
     password_env: Option<String>,
@@ -164,7 +167,9 @@ impl Target {
             });
         }
         if let Some(r) = &raw.redis {
-            ep.redis = addrs("redis.nodes", &r.nodes)?;
+            if !(r.nodes.is_empty() && raw.sentinel.is_some()) {
+                ep.redis = addrs("redis.nodes", &r.nodes)?;
+            }
             ep.redis_auth = auth("redis", &r.username, &r.password_env)?;
         }
         if let Some(s) = &raw.sentinel {
@@ -686,6 +691,27 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
             v,
         ));
     }
+    // The master the sentinels name at the start; a failover may move it during the run.
+    if !ep.sentinels.is_empty() {
+        let master = super::sentinel::current_master(
+            &ep.sentinels,
+            ep.sentinel_master(),
+            ep.sentinel_auth.as_ref(),
+        )
+        .await;
+        if let Ok(addr) = master
+            && !ep.redis.contains(&addr)
+        {
+            let v = redis_version(addr, ep.redis_auth.as_ref()).await;
+            out.push(node(
+                "redis-master".into(),
+                Service::Redis,
+                Role::Master,
+                addr,
+                v,
+            ));
+        }
+    }
     for (i, a) in ep.zookeeper.iter().enumerate() {
         let v = super::zookeeper::version(*a).await;
         out.push(node(
@@ -776,6 +802,18 @@ mod tests {
             )
             .unwrap();
         assert!(s.redis_auth.is_some() && s.sentinel_auth.is_some());
+        // Sentinels and a master login, no Redis nodes of its own: a Sentinel deployment.
+        let only = parse(
+            "[mysql]\ndsn = \"mysql://bench@127.0.0.1:3306/shop\"\n\
+             [redis]\npassword_env = \"PW\"\n[sentinel]\nnodes = [\"127.0.0.1:26379\"]\n",
+        )
+        .unwrap();
+        assert!(only.endpoints.redis.is_empty());
+        let needs = |id| crate::strategy::find(id).unwrap().needs;
+        let s = only.endpoints_for("redis-sentinel", needs("redis-sentinel"));
+        assert_eq!(login(&s.unwrap().redis_auth), Some((None, "secret".into())));
+        let e = only.endpoints_for("redis-setnx", needs("redis-setnx"));
+        assert!(e.unwrap_err().to_string().contains("[redis] nodes"));
         let json = serde_json::to_string(ep).unwrap();
         assert!(!json.contains("secret") && json.contains("bench"), "{json}");
         // A serve/worker endpoints file carries the passwords beside the endpoints.
@@ -821,6 +859,9 @@ mod tests {
             ),
             ("[redis]\nnodes = [\"nohost\"]\n", "t.toml: redis.nodes[0]"),
             ("[redis]\nnodes = []\n", "redis.nodes"),
+            // Without nodes, [redis] is only a login for the master that sentinels name.
+            ("[redis]\nusername = \"u\"\n", "t.toml: redis.nodes: []"),
+            ("[etcd]\n", "t.toml: etcd.nodes: []"),
             ("prefix = \"Bad-Prefix\"\n", "t.toml: prefix"),
             (
                 "[redis]\nnode = [\"127.0.0.1:1\"]\n",

@@ -11,7 +11,8 @@ use lockbench::cluster::{Auth, Provisioner};
 use lockbench::report::Summary;
 
 use super::{
-    Serve, assert_rejected, consensus_servers_available, lockbench, succeed, workload_file,
+    Serve, assert_rejected, consensus_servers_available, lockbench, servers_available, succeed,
+    workload_file,
 };
 
 const PREFIX: &str = "lbtest";
@@ -19,6 +20,7 @@ const PASSWORD_ENV: &str = "LOCKBENCH_TEST_TARGET_PASSWORD";
 const REDIS_PASSWORD_ENV: &str = "LOCKBENCH_TEST_REDIS_PASSWORD";
 const ETCD_PASSWORD_ENV: &str = "LOCKBENCH_TEST_ETCD_PASSWORD";
 const ZK_PASSWORD_ENV: &str = "LOCKBENCH_TEST_ZK_PASSWORD";
+const SENTINEL_PASSWORD_ENV: &str = "LOCKBENCH_TEST_SENTINEL_PASSWORD";
 
 /// Contention on 2 SKUs × 30 units; `none` oversells it, the locks must not.
 const WORKLOAD: &str = "[inventory]\nskus = 2\nstock = 30\n\
@@ -601,4 +603,191 @@ fn command_faults_reach_a_target_and_are_always_healed() {
         redis::Value::SimpleString("PONG".into())
     );
     fx.serve.stop();
+}
+
+/// A Sentinel deployment with passwords everywhere: the data nodes require one (`[redis]`
+/// names only the login), the sentinels require one of clients and of each other. A 4 s
+/// SIGSTOP of the master makes the sentinels fail over, which they can only do with the
+/// master's password; the strategy finds the new master through the sentinels' login and
+/// sells again. Neither password reaches the results; a wrong sentinel password is reported.
+#[test]
+fn sentinel_logins_reach_the_master_through_a_failover() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let serve = Serve::start(&dir.join("serve"), "redis-sentinel");
+    let f = serve.file();
+    let node = |name: &str| -> (SocketAddr, u64) {
+        let n = f["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == name)
+            .unwrap_or_else(|| panic!("no node {name}: {f}"));
+        (
+            n["addr"].as_str().unwrap().parse().unwrap(),
+            n["pid"].as_u64().unwrap(),
+        )
+    };
+    let (master, master_pid) = node("redis-master");
+    let data = [master, node("redis-replica-1").0, node("redis-replica-2").0];
+    let sentinels: Vec<SocketAddr> = (1..=3).map(|i| node(&format!("sentinel-{i}")).0).collect();
+    let (redis_pw, sentinel_pw) = (
+        uuid::Uuid::new_v4().simple().to_string(),
+        uuid::Uuid::new_v4().simple().to_string(),
+    );
+    let query = |addr: SocketAddr, pw: Option<&str>, args: &[&str]| {
+        let auth = pw.map(|p| Auth {
+            username: None,
+            password: p.to_string(),
+        });
+        let client = lockbench::cluster::redis::client(addr, auth.as_ref()).unwrap();
+        let mut con = client.get_connection()?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query::<redis::Value>(&mut con)
+    };
+    let master_name = lockbench::cluster::sentinel::MASTER_NAME;
+    // Replicas and sentinels learn the password before the data nodes require it.
+    for a in data {
+        query(a, None, &["CONFIG", "SET", "masterauth", &redis_pw]).unwrap();
+    }
+    for &s in &sentinels {
+        query(
+            s,
+            None,
+            &["SENTINEL", "SET", master_name, "auth-pass", &redis_pw],
+        )
+        .unwrap();
+        query(
+            s,
+            None,
+            &["SENTINEL", "CONFIG", "SET", "sentinel-pass", &sentinel_pw],
+        )
+        .unwrap();
+    }
+    for a in data {
+        query(a, None, &["CONFIG", "SET", "requirepass", &redis_pw]).unwrap();
+    }
+    for &s in &sentinels {
+        query(
+            s,
+            None,
+            &[
+                "ACL",
+                "SETUSER",
+                "default",
+                "on",
+                &format!(">{sentinel_pw}"),
+            ],
+        )
+        .unwrap();
+    }
+    // Connections made before the passwords stay logged in: cut them all (replication,
+    // the sentinels' links to the data nodes and to each other) so every one is remade with
+    // the password it is configured with.
+    for a in data {
+        for kind in ["normal", "pubsub", "replica"] {
+            query(a, Some(&redis_pw), &["CLIENT", "KILL", "TYPE", kind]).unwrap();
+        }
+    }
+    for &s in &sentinels {
+        query(s, Some(&sentinel_pw), &["CLIENT", "KILL", "TYPE", "normal"]).unwrap();
+    }
+    assert!(
+        query(sentinels[0], None, &["PING"]).is_err(),
+        "the sentinels must refuse anonymous clients"
+    );
+    let mysql = &f["endpoints"]["mysql"];
+    let quoted: Vec<String> = sentinels.iter().map(|a| format!("\"{a}\"")).collect();
+    let target = dir.join("sentinel.toml");
+    std::fs::write(
+        &target,
+        format!(
+            "prefix = \"{PREFIX}\"\n[mysql]\ndsn = \"mysql://{}@{}/{}\"\npassword_env = \"{PASSWORD_ENV}\"\n\
+             [redis]\npassword_env = \"{REDIS_PASSWORD_ENV}\"\n\
+             [sentinel]\nnodes = [{}]\nmaster = \"{master_name}\"\npassword_env = \"{SENTINEL_PASSWORD_ENV}\"\n",
+            mysql["user"].as_str().unwrap(),
+            mysql["addr"].as_str().unwrap(),
+            mysql["database"].as_str().unwrap(),
+            quoted.join(", "),
+        ),
+    )
+    .unwrap();
+    let chaos = dir.join("stop-master.toml");
+    std::fs::write(
+        &chaos,
+        format!(
+            "[[fault]]\nkind = \"command\"\nat = \"2s\"\nduration = \"4s\"\n\
+             run = \"kill -STOP {master_pid}\"\nheal = \"kill -CONT {master_pid}\"\n"
+        ),
+    )
+    .unwrap();
+    let w = workload_file(
+        dir,
+        "[inventory]\nskus = 4\nstock = 100000\n[load]\nmode = \"open\"\nrate = 100\n\
+         clients = 16\nduration = \"10s\"\ntimeout = \"300ms\"\n[critical_section]\nhold = \"1ms\"\n",
+    );
+    let run = |sentinel_pw: &str, out: &str, chaos: Option<&Path>| {
+        let mut c = lockbench();
+        c.env(PASSWORD_ENV, f["mysql_password"].as_str().unwrap())
+            .env(REDIS_PASSWORD_ENV, &redis_pw)
+            .env(SENTINEL_PASSWORD_ENV, sentinel_pw)
+            .args(["run", "--json", "--strategy", "redis-sentinel", "--target"])
+            .arg(&target)
+            .arg("--workload")
+            .arg(&w);
+        if let Some(chaos) = chaos {
+            c.arg("--chaos").arg(chaos);
+        }
+        c.arg("--out").arg(dir.join(out)).output().unwrap()
+    };
+    let res = run("wrong", "wrong", None);
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert_eq!(res.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("sentinel") && err.contains("authentication failed"),
+        "{err}"
+    );
+    let res = run(&sentinel_pw, "out", Some(&chaos));
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{err}");
+    let s: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
+    let s = &s[0];
+    // The master at the start is recorded with the version it reported through the login.
+    let recorded = s.servers.iter().find(|n| n.name == "redis-master");
+    assert!(
+        recorded.is_some_and(|n| n.addr == master && !n.version.starts_with("unreachable")),
+        "{:?}",
+        s.servers
+    );
+    assert!(s.faults[0].note.is_none(), "{:?}", s.faults);
+    let after = s.phases.iter().find(|p| p.name == "after 1").unwrap();
+    assert!(
+        after.sold > 0,
+        "no sales after the failover: {:?}",
+        s.phases
+    );
+    // The sentinels moved the master away from the stopped one: they reached the replicas
+    // and each other through the passwords.
+    let now = query(
+        sentinels[0],
+        Some(&sentinel_pw),
+        &["SENTINEL", "GET-MASTER-ADDR-BY-NAME", master_name],
+    )
+    .unwrap();
+    let (_, port): (String, u16) = redis::from_redis_value(now).unwrap();
+    assert_ne!(port, master.port(), "no failover happened");
+    let text = all_text(&dir.join("out"));
+    for pw in [&redis_pw, &sentinel_pw] {
+        assert!(
+            !text.contains(pw.as_str()),
+            "a password was written into the results"
+        );
+    }
+    serve.stop();
 }
