@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::Target;
-use crate::cluster::{ClusterOptions, LocalCluster, Needs, Provisioner};
+use crate::cluster::{ClusterOptions, Needs, OwnedCluster, Provisioner};
 use crate::report::{self, Summary};
 use crate::run::{RunError, RunOptions, run};
 use crate::strategy;
@@ -451,7 +451,7 @@ async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result
     opts.base_port = args.base_port;
     opts.provisioner = args.provision;
     let cluster = tokio::select! {
-        c = LocalCluster::start(needs, &opts) => c?,
+        c = OwnedCluster::start(needs, &opts) => c?,
         _ = cancel.cancelled() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
     };
     let path = args.out.join("endpoints.json");

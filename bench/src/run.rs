@@ -1,7 +1,7 @@
 //! One run, start to finish: start servers → prepare the store → load → write measurements →
 //! audit → write the summary → stop servers.
 //!
-//! Servers are owned by the [`LocalCluster`] guard, so they stop on every path out of
+//! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
 //! still audits and writes what was measured.
 
@@ -18,7 +18,7 @@ use crate::chaos::{ChaosPlan, run_faults};
 use crate::check::Safety;
 use crate::cluster::target::{self, Target};
 use crate::cluster::{
-    ClusterError, ClusterOptions, Endpoints, EndpointsFile, LocalCluster, NodeInfo, Provisioner,
+    ClusterError, ClusterOptions, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner,
 };
 use crate::record::phases::Boundaries;
 use crate::record::{Live, Recorder};
@@ -181,7 +181,7 @@ async fn run_on(
         (None, None) => {
             tracing::info!(strategy = info.id, "starting servers");
             let cluster = tokio::select! {
-                c = LocalCluster::start(info.needs, &cluster_opts) => c?,
+                c = OwnedCluster::start(info.needs, &cluster_opts) => c?,
                 _ = cancel.cancelled() => return Err(RunError::Interrupted),
             };
             let (endpoints, servers) = (cluster.endpoints().clone(), cluster.info());

@@ -294,7 +294,7 @@ acquire_timeout = "150ms"
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leader_names_one_node_of_each_consensus_service() {
-    use lockbench::cluster::{ClusterOptions, LocalCluster, Needs, Role, Service};
+    use lockbench::cluster::{ClusterOptions, Needs, OwnedCluster, Role, Service};
     if !consensus_servers_available() {
         return;
     }
@@ -304,7 +304,7 @@ async fn leader_names_one_node_of_each_consensus_service() {
         etcd: true,
         ..Needs::NONE
     };
-    let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path().join("logs")))
+    let cluster = OwnedCluster::start(needs, &ClusterOptions::new(dir.path().join("logs")))
         .await
         .expect("cluster starts");
     let pids: Vec<(u32, String)> = cluster
@@ -338,7 +338,7 @@ async fn leader_names_one_node_of_each_consensus_service() {
 /// arrives after the new holder's (34) write or before it — the fence is raised on the read.
 #[tokio::test(flavor = "multi_thread")]
 async fn fenced_store_refuses_the_older_token_in_both_orders() {
-    use lockbench::cluster::{ClusterOptions, LocalCluster, Needs};
+    use lockbench::cluster::{ClusterOptions, Needs, OwnedCluster};
     use lockbench::strategy::Purchase;
     use lockbench::strategy::Store;
     use lockbench::strategy::mysql::{Guard, MysqlStore};
@@ -350,7 +350,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
         mariadb: true,
         ..Needs::default()
     };
-    let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path()))
+    let cluster = OwnedCluster::start(needs, &ClusterOptions::new(dir.path()))
         .await
         .unwrap();
     let w = Workload::parse("t.toml", "", &[]).unwrap();
@@ -713,7 +713,7 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
 /// Both reentrant locks: the owner re-enters, others wait until the last level is released.
 #[tokio::test(flavor = "multi_thread")]
 async fn reentrant_locks_count_levels_and_exclude_others() {
-    use lockbench::cluster::{ClusterOptions, LocalCluster, Needs};
+    use lockbench::cluster::{ClusterOptions, Needs, OwnedCluster};
     use lockbench::strategy::mysql::MysqlStore;
     use lockbench::strategy::mysql_lock_table::LockTable;
     use lockbench::strategy::redis_reentrant::{Reentrant, Released};
@@ -727,7 +727,7 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
         redis: true,
         ..Needs::NONE
     };
-    let cluster = LocalCluster::start(needs, &ClusterOptions::new(dir.path()))
+    let cluster = OwnedCluster::start(needs, &ClusterOptions::new(dir.path()))
         .await
         .unwrap();
     let w = Workload::parse("t.toml", "", &[]).unwrap();

@@ -8,7 +8,7 @@
 //! - [`command`]: the shell commands of `command` faults (faults on servers lockbench does
 //!   not own), bounded, their output logged.
 //! - [`holder`]: the hook that pauses a client process right after it acquired a lock.
-//! - [`failpoint`]s: named places in the client code where a crash can be injected at an exact
+//! - [`failpoint`](mod@failpoint)s: named places in the client code where a crash can be injected at an exact
 //!   moment (etcd's gofail idea), such as "the client dies between SETNX and EXPIRE".
 
 pub mod command;

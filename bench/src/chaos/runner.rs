@@ -21,7 +21,7 @@ use std::net::IpAddr;
 
 use super::plan::{ChaosPlan, ClientSide, FaultKind, FaultSpec, Target, service_name};
 use crate::cluster::net::Host;
-use crate::cluster::{ClusterError, LocalCluster, Provisioner, Service};
+use crate::cluster::{ClusterError, OwnedCluster, Provisioner, Service};
 use crate::record::phases::Boundaries;
 use crate::workload::workers::WorkerControl;
 
@@ -44,7 +44,7 @@ pub struct FaultRecord {
 pub struct Targets<'a> {
     /// Servers started by this run (`None` on an external target: only command faults and
     /// client pauses then).
-    pub cluster: Option<&'a mut LocalCluster>,
+    pub cluster: Option<&'a mut OwnedCluster>,
     /// Where command faults log their output.
     pub log_dir: std::path::PathBuf,
     /// Default service of server faults (the strategy's lock service).
@@ -336,7 +336,7 @@ async fn run_command(
 }
 
 /// The private-network host of node `name`.
-fn host_of<'c>(cluster: &'c LocalCluster, name: &str) -> Result<&'c Host, String> {
+fn host_of<'c>(cluster: &'c OwnedCluster, name: &str) -> Result<&'c Host, String> {
     let net = cluster
         .network()
         .ok_or("the servers run without a private network (partition faults need one)")?;
@@ -353,7 +353,7 @@ fn host_of<'c>(cluster: &'c LocalCluster, name: &str) -> Result<&'c Host, String
 /// Cuts the hosts of `nodes` from every other server host and from the client workers that
 /// `side` names; returns those workers' names.
 fn partition(
-    cluster: &LocalCluster,
+    cluster: &OwnedCluster,
     nodes: &[String],
     side: Option<ClientSide>,
     workers: usize,
@@ -381,7 +381,7 @@ fn partition(
     Ok(cut.iter().map(|k| format!("worker-{k}")).collect())
 }
 
-fn heal_partition(cluster: &LocalCluster, node: &str) -> Result<(), ClusterError> {
+fn heal_partition(cluster: &OwnedCluster, node: &str) -> Result<(), ClusterError> {
     let err = |detail: String| ClusterError::Setup {
         node: node.to_string(),
         what: "heal partition".into(),
@@ -397,7 +397,7 @@ fn heal_partition(cluster: &LocalCluster, node: &str) -> Result<(), ClusterError
 
 /// The nodes of `service` that `target` names right now.
 async fn pick_nodes(
-    cluster: &LocalCluster,
+    cluster: &OwnedCluster,
     service: Service,
     target: Target,
     rng: &mut ChaCha8Rng,

@@ -1,14 +1,16 @@
 //! Cluster: where the servers are, and how to start and stop them.
 //!
-//! [`LocalCluster::start`] starts exactly the servers a strategy [`Needs`] as child processes
-//! on loopback (no Docker, no systemd), each with its own address and port, its own data
-//! directory in a temporary run directory and its log in the results folder. Strategies only
-//! ever see [`Endpoints`], so where the servers come from stays this module's business.
+//! [`OwnedCluster::start`] starts exactly the servers a strategy [`Needs`]: as child processes
+//! on loopback (no Docker, no systemd) with `--provision local`, or as containers on a private
+//! Docker network ([`containers`]); each has its own address, its own data and its log in the
+//! results folder. An external target ([`target`]) starts nothing. Strategies only ever see
+//! [`Endpoints`], so where the servers come from stays this module's business.
 //!
 //! Replicated services (a 3-node ZooKeeper ensemble, a 3-node etcd cluster) elect their own
-//! leader; [`LocalCluster::leader`] asks the servers which node leads right now.
+//! leader; [`OwnedCluster::leader`] asks the servers which node leads right now.
 //!
-//! Every node is owned by a [`ServerProcess`] guard: dropping the cluster kills them all.
+//! Every node is owned by a guard (a [`ServerProcess`] or a container): dropping the cluster
+//! stops them all.
 
 mod clock;
 pub mod containers;
@@ -265,7 +267,7 @@ pub enum Role {
     /// A Sentinel watching the master.
     Sentinel,
     /// A voting member of a consensus ensemble (ZooKeeper, etcd): which member leads changes
-    /// at run time, so it is not a role fixed at start; ask [`LocalCluster::leader`].
+    /// at run time, so it is not a role fixed at start; ask [`OwnedCluster::leader`].
     Member,
 }
 
@@ -472,7 +474,7 @@ pub struct ClusterOptions {
     /// First port to use; `None` picks free ports. Every port is checked before start.
     pub base_port: Option<u16>,
     /// Preload the clock shim into the standalone Redis nodes, so clock faults can move their
-    /// wall clocks ([`LocalCluster::set_clock`]).
+    /// wall clocks ([`OwnedCluster::set_clock`]).
     pub clock_shim: bool,
     /// Run the nodes in network namespaces of a private network ([`net`]), so partition
     /// faults can cut links. Needs root. (Containers always have a network of their own.)
@@ -498,7 +500,7 @@ impl ClusterOptions {
 /// Servers started and owned by this process, as child processes or as containers. Dropping
 /// it stops them all and removes their data (and their containers and Docker network).
 #[derive(Debug)]
-pub struct LocalCluster {
+pub struct OwnedCluster {
     nodes: Vec<Node>,
     endpoints: Endpoints,
     /// etcd member id of each etcd node (by node name): etcd reports its leader as a member
@@ -511,7 +513,7 @@ pub struct LocalCluster {
     _data: tempfile::TempDir,
 }
 
-impl LocalCluster {
+impl OwnedCluster {
     /// Starts the servers in `needs` and waits until each answers queries.
     pub async fn start(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
         if opts.provisioner == Provisioner::Containers {
@@ -867,7 +869,7 @@ impl LocalCluster {
         }
     }
 
-    /// Undoes [`LocalCluster::pause`].
+    /// Undoes [`OwnedCluster::pause`].
     pub async fn resume(&mut self, name: &str) -> Result<(), ClusterError> {
         match &mut self.node_mut(name)?.server {
             Server::Process(p) => p
@@ -883,7 +885,7 @@ impl LocalCluster {
         self.container_mut(name)?.disconnect().await
     }
 
-    /// Undoes [`LocalCluster::disconnect`]: back on the network at its own address.
+    /// Undoes [`OwnedCluster::disconnect`]: back on the network at its own address.
     pub async fn reconnect(&mut self, name: &str) -> Result<(), ClusterError> {
         self.container_mut(name)?.reconnect().await
     }
@@ -961,7 +963,7 @@ impl EndpointsFile {
         }
     }
 
-    /// Reads an endpoints file written by [`LocalCluster::write_endpoints`].
+    /// Reads an endpoints file written by [`OwnedCluster::write_endpoints`].
     pub fn read(path: &Path) -> Result<Self, ClusterError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ClusterError::io(format!("read {}", path.display()), e))?;

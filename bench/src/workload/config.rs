@@ -1,4 +1,4 @@
-//! The workload file: TOML → raw structs (unknown keys rejected) → [`Workload::validate`].
+//! The workload file: TOML → raw structs (unknown keys rejected) → validation into a [`Workload`].
 //!
 //! Every error names where the value came from (the file or the `--set` flag), the field, the
 //! value and the expected form.
