@@ -1186,6 +1186,35 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
     assert!(!endpoints.exists(), "endpoints.json left behind");
 }
 
+/// Client workers run the coordinator's own build: the binary file removed after the run
+/// started (a rebuild or an upgrade does that) does not keep them from starting.
+#[test]
+fn workers_run_the_coordinators_build_after_its_file_is_gone() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("lockbench");
+    std::fs::copy(env!("CARGO_BIN_EXE_lockbench"), &exe).unwrap();
+    let child = Command::new(&exe)
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap())
+        .args(["run", "--json", "-s", "redis-lua-decr", "--workers", "2"])
+        .args(["--set", "load.duration=1s", "--out"])
+        .arg(dir.path().join("out"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Gone before the workers start: they start once the servers are up, seconds later.
+    std::fs::remove_file(&exe).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s[0].workers, 2, "{err}");
+    assert!(s[0].safe && s[0].audit.sold > 0, "{:?}", s[0].audit);
+}
+
 #[test]
 fn busy_port_is_detected_before_start() {
     if !servers_available() {

@@ -332,11 +332,19 @@ impl WorkerSet {
         log_dir: &Path,
         netns: &[PathBuf],
     ) -> Result<Self, WorkerError> {
-        let exe = std::env::current_exe().map_err(|e| WorkerError::Io {
-            index: 0,
-            what: "find own executable",
-            detail: e.to_string(),
-        })?;
+        // Workers must speak this build's protocol: on Linux, /proc/self/exe is this very
+        // build even when the file was replaced or removed since it started (a rebuild, an
+        // upgrade mid-run); its path would then name another build or nothing.
+        let own = Path::new("/proc/self/exe");
+        let exe = if own.exists() {
+            own.to_path_buf()
+        } else {
+            std::env::current_exe().map_err(|e| WorkerError::Io {
+                index: 0,
+                what: "find own executable",
+                detail: e.to_string(),
+            })?
+        };
         let (paused_tx, paused_rx) = mpsc::unbounded_channel();
         let mut children = Vec::new();
         let mut outputs = Vec::new();
