@@ -300,6 +300,12 @@ async fn run_on(
     let audits = built.store.audit(w.inventory.skus).await?;
     let safety = Safety::judge(w.inventory.stock, &audits);
     let stuck_locks = built.strategy.stuck_locks(w.inventory.skus).await?;
+    // Servers of a `serve` say themselves whether they are containers.
+    let provisioner = if servers.iter().any(|n| n.container.is_some()) {
+        Provisioner::Containers
+    } else {
+        opts.provisioner()
+    };
     let summary = Summary::new(RunParts {
         info,
         workload: w,
@@ -310,7 +316,7 @@ async fn run_on(
         drive: &drive,
         safety: &safety,
         servers,
-        provisioner: opts.provisioner(),
+        provisioner,
         target_file: opts.target.as_ref().map(|t| t.file.clone()),
         started_at,
         chaos: ChaosParts {

@@ -5,6 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use lockbench::cluster::{ContainerInfo, Provisioner};
 use lockbench::record::{Completion, LatencySummary, Outcome, Stats};
 use lockbench::report::{self, Summary};
 use serde_json::{Value, json};
@@ -343,6 +344,54 @@ fn single_run_without_faults_has_no_bands() {
     assert!(!html.contains("fill=\"#5A5A5A\""), "no fault, no band");
     assert!(!html.contains("<table id=\"faults\">"));
     assert!(html.contains("lockbench run --strategy mysql-atomic --workload workloads/chaos.toml"));
+}
+
+/// Numbers from containers or a staging cluster are not loopback numbers: the page says where
+/// the servers came from, and its reproduction command asks for the same servers again.
+#[test]
+fn the_page_names_where_the_servers_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake {
+        strategy: "redis-setnx",
+        claims_safety: true,
+        safe: true,
+        counts: [0; 6],
+        sales_per_s: 790.0,
+        faults: false,
+    };
+    let page = |s: &Summary| {
+        report::write_summary(dir.path(), s).unwrap();
+        std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap()
+    };
+    let mut s = write_run(dir.path(), &fake, 100);
+    let html = page(&s);
+    assert!(html.contains("local: child processes on loopback"));
+    assert!(html.contains(
+        "lockbench run --strategy redis-setnx --workload workloads/chaos.toml --workers 4<"
+    ));
+
+    s.provisioner = Provisioner::Containers;
+    s.servers[0].container = Some(ContainerInfo {
+        id: "0123abcd".into(),
+        image: "redis:7.0".into(),
+        network: "lockbench-1".into(),
+    });
+    let html = page(&s);
+    assert!(
+        html.contains("containers on a private Docker network (images <code>redis:7.0</code>)")
+    );
+    assert!(html.contains(
+        "lockbench run --strategy redis-setnx --workload workloads/chaos.toml --provision containers --workers 4<"
+    ));
+
+    s.provisioner = Provisioner::Target;
+    s.target_file = Some("targets/staging.toml".into());
+    s.servers[0].container = None;
+    let html = page(&s);
+    assert!(html.contains("external target <code>targets/staging.toml</code>"));
+    assert!(html.contains(
+        "lockbench run --strategy redis-setnx --workload workloads/chaos.toml --target targets/staging.toml --workers 4<"
+    ));
 }
 
 #[test]

@@ -12,6 +12,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use super::Summary;
 use super::charts::{self, Kind};
+use crate::cluster::Provisioner;
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -714,6 +715,13 @@ pub fn reproduce_command(runs: &[RunData], compare: bool, workload: &str) -> Str
         format!("lockbench run --strategy {}", sh(&s.strategy))
     };
     let _ = write!(cmd, " --workload {}", sh(workload));
+    match (s.provisioner, &s.target_file) {
+        (Provisioner::Containers, _) => cmd.push_str(" --provision containers"),
+        (Provisioner::Target, Some(t)) => {
+            let _ = write!(cmd, " --target {}", sh(t));
+        }
+        _ => {}
+    }
     if let Some(c) = &s.chaos_file {
         let _ = write!(cmd, " --chaos {}", sh(c));
     }
@@ -721,6 +729,39 @@ pub fn reproduce_command(runs: &[RunData], compare: bool, workload: &str) -> Str
         let _ = write!(cmd, " --workers {}", s.workers);
     }
     cmd
+}
+
+/// Where the servers came from, as HTML: numbers from loopback processes, containers and a
+/// staging cluster are not comparable, so the page says which these are.
+fn servers_origin(runs: &[RunData]) -> String {
+    let mut kinds: Vec<String> = Vec::new();
+    for r in runs {
+        let s = &r.summary;
+        let kind = match s.provisioner {
+            Provisioner::Local => "local: child processes on loopback".to_string(),
+            Provisioner::Containers => {
+                let mut images: Vec<&str> = s
+                    .servers
+                    .iter()
+                    .filter_map(|n| n.container.as_ref().map(|c| c.image.as_str()))
+                    .collect();
+                images.sort_unstable();
+                images.dedup();
+                format!(
+                    "containers on a private Docker network (images <code>{}</code>)",
+                    esc(&images.join(", "))
+                )
+            }
+            Provisioner::Target => format!(
+                "external target <code>{}</code> (servers that already existed)",
+                esc(s.target_file.as_deref().unwrap_or("?"))
+            ),
+        };
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+    kinds.join("; ")
 }
 
 fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&Path>) {
@@ -739,6 +780,7 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
          <tr><th>lockbench</th><td>{} (this report rendered by {}, git {})</td></tr>\n\
          <tr><th>machine</th><td>{} cores, {} memory (the machine that rendered this report)</td></tr>\n\
          <tr><th>seed</th><td>{}</td></tr>\n\
+         <tr><th>servers</th><td>{}</td></tr>\n\
          <tr><th>workload file</th><td><code>{}</code></td></tr>\n\
          <tr><th>chaos file</th><td>{}</td></tr>\n\
          <tr><th>client workers</th><td>{}</td></tr>\n</table>",
@@ -748,6 +790,7 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
         cores,
         mem_total().unwrap_or_else(|| "unknown".into()),
         s.seed,
+        servers_origin(runs),
         esc(&s.workload_file),
         s.chaos_file
             .as_deref()
