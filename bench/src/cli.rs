@@ -243,6 +243,9 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Worker => {
+            // Started as /proc/self/exe (see `WorkerSet::start`), which ps and pgrep would
+            // show as `exe`; threads started from here inherit the name.
+            let _ = nix::sys::prctl::set_name(c"lockbench");
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()

@@ -360,7 +360,8 @@ impl WorkerSet {
             let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))
                 .map_err(io("create log"))?;
             let mut cmd = std::process::Command::new(&exe);
-            cmd.arg("worker")
+            cmd.arg0("lockbench")
+                .arg("worker")
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(log)
