@@ -1063,12 +1063,27 @@ fn start_long_run(dir: &Path, strategy: &str, duration_s: u32) -> (Child, Vec<(u
             return (child, servers);
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            stop(&mut child);
             panic!("servers never came up: {procs:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Ends a lockbench child on a failed test: Ctrl-C first, so that it removes what it made
+/// (a SIGKILL would leave its network and paused processes behind), SIGKILL after 20 s.
+fn stop(child: &mut Child) {
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 fn wait_exit(mut child: Child) -> (i32, String) {
@@ -1080,8 +1095,7 @@ fn wait_exit(mut child: Child) -> (i32, String) {
             return (status.code().unwrap_or(-1), err);
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            stop(&mut child);
             panic!("lockbench did not exit");
         }
         std::thread::sleep(Duration::from_millis(50));

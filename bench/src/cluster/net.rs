@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
@@ -96,11 +96,17 @@ impl Network {
         for tool in ["ip", "iptables"] {
             super::find_binary(tool, if tool == "ip" { "iproute2" } else { "iptables" })?;
         }
+        reap_stale();
         let start = std::process::id() as usize % 250;
         for k in (0..250).map(|i| (start + i) % 250) {
             let bridge = format!("lbk{k}");
             if run(&["ip", "link", "add", &bridge, "type", "bridge"]).is_err() {
                 continue; // taken by another run (or a leftover): try the next subnet
+            }
+            // The owner, for the next run to tell a SIGKILLed run's leftovers (`reap_stale`).
+            if let Err(e) = run(&["ip", "link", "set", &bridge, "alias", &owner_alias()]) {
+                let _ = run(&["ip", "link", "del", &bridge]);
+                return Err(setup_err("mark the bridge", e));
             }
             let mut net = Self {
                 bridge,
@@ -205,18 +211,66 @@ impl Network {
 impl Drop for Network {
     fn drop(&mut self) {
         let mut reg = registry().lock().expect("netns registry is never poisoned");
-        for (i, h) in self.servers.iter().chain(&self.clients).enumerate() {
+        for h in self.servers.iter().chain(&self.clients) {
             reg.remove(&h.ip);
-            // The veth pair first: sockets of dead clients that still wait on a peer keep a
-            // namespace alive after `ip netns del`, and with it the pair's outer end.
-            let _ = run(&["ip", "link", "del", &format!("{}v{}", self.bridge, i + 1)]);
-            // Deleting the namespace also deletes its iptables rules.
-            if let Err(e) = run(&["ip", "netns", "del", &h.netns]) {
-                tracing::warn!("{e}");
-            }
         }
-        if let Err(e) = run(&["ip", "link", "del", &self.bridge]) {
+        remove(&self.bridge, self.servers.len() + self.clients.len(), true);
+    }
+}
+
+/// What a run writes into its bridge's alias: `lockbench pid=<owner>`.
+fn owner_alias() -> String {
+    format!("lockbench pid={}", std::process::id())
+}
+
+/// Removes bridge `bridge`, its hosts `<bridge>-1..=hosts` and their veth pairs; `warn`
+/// reports what could not be removed (a leftover may be incomplete, so reaping does not).
+fn remove(bridge: &str, hosts: usize, warn: bool) {
+    for i in 1..=hosts {
+        // The veth pair first: sockets of dead clients that still wait on a peer keep a
+        // namespace alive after `ip netns del`, and with it the pair's outer end.
+        let _ = run(&["ip", "link", "del", &format!("{bridge}v{i}")]);
+        // Deleting the namespace also deletes its iptables rules.
+        if let Err(e) = run(&["ip", "netns", "del", &format!("{bridge}-{i}")])
+            && warn
+        {
             tracing::warn!("{e}");
         }
+    }
+    if let Err(e) = run(&["ip", "link", "del", bridge])
+        && warn
+    {
+        tracing::warn!("{e}");
+    }
+}
+
+/// Removes the networks of lockbench runs that died without removing them (SIGKILL): a
+/// bridge `lbkK` whose alias names an owner pid that no longer runs. Bridges without the
+/// alias, or of a live owner, are left alone.
+pub fn reap_stale() {
+    let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
+        return;
+    };
+    for e in dir.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_bridge = name
+            .strip_prefix("lbk")
+            .is_some_and(|k| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()));
+        if !is_bridge {
+            continue;
+        }
+        let alias = std::fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
+        let Some(pid) = alias
+            .trim()
+            .strip_prefix("lockbench pid=")
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        tracing::info!(bridge = %name, pid, "removing the network of a dead lockbench run");
+        remove(&name, SERVER_HOSTS + CLIENT_HOSTS, false);
     }
 }

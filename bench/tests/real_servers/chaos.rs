@@ -385,8 +385,7 @@ fn interrupted_mid_fault_heals_everything() {
             break procs;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
+            super::stop(&mut child);
             panic!("the faults never took effect: {procs:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -474,4 +473,66 @@ fn shipped_chaos_files_are_valid() {
         }
     }
     assert!(n >= 5, "only {n} chaos files");
+}
+
+/// A SIGKILLed run cannot remove its network; the next run that makes one removes it (the
+/// bridge's alias names the owner, and that pid is gone). A live owner's network stays.
+#[test]
+fn the_network_of_a_killed_run_is_removed_by_the_next() {
+    if !root() {
+        return;
+    }
+    use lockbench::cluster::net::Network;
+    let ip = |args: &[&str]| {
+        let ok = std::process::Command::new("ip").args(args).status();
+        assert!(ok.unwrap().success(), "ip {args:?}");
+    };
+    let exists = |path: String| Path::new(&path).exists();
+    let dead = {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        c.wait().unwrap();
+        c.id()
+    };
+    // Leftovers as a killed run leaves them: a marked bridge, a namespace, a veth pair.
+    let free: Vec<String> = (0..250)
+        .rev()
+        .map(|k| format!("lbk{k}"))
+        .filter(|b| !exists(format!("/sys/class/net/{b}")))
+        .take(2)
+        .collect();
+    let (stale, live) = (&free[0], &free[1]);
+    for (b, pid) in [(stale, dead), (live, std::process::id())] {
+        ip(&["link", "add", b, "type", "bridge"]);
+        ip(&["link", "set", b, "alias", &format!("lockbench pid={pid}")]);
+        ip(&["netns", "add", &format!("{b}-1")]);
+        ip(&[
+            "link",
+            "add",
+            &format!("{b}v1"),
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &format!("{b}-1"),
+        ]);
+    }
+    let net = Network::create().unwrap();
+    for gone in [
+        format!("/sys/class/net/{stale}"),
+        format!("/sys/class/net/{stale}v1"),
+        format!("/run/netns/{stale}-1"),
+    ] {
+        assert!(!exists(gone.clone()), "{gone} left behind");
+    }
+    assert!(
+        exists(format!("/run/netns/{live}-1")),
+        "a live run's network was removed"
+    );
+    let own = net.servers[0].netns.clone();
+    drop(net);
+    assert!(!exists(format!("/run/netns/{own}")));
+    ip(&["netns", "del", &format!("{live}-1")]);
+    ip(&["link", "del", live]);
 }
