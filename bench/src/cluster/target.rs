@@ -299,16 +299,22 @@ fn target_err(service: &str, detail: String) -> ClusterError {
     }
 }
 
+/// The master the sentinels of `ep` name now; `None` without sentinels.
+async fn sentinel_master(ep: &Endpoints) -> Result<Option<SocketAddr>, ClusterError> {
+    if ep.sentinels.is_empty() {
+        return Ok(None);
+    }
+    let auth = ep.sentinel_auth.as_ref();
+    super::sentinel::current_master(&ep.sentinels, ep.sentinel_master(), auth)
+        .await
+        .map(Some)
+        .map_err(|e| target_err("sentinel", format!("which node is master: {e}")))
+}
+
 /// The Redis servers to claim: the listed nodes, and the master the sentinels name.
 async fn redis_servers(ep: &Endpoints) -> Result<Vec<SocketAddr>, ClusterError> {
     let mut out = ep.redis.clone();
-    if !ep.sentinels.is_empty() {
-        let auth = ep.sentinel_auth.as_ref();
-        let master = super::sentinel::current_master(&ep.sentinels, ep.sentinel_master(), auth)
-            .await
-            .map_err(|e| target_err("sentinel", format!("which node is master: {e}")))?;
-        out.push(master);
-    }
+    out.extend(sentinel_master(ep).await?);
     Ok(out)
 }
 
@@ -692,25 +698,17 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
         ));
     }
     // The master the sentinels name at the start; a failover may move it during the run.
-    if !ep.sentinels.is_empty() {
-        let master = super::sentinel::current_master(
-            &ep.sentinels,
-            ep.sentinel_master(),
-            ep.sentinel_auth.as_ref(),
-        )
-        .await;
-        if let Ok(addr) = master
-            && !ep.redis.contains(&addr)
-        {
-            let v = redis_version(addr, ep.redis_auth.as_ref()).await;
-            out.push(node(
-                "redis-master".into(),
-                Service::Redis,
-                Role::Master,
-                addr,
-                v,
-            ));
-        }
+    if let Ok(Some(addr)) = sentinel_master(ep).await
+        && !ep.redis.contains(&addr)
+    {
+        let v = redis_version(addr, ep.redis_auth.as_ref()).await;
+        out.push(node(
+            "redis-master".into(),
+            Service::Redis,
+            Role::Master,
+            addr,
+            v,
+        ));
     }
     for (i, a) in ep.zookeeper.iter().enumerate() {
         let v = super::zookeeper::version(*a).await;
