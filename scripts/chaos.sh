@@ -19,7 +19,8 @@ scenario() {
   "$bin" compare --workload workloads/chaos.toml --chaos "chaos/$name.toml" \
     --strategies "$strategies" --out "$out/$name" "$@" || status=$?
 }
-scenario pause-holder redis-setnx,redis-setnx-watchdog,redis-setnx-fenced,etcd,etcd-fenced,zookeeper,zookeeper-fenced "$@"
+# Every expiring lock, unfenced (each must lose an update) and fenced (each must refuse it).
+scenario pause-holder redis-setnx,redis-setnx-watchdog,redis-reentrant,redlock,etcd,zookeeper,mysql-lock-table,redis-setnx-fenced,mysql-lock-table-fenced,etcd-fenced,zookeeper-fenced "$@"
 # One SKU and a 50 ms critical section: a jump always finds a holder inside it.
 scenario clock-jump redlock --set inventory.skus=1 --set 'critical_section.hold="50ms"' "$@"
 scenario kill-master mysql-for-update,mysql-atomic,redis-setnx,redis-sentinel,redlock,etcd,zookeeper "$@"

@@ -32,6 +32,7 @@ fn completion(start: Instant, i: u64) -> Completion {
             fence: None,
             acquired: t + Duration::from_micros(800),
             released: t + Duration::from_micros(1800),
+            lost: false,
         }),
     }
 }

@@ -193,6 +193,7 @@ async fn run_on(
         .store
         .prepare(w.inventory.skus, w.inventory.stock)
         .await?;
+    built.strategy.prepare(w.inventory.skus).await?;
 
     // A paused client's attempt outlasts the usual bound by its pause.
     let extra_bound = chaos.map(ChaosPlan::max_client_pause).unwrap_or_default();
@@ -233,7 +234,7 @@ async fn run_on(
     let (sink, recorder) = Recorder::spawn(
         start,
         history,
-        w.attempt_bound() + extra_bound,
+        built.strategy.bound() + extra_bound,
         live.clone(),
         boundaries.clone(),
     )

@@ -160,6 +160,19 @@ fn assert_safe_under_contention(s: &Summary) {
         "{id}: sold + final != initial"
     );
     assert!(s.safe, "{id}: verdict not safe");
+    assert_eq!(
+        s.store_verdict,
+        lockbench::check::StoreVerdict::Intact,
+        "{id}"
+    );
+    assert!(
+        matches!(
+            s.lock_verdict,
+            None | Some(lockbench::check::LockVerdict::Held)
+        ),
+        "{id}: {:?}",
+        s.lock_verdict
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -210,7 +223,7 @@ async fn assert_consensus_lock_safe(strategy: &str) {
     let dir = tempfile::tempdir().unwrap();
     let s = run_strategy(strategy, CONTENTION, dir.path()).await;
     assert_safe_under_contention(&s);
-    assert_eq!(s.release_failures, 0, "{strategy}");
+    assert_eq!((s.release_failures, s.lease_lost), (0, 0), "{strategy}");
     let fences = fences_in_grant_order(dir.path(), strategy);
     assert!(
         fences.len() as u64 >= s.audit.sold,
@@ -288,7 +301,7 @@ acquire_timeout = "150ms"
         assert_eq!(s.errors, 0, "{strategy}: {:?}", s.errors_by_kind);
         // ~2 s / 100 ms holds: well over 5 sales unless abandoned waiters block the queue.
         assert!(s.audit.sold >= 5, "{strategy}: sold only {}", s.audit.sold);
-        assert_eq!(s.release_failures, 0, "{strategy}");
+        assert_eq!((s.release_failures, s.lease_lost), (0, 0), "{strategy}");
     }
 }
 
@@ -334,6 +347,82 @@ async fn leader_names_one_node_of_each_consensus_service() {
     assert_all_gone(&pids);
 }
 
+/// An attempt cut mid-section (as the driver cuts one at its bound) still leaves its lease to
+/// be recorded, and its guard frees the lock: the next buyer of the SKU gets it within a
+/// second, although the lease (30 s) would have kept it for much longer — for Redis, an etcd
+/// lease with its keep-alive, and a ZooKeeper node on a live session alike.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
+    use lockbench::cluster::{ClusterOptions, OwnedCluster};
+    use lockbench::record::Outcome;
+    use lockbench::strategy::{self, LeaseSlot, Purchase};
+    if !consensus_servers_available() {
+        return;
+    }
+    let w = Workload::parse(
+        "cut.toml",
+        "[inventory]\nskus = 1\nstock = 10\n[load]\nclients = 2\n\
+         [critical_section]\nhold = \"1500ms\"\n[lock]\nttl = \"30s\"\nacquire_timeout = \"1s\"",
+        &[],
+    )
+    .unwrap();
+    for id in ["redis-setnx", "etcd", "zookeeper"] {
+        let dir = tempfile::tempdir().unwrap();
+        let info = strategy::find(id).unwrap();
+        let cluster = OwnedCluster::start(info.needs, &ClusterOptions::new(dir.path()))
+            .await
+            .unwrap();
+        let built = strategy::build(id, cluster.endpoints(), &w).await.unwrap();
+        built.store.prepare(1, 10).await.unwrap();
+        built.strategy.prepare(1).await.unwrap();
+        let slot = LeaseSlot::default();
+        let p = Purchase {
+            seq: 1,
+            client: 0,
+            sku: 0,
+            lease: &slot,
+        };
+        let started = Instant::now();
+        let cut =
+            tokio::time::timeout(Duration::from_millis(700), built.strategy.attempt(&p)).await;
+        assert!(
+            cut.is_err(),
+            "{id}: the attempt should still be in its 1.5 s hold"
+        );
+        let lease = slot
+            .take()
+            .unwrap_or_else(|| panic!("{id}: the cut attempt's lease is lost"));
+        let held = lease.released - lease.acquired;
+        assert!(
+            lease.acquired >= started && held > Duration::ZERO && held < Duration::from_millis(800),
+            "{id}: the lease runs from acquire to the cut: {held:?}"
+        );
+        assert!(!lease.lost, "{id}");
+        // The next buyer of the SKU: the guard released the lock in the background.
+        let slot2 = LeaseSlot::default();
+        let next = Purchase {
+            seq: 2,
+            client: 1,
+            sku: 0,
+            lease: &slot2,
+        };
+        let waited = Instant::now();
+        let second = tokio::time::timeout(Duration::from_secs(10), built.strategy.attempt(&next))
+            .await
+            .unwrap();
+        assert_eq!(
+            second.outcome,
+            Outcome::Sold,
+            "{id}: the cut attempt's lock was not freed ({:?} after the cut)",
+            waited.elapsed()
+        );
+        assert!(slot2.take().is_some(), "{id}");
+        built.store.close().await;
+        drop(built);
+        drop(cluster);
+    }
+}
+
 /// Fencing a read-modify-write: the old holder (token 33) must be refused whether its write
 /// arrives after the new holder's (34) write or before it — the fence is raised on the read.
 #[tokio::test(flavor = "multi_thread")]
@@ -361,10 +450,12 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     )
     .await
     .unwrap();
+    let lease = lockbench::strategy::LeaseSlot::default();
     let p = Purchase {
         seq: 1,
         client: 0,
         sku: 0,
+        lease: &lease,
     };
     for new_writes_first in [true, false] {
         store.prepare(1, 10).await.unwrap();
@@ -420,7 +511,10 @@ async fn redlock_is_safe_under_contention() {
     let dir = tempfile::tempdir().unwrap();
     let s = run_strategy("redlock", CONTENTION, dir.path()).await;
     assert_safe_under_contention(&s);
-    assert_eq!((s.double_grants, s.release_failures), (0, 0));
+    assert_eq!(
+        (s.double_grants, s.release_failures, s.lease_lost),
+        (0, 0, 0)
+    );
     assert_eq!(
         s.servers
             .iter()
@@ -438,7 +532,10 @@ async fn redis_sentinel_is_safe_under_contention() {
     let dir = tempfile::tempdir().unwrap();
     let s = run_strategy("redis-sentinel", CONTENTION, dir.path()).await;
     assert_safe_under_contention(&s);
-    assert_eq!((s.double_grants, s.release_failures), (0, 0));
+    assert_eq!(
+        (s.double_grants, s.release_failures, s.lease_lost),
+        (0, 0, 0)
+    );
     let roles: Vec<_> = s.servers.iter().map(|n| n.role).collect();
     use lockbench::cluster::Role;
     assert_eq!(
@@ -825,9 +922,15 @@ async fn redis_setnx_is_caught_when_the_hold_outlives_the_ttl() {
         "expired leases not seen as double grants: {s:?}"
     );
     assert!(s.audit.oversell > 0, "no oversell: {s:?}");
-    assert!(
-        s.release_failures > 0,
-        "releases should find their lease gone"
+    assert!(s.lease_lost > 0, "releases should find their lease gone");
+    assert!(s.double_grant_incidents > 0 && s.double_grant_incidents <= s.double_grants);
+    assert_eq!(
+        (s.lock_verdict, s.store_verdict, s.safe),
+        (
+            Some(lockbench::check::LockVerdict::Broken),
+            lockbench::check::StoreVerdict::Corrupted,
+            false
+        )
     );
 }
 
@@ -855,7 +958,7 @@ async fn redis_setnx_watchdog_stays_safe_when_the_hold_outlives_the_ttl() {
     let s = run_strategy("redis-setnx-watchdog", &w, dir.path()).await;
     assert_eq!(s.double_grants, 0, "the watchdog let a lease expire: {s:?}");
     assert!(s.safe && s.audit.sold > 0, "{s:?}");
-    assert_eq!(s.release_failures, 0);
+    assert_eq!((s.release_failures, s.lease_lost), (0, 0));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -875,7 +978,19 @@ async fn mysql_lock_table_is_caught_and_its_fenced_variant_is_safe_when_the_hold
         fenced.double_grants > 0 && fenced.stale_rejected > 0,
         "{fenced:?}"
     );
-    assert!(fenced.safe && fenced.audit.oversell == 0, "{fenced:?}");
+    assert_eq!(
+        (fenced.lock_verdict, fenced.store_verdict, fenced.safe),
+        (
+            Some(lockbench::check::LockVerdict::BrokenFenced),
+            lockbench::check::StoreVerdict::Intact,
+            false
+        ),
+        "the lock broke, fencing kept the store: never `safe`"
+    );
+    assert_eq!(
+        plain.lock_verdict,
+        Some(lockbench::check::LockVerdict::Broken)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -891,7 +1006,16 @@ async fn redis_setnx_fenced_refuses_the_stale_writes_when_the_hold_outlives_the_
     assert_eq!(s.audit.oversell, 0, "{s:?}");
     // Liveness is another matter: when every lease expires mid-section, a newer holder has
     // nearly always read first, so almost every write is refused (sales may be zero).
-    assert!(s.safe, "{s:?}");
+    assert_eq!(
+        s.store_verdict,
+        lockbench::check::StoreVerdict::Intact,
+        "{s:?}"
+    );
+    assert_eq!(
+        s.lock_verdict,
+        Some(lockbench::check::LockVerdict::BrokenFenced)
+    );
+    assert!(!s.safe, "a broken lock is never `safe`, fenced or not");
 }
 
 /// Safe strategies under real contention: no oversell, no lost update, consistent stock, and
@@ -906,8 +1030,8 @@ macro_rules! safe_under_contention {
             let dir = tempfile::tempdir().unwrap();
             let s = run_strategy($id, CONTENTION, dir.path()).await;
             assert_safe_under_contention(&s);
-            let lapses = (s.double_grants, s.stale_rejected, s.stuck_locks, s.release_failures);
-            assert_eq!(lapses, (0, 0, 0, 0), "{}: (double grants, stale, stuck, release failures)", $id);
+            let lapses = (s.double_grants, s.stale_rejected, s.stuck_locks, s.release_failures, s.lease_lost);
+            assert_eq!(lapses, (0, 0, 0, 0, 0), "{}: (double grants, stale, stuck, release failures, leases lost)", $id);
         }
     )*};
 }

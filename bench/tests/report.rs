@@ -2,6 +2,8 @@
 //! number is the one in summary.json, fault windows are shaded when there were faults, and
 //! `lockbench report` on a folder that holds no results fails clearly.
 
+#![recursion_limit = "256"]
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -45,7 +47,8 @@ fn fake_stats(slow_from_s: u64) -> Stats {
 struct Fake {
     strategy: &'static str,
     claims_safety: bool,
-    safe: bool,
+    /// `lock_verdict` in summary.json (`None`: a strategy without a lock).
+    lock: Option<&'static str>,
     /// oversell, lost updates, double grants, stale rejected, errors, unknown.
     counts: [u64; 6],
     sales_per_s: f64,
@@ -86,19 +89,23 @@ fn fake_summary(f: &Fake, stats: &Stats) -> Summary {
         "lockbench_version": "0.1.0",
         "strategy": f.strategy,
         "claims_safety": f.claims_safety,
-        "safe": f.safe,
+        "safe": matches!(f.lock, None | Some("held")) && oversell + lost == 0,
+        "lock_verdict": f.lock,
+        "store_verdict": if oversell + lost == 0 { "intact" } else { "corrupted" },
         "seed": 7,
         "workload_file": "workloads/chaos.toml",
         "workload": {"seed": 7, "inventory": {"skus": 4, "stock": 1000}},
         "initial_stock": 4000, "final_stock": 1000, "sold": 3000, "oversell": oversell,
         "lost_updates": lost, "inconsistent_skus": 0,
-        "double_grants": dbl, "double_grant_examples": [], "stale_rejected": stale,
+        "double_grants": dbl, "double_grant_incidents": dbl / 3, "lease_lost": dbl / 4,
+        "double_grant_examples": [], "stale_rejected": stale,
         "stuck_locks": 0, "unknown": unknown, "attempts": stats.attempts(), "errors": errors,
         "outcomes": {"sold": 2940, "lock_timeout": 60}, "errors_by_kind": {},
-        "release_failures": 0, "not_started": 0, "interrupted": false,
+        "release_failures": 0, "not_started": 0, "started_fraction": 1.0, "interrupted": false,
         "duration_s": 6.002, "sold_out_s": null,
         "throughput": {"attempts_per_s": 499.8, "sales_per_s": f.sales_per_s},
-        "latency_us": lat, "latency_us_by_outcome": {}, "service_time_us": lat,
+        "latency_us": lat, "latency_us_started": lat, "latency_us_by_outcome": {},
+        "service_time_us": lat,
         "servers": [{"name": "redis-1", "service": "redis", "role": "primary",
                      "addr": "127.0.0.1:6379", "version": "7.0.15", "pid": 1, "log": "x.log"}],
         "started_at": "2026-01-01T00:00:00.000Z",
@@ -127,7 +134,7 @@ const FAKES: [Fake; 3] = [
     Fake {
         strategy: "redis-setnx-fenced",
         claims_safety: true,
-        safe: true,
+        lock: Some("broken-fenced"),
         counts: [0, 0, 12, 2, 1, 3],
         sales_per_s: 480.3,
         faults: true,
@@ -135,7 +142,7 @@ const FAKES: [Fake; 3] = [
     Fake {
         strategy: "redis-setnx",
         claims_safety: true,
-        safe: false,
+        lock: Some("broken"),
         counts: [3, 5, 7, 11, 13, 17],
         sales_per_s: 490.5,
         faults: true,
@@ -143,7 +150,7 @@ const FAKES: [Fake; 3] = [
     Fake {
         strategy: "none",
         claims_safety: false,
-        safe: false,
+        lock: None,
         counts: [300, 500, 0, 0, 0, 0],
         sales_per_s: 495.0,
         faults: true,
@@ -201,13 +208,20 @@ fn check_headline(html: &str, summaries: &[Value]) {
     assert_eq!(rows.len(), summaries.len());
     for ((strategy, class, cells), s) in rows.iter().zip(summaries) {
         assert_eq!(strategy, s["strategy"].as_str().unwrap());
-        let expected_class = match (s["safe"].as_bool().unwrap(), s["claims_safety"].as_bool()) {
-            (false, Some(true)) => "unsafe",
-            (_, Some(false)) => "control",
-            _ => "safe",
+        // The verdict rules, restated from summary.json's two halves.
+        let (lock, store) = (s["lock_verdict"].as_str(), s["store_verdict"].as_str());
+        let safe = matches!(lock, None | Some("held")) && store == Some("intact");
+        assert_eq!(s["safe"].as_bool(), Some(safe), "{strategy}");
+        let control = s["claims_safety"].as_bool() == Some(false);
+        let (expected_class, expected_verdict) = match (control, safe, lock) {
+            (true, true, _) => ("control", "not caught (control)"),
+            (true, false, _) => ("control", "caught (control)"),
+            (false, true, _) => ("safe", "safe"),
+            (false, false, Some("broken-fenced")) => ("fenced", "fenced"),
+            (false, false, _) => ("unsafe", "UNSAFE"),
         };
         assert_eq!(class, expected_class, "{strategy}");
-        assert_eq!(cells.len(), 12, "{strategy}: {cells:?}");
+        assert_eq!(cells.len(), 16, "{strategy}: {cells:?}");
         for (field, value, text) in cells {
             let shown: Value = serde_json::from_str(value).unwrap();
             let want = match field.as_str() {
@@ -218,15 +232,7 @@ fn check_headline(html: &str, summaries: &[Value]) {
                     .filter_map(|f| f["recovery_s"].as_f64())
                     .reduce(f64::max)
                     .map_or(Value::Null, Value::from),
-                "verdict" => {
-                    let v = match (s["safe"].as_bool().unwrap(), s["claims_safety"].as_bool()) {
-                        (true, Some(true)) => "safe",
-                        (true, _) => "safe (control)",
-                        (false, Some(true)) => "UNSAFE",
-                        (false, _) => "unsafe (control)",
-                    };
-                    Value::from(v)
-                }
+                "verdict" => Value::from(expected_verdict),
                 f => s
                     .pointer(&format!("/{}", f.replace('.', "/")))
                     .unwrap_or_else(|| panic!("{f} is not a summary.json field"))
@@ -235,8 +241,23 @@ fn check_headline(html: &str, summaries: &[Value]) {
             assert_eq!(shown, want, "{strategy}: data-value of {field}");
             // The text shown is the same number, in ms for latencies.
             match (field.as_str(), &want) {
-                (_, Value::Null) => assert_eq!(text, "-"),
+                (_, Value::Null) => assert_eq!(text, "-", "{field}"),
                 ("verdict", Value::String(v)) => assert_eq!(text, v),
+                ("lock_verdict", Value::String(v)) => assert_eq!(
+                    text,
+                    match v.as_str() {
+                        "held" => "held",
+                        "broken" => "BROKEN",
+                        "broken-fenced" => "broken, fenced",
+                        other => panic!("lock verdict {other}"),
+                    }
+                ),
+                ("store_verdict", Value::String(v)) => {
+                    assert_eq!(text, if v == "intact" { "intact" } else { "CORRUPTED" })
+                }
+                ("started_fraction", Value::Number(n)) => {
+                    assert_eq!(*text, format!("{:.0}%", n.as_f64().unwrap() * 100.0))
+                }
                 (f, Value::Number(n)) if f.starts_with("latency_us.") => {
                     let ms: f64 = text.parse().unwrap();
                     assert_eq!((ms * 1000.0).round() as u64, n.as_u64().unwrap(), "{f}");
@@ -330,7 +351,7 @@ fn single_run_without_faults_has_no_bands() {
     let fake = Fake {
         strategy: "mysql-atomic",
         claims_safety: true,
-        safe: true,
+        lock: Some("held"),
         counts: [0; 6],
         sales_per_s: 1953.0,
         faults: false,
@@ -354,7 +375,7 @@ fn the_page_names_where_the_servers_came_from() {
     let fake = Fake {
         strategy: "redis-setnx",
         claims_safety: true,
-        safe: true,
+        lock: Some("held"),
         counts: [0; 6],
         sales_per_s: 790.0,
         faults: false,

@@ -1,11 +1,50 @@
-//! The "holder" pause: a worker process armed by the coordinator stops itself (SIGSTOP) right
-//! after one of its buyers acquires a lock, so the pause hits a lock holder exactly, freezing
-//! its watchdog and keep-alive tasks with it, like a long GC pause.
+//! The "holder" pause: a worker process armed by the coordinator stops itself (SIGSTOP) at a
+//! chosen point of a lock holder's attempt, freezing its watchdog and keep-alive tasks with it,
+//! like a long GC pause.
+//!
+//! By default the point is [`Point::AfterRead`]: between the holder's read of the stock and
+//! its write, where the GC pause falls in Kleppmann's example. A holder paused there past its
+//! lease writes a stock value read before another holder's sale, so an unfenced expiring lock
+//! loses an update every time, not by luck; a fenced store refuses the write every time.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
-static ARMED: AtomicBool = AtomicBool::new(false);
+use serde::{Deserialize, Serialize};
+
+/// Where in a lock holder's attempt the pause lands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Point {
+    /// Right after acquire returned, before the critical section reads anything: the resumed
+    /// holder reads fresh stock, so whether its write costs a unit is luck.
+    AfterAcquire,
+    /// Between the read of the stock and the write (the critical section's hold).
+    AfterRead,
+    /// After the write, before the release is sent.
+    BeforeRelease,
+}
+
+impl Point {
+    /// Every point, in attempt order.
+    pub const ALL: [Point; 3] = [Self::AfterAcquire, Self::AfterRead, Self::BeforeRelease];
+
+    /// The name in chaos files (`point = "after-read"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::AfterAcquire => "after-acquire",
+            Self::AfterRead => "after-read",
+            Self::BeforeRelease => "before-release",
+        }
+    }
+
+    fn code(self) -> u8 {
+        self as u8 + 1
+    }
+}
+
+/// 0: disarmed; else [`Point::code`] of the armed point.
+static ARMED: AtomicU8 = AtomicU8::new(0);
 static HOOK: OnceLock<Box<dyn Fn() + Send + Sync>> = OnceLock::new();
 
 /// Installs what to do when the armed point is reached (the worker: tell the coordinator, then
@@ -14,17 +53,37 @@ pub fn set_hook(hook: Box<dyn Fn() + Send + Sync>) {
     let _ = HOOK.set(hook);
 }
 
-/// Arms (or disarms) the pause: the next lock acquired in this process triggers the hook once.
-pub fn arm(on: bool) {
-    ARMED.store(on, Ordering::SeqCst);
+/// Arms the pause at `point` (or disarms it with `None`): the next lock holder in this process
+/// that reaches it triggers the hook once.
+pub fn arm(point: Option<Point>) {
+    ARMED.store(point.map_or(0, Point::code), Ordering::SeqCst);
 }
 
-/// Called right after a lock is acquired.
-pub fn lock_acquired() {
-    if ARMED.load(Ordering::Relaxed)
-        && ARMED.swap(false, Ordering::SeqCst)
+/// Called by a lock holder at `point`; one relaxed load when nothing is armed.
+pub fn reached(point: Point) {
+    let code = point.code();
+    if ARMED.load(Ordering::Relaxed) == code
+        && ARMED
+            .compare_exchange(code, 0, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
         && let Some(hook) = HOOK.get()
     {
         hook();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn points_have_distinct_codes_and_names() {
+        let codes: std::collections::BTreeSet<u8> = Point::ALL.iter().map(|p| p.code()).collect();
+        assert_eq!(codes.len(), 3);
+        assert!(!codes.contains(&0), "0 means disarmed");
+        for p in Point::ALL {
+            let json = serde_json::to_string(&p).unwrap();
+            assert_eq!(json, format!("\"{}\"", p.name()));
+        }
     }
 }

@@ -12,6 +12,7 @@ use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::holder::Point;
 use crate::cluster::{Provisioner, Service};
 
 /// Bound of each command of a `command` fault unless the file sets `timeout`.
@@ -89,7 +90,8 @@ pub enum Target {
     Majority,
     /// Every node of the service.
     All,
-    /// The client process that acquires a lock next, right after it acquired it (pause only).
+    /// The client process whose buyer next reaches the fault's [`Point`] while holding a lock
+    /// (pause only; by default between its read of the stock and its write).
     Holder,
     /// One client process, drawn from the seed (pause only).
     Client,
@@ -140,6 +142,9 @@ pub struct FaultSpec {
     /// Command faults only: what to run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub command: Option<CommandFault>,
+    /// Holder pauses only: where in the holder's attempt it stops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point: Option<Point>,
 }
 
 /// The shell commands of a `command` fault.
@@ -173,6 +178,7 @@ impl FaultSpec {
             clock: None,
             clients: None,
             command: None,
+            point: None,
         }
     }
 
@@ -390,6 +396,7 @@ struct RawFault {
     run: Option<String>,
     heal: Option<String>,
     timeout: Option<String>,
+    point: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -409,6 +416,7 @@ struct RawRandom {
 const KINDS: &str = "one of \"kill\", \"pause\", \"clock\", \"partition\", \"command\"";
 const TARGETS: &str = "one of \"master\", \"leader\", \"one\", \"minority\", \"majority\", \"all\", \"holder\", \"client\"";
 const SERVICES: &str = "one of \"mariadb\", \"redis\", \"zookeeper\", \"etcd\"";
+const POINTS: &str = "one of \"after-read\" (the default), \"after-acquire\", \"before-release\"";
 const SPAN: &str =
     "a duration such as \"500ms\" or \"2s\", or a multiple of the lock ttl such as \"3x ttl\"";
 
@@ -577,9 +585,22 @@ impl Validator<'_> {
             }
             (None, _) => None,
         };
+        let point = match (&f.point, target) {
+            (Some(p), Target::Holder) => Some(self.enumerated(&field("point"), p, POINTS)?),
+            (None, Target::Holder) => Some(Point::AfterRead),
+            (Some(_), _) => {
+                return Err(self.invalid(
+                    &field("point"),
+                    "set",
+                    "no value: only pauses of the holder take it",
+                ));
+            }
+            (None, _) => None,
+        };
         Ok(FaultSpec {
             clock,
             clients,
+            point,
             ..FaultSpec::new(kind, target, service, at, duration)
         })
     }
@@ -601,6 +622,7 @@ impl Validator<'_> {
                 ("jump", f.jump.is_some()),
                 ("rate", f.rate.is_some()),
                 ("clients", f.clients.is_some()),
+                ("point", f.point.is_some()),
             ],
             "a command fault hits whatever its commands hit",
         )?;
@@ -718,7 +740,9 @@ impl Validator<'_> {
             let kind = kinds[rng.random_range(0..kinds.len())];
             self.check("random", kind, target, service, at)?;
             let duration = exp(&mut rng, mean);
-            out.push(FaultSpec::new(kind, target, service, at, duration));
+            let mut fault = FaultSpec::new(kind, target, service, at, duration);
+            fault.point = (target == Target::Holder).then_some(Point::AfterRead);
+            out.push(fault);
             at += duration + exp(&mut rng, every);
         }
         Ok(out)
@@ -909,6 +933,25 @@ jump = "+1.5x ttl"
     }
 
     #[test]
+    fn holder_pauses_land_after_the_read_unless_told_otherwise() {
+        let holder =
+            "[[fault]]\nkind = \"pause\"\ntarget = \"holder\"\nat = \"1s\"\nduration = \"1s\"\n";
+        let plan = ChaosPlan::parse("h.toml", holder, &workload()).unwrap();
+        assert_eq!(plan.faults[0].point, Some(Point::AfterRead));
+        for p in Point::ALL {
+            let text = format!("{holder}point = \"{}\"\n", p.name());
+            let plan = ChaosPlan::parse("h.toml", &text, &workload()).unwrap();
+            assert_eq!(plan.faults[0].point, Some(p));
+        }
+        let server = holder.replace("\"holder\"", "\"one\"");
+        let plan = ChaosPlan::parse("h.toml", &server, &workload()).unwrap();
+        assert_eq!(
+            plan.faults[0].point, None,
+            "only holder pauses have a point"
+        );
+    }
+
+    #[test]
     fn bad_files_name_file_field_and_form() {
         let base =
             "[[fault]]\nkind = \"pause\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n";
@@ -939,6 +982,17 @@ jump = "+1.5x ttl"
                 "only `pause`",
             ),
             (format!("{base}jump = \"+1s\"\n"), "only clock faults"),
+            (
+                format!("{base}point = \"after-read\"\n"),
+                "fault[0].point = set: expected no value: only pauses of the holder take it",
+            ),
+            (
+                format!(
+                    "{}point = \"mid-air\"\n",
+                    base.replace("\"one\"", "\"holder\"")
+                ),
+                "fault[0].point = \"mid-air\": expected one of \"after-read\" (the default)",
+            ),
             (base.replace("\"pause\"", "\"clock\""), "fault[0].jump"),
             (
                 format!("{base}colour = \"red\"\n"),

@@ -146,7 +146,7 @@ pub async fn run_faults(
             State::Active { worker, .. } => heal(&mut records[i], t, worker, boundaries).await,
             State::Armed(k) => {
                 if let Some(w) = &t.workers {
-                    let _ = w.arm_holder_pause(k, false);
+                    let _ = w.arm_holder_pause(k, None);
                     // It may have stopped itself just now.
                     let _ = w.resume(k);
                 }
@@ -196,7 +196,8 @@ async fn inject(
         let k = rng.random_range(0..workers.len());
         r.nodes = vec![format!("worker-{k}")];
         if spec.target == Target::Holder {
-            return match workers.arm_holder_pause(k, true) {
+            let point = spec.point.unwrap_or(crate::chaos::holder::Point::AfterRead);
+            return match workers.arm_holder_pause(k, Some(point)) {
                 Ok(()) => State::Armed(k),
                 Err(e) => {
                     r.note = Some(format!("arming worker-{k}: {e}"));

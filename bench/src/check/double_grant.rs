@@ -2,7 +2,9 @@
 //!
 //! A lease is the interval [acquire returned, release sent] on one monotonic clock. The checker
 //! sees leases as attempts complete (streaming: memory is bounded by the leases that ended
-//! within `horizon`, not by the length of the run) and counts overlapping pairs per key.
+//! within `horizon`, not by the length of the run) and counts overlapping pairs per key, and
+//! *incidents*: the leases a later grant of the same key overlapped. A holder paused past its
+//! lease while 80 others took the key in turn is 80 pairs and one incident: one stale holder.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -30,6 +32,10 @@ pub struct Overlap {
 pub struct DoubleGrants {
     /// Overlapping pairs of leases on the same key.
     pub count: u64,
+    /// Leases overlapped by a lease of the same key acquired after them (the stale holders);
+    /// every overlapping pair has one, so this is > 0 exactly when `count` is.
+    #[serde(default)]
+    pub incidents: u64,
     /// The first few pairs.
     pub examples: Vec<Overlap>,
 }
@@ -38,6 +44,8 @@ struct Held {
     token: String,
     acquired: Instant,
     released: Instant,
+    /// Already counted as an incident (a later grant overlapped it).
+    overlapped: bool,
 }
 
 /// Streaming double-grant checker.
@@ -81,13 +89,24 @@ impl DoubleGrantChecker {
             self.by_key.insert(key.to_string(), VecDeque::new());
         }
         let held = self.by_key.get_mut(key).expect("inserted above");
-        for other in held.iter().rev() {
+        let mut overlapped = false;
+        for other in held.iter_mut().rev() {
             if other.released <= acquired {
                 break;
             }
             let (start, end) = (acquired.max(other.acquired), released.min(other.released));
             if start < end {
                 self.found.count += 1;
+                // The one granted first is the stale holder (ties: the one seen first).
+                let stale = if other.acquired <= acquired {
+                    &mut other.overlapped
+                } else {
+                    &mut overlapped
+                };
+                if !*stale {
+                    *stale = true;
+                    self.found.incidents += 1;
+                }
                 if self.found.examples.len() < EXAMPLES {
                     self.found.examples.push(Overlap {
                         key: key.to_string(),
@@ -109,6 +128,7 @@ impl DoubleGrantChecker {
                 token: token.to_string(),
                 acquired,
                 released,
+                overlapped,
             },
         );
         // A lease released more than horizon + slack before this attempt ended cannot overlap
@@ -170,7 +190,7 @@ mod tests {
         // Same times on another key: no overlap across keys.
         c.observe("other", "D", ms(t0, 10), ms(t0, 20), ms(t0, 21));
         let found = c.finish();
-        assert_eq!(found.count, 1);
+        assert_eq!((found.count, found.incidents), (1, 1));
         assert_eq!(
             found.examples[0],
             Overlap {
@@ -195,7 +215,31 @@ mod tests {
                 ms(t0, 101 + i as u64),
             );
         }
-        assert_eq!(c.finish().count, 3);
+        let found = c.finish();
+        assert_eq!(
+            (found.count, found.incidents),
+            (3, 2),
+            "a and b were overlapped later"
+        );
+    }
+
+    #[test]
+    fn one_paused_holder_overlapped_by_many_is_one_incident() {
+        let t0 = Instant::now();
+        let mut c = checker();
+        // The paused holder's lease is reported last (its attempt ends last).
+        for i in 0..80u64 {
+            c.observe(
+                "k",
+                &format!("b{i}"),
+                ms(t0, 10 + 10 * i),
+                ms(t0, 15 + 10 * i),
+                ms(t0, 16 + 10 * i),
+            );
+        }
+        c.observe("k", "paused", ms(t0, 0), ms(t0, 900), ms(t0, 901));
+        let found = c.finish();
+        assert_eq!((found.count, found.incidents), (80, 1));
     }
 
     #[test]

@@ -4,8 +4,9 @@
 //! `summary.json` or `baseline.json` below a folder counts as one repetition). Speed is judged
 //! on medians, so one noisy repetition moves nothing; safety is judged on every repetition,
 //! because one oversell is one too many. A strategy fails when
-//! - it was safe in every baseline repetition and now oversells, loses an update or grants a
-//!   lock twice;
+//! - it was safe in every baseline repetition (lock held, store intact: the tables' verdict)
+//!   and now is not in some repetition — its lock broke (two holders at once, or a lease lost
+//!   while held), fenced or not, or its store was corrupted;
 //! - it is a control that the baseline caught and the current run does not (the checker, or the
 //!   fault that triggers it, went blind);
 //! - its median sales/s dropped, or its median p99 rose, beyond the tolerance (a p99 rise
@@ -17,10 +18,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::Summary;
+use crate::check::Verdict;
+use crate::report::{SCHEMA, Summary};
 
 /// Schema id of `baseline.json`.
-pub const BASELINE_SCHEMA: &str = "lockbench.baseline/1";
+pub const BASELINE_SCHEMA: &str = "lockbench.baseline/2";
 
 /// Errors reading results.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +71,7 @@ pub struct GateRow {
     pub sales_per_s: (f64, f64),
     /// Median p99 latency (µs), baseline and current.
     pub p99_us: (u64, u64),
-    /// Whether every repetition was free of oversell, lost updates and double grants.
+    /// Whether every repetition was safe (lock held, store intact).
     pub safe: (bool, bool),
     /// Why it failed; empty when it passed.
     pub failures: Vec<String>,
@@ -109,7 +111,25 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, GateError> 
         detail,
     };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    serde_json::from_str(&text).map_err(|e| err(format!("not a lockbench result: {e}")))
+    serde_json::from_str(&text).map_err(|e| {
+        // A result of another schema names itself, so say that rather than which field is off.
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+        let schemas: std::collections::BTreeSet<&str> = [&value]
+            .into_iter()
+            .chain(value.as_array().into_iter().flatten())
+            .chain(value["runs"].as_array().into_iter().flatten())
+            .filter_map(|v| v["schema"].as_str())
+            .filter(|s| *s != SCHEMA && *s != BASELINE_SCHEMA)
+            .collect();
+        match schemas.first() {
+            Some(old) => err(format!(
+                "written in schema {old:?}, this lockbench reads {SCHEMA:?} and \
+                 {BASELINE_SCHEMA:?}: re-record it (for a baseline: scripts/ci-gate.sh \
+                 --update-baseline)"
+            )),
+            None => err(format!("not a lockbench result: {e}")),
+        }
+    })
 }
 
 fn collect(dir: &Path, out: &mut Vec<Summary>) -> Result<(), GateError> {
@@ -160,8 +180,10 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn violated(s: &Summary) -> bool {
-    s.audit.oversell > 0 || s.audit.lost_updates > 0 || s.double_grants > 0
+/// The tables' verdict (from the lock and store verdicts they print), so the gate and the
+/// tables never disagree about a run.
+pub fn violated(s: &Summary) -> bool {
+    !s.verdict().safe()
 }
 
 fn pct(from: f64, to: f64) -> String {
@@ -209,13 +231,32 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
             let control = !cur[0].claims_safety;
             let caught = |v: &[&Summary]| v.iter().all(|s| violated(s));
             if row.safe.0 && !row.safe.1 {
-                let bad = cur.iter().filter(|s| violated(s)).count();
-                let worst = cur.iter().map(|s| s.audit.oversell).max().unwrap_or(0);
-                let grants = cur.iter().map(|s| s.double_grants).max().unwrap_or(0);
+                let bad: Vec<&&Summary> = cur.iter().filter(|s| violated(s)).collect();
+                let worst = bad.iter().map(|s| s.audit.oversell).max().unwrap_or(0);
+                let lost = bad.iter().map(|s| s.audit.lost_updates).max().unwrap_or(0);
+                let grants = bad
+                    .iter()
+                    .map(|s| s.double_grant_incidents)
+                    .max()
+                    .unwrap_or(0);
+                let leases = bad.iter().map(|s| s.lease_lost).max().unwrap_or(0);
+                let verdicts: std::collections::BTreeSet<String> = bad
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "lock {}, store {}",
+                            Verdict::lock_text(s.lock_verdict),
+                            Verdict::store_text(s.store_verdict)
+                        )
+                    })
+                    .collect();
                 row.failures.push(format!(
-                    "was safe, now unsafe in {bad} of {} runs (oversell up to {worst}, double \
-                     grants up to {grants})",
-                    cur.len()
+                    "was safe, now not in {} of {} runs ({}; oversell up to {worst}, lost \
+                     updates up to {lost}, double-grant incidents up to {grants}, leases lost up \
+                     to {leases})",
+                    bad.len(),
+                    cur.len(),
+                    verdicts.into_iter().collect::<Vec<_>>().join("; ")
                 ));
             }
             if caught(&base) && !caught(&cur) {
@@ -340,7 +381,69 @@ mod tests {
         s.audit.lost_updates = oversell;
         s.double_grants = 0;
         s.claims_safety = !control;
+        rejudge(&mut s);
         s
+    }
+
+    /// Recomputes the verdict after a test edited the counts it comes from.
+    fn rejudge(s: &mut Summary) {
+        let v = Verdict::judge(
+            s.lock_verdict.is_some(),
+            s.strategy.ends_with("-fenced"),
+            crate::check::Exclusion {
+                double_grant_incidents: s.double_grant_incidents,
+                lease_lost: s.lease_lost,
+            },
+            &s.audit,
+        );
+        (s.lock_verdict, s.store_verdict, s.safe) = (v.lock, v.store, v.safe());
+    }
+
+    /// A lock strategy's run whose lock broke `incidents` times, the store intact.
+    fn broken_lock(id: &str, incidents: u64) -> Summary {
+        let mut s = run(id, 1000.0, 3000, 0, false);
+        s.lock_verdict = Some(crate::check::LockVerdict::Held);
+        s.double_grants = incidents;
+        s.double_grant_incidents = incidents;
+        rejudge(&mut s);
+        s
+    }
+
+    #[test]
+    fn a_lock_that_broke_fails_even_when_the_store_survived() {
+        let base = vec![broken_lock("etcd", 0), broken_lock("etcd-fenced", 0)];
+        let cur = vec![broken_lock("etcd", 2), broken_lock("etcd-fenced", 3)];
+        let r = gate(&base, &cur, TOL);
+        let f = failures(&r, "etcd");
+        assert!(
+            f.len() == 1 && f[0].contains("lock BROKEN, store intact"),
+            "{f:?}"
+        );
+        let f = failures(&r, "etcd-fenced");
+        assert!(
+            f.len() == 1 && f[0].contains("lock broken, fenced, store intact"),
+            "{f:?}"
+        );
+    }
+
+    /// Every summary the tests hold: the gate's notion of a violation is the tables' verdict.
+    #[test]
+    fn the_gate_and_the_tables_agree_on_every_fixture() {
+        let mut all: Vec<Summary> = baseline();
+        all.push(broken_lock("etcd", 2));
+        all.push(broken_lock("etcd-fenced", 3));
+        all.push(broken_lock("etcd", 0));
+        let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/../results/baseline");
+        all.extend(load_results(Path::new(committed)).expect("the committed baseline reads"));
+        for s in &all {
+            let mut table = Vec::new();
+            crate::report::print_table(&mut table, std::slice::from_ref(s)).unwrap();
+            let table = String::from_utf8(table).unwrap();
+            let row = table.lines().nth(2).unwrap();
+            let says_safe = row.ends_with(" safe") || row.ends_with("not caught (control)");
+            assert_eq!(violated(s), !says_safe, "{}: {row}", s.strategy);
+            assert_eq!(s.safe, s.verdict().safe(), "{}", s.strategy);
+        }
     }
 
     const TOL: Tolerance = Tolerance {
@@ -414,12 +517,11 @@ mod tests {
         ];
         let f = failures(&gate(&baseline(), &unsafe_now, TOL), "mysql-atomic");
         assert!(
-            f.len() == 1 && f[0].contains("now unsafe in 1 of 2 runs"),
+            f.len() == 1 && f[0].contains("now not in 1 of 2 runs"),
             "{f:?}"
         );
 
-        let mut blind = run("none", 2000.0, 1500, 0, true);
-        blind.double_grants = 0;
+        let blind = run("none", 2000.0, 1500, 0, true);
         let cur = vec![run("mysql-atomic", 1000.0, 3000, 0, false), blind];
         let f = failures(&gate(&baseline(), &cur, TOL), "none");
         assert!(f.len() == 1 && f[0].contains("control not caught"), "{f:?}");

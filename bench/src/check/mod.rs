@@ -6,7 +6,11 @@
 //!   same unit and one decrement vanished;
 //! - the store is **consistent** when every SKU has `sold + final = initial` and `final ≥ 0`;
 //! - a **double grant** is two leases of one lock key overlapping in time ([`DoubleGrantChecker`]):
-//!   the direct measure of lost mutual exclusion, of which oversell is the consequence.
+//!   the direct measure of lost mutual exclusion, of which oversell is the consequence;
+//! - the [`Verdict`] has two parts that are never merged into a kinder one: the *lock* (did it
+//!   ever grant a key to two holders, or lose a lease while its holder worked?) and the
+//!   *store* (is the audited stock intact?). A lock that broke while the store survived by luck
+//!   is still broken: the next run may not be lucky.
 
 mod double_grant;
 pub mod gate;
@@ -70,8 +74,108 @@ impl Safety {
     }
 
     /// No oversell, no lost update, every SKU consistent.
-    pub fn is_safe(&self) -> bool {
+    pub fn is_intact(&self) -> bool {
         self.oversell == 0 && self.lost_updates == 0 && self.inconsistent_skus == 0
+    }
+}
+
+/// The lock half of the verdict, for strategies that take a lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockVerdict {
+    /// No key was granted to two holders at once and no lease was lost while its holder worked.
+    Held,
+    /// Mutual exclusion failed (a double grant or a lease lost while held) and nothing refused
+    /// the stale holder: an unfenced lock, or a fenced one whose store was corrupted anyway.
+    Broken,
+    /// Mutual exclusion failed, but the lock is fenced and the store stayed intact: every stale
+    /// write was refused.
+    BrokenFenced,
+}
+
+/// The store half of the verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreVerdict {
+    /// No oversell, no lost update, every SKU consistent.
+    Intact,
+    /// Oversell, lost updates or an inconsistent SKU.
+    Corrupted,
+}
+
+/// What the checker concluded about mutual exclusion, for [`Verdict::judge`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exclusion {
+    /// Leases that a later grant of the same key overlapped.
+    pub double_grant_incidents: u64,
+    /// Leases that ended before their holder released them.
+    pub lease_lost: u64,
+}
+
+/// The two-part verdict of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// `None` for strategies without a lock (lock-free deductions, the `none` control).
+    pub lock: Option<LockVerdict>,
+    /// The audited store.
+    pub store: StoreVerdict,
+}
+
+impl Verdict {
+    /// Judges a run: `locks` whether the strategy takes a lock at all, `fenced` whether its
+    /// store refuses stale tokens.
+    pub fn judge(locks: bool, fenced: bool, ex: Exclusion, audit: &Safety) -> Self {
+        let store = if audit.is_intact() {
+            StoreVerdict::Intact
+        } else {
+            StoreVerdict::Corrupted
+        };
+        let lock = locks.then(|| {
+            if ex.double_grant_incidents == 0 && ex.lease_lost == 0 {
+                LockVerdict::Held
+            } else if fenced && store == StoreVerdict::Intact {
+                LockVerdict::BrokenFenced
+            } else {
+                LockVerdict::Broken
+            }
+        });
+        Self { lock, store }
+    }
+
+    /// Exactly "the lock held (or there is none) and the store is intact".
+    pub fn safe(&self) -> bool {
+        matches!(self.lock, None | Some(LockVerdict::Held)) && self.store == StoreVerdict::Intact
+    }
+
+    /// The lock cell of a table: `held`, `BROKEN`, `broken, fenced`, or `-` without a lock.
+    pub fn lock_text(lock: Option<LockVerdict>) -> &'static str {
+        match lock {
+            None => "-",
+            Some(LockVerdict::Held) => "held",
+            Some(LockVerdict::Broken) => "BROKEN",
+            Some(LockVerdict::BrokenFenced) => "broken, fenced",
+        }
+    }
+
+    /// The store cell of a table: `intact` or `CORRUPTED`.
+    pub fn store_text(store: StoreVerdict) -> &'static str {
+        match store {
+            StoreVerdict::Intact => "intact",
+            StoreVerdict::Corrupted => "CORRUPTED",
+        }
+    }
+
+    /// One word for the row: `safe` (lock held, store intact), `fenced` (the lock broke and
+    /// fencing kept the store intact), `UNSAFE`; a control reads `caught (control)` or, when
+    /// the checker saw nothing wrong, `not caught (control)` — never `safe`.
+    pub fn headline(&self, control: bool) -> &'static str {
+        match (control, self.safe(), self.lock) {
+            (true, true, _) => "not caught (control)",
+            (true, false, _) => "caught (control)",
+            (false, true, _) => "safe",
+            (false, false, Some(LockVerdict::BrokenFenced)) => "fenced",
+            (false, false, _) => "UNSAFE",
+        }
     }
 }
 
@@ -91,7 +195,7 @@ mod tests {
     fn exact_sale_is_safe() {
         let s = Safety::judge(20, &[audit(0, 0, 20), audit(1, 5, 15)]);
         assert_eq!((s.initial_stock, s.final_stock, s.sold), (40, 5, 35));
-        assert!(s.is_safe(), "{s:?}");
+        assert!(s.is_intact(), "{s:?}");
     }
 
     #[test]
@@ -100,14 +204,14 @@ mod tests {
         let s = Safety::judge(20, &[audit(0, 0, 52)]);
         assert_eq!(s.oversell, 32);
         assert_eq!(s.lost_updates, 32);
-        assert!(!s.is_safe());
+        assert!(!s.is_intact());
     }
 
     #[test]
     fn lost_updates_without_oversell_when_stock_remains() {
         let s = Safety::judge(100, &[audit(0, 95, 10)]);
         assert_eq!((s.oversell, s.lost_updates, s.inconsistent_skus), (0, 5, 1));
-        assert!(!s.is_safe());
+        assert!(!s.is_intact());
     }
 
     #[test]
@@ -118,11 +222,67 @@ mod tests {
         assert_eq!(s.inconsistent_skus, 1, "negative stock is inconsistent");
     }
 
+    fn ex(incidents: u64, lost: u64) -> Exclusion {
+        Exclusion {
+            double_grant_incidents: incidents,
+            lease_lost: lost,
+        }
+    }
+
+    #[test]
+    fn a_lock_that_broke_is_broken_even_when_the_store_was_lucky() {
+        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
+        let v = Verdict::judge(true, false, ex(3, 0), &intact);
+        assert_eq!(v.lock, Some(LockVerdict::Broken));
+        assert_eq!(v.store, StoreVerdict::Intact);
+        assert!(!v.safe());
+        assert_eq!(v.headline(false), "UNSAFE");
+        // A lease lost while held breaks the lock too, without any overlap seen.
+        let v = Verdict::judge(true, false, ex(0, 1), &intact);
+        assert_eq!((v.lock, v.safe()), (Some(LockVerdict::Broken), false));
+    }
+
+    #[test]
+    fn fencing_is_credited_only_when_the_store_stayed_intact() {
+        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
+        let corrupted = Safety::judge(10, &[audit(0, 5, 7)]);
+        let v = Verdict::judge(true, true, ex(2, 2), &intact);
+        assert_eq!(v.lock, Some(LockVerdict::BrokenFenced));
+        assert!(!v.safe(), "safe means exactly held and intact");
+        assert_eq!(v.headline(false), "fenced");
+        let v = Verdict::judge(true, true, ex(2, 2), &corrupted);
+        assert_eq!(
+            v.lock,
+            Some(LockVerdict::Broken),
+            "a stale write got through"
+        );
+        assert_eq!(v.headline(false), "UNSAFE");
+    }
+
+    #[test]
+    fn safe_means_held_and_intact_and_controls_are_never_safe() {
+        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
+        let corrupted = Safety::judge(10, &[audit(0, 0, 12)]);
+        let held = Verdict::judge(true, false, ex(0, 0), &intact);
+        assert!(held.safe());
+        assert_eq!(held.headline(false), "safe");
+        assert_eq!(held.headline(true), "not caught (control)");
+        let lock_free = Verdict::judge(false, false, ex(0, 0), &intact);
+        assert_eq!((lock_free.lock, lock_free.safe()), (None, true));
+        let none = Verdict::judge(false, false, ex(0, 0), &corrupted);
+        assert_eq!(none.headline(true), "caught (control)");
+        assert_eq!(Verdict::lock_text(None), "-");
+        assert_eq!(
+            Verdict::lock_text(Some(LockVerdict::BrokenFenced)),
+            "broken, fenced"
+        );
+    }
+
     #[test]
     fn missing_orders_are_inconsistent_but_not_oversell() {
         // Stock decremented but the order row is missing (e.g. a non-atomic write).
         let s = Safety::judge(10, &[audit(0, 5, 3)]);
         assert_eq!((s.oversell, s.lost_updates, s.inconsistent_skus), (0, 0, 1));
-        assert!(!s.is_safe());
+        assert!(!s.is_intact());
     }
 }

@@ -60,6 +60,9 @@ pub struct HistoryLease<'a> {
     pub acquired_us: u64,
     /// When release was sent, µs.
     pub released_us: u64,
+    /// The lease ended before its holder released it.
+    #[serde(default)]
+    pub lost: bool,
 }
 
 /// Reads `history.jsonl` back, one line at a time (never the whole file in memory).
@@ -103,6 +106,7 @@ impl HistoryWriter {
                 fence: l.fence,
                 acquired_us: self.us(l.acquired),
                 released_us: self.us(l.released),
+                lost: l.lost,
             }),
         };
         serde_json::to_writer(&mut self.out, &line)?;
@@ -144,6 +148,7 @@ mod tests {
                 fence: Some(7),
                 acquired: at(30),
                 released: at(80),
+                lost: false,
             }),
         };
         w.write(&c).unwrap();

@@ -20,7 +20,7 @@ use crate::check::{DoubleGrantChecker, DoubleGrants};
 
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, read_history};
 pub use outcome::{ErrorKind, Outcome};
-pub use stats::{LatencySummary, Second, Stats};
+pub use stats::{LatencySummary, Second, Stats, every_arrival};
 
 /// How many completions may wait for the recorder before buyers are slowed down.
 const QUEUE: usize = 64 * 1024;
@@ -39,8 +39,11 @@ pub struct LeaseSpan {
     pub fence: Option<u64>,
     /// When acquire returned.
     pub acquired: Instant,
-    /// When release was sent.
+    /// When release was sent (or, for an attempt cut by its bound, when it was cut).
     pub released: Instant,
+    /// The lease ended before its holder released it: release found it gone or owned by
+    /// another, renewal found it expired, or its validity (Redlock) passed while held.
+    pub lost: bool,
 }
 
 /// One finished attempt.

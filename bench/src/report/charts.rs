@@ -517,8 +517,10 @@ fn spectrum<DB: DrawingBackend>(
     Ok(strategy_entries(runs, Mark::Line))
 }
 
+/// Claims safety and broke it: the store was corrupted or the lock broke unfenced (a lock
+/// that broke while fencing kept the store intact is not marked).
 fn is_unsafe(r: &RunData) -> bool {
-    !r.summary.safe && r.summary.claims_safety
+    r.summary.claims_safety && r.summary.headline() == "UNSAFE"
 }
 
 fn tradeoff<DB: DrawingBackend>(
@@ -610,16 +612,18 @@ fn safety<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     runs: &[RunData],
 ) -> Result<Vec<(String, Mark)>, String> {
-    const BARS: [(&str, RGBColor); 3] = [
+    const BARS: [(&str, RGBColor); 4] = [
         ("oversell (units)", RGBColor(214, 39, 40)),
         ("lost updates", RGBColor(255, 127, 14)),
-        ("double grants (pairs)", RGBColor(148, 103, 189)),
+        ("double-grant incidents", RGBColor(148, 103, 189)),
+        ("leases lost while held", RGBColor(140, 86, 75)),
     ];
     let values = |r: &RunData| {
         [
             r.summary.audit.oversell,
             r.summary.audit.lost_updates,
-            r.summary.double_grants,
+            r.summary.double_grant_incidents,
+            r.summary.lease_lost,
         ]
     };
     let top = runs

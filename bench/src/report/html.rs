@@ -12,6 +12,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use super::Summary;
 use super::charts::{self, Kind};
+use crate::check::Verdict;
 use crate::cluster::Provisioner;
 
 /// Why a report could not be written.
@@ -295,16 +296,6 @@ pub fn fmt_ms(us: u64) -> String {
     format!("{}.{:03}", us / 1000, us % 1000)
 }
 
-/// `safe`, `UNSAFE` (claims safety and broke it), or either with `(control)`.
-pub fn verdict(s: &Summary) -> &'static str {
-    match (s.safe, s.claims_safety) {
-        (true, true) => "safe",
-        (true, false) => "safe (control)",
-        (false, true) => "UNSAFE",
-        (false, false) => "unsafe (control)",
-    }
-}
-
 /// The longest recovery of a run's faults; `None` without any measured recovery.
 pub fn max_recovery(s: &Summary) -> Option<f64> {
     s.faults
@@ -321,18 +312,22 @@ struct Cell {
 }
 
 /// The headline columns: heading, `data-field` (a path into summary.json, or a derived name).
-const HEADLINE: [(&str, &str); 12] = [
+const HEADLINE: [(&str, &str); 16] = [
     ("sales/s", "throughput.sales_per_s"),
+    ("started", "started_fraction"),
     ("p50 ms", "latency_us.p50"),
     ("p99 ms", "latency_us.p99"),
     ("p99.9 ms", "latency_us.p999"),
     ("oversell", "oversell"),
     ("lost updates", "lost_updates"),
-    ("double grants", "double_grants"),
+    ("double-grant incidents", "double_grant_incidents"),
+    ("leases lost", "lease_lost"),
     ("stale rejected", "stale_rejected"),
     ("errors", "errors"),
     ("unknown", "unknown"),
     ("recovery s (max)", "recovery_s"),
+    ("lock", "lock_verdict"),
+    ("store", "store_verdict"),
     ("verdict", "verdict"),
 ];
 
@@ -345,7 +340,19 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
             let value = json.get_pointer(&pointer);
             let text = match field {
                 "throughput.sales_per_s" => format!("{:.1}", s.throughput.sales_per_s),
-                f if f.starts_with("latency_us.") => fmt_ms(value.as_u64().unwrap_or(0)),
+                "started_fraction" => super::table::percent(s.started_fraction),
+                "lock_verdict" => Verdict::lock_text(s.lock_verdict).into(),
+                "store_verdict" => Verdict::store_text(s.store_verdict).into(),
+                f if f.starts_with("latency_us.") => {
+                    let us = value.as_u64().unwrap_or(0);
+                    // `+`: among the arrivals never started (see table::arrival_ms).
+                    let plus = if super::table::arrival_ms(s, us).ends_with('+') {
+                        "+"
+                    } else {
+                        ""
+                    };
+                    format!("{}{plus}", fmt_ms(us))
+                }
                 _ => value.as_u64().map(|n| n.to_string()).unwrap_or_default(),
             };
             match field {
@@ -359,8 +366,8 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
                 }
                 "verdict" => Cell {
                     field,
-                    value: serde_json::Value::from(verdict(s)),
-                    text: verdict(s).into(),
+                    value: serde_json::Value::from(s.headline()),
+                    text: s.headline().into(),
                 },
                 _ => Cell { field, value, text },
             }
@@ -385,9 +392,11 @@ table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 th,td{border:1px solid #ccc;padding:.25em .5em}td.n{text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f3f3f3}
 tr.unsafe td{background:#fdd;color:#900;font-weight:bold}
+tr.fenced td{background:#fff3d6;color:#7a4b00}
 tr.control td{color:#666;font-style:italic}
 .badge{font-size:.75em;border-radius:3px;padding:0 .35em;margin-left:.4em;font-style:normal}
 .b-control{background:#ddd;color:#444}.b-unsafe{background:#c00;color:#fff}
+.b-fenced{background:#e9a100;color:#fff}
 figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}
@@ -461,13 +470,11 @@ fn headline(h: &mut String, runs: &[RunData]) {
     );
     for r in runs {
         let s = &r.summary;
-        let unsafe_row = !s.safe && s.claims_safety;
-        let (class, badge) = if unsafe_row {
-            ("unsafe", "<span class=\"badge b-unsafe\">UNSAFE</span>")
-        } else if !s.claims_safety {
-            ("control", "<span class=\"badge b-control\">control</span>")
-        } else {
-            ("safe", "")
+        let (class, badge) = match (s.claims_safety, s.headline()) {
+            (false, _) => ("control", "<span class=\"badge b-control\">control</span>"),
+            (true, "safe") => ("safe", ""),
+            (true, "fenced") => ("fenced", "<span class=\"badge b-fenced\">fenced</span>"),
+            (true, _) => ("unsafe", "<span class=\"badge b-unsafe\">UNSAFE</span>"),
         };
         let _ = write!(
             h,
@@ -493,12 +500,18 @@ fn headline(h: &mut String, runs: &[RunData]) {
     }
     let _ = writeln!(
         h,
-        "</tbody>\n</table>\n<p><small>sales/s: audited sales over the selling window; p50/p99/p99.9: \
-         latency of all attempts; oversell: units sold beyond stock; lost updates: sales whose \
-         decrement vanished; double grants: pairs of leases on one key that overlapped in time; \
-         stale rejected: writes a fenced store refused; recovery: heal → first served attempt, \
-         the longest over the run's faults. Red rows claim safety and broke it; controls \
-         (italic) make no claim.</small></p>"
+        "</tbody>\n</table>\n<p><small>sales/s: audited sales over the selling window; \
+         started: scheduled arrivals a buyer started; p50/p99/p99.9: latency of every scheduled \
+         arrival from its intended start, an arrival never started counting as the whole load \
+         (a + marks a percentile among them); oversell: units sold beyond stock; lost updates: \
+         sales whose decrement vanished; double-grant incidents: leases a later grant of the \
+         same key overlapped (one per stale holder); leases lost: leases that ended before their \
+         holder released them; stale rejected: writes a fenced store refused; recovery: heal → \
+         first served attempt, the longest over the run's faults. Lock: held, BROKEN (two \
+         holders at once, or a lease lost while held), or broken, fenced (that happened and the \
+         store refused every stale write); store: intact or CORRUPTED; safe = lock held and \
+         store intact. Red rows claim safety and broke it; amber rows broke the lock and were \
+         saved by fencing; controls (italic) make no claim and must be caught.</small></p>"
     );
 }
 

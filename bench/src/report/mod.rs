@@ -17,15 +17,15 @@ pub use files::{write_results, write_summary};
 pub use html::{ReportError, write_report};
 pub use table::{print_faults, print_table};
 
-use crate::check::{DoubleGrants, Overlap, Safety};
+use crate::check::{DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict};
 use crate::cluster::{NodeInfo, Provisioner};
-use crate::record::{ErrorKind, LatencySummary, Outcome, Stats};
+use crate::record::{ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
 use crate::workload::driver::DriveReport;
 
 /// Schema id of `summary.json`; bump on any incompatible change.
-pub const SCHEMA: &str = "lockbench.summary/1";
+pub const SCHEMA: &str = "lockbench.summary/2";
 
 /// Attempts and sales per second.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -48,8 +48,14 @@ pub struct Summary {
     pub strategy: String,
     /// Whether the strategy claims never to oversell (controls do not).
     pub claims_safety: bool,
-    /// The audit found no oversell, lost update or inconsistency.
+    /// Exactly "the lock held (or there is none) and the store is intact".
     pub safe: bool,
+    /// The lock half of the verdict: `held`, `broken` (an unfenced lock granted a key to two
+    /// holders at once or lost a lease while its holder worked), `broken-fenced` (that
+    /// happened and the fenced store refused every stale write); `null` without a lock.
+    pub lock_verdict: Option<LockVerdict>,
+    /// The store half: `intact`, or `corrupted` (oversell, lost updates, inconsistent SKUs).
+    pub store_verdict: StoreVerdict,
     /// Seed of the run.
     pub seed: u64,
     /// Workload file given on the command line.
@@ -62,6 +68,12 @@ pub struct Summary {
     pub audit: Safety,
     /// Pairs of leases on one lock key that overlapped in time (lost mutual exclusion).
     pub double_grants: u64,
+    /// Leases that a later grant of the same key overlapped: one per stale holder, however
+    /// many later holders overlapped it.
+    pub double_grant_incidents: u64,
+    /// Leases that ended before their holder released them: release found the lock gone or
+    /// another's, renewal found it expired, or Redlock's validity passed while it was held.
+    pub lease_lost: u64,
     /// The first few overlapping pairs.
     pub double_grant_examples: Vec<Overlap>,
     /// Writes a fenced store refused because a newer token had reached it.
@@ -78,10 +90,13 @@ pub struct Summary {
     pub outcomes: BTreeMap<String, u64>,
     /// Failed and unknown attempts by error kind.
     pub errors_by_kind: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Lock releases that failed or found the lock no longer ours.
+    /// Lock releases that failed with an error (whether the lock was freed is unknown; it
+    /// expires). A release that found the lock no longer ours is a `lease_lost`.
     pub release_failures: u64,
     /// Open-loop arrivals due before the end that never started (saturation).
     pub not_started: u64,
+    /// Attempts started out of every scheduled arrival (`attempts / (attempts + not_started)`).
+    pub started_fraction: f64,
     /// The run was cut short by Ctrl-C.
     pub interrupted: bool,
     /// Seconds from the start of the load to the end of its last attempt.
@@ -90,8 +105,13 @@ pub struct Summary {
     pub sold_out_s: Option<f64>,
     /// Rates over `duration_s`.
     pub throughput: Throughput,
-    /// Latency of all attempts from their intended start.
+    /// Latency of every scheduled arrival from its intended start. An arrival never started
+    /// counts as the whole load (`duration_s`), above every measured latency: see
+    /// [`every_arrival`]. This is the latency the tables and the gate show.
     pub latency_us: LatencySummary,
+    /// Latency of the attempts that started only (what `latency_us` was before unstarted
+    /// arrivals were counted).
+    pub latency_us_started: LatencySummary,
     /// Latency by outcome class.
     pub latency_us_by_outcome: BTreeMap<String, LatencySummary>,
     /// Service time (from the actual start): the difference to `latency_us` is queueing.
@@ -225,17 +245,33 @@ impl Summary {
             })
             .collect();
         let attempts = stats.attempts();
+        let started = stats.all_latency();
+        let every = every_arrival(&started, drive.not_started, drive.elapsed);
+        let verdict = Verdict::judge(
+            info.locks,
+            info.fenced,
+            Exclusion {
+                double_grant_incidents: double_grants.incidents,
+                lease_lost: stats.lease_lost,
+            },
+            safety,
+        );
+        let scheduled = attempts + drive.not_started;
         Self {
             schema: SCHEMA.into(),
             lockbench_version: env!("CARGO_PKG_VERSION").into(),
             strategy: info.id.into(),
             claims_safety: info.claims_safety(),
-            safe: safety.is_safe(),
+            safe: verdict.safe(),
+            lock_verdict: verdict.lock,
+            store_verdict: verdict.store,
             seed: w.seed,
             workload_file: workload_file.into(),
             workload: serde_json::to_value(w).expect("workload serialises"),
             audit: *safety,
             double_grants: double_grants.count,
+            double_grant_incidents: double_grants.incidents,
+            lease_lost: stats.lease_lost,
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
@@ -246,6 +282,11 @@ impl Summary {
             errors_by_kind,
             release_failures: stats.release_failed,
             not_started: drive.not_started,
+            started_fraction: if scheduled > 0 {
+                (attempts as f64 / scheduled as f64 * 10_000.0).round() / 10_000.0
+            } else {
+                1.0
+            },
             interrupted: drive.cancelled,
             duration_s: round3(duration_s),
             sold_out_s: sold_out_s.map(round3),
@@ -253,7 +294,8 @@ impl Summary {
                 attempts_per_s: per_s(attempts, duration_s),
                 sales_per_s: per_s(safety.sold, selling_s),
             },
-            latency_us: LatencySummary::of(&stats.all_latency()),
+            latency_us: LatencySummary::of(&every),
+            latency_us_started: LatencySummary::of(&started),
             latency_us_by_outcome,
             service_time_us: LatencySummary::of(&stats.service),
             servers,
@@ -266,6 +308,21 @@ impl Summary {
             workers: chaos.workers,
             worker_failures: chaos.worker_failures,
         }
+    }
+}
+
+impl Summary {
+    /// The two-part verdict.
+    pub fn verdict(&self) -> Verdict {
+        Verdict {
+            lock: self.lock_verdict,
+            store: self.store_verdict,
+        }
+    }
+
+    /// One word for the row (see [`Verdict::headline`]).
+    pub fn headline(&self) -> &'static str {
+        self.verdict().headline(!self.claims_safety)
     }
 }
 
@@ -320,6 +377,7 @@ mod tests {
                         fence: None,
                         acquired: at(100 * i + 6),
                         released: at(100 * i + 18),
+                        lost: i == 3,
                     }),
                 },
                 start,
@@ -346,6 +404,7 @@ mod tests {
             safety: &safety,
             double_grants: &DoubleGrants {
                 count: 2,
+                incidents: 1,
                 examples: vec![Overlap {
                     key: "k".into(),
                     first: "t0".into(),

@@ -3,12 +3,23 @@
 use std::io::Write;
 
 use super::Summary;
+use crate::check::Verdict;
 
 fn ms(us: u64) -> String {
     if us >= 100_000 {
         format!("{:.0}", us as f64 / 1000.0)
     } else {
         format!("{:.2}", us as f64 / 1000.0)
+    }
+}
+
+/// A fraction as a whole percent, never rounded up to 100 % unless it is whole.
+pub fn percent(f: f64) -> String {
+    let p = f * 100.0;
+    if p < 100.0 && p > 99.0 {
+        format!("{:.1}%", (p * 10.0).floor() / 10.0)
+    } else {
+        format!("{:.0}%", p.floor())
     }
 }
 
@@ -120,13 +131,27 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
     Ok(())
 }
 
-/// Prints one row per summary: throughput, latency (ms, from intended start) and safety.
+/// A latency percentile of every arrival, in ms; `+` when it lands among the arrivals that
+/// never started (counted as the whole load: the run cannot say how long they would have
+/// waited, only that it was longer than anything it served).
+pub fn arrival_ms(s: &Summary, us: u64) -> String {
+    let window_us = (s.duration_s * 1e6) as u64;
+    if s.not_started > 0 && us >= window_us && us >= s.latency_us_started.max {
+        format!("{}+", ms(us))
+    } else {
+        ms(us)
+    }
+}
+
+/// Prints one row per summary: throughput, latency (ms, from intended start, over every
+/// scheduled arrival) and the two-part verdict.
 pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
     let header = [
         "strategy",
         "attempts/s",
         "sales/s",
         "sold out s",
+        "started",
         "p50 ms",
         "p99 ms",
         "p99.9 ms",
@@ -136,19 +161,17 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
         "oversell",
         "lost",
         "dbl grants",
+        "lease lost",
         "stale",
         "unknown",
         "errors",
         "timeouts",
+        "lock",
+        "store",
         "verdict",
     ];
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for s in rows {
-        let verdict = match (s.safe, s.claims_safety) {
-            (true, _) => "safe",
-            (false, true) => "UNSAFE",
-            (false, false) => "unsafe (control)",
-        };
         let timeouts = s.outcomes.get("lock_timeout").copied().unwrap_or(0);
         lines.push(vec![
             s.strategy.clone(),
@@ -157,20 +180,24 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             s.sold_out_s
                 .map(|t| format!("{t:.2}"))
                 .unwrap_or_else(|| "-".into()),
-            ms(s.latency_us.p50),
-            ms(s.latency_us.p99),
-            ms(s.latency_us.p999),
-            ms(s.latency_us.max),
+            percent(s.started_fraction),
+            arrival_ms(s, s.latency_us.p50),
+            arrival_ms(s, s.latency_us.p99),
+            arrival_ms(s, s.latency_us.p999),
+            arrival_ms(s, s.latency_us.max),
             s.audit.sold.to_string(),
             format!("{}/{}", s.audit.final_stock, s.audit.initial_stock),
             s.audit.oversell.to_string(),
             s.audit.lost_updates.to_string(),
-            s.double_grants.to_string(),
+            s.double_grant_incidents.to_string(),
+            s.lease_lost.to_string(),
             s.stale_rejected.to_string(),
             s.unknown.to_string(),
             s.errors.to_string(),
             timeouts.to_string(),
-            verdict.to_string(),
+            Verdict::lock_text(s.lock_verdict).to_string(),
+            Verdict::store_text(s.store_verdict).to_string(),
+            s.headline().to_string(),
         ]);
     }
     render(out, &lines)?;
@@ -179,8 +206,9 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             writeln!(
                 out,
                 "note: {}: {} scheduled attempts never started — the open loop outran the strategy \
-                 (raise load.clients or lower load.rate to measure below saturation)",
-                s.strategy, s.not_started
+                 (raise load.clients or lower load.rate to measure below saturation); they count \
+                 in its latency as the whole load ({:.1} s), a `+` marks a percentile among them",
+                s.strategy, s.not_started, s.duration_s
             )?;
         }
         if s.stuck_locks > 0 {

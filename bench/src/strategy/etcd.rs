@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use etcd_client::{Client, LockOptions};
-use tokio::task::JoinHandle;
 
-use super::{AcquireError, Lease, Lock, StrategyError, within};
+use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
@@ -28,13 +27,11 @@ const GRPC_DEADLINE_EXCEEDED: i32 = 4;
 const GRPC_NOT_FOUND: i32 = 5;
 const GRPC_UNAVAILABLE: i32 = 14;
 
-/// A held lock: what release needs besides the [`Lease`].
+/// A held lock: what release needs besides the [`Lease`] (which owns the keep-alive task).
 struct Held {
     /// The key `Lock` returned (`<name>/<lease id in hex>`).
     key: Vec<u8>,
     lease_id: i64,
-    /// Renews the lease; aborted at release.
-    keep_alive: JoinHandle<()>,
 }
 
 /// The etcd lease + lock strategy.
@@ -102,8 +99,8 @@ impl EtcdLock {
     /// Abandons an acquisition: stops renewing and revokes the lease, which deletes our waiter
     /// key (or the lock, if the server granted it just as we gave up). A failed revoke leaves
     /// the key to expire with the lease.
-    async fn give_up(&self, etcd: &mut Client, keep: JoinHandle<()>, lease_id: i64) {
-        keep.abort();
+    async fn give_up(&self, etcd: &mut Client, keep: KeepAlive, lease_id: i64) {
+        keep.stop();
         let _ = self.revoke(etcd, lease_id).await;
     }
 
@@ -122,14 +119,15 @@ impl EtcdLock {
 }
 
 /// Renews `lease_id` every `every` until aborted, or until the lease is gone (a renewal
-/// answered with TTL 0) or renewals keep failing past the TTL: then the lock is lost and
-/// renewing is pointless. Each send and answer is bounded by `timeout`.
-async fn keep_alive(mut client: Client, lease_id: i64, every: Duration, timeout: Duration) {
+/// answered with TTL 0: returns `true`, the lease was lost) or a renewal fails (returns
+/// `false`: whether the lease outlives it, release will find out). Each send and answer is
+/// bounded by `timeout`.
+async fn keep_alive(mut client: Client, lease_id: i64, every: Duration, timeout: Duration) -> bool {
     let Ok(Ok((mut keeper, mut stream))) =
         tokio::time::timeout(timeout, client.lease_keep_alive(lease_id)).await
     else {
         tracing::debug!(lease_id, "keep-alive stream could not be opened");
-        return;
+        return false;
     };
     loop {
         tokio::time::sleep(every).await;
@@ -141,11 +139,11 @@ async fn keep_alive(mut client: Client, lease_id: i64, every: Duration, timeout:
             Ok(Ok(Some(r))) if r.ttl() > 0 => {}
             Ok(Ok(Some(_))) => {
                 tracing::debug!(lease_id, "lease expired before renewal");
-                return;
+                return true;
             }
             other => {
                 tracing::debug!(lease_id, ?other, "keep-alive failed");
-                return;
+                return false;
             }
         }
     }
@@ -162,7 +160,7 @@ impl Lock for EtcdLock {
         let lease_id = grant.id();
         // Renew at a third of the TTL the server granted (it may have raised ours).
         let every = Duration::from_secs(grant.ttl().max(1) as u64) / 3;
-        let keep = tokio::spawn(keep_alive(etcd.clone(), lease_id, every, self.timeout));
+        let keep = KeepAlive::spawn(keep_alive(etcd.clone(), lease_id, every, self.timeout));
         let remaining = self.acquire_timeout.saturating_sub(started.elapsed());
         let opts = LockOptions::new().with_lease(lease_id);
         let locked = match tokio::time::timeout(remaining, etcd.lock(key, Some(opts))).await {
@@ -194,18 +192,26 @@ impl Lock for EtcdLock {
         let held = Held {
             key: lock_key,
             lease_id,
-            keep_alive: keep,
         };
         self.held
             .lock()
             .expect("held-leases lock poisoned")
             .insert(token.to_string(), held);
-        Ok(Lease {
-            key: key.into(),
-            token: token.into(),
-            fence: Some(fence),
-            keepalive: None,
-        })
+        let mut lease = Lease::new(key, token);
+        lease.fence = Some(fence);
+        lease.keepalive = Some(keep);
+        Ok(lease)
+    }
+
+    /// Lease grant, then `Lock` for what is left of the wait, then the fence read and, when it
+    /// fails, the revoke: the wait plus 3 calls.
+    fn acquire_bound(&self) -> Duration {
+        self.acquire_timeout + super::calls(3, self.timeout)
+    }
+
+    /// Unlock, then revoke.
+    fn release_bound(&self) -> Duration {
+        super::calls(2, self.timeout)
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
@@ -217,23 +223,14 @@ impl Lock for EtcdLock {
         else {
             return Ok(false);
         };
-        held.keep_alive.abort();
+        if let Some(k) = &lease.keepalive {
+            k.stop();
+        }
         let mut etcd = self.client(client);
         // Unlock deletes the key whether or not it still existed, so it cannot tell whether we
         // still held the lock; the revoke can: an expired lease is not found.
         // A failed unlock is repaired by the revoke, which deletes the key too.
         let _ = within(self.timeout, etcd.unlock(held.key), classify).await;
         self.revoke(&mut etcd, held.lease_id).await
-    }
-}
-
-impl Drop for EtcdLock {
-    fn drop(&mut self) {
-        // Renewal tasks of leases never released (a run cut short) must not outlive the lock.
-        if let Ok(held) = self.held.get_mut() {
-            for (_, h) in held.drain() {
-                h.keep_alive.abort();
-            }
-        }
     }
 }

@@ -1,17 +1,25 @@
 //! Adapts any [`Lock`] into a [`Strategy`]: acquire, the shared critical section, release.
+//!
+//! The lease is owned by a guard from the moment acquire returns: it is recorded and the lock
+//! released on every way out of the attempt — a normal release, or the attempt cut at its bound
+//! (the guard's drop records the lease up to the cut and releases in the background), so the
+//! double-grant checker sees every lease and no lock, keep-alive or ZooKeeper node outlives its
+//! attempt.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
 use super::mysql::SharedStore;
-use super::{AcquireError, Attempt, Lock, Purchase, Strategy};
+use super::{AcquireError, Attempt, Lease, LeaseSlot, Lock, Purchase, Strategy};
+use crate::chaos::holder::{self, Point};
 use crate::record::{LeaseSpan, Outcome};
 use crate::workload::Workload;
 
 /// A lock around the shared critical section of the MariaDB store.
 pub struct Locked<L> {
-    lock: L,
+    lock: Arc<L>,
     store: SharedStore,
     hold: Duration,
     /// Distinguishes this run's tokens from leftovers of earlier runs on the same server.
@@ -22,11 +30,11 @@ pub struct Locked<L> {
     touch_store: bool,
 }
 
-impl<L: Lock> Locked<L> {
+impl<L: Lock + 'static> Locked<L> {
     /// Wraps `lock`; the critical section sells from `store`.
     pub fn new(lock: L, store: SharedStore, w: &Workload) -> Self {
         Self {
-            lock,
+            lock: Arc::new(lock),
             store,
             hold: w.critical_section.hold,
             nonce: rand::random(),
@@ -42,10 +50,84 @@ impl<L: Lock> Locked<L> {
     }
 }
 
+/// A held lease: recorded into the attempt's slot and released, whichever way the attempt ends.
+struct Held<'a, L: Lock + 'static> {
+    lock: Arc<L>,
+    client: u32,
+    slot: &'a LeaseSlot,
+    /// `None` once released.
+    lease: Option<Lease>,
+    /// When acquire returned: the lease starts here, before any injected pause.
+    acquired: Instant,
+    /// When release was sent, once it was.
+    released: Option<Instant>,
+}
+
+impl<L: Lock + 'static> Held<'_, L> {
+    fn span(&self, lease: &Lease, released: Instant, lost: bool) -> LeaseSpan {
+        LeaseSpan {
+            key: lease.key.clone(),
+            token: lease.token.clone(),
+            fence: lease.fence,
+            acquired: self.acquired,
+            released,
+            lost,
+        }
+    }
+
+    /// Releases the lock and records the lease; returns whether the release failed with an
+    /// error.
+    async fn release(mut self) -> bool {
+        let released = Instant::now();
+        self.released = Some(released);
+        let lease = self.lease.as_ref().expect("released once");
+        // What the client already knows (renewal found it gone, validity passed) counts first:
+        // the release call comes after the holder's work.
+        let known_lost = lease.known_lost(released);
+        let result = self.lock.release(self.client, lease).await;
+        let lost = known_lost || result == Ok(false);
+        self.slot.put(self.span(lease, released, lost));
+        self.lease = None;
+        result.is_err()
+    }
+}
+
+impl<L: Lock + 'static> Drop for Held<'_, L> {
+    fn drop(&mut self) {
+        // Only when the attempt was cut (or panicked) before its release finished.
+        let Some(lease) = self.lease.take() else {
+            return;
+        };
+        let released = self.released.unwrap_or_else(Instant::now);
+        self.slot
+            .put(self.span(&lease, released, lease.known_lost(released)));
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (lock, client) = (self.lock.clone(), self.client);
+            // Bounded by the lock's own call bounds; a second release of one token is harmless.
+            rt.spawn(async move {
+                let _ = lock.release(client, &lease).await;
+            });
+        }
+    }
+}
+
 #[async_trait]
-impl<L: Lock> Strategy for Locked<L> {
+impl<L: Lock + 'static> Strategy for Locked<L> {
+    async fn prepare(&self, skus: u32) -> Result<(), super::StrategyError> {
+        self.lock.prepare(skus).await
+    }
+
     async fn stuck_locks(&self, skus: u32) -> Result<u64, super::StrategyError> {
         self.lock.stuck_locks(skus).await
+    }
+
+    fn bound(&self) -> Duration {
+        let section = if self.touch_store {
+            self.store.critical_section_bound(self.hold)
+        } else {
+            Duration::ZERO
+        };
+        self.lock.acquire_bound() + section + self.lock.release_bound()
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
@@ -57,10 +139,6 @@ impl<L: Lock> Strategy for Locked<L> {
             Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
             Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
         };
-        // The lease starts when acquire returned, before any injected pause.
-        let acquired = Instant::now();
-        crate::chaos::failpoint("lock.after-acquire");
-        crate::chaos::holder::lock_acquired();
         let fence = if self.fenced {
             Some(
                 lease
@@ -70,25 +148,28 @@ impl<L: Lock> Strategy for Locked<L> {
         } else {
             None
         };
+        let held = Held {
+            lock: self.lock.clone(),
+            client: p.client,
+            slot: p.lease,
+            lease: Some(lease),
+            acquired: Instant::now(),
+            released: None,
+        };
+        crate::chaos::failpoint("lock.after-acquire");
+        holder::reached(Point::AfterAcquire);
         let outcome = if self.touch_store {
             self.store
-                .critical_section(p, &lease.token, fence, self.hold)
+                .critical_section(p, &token, fence, self.hold)
                 .await
         } else {
             Outcome::Locked
         };
-        let released = Instant::now();
-        let release_failed = !matches!(self.lock.release(p.client, &lease).await, Ok(true));
+        holder::reached(Point::BeforeRelease);
+        let release_failed = held.release().await;
         Attempt {
             outcome,
             release_failed,
-            lease: Some(LeaseSpan {
-                key,
-                token: lease.token.clone(),
-                fence: lease.fence,
-                acquired,
-                released,
-            }),
         }
     }
 }

@@ -10,7 +10,9 @@
 //!   (`mysql-atomic`, `redis-lua-decr`, the `none` control). [`Locked`] adapts a [`Lock`].
 //!
 //! A [`Store`] holds the stock: it seeds it before the run and the checker audits it after.
-//! Every network call is bounded by `load.timeout`.
+//! Every network call is bounded by `load.timeout`, and every strategy states the bound of a
+//! whole attempt ([`Strategy::bound`]) as the sum of the bounds of the calls it makes: the
+//! driver cuts an attempt there, and the double-grant checker keeps leases that long.
 
 mod etcd;
 mod locked;
@@ -25,7 +27,8 @@ pub mod redlock;
 mod zookeeper;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -38,24 +41,44 @@ pub use locked::Locked;
 
 /// One purchase to attempt.
 #[derive(Debug, Clone, Copy)]
-pub struct Purchase {
+pub struct Purchase<'a> {
     /// Attempt number in schedule order; also the buyer id written on the order.
     pub seq: u64,
     /// Buyer loop running it (selects a connection).
     pub client: u32,
     /// Item to buy.
     pub sku: u32,
+    /// Where the attempt leaves the lease it held. The driver owns it, so a lease is recorded
+    /// even when the attempt is cut at its bound and its future dropped mid-way.
+    pub lease: &'a LeaseSlot,
 }
 
-/// What an attempt returns to the recorder.
+/// The lease an attempt held, left where the driver finds it whatever way the attempt ended.
+#[derive(Debug, Default)]
+pub struct LeaseSlot(std::sync::Mutex<Option<LeaseSpan>>);
+
+impl LeaseSlot {
+    /// Records the attempt's lease (a later call replaces an earlier one).
+    pub fn put(&self, span: LeaseSpan) {
+        *self.0.lock().expect("lease slot lock is never poisoned") = Some(span);
+    }
+
+    /// The recorded lease, if the attempt held one.
+    pub fn take(&self) -> Option<LeaseSpan> {
+        self.0
+            .lock()
+            .expect("lease slot lock is never poisoned")
+            .take()
+    }
+}
+
+/// What an attempt returns to the recorder (its lease, if any, is in [`Purchase::lease`]).
 #[derive(Debug, Clone)]
 pub struct Attempt {
     /// The sale's outcome.
     pub outcome: Outcome,
-    /// The lock could not be released cleanly (error, or it was no longer ours).
+    /// Releasing the lock failed with an error: whether it was freed is unknown (it expires).
     pub release_failed: bool,
-    /// The lease held during the attempt, if any.
-    pub lease: Option<LeaseSpan>,
 }
 
 impl From<Outcome> for Attempt {
@@ -63,7 +86,6 @@ impl From<Outcome> for Attempt {
         Self {
             outcome,
             release_failed: false,
-            lease: None,
         }
     }
 }
@@ -71,8 +93,21 @@ impl From<Outcome> for Attempt {
 /// One way of buying one unit. Implementations must bound every network call.
 #[async_trait]
 pub trait Strategy: Send + Sync {
-    /// Attempts one purchase; never panics on server errors (they are outcomes).
+    /// Attempts one purchase; never panics on server errors (they are outcomes). A strategy
+    /// that takes a lock leaves its lease in `p.lease`.
     async fn attempt(&self, p: &Purchase) -> Attempt;
+
+    /// The longest one attempt can take: the sum of the bounds of the calls it makes (each
+    /// `load.timeout` unless said otherwise), the waits it allows itself (`lock.acquire_timeout`)
+    /// and the hold. The driver cuts an attempt here; a cut attempt's outcome is unknown.
+    fn bound(&self) -> Duration;
+
+    /// Creates what the strategy keeps server-side for `skus` keys (a lock table), wiping
+    /// earlier runs. Called once per run by the coordinator, never by worker processes (which
+    /// would wipe each other's state).
+    async fn prepare(&self, _skus: u32) -> Result<(), StrategyError> {
+        Ok(())
+    }
 
     /// Locks of `skus` keys left held with no expiry after the run: held forever, every later
     /// buyer of those SKUs stalls. Zero for strategies without locks.
@@ -92,6 +127,8 @@ pub struct Lease {
     pub fence: Option<u64>,
     /// A task keeping the lease alive (watchdog, lease keep-alive), stopped at release.
     pub keepalive: Option<KeepAlive>,
+    /// When the lease ends, for locks whose client computes it (Redlock's validity).
+    pub valid_until: Option<Instant>,
 }
 
 impl Lease {
@@ -102,30 +139,58 @@ impl Lease {
             token: token.to_string(),
             fence: None,
             keepalive: None,
+            valid_until: None,
         }
+    }
+
+    /// Whether the client already knows, at `now`, that the lease has ended: its renewal found
+    /// it gone, or its validity has passed. (Release may find out more: see [`Lock::release`].)
+    pub fn known_lost(&self, now: Instant) -> bool {
+        self.keepalive.as_ref().is_some_and(KeepAlive::found_lost)
+            || self.valid_until.is_some_and(|v| now > v)
     }
 }
 
 /// A background task that keeps a lease alive; aborted by [`KeepAlive::stop`] or on drop, so
 /// it never outlives the attempt that took the lease.
 #[derive(Debug)]
-pub struct KeepAlive(tokio::task::AbortHandle);
+pub struct KeepAlive {
+    task: tokio::task::AbortHandle,
+    /// Set when the task ended because it found the lease gone.
+    lost: Arc<AtomicBool>,
+}
 
 impl KeepAlive {
-    /// Spawns `task` on the runtime.
-    pub fn spawn(task: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
-        Self(tokio::spawn(task).abort_handle())
+    /// Spawns `task` on the runtime; it returns `true` if it stopped because it found the
+    /// lease gone (expired, or owned by another), `false` if it gave up for another reason.
+    pub fn spawn(task: impl std::future::Future<Output = bool> + Send + 'static) -> Self {
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let task = tokio::spawn(async move {
+            if task.await {
+                flag.store(true, Ordering::SeqCst);
+            }
+        });
+        Self {
+            task: task.abort_handle(),
+            lost,
+        }
     }
 
     /// Stops renewing (before the release is sent).
     pub fn stop(&self) {
-        self.0.abort();
+        self.task.abort();
+    }
+
+    /// Whether renewing found the lease gone.
+    pub fn found_lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
     }
 }
 
 impl Drop for KeepAlive {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }
 
@@ -150,8 +215,16 @@ pub trait Lock: Send + Sync {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError>;
 
     /// Releases a lease. `Ok(false)` means the lock was no longer held by this token
-    /// (it expired and maybe went to someone else).
+    /// (it expired and maybe went to someone else): the lease was lost while held. Safe to
+    /// call twice for one lease (a cut attempt's guard may repeat a release in flight).
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind>;
+
+    /// The longest `acquire` can take: `lock.acquire_timeout` plus the calls that may still
+    /// start before it has passed and run after it, each bounded.
+    fn acquire_bound(&self) -> Duration;
+
+    /// The longest `release` can take.
+    fn release_bound(&self) -> Duration;
 
     /// See [`Strategy::stuck_locks`].
     async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
@@ -199,6 +272,11 @@ pub enum StrategyError {
     Timeout(&'static str),
 }
 
+/// `calls` network calls of at most `each`.
+pub(crate) fn calls(n: u32, each: Duration) -> Duration {
+    each * n
+}
+
 /// What kind of row a strategy is in the comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -218,6 +296,10 @@ pub struct StrategyInfo {
     pub id: &'static str,
     /// Lock, lock-free or control.
     pub kind: Kind,
+    /// Whether buyers take a lock (and record leases): the lock half of the verdict applies.
+    pub locks: bool,
+    /// Whether the store refuses writes whose fencing token is older than one it has seen.
+    pub fenced: bool,
     /// Servers it needs.
     pub needs: Needs,
     /// Where the lock's fencing token comes from, for locks that issue one (the `-fenced`
@@ -304,6 +386,8 @@ const MARIADB_ETCD: Needs = Needs {
 pub const ALL: &[StrategyInfo] = &[
     StrategyInfo {
         id: "none",
+        locks: false,
+        fenced: false,
         kind: Kind::Control,
         fence_token: None,
         needs: MARIADB,
@@ -311,6 +395,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "mysql-for-update",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: None,
         needs: MARIADB,
@@ -318,6 +404,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "mysql-optimistic",
+        locks: false,
+        fenced: false,
         kind: Kind::LockFree,
         fence_token: None,
         needs: MARIADB,
@@ -325,6 +413,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "mysql-atomic",
+        locks: false,
+        fenced: false,
         kind: Kind::LockFree,
         fence_token: None,
         needs: MARIADB,
@@ -332,6 +422,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "mysql-lock-table",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: Some("lock row takeover counter"),
         needs: MARIADB,
@@ -339,6 +431,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "mysql-lock-table-fenced",
+        locks: true,
+        fenced: true,
         kind: Kind::Lock,
         fence_token: Some("lock row takeover counter"),
         needs: MARIADB,
@@ -346,6 +440,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-setnx",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: None,
         needs: MARIADB_REDIS,
@@ -353,6 +449,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-setnx-watchdog",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: None,
         needs: MARIADB_REDIS,
@@ -360,6 +458,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-setnx-fenced",
+        locks: true,
+        fenced: true,
         kind: Kind::Lock,
         fence_token: Some("Redis INCR counter"),
         needs: MARIADB_REDIS,
@@ -367,6 +467,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-reentrant",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: None,
         needs: MARIADB_REDIS,
@@ -374,6 +476,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redlock",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: None,
         needs: MARIADB_REDLOCK,
@@ -381,6 +485,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-sentinel",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: None,
         needs: MARIADB_SENTINEL,
@@ -388,6 +494,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-get-del",
+        locks: true,
+        fenced: false,
         kind: Kind::Control,
         fence_token: None,
         needs: MARIADB_REDIS,
@@ -395,6 +503,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-setnx-expire",
+        locks: true,
+        fenced: false,
         kind: Kind::Control,
         needs: MARIADB_REDIS,
         fence_token: None,
@@ -402,6 +512,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "redis-lua-decr",
+        locks: false,
+        fenced: false,
         kind: Kind::LockFree,
         fence_token: None,
         needs: REDIS,
@@ -409,6 +521,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "zookeeper",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: Some("lock node czxid"),
         needs: MARIADB_ZOOKEEPER,
@@ -416,6 +530,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "etcd",
+        locks: true,
+        fenced: false,
         kind: Kind::Lock,
         fence_token: Some("lock key create revision"),
         needs: MARIADB_ETCD,
@@ -423,6 +539,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "zookeeper-fenced",
+        locks: true,
+        fenced: true,
         kind: Kind::Lock,
         fence_token: Some("lock node czxid"),
         needs: MARIADB_ZOOKEEPER,
@@ -430,6 +548,8 @@ pub const ALL: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "etcd-fenced",
+        locks: true,
+        fenced: true,
         kind: Kind::Lock,
         fence_token: Some("lock key create revision"),
         needs: MARIADB_ETCD,
@@ -556,10 +676,9 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
             }
         }
         "mysql-lock-table" | "mysql-lock-table-fenced" => {
-            let fenced = info.id.ends_with("-fenced");
+            let fenced = info.fenced;
             let store = mysql().await?;
             let lock = mysql_lock_table::LockTable::new(store.clone(), w, fenced);
-            lock.prepare(w.inventory.skus).await?;
             let locked = Locked::new(lock, store.clone(), w);
             Built {
                 strategy: Arc::new(if fenced { locked.fenced() } else { locked }),
@@ -621,11 +740,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 store.clone(),
                 w,
             );
-            let lock = if info.id.ends_with("-fenced") {
-                lock.fenced()
-            } else {
-                lock
-            };
+            let lock = if info.fenced { lock.fenced() } else { lock };
             Built {
                 strategy: Arc::new(lock),
                 store,
@@ -639,11 +754,7 @@ pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, Stra
                 store.clone(),
                 w,
             );
-            let lock = if info.id.ends_with("-fenced") {
-                lock.fenced()
-            } else {
-                lock
-            };
+            let lock = if info.fenced { lock.fenced() } else { lock };
             Built {
                 strategy: Arc::new(lock),
                 store,

@@ -285,7 +285,7 @@ impl MysqlStore {
     pub async fn write(
         &self,
         con: &mut MySqlConnection,
-        p: &Purchase,
+        p: &Purchase<'_>,
         new_qty: i64,
         guard: Guard,
         token: &str,
@@ -316,7 +316,7 @@ impl MysqlStore {
     pub async fn insert_order(
         &self,
         con: &mut MySqlConnection,
-        p: &Purchase,
+        p: &Purchase<'_>,
         token: &str,
     ) -> Result<(), ErrorKind> {
         let insert = sqlx::query(self.sql.insert_order.clone())
@@ -336,7 +336,7 @@ impl MysqlStore {
     /// write is refused (`Failed(StaleToken)`) if a newer token has been seen since.
     pub async fn critical_section(
         &self,
-        p: &Purchase,
+        p: &Purchase<'_>,
         token: &str,
         fence: Option<u64>,
         hold: Duration,
@@ -357,6 +357,8 @@ impl MysqlStore {
         if qty <= 0 {
             return Outcome::SoldOut;
         }
+        // Between the read and the write: where a holder's GC pause loses an update.
+        crate::chaos::holder::reached(crate::chaos::holder::Point::AfterRead);
         tokio::time::sleep(hold).await;
         let guard = fence.map_or(Guard::None, Guard::Fence);
         match self.write_tx(&mut con, p, qty - 1, guard, token).await {
@@ -367,11 +369,17 @@ impl MysqlStore {
         }
     }
 
+    /// Bound of [`Self::critical_section`]: the buyer's connection (opened if needed), raising
+    /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
+    pub fn critical_section_bound(&self, hold: Duration) -> Duration {
+        super::calls(7, self.timeout) + hold
+    }
+
     /// [`Self::write`] in its own transaction, committed.
     pub async fn write_tx(
         &self,
         con: &mut MySqlConnection,
-        p: &Purchase,
+        p: &Purchase<'_>,
         new_qty: i64,
         guard: Guard,
         token: &str,

@@ -154,4 +154,15 @@ impl Lock for LockTable {
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
         self.leave(client, &lease.key, &lease.token).await
     }
+
+    /// The last try (connection + update) may start just before the deadline; then the fence
+    /// read (connection + select) and, if it fails, leaving (connection + update).
+    fn acquire_bound(&self) -> Duration {
+        self.acquire_timeout + super::calls(6, self.store.timeout)
+    }
+
+    /// Connection + update.
+    fn release_bound(&self) -> Duration {
+        super::calls(2, self.store.timeout)
+    }
 }

@@ -10,7 +10,7 @@ use super::mysql::{
     ER_LOCK_WAIT_TIMEOUT, Guard, SharedStore, classify, error_number, fail_and_drop, lock_wait,
     write_failure,
 };
-use super::{Attempt, Purchase, Strategy, backoff, within};
+use super::{Attempt, Purchase, Strategy, backoff, calls, within};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Workload;
 
@@ -37,6 +37,10 @@ impl NoLock {
 
 #[async_trait]
 impl Strategy for NoLock {
+    fn bound(&self) -> Duration {
+        self.store.critical_section_bound(self.hold)
+    }
+
     async fn attempt(&self, p: &Purchase) -> Attempt {
         self.store
             .critical_section(p, &token(p), None, self.hold)
@@ -70,6 +74,13 @@ impl ForUpdate {
 
 #[async_trait]
 impl Strategy for ForUpdate {
+    /// Connection and begin, the locking read (which may wait `lock_wait` for the row lock on
+    /// top of its call), the hold, then update, insert and commit or rollback.
+    fn bound(&self) -> Duration {
+        let t = self.store.timeout;
+        calls(2, t) + self.lock_wait + t + self.hold + calls(3, t)
+    }
+
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
         let mut con = match s.conn(p.client).await {
@@ -106,16 +117,18 @@ impl Strategy for ForUpdate {
         // lease, so the double-grant checker measures the row lock like any other.
         let acquired = Instant::now();
         let token = token(p);
-        let held = |outcome: Outcome, released: Instant| Attempt {
-            outcome,
-            release_failed: false,
-            lease: Some(LeaseSpan {
+        // The server frees the row lock itself (at commit, rollback, or when a cut attempt's
+        // connection goes), so only the interval the buyer held it is recorded here.
+        let held = |outcome: Outcome, released: Instant| {
+            p.lease.put(LeaseSpan {
                 key: format!("stock-row:{}", p.sku),
                 token: token.clone(),
                 fence: None,
                 acquired,
                 released,
-            }),
+                lost: false,
+            });
+            Attempt::from(outcome)
         };
         if qty <= 0 || !self.touch_store {
             let released = Instant::now();
@@ -170,6 +183,13 @@ impl Optimistic {
 
 #[async_trait]
 impl Strategy for Optimistic {
+    /// The connection, then tries until `acquire_timeout`; the last try may start just before
+    /// it: read, hold, begin, update, insert, commit.
+    fn bound(&self) -> Duration {
+        let t = self.store.timeout;
+        t + self.give_up_after + calls(5, t) + self.hold
+    }
+
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
         let started = tokio::time::Instant::now();
@@ -222,6 +242,11 @@ impl Atomic {
 
 #[async_trait]
 impl Strategy for Atomic {
+    /// Connection, begin, update, insert or rollback, commit.
+    fn bound(&self) -> Duration {
+        calls(5, self.store.timeout)
+    }
+
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
         let mut con = match s.conn(p.client).await {

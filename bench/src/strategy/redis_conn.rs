@@ -150,6 +150,16 @@ impl RedisTarget {
         })
     }
 
+    /// Bound of one command of at most `timeout`: on a Sentinel-backed target a failed command
+    /// is followed by asking the sentinels (1 s each, in turn) for the master and reconnecting.
+    pub fn call_bound(&self, timeout: std::time::Duration) -> std::time::Duration {
+        if self.sentinels.addrs.is_empty() {
+            return timeout;
+        }
+        let ask = std::time::Duration::from_secs(1) * self.sentinels.addrs.len() as u32;
+        timeout + ask + timeout
+    }
+
     /// A connection for `client` and the generation it belongs to.
     pub fn con(&self, client: u32) -> (Con, u64) {
         let cur = self.current.read().expect("never poisoned").clone();

@@ -55,6 +55,11 @@ impl LuaDecr {
 
 #[async_trait]
 impl Strategy for LuaDecr {
+    /// One script call.
+    fn bound(&self) -> Duration {
+        self.timeout
+    }
+
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let mut con = self.cons[p.client as usize % self.cons.len()].clone();
         let (stock, orders) = (self.stock_key(p.sku), self.orders_key(p.sku));

@@ -98,6 +98,16 @@ impl Lock for Reentrant {
         Ok(Lease::new(key, token))
     }
 
+    /// The last try's script call may start just before the deadline.
+    fn acquire_bound(&self) -> Duration {
+        self.acquire_timeout + self.timeout
+    }
+
+    /// One script call.
+    fn release_bound(&self) -> Duration {
+        self.timeout
+    }
+
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
         Ok(self.leave(client, &lease.key, &lease.token).await? == Released::Free)
     }

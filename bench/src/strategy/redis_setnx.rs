@@ -153,7 +153,7 @@ impl SetNx {
                 call.arg(&token).arg(ttl.as_millis() as u64);
                 // A failed renewal is retried at the next tick; a lost lease ends the watchdog.
                 if let Ok(0) = within(timeout, call.invoke_async::<i64>(&mut con), classify).await {
-                    return;
+                    return true;
                 }
             }
         })
@@ -214,6 +214,25 @@ impl Lock for SetNx {
             }
         }
         Ok(lease)
+    }
+
+    /// A try (SET NX PX, or SETNX and PEXPIRE) may start just before the deadline; then the
+    /// release of a timed-out SET, or the fence's INCR and the release after a failed one.
+    fn acquire_bound(&self) -> Duration {
+        let per_try = match self.flavor.acquire {
+            Acquire::SetNxPx => 1,
+            Acquire::SetNxThenExpire => 2,
+        };
+        self.acquire_timeout + self.target.call_bound(self.timeout) * (per_try + 2)
+    }
+
+    /// Compare-and-delete is one call; GET then DEL two.
+    fn release_bound(&self) -> Duration {
+        let n = match self.flavor.release {
+            Release::CompareAndDelete => 1,
+            Release::GetThenDel => 2,
+        };
+        self.target.call_bound(self.timeout) * n
     }
 
     async fn stuck_locks(&self, skus: u32) -> Result<u64, StrategyError> {

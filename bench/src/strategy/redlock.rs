@@ -4,7 +4,11 @@
 //! `lock.node_timeout` so one slow node never slows an acquire; the lock is held once a
 //! majority (N/2 + 1) said yes *and* time remains: validity = ttl − elapsed − drift, with
 //! drift = 1% of the ttl + 2 ms. Otherwise it is released on every node and retried. The
-//! answer returns as soon as a majority has answered; stragglers are not waited for.
+//! acquire's answer returns as soon as a majority has answered; stragglers are not waited for.
+//!
+//! The lease carries its validity: a holder still working when it has passed has lost the lock
+//! (nothing renews it), whatever the unlock finds. Unlock goes to every node, each bounded by
+//! `lock.node_timeout`, so no node keeps a key the holder believes freed.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -107,7 +111,8 @@ impl Redlock {
             .map(move |n| n[client as usize % n.len()].clone())
     }
 
-    /// Frees `key` on every node that still holds `token`; true if a majority did.
+    /// Frees `key` on every node that still holds `token` (all nodes at once, each bounded by
+    /// `node_timeout`); true if a majority still held it.
     async fn unlock_all(&self, client: u32, key: &str, token: &str) -> bool {
         let calls: FuturesUnordered<_> = self
             .cons(client)
@@ -123,7 +128,8 @@ impl Redlock {
                 .map(|n| n == 1)
             })
             .collect();
-        until_quorum(calls, quorum(self.nodes.len())).await >= quorum(self.nodes.len())
+        let answers: Vec<_> = calls.collect().await;
+        answers.into_iter().filter(|r| *r == Ok(true)).count() >= quorum(self.nodes.len())
     }
 }
 
@@ -154,8 +160,12 @@ impl Lock for Redlock {
                 })
                 .collect();
             let yes = until_quorum(calls, quorum(self.nodes.len())).await;
-            if yes >= quorum(self.nodes.len()) && validity(self.ttl, round.elapsed()).is_some() {
-                return Ok(Lease::new(key, token));
+            if yes >= quorum(self.nodes.len())
+                && let Some(valid) = validity(self.ttl, round.elapsed())
+            {
+                let mut lease = Lease::new(key, token);
+                lease.valid_until = Some(std::time::Instant::now() + valid);
+                return Ok(lease);
             }
             // No majority (or no time left): undo the partial acquisition everywhere.
             self.unlock_all(client, key, token).await;
@@ -170,6 +180,17 @@ impl Lock for Redlock {
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
         Ok(self.unlock_all(client, &lease.key, &lease.token).await)
+    }
+
+    /// A round (SET on every node at once) may start just before the deadline, followed by
+    /// its undo (unlock on every node at once): two node timeouts.
+    fn acquire_bound(&self) -> Duration {
+        self.acquire_timeout + self.node_timeout * 2
+    }
+
+    /// Unlock on every node at once.
+    fn release_bound(&self) -> Duration {
+        self.node_timeout
     }
 }
 

@@ -317,12 +317,21 @@ impl Lock for ZkLock {
             .lock()
             .expect("held-locks lock poisoned")
             .insert(token.to_string(), Held { path, session: zk });
-        Ok(Lease {
-            key: key.into(),
-            token: token.into(),
-            fence: Some(czxid as u64),
-            keepalive: None,
-        })
+        let mut lease = Lease::new(key, token);
+        lease.fence = Some(czxid as u64);
+        Ok(lease)
+    }
+
+    /// The session (a connect) and the node (create, mkdir, create again; or create then a
+    /// listing and a stat to find it) may use up the whole wait; a last round of waiting may
+    /// start just before the deadline (listing + watch); then abandoning (a delete): 7 calls.
+    fn acquire_bound(&self) -> Duration {
+        self.acquire_timeout + super::calls(7, self.timeout)
+    }
+
+    /// One delete.
+    fn release_bound(&self) -> Duration {
+        self.timeout
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {

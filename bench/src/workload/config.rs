@@ -405,11 +405,6 @@ impl Workload {
     pub fn total_stock(&self) -> u64 {
         self.inventory.stock * u64::from(self.inventory.skus)
     }
-
-    /// Upper bound of one attempt: acquire, hold and a few network calls, each bounded.
-    pub fn attempt_bound(&self) -> Duration {
-        self.lock.acquire_timeout + self.critical_section.hold + self.load.timeout * 6
-    }
 }
 
 #[cfg(test)]

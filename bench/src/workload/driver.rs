@@ -2,7 +2,10 @@
 //! start (open loop), run one attempt and send the [`Completion`] to the recorder.
 //!
 //! Bounded three ways: the schedule ends at `load.duration` (or `load.max_attempts`), no slot
-//! is taken after the duration, and every attempt is cut at [`Workload::attempt_bound`].
+//! is taken after the duration, and every attempt is cut at the strategy's bound
+//! ([`Strategy::bound`]: the sum of the bounds of the calls an attempt makes) plus the longest
+//! pause the chaos plan may inflict on the process. A cut attempt is recorded as unknown, with
+//! the lease it held up to the cut (its lock is released in the background).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::Workload;
 use super::pacing::{Part, Schedule};
 use crate::record::{Completion, ErrorKind, Outcome};
-use crate::strategy::{Attempt, Purchase, Strategy};
+use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
 
 /// What the driver itself observed.
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +64,7 @@ pub async fn drive_part(
 ) -> DriveReport {
     let schedule = Arc::new(Schedule::part(w, start, part));
     let end = start + w.load.duration;
-    let bound = w.attempt_bound() + extra_bound;
+    let bound = strategy.bound() + extra_bound;
     let open = w.load.mode == super::LoadMode::Open;
     let dropped = Arc::new(AtomicU64::new(0));
     let mut buyers = tokio::task::JoinSet::new();
@@ -92,10 +95,12 @@ pub async fn drive_part(
                     }
                 }
                 let started = Instant::now();
+                let lease = LeaseSlot::default();
                 let p = Purchase {
                     seq: slot.seq,
                     client,
                     sku: slot.sku,
+                    lease: &lease,
                 };
                 let attempt = tokio::time::timeout(bound, strategy.attempt(&p))
                     .await
@@ -109,7 +114,7 @@ pub async fn drive_part(
                     started,
                     ended: Instant::now(),
                     release_failed: attempt.release_failed,
-                    lease: attempt.lease,
+                    lease: lease.take(),
                 };
                 if sink.send(completion).await.is_err() {
                     break; // the recorder is gone: nothing more can be recorded

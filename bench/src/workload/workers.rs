@@ -54,8 +54,8 @@ pub struct Job {
 pub enum Control {
     /// Start the load; the load's start is this CLOCK_MONOTONIC reading.
     Start { origin_ns: u64 },
-    /// Stop (SIGSTOP) right after the next lock acquired, or no longer.
-    ArmHolderPause(bool),
+    /// Stop (SIGSTOP) when a lock holder next reaches this point, or no longer (`None`).
+    ArmHolderPause(Option<crate::chaos::holder::Point>),
     /// End the load now (Ctrl-C).
     Stop,
 }
@@ -68,6 +68,7 @@ struct WireLease {
     fence: Option<u64>,
     acquired: u64,
     released: u64,
+    lost: bool,
 }
 
 /// A completion on the wire.
@@ -122,6 +123,7 @@ impl WireCompletion {
                 fence: l.fence,
                 acquired: ns(l.acquired, start),
                 released: ns(l.released, start),
+                lost: l.lost,
             }),
         }
     }
@@ -143,6 +145,7 @@ impl WireCompletion {
                 fence: l.fence,
                 acquired: at(l.acquired),
                 released: at(l.released),
+                lost: l.lost,
             }),
         }
     }
@@ -278,9 +281,13 @@ impl WorkerControl {
             .write_all(&line)
     }
 
-    /// Arms (`true`) or disarms worker `k`'s holder pause.
-    pub fn arm_holder_pause(&self, k: usize, on: bool) -> std::io::Result<()> {
-        self.send(k, Control::ArmHolderPause(on))
+    /// Arms worker `k`'s holder pause at `point`, or disarms it (`None`).
+    pub fn arm_holder_pause(
+        &self,
+        k: usize,
+        point: Option<crate::chaos::holder::Point>,
+    ) -> std::io::Result<()> {
+        self.send(k, Control::ArmHolderPause(point))
     }
 
     /// SIGSTOPs worker `k`.
@@ -573,6 +580,7 @@ mod tests {
                 fence: Some(4),
                 acquired: at(3),
                 released: at(8),
+                lost: true,
             }),
         };
         let line =
@@ -587,8 +595,8 @@ mod tests {
         );
         let (l, b) = (c.lease.unwrap(), back.lease.unwrap());
         assert_eq!(
-            (l.acquired, l.released, l.fence),
-            (b.acquired, b.released, b.fence)
+            (l.acquired, l.released, l.fence, l.lost),
+            (b.acquired, b.released, b.fence, b.lost)
         );
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use lockbench::check::{LockVerdict, StoreVerdict};
 use lockbench::report::Summary;
 
 use super::{
@@ -57,50 +58,78 @@ fn by_id<'a>(all: &'a [Summary], id: &str) -> &'a Summary {
     all.iter().find(|s| s.strategy == id).unwrap()
 }
 
-/// Kleppmann's pause: a client stops for 2x the lease right after acquiring. Expiring locks
-/// (Redis SET NX PX, an etcd lease, a ZooKeeper session) hand the lock to a second client while
-/// the first still believes it holds it; fencing tokens let the store refuse the stale write.
-#[test]
-fn pause_holder_double_grants_expiring_locks_and_fencing_keeps_the_stock() {
-    if !consensus_servers_available() {
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+/// Every unfenced lock whose lease expires under a paused holder.
+const UNFENCED_EXPIRING: &str =
+    "redis-setnx,redis-setnx-watchdog,redis-reentrant,redlock,etcd,zookeeper,mysql-lock-table";
+/// Their fenced variants.
+const FENCED: &str = "redis-setnx-fenced,mysql-lock-table-fenced,etcd-fenced,zookeeper-fenced";
+
+/// Kleppmann's pause on chaos/pause-holder.toml: a holder stops for 2x the lease between its
+/// read of the stock and its write; the checks every run shares.
+fn pause_holder(dir: &Path, strategies: &str) -> Vec<Summary> {
     let all = compare(
-        dir.path(),
-        "redis-setnx,etcd,zookeeper,etcd-fenced,redis-setnx-fenced",
+        dir,
+        strategies,
         "chaos/pause-holder.toml",
         &["load.duration=8s", "load.rate=200"],
     );
     for s in &all {
-        assert_eq!(
-            s.workers, 4,
-            "{}: clients ran in worker processes",
-            s.strategy
-        );
+        let id = &s.strategy;
+        assert_eq!(s.workers, 4, "{id}: clients ran in worker processes");
         let f = &s.faults[0];
         assert_eq!(f.nodes.len(), 1, "{f:?}");
         assert!(f.nodes[0].starts_with("worker-"), "{f:?}");
+        assert_eq!(f.plan["point"], "after-read", "{id}: the default point");
         // The pause really lasted 2x the 2 s ttl (both ends are rounded to the ms).
         let paused = f.healed_s.unwrap() - f.started_s.unwrap();
+        assert!((3.99..4.5).contains(&paused), "{id}: paused {paused}s");
+        assert!(s.audit.sold > 0, "{id}");
+        // The lease lapsed under the holder: a later grant overlapped it, and the holder
+        // found it lost when it released.
         assert!(
-            (3.99..4.5).contains(&paused),
-            "{}: paused {paused}s",
-            s.strategy
-        );
-        assert!(s.audit.sold > 0, "{}", s.strategy);
-    }
-    for id in ["redis-setnx", "etcd", "zookeeper"] {
-        let s = by_id(&all, id);
-        assert!(
-            s.double_grants > 0,
-            "{id}: the lease lapsed during the pause yet no double grant was seen: {:?}",
+            s.double_grant_incidents > 0 && s.lease_lost > 0,
+            "{id}: the lease lapsed during the pause, yet incidents {} / leases lost {}: {:?}",
+            s.double_grant_incidents,
+            s.lease_lost,
             s.faults
         );
+        assert!(!s.safe, "{id}: a lock that broke is never `safe`");
     }
-    for id in ["etcd-fenced", "redis-setnx-fenced"] {
-        let s = by_id(&all, id);
-        assert!(s.double_grants > 0, "{id}: the pause lapsed the lease too");
+    all
+}
+
+/// Paused after its read, the holder writes a stock value from before another holder's sale:
+/// every unfenced expiring lock loses an update — in every run, not by luck — and its lock
+/// reads BROKEN.
+#[test]
+fn pause_after_read_breaks_every_unfenced_expiring_lock_and_loses_an_update() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for s in pause_holder(dir.path(), UNFENCED_EXPIRING) {
+        let id = &s.strategy;
+        assert!(
+            s.audit.lost_updates > 0,
+            "{id}: the resumed holder's blind write should have lost an update: {:?}",
+            s.audit
+        );
+        assert_eq!(s.lock_verdict, Some(LockVerdict::Broken), "{id}");
+        assert_eq!(s.store_verdict, StoreVerdict::Corrupted, "{id}");
+        assert_eq!(s.headline(), "UNSAFE", "{id}");
+    }
+}
+
+/// The same pause against the fenced variants: the resumed holder's write is refused every
+/// time, the store stays intact, and the lock reads "broken, fenced" — never `safe`.
+#[test]
+fn pause_after_read_is_refused_by_every_fenced_store() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for s in pause_holder(dir.path(), FENCED) {
+        let id = &s.strategy;
         assert_eq!(
             (s.audit.oversell, s.audit.lost_updates),
             (0, 0),
@@ -110,6 +139,9 @@ fn pause_holder_double_grants_expiring_locks_and_fencing_keeps_the_stock() {
             s.stale_rejected > 0,
             "{id}: the resumed holder's write should have been refused"
         );
+        assert_eq!(s.lock_verdict, Some(LockVerdict::BrokenFenced), "{id}");
+        assert_eq!(s.store_verdict, StoreVerdict::Intact, "{id}");
+        assert_eq!(s.headline(), "fenced", "{id}");
     }
 }
 
