@@ -7,7 +7,8 @@
 //!   returns (the cluster's and workers' guards cover panics).
 //! - [`command`]: the shell commands of `command` faults (faults on servers lockbench does
 //!   not own), bounded, their output logged.
-//! - [`holder`]: the hook that pauses a client process right after it acquired a lock.
+//! - [`holder`]: the hook that pauses a client process at a point of a lock holder's attempt
+//!   (by default between its read of the stock and its write).
 //! - [`failpoint`](mod@failpoint)s: named places in the client code where a crash can be injected at an exact
 //!   moment (etcd's gofail idea), such as "the client dies between SETNX and EXPIRE".
 

@@ -346,7 +346,12 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
                 f if f.starts_with("latency_us.") => {
                     let us = value.as_u64().unwrap_or(0);
                     // `+`: among the arrivals never started (see table::arrival_ms).
-                    let plus = if super::table::arrival_ms(s, us).ends_with('+') {
+                    let q = match f {
+                        "latency_us.p50" => 0.5,
+                        "latency_us.p99" => 0.99,
+                        _ => 0.999,
+                    };
+                    let plus = if super::table::among_unstarted(s, q) {
                         "+"
                     } else {
                         ""

@@ -341,6 +341,21 @@ mod tests {
     use super::*;
     use crate::record::{Completion, LeaseSpan};
 
+    #[test]
+    fn a_percentile_is_marked_when_it_lands_among_unstarted_arrivals() {
+        use super::table::among_unstarted;
+        let mut s: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json"))
+                .expect("fixture");
+        s.not_started = 0;
+        assert!(!among_unstarted(&s, 1.0), "nothing unstarted");
+        (s.attempts, s.not_started) = (995, 5);
+        assert!(!among_unstarted(&s, 0.99), "990th of 1000 is a started one");
+        assert!(among_unstarted(&s, 0.999) && among_unstarted(&s, 1.0));
+        (s.attempts, s.not_started) = (110, 890);
+        assert!(among_unstarted(&s, 0.5));
+    }
+
     /// Golden test of the summary schema: fixed parts in, the committed JSON out. A change in
     /// any field name, unit or rounding shows up here first. Regenerate deliberately with
     /// `UPDATE_GOLDEN=1 cargo test --lib golden` (and bump [`SCHEMA`] if it breaks readers).

@@ -131,12 +131,18 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
     Ok(())
 }
 
-/// A latency percentile of every arrival, in ms; `+` when it lands among the arrivals that
+/// Whether the `q` quantile of every arrival lands among the arrivals that never started:
+/// they rank above every started one, so exactly when `q` exceeds the started fraction.
+pub fn among_unstarted(s: &Summary, q: f64) -> bool {
+    let scheduled = s.attempts + s.not_started;
+    s.not_started > 0 && q * scheduled as f64 > s.attempts as f64
+}
+
+/// The `q` quantile (`us`) of every arrival, in ms; `+` when it lands among the arrivals that
 /// never started (counted as the whole load: the run cannot say how long they would have
 /// waited, only that it was longer than anything it served).
-pub fn arrival_ms(s: &Summary, us: u64) -> String {
-    let window_us = (s.duration_s * 1e6) as u64;
-    if s.not_started > 0 && us >= window_us && us >= s.latency_us_started.max {
+pub fn arrival_ms(s: &Summary, q: f64, us: u64) -> String {
+    if among_unstarted(s, q) {
         format!("{}+", ms(us))
     } else {
         ms(us)
@@ -181,10 +187,10 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
                 .map(|t| format!("{t:.2}"))
                 .unwrap_or_else(|| "-".into()),
             percent(s.started_fraction),
-            arrival_ms(s, s.latency_us.p50),
-            arrival_ms(s, s.latency_us.p99),
-            arrival_ms(s, s.latency_us.p999),
-            arrival_ms(s, s.latency_us.max),
+            arrival_ms(s, 0.5, s.latency_us.p50),
+            arrival_ms(s, 0.99, s.latency_us.p99),
+            arrival_ms(s, 0.999, s.latency_us.p999),
+            arrival_ms(s, 1.0, s.latency_us.max),
             s.audit.sold.to_string(),
             format!("{}/{}", s.audit.final_stock, s.audit.initial_stock),
             s.audit.oversell.to_string(),
