@@ -8,7 +8,8 @@
 //!
 //! The lease carries its validity: a holder still working when it has passed has lost the lock
 //! (nothing renews it), whatever the unlock finds. Unlock goes to every node, each bounded by
-//! `lock.node_timeout`, so no node keeps a key the holder believes freed.
+//! `lock.node_timeout`, so no node keeps a key the holder believes freed; the release answers
+//! once the outcome is decided, without waiting for a frozen minority.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -111,25 +112,47 @@ impl Redlock {
             .map(move |n| n[client as usize % n.len()].clone())
     }
 
-    /// Frees `key` on every node that still holds `token` (all nodes at once, each bounded by
-    /// `node_timeout`); true if a majority still held it.
-    async fn unlock_all(&self, client: u32, key: &str, token: &str) -> bool {
-        let calls: FuturesUnordered<_> = self
+    /// Frees `key` on every node that still holds `token`. Every node gets its unlock (each a
+    /// task of its own, bounded by `node_timeout`, that finishes even after this returns), but
+    /// the answer comes as soon as it is decided, so a frozen minority never slows a release:
+    /// `Ok(true)` once a majority freed it, `Ok(false)` once a majority can no longer confirm
+    /// it held the lock (the lease was lost), `Err` when only unanswered nodes stand between.
+    async fn unlock_all(&self, client: u32, key: &str, token: &str) -> Result<bool, ErrorKind> {
+        let n = self.nodes.len();
+        let mut calls: FuturesUnordered<_> = self
             .cons(client)
-            .map(|mut con| async move {
-                let mut call = self.unlock.key(key);
-                call.arg(token);
-                within(
-                    self.node_timeout,
-                    call.invoke_async::<i64>(&mut con),
-                    classify,
-                )
-                .await
-                .map(|n| n == 1)
+            .map(|mut con| {
+                let (unlock, limit) = (self.unlock.clone(), self.node_timeout);
+                let (key, token) = (key.to_string(), token.to_string());
+                tokio::spawn(async move {
+                    let mut call = unlock.key(&key);
+                    call.arg(&token);
+                    within(limit, call.invoke_async::<i64>(&mut con), classify)
+                        .await
+                        .map(|freed| freed == 1)
+                })
             })
             .collect();
-        let answers: Vec<_> = calls.collect().await;
-        answers.into_iter().filter(|r| *r == Ok(true)).count() >= quorum(self.nodes.len())
+        // Unreachable-at-start nodes never answer: they count as unanswered.
+        let (mut yes, mut no, mut unknown) = (0, 0, n - calls.len());
+        while let Some(joined) = calls.next().await {
+            match joined {
+                Ok(Ok(true)) => yes += 1,
+                Ok(Ok(false)) => no += 1,
+                _ => unknown += 1,
+            }
+            if yes >= quorum(n) {
+                return Ok(true);
+            }
+            if no > n - quorum(n) {
+                return Ok(false);
+            }
+        }
+        if yes + unknown >= quorum(n) {
+            Err(ErrorKind::Timeout)
+        } else {
+            Ok(false)
+        }
     }
 }
 
@@ -168,7 +191,7 @@ impl Lock for Redlock {
                 return Ok(lease);
             }
             // No majority (or no time left): undo the partial acquisition everywhere.
-            self.unlock_all(client, key, token).await;
+            let _ = self.unlock_all(client, key, token).await;
             let pause = backoff(self.retry_interval, retry);
             if started.elapsed() + pause > self.acquire_timeout {
                 break;
@@ -179,7 +202,7 @@ impl Lock for Redlock {
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
-        Ok(self.unlock_all(client, &lease.key, &lease.token).await)
+        self.unlock_all(client, &lease.key, &lease.token).await
     }
 
     /// A round (SET on every node at once) may start just before the deadline, followed by
