@@ -9,7 +9,9 @@
 #      critical_section.touch_store = false (acquire then release, nothing else)
 # Then the peak RSS of lockbench for RSS_ATTEMPTS attempts and for a tenth of that: memory must
 # not grow with the number of attempts.
-# Knobs (environment): CLIENTS=50 SECONDS_PER=8 ROUNDS=3 RSS_ATTEMPTS=1000000
+# Knobs (environment): CLIENTS=50 SECONDS_PER=8 ROUNDS=3 RSS_ATTEMPTS=1000000; LOCKBENCH_BIN=path
+# uses that build instead of a release build (scripts/test.sh runs a short form on the debug
+# build, so the script is exercised in CI; its ratios then mean nothing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CLIENTS=${CLIENTS:-50}
@@ -19,8 +21,12 @@ RSS_ATTEMPTS=${RSS_ATTEMPTS:-1000000}
 
 bash scripts/install-deps.sh
 command -v /usr/bin/time >/dev/null || { echo "bench-overhead: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
-cargo build --release --quiet
-LB=$PWD/target/release/lockbench
+if [ -n "${LOCKBENCH_BIN:-}" ]; then
+  LB=$(realpath "$LOCKBENCH_BIN")
+else
+  cargo build --release --quiet
+  LB=$PWD/target/release/lockbench
+fi
 work=$(mktemp -d)
 serve_pid=""
 cleanup() {
@@ -66,18 +72,18 @@ done
 redis_ref=$(printf '%s\n' "${ref[@]}" | median); redis_lb=$(printf '%s\n' "${ours[@]}" | median)
 
 echo "== mysql-atomic: mysqlslap vs lockbench, $CLIENTS connections, $ROUNDS rounds" >&2
-txn="START TRANSACTION;UPDATE stock SET qty = qty - 1, version = version + 1 WHERE sku = 0 AND qty > 0;INSERT INTO orders (sku, buyer, token, created_us) VALUES (0, 1, 'b1', 0);COMMIT"
+txn="START TRANSACTION;UPDATE lockbench_stock SET qty = qty - 1, version = version + 1 WHERE sku = 0 AND qty > 0;INSERT INTO lockbench_orders (sku, buyer, token, created_us) VALUES (0, 1, 'b1', 0);COMMIT"
 ref=(); ours=()
 for r in $(seq 1 "$ROUNDS"); do
   lb=$(lockbench_rate mysql-atomic) # also recreates the tables with a huge stock
   # --number-of-queries is the total over all clients; four statements per transaction.
   queries=$(awk -v r="$lb" -v s="$SECONDS_PER" 'BEGIN {printf "%d", 4 * r * s}')
-  before=$(sql "SELECT COUNT(*) FROM orders")
+  before=$(sql "SELECT COUNT(*) FROM lockbench_orders")
   secs=$(mysqlslap --no-defaults -h127.0.0.1 -P"$mysql_port" -ulockbench -p"$mysql_pw" \
            --create-schema=lockbench --no-drop --concurrency="$CLIENTS" --iterations=1 \
            --number-of-queries="$queries" --delimiter=";" --query="$txn" 2>/dev/null \
          | awk -F': ' '/Average number of seconds/ {print $2 + 0}')
-  after=$(sql "SELECT COUNT(*) FROM orders")
+  after=$(sql "SELECT COUNT(*) FROM lockbench_orders")
   ms=$(awk -v n="$((after - before))" -v s="$secs" 'BEGIN {printf "%.1f", n / s}')
   echo "   round $r: mysqlslap $ms/s ($((after - before)) transactions in ${secs}s), lockbench $lb/s" >&2
   ref+=("$ms"); ours+=("$lb")

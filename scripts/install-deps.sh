@@ -33,6 +33,8 @@ declare -A NEED_FILE=(
   # etcd-client's build.rs compiles .proto files that import Google's well-known types; only
   # a Recommends of protobuf-compiler, so name it
   [/usr/include/google/protobuf/descriptor.proto]=libprotobuf-dev
+  # peak RSS in scripts/bench-overhead.sh (`time` alone is the shell keyword)
+  [/usr/bin/time]=time
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }

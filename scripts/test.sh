@@ -25,4 +25,10 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "test.sh: not root: the containers tests will be skipped (they start a private dockerd)" >&2
 fi
+# Every script the README shows must keep working: the overhead benchmark in a short form on
+# the debug build (its ratios mean nothing there; a renamed table broke it once, unnoticed).
+cargo build --workspace --quiet
+LOCKBENCH_BIN=target/debug/lockbench ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 \
+  bash scripts/bench-overhead.sh >/dev/null
+echo "test.sh: scripts/bench-overhead.sh (short form) ran" >&2
 cargo test --workspace
