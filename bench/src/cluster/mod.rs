@@ -794,14 +794,18 @@ impl OwnedCluster {
         let text = serde_json::to_string_pretty(&file).expect("endpoints serialise");
         use std::os::unix::fs::OpenOptionsExt;
         let io = |e| ClusterError::io(format!("write {}", path.display()), e);
+        // Written beside it, then renamed: whoever waits for the file to appear (a test, a
+        // script, `run --endpoints`) never reads it half-written.
+        let tmp = path.with_extension("json.tmp");
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .mode(0o600)
-            .open(path)
+            .open(&tmp)
             .map_err(io)?;
-        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)
+        std::io::Write::write_all(&mut f, text.as_bytes()).map_err(io)?;
+        std::fs::rename(&tmp, path).map_err(io)
     }
 
     /// The private network, when started with [`ClusterOptions::network`].
