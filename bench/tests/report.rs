@@ -325,6 +325,14 @@ fn comparison_report_has_charts_exact_numbers_and_fault_bands() {
         serde_json::from_slice(&std::fs::read(dir.path().join("compare.json")).unwrap()).unwrap();
     check_headline(&html, &json);
 
+    // The throughput-vs-p99 map says which lock broke, fenced or not: never a bare name.
+    let map = svgs(&html)[3];
+    assert!(
+        map.contains("redis-setnx-fenced (lock broke, fenced)"),
+        "fenced label"
+    );
+    assert!(map.contains("redis-setnx (UNSAFE)"), "unsafe label");
+
     // Fault windows are shaded (translucent grey rectangles) on both time charts.
     let band = "fill=\"#5A5A5A\"";
     let charts = svgs(&html);

@@ -42,6 +42,8 @@ const PALETTE: [RGBColor; 20] = [
     RGBColor(255, 152, 150),
 ];
 const UNSAFE_RED: RGBColor = RGBColor(200, 0, 0);
+/// Labels of strategies whose lock broke while fencing kept the store intact.
+const FENCED_AMBER: RGBColor = RGBColor(176, 112, 0);
 
 fn color(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
@@ -576,14 +578,18 @@ fn tradeoff<DB: DrawingBackend>(
         }
         // Alternate the label above / below the point: neighbours rarely collide.
         let dy = if i % 2 == 0 { -22 } else { 8 };
-        let name = if is_unsafe(r) {
-            format!("{} (UNSAFE)", r.summary.strategy)
-        } else {
-            r.summary.strategy.clone()
+        // A lock that broke says so even when fencing kept the store intact.
+        let (name, ink) = match r.summary.headline() {
+            "UNSAFE" if r.summary.claims_safety => {
+                (format!("{} (UNSAFE)", r.summary.strategy), &UNSAFE_RED)
+            }
+            "fenced" => (
+                format!("{} (lock broke, fenced)", r.summary.strategy),
+                &FENCED_AMBER,
+            ),
+            _ => (r.summary.strategy.clone(), &BLACK),
         };
-        let style = (FONT, 13)
-            .into_font()
-            .color(if is_unsafe(r) { &UNSAFE_RED } else { &BLACK });
+        let style = (FONT, 13).into_font().color(ink);
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at(p) + Text::new(name, (8, dy), style),
