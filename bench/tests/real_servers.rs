@@ -379,13 +379,14 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
         let built = strategy::build(id, cluster.endpoints(), &w).await.unwrap();
         built.store.prepare(1, 10).await.unwrap();
         built.strategy.prepare(1).await.unwrap();
-        let slot = LeaseSlot::default();
-        let p = Purchase {
-            seq: 1,
-            client: 0,
+        let buyer = |seq: u64, lease| Purchase {
+            seq,
+            client: seq as u32,
             sku: 0,
-            lease: &slot,
+            lease,
         };
+        let slot = LeaseSlot::default();
+        let p = buyer(1, &slot);
         let started = Instant::now();
         let cut =
             tokio::time::timeout(Duration::from_millis(700), built.strategy.attempt(&p)).await;
@@ -404,12 +405,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
         assert!(!lease.lost, "{id}");
         // The next buyer of the SKU: the guard released the lock in the background.
         let slot2 = LeaseSlot::default();
-        let next = Purchase {
-            seq: 2,
-            client: 1,
-            sku: 0,
-            lease: &slot2,
-        };
+        let next = buyer(2, &slot2);
         let waited = Instant::now();
         let second = tokio::time::timeout(Duration::from_secs(10), built.strategy.attempt(&next))
             .await

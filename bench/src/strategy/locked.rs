@@ -64,17 +64,6 @@ struct Held<'a, L: Lock + 'static> {
 }
 
 impl<L: Lock + 'static> Held<'_, L> {
-    fn span(&self, lease: &Lease, released: Instant, lost: bool) -> LeaseSpan {
-        LeaseSpan {
-            key: lease.key.clone(),
-            token: lease.token.clone(),
-            fence: lease.fence,
-            acquired: self.acquired,
-            released,
-            lost,
-        }
-    }
-
     /// Releases the lock and records the lease; returns whether the release failed with an
     /// error.
     async fn release(mut self) -> bool {
@@ -85,9 +74,16 @@ impl<L: Lock + 'static> Held<'_, L> {
         // the release call comes after the holder's work.
         let known_lost = lease.known_lost(released);
         let result = self.lock.release(self.client, lease).await;
-        let lost = known_lost || result == Ok(false);
-        self.slot.put(self.span(lease, released, lost));
-        self.lease = None;
+        // Released: the lease's key and token move into the record (no copy per attempt).
+        let lease = self.lease.take().expect("still held until here");
+        self.slot.put(LeaseSpan {
+            key: lease.key,
+            token: lease.token,
+            fence: lease.fence,
+            acquired: self.acquired,
+            released,
+            lost: known_lost || result == Ok(false),
+        });
         result.is_err()
     }
 }
@@ -99,8 +95,15 @@ impl<L: Lock + 'static> Drop for Held<'_, L> {
             return;
         };
         let released = self.released.unwrap_or_else(Instant::now);
-        self.slot
-            .put(self.span(&lease, released, lease.known_lost(released)));
+        // Cloned: the lease itself goes to the background release.
+        self.slot.put(LeaseSpan {
+            key: lease.key.clone(),
+            token: lease.token.clone(),
+            fence: lease.fence,
+            acquired: self.acquired,
+            released,
+            lost: lease.known_lost(released),
+        });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (lock, client) = (self.lock.clone(), self.client);
             // Bounded by the lock's own call bounds; a second release of one token is harmless.
