@@ -4,16 +4,19 @@
 # the usual table plus one row per fault (sales/s and p99 before / during / after, recovery).
 # Partition faults need root (network namespaces); without it that scenario is skipped.
 # Extra arguments go to every `lockbench compare`, e.g. scripts/chaos.sh --set load.rate=200
+# Knobs: CHAOS_ONLY=name,name (scenarios to run), CHAOS_STRATEGIES=id,id (instead of each
+# scenario's own), LOCKBENCH_BIN (a build to use instead of a release build; scripts/test.sh
+# runs a short form so CI exercises this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cargo build --release --quiet
+if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
 out="results/runs/$(date -u +%Y%m%dT%H%M%SZ)-chaos"
-bin=./target/release/lockbench
 status=0
 scenario() {
-  local name=$1 strategies=$2
+  local name=$1 strategies=${CHAOS_STRATEGIES:-$2}
   shift 2
+  if [ -n "${CHAOS_ONLY:-}" ] && [[ ",$CHAOS_ONLY," != *",$name,"* ]]; then return 0; fi
   echo
   echo "== chaos/$name.toml: $strategies"
   "$bin" compare --workload workloads/chaos.toml --chaos "chaos/$name.toml" \

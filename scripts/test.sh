@@ -25,10 +25,21 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "test.sh: not root: the containers tests will be skipped (they start a private dockerd)" >&2
 fi
-# Every script the README shows must keep working: the overhead benchmark in a short form on
-# the debug build (its ratios mean nothing there; a renamed table broke it once, unnoticed).
+# Every script the README shows must keep working: each in a short form on the debug build
+# (its numbers mean nothing there; a renamed table once broke bench-overhead.sh unnoticed).
 cargo build --workspace --quiet
-LOCKBENCH_BIN=target/debug/lockbench ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 \
-  bash scripts/bench-overhead.sh >/dev/null
-echo "test.sh: scripts/bench-overhead.sh (short form) ran" >&2
+export LOCKBENCH_BIN=target/debug/lockbench
+ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
+bash scripts/compare.sh --strategies none,mysql-atomic --set load.duration=1s >/dev/null
+CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
+  --set load.duration=5s >/dev/null
+# The gate against a baseline of its own (the committed one is for release builds), with
+# tolerances a debug build on a busy machine cannot miss: this checks the script, not speed.
+gate_dir=$(mktemp -d)
+REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh --update-baseline >/dev/null
+REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh \
+  --max-throughput-drop 99% --max-p99-rise 1000% >/dev/null
+rm -rf "$gate_dir"
+unset LOCKBENCH_BIN
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, compare, chaos, ci-gate" >&2
 cargo test --workspace
