@@ -601,22 +601,33 @@ struct Serve {
 impl Serve {
     /// Starts the servers `strategies` need and waits for endpoints.json.
     fn start(dir: &Path, strategies: &str) -> Serve {
+        std::fs::create_dir_all(dir).unwrap();
+        // Its stderr goes to a file, so a start that fails says why.
+        let log = dir.join("serve.stderr");
         let child = lockbench()
-            .args(["serve", "--strategies", strategies, "--for", "2m", "--out"])
+            .args(["serve", "--strategies", strategies, "--for", "6m", "--out"])
             .arg(dir)
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
-        let serve = Serve {
+        let mut serve = Serve {
             child,
             endpoints: dir.join("endpoints.json"),
         };
-        let deadline = Instant::now() + Duration::from_secs(60);
+        // Past the slowest readiness bound of its own (MariaDB: 120 s), so serve reports first.
+        let deadline = Instant::now() + Duration::from_secs(240);
         while !serve.endpoints.exists() && Instant::now() < deadline {
+            if let Ok(Some(status)) = serve.child.try_wait() {
+                let err = std::fs::read_to_string(&log).unwrap_or_default();
+                panic!("lockbench serve exited ({status}) before it came up:\n{err}");
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
-        assert!(serve.endpoints.exists(), "lockbench serve did not come up");
+        if !serve.endpoints.exists() {
+            let err = std::fs::read_to_string(&log).unwrap_or_default();
+            panic!("lockbench serve did not come up in 240 s:\n{err}");
+        }
         serve
     }
 

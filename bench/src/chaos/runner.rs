@@ -9,7 +9,7 @@
 //! control files die with the run directory.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::rngs::ChaCha8Rng;
 use rand::seq::SliceRandom;
@@ -104,7 +104,7 @@ pub async fn run_faults(
         if next.is_none() && !waiting_for_holder {
             break;
         }
-        let far = Instant::now() + std::time::Duration::from_secs(3600);
+        let far = Instant::now() + Duration::from_secs(3600);
         tokio::select! {
             () = tokio::time::sleep_until(next.unwrap_or(far).into()) => {}
             Some(k) = async {
@@ -396,6 +396,9 @@ fn heal_partition(cluster: &OwnedCluster, node: &str) -> Result<(), ClusterError
         .map_err(err)
 }
 
+/// How long a fault on the leader waits for an election to end before it is skipped.
+const LEADER_WAIT: Duration = Duration::from_secs(10);
+
 /// The nodes of `service` that `target` names right now.
 async fn pick_nodes(
     cluster: &OwnedCluster,
@@ -419,14 +422,25 @@ async fn pick_nodes(
     let n = names.len();
     let count = match target {
         Target::Master | Target::Leader => {
-            return match cluster.leader(service).await {
-                Ok(Some(node)) => Ok(vec![node.name.clone()]),
-                Ok(None) => Err(format!(
-                    "no {} node leads right now (election under way?)",
-                    service_name(service)
-                )),
-                Err(e) => Err(e.to_string()),
-            };
+            // An earlier fault may have started an election (a ZooKeeper leader paused for
+            // 1.5 s is voted out): wait for it, bounded, as an operator would, rather than skip.
+            let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+            loop {
+                match cluster.leader(service).await {
+                    Ok(Some(node)) => return Ok(vec![node.name.clone()]),
+                    Ok(None) if tokio::time::Instant::now() < deadline => {
+                        tokio::time::sleep(Duration::from_millis(200)).await
+                    }
+                    Ok(None) => {
+                        return Err(format!(
+                            "no {} node led within {} s (election under way?)",
+                            service_name(service),
+                            LEADER_WAIT.as_secs()
+                        ))
+                    }
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
         }
         Target::One => 1,
         Target::Minority => (n - 1) / 2,
