@@ -380,7 +380,7 @@ fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
 async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     // Validate everything before any server starts.
     let workload = load_workload(&args.common)?;
-    strategy::find(&args.strategy)?.supports(&workload)?;
+    strategy::resolve(&args.strategy, &workload)?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
@@ -479,7 +479,7 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     let ids = strategy_ids(&args.strategies)?;
     let workload = load_workload(&args.common)?;
     for id in &ids {
-        strategy::find(id)?.supports(&workload)?;
+        strategy::resolve(id, &workload)?;
     }
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;

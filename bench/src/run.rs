@@ -102,8 +102,7 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 /// Runs one strategy against freshly started servers and returns its summary (also written to
 /// `<out>/summary.json`).
 pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summary, RunError> {
-    let info = strategy::find(&opts.strategy)?;
-    info.supports(&opts.workload)?;
+    let info = strategy::resolve(&opts.strategy, &opts.workload)?;
     if let Some(plan) = &opts.chaos {
         plan.check_provisioner(opts.provisioner())?;
     }
@@ -188,7 +187,7 @@ async fn run_on(
             (Some(cluster), endpoints, servers)
         }
     };
-    let built = strategy::build(info.id, &endpoints, w).await?;
+    let built = info.connect(&endpoints, w).await?;
     built
         .store
         .prepare(w.inventory.skus, w.inventory.stock)

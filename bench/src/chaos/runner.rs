@@ -436,7 +436,7 @@ async fn pick_nodes(
                             "no {} node led within {} s (election under way?)",
                             service_name(service),
                             LEADER_WAIT.as_secs()
-                        ))
+                        ));
                     }
                     Err(e) => return Err(e.to_string()),
                 }

@@ -19,6 +19,36 @@ use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
+use super::registry::needs::MARIADB_ETCD;
+use super::registry::{Kind, StrategyInfo};
+
+/// `etcd`.
+pub const ETCD: StrategyInfo = StrategyInfo {
+    id: "etcd",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: Some("lock key create revision"),
+    needs: MARIADB_ETCD,
+    about: "etcd lease + v3 lock, keep-alive every ttl/3; key's create revision fence",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            let addrs = s.members(&s.ep.etcd, "etcd")?;
+            let lock = EtcdLock::connect(&addrs, s.ep.etcd_auth.as_ref(), s.w).await?;
+            Ok(s.locked(lock, store))
+        })
+    },
+};
+
+/// `etcd-fenced`.
+pub const ETCD_FENCED: StrategyInfo = StrategyInfo {
+    id: "etcd-fenced",
+    fenced: true,
+    about: "etcd with the lock key's create revision as fencing token; stale writes refused",
+    ..ETCD
+};
+
 /// At most this many gRPC channels; buyers beyond it share one (HTTP/2 multiplexes).
 const MAX_CONNECTIONS: u32 = 64;
 

@@ -12,6 +12,35 @@ use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
+use super::registry::needs::MARIADB;
+use super::registry::{Kind, Setup, StrategyInfo};
+
+/// `mysql-lock-table`.
+pub const LOCK_TABLE: StrategyInfo = StrategyInfo {
+    id: "mysql-lock-table",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: Some("lock row takeover counter"),
+    needs: MARIADB,
+    about: "lock row per key (owner, expiry, reentrancy count); expired locks taken over atomically",
+    build: |s| Box::pin(build(s)),
+};
+
+/// `mysql-lock-table-fenced`.
+pub const LOCK_TABLE_FENCED: StrategyInfo = StrategyInfo {
+    id: "mysql-lock-table-fenced",
+    fenced: true,
+    about: "mysql-lock-table with the row's takeover counter as fencing token; stale writes refused",
+    ..LOCK_TABLE
+};
+
+async fn build(s: Setup<'_>) -> Result<super::Built, StrategyError> {
+    let store = s.mariadb().await?;
+    let lock = LockTable::new(store.clone(), s.w, s.info.fenced);
+    Ok(s.locked(lock, store))
+}
+
 /// The server's time in ms; constant within one statement.
 const NOW_MS: &str = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)";
 

@@ -14,6 +14,77 @@ use super::{Attempt, Purchase, Strategy, backoff, calls, within};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Workload;
 
+use super::registry::needs::MARIADB;
+use super::registry::{Kind, StrategyInfo};
+
+/// `none`.
+pub const NONE: StrategyInfo = StrategyInfo {
+    id: "none",
+    kind: Kind::Control,
+    locks: false,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB,
+    about: "control: the critical section with no lock at all; must oversell under contention",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            Ok(s.on_store(NoLock::new(store.clone(), s.w), store))
+        })
+    },
+};
+
+/// `mysql-for-update`.
+pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
+    id: "mysql-for-update",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB,
+    about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            Ok(s.on_store(ForUpdate::new(store.clone(), s.w), store))
+        })
+    },
+};
+
+/// `mysql-optimistic`.
+pub const OPTIMISTIC: StrategyInfo = StrategyInfo {
+    id: "mysql-optimistic",
+    kind: Kind::LockFree,
+    locks: false,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB,
+    about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            Ok(s.on_store(Optimistic::new(store.clone(), s.w), store))
+        })
+    },
+};
+
+/// `mysql-atomic`.
+pub const ATOMIC: StrategyInfo = StrategyInfo {
+    id: "mysql-atomic",
+    kind: Kind::LockFree,
+    locks: false,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB,
+    about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            Ok(s.on_store(Atomic::new(store.clone()), store))
+        })
+    },
+};
+
 fn token(p: &Purchase) -> String {
     format!("b{}", p.seq)
 }

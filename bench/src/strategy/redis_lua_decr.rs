@@ -13,6 +13,31 @@ use crate::cluster::Prefix;
 use crate::record::{ErrorKind, Outcome};
 use crate::workload::Workload;
 
+use super::registry::needs::REDIS;
+use super::registry::{Built, Kind, StrategyInfo};
+
+/// `redis-lua-decr`.
+pub const LUA_DECR: StrategyInfo = StrategyInfo {
+    id: "redis-lua-decr",
+    kind: Kind::LockFree,
+    locks: false,
+    fenced: false,
+    fence_token: None,
+    needs: REDIS,
+    about: "stock in Redis: one Lua script checks, decrements and appends the order (no lock)",
+    build: |s| {
+        Box::pin(async move {
+            let ep = s.ep;
+            let lua = LuaDecr::connect(s.redis()?, ep.redis_auth.as_ref(), &ep.prefix, s.w).await?;
+            let lua = std::sync::Arc::new(lua);
+            Ok(Built {
+                strategy: lua.clone(),
+                store: lua,
+            })
+        })
+    },
+};
+
 /// KEYS[1] = stock, KEYS[2] = orders list, ARGV[1] = buyer. Returns 1 if sold, 0 if sold out.
 pub const DECREMENT: &str = include_str!("lua/decrement.lua");
 

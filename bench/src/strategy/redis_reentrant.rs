@@ -11,6 +11,27 @@ use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
+use super::registry::needs::MARIADB_REDIS;
+use super::registry::{Kind, StrategyInfo};
+
+/// `redis-reentrant`.
+pub const REENTRANT: StrategyInfo = StrategyInfo {
+    id: "redis-reentrant",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB_REDIS,
+    about: "Redis hash owner -> count, Lua acquire / release (reentrant, Redisson-style)",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            let lock = Reentrant::connect(s.redis()?, s.ep.redis_auth.as_ref(), s.w).await?;
+            Ok(s.locked(lock, store))
+        })
+    },
+};
+
 const ACQUIRE: &str = include_str!("lua/reentrant_acquire.lua");
 const RELEASE: &str = include_str!("lua/reentrant_release.lua");
 

@@ -13,6 +13,111 @@ use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
+use super::registry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
+use super::registry::{Built, Kind, Setup, StrategyInfo};
+
+/// `redis-setnx`.
+pub const SETNX: StrategyInfo = StrategyInfo {
+    id: "redis-setnx",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB_REDIS,
+    about: "Redis SET key token NX PX ttl, Lua compare-and-delete unlock; stock in MariaDB",
+    build: |s| Box::pin(build(s, Flavor::PLAIN)),
+};
+
+/// `redis-setnx-watchdog`.
+pub const WATCHDOG: StrategyInfo = StrategyInfo {
+    id: "redis-setnx-watchdog",
+    about: "redis-setnx plus a watchdog renewing the lease every ttl/3 while it is still ours",
+    build: |s| {
+        let flavor = Flavor {
+            watchdog: true,
+            ..Flavor::PLAIN
+        };
+        Box::pin(build(s, flavor))
+    },
+    ..SETNX
+};
+
+/// `redis-setnx-fenced`.
+pub const FENCED: StrategyInfo = StrategyInfo {
+    id: "redis-setnx-fenced",
+    fenced: true,
+    fence_token: Some("Redis INCR counter"),
+    about: "redis-setnx with a fencing token from a Redis INCR; the store refuses stale tokens",
+    build: |s| {
+        let flavor = Flavor {
+            fenced: true,
+            ..Flavor::PLAIN
+        };
+        Box::pin(build(s, flavor))
+    },
+    ..SETNX
+};
+
+/// `redis-sentinel`.
+pub const SENTINEL: StrategyInfo = StrategyInfo {
+    id: "redis-sentinel",
+    needs: MARIADB_SENTINEL,
+    about: "redis-setnx on the master Sentinel names (1 master, 2 async replicas), re-resolved on errors",
+    build: |s| {
+        Box::pin(async move {
+            if s.ep.sentinels.is_empty() {
+                return Err(StrategyError::Missing {
+                    id: s.info.id.into(),
+                    what: "Redis Sentinels",
+                });
+            }
+            let store = s.mariadb().await?;
+            let target = RedisTarget::via_sentinels(s.ep, s.w).await?;
+            let lock = SetNx::on(target, &s.ep.prefix, s.w, Flavor::PLAIN)?;
+            Ok(s.locked(lock, store))
+        })
+    },
+    ..SETNX
+};
+
+/// `redis-get-del`: a broken control.
+pub const GET_DEL: StrategyInfo = StrategyInfo {
+    id: "redis-get-del",
+    kind: Kind::Control,
+    about: "broken control: SET NX PX, but released by GET then DEL (two commands, not atomic)",
+    build: |s| {
+        let flavor = Flavor {
+            release: Release::GetThenDel,
+            ..Flavor::PLAIN
+        };
+        Box::pin(build(s, flavor))
+    },
+    ..SETNX
+};
+
+/// `redis-setnx-expire`: a broken control.
+pub const SETNX_EXPIRE: StrategyInfo = StrategyInfo {
+    id: "redis-setnx-expire",
+    kind: Kind::Control,
+    about: "broken control: SETNX then PEXPIRE as two commands; a client dying between them leaves a lock that never expires",
+    build: |s| {
+        let flavor = Flavor {
+            acquire: Acquire::SetNxThenExpire,
+            ..Flavor::PLAIN
+        };
+        Box::pin(build(s, flavor))
+    },
+    ..SETNX
+};
+
+/// A single-Redis lock of `flavor` around the critical section.
+async fn build(s: Setup<'_>, flavor: Flavor) -> Result<Built, StrategyError> {
+    let store = s.mariadb().await?;
+    let ep = s.ep;
+    let lock = SetNx::connect(s.redis()?, ep.redis_auth.as_ref(), &ep.prefix, s.w, flavor).await?;
+    Ok(s.locked(lock, store))
+}
+
 /// Deletes the key only if it still holds our token: a plain DEL could remove a lock that
 /// expired and was taken by someone else.
 const UNLOCK: &str = include_str!("lua/unlock.lua");

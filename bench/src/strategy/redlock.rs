@@ -23,6 +23,33 @@ use super::{AcquireError, Lease, Lock, StrategyError, backoff, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
+use super::registry::needs::MARIADB_REDLOCK;
+use super::registry::{Kind, StrategyInfo};
+
+/// `redlock`.
+pub const REDLOCK: StrategyInfo = StrategyInfo {
+    id: "redlock",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: None,
+    needs: MARIADB_REDLOCK,
+    about: "Redlock over 5 independent Redis: majority + validity = ttl - elapsed - drift",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            if s.ep.redis.len() < crate::cluster::REDLOCK_NODES {
+                return Err(StrategyError::Missing {
+                    id: s.info.id.into(),
+                    what: "five independent Redis servers",
+                });
+            }
+            let lock = Redlock::connect(&s.ep.redis, s.ep.redis_auth.as_ref(), s.w).await?;
+            Ok(s.locked(lock, store))
+        })
+    },
+};
+
 const UNLOCK: &str = include_str!("lua/unlock.lua");
 
 /// The Redlock lock over independent Redis nodes.

@@ -26,6 +26,37 @@ use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
+use super::registry::needs::MARIADB_ZOOKEEPER;
+use super::registry::{Kind, StrategyInfo};
+
+/// `zookeeper`.
+pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
+    id: "zookeeper",
+    kind: Kind::Lock,
+    locks: true,
+    fenced: false,
+    fence_token: Some("lock node czxid"),
+    needs: MARIADB_ZOOKEEPER,
+    about: "ZooKeeper ephemeral sequential node, watch the predecessor (fair); czxid fence",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            let addrs = s.members(&s.ep.zookeeper, "ZooKeeper")?;
+            let auth = s.ep.zookeeper_auth.as_ref();
+            let lock = ZkLock::connect(&addrs, auth, &s.ep.prefix, s.w).await?;
+            Ok(s.locked(lock, store))
+        })
+    },
+};
+
+/// `zookeeper-fenced`.
+pub const ZOOKEEPER_FENCED: StrategyInfo = StrategyInfo {
+    id: "zookeeper-fenced",
+    fenced: true,
+    about: "zookeeper with the lock node's czxid as fencing token; stale writes refused",
+    ..ZOOKEEPER
+};
+
 /// Curator's lock-node name; the sequence number follows it.
 const LOCK_NAME: &str = "lock-";
 
