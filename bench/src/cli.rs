@@ -250,7 +250,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
                 .enable_all()
                 .build()
                 .context("start the tokio runtime")?;
-            let done = rt.block_on(crate::workload::workers::worker_main());
+            let done = rt.block_on(crate::clients::worker::worker_main());
             // Reading stdin occupies a blocking thread that a normal shutdown would wait for.
             rt.shutdown_background();
             done?;

@@ -26,6 +26,7 @@
 pub mod chaos;
 pub mod check;
 pub mod cli;
+pub mod clients;
 pub mod cluster;
 pub mod record;
 pub mod report;

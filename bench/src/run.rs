@@ -16,6 +16,9 @@ use tokio_util::sync::CancellationToken;
 use crate::chaos::runner::Targets;
 use crate::chaos::{ChaosPlan, run_faults};
 use crate::check::Safety;
+use crate::clients::driver;
+use crate::clients::protocol::Job;
+use crate::clients::workers::{WorkerError, WorkerSet};
 use crate::cluster::target::{self, Target};
 use crate::cluster::{
     ClusterError, ClusterOptions, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner,
@@ -24,9 +27,8 @@ use crate::record::phases::Boundaries;
 use crate::record::{Live, Recorder};
 use crate::report::{self, ChaosParts, RunParts, Summary};
 use crate::strategy::{self, StrategyError};
+use crate::workload::Workload;
 use crate::workload::pacing::Part;
-use crate::workload::workers::{Job, WorkerError, WorkerSet};
-use crate::workload::{Workload, driver};
 
 /// Errors that end a run.
 #[derive(Debug, thiserror::Error)]
@@ -251,7 +253,9 @@ async fn run_on(
         cluster: cluster.as_mut(),
         log_dir: opts.out.join("logs"),
         service: info.lock_service(),
-        workers: worker_set.as_ref().map(WorkerSet::control),
+        workers: worker_set
+            .as_ref()
+            .map(|s| s.control() as Arc<dyn crate::chaos::ClientProcesses>),
         paused: None,
     });
     let mut worker_set = worker_set;

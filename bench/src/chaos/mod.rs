@@ -19,5 +19,26 @@ pub mod plan;
 pub mod runner;
 
 pub use failpoint::failpoint;
+
+/// The client processes a chaos plan can stop: implemented by the coordinator's worker set
+/// (`crate::clients`), so chaos depends on this trait and not on how clients are run.
+pub trait ClientProcesses: Send + Sync {
+    /// How many client processes there are.
+    fn len(&self) -> usize;
+
+    /// Whether there are none.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Stops client `k` (SIGSTOP: everything in it freezes, keep-alives included).
+    fn pause(&self, k: usize) -> std::io::Result<()>;
+
+    /// Resumes client `k`.
+    fn resume(&self, k: usize) -> std::io::Result<()>;
+
+    /// Arms client `k` to stop itself when a lock holder next reaches `point`, or disarms it.
+    fn arm_holder_pause(&self, k: usize, point: Option<holder::Point>) -> std::io::Result<()>;
+}
 pub use plan::{ChaosError, ChaosPlan, FaultKind, FaultSpec, Target};
 pub use runner::{FaultRecord, run_faults};

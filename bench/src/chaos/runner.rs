@@ -23,7 +23,6 @@ use super::plan::{ChaosPlan, ClientSide, FaultKind, FaultSpec, Target, service_n
 use crate::cluster::net::Host;
 use crate::cluster::{ClusterError, OwnedCluster, Provisioner, Service};
 use crate::record::phases::Boundaries;
-use crate::workload::workers::WorkerControl;
 
 /// What became of one planned fault.
 #[derive(Debug, Clone)]
@@ -50,7 +49,7 @@ pub struct Targets<'a> {
     /// Default service of server faults (the strategy's lock service).
     pub service: Service,
     /// Client worker processes, when the plan pauses clients.
-    pub workers: Option<Arc<WorkerControl>>,
+    pub workers: Option<Arc<dyn super::ClientProcesses>>,
     /// Which worker stopped itself after an armed holder pause.
     pub paused: Option<mpsc::UnboundedReceiver<usize>>,
 }

@@ -28,6 +28,18 @@ const QUEUE: usize = 64 * 1024;
 /// every batch, so their events lag by milliseconds).
 const ORDER_SLACK: Duration = Duration::from_secs(1);
 
+/// What the driver itself observed.
+#[derive(Debug, Clone, Copy)]
+pub struct DriveReport {
+    /// From the start until the last attempt ended.
+    pub elapsed: Duration,
+    /// Open-loop arrivals due before the end that never started because every buyer was busy:
+    /// the demand the strategy could not serve.
+    pub not_started: u64,
+    /// Whether the load was cut short by cancellation (Ctrl-C).
+    pub cancelled: bool,
+}
+
 /// The interval during which a client believed it held a lock.
 #[derive(Debug, Clone)]
 pub struct LeaseSpan {

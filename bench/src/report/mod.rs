@@ -19,10 +19,9 @@ pub use table::{print_faults, print_table};
 
 use crate::check::{DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict};
 use crate::cluster::{NodeInfo, Provisioner};
-use crate::record::{ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
+use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
-use crate::workload::driver::DriveReport;
 
 /// Schema id of `summary.json`; bump on any incompatible change.
 pub const SCHEMA: &str = "lockbench.summary/2";

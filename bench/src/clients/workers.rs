@@ -1,13 +1,6 @@
-//! Buyers in worker processes (`lockbench worker`), so a chaos fault can stop one client
-//! process the way a long GC pause would: everything in it freezes, its watchdog and lease
-//! keep-alive included.
-//!
-//! Protocol, one JSON value per line. Coordinator → worker (stdin): a [`Job`], then
-//! [`Control`] messages. Worker → coordinator (stdout): `Event`s — `Ready` once connected,
-//! one `Done` (the completion) per attempt, `Paused` just before it stops itself, `Finished`
-//! at the end. Times cross the process boundary as nanoseconds since the start of the load,
-//! which both sides derive from CLOCK_MONOTONIC (system-wide on Linux), so leases of different
-//! processes stay comparable for the double-grant check.
+//! The coordinator's side of worker processes: start them (each in its client host's network
+//! namespace when the run has a private network), forward their completions to the recorder,
+//! and pause, resume or arm them for the chaos runner ([`crate::chaos::ClientProcesses`]).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -17,236 +10,19 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
-use nix::time::{ClockId, clock_gettime};
 use nix::unistd::Pid;
-use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Workload;
-use super::driver::{self, DriveReport};
-use super::pacing::Part;
-use crate::cluster::EndpointsFile;
-use crate::record::{Completion, LeaseSpan, Outcome};
+use super::protocol::{Control, Event, Job, monotonic_ns, ns};
+use crate::chaos::ClientProcesses;
+use crate::chaos::holder::Point;
+use crate::record::{Completion, DriveReport};
+use crate::workload::pacing::Part;
 
 /// How long workers may take to connect to the servers.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// What a worker runs.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Job {
-    /// Strategy id.
-    pub strategy: String,
-    /// The effective workload as TOML (parsed again by the worker).
-    pub workload: String,
-    /// Where the servers are.
-    pub endpoints: EndpointsFile,
-    /// This worker's share of clients and arrivals.
-    pub part: Part,
-    /// Added to the bound of an attempt (longest planned pause of a client).
-    pub extra_bound_ms: u64,
-}
-
-/// Coordinator → worker.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Control {
-    /// Start the load; the load's start is this CLOCK_MONOTONIC reading.
-    Start { origin_ns: u64 },
-    /// Stop (SIGSTOP) when a lock holder next reaches this point, or no longer (`None`).
-    ArmHolderPause(Option<crate::chaos::holder::Point>),
-    /// End the load now (Ctrl-C).
-    Stop,
-}
-
-/// A lease on the wire.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct WireLease {
-    key: String,
-    token: String,
-    fence: Option<u64>,
-    acquired: u64,
-    released: u64,
-    lost: bool,
-}
-
-/// A completion on the wire.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct WireCompletion {
-    seq: u64,
-    client: u32,
-    sku: u32,
-    outcome: Outcome,
-    intended: u64,
-    started: u64,
-    ended: u64,
-    release_failed: bool,
-    lease: Option<WireLease>,
-}
-
-/// Worker → coordinator.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum Event {
-    Ready,
-    Done(WireCompletion),
-    Paused,
-    Finished { not_started: u64, cancelled: bool },
-    Failed(String),
-}
-
-fn monotonic_ns() -> u64 {
-    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always there");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
-}
-
-fn ns(t: Instant, start: Instant) -> u64 {
-    t.saturating_duration_since(start).as_nanos() as u64
-}
-
-impl WireCompletion {
-    /// Takes the completion by value: its key and token move, no copy per attempt.
-    fn from(c: Completion, start: Instant) -> Self {
-        Self {
-            seq: c.seq,
-            client: c.client,
-            sku: c.sku,
-            outcome: c.outcome,
-            intended: ns(c.intended, start),
-            started: ns(c.started, start),
-            ended: ns(c.ended, start),
-            release_failed: c.release_failed,
-            lease: c.lease.map(|l| WireLease {
-                key: l.key,
-                token: l.token,
-                fence: l.fence,
-                acquired: ns(l.acquired, start),
-                released: ns(l.released, start),
-                lost: l.lost,
-            }),
-        }
-    }
-
-    fn into_completion(self, start: Instant) -> Completion {
-        let at = |n: u64| start + Duration::from_nanos(n);
-        Completion {
-            seq: self.seq,
-            client: self.client,
-            sku: self.sku,
-            outcome: self.outcome,
-            intended: at(self.intended),
-            started: at(self.started),
-            ended: at(self.ended),
-            release_failed: self.release_failed,
-            lease: self.lease.map(|l| LeaseSpan {
-                key: l.key,
-                token: l.token,
-                fence: l.fence,
-                acquired: at(l.acquired),
-                released: at(l.released),
-                lost: l.lost,
-            }),
-        }
-    }
-}
-
-fn emit(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
-    serde_json::to_writer(&mut *out, e)?;
-    out.write_all(b"\n")
-}
-
-/// `lockbench worker`: runs one part of the load as the coordinator on stdin tells it.
-pub async fn worker_main() -> anyhow::Result<()> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
-    let job: Job = serde_json::from_str(&lines.next_line().await?.unwrap_or_default())?;
-    let fail = |e: String| {
-        let _ = emit(&mut std::io::stdout().lock(), &Event::Failed(e.clone()));
-        anyhow::anyhow!(e)
-    };
-    let w =
-        Workload::parse("<coordinator>", &job.workload, &[]).map_err(|e| fail(e.to_string()))?;
-    let mut file = job.endpoints;
-    file.restore_passwords();
-    let endpoints = file.endpoints;
-    let built = crate::strategy::build(&job.strategy, &endpoints, &w)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    // The holder pause: announce it (synchronously, so the line is out before the stop), then
-    // stop this whole process until the coordinator sends SIGCONT.
-    crate::chaos::holder::set_hook(Box::new(|| {
-        let mut out = std::io::stdout().lock();
-        let _ = emit(&mut out, &Event::Paused).and_then(|()| out.flush());
-        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
-    }));
-    emit(&mut std::io::stdout().lock(), &Event::Ready)?;
-    std::io::stdout().flush()?;
-
-    let origin_ns = loop {
-        match lines.next_line().await? {
-            Some(l) => match serde_json::from_str(&l)? {
-                Control::Start { origin_ns } => break origin_ns,
-                Control::Stop => return Ok(()),
-                Control::ArmHolderPause(_) => {}
-            },
-            None => return Ok(()), // the coordinator is gone
-        }
-    };
-    let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(origin_ns));
-    let cancel = CancellationToken::new();
-    let control = {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            while let Ok(Some(l)) = lines.next_line().await {
-                match serde_json::from_str(&l) {
-                    Ok(Control::ArmHolderPause(on)) => crate::chaos::holder::arm(on),
-                    Ok(Control::Stop) => break,
-                    _ => {}
-                }
-            }
-            // Stop, or the coordinator closed our stdin (it is gone): end the load.
-            cancel.cancel();
-        })
-    };
-    let (tx, mut rx) = mpsc::channel::<Completion>(4096);
-    let writer = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(256);
-        let mut buf = Vec::with_capacity(1 << 16);
-        while rx.recv_many(&mut batch, 256).await > 0 {
-            buf.clear();
-            for c in batch.drain(..) {
-                emit(&mut buf, &Event::Done(WireCompletion::from(c, start)))?;
-            }
-            let mut out = std::io::stdout().lock();
-            out.write_all(&buf)?;
-            out.flush()?;
-        }
-        std::io::Result::Ok(())
-    });
-    let extra = Duration::from_millis(job.extra_bound_ms);
-    let report = driver::drive_part(
-        built.strategy.clone(),
-        &w,
-        job.part,
-        extra,
-        start,
-        tx,
-        cancel,
-    )
-    .await;
-    writer.await??;
-    control.abort();
-    let mut out = std::io::stdout().lock();
-    emit(
-        &mut out,
-        &Event::Finished {
-            not_started: report.not_started,
-            cancelled: report.cancelled,
-        },
-    )?;
-    out.flush()?;
-    Ok(())
-}
 
 struct Handle {
     pid: Pid,
@@ -260,16 +36,6 @@ pub struct WorkerControl {
 }
 
 impl WorkerControl {
-    /// Number of workers.
-    pub fn len(&self) -> usize {
-        self.workers.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.workers.is_empty()
-    }
-
     fn send(&self, k: usize, c: Control) -> std::io::Result<()> {
         let mut line = serde_json::to_vec(&c).map_err(std::io::Error::other)?;
         line.push(b'\n');
@@ -281,29 +47,28 @@ impl WorkerControl {
             .write_all(&line)
     }
 
-    /// Arms worker `k`'s holder pause at `point`, or disarms it (`None`).
-    pub fn arm_holder_pause(
-        &self,
-        k: usize,
-        point: Option<crate::chaos::holder::Point>,
-    ) -> std::io::Result<()> {
-        self.send(k, Control::ArmHolderPause(point))
-    }
-
-    /// SIGSTOPs worker `k`.
-    pub fn pause(&self, k: usize) -> std::io::Result<()> {
-        Ok(kill(self.workers[k].pid, Signal::SIGSTOP)?)
-    }
-
-    /// SIGCONTs worker `k`.
-    pub fn resume(&self, k: usize) -> std::io::Result<()> {
-        Ok(kill(self.workers[k].pid, Signal::SIGCONT)?)
-    }
-
     fn resume_all(&self) {
         for w in &self.workers {
             let _ = kill(w.pid, Signal::SIGCONT);
         }
+    }
+}
+
+impl ClientProcesses for WorkerControl {
+    fn len(&self) -> usize {
+        self.workers.len()
+    }
+
+    fn pause(&self, k: usize) -> std::io::Result<()> {
+        Ok(kill(self.workers[k].pid, Signal::SIGSTOP)?)
+    }
+
+    fn resume(&self, k: usize) -> std::io::Result<()> {
+        Ok(kill(self.workers[k].pid, Signal::SIGCONT)?)
+    }
+
+    fn arm_holder_pause(&self, k: usize, point: Option<Point>) -> std::io::Result<()> {
+        self.send(k, Control::ArmHolderPause(point))
     }
 }
 
@@ -538,65 +303,5 @@ impl WorkerSet {
             }
         }
         (report, failures)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_workload_crosses_to_a_worker_unchanged() {
-        let w = Workload::parse(
-            "w.toml",
-            "seed = 5\n[load]\nmax_attempts = 7\nduration = \"1m 500ms\"\n[lock]\nttl = \"1500ms\"",
-            &[],
-        )
-        .expect("valid");
-        let text = toml::to_string(&w).expect("serialises");
-        let back = Workload::parse("<coordinator>", &text, &[]).expect("parses back");
-        assert_eq!(
-            serde_json::to_value(&w).unwrap(),
-            serde_json::to_value(&back).unwrap()
-        );
-    }
-
-    #[test]
-    fn completions_keep_their_times_across_the_pipe() {
-        let start = Instant::now();
-        let at = |ms| start + Duration::from_millis(ms);
-        let c = Completion {
-            seq: 3,
-            client: 1,
-            sku: 2,
-            outcome: Outcome::Failed(crate::record::ErrorKind::StaleToken),
-            intended: at(1),
-            started: at(2),
-            ended: at(9),
-            release_failed: true,
-            lease: Some(LeaseSpan {
-                key: "k".into(),
-                token: "t".into(),
-                fence: Some(4),
-                acquired: at(3),
-                released: at(8),
-                lost: true,
-            }),
-        };
-        let line =
-            serde_json::to_string(&Event::Done(WireCompletion::from(c.clone(), start))).unwrap();
-        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
-            panic!("not a completion: {line}");
-        };
-        let back = back.into_completion(start);
-        assert_eq!(
-            (back.outcome, back.ended, back.seq),
-            (c.outcome, c.ended, 3)
-        );
-        let (l, b) = (c.lease.unwrap(), back.lease.unwrap());
-        assert_eq!(
-            (l.acquired, l.released, l.fence, l.lost),
-            (b.acquired, b.released, b.fence, b.lost)
-        );
     }
 }

@@ -14,22 +14,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Workload;
-use super::pacing::{Part, Schedule};
-use crate::record::{Completion, ErrorKind, Outcome};
+use crate::record::{Completion, DriveReport, ErrorKind, Outcome};
 use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
-
-/// What the driver itself observed.
-#[derive(Debug, Clone, Copy)]
-pub struct DriveReport {
-    /// From the start until the last attempt ended.
-    pub elapsed: Duration,
-    /// Open-loop arrivals due before the end that never started because every buyer was busy:
-    /// the demand the strategy could not serve.
-    pub not_started: u64,
-    /// Whether the load was cut short by cancellation (Ctrl-C).
-    pub cancelled: bool,
-}
+use crate::workload::pacing::{Part, Schedule};
+use crate::workload::{LoadMode, Workload};
 
 /// Runs the load against `strategy` from `start` and returns when every buyer has stopped.
 pub async fn drive(
@@ -65,7 +53,7 @@ pub async fn drive_part(
     let schedule = Arc::new(Schedule::part(w, start, part));
     let end = start + w.load.duration;
     let bound = strategy.bound() + extra_bound;
-    let open = w.load.mode == super::LoadMode::Open;
+    let open = w.load.mode == LoadMode::Open;
     let dropped = Arc::new(AtomicU64::new(0));
     let mut buyers = tokio::task::JoinSet::new();
     for client in part.clients(w.load.clients) {

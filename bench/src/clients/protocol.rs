@@ -1,0 +1,200 @@
+//! The coordinator ↔ worker protocol, one JSON value per line. Coordinator → worker (stdin):
+//! a [`Job`], then [`Control`] messages. Worker → coordinator (stdout): [`Event`]s — `Ready`
+//! once connected, one `Done` (the completion) per attempt, `Paused` just before it stops
+//! itself, `Finished` at the end. Times cross the process boundary as nanoseconds since the
+//! start of the load, which both sides derive from CLOCK_MONOTONIC (system-wide on Linux), so
+//! leases of different processes stay comparable for the double-grant check.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use nix::time::{ClockId, clock_gettime};
+use serde::{Deserialize, Serialize};
+
+use crate::cluster::EndpointsFile;
+use crate::record::{Completion, LeaseSpan, Outcome};
+use crate::workload::pacing::Part;
+
+/// What a worker runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    /// Strategy id.
+    pub strategy: String,
+    /// The effective workload as TOML (parsed again by the worker).
+    pub workload: String,
+    /// Where the servers are.
+    pub endpoints: EndpointsFile,
+    /// This worker's share of clients and arrivals.
+    pub part: Part,
+    /// Added to the bound of an attempt (longest planned pause of a client).
+    pub extra_bound_ms: u64,
+}
+
+/// Coordinator → worker.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Control {
+    /// Start the load; the load's start is this CLOCK_MONOTONIC reading.
+    Start { origin_ns: u64 },
+    /// Stop (SIGSTOP) when a lock holder next reaches this point, or no longer (`None`).
+    ArmHolderPause(Option<crate::chaos::holder::Point>),
+    /// End the load now (Ctrl-C).
+    Stop,
+}
+
+/// A lease on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct WireLease {
+    key: String,
+    token: String,
+    fence: Option<u64>,
+    acquired: u64,
+    released: u64,
+    lost: bool,
+}
+
+/// A completion on the wire.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct WireCompletion {
+    seq: u64,
+    client: u32,
+    sku: u32,
+    outcome: Outcome,
+    intended: u64,
+    started: u64,
+    ended: u64,
+    release_failed: bool,
+    lease: Option<WireLease>,
+}
+
+/// Worker → coordinator.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Event {
+    Ready,
+    Done(WireCompletion),
+    Paused,
+    Finished { not_started: u64, cancelled: bool },
+    Failed(String),
+}
+
+pub(super) fn monotonic_ns() -> u64 {
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always there");
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+pub(super) fn ns(t: Instant, start: Instant) -> u64 {
+    t.saturating_duration_since(start).as_nanos() as u64
+}
+
+impl WireCompletion {
+    /// Takes the completion by value: its key and token move, no copy per attempt.
+    pub(super) fn from(c: Completion, start: Instant) -> Self {
+        Self {
+            seq: c.seq,
+            client: c.client,
+            sku: c.sku,
+            outcome: c.outcome,
+            intended: ns(c.intended, start),
+            started: ns(c.started, start),
+            ended: ns(c.ended, start),
+            release_failed: c.release_failed,
+            lease: c.lease.map(|l| WireLease {
+                key: l.key,
+                token: l.token,
+                fence: l.fence,
+                acquired: ns(l.acquired, start),
+                released: ns(l.released, start),
+                lost: l.lost,
+            }),
+        }
+    }
+
+    pub(super) fn into_completion(self, start: Instant) -> Completion {
+        let at = |n: u64| start + Duration::from_nanos(n);
+        Completion {
+            seq: self.seq,
+            client: self.client,
+            sku: self.sku,
+            outcome: self.outcome,
+            intended: at(self.intended),
+            started: at(self.started),
+            ended: at(self.ended),
+            release_failed: self.release_failed,
+            lease: self.lease.map(|l| LeaseSpan {
+                key: l.key,
+                token: l.token,
+                fence: l.fence,
+                acquired: at(l.acquired),
+                released: at(l.released),
+                lost: l.lost,
+            }),
+        }
+    }
+}
+
+pub(super) fn emit(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
+    serde_json::to_writer(&mut *out, e)?;
+    out.write_all(b"\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::Workload;
+
+    #[test]
+    fn a_workload_crosses_to_a_worker_unchanged() {
+        let w = Workload::parse(
+            "w.toml",
+            "seed = 5\n[load]\nmax_attempts = 7\nduration = \"1m 500ms\"\n[lock]\nttl = \"1500ms\"",
+            &[],
+        )
+        .expect("valid");
+        let text = toml::to_string(&w).expect("serialises");
+        let back = Workload::parse("<coordinator>", &text, &[]).expect("parses back");
+        assert_eq!(
+            serde_json::to_value(&w).unwrap(),
+            serde_json::to_value(&back).unwrap()
+        );
+    }
+
+    #[test]
+    fn completions_keep_their_times_across_the_pipe() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let c = Completion {
+            seq: 3,
+            client: 1,
+            sku: 2,
+            outcome: Outcome::Failed(crate::record::ErrorKind::StaleToken),
+            intended: at(1),
+            started: at(2),
+            ended: at(9),
+            release_failed: true,
+            lease: Some(LeaseSpan {
+                key: "k".into(),
+                token: "t".into(),
+                fence: Some(4),
+                acquired: at(3),
+                released: at(8),
+                lost: true,
+            }),
+        };
+        let line =
+            serde_json::to_string(&Event::Done(WireCompletion::from(c.clone(), start))).unwrap();
+        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
+            panic!("not a completion: {line}");
+        };
+        let back = back.into_completion(start);
+        assert_eq!(
+            (back.outcome, back.ended, back.seq),
+            (c.outcome, c.ended, 3)
+        );
+        let (l, b) = (c.lease.unwrap(), back.lease.unwrap());
+        assert_eq!(
+            (l.acquired, l.released, l.fence, l.lost),
+            (b.acquired, b.released, b.fence, b.lost)
+        );
+    }
+}
