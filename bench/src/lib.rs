@@ -31,5 +31,6 @@ pub mod cluster;
 pub mod record;
 pub mod report;
 pub mod run;
+pub mod sim;
 pub mod strategy;
 pub mod workload;

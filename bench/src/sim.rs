@@ -1,0 +1,469 @@
+//! A simulated lock and store, in memory, for testing lockbench itself.
+//!
+//! **This exists only to test the harness's own pipeline** (driver → recorder → audit →
+//! checker → summary) without servers, in milliseconds: a fault is injected on purpose
+//! ([`SimFault`]) and the test asserts the checker catches exactly that. It is never registered
+//! as a strategy (it is not in [`crate::strategy::ALL`]), never reachable from the command line,
+//! and a clean sim being judged safe says nothing about any real lock.
+//!
+//! The shape is the one [`crate::strategy::Locked`] runs around a real lock: acquire → read the
+//! stock → hold for `critical_section.hold` → blind-write `read - 1` and insert the order →
+//! release, with the lease recorded into [`Purchase::lease`] the way `Locked` records it. So a
+//! lapse of mutual exclusion shows up as double grants and as lost updates in the audit.
+//! (`Locked` itself is tied to the MariaDB store's critical section, hence the copy here.)
+//!
+//! Deterministic where it can be: tokens come from the attempt number, faults fire on every
+//! n-th event, the schedule comes from the workload's seed. Time is real (the driver and the
+//! leases use `std::time::Instant`), so keep holds around a millisecond.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::check::{Safety, SkuAudit};
+use crate::cluster::{Needs, Provisioner};
+use crate::record::phases::Boundaries;
+use crate::record::{ErrorKind, LeaseSpan, Live, Outcome, Recorder};
+use crate::report::{ChaosParts, RunParts, Summary};
+use crate::strategy::{
+    AcquireError, Attempt, Built, Kind, Lease, LeaseSlot, Lock, Purchase, Store, Strategy,
+    StrategyError, StrategyInfo,
+};
+use crate::workload::{Workload, driver};
+
+/// What the simulation breaks on purpose. `every` counts from 1: `every: 3` fires on the 3rd,
+/// 6th, 9th… event of its kind (0 is taken as 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimFault {
+    /// Nothing: the lock excludes, the store applies every write.
+    None,
+    /// No lock at all (like the `none` control): buyers run the critical section unguarded.
+    NoLock,
+    /// Every n-th acquire that finds the key held is granted anyway: two holders at once
+    /// (double grants; two buyers read the same stock, so lost updates and oversell).
+    GrantTwice { every: u64 },
+    /// Every n-th grant expires at once, server-side, while its holder goes on working: the
+    /// next waiter gets the key (double grant) and the holder's release finds the lease gone
+    /// (lease lost).
+    ExpireEarly { every: u64 },
+    /// Every n-th write loses its decrement while its order row is written: the lock holds,
+    /// the store is corrupted (lost updates).
+    LoseWrite { every: u64 },
+}
+
+/// Counts events and says whether this one is an `every`-th.
+#[derive(Debug, Default)]
+struct Every(AtomicU64);
+
+impl Every {
+    fn fires(&self, every: u64) -> bool {
+        let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
+        n.is_multiple_of(every.max(1))
+    }
+}
+
+/// One SKU of the simulated store.
+#[derive(Debug, Clone, Copy, Default)]
+struct Row {
+    qty: i64,
+    /// Order rows written for this SKU.
+    orders: u64,
+}
+
+/// The in-memory stock and orders. `audit` returns what is really there, never a counter of
+/// what clients believe.
+#[derive(Debug)]
+pub struct SimStore {
+    rows: Mutex<Vec<Row>>,
+    /// Set for [`SimFault::LoseWrite`].
+    lose_every: Option<u64>,
+    writes: Every,
+}
+
+impl SimStore {
+    /// An empty store (seeded by [`Store::prepare`]); `fault` applies if it is a store fault.
+    pub fn new(fault: SimFault) -> Self {
+        Self {
+            rows: Mutex::new(Vec::new()),
+            lose_every: match fault {
+                SimFault::LoseWrite { every } => Some(every),
+                _ => None,
+            },
+            writes: Every::default(),
+        }
+    }
+
+    fn rows(&self) -> std::sync::MutexGuard<'_, Vec<Row>> {
+        self.rows.lock().expect("sim store lock is never poisoned")
+    }
+
+    /// The stock of `sku` (no lock of the store's own, like the shared critical section's read).
+    pub fn read(&self, sku: u32) -> i64 {
+        self.rows()[sku as usize].qty
+    }
+
+    /// The blind write: `qty = new_qty` and one order row, unless the fault drops the
+    /// decrement (the order is written anyway).
+    pub fn write(&self, sku: u32, new_qty: i64) {
+        let lose = self.lose_every.is_some_and(|n| self.writes.fires(n));
+        let mut rows = self.rows();
+        let row = &mut rows[sku as usize];
+        if !lose {
+            row.qty = new_qty;
+        }
+        row.orders += 1;
+    }
+}
+
+#[async_trait]
+impl Store for SimStore {
+    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
+        *self.rows() = vec![
+            Row {
+                qty: stock as i64,
+                orders: 0,
+            };
+            skus as usize
+        ];
+        Ok(())
+    }
+
+    async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
+        let rows = self.rows();
+        Ok((0..skus)
+            .map(|sku| {
+                let row = rows.get(sku as usize).copied().unwrap_or_default();
+                SkuAudit {
+                    sku,
+                    final_stock: row.qty,
+                    sold: row.orders,
+                }
+            })
+            .collect())
+    }
+}
+
+/// An in-memory lock: one FIFO semaphore of one permit per key, so waiters are served in
+/// order and nothing depends on random backoff.
+#[derive(Debug)]
+pub struct SimLock {
+    fault: SimFault,
+    keys: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// Leases the lock still knows, by token: the permit, or `None` for a holder it let in
+    /// twice (it does not know it did).
+    held: Mutex<HashMap<String, Option<OwnedSemaphorePermit>>>,
+    acquire_timeout: Duration,
+    /// Nominal bound of a release (the sim's calls take no time).
+    timeout: Duration,
+    contended: Every,
+    grants: Every,
+}
+
+impl SimLock {
+    /// A lock with `w`'s acquire timeout; `fault` applies if it is a lock fault.
+    pub fn new(fault: SimFault, w: &Workload) -> Self {
+        Self {
+            fault,
+            keys: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
+            acquire_timeout: w.lock.acquire_timeout,
+            timeout: w.load.timeout,
+            contended: Every::default(),
+            grants: Every::default(),
+        }
+    }
+
+    fn key(&self, key: &str) -> Arc<Semaphore> {
+        let mut keys = self.keys.lock().expect("sim lock map is never poisoned");
+        keys.entry(key.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(1)))
+            .clone()
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<OwnedSemaphorePermit>>> {
+        self.held.lock().expect("sim lease map is never poisoned")
+    }
+
+    /// Frees `token`'s lease; false if the lock no longer knew it (it expired). Synchronous, so
+    /// a cut attempt's guard can release on drop.
+    fn release_now(&self, token: &str) -> bool {
+        self.held().remove(token).is_some()
+    }
+}
+
+#[async_trait]
+impl Lock for SimLock {
+    async fn acquire(&self, _client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+        let sem = self.key(key);
+        if let SimFault::GrantTwice { every } = self.fault
+            && sem.available_permits() == 0
+            && self.contended.fires(every)
+        {
+            self.held().insert(token.to_string(), None);
+            return Ok(Lease::new(key, token));
+        }
+        let permit = tokio::time::timeout(self.acquire_timeout, sem.acquire_owned())
+            .await
+            .map_err(|_| AcquireError::Busy)?
+            .expect("sim semaphores are never closed");
+        match self.fault {
+            // Expired at once: the key is free again while the holder believes it holds it.
+            SimFault::ExpireEarly { every } if self.grants.fires(every) => drop(permit),
+            _ => {
+                self.held().insert(token.to_string(), Some(permit));
+            }
+        }
+        Ok(Lease::new(key, token))
+    }
+
+    async fn release(&self, _client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
+        Ok(self.release_now(&lease.token))
+    }
+
+    fn acquire_bound(&self) -> Duration {
+        self.acquire_timeout
+    }
+
+    fn release_bound(&self) -> Duration {
+        self.timeout
+    }
+
+    async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
+        let keys = self.keys.lock().expect("sim lock map is never poisoned");
+        Ok(keys.values().filter(|s| s.available_permits() == 0).count() as u64)
+    }
+}
+
+/// The sim as a strategy: [`SimLock`] around the shared critical section over [`SimStore`].
+pub struct SimLocked {
+    lock: Arc<SimLock>,
+    store: Arc<SimStore>,
+    hold: Duration,
+    /// False for [`SimFault::NoLock`].
+    locks: bool,
+}
+
+/// A held lease, recorded into the attempt's slot however the attempt ends (as in `Locked`).
+struct Held<'a> {
+    lock: &'a SimLock,
+    client: u32,
+    slot: &'a LeaseSlot,
+    /// `None` once released.
+    lease: Option<Lease>,
+    acquired: Instant,
+}
+
+impl Held<'_> {
+    async fn release(mut self) -> bool {
+        let released = Instant::now();
+        let lease = self.lease.take().expect("released once");
+        let known_lost = lease.known_lost(released);
+        let result = self.lock.release(self.client, &lease).await;
+        self.slot.put(LeaseSpan {
+            key: lease.key,
+            token: lease.token,
+            fence: lease.fence,
+            acquired: self.acquired,
+            released,
+            lost: known_lost || result == Ok(false),
+        });
+        result.is_err()
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Only when the attempt was cut at its bound before release.
+        if let Some(lease) = self.lease.take() {
+            let released = Instant::now();
+            self.lock.release_now(&lease.token);
+            self.slot.put(LeaseSpan {
+                lost: lease.known_lost(released),
+                key: lease.key,
+                token: lease.token,
+                fence: lease.fence,
+                acquired: self.acquired,
+                released,
+            });
+        }
+    }
+}
+
+impl SimLocked {
+    /// Read → hold → blind write `read - 1` with the order.
+    async fn critical_section(&self, sku: u32) -> Outcome {
+        let qty = self.store.read(sku);
+        if qty <= 0 {
+            return Outcome::SoldOut;
+        }
+        tokio::time::sleep(self.hold).await;
+        self.store.write(sku, qty - 1);
+        Outcome::Sold
+    }
+}
+
+#[async_trait]
+impl Strategy for SimLocked {
+    fn bound(&self) -> Duration {
+        self.lock.acquire_bound() + self.hold + self.lock.release_bound()
+    }
+
+    async fn stuck_locks(&self, skus: u32) -> Result<u64, StrategyError> {
+        self.lock.stuck_locks(skus).await
+    }
+
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        if !self.locks {
+            return self.critical_section(p.sku).await.into();
+        }
+        let key = format!("sim:lock:{}", p.sku);
+        let token = format!("sim-{}", p.seq);
+        let lease = match self.lock.acquire(p.client, &key, &token).await {
+            Ok(lease) => lease,
+            Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
+            Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
+        };
+        let held = Held {
+            lock: &self.lock,
+            client: p.client,
+            slot: p.lease,
+            lease: Some(lease),
+            acquired: Instant::now(),
+        };
+        let outcome = self.critical_section(p.sku).await;
+        let release_failed = held.release().await;
+        Attempt {
+            outcome,
+            release_failed,
+        }
+    }
+}
+
+/// One simulated strategy: a fault, and whether it is declared a control (known unsafe: the
+/// checker must catch it, and it is never called safe).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sim {
+    /// What is broken on purpose.
+    pub fault: SimFault,
+    /// Declared a control.
+    pub control: bool,
+}
+
+impl Sim {
+    /// A sim with `fault`, not declared a control.
+    pub fn new(fault: SimFault) -> Self {
+        Self {
+            fault,
+            control: false,
+        }
+    }
+
+    /// The same sim declared a control.
+    pub fn control(self) -> Self {
+        Self {
+            control: true,
+            ..self
+        }
+    }
+
+    /// How the report sees it: a lock (or a lock-free deduction for [`SimFault::NoLock`]), or a
+    /// control; no servers, no fencing.
+    pub fn info(&self) -> StrategyInfo {
+        let locks = self.fault != SimFault::NoLock;
+        StrategyInfo {
+            id: if self.control { "sim-control" } else { "sim" },
+            kind: match (self.control, locks) {
+                (true, _) => Kind::Control,
+                (false, true) => Kind::Lock,
+                (false, false) => Kind::LockFree,
+            },
+            locks,
+            fenced: false,
+            needs: Needs::NONE,
+            fence_token: None,
+            about: "in-memory lock and store for lockbench's own tests; never a real strategy",
+        }
+    }
+
+    /// The strategy and its store, for workload `w`.
+    pub fn build(&self, w: &Workload) -> Built {
+        let store = Arc::new(SimStore::new(self.fault));
+        let strategy = SimLocked {
+            lock: Arc::new(SimLock::new(self.fault, w)),
+            store: store.clone(),
+            hold: w.critical_section.hold,
+            locks: self.fault != SimFault::NoLock,
+        };
+        Built {
+            strategy: Arc::new(strategy),
+            store,
+        }
+    }
+}
+
+/// Why a simulated run could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The recorder failed (writing the history).
+    #[error("recorder: {0}")]
+    Record(#[from] std::io::Error),
+    /// Preparing or auditing the store failed.
+    #[error(transparent)]
+    Strategy(#[from] StrategyError),
+}
+
+/// Runs `sim` under workload `w` through the real pipeline, as [`crate::run`] wires it for
+/// in-process buyers: prepare → [`driver::drive`] into a [`Recorder`] (writing `history` if
+/// given) → audit → [`Safety::judge`] → [`Summary::new`], whose verdict and headline are the
+/// ones the tables print.
+pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Summary, SimError> {
+    let info = sim.info();
+    let built = sim.build(w);
+    built
+        .store
+        .prepare(w.inventory.skus, w.inventory.stock)
+        .await?;
+    built.strategy.prepare(w.inventory.skus).await?;
+    let start = Instant::now();
+    let started_at = SystemTime::now();
+    let (sink, recorder) = Recorder::spawn(
+        start,
+        history,
+        built.strategy.bound(),
+        Arc::new(Live::default()),
+        Arc::new(Boundaries::default()),
+    )?;
+    let drive = driver::drive(
+        built.strategy.clone(),
+        w,
+        start,
+        sink,
+        CancellationToken::new(),
+    )
+    .await;
+    let recording = recorder.finish().await?;
+    let audits = built.store.audit(w.inventory.skus).await?;
+    let safety = Safety::judge(w.inventory.stock, &audits);
+    let stuck_locks = built.strategy.stuck_locks(w.inventory.skus).await?;
+    Ok(Summary::new(RunParts {
+        info: &info,
+        workload: w,
+        workload_file: "sim",
+        stats: &recording.stats,
+        double_grants: &recording.double_grants,
+        stuck_locks,
+        drive: &drive,
+        safety: &safety,
+        servers: Vec::new(),
+        provisioner: Provisioner::Local,
+        target_file: None,
+        started_at,
+        chaos: ChaosParts::default(),
+    }))
+}

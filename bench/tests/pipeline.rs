@@ -1,0 +1,138 @@
+//! The harness's own pipeline, without servers: driver → recorder → audit → checker → summary,
+//! run on the in-memory sim ([`lockbench::sim`]) with one fault injected at a time. The checker
+//! must catch exactly what was injected, and nothing when nothing was. These runs test
+//! lockbench, never a lock.
+
+use lockbench::check::{LockVerdict, StoreVerdict};
+use lockbench::record::read_history;
+use lockbench::report::Summary;
+use lockbench::sim::{self, Sim, SimFault};
+use lockbench::workload::Workload;
+
+/// 4 buyers in a closed loop on `skus` SKUs, 120 attempts, 1 ms hold: contention on every key,
+/// the stock sells out, and a run takes about a tenth of a second.
+fn workload(skus: u32) -> Workload {
+    let text = format!(
+        "seed = 13\n\
+         [inventory]\nskus = {skus}\nstock = 25\n\
+         [load]\nmode = \"closed\"\nclients = 4\nduration = \"10s\"\nmax_attempts = 120\n\
+         [critical_section]\nhold = \"1ms\"\n"
+    );
+    Workload::parse("pipeline.toml", &text, &[]).expect("valid workload")
+}
+
+async fn run(sim: Sim, skus: u32) -> Summary {
+    sim::run(sim, &workload(skus), None)
+        .await
+        .expect("the sim never fails")
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn clean_sim_is_judged_safe() {
+    let s = run(Sim::new(SimFault::None), 2).await;
+    assert_eq!(s.attempts, 120);
+    assert_eq!(
+        (s.lock_verdict, s.store_verdict),
+        (Some(LockVerdict::Held), StoreVerdict::Intact),
+        "{s:#?}"
+    );
+    assert!(s.safe);
+    assert_eq!(s.headline(), "safe");
+    assert_eq!((s.double_grants, s.lease_lost, s.stuck_locks), (0, 0, 0));
+    // Sold out exactly: every unit once, none twice.
+    assert_eq!((s.audit.sold, s.audit.final_stock), (50, 0));
+    assert_eq!(s.outcomes["sold"], 50);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn grant_twice_breaks_the_lock_and_corrupts_the_store() {
+    let s = run(Sim::new(SimFault::GrantTwice { every: 5 }), 1).await;
+    assert_eq!(s.lock_verdict, Some(LockVerdict::Broken), "{s:#?}");
+    assert_eq!(s.store_verdict, StoreVerdict::Corrupted);
+    assert!(s.double_grant_incidents > 0 && s.double_grants >= s.double_grant_incidents);
+    // Two holders read the same stock: one decrement vanished, and the sold-out store sold
+    // more than it had.
+    assert!(
+        s.audit.lost_updates > 0 && s.audit.oversell > 0,
+        "{:?}",
+        s.audit
+    );
+    // Nothing expired: the lock never knew it let two in.
+    assert_eq!((s.lease_lost, s.stuck_locks), (0, 0));
+    assert!(!s.safe);
+    assert_eq!(s.headline(), "UNSAFE");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn early_expiry_is_a_lost_lease_and_a_double_grant() {
+    let s = run(Sim::new(SimFault::ExpireEarly { every: 7 }), 1).await;
+    assert_eq!(s.lock_verdict, Some(LockVerdict::Broken), "{s:#?}");
+    assert!(s.lease_lost > 0);
+    assert!(s.double_grant_incidents > 0, "the next waiter got the key");
+    assert_eq!(s.store_verdict, StoreVerdict::Corrupted);
+    assert!(s.audit.lost_updates > 0);
+    assert_eq!(s.stuck_locks, 0);
+    assert_eq!(s.headline(), "UNSAFE");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_lost_write_corrupts_the_store_while_the_lock_holds() {
+    let s = run(Sim::new(SimFault::LoseWrite { every: 4 }), 1).await;
+    assert_eq!(s.lock_verdict, Some(LockVerdict::Held), "{s:#?}");
+    assert_eq!((s.double_grants, s.lease_lost), (0, 0));
+    assert_eq!(s.store_verdict, StoreVerdict::Corrupted);
+    assert!(s.audit.lost_updates > 0 && s.audit.inconsistent_skus == 1);
+    assert!(!s.safe);
+    assert_eq!(s.headline(), "UNSAFE");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn controls_read_caught_or_not_caught_never_safe() {
+    let no_lock = run(Sim::new(SimFault::NoLock).control(), 1).await;
+    assert_eq!(no_lock.lock_verdict, None, "no lock, no lock verdict");
+    assert_eq!(no_lock.store_verdict, StoreVerdict::Corrupted);
+    assert!(!no_lock.claims_safety);
+    assert_eq!(no_lock.headline(), "caught (control)");
+
+    let broken = run(Sim::new(SimFault::GrantTwice { every: 5 }).control(), 1).await;
+    assert_eq!(broken.headline(), "caught (control)");
+
+    // A control the checker saw nothing wrong with is reported as such, not as safe.
+    let clean = run(Sim::new(SimFault::None).control(), 1).await;
+    assert!(clean.safe);
+    assert_eq!(clean.headline(), "not caught (control)");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn the_history_holds_every_attempt_and_its_overlapping_leases() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("history.jsonl");
+    let s = sim::run(
+        Sim::new(SimFault::GrantTwice { every: 5 }),
+        &workload(1),
+        Some(path.clone()),
+    )
+    .await
+    .expect("the sim never fails");
+    let lines: Vec<_> = read_history(&path)
+        .expect("history written")
+        .collect::<Result<_, _>>()
+        .expect("every line parses");
+    assert_eq!(lines.len() as u64, s.attempts);
+    let leases: Vec<_> = lines.iter().filter_map(|l| l.lease.as_ref()).collect();
+    assert_eq!(leases.len(), lines.len(), "every attempt held a lease");
+    // The streaming checker's overlaps, found again by brute force in the file. Times there
+    // are whole µs, so an overlap shorter than 1 µs may vanish: at most as many.
+    let mut pairs = 0;
+    for (i, a) in leases.iter().enumerate() {
+        for b in &leases[i + 1..] {
+            let overlap = a.acquired_us.max(b.acquired_us) < a.released_us.min(b.released_us);
+            pairs += u64::from(a.key == b.key && overlap);
+        }
+    }
+    assert!(
+        pairs > 0 && pairs <= s.double_grants,
+        "{pairs} vs {}",
+        s.double_grants
+    );
+}
