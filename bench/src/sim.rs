@@ -27,6 +27,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::check::{Safety, SkuAudit};
+use crate::clients::driver;
 use crate::cluster::{Needs, Provisioner};
 use crate::record::phases::Boundaries;
 use crate::record::{ErrorKind, LeaseSpan, Live, Outcome, Recorder};
@@ -35,7 +36,7 @@ use crate::strategy::{
     AcquireError, Attempt, Built, Kind, Lease, LeaseSlot, Lock, Purchase, Store, Strategy,
     StrategyError, StrategyInfo,
 };
-use crate::workload::{Workload, driver};
+use crate::workload::Workload;
 
 /// What the simulation breaks on purpose. `every` counts from 1: `every: 3` fires on the 3rd,
 /// 6th, 9th… event of its kind (0 is taken as 1).
@@ -388,6 +389,15 @@ impl Sim {
             needs: Needs::NONE,
             fence_token: None,
             about: "in-memory lock and store for lockbench's own tests; never a real strategy",
+            // Never connected to servers: built by [`Sim::build`] alone.
+            build: |s| {
+                Box::pin(async move {
+                    Err(StrategyError::Unsupported {
+                        id: s.info.id.into(),
+                        what: "servers (the sim is built in memory by Sim::build)",
+                    })
+                })
+            },
         }
     }
 
