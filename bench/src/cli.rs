@@ -337,23 +337,7 @@ fn load_chaos(c: &Common, w: &Workload) -> anyhow::Result<Option<ChaosPlan>> {
     let Some(path) = &c.chaos else {
         return Ok(None);
     };
-    if c.endpoints.is_some() {
-        bail!(
-            "--chaos with --endpoints: faults need servers this run starts and owns (kill, \
-             pause, clock); drop --endpoints"
-        );
-    }
-    let plan = ChaosPlan::load(path, w)?;
-    plan.check_provisioner(provisioner(c))?;
-    Ok(Some(plan))
-}
-
-fn provisioner(c: &Common) -> Provisioner {
-    if c.target.is_some() {
-        Provisioner::Target
-    } else {
-        c.provision
-    }
+    Ok(Some(ChaosPlan::load(path, w)?))
 }
 
 fn load_target(c: &Common) -> anyhow::Result<Option<Target>> {
@@ -380,11 +364,11 @@ fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
 async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     // Validate everything before any server starts.
     let workload = load_workload(&args.common)?;
-    strategy::resolve(&args.strategy, &workload)?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
     let opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
+    opts.plan()?;
     let summary = match run(&opts, &cancel).await {
         Ok(s) => s,
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
@@ -478,27 +462,27 @@ async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result
 async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let ids = strategy_ids(&args.strategies)?;
     let workload = load_workload(&args.common)?;
-    for id in &ids {
-        strategy::resolve(id, &workload)?;
-    }
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
+    let runs: Vec<RunOptions> = ids
+        .iter()
+        .map(|id| {
+            let (w, c, t) = (workload.clone(), chaos.clone(), target.clone());
+            run_options(id, w, c, t, &args.common, out.join(id))
+        })
+        .collect();
+    // Every run's plan holds before the first server starts.
+    for opts in &runs {
+        opts.plan()?;
+    }
     let mut summaries = Vec::new();
     let mut failed = Vec::new();
-    for id in &ids {
+    for (id, opts) in ids.iter().zip(&runs) {
         if cancel.is_cancelled() {
             break;
         }
-        let opts = run_options(
-            id,
-            workload.clone(),
-            chaos.clone(),
-            target.clone(),
-            &args.common,
-            out.join(id),
-        );
-        match run(&opts, &cancel).await {
+        match run(opts, &cancel).await {
             Ok(s) => {
                 summaries.push(s);
                 // Written after every strategy, so an interrupted comparison keeps what it has.

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::check::{Safety, SkuAudit};
+use crate::check::SkuAudit;
 use crate::clients::driver;
 use crate::cluster::{Needs, Provisioner};
 use crate::record::phases::Boundaries;
@@ -429,17 +429,13 @@ pub enum SimError {
 }
 
 /// Runs `sim` under workload `w` through the real pipeline, as [`crate::run`] wires it for
-/// in-process buyers: prepare → [`driver::drive`] into a [`Recorder`] (writing `history` if
-/// given) → audit → [`Safety::judge`] → [`Summary::new`], whose verdict and headline are the
+/// in-process buyers: [`crate::run::prepare`] → [`driver::drive`] into a [`Recorder`] (writing `history` if
+/// given) → [`crate::run::audit`] (`Safety::judge`) → [`Summary::new`], whose verdict and headline are the
 /// ones the tables print.
 pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Summary, SimError> {
     let info = sim.info();
     let built = sim.build(w);
-    built
-        .store
-        .prepare(w.inventory.skus, w.inventory.stock)
-        .await?;
-    built.strategy.prepare(w.inventory.skus).await?;
+    crate::run::prepare(&built, w).await?;
     let start = Instant::now();
     let started_at = SystemTime::now();
     let (sink, recorder) = Recorder::spawn(
@@ -458,18 +454,16 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
     )
     .await;
     let recording = recorder.finish().await?;
-    let audits = built.store.audit(w.inventory.skus).await?;
-    let safety = Safety::judge(w.inventory.stock, &audits);
-    let stuck_locks = built.strategy.stuck_locks(w.inventory.skus).await?;
+    let audited = crate::run::audit(&built, w).await?;
     Ok(Summary::new(RunParts {
         info: &info,
         workload: w,
         workload_file: "sim",
         stats: &recording.stats,
         double_grants: &recording.double_grants,
-        stuck_locks,
+        stuck_locks: audited.stuck_locks,
         drive: &drive,
-        safety: &safety,
+        safety: &audited.safety,
         servers: Vec::new(),
         provisioner: Provisioner::Local,
         target_file: None,

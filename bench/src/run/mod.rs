@@ -1,0 +1,346 @@
+//! One run, in named steps: [`plan`](RunOptions::plan) → [`servers`] → [`strategy`] →
+//! [`clients`] → [`load`] (with faults) → [`audit`] → [`results`].
+//!
+//! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
+//! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
+//! still audits and writes what was measured.
+
+mod plan;
+mod progress;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::chaos::runner::Targets;
+use crate::chaos::{ClientProcesses, FaultRecord, run_faults};
+use crate::check::Safety;
+use crate::clients::driver;
+use crate::clients::protocol::Job;
+use crate::clients::workers::{WorkerError, WorkerSet};
+use crate::cluster::target;
+use crate::cluster::{ClusterError, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner};
+use crate::record::phases::Boundaries;
+use crate::record::{DriveReport, Live, Recorder, Recording};
+use crate::report::{self, ChaosParts, RunParts, Summary};
+use crate::strategy::{Built, StrategyError};
+use crate::workload::Workload;
+use crate::workload::pacing::Part;
+
+pub use plan::{DEFAULT_WORKERS, Plan, RunOptions};
+
+/// Errors that end a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Servers could not be started.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    /// The strategy could not be set up, or the audit failed.
+    #[error(transparent)]
+    Strategy(#[from] StrategyError),
+    /// Results could not be written.
+    #[error("writing results to {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Client worker processes could not be started.
+    #[error(transparent)]
+    Workers(#[from] WorkerError),
+    /// The options do not fit together.
+    #[error("{0}")]
+    Options(String),
+    /// The chaos plan asks for a fault these servers cannot take.
+    #[error(transparent)]
+    Chaos(#[from] crate::chaos::ChaosError),
+    /// Ctrl-C before the load started.
+    #[error("interrupted")]
+    Interrupted,
+}
+
+fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
+    move |source| RunError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Runs one strategy and returns its summary (also written to `<out>/summary.json`).
+pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summary, RunError> {
+    let plan = opts.plan()?;
+    let Some(t) = &opts.target else {
+        return run_planned(&plan, None, cancel).await;
+    };
+    let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
+    target::claim(&endpoints).await?;
+    let nodes = target::describe(&endpoints).await;
+    let given = Servers {
+        cluster: None,
+        endpoints: endpoints.clone(),
+        nodes,
+    };
+    let result = run_planned(&plan, Some(given), cancel).await;
+    // Whatever happened, leave the target as it was found.
+    if let Err(e) = target::release(&endpoints).await {
+        eprintln!("lockbench: warning: {e}");
+    }
+    result
+}
+
+/// The steps of [`run`], once the plan holds.
+async fn run_planned(
+    plan: &Plan<'_>,
+    given: Option<Servers>,
+    cancel: &CancellationToken,
+) -> Result<Summary, RunError> {
+    let out = &plan.opts.out;
+    std::fs::create_dir_all(out).map_err(write_err(out))?;
+    let mut servers = match given {
+        Some(s) => s,
+        None => servers(plan, cancel).await?,
+    };
+    let built = strategy(plan, &servers.endpoints).await?;
+    let workers = clients(plan, &servers, cancel).await?;
+    let measured = load(plan, &built, &mut servers, workers, cancel).await?;
+    let audited = audit(&built, plan.workload()).await?;
+    let summary = results(plan, &servers, measured, audited)?;
+    built.store.close().await;
+    drop(built);
+    if let Some(cluster) = servers.cluster {
+        cluster.stop();
+    }
+    Ok(summary)
+}
+
+/// Where the servers are, and the guard of those this run started.
+struct Servers {
+    cluster: Option<OwnedCluster>,
+    endpoints: Endpoints,
+    nodes: Vec<NodeInfo>,
+}
+
+/// Servers: those of a running `serve` (`--endpoints`), or started here.
+async fn servers(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Servers, RunError> {
+    if let Some(path) = &plan.opts.endpoints {
+        let file = EndpointsFile::read(path)?;
+        return Ok(Servers {
+            cluster: None,
+            endpoints: file.endpoints,
+            nodes: file.nodes,
+        });
+    }
+    tracing::info!(strategy = plan.info.id, "starting servers");
+    let cluster = tokio::select! {
+        c = OwnedCluster::start(plan.info.needs, &plan.cluster) => c?,
+        _ = cancel.cancelled() => return Err(RunError::Interrupted),
+    };
+    Ok(Servers {
+        endpoints: cluster.endpoints().clone(),
+        nodes: cluster.info(),
+        cluster: Some(cluster),
+    })
+}
+
+/// The strategy, connected, with its store seeded and its server-side state created.
+async fn strategy(plan: &Plan<'_>, endpoints: &Endpoints) -> Result<Built, RunError> {
+    let w = plan.workload();
+    let built = plan.info.connect(endpoints, w).await?;
+    prepare(&built, w).await?;
+    Ok(built)
+}
+
+/// Seeds the store and creates the strategy's server-side state (coordinator only).
+pub async fn prepare(built: &Built, w: &Workload) -> Result<(), StrategyError> {
+    built
+        .store
+        .prepare(w.inventory.skus, w.inventory.stock)
+        .await?;
+    built.strategy.prepare(w.inventory.skus).await
+}
+
+/// Worker processes for the buyers, connected and waiting for the start; none when the buyers
+/// run in this process. With a private network, worker K runs in client host K.
+async fn clients(
+    plan: &Plan<'_>,
+    servers: &Servers,
+    cancel: &CancellationToken,
+) -> Result<Option<WorkerSet>, RunError> {
+    if plan.workers == 0 {
+        return Ok(None);
+    }
+    let job = Job {
+        strategy: plan.info.id.to_string(),
+        workload: toml::to_string(plan.workload()).expect("a workload serialises to TOML"),
+        endpoints: EndpointsFile::new(servers.endpoints.clone(), servers.nodes.clone()),
+        part: Part::WHOLE,
+        extra_bound_ms: plan.extra_bound.as_millis() as u64,
+    };
+    let logs = plan.opts.out.join("logs");
+    std::fs::create_dir_all(&logs).map_err(write_err(&logs))?;
+    let hosts: Vec<PathBuf> = servers
+        .cluster
+        .as_ref()
+        .and_then(|c| c.network())
+        .map(|n| {
+            n.clients
+                .iter()
+                .map(|h| PathBuf::from(format!("/run/netns/{}", h.netns)))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Some(tokio::select! {
+        s = WorkerSet::start(&job, plan.workers, &logs, &hosts) => s?,
+        _ = cancel.cancelled() => return Err(RunError::Interrupted),
+    }))
+}
+
+/// What the load measured.
+struct Measured {
+    drive: DriveReport,
+    worker_failures: Vec<String>,
+    faults: Vec<FaultRecord>,
+    recording: Recording,
+    start: Instant,
+    end: Instant,
+    started_at: SystemTime,
+}
+
+/// The load, with the chaos plan's faults beside it; every fault is healed when it returns.
+async fn load(
+    plan: &Plan<'_>,
+    built: &Built,
+    servers: &mut Servers,
+    workers: Option<WorkerSet>,
+    cancel: &CancellationToken,
+) -> Result<Measured, RunError> {
+    let (w, id, out) = (plan.workload(), plan.info.id, &plan.opts.out);
+    let live = Arc::new(Live::default());
+    let boundaries = Arc::new(Boundaries::default());
+    let start = Instant::now();
+    let started_at = SystemTime::now();
+    let (sink, recorder) = Recorder::spawn(
+        start,
+        plan.opts.history.then(|| out.join("history.jsonl")),
+        built.strategy.bound() + plan.extra_bound,
+        live.clone(),
+        boundaries.clone(),
+    )
+    .map_err(write_err(out))?;
+    let bar = progress::Bar::start(plan.opts.progress, id, w.load.duration, live, cancel);
+    tracing::info!(strategy = id, workers = plan.workers, "load started");
+    let mut workers = workers;
+    let chaos = plan.opts.chaos.as_ref();
+    let mut targets = chaos.map(|_| Targets {
+        cluster: servers.cluster.as_mut(),
+        log_dir: out.join("logs"),
+        service: plan.info.lock_service(),
+        workers: workers
+            .as_ref()
+            .map(|s| s.control() as Arc<dyn ClientProcesses>),
+        paused: workers.as_mut().and_then(|s| s.paused.take()),
+    });
+    let load_done = cancel.child_token();
+    let buyers = async {
+        let result = match workers {
+            Some(set) => set.drive(start, sink, cancel.clone()).await,
+            None => {
+                let strategy = built.strategy.clone();
+                let report = driver::drive(strategy, w, start, sink, cancel.clone()).await;
+                (report, Vec::new())
+            }
+        };
+        load_done.cancel();
+        result
+    };
+    let faults = async {
+        match (chaos, targets.as_mut()) {
+            (Some(c), Some(t)) => {
+                run_faults(c, t, &boundaries, start, w.seed, load_done.clone()).await
+            }
+            _ => Vec::new(),
+        }
+    };
+    let ((drive, worker_failures), faults) = tokio::join!(buyers, faults);
+    drop(targets);
+    let end = Instant::now();
+    for f in &worker_failures {
+        tracing::warn!("{f}");
+    }
+    let recording = recorder.finish().await.map_err(write_err(out))?;
+    drop(bar);
+    Ok(Measured {
+        drive,
+        worker_failures,
+        faults,
+        recording,
+        start,
+        end,
+        started_at,
+    })
+}
+
+/// The audited store: the checker's verdict on it, and locks left held forever.
+pub struct Audited {
+    /// The checker's reading of the store.
+    pub safety: Safety,
+    /// Locks left held with no expiry.
+    pub stuck_locks: u64,
+}
+
+/// Reads the store back and judges it (never client counters).
+pub async fn audit(built: &Built, w: &Workload) -> Result<Audited, StrategyError> {
+    let audits = built.store.audit(w.inventory.skus).await?;
+    Ok(Audited {
+        safety: Safety::judge(w.inventory.stock, &audits),
+        stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
+    })
+}
+
+/// Writes the measurements and the summary; returns the summary.
+fn results(
+    plan: &Plan<'_>,
+    servers: &Servers,
+    m: Measured,
+    audited: Audited,
+) -> Result<Summary, RunError> {
+    let out = &plan.opts.out;
+    let stats = &m.recording.stats;
+    let (faults, phases) = report::summarize_chaos(&m.faults, &m.recording.phases, m.start, m.end);
+    let windows: Vec<(usize, f64, f64)> = faults
+        .iter()
+        .filter_map(|f| Some((f.id, f.started_s?, f.healed_s.unwrap_or(f64::MAX))))
+        .collect();
+    report::write_results(out, stats, &windows).map_err(write_err(out))?;
+    // Servers of a `serve` say themselves whether they are containers.
+    let provisioner = if servers.nodes.iter().any(|n| n.container.is_some()) {
+        Provisioner::Containers
+    } else {
+        plan.opts.provisioner()
+    };
+    let chaos = plan.opts.chaos.as_ref();
+    let summary = Summary::new(RunParts {
+        info: plan.info,
+        workload: plan.workload(),
+        workload_file: &plan.opts.workload_file,
+        stats,
+        double_grants: &m.recording.double_grants,
+        stuck_locks: audited.stuck_locks,
+        drive: &m.drive,
+        safety: &audited.safety,
+        servers: servers.nodes.clone(),
+        provisioner,
+        target_file: plan.opts.target.as_ref().map(|t| t.file.clone()),
+        started_at: m.started_at,
+        chaos: ChaosParts {
+            file: chaos.map(|c| c.file.clone()),
+            faults,
+            phases,
+            workers: plan.workers,
+            worker_failures: m.worker_failures,
+        },
+    });
+    report::write_summary(out, &summary).map_err(write_err(out))?;
+    Ok(summary)
+}

@@ -1,0 +1,132 @@
+//! What to run, validated once: [`RunOptions`] as the command line gave them become a [`Plan`]
+//! (the strategy looked up, the options checked against each other and the chaos plan, the
+//! workers and the cluster options derived) before any server starts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::RunError;
+use crate::chaos::ChaosPlan;
+use crate::cluster::target::Target;
+use crate::cluster::{ClusterOptions, Provisioner};
+use crate::strategy::{self, StrategyInfo};
+use crate::workload::Workload;
+
+/// Worker processes used when the chaos plan pauses clients and `--workers` is not given.
+pub const DEFAULT_WORKERS: u32 = 4;
+
+/// What to run, as given.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Strategy id.
+    pub strategy: String,
+    /// The validated workload.
+    pub workload: Workload,
+    /// Faults to inject while the load runs.
+    pub chaos: Option<ChaosPlan>,
+    /// Worker processes for the buyers (0: in this process, unless the chaos plan pauses
+    /// clients, which needs [`DEFAULT_WORKERS`]).
+    pub workers: u32,
+    /// Where the workload came from (recorded in the summary).
+    pub workload_file: String,
+    /// Results folder (created).
+    pub out: PathBuf,
+    /// First port for the servers; `None` picks free ports.
+    pub base_port: Option<u16>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
+    /// new ones.
+    pub endpoints: Option<PathBuf>,
+    /// How to start the servers (local processes or containers); ignored with `endpoints` or
+    /// `target`.
+    pub provision: Provisioner,
+    /// Use servers that already exist (`--target FILE`): claim the prefix, run, clean up.
+    pub target: Option<Target>,
+    /// Also write `history.jsonl`, one line per attempt.
+    pub history: bool,
+    /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
+    pub progress: bool,
+}
+
+impl RunOptions {
+    /// Where this run's servers come from.
+    pub fn provisioner(&self) -> Provisioner {
+        if self.target.is_some() {
+            Provisioner::Target
+        } else {
+            self.provision
+        }
+    }
+
+    /// Validates the options into a plan; every check a run makes before it starts anything.
+    pub fn plan(&self) -> Result<Plan<'_>, RunError> {
+        Plan::new(self)
+    }
+}
+
+/// A run that has passed every check, with what follows from its options.
+#[derive(Debug)]
+pub struct Plan<'a> {
+    /// The options as given.
+    pub opts: &'a RunOptions,
+    /// The strategy.
+    pub info: &'static StrategyInfo,
+    /// Worker processes (0: buyers run in this process).
+    pub workers: u32,
+    /// How to start servers, when this run starts them.
+    pub cluster: ClusterOptions,
+    /// How long a paused client may stretch an attempt beyond the strategy's bound.
+    pub extra_bound: Duration,
+}
+
+impl<'a> Plan<'a> {
+    fn new(opts: &'a RunOptions) -> Result<Self, RunError> {
+        let w = &opts.workload;
+        let info = strategy::resolve(&opts.strategy, w)?;
+        let chaos = opts.chaos.as_ref();
+        if let Some(plan) = chaos {
+            if opts.endpoints.is_some() {
+                return Err(RunError::Options(
+                    "--chaos with --endpoints: faults need servers this run starts and owns \
+                     (kill, pause, clock); drop --endpoints"
+                        .into(),
+                ));
+            }
+            plan.check_provisioner(opts.provisioner())?;
+        }
+        let needs_workers = chaos.is_some_and(ChaosPlan::needs_workers);
+        let mut workers = match (opts.workers, needs_workers) {
+            (0, true) => DEFAULT_WORKERS.min(w.load.clients),
+            (n, _) => n.min(w.load.clients),
+        };
+        if needs_workers && workers < 2 {
+            return Err(RunError::Options(format!(
+                "the chaos plan pauses a client process: that needs at least 2 workers (and \
+                 load.clients >= 2), got {workers}"
+            )));
+        }
+        let mut cluster = ClusterOptions::new(opts.out.join("logs"));
+        cluster.base_port = opts.base_port;
+        cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
+        cluster.provisioner = opts.provision;
+        // Containers are partitioned on their own Docker network; only local processes need
+        // namespaces for that.
+        cluster.network =
+            opts.provision == Provisioner::Local && chaos.is_some_and(ChaosPlan::needs_network);
+        if cluster.network {
+            workers = workers.min(crate::cluster::net::CLIENT_HOSTS as u32);
+        }
+        Ok(Self {
+            opts,
+            info,
+            workers,
+            cluster,
+            // A paused client's attempt outlasts the usual bound by its pause.
+            extra_bound: chaos.map(ChaosPlan::max_client_pause).unwrap_or_default(),
+        })
+    }
+
+    /// The workload.
+    pub fn workload(&self) -> &'a Workload {
+        &self.opts.workload
+    }
+}
