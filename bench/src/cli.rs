@@ -511,7 +511,7 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
 }
 
 fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
-    use crate::check::gate;
+    use crate::report::gate;
     let current = gate::load_results(&args.current).context("--current")?;
     if args.update_baseline {
         let n = current.len();

@@ -13,7 +13,6 @@
 //!   is still broken: the next run may not be lucky.
 
 mod double_grant;
-pub mod gate;
 
 use serde::{Deserialize, Serialize};
 

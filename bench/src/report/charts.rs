@@ -8,7 +8,7 @@ use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::html::{ReportError, RunData};
+use super::saved::{ReportError, RunData};
 
 /// Pixel size of every chart: wide enough for a legend column beside the plot.
 const SIZE: (u32, u32) = (1000, 480);

@@ -5,7 +5,9 @@
 mod chaos;
 mod charts;
 mod files;
+pub mod gate;
 pub mod html;
+mod saved;
 mod table;
 
 use std::collections::BTreeMap;
@@ -14,7 +16,8 @@ use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
 pub use files::{write_results, write_summary};
-pub use html::{ReportError, write_report};
+pub use html::write_report;
+pub use saved::ReportError;
 pub use table::{print_faults, print_table};
 
 use crate::check::{DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict};

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::{SCHEMA, Summary};
 use crate::check::Verdict;
-use crate::report::{SCHEMA, Summary};
 
 /// Schema id of `baseline.json`.
 pub const BASELINE_SCHEMA: &str = "lockbench.baseline/2";

@@ -1,0 +1,243 @@
+//! A results folder read back: each strategy's summary, timeline and latency histogram, for
+//! the HTML report and its charts. Missing files become problems shown in the report, not
+//! failures.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+use super::Summary;
+
+/// Why a report could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The folder holds neither `summary.json` nor `compare.json`.
+    #[error(
+        "{}: no summary.json or compare.json here: not a lockbench results folder (give the --out \
+         folder of `lockbench run` or `lockbench compare`)",
+        dir.display()
+    )]
+    NotResults {
+        /// The folder given.
+        dir: PathBuf,
+    },
+    /// The folder does not exist.
+    #[error("{}: no such folder", dir.display())]
+    NoFolder {
+        /// The folder given.
+        dir: PathBuf,
+    },
+    /// A file could not be read.
+    #[error("read {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file is not what lockbench writes.
+    #[error("{}: {msg}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        msg: String,
+    },
+    /// plotters failed to draw a chart.
+    #[error("chart {name}: {msg}")]
+    Chart {
+        /// The chart's file stem.
+        name: &'static str,
+        /// plotters' error.
+        msg: String,
+    },
+    /// An output file could not be written.
+    #[error("write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// One second of `timeline.csv` (the columns the charts use).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineRow {
+    /// Second since the start of the load.
+    pub second: u32,
+    /// Sales that completed in it.
+    pub sold: u64,
+    /// All completions in it.
+    pub attempts: u64,
+    /// Their p99 latency, µs (0 without completions).
+    pub p99_us: u64,
+    /// Active fault ids, e.g. `1+2` (empty: none).
+    pub faults: String,
+}
+
+/// One strategy's saved results.
+pub struct RunData {
+    /// Its `summary.json` (or its entry of `compare.json`).
+    pub summary: Summary,
+    /// Its `timeline.csv` (empty when missing).
+    pub timeline: Vec<TimelineRow>,
+    /// Every outcome class of its `latency.hlog` merged (`None` when missing).
+    pub latency: Option<Histogram<u64>>,
+    /// Files that were missing or unreadable: shown in the report instead of failing it.
+    pub problems: Vec<String>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
+    std::fs::read(path).map_err(|source| ReportError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The runs of a folder and whether it is a comparison.
+pub(super) fn load(dir: &Path) -> Result<(Vec<RunData>, bool), ReportError> {
+    let parse = |path: &Path, e: serde_json::Error| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg: format!("not a lockbench summary ({}): {e}", super::SCHEMA),
+    };
+    if !dir.is_dir() {
+        return Err(ReportError::NoFolder {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let compare = dir.join("compare.json");
+    let single = dir.join("summary.json");
+    if compare.is_file() {
+        let summaries: Vec<Summary> =
+            serde_json::from_slice(&read(&compare)?).map_err(|e| parse(&compare, e))?;
+        if summaries.is_empty() {
+            return Err(ReportError::Parse {
+                path: compare,
+                msg: "no strategy finished: nothing to report".into(),
+            });
+        }
+        let runs = summaries
+            .into_iter()
+            .map(|s| {
+                let sub = dir.join(&s.strategy);
+                load_run(s, &sub)
+            })
+            .collect();
+        Ok((runs, true))
+    } else if single.is_file() {
+        let s: Summary = serde_json::from_slice(&read(&single)?).map_err(|e| parse(&single, e))?;
+        Ok((vec![load_run(s, dir)], false))
+    } else {
+        Err(ReportError::NotResults {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+fn load_run(summary: Summary, dir: &Path) -> RunData {
+    let mut problems = Vec::new();
+    let timeline = match read_timeline(&dir.join("timeline.csv")) {
+        Ok(t) => t,
+        Err(e) => {
+            problems.push(e.to_string());
+            Vec::new()
+        }
+    };
+    let latency = match read_hlog(&dir.join("latency.hlog")) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            problems.push(e.to_string());
+            None
+        }
+    };
+    RunData {
+        summary,
+        timeline,
+        latency,
+        problems,
+    }
+}
+
+/// Reads `timeline.csv` by column name, so added columns do not break old reports.
+pub fn read_timeline(path: &Path) -> Result<Vec<TimelineRow>, ReportError> {
+    let text = String::from_utf8(read(path)?).map_err(|e| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg: e.to_string(),
+    })?;
+    let bad = |msg: String| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap_or_default().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .ok_or_else(|| bad(format!("no `{name}` column")))
+    };
+    let (c_second, c_sold, c_attempts, c_p99) = (
+        col("second")?,
+        col("sold")?,
+        col("attempts")?,
+        col("p99_us")?,
+    );
+    let c_faults = col("faults").ok();
+    lines
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(i, line)| {
+            let cells: Vec<&str> = line.split(',').collect();
+            let num = |c: usize| -> Result<u64, ReportError> {
+                cells
+                    .get(c)
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| bad(format!("line {}: column {} is not a number", i + 2, c + 1)))
+            };
+            Ok(TimelineRow {
+                second: num(c_second)? as u32,
+                sold: num(c_sold)?,
+                attempts: num(c_attempts)?,
+                p99_us: num(c_p99)?,
+                faults: c_faults
+                    .and_then(|c| cells.get(c))
+                    .unwrap_or(&"")
+                    .to_string(),
+            })
+        })
+        .collect()
+}
+
+/// Reads `latency.hlog` and merges its histograms (one per outcome class) into one.
+pub fn read_hlog(path: &Path) -> Result<Histogram<u64>, ReportError> {
+    let bytes = read(path)?;
+    let bad = |msg: String| ReportError::Parse {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
+    all.auto(true);
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        match entry.map_err(|e| bad(format!("{e:?}")))? {
+            LogEntry::Interval(h) => {
+                let raw = base64::engine::general_purpose::STANDARD
+                    .decode(h.encoded_histogram())
+                    .map_err(|e| bad(format!("histogram is not base64: {e}")))?;
+                let hist: Histogram<u64> = de
+                    .deserialize(&mut raw.as_slice())
+                    .map_err(|e| bad(format!("histogram: {e:?}")))?;
+                all.add(&hist)
+                    .map_err(|e| bad(format!("histogram: {e:?}")))?;
+            }
+            LogEntry::StartTime(_) | LogEntry::BaseTime(_) => {}
+        }
+    }
+    Ok(all)
+}
