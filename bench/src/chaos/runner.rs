@@ -17,11 +17,8 @@ use rand::{RngExt, SeedableRng};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use std::net::IpAddr;
-
 use super::plan::{ChaosPlan, ClientSide, FaultKind, FaultSpec, Target, service_name};
-use crate::cluster::net::Host;
-use crate::cluster::{ClusterError, OwnedCluster, Provisioner, Service};
+use crate::cluster::{OwnedCluster, Service};
 use crate::record::phases::Boundaries;
 
 /// What became of one planned fault.
@@ -31,12 +28,25 @@ pub struct FaultRecord {
     pub spec: FaultSpec,
     /// What it hit: node names, or `worker-K`.
     pub nodes: Vec<String>,
+    /// The client workers a partition cut from `nodes`, by index.
+    pub cut_clients: Vec<usize>,
     /// When it took effect.
     pub started: Option<Instant>,
     /// When it was healed (the node answers again, the process runs again, the clock is true).
     pub healed: Option<Instant>,
     /// Why it did not happen as planned, or what went wrong while healing it.
     pub note: Option<String>,
+}
+
+impl FaultRecord {
+    /// What the summary lists as hit: `nodes`, then `cut from worker-K` for each cut client.
+    pub fn summary_nodes(&self) -> Vec<String> {
+        let cut = self
+            .cut_clients
+            .iter()
+            .map(|k| format!("cut from worker-{k}"));
+        self.nodes.iter().cloned().chain(cut).collect()
+    }
 }
 
 /// What the runner may touch.
@@ -81,6 +91,7 @@ pub async fn run_faults(
         .map(|spec| FaultRecord {
             spec: spec.clone(),
             nodes: Vec::new(),
+            cut_clients: Vec::new(),
             started: None,
             healed: None,
             note: None,
@@ -228,20 +239,17 @@ async fn inject(
         }
     };
     let mut errors = Vec::new();
-    let mut hit = nodes.clone();
-    let containers = cluster.provisioner() == Provisioner::Containers;
     if spec.kind == FaultKind::Partition {
         let workers = t.workers.as_ref().map_or(0, |w| w.len());
-        let cut = if containers {
-            // Off the Docker network: cut from every node and every client (the plan was
-            // checked to say `clients = "all"`).
-            Ok((0..workers).map(|k| format!("worker-{k}")).collect())
-        } else {
-            partition(cluster, &nodes, spec.clients, workers)
+        let clients: Vec<usize> = match spec.clients.unwrap_or(ClientSide::Split) {
+            ClientSide::Split => (workers / 2..workers).collect(),
+            ClientSide::All => (0..workers).collect(),
+            ClientSide::None => Vec::new(),
         };
-        match cut {
-            Ok(cut) => hit.extend(cut.into_iter().map(|w| format!("cut from {w}"))),
-            Err(e) => errors.push(e),
+        // The cluster cuts as its backend can; it says which clients it cut.
+        match cluster.partition(&nodes, &clients, workers).await {
+            Ok(cut) => r.cut_clients = cut,
+            Err(e) => errors.push(e.to_string()),
         }
     }
     for n in &nodes {
@@ -252,16 +260,16 @@ async fn inject(
                 let c = spec.clock.expect("validated: clock faults have a change");
                 cluster.set_clock(n, Some((c.jump_ms, c.rate)))
             }
-            FaultKind::Partition if containers => cluster.disconnect(n).await,
             FaultKind::Partition | FaultKind::Command => Ok(()),
         };
         if let Err(e) = res {
             errors.push(e.to_string());
         }
     }
+    r.nodes = nodes;
     let at = boundaries.mark();
+    let hit = r.summary_nodes();
     tracing::info!(fault = spec.id, label = %spec.label(), ?hit, "fault started");
-    r.nodes = hit;
     r.started = Some(at);
     if !errors.is_empty() {
         r.note = Some(errors.join("; "));
@@ -292,15 +300,12 @@ async fn heal(
             errors.push(format!("SIGCONT worker-{k}: {e}"));
         }
     } else if let Some(cluster) = t.cluster.as_deref_mut() {
-        for n in r.nodes.iter().filter(|n| !n.starts_with("cut from ")) {
+        for n in &r.nodes {
             let res = match r.spec.kind {
                 FaultKind::Kill => cluster.restart(n).await,
                 FaultKind::Pause => cluster.resume(n).await,
                 FaultKind::Clock => cluster.set_clock(n, None),
-                FaultKind::Partition if cluster.provisioner() == Provisioner::Containers => {
-                    cluster.reconnect(n).await
-                }
-                FaultKind::Partition => heal_partition(cluster, n),
+                FaultKind::Partition => cluster.heal_partition(n).await,
                 FaultKind::Command => Ok(()),
             };
             if let Err(e) = res {
@@ -333,66 +338,6 @@ async fn run_command(
     super::command::run(cmd, c.timeout, &log, &env)
         .await
         .map_err(|e| format!("{phase}: {e}"))
-}
-
-/// The private-network host of node `name`.
-fn host_of<'c>(cluster: &'c OwnedCluster, name: &str) -> Result<&'c Host, String> {
-    let net = cluster
-        .network()
-        .ok_or("the servers run without a private network (partition faults need one)")?;
-    let ip = cluster
-        .nodes()
-        .iter()
-        .find(|n| n.name == name)
-        .map(|n| n.addr.ip())
-        .ok_or_else(|| format!("no node {name}"))?;
-    net.host(ip)
-        .ok_or_else(|| format!("{name} ({ip}) is not in a network namespace"))
-}
-
-/// Cuts the hosts of `nodes` from every other server host and from the client workers that
-/// `side` names; returns those workers' names.
-fn partition(
-    cluster: &OwnedCluster,
-    nodes: &[String],
-    side: Option<ClientSide>,
-    workers: usize,
-) -> Result<Vec<String>, String> {
-    let net = cluster.network().ok_or("no private network")?;
-    let isolated: Vec<&Host> = nodes
-        .iter()
-        .map(|n| host_of(cluster, n))
-        .collect::<Result<_, _>>()?;
-    let mut others: Vec<IpAddr> = net
-        .servers
-        .iter()
-        .filter(|h| isolated.iter().all(|i| i.ip != h.ip))
-        .map(|h| h.ip)
-        .collect();
-    let cut: Vec<usize> = match side.unwrap_or(ClientSide::Split) {
-        ClientSide::Split => (workers / 2..workers).collect(),
-        ClientSide::All => (0..workers).collect(),
-        ClientSide::None => Vec::new(),
-    };
-    others.extend(cut.iter().filter_map(|k| net.clients.get(*k)).map(|h| h.ip));
-    for h in &isolated {
-        net.cut(h, &others)?;
-    }
-    Ok(cut.iter().map(|k| format!("worker-{k}")).collect())
-}
-
-fn heal_partition(cluster: &OwnedCluster, node: &str) -> Result<(), ClusterError> {
-    let err = |detail: String| ClusterError::Setup {
-        node: node.to_string(),
-        what: "heal partition".into(),
-        detail,
-    };
-    let host = host_of(cluster, node).map_err(err)?;
-    cluster
-        .network()
-        .expect("host_of found a network")
-        .heal(host)
-        .map_err(err)
 }
 
 /// How long a fault on the leader waits for an election to end before it is skipped.

@@ -36,10 +36,10 @@ use testcontainers::runners::AsyncRunner;
 use testcontainers::{ContainerAsync, GenericImage, ImageExt};
 use tokio::io::AsyncWriteExt;
 
-use super::{
-    ClusterError, ContainerInfo, Endpoints, MysqlEndpoint, Needs, Node, Role, Server, Service,
-    etcd, sentinel, zookeeper,
-};
+use async_trait::async_trait;
+
+use super::backend::{Backend, Launcher, NodeServer};
+use super::{ClusterError, ContainerInfo, Needs, Node, Provisioner};
 
 /// A bound on one Docker API call (pulls are never made, so every call is short).
 const API_TIMEOUT: Duration = Duration::from_secs(30);
@@ -415,77 +415,9 @@ impl Container {
         }
     }
 
-    /// Host pid of its main process when it started (0 if unknown).
-    pub fn pid(&self) -> u32 {
-        self.pid
-    }
-
-    /// File that receives its output.
-    pub fn log(&self) -> &Path {
-        &self.log
-    }
-
-    /// An error if the container is no longer running (with the tail of its log).
-    async fn check_running(&self, name: &str) -> Result<(), ClusterError> {
-        let state = api("inspect", self.docker.inspect_container(self.id(), None))
-            .await?
-            .state
-            .unwrap_or_default();
-        if state.running == Some(true) {
-            return Ok(());
-        }
-        // Let the log follower write the last lines.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        Err(ClusterError::Died {
-            node: name.to_string(),
-            status: format!(
-                "container exited with code {}",
-                state.exit_code.unwrap_or(-1)
-            ),
-            log: self.log.clone(),
-            tail: super::process::tail(&self.log, 12),
-        })
-    }
-
-    /// SIGKILL to the container's main process (a crash).
-    pub async fn kill(&mut self) -> Result<(), ClusterError> {
-        let opts = KillContainerOptionsBuilder::new().signal("SIGKILL").build();
-        api("kill", self.docker.kill_container(self.id(), Some(opts))).await?;
-        self.paused = false;
-        Ok(())
-    }
-
-    /// Starts a killed container again at its first address, on the data it left. Returns
-    /// whether clients can reach it: not while a partition keeps it off the network.
-    pub async fn restart(&mut self) -> Result<bool, ClusterError> {
-        // Reconnected with the address pinned, so that it keeps it when it starts (a plain
-        // start may hand out another); a partitioned one goes off the network again after.
-        if !self.disconnected {
-            self.detach().await?;
-        }
-        self.attach().await?;
-        api("start", self.docker.start_container(self.id(), None)).await?;
-        self.follow_logs();
-        if self.disconnected {
-            self.detach().await?;
-        }
-        Ok(!self.disconnected)
-    }
-
-    /// Freezes every process of the container (cgroup freezer).
-    pub async fn pause(&mut self) -> Result<(), ClusterError> {
-        api("pause", self.docker.pause_container(self.id())).await?;
-        self.paused = true;
-        Ok(())
-    }
-
-    /// Thaws it after [`Container::pause`]. Idempotent.
-    pub async fn resume(&mut self) -> Result<(), ClusterError> {
-        if self.paused {
-            api("unpause", self.docker.unpause_container(self.id())).await?;
-            self.paused = false;
-        }
-        Ok(())
+    /// Its address on the run's network, at `port`.
+    pub(super) fn addr(&self, port: u16) -> SocketAddr {
+        SocketAddr::new(IpAddr::V4(self.ip), port)
     }
 
     /// Takes it off the run's network: it runs on, but nothing reaches it and it reaches
@@ -547,6 +479,121 @@ impl Container {
     }
 }
 
+#[async_trait]
+impl NodeServer for Container {
+    fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    fn log(&self) -> &Path {
+        &self.log
+    }
+
+    fn container(&self) -> Option<ContainerInfo> {
+        Some(self.info())
+    }
+
+    /// An error if the container is no longer running (with the tail of its log).
+    async fn check_running(&mut self, name: &str) -> Result<(), ClusterError> {
+        let state = api("inspect", self.docker.inspect_container(self.id(), None))
+            .await?
+            .state
+            .unwrap_or_default();
+        if state.running == Some(true) {
+            return Ok(());
+        }
+        // Let the log follower write the last lines.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Err(ClusterError::Died {
+            node: name.to_string(),
+            status: format!(
+                "container exited with code {}",
+                state.exit_code.unwrap_or(-1)
+            ),
+            log: self.log.clone(),
+            tail: super::process::tail(&self.log, 12),
+        })
+    }
+
+    /// SIGKILL to the container's main process (a crash).
+    async fn kill(&mut self) -> Result<(), ClusterError> {
+        let opts = KillContainerOptionsBuilder::new().signal("SIGKILL").build();
+        api("kill", self.docker.kill_container(self.id(), Some(opts))).await?;
+        self.paused = false;
+        Ok(())
+    }
+
+    /// Starts a killed container again at its first address, on the data it left. Returns
+    /// whether clients can reach it: not while a partition keeps it off the network.
+    async fn restart(&mut self) -> Result<bool, ClusterError> {
+        // Reconnected with the address pinned, so that it keeps it when it starts (a plain
+        // start may hand out another); a partitioned one goes off the network again after.
+        if !self.disconnected {
+            self.detach().await?;
+        }
+        self.attach().await?;
+        api("start", self.docker.start_container(self.id(), None)).await?;
+        self.follow_logs();
+        if self.disconnected {
+            self.detach().await?;
+        }
+        Ok(!self.disconnected)
+    }
+
+    /// Freezes every process of the container (cgroup freezer).
+    async fn pause(&mut self) -> Result<(), ClusterError> {
+        api("pause", self.docker.pause_container(self.id())).await?;
+        self.paused = true;
+        Ok(())
+    }
+
+    /// Thaws it after [`NodeServer::pause`]. Idempotent.
+    async fn resume(&mut self) -> Result<(), ClusterError> {
+        if self.paused {
+            api("unpause", self.docker.unpause_container(self.id())).await?;
+            self.paused = false;
+        }
+        Ok(())
+    }
+}
+
+/// The container serving `node` (every node of this backend is one).
+fn container_of(node: &mut Node) -> &mut Container {
+    let server: &mut dyn std::any::Any = &mut *node.server;
+    server
+        .downcast_mut::<Container>()
+        .expect("the containers backend starts containers only")
+}
+
+#[async_trait]
+impl Backend for Containers {
+    fn provisioner(&self) -> Provisioner {
+        Provisioner::Containers
+    }
+
+    fn launcher(&self) -> Launcher<'_> {
+        Launcher::Containers(self)
+    }
+
+    /// Off the Docker network: cut from every node and every client, whatever `clients`
+    /// asks (the chaos plan was checked to say `clients = "all"`).
+    async fn partition(
+        &self,
+        nodes: &mut [&mut Node],
+        _clients: &[usize],
+        workers: usize,
+    ) -> Result<Vec<usize>, ClusterError> {
+        for n in nodes.iter_mut() {
+            container_of(n).disconnect().await?;
+        }
+        Ok((0..workers).collect())
+    }
+
+    async fn heal(&self, node: &mut Node) -> Result<(), ClusterError> {
+        container_of(node).reconnect().await
+    }
+}
+
 fn spawn_log_follower(docker: Docker, id: String, log: PathBuf, since: i32) {
     tokio::spawn(async move {
         let Ok(mut file) = tokio::fs::OpenOptions::new()
@@ -573,32 +620,50 @@ fn spawn_log_follower(docker: Docker, id: String, log: PathBuf, since: i32) {
     });
 }
 
-/// What [`start`] brings up.
-pub(super) struct Started {
-    pub nodes: Vec<Node>,
-    pub endpoints: Endpoints,
-    pub etcd_members: Vec<(String, u64)>,
-    pub network: DockerNetwork,
-}
-
 /// A container to start: one node.
-struct Spec<'a> {
-    name: String,
-    image: &'a str,
-    cmd: Vec<String>,
-    env: Vec<(&'static str, String)>,
+pub(super) struct Spec<'a> {
+    /// Node name (also the container's host name).
+    pub name: String,
+    /// Image to run.
+    pub image: &'a str,
+    /// Command line (the image's entrypoint stays).
+    pub cmd: Vec<String>,
+    /// Environment (configuration files travel in variables).
+    pub env: Vec<(&'static str, String)>,
 }
 
-/// Everything a run's containers share.
-struct Run<'a> {
+/// The containers backend: what a run's containers share. Dropped after them, it removes
+/// their network.
+#[derive(Debug)]
+pub(super) struct Containers {
     docker: Docker,
-    network: &'a DockerNetwork,
-    log_dir: &'a Path,
+    /// The image of each service.
+    pub images: Images,
+    network: DockerNetwork,
+    log_dir: PathBuf,
     /// Host number (after the gateway's) the next container gets.
     next: tokio::sync::Mutex<u32>,
 }
 
-impl Run<'_> {
+impl Containers {
+    /// Connects to the Docker daemon, checks that it has every image `needs` uses, removes
+    /// what a dead lockbench left behind and creates the run's network.
+    pub(super) async fn prepare(needs: Needs, log_dir: &Path) -> Result<Self, ClusterError> {
+        std::fs::create_dir_all(log_dir)
+            .map_err(|e| ClusterError::io(format!("create {}", log_dir.display()), e))?;
+        let images = Images::from_env();
+        let docker = connect(needs, &images).await?;
+        reap_stale(&docker).await;
+        let network = DockerNetwork::create(&docker).await?;
+        Ok(Self {
+            docker,
+            images,
+            network,
+            log_dir: log_dir.to_path_buf(),
+            next: tokio::sync::Mutex::new(1),
+        })
+    }
+
     /// Starts containers that must know each other's addresses before they start (an
     /// ensemble): `specs` gets the `n` addresses and returns the containers to start there.
     ///
@@ -607,7 +672,7 @@ impl Run<'_> {
     /// resolver, whose timeouts stall the survivors' dials for seconds. Docker assigns
     /// addresses of a fresh network one after another, and launches hold a lock, so the
     /// next `n` are known; each is checked after start.
-    async fn launch_group<'i>(
+    pub(super) async fn launch_group<'i>(
         &self,
         n: u32,
         specs: impl FnOnce(&[Ipv4Addr]) -> Vec<Spec<'i>>,
@@ -633,22 +698,23 @@ impl Run<'_> {
         Ok(out)
     }
 
-    /// [`Run::launch_group`] of one container that needs no address in advance.
-    async fn launch_one(&self, spec: Spec<'_>) -> Result<(String, Container), ClusterError> {
+    /// [`Containers::launch_group`] of one container that needs no address in advance.
+    pub(super) async fn launch_one(&self, spec: Spec<'_>) -> Result<Container, ClusterError> {
         let mut started = self.launch_group(1, |_| vec![spec]).await?;
-        Ok(started.remove(0))
+        Ok(started.remove(0).1)
     }
 
     /// Creates and starts one container; returns as soon as it runs (readiness is the
     /// caller's: each service has its own).
     async fn launch(&self, spec: Spec<'_>) -> Result<(String, Container), ClusterError> {
         let (repo, tag) = split_image(spec.image);
+        let net = &self.network;
         let mut request = GenericImage::new(repo, tag)
             .with_wait_for(WaitFor::Nothing)
-            .with_container_name(format!("{}-{}", self.network.name, spec.name))
+            .with_container_name(format!("{}-{}", net.name, spec.name))
             .with_hostname(spec.name.clone())
-            .with_network(self.network.name.clone())
-            .with_labels(labels(&self.network.run))
+            .with_network(net.name.clone())
+            .with_labels(labels(&net.run))
             .with_cmd(spec.cmd)
             // Nothing is published on the host: clients use the container's own address.
             .with_host_config_modifier(|h| h.publish_all_ports = Some(false));
@@ -693,437 +759,6 @@ impl Run<'_> {
         };
         spawn_log_follower(c.docker.clone(), c.id().to_string(), c.log.clone(), 0);
         Ok((spec.name, c))
-    }
-}
-
-fn node(name: String, service: Service, role: Role, port: u16, c: Container, v: String) -> Node {
-    Node {
-        name,
-        service,
-        role,
-        addr: SocketAddr::new(IpAddr::V4(c.ip), port),
-        version: v,
-        server: Server::Container(Box::new(c)),
-    }
-}
-
-/// Polls `probe` until it answers, a container of `watch` stops, or the ready timeout passes.
-pub(super) async fn wait_ready<T, F, Fut>(
-    name: &str,
-    watch: Vec<&Container>,
-    probe: F,
-) -> Result<T, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let log = watch.first().map(|c| c.log.clone()).unwrap_or_default();
-    let mut probe = probe;
-    super::poll_ready(name, log, || {
-        let checks = futures::future::join_all(watch.iter().map(|c| c.check_running(name)));
-        let answer = probe();
-        async move {
-            for c in checks.await {
-                c.map_err(super::NotYet::Fatal)?;
-            }
-            answer.await.map_err(super::NotYet::Retry)
-        }
-    })
-    .await
-}
-
-/// [`wait_ready`] for an ensemble: `probe` gets every member's client address (`port`), and
-/// any member that stops fails the wait.
-async fn wait_ensemble<T, F, Fut>(
-    name: &str,
-    started: &[(String, Container)],
-    port: u16,
-    probe: F,
-) -> Result<T, ClusterError>
-where
-    F: Fn(Vec<SocketAddr>) -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let addrs: Vec<SocketAddr> = started
-        .iter()
-        .map(|(_, c)| SocketAddr::new(IpAddr::V4(c.ip), port))
-        .collect();
-    let watch = started.iter().map(|(_, c)| c).collect();
-    wait_ready(name, watch, || probe(addrs.clone())).await
-}
-
-fn redis_cmd(extra: &[String]) -> Vec<String> {
-    let mut cmd: Vec<String> = [
-        "redis-server",
-        "--port",
-        "6379",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--protected-mode",
-        "no",
-    ]
-    .map(String::from)
-    .to_vec();
-    cmd.extend_from_slice(extra);
-    cmd
-}
-
-async fn start_redis(
-    run: &Run<'_>,
-    name: &str,
-    role: Role,
-    images: &Images,
-    extra: &[String],
-) -> Result<Node, ClusterError> {
-    let (name, c) = run
-        .launch_one(Spec {
-            name: name.to_string(),
-            image: &images.redis,
-            cmd: redis_cmd(extra),
-            env: Vec::new(),
-        })
-        .await?;
-    let addr = SocketAddr::new(IpAddr::V4(c.ip), 6379);
-    let version = wait_ready(&name, vec![&c], || super::redis::version(addr, None)).await?;
-    Ok(node(name, Service::Redis, role, 6379, c, version))
-}
-
-/// Master, two replicas, three sentinels; nodes are pushed as they start so a failure
-/// part-way still removes them.
-async fn start_sentinel(
-    run: &Run<'_>,
-    images: &Images,
-    nodes: &mut Vec<Node>,
-) -> Result<(), ClusterError> {
-    let fast_sync = ["--repl-diskless-sync-delay".to_string(), "0".into()];
-    let master = start_redis(run, "redis-master", Role::Master, images, &fast_sync).await?;
-    let master_addr = master.addr;
-    nodes.push(master);
-    let mut replica_args = fast_sync.to_vec();
-    replica_args.extend([
-        "--replicaof".into(),
-        master_addr.ip().to_string(),
-        master_addr.port().to_string(),
-    ]);
-    let replicas = futures::future::join_all((1..=2).map(|i| {
-        let args = replica_args.clone();
-        async move {
-            start_redis(
-                run,
-                &format!("redis-replica-{i}"),
-                Role::Replica,
-                images,
-                &args,
-            )
-            .await
-        }
-    }))
-    .await;
-    for r in replicas {
-        nodes.push(r?);
-    }
-    let Server::Container(mc) = &nodes[nodes.len() - 3].server else {
-        unreachable!("containers only")
-    };
-    wait_ready("redis-master", vec![mc], || {
-        sentinel::replicas_online(master_addr, 2)
-    })
-    .await?;
-    let conf = format!(
-        "port 26379\nprotected-mode no\ndir /tmp\n{}",
-        sentinel::monitor_config(master_addr)
-    );
-    // Sentinel rewrites its config; a restarted sentinel keeps what it learnt.
-    let script = "[ -f /tmp/sentinel.conf ] || printf '%s' \"$LOCKBENCH_SENTINEL_CONF\" \
-                  > /tmp/sentinel.conf; exec redis-server /tmp/sentinel.conf --sentinel";
-    let version = nodes[nodes.len() - 3].version.clone();
-    let mut started = Vec::new();
-    for i in 1..=3 {
-        let (name, c) = run
-            .launch_one(Spec {
-                name: format!("sentinel-{i}"),
-                image: &images.redis,
-                cmd: vec!["sh".into(), "-c".into(), script.into()],
-                env: vec![("LOCKBENCH_SENTINEL_CONF", conf.clone())],
-            })
-            .await?;
-        started.push(node(
-            name,
-            Service::Sentinel,
-            Role::Sentinel,
-            26379,
-            c,
-            version.clone(),
-        ));
-    }
-    let waits = started.iter().map(|n| {
-        let Server::Container(c) = &n.server else {
-            unreachable!("containers only")
-        };
-        wait_ready(&n.name, vec![c], move || sentinel::sees_set(n.addr))
-    });
-    let results = futures::future::join_all(waits).await;
-    nodes.append(&mut started);
-    results.into_iter().collect::<Result<Vec<()>, _>>()?;
-    Ok(())
-}
-
-async fn start_mariadb(
-    run: &Run<'_>,
-    images: &Images,
-) -> Result<(Node, MysqlEndpoint), ClusterError> {
-    const DATABASE: &str = "lockbench";
-    const USER: &str = "lockbench";
-    let password = uuid::Uuid::new_v4().simple().to_string();
-    // The datadir survives a kill (same container), so a restart skips the install. The
-    // socket goes to /tmp: /run/mysqld need not exist in the image.
-    let script = format!(
-        "set -e; D=/tmp/lockbench; mkdir -p $D\n\
-         if [ ! -d $D/data/mysql ]; then\n\
-           mariadb-install-db --no-defaults --user=root --datadir=$D/data \
-             --auth-root-authentication-method=normal --skip-test-db \
-             --innodb-log-file-size=8M > $D/install.log 2>&1 || {{ cat $D/install.log; exit 1; }}\n\
-         fi\n\
-         printf \"CREATE DATABASE IF NOT EXISTS {DATABASE};\\n\
-CREATE USER IF NOT EXISTS '{USER}'@'%%' IDENTIFIED BY '%s';\\n\
-GRANT ALL ON {DATABASE}.* TO '{USER}'@'%%';\\n\" \"$LOCKBENCH_PASSWORD\" > $D/init.sql\n\
-         exec mariadbd --no-defaults --user=root --datadir=$D/data --port=3306 \
-           --bind-address=0.0.0.0 --socket=$D/mysqld.sock --skip-name-resolve --skip-log-bin \
-           --innodb-buffer-pool-size=128M --innodb-log-file-size=8M --max-connections=2000 \
-           --init-file=$D/init.sql"
-    );
-    let (name, c) = run
-        .launch_one(Spec {
-            name: "mariadb".into(),
-            image: &images.mariadb,
-            cmd: vec!["sh".into(), "-c".into(), script],
-            env: vec![("LOCKBENCH_PASSWORD", password.clone())],
-        })
-        .await?;
-    let endpoint = MysqlEndpoint {
-        addr: SocketAddr::new(IpAddr::V4(c.ip), 3306),
-        user: USER.into(),
-        password,
-        database: DATABASE.into(),
-    };
-    let version = wait_ready(&name, vec![&c], || {
-        super::mariadb::version(endpoint.connect_options())
-    })
-    .await?;
-    Ok((
-        node(name, Service::Mariadb, Role::Primary, 3306, c, version),
-        endpoint,
-    ))
-}
-
-async fn start_zookeeper(run: &Run<'_>, images: &Images) -> Result<Vec<Node>, ClusterError> {
-    let n = zookeeper::MEMBERS as u32;
-    let started = run
-        .launch_group(n, |ips| {
-            let servers: String = ips
-                .iter()
-                .enumerate()
-                .map(|(i, ip)| format!("server.{}={ip}:2888:3888\n", i + 1))
-                .collect();
-            let conf = zookeeper::config("/tmp/zk/data", None, 2181, &servers);
-            (1..=ips.len())
-                .map(|i| Spec {
-                    name: format!("zookeeper-{i}"),
-                    image: &images.zookeeper,
-                    cmd: vec![
-                        "sh".into(),
-                        "-c".into(),
-                        format!(
-                            "set -e; mkdir -p /tmp/zk/data; echo {i} > /tmp/zk/data/myid; \
-                             printf '%s' \"$LOCKBENCH_ZOO_CFG\" > /tmp/zk/zoo.cfg; \
-                             exec zkServer.sh start-foreground /tmp/zk/zoo.cfg"
-                        ),
-                    ],
-                    env: vec![
-                        ("LOCKBENCH_ZOO_CFG", conf.clone()),
-                        // The official image's default heap is large; these match local mode.
-                        ("JVMFLAGS", zookeeper::JVM_FLAGS.join(" ")),
-                    ],
-                })
-                .collect()
-        })
-        .await?;
-    let versions = wait_ensemble("zookeeper", &started, 2181, zookeeper::quorum_versions).await?;
-    Ok(started
-        .into_iter()
-        .zip(versions)
-        .map(|((name, c), v)| node(name, Service::Zookeeper, Role::Member, 2181, c, v))
-        .collect())
-}
-
-async fn start_etcd(run: &Run<'_>, images: &Images) -> Result<Vec<(Node, u64)>, ClusterError> {
-    let token = format!("lockbench-{}", uuid::Uuid::new_v4().simple());
-    let started = run
-        .launch_group(etcd::MEMBERS as u32, |ips| {
-            let initial_cluster = ips
-                .iter()
-                .enumerate()
-                .map(|(i, ip)| format!("etcd-{}=http://{ip}:2380", i + 1))
-                .collect::<Vec<_>>()
-                .join(",");
-            ips.iter()
-                .enumerate()
-                .map(|(i, ip)| {
-                    let name = format!("etcd-{}", i + 1);
-                    let mut cmd: Vec<String> = vec![
-                        "etcd".into(),
-                        "--name".into(),
-                        name.clone(),
-                        "--data-dir".into(),
-                        "/tmp/etcd".into(),
-                        "--listen-client-urls".into(),
-                        "http://0.0.0.0:2379".into(),
-                        "--advertise-client-urls".into(),
-                        format!("http://{ip}:2379"),
-                        "--listen-peer-urls".into(),
-                        "http://0.0.0.0:2380".into(),
-                        "--initial-advertise-peer-urls".into(),
-                        format!("http://{ip}:2380"),
-                        "--initial-cluster".into(),
-                        initial_cluster.clone(),
-                        "--initial-cluster-token".into(),
-                        token.clone(),
-                    ];
-                    cmd.extend(etcd::COMMON_FLAGS.iter().map(|s| s.to_string()));
-                    Spec {
-                        name,
-                        image: &images.etcd,
-                        cmd,
-                        env: Vec::new(),
-                    }
-                })
-                .collect()
-        })
-        .await?;
-    let statuses = wait_ensemble("etcd", &started, 2379, etcd::agreed).await?;
-    Ok(started
-        .into_iter()
-        .zip(statuses)
-        .map(|((name, c), (member, version))| {
-            (
-                node(name, Service::Etcd, Role::Member, 2379, c, version),
-                member,
-            )
-        })
-        .collect())
-}
-
-/// Starts the containers `needs` asks for on a new private network and waits until each
-/// service is ready (the same conditions as local mode).
-pub(super) async fn start(needs: Needs, log_dir: &Path) -> Result<Started, ClusterError> {
-    let images = Images::from_env();
-    let docker = connect(needs, &images).await?;
-    reap_stale(&docker).await;
-    let network = DockerNetwork::create(&docker).await?;
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut endpoints = Endpoints::default();
-    let mut etcd_members = Vec::new();
-    let result =
-        {
-            let run = Run {
-                docker,
-                network: &network,
-                log_dir,
-                next: tokio::sync::Mutex::new(1),
-            };
-            let maria = async {
-                match needs.mariadb {
-                    true => start_mariadb(&run, &images).await.map(Some),
-                    false => Ok(None),
-                }
-            };
-            let red =
-                futures::future::join_all((1..=needs.redis_nodes()).map(|i| {
-                    let run = &run;
-                    let images = &images;
-                    async move {
-                        start_redis(run, &format!("redis-{i}"), Role::Primary, images, &[]).await
-                    }
-                }));
-            let mut sentinel_nodes = Vec::new();
-            let sent = async {
-                match needs.sentinel {
-                    true => start_sentinel(&run, &images, &mut sentinel_nodes).await,
-                    false => Ok(()),
-                }
-            };
-            let zk = async {
-                match needs.zookeeper {
-                    true => start_zookeeper(&run, &images).await.map(Some),
-                    false => Ok(None),
-                }
-            };
-            let etc = async {
-                match needs.etcd {
-                    true => start_etcd(&run, &images).await.map(Some),
-                    false => Ok(None),
-                }
-            };
-            let (maria, red, sent, zk, etc) = tokio::join!(maria, red, sent, zk, etc);
-            endpoints.sentinels = sentinel_nodes
-                .iter()
-                .filter(|n| n.role == Role::Sentinel)
-                .map(|n| n.addr)
-                .collect();
-            nodes.append(&mut sentinel_nodes);
-            let mut failed = None;
-            match maria {
-                Ok(Some((n, ep))) => {
-                    endpoints.mysql = Some(ep);
-                    nodes.push(n);
-                }
-                Ok(None) => {}
-                Err(e) => failed = Some(e),
-            }
-            for r in red {
-                match r {
-                    Ok(n) => {
-                        endpoints.redis.push(n.addr);
-                        nodes.push(n);
-                    }
-                    Err(e) => failed = failed.or(Some(e)),
-                }
-            }
-            match zk {
-                Ok(z) => {
-                    for n in z.into_iter().flatten() {
-                        endpoints.zookeeper.push(n.addr);
-                        nodes.push(n);
-                    }
-                }
-                Err(e) => failed = failed.or(Some(e)),
-            }
-            match etc {
-                Ok(e) => {
-                    for (n, id) in e.into_iter().flatten() {
-                        endpoints.etcd.push(n.addr);
-                        etcd_members.push((n.name.clone(), id));
-                        nodes.push(n);
-                    }
-                }
-                Err(e) => failed = failed.or(Some(e)),
-            }
-            match sent {
-                Ok(()) => failed,
-                Err(e) => failed.or(Some(e)),
-            }
-        };
-    match result {
-        // `nodes` drops before `network`: containers go first, then their network.
-        Some(e) => Err(e),
-        None => Ok(Started {
-            nodes,
-            endpoints,
-            etcd_members,
-            network,
-        }),
     }
 }
 

@@ -1,17 +1,15 @@
-//! A 3-node etcd 3.4 cluster from Debian's `etcd-server` package, each member with its own
-//! data directory, client port and peer port.
+//! A 3-node etcd 3.4 cluster, each member with its own data directory, client port and peer
+//! port: locally from Debian's `etcd-server` package, or in containers, with the same flags.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use super::{
-    Auth, ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
-    wait_ready_all,
-};
+use super::backend::{Launcher, NodeServer, wait_ready};
+use super::containers::Spec;
+use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
@@ -19,95 +17,149 @@ pub const MEMBERS: usize = 3;
 /// A bound on one status query (connect included).
 const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The two ports of one member.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct MemberPorts {
-    /// Where clients connect (gRPC).
-    client: SocketAddr,
-    /// Raft traffic between members.
-    peer: SocketAddr,
+/// Ports inside a container: client, peer (a local node gets reserved ones).
+const PORTS: [u16; 2] = [2379, 2380];
+
+/// Every port of every member: the names local ports are reserved under.
+pub(super) fn port_names() -> Vec<String> {
+    (1..=MEMBERS)
+        .flat_map(|i| [format!("etcd-{i}"), format!("etcd-{i} (peer)")])
+        .collect()
 }
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("etcd", "etcd-server").map(|_| ())
 }
 
-/// Reserves the client and peer ports of every member.
-pub(super) fn allocate(ports: &mut PortAllocator) -> Result<Vec<MemberPorts>, ClusterError> {
-    (1..=MEMBERS)
-        .map(|i| {
-            Ok(MemberPorts {
-                client: ports.allocate(&format!("etcd-{i}"))?,
-                peer: ports.allocate(&format!("etcd-{i} (peer)"))?,
-            })
-        })
-        .collect()
+/// Where one member listens and is reached.
+struct Member {
+    name: String,
+    /// Where other members and clients reach it.
+    client: SocketAddr,
+    peer: SocketAddr,
+    /// Listen on every address (a container) rather than only on `client` and `peer`'s.
+    listen_any: bool,
+    data_dir: String,
+}
+
+impl Member {
+    /// Its command line after the program: addresses, the cluster, then [`COMMON_FLAGS`].
+    fn flags(&self, initial_cluster: &str, token: &str) -> Vec<String> {
+        let listen = |a: SocketAddr| match self.listen_any {
+            true => format!("http://0.0.0.0:{}", a.port()),
+            false => format!("http://{a}"),
+        };
+        let mut out = vec![
+            "--name".into(),
+            self.name.clone(),
+            "--data-dir".into(),
+            self.data_dir.clone(),
+            "--listen-client-urls".into(),
+            listen(self.client),
+            "--advertise-client-urls".into(),
+            format!("http://{}", self.client),
+            "--listen-peer-urls".into(),
+            listen(self.peer),
+            "--initial-advertise-peer-urls".into(),
+            format!("http://{}", self.peer),
+            "--initial-cluster".into(),
+            initial_cluster.to_string(),
+            "--initial-cluster-token".into(),
+            token.to_string(),
+        ];
+        out.extend(COMMON_FLAGS.iter().map(|s| s.to_string()));
+        out
+    }
+}
+
+/// `--initial-cluster` naming every member by its peer address.
+fn initial_cluster(members: &[Member]) -> String {
+    members
+        .iter()
+        .map(|m| format!("{}=http://{}", m.name, m.peer))
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Starts every member and waits until all answer a status request naming the same leader.
 /// Returns each node with its etcd member id.
-pub(super) async fn start(
-    members: &[MemberPorts],
-    dir: &Path,
-    log_dir: &Path,
-) -> Result<Vec<(Node, u64)>, ClusterError> {
-    let bin = find_binary("etcd", "etcd-server")?;
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
-    let initial_cluster = members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| format!("etcd-{}=http://{}", i + 1, m.peer))
-        .collect::<Vec<_>>()
-        .join(",");
+pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<(Node, u64)>, ClusterError> {
+    let names: Vec<String> = (1..=MEMBERS).map(|i| format!("etcd-{i}")).collect();
     // A token unique to this run: members of another cluster that happen to reach these
     // ports refuse to join it.
     let token = format!("lockbench-{}", uuid::Uuid::new_v4().simple());
-    let mut processes = Vec::with_capacity(members.len());
-    for (i, m) in members.iter().enumerate() {
-        let name = format!("etcd-{}", i + 1);
-        let mut cmd = Command::new(&bin);
-        cmd.arg("--name")
-            .arg(&name)
-            .arg("--data-dir")
-            .arg(dir.join(format!("{name}.data")))
-            .arg("--listen-client-urls")
-            .arg(format!("http://{}", m.client))
-            .arg("--advertise-client-urls")
-            .arg(format!("http://{}", m.client))
-            .arg("--listen-peer-urls")
-            .arg(format!("http://{}", m.peer))
-            .arg("--initial-advertise-peer-urls")
-            .arg(format!("http://{}", m.peer))
-            .arg("--initial-cluster")
-            .arg(&initial_cluster)
-            .arg("--initial-cluster-token")
-            .arg(&token)
-            .args(COMMON_FLAGS);
-        processes.push(ServerProcess::spawn(
-            &name,
-            m.client.ip(),
-            cmd,
-            &log_dir.join(format!("{name}.log")),
-        )?);
+    let mut servers: Vec<(SocketAddr, Box<dyn NodeServer>)> = Vec::with_capacity(MEMBERS);
+    match l {
+        Launcher::Local(local) => {
+            let bin = find_binary("etcd", "etcd-server")?;
+            let members = names
+                .iter()
+                .map(|name| {
+                    Ok(Member {
+                        name: name.clone(),
+                        client: local.addr(name),
+                        peer: local.addr(&format!("{name} (peer)")),
+                        listen_any: false,
+                        data_dir: local.dir(name)?.join("data").display().to_string(),
+                    })
+                })
+                .collect::<Result<Vec<_>, ClusterError>>()?;
+            let cluster = initial_cluster(&members);
+            for m in &members {
+                let mut cmd = Command::new(&bin);
+                cmd.args(m.flags(&cluster, &token));
+                servers.push((m.client, Box::new(local.spawn(&m.name, cmd)?)));
+            }
+        }
+        Launcher::Containers(run) => {
+            let [client, peer] = PORTS;
+            let started = run
+                .launch_group(MEMBERS as u32, |ips| {
+                    let members: Vec<Member> = names
+                        .iter()
+                        .zip(ips)
+                        .map(|(name, ip)| Member {
+                            name: name.clone(),
+                            client: SocketAddr::new((*ip).into(), client),
+                            peer: SocketAddr::new((*ip).into(), peer),
+                            listen_any: true,
+                            data_dir: "/tmp/etcd".into(),
+                        })
+                        .collect();
+                    let cluster = initial_cluster(&members);
+                    members
+                        .iter()
+                        .map(|m| Spec {
+                            name: m.name.clone(),
+                            image: &run.images.etcd,
+                            cmd: std::iter::once("etcd".to_string())
+                                .chain(m.flags(&cluster, &token))
+                                .collect(),
+                            env: Vec::new(),
+                        })
+                        .collect()
+                })
+                .await?;
+            for (_, c) in started {
+                servers.push((c.addr(client), Box::new(c)));
+            }
+        }
     }
-
-    let clients: Vec<SocketAddr> = members.iter().map(|m| m.client).collect();
-    let statuses = wait_ready_all("etcd", &mut processes, || agreed(clients.clone())).await?;
-
-    Ok(processes
+    let clients: Vec<SocketAddr> = servers.iter().map(|(a, _)| *a).collect();
+    let mut watch: Vec<&mut dyn NodeServer> = servers.iter_mut().map(|(_, s)| &mut **s).collect();
+    let statuses = wait_ready("etcd", &mut watch, || agreed(clients.clone())).await?;
+    Ok(servers
         .into_iter()
-        .zip(members)
+        .zip(names)
         .zip(statuses)
-        .enumerate()
-        .map(|(i, ((process, m), (member, version)))| {
+        .map(|(((addr, server), name), (member, version))| {
             let node = Node {
-                name: format!("etcd-{}", i + 1),
+                name,
                 service: Service::Etcd,
                 role: Role::Member,
-                addr: m.client,
+                addr,
                 version,
-                server: Server::Process(process),
+                server,
             };
             (node, member)
         })
@@ -115,7 +167,7 @@ pub(super) async fn start(
 }
 
 /// Flags every member gets after its names and addresses.
-pub(super) const COMMON_FLAGS: [&str; 10] = [
+const COMMON_FLAGS: [&str; 10] = [
     "--initial-cluster-state",
     "new",
     // Defaults are 100 / 1000 too, but they are what the fault timings assume: a killed

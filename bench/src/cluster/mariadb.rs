@@ -1,21 +1,58 @@
 //! A private MariaDB: its own datadir (`mariadb-install-db`), socket and port, plus a
-//! `lockbench` database and a password user for TCP clients.
+//! `lockbench` database and a password user for TCP clients. Locally the harness runs the
+//! install and creates the user through the socket; a container does both in its start script
+//! (it runs again on a restart, which then skips the install). The flags are the same.
 
-use std::net::SocketAddr;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
 use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mysql::MySqlSslMode};
 
-use super::{
-    ClusterError, MysqlEndpoint, Node, Role, Server, ServerProcess, Service, find_binary,
-    wait_ready,
-};
+use super::backend::{Launcher, wait_ready};
+use super::containers::{Containers, Spec};
+use super::local::Local;
+use super::{ClusterError, MysqlEndpoint, Node, Role, ServerProcess, Service, find_binary};
 
-const NAME: &str = "mariadb";
+/// The node's name.
+pub(super) const NAME: &str = "mariadb";
 const DATABASE: &str = "lockbench";
 const USER: &str = "lockbench";
+/// Port inside a container (a local node gets a reserved one).
+const PORT: u16 = 3306;
+
+/// `mariadb-install-db` flags after the datadir, wherever it runs.
+const INSTALL_FLAGS: [&str; 3] = [
+    "--auth-root-authentication-method=normal",
+    "--skip-test-db",
+    "--innodb-log-file-size=8M",
+];
+
+/// `mariadbd` flags after its paths and address, wherever it runs.
+const SERVER_FLAGS: [&str; 5] = [
+    "--skip-log-bin",
+    "--skip-name-resolve",
+    "--innodb-buffer-pool-size=128M",
+    "--innodb-log-file-size=8M",
+    "--max-connections=2000",
+];
+
+/// The statements that create the database and the user with `password`. DDL cannot take
+/// bind parameters; the values are our own constants and a hex uuid (or a printf `%s`).
+fn grants(password: &str) -> [String; 3] {
+    [
+        format!("CREATE DATABASE IF NOT EXISTS {DATABASE}"),
+        format!("CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{password}'"),
+        format!("GRANT ALL ON {DATABASE}.* TO '{USER}'@'%'"),
+    ]
+}
+
+/// Starts the server and creates the database and user the strategies use.
+pub(super) async fn start(l: Launcher<'_>) -> Result<(Node, MysqlEndpoint), ClusterError> {
+    match l {
+        Launcher::Local(local) => start_local(local).await,
+        Launcher::Containers(run) => start_container(run).await,
+    }
+}
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("mariadbd", "mariadb-server")?;
@@ -26,13 +63,11 @@ fn running_as_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
-/// Initialises a datadir under `dir`, starts `mariadbd` on `addr`, and creates the database
-/// and user the strategies use.
-pub(super) async fn start(
-    addr: SocketAddr,
-    dir: &Path,
-    log_dir: &Path,
-) -> Result<(Node, MysqlEndpoint), ClusterError> {
+/// Initialises a datadir, starts `mariadbd` on its reserved address, and creates the database
+/// and user through the socket.
+async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterError> {
+    let addr = local.addr(NAME);
+    let dir = &local.dir(NAME)?;
     let install = find_binary("mariadb-install-db", "mariadb-server")?;
     let server = find_binary("mariadbd", "mariadb-server")?;
     let datadir = dir.join("data");
@@ -46,16 +81,12 @@ pub(super) async fn start(
     // mariadbd refuses to run as root unless told to; as another user it runs as that user.
     let user_arg = running_as_root().then_some("--user=root");
 
-    let install_log = log_dir.join("mariadb-install.log");
+    let install_log = local.log("mariadb-install");
     let mut cmd = Command::new(install);
     cmd.arg("--no-defaults")
         .arg(format!("--datadir={}", datadir.display()))
         .arg(format!("--tmpdir={}", tmpdir.display()))
-        .args([
-            "--auth-root-authentication-method=normal",
-            "--skip-test-db",
-            "--innodb-log-file-size=8M",
-        ])
+        .args(INSTALL_FLAGS)
         .args(user_arg);
     let mut init = ServerProcess::spawn("mariadb-install-db", addr.ip(), cmd, &install_log)?;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
@@ -85,15 +116,9 @@ pub(super) async fn start(
         .arg(format!("--bind-address={}", addr.ip()))
         .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
         .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
-        .args([
-            "--skip-log-bin",
-            "--skip-name-resolve",
-            "--innodb-buffer-pool-size=128M",
-            "--innodb-log-file-size=8M",
-            "--max-connections=2000",
-        ])
+        .args(SERVER_FLAGS)
         .args(user_arg);
-    let mut process = ServerProcess::spawn(NAME, addr.ip(), cmd, &log_dir.join("mariadb.log"))?;
+    let mut process = local.spawn(NAME, cmd)?;
 
     // root@localhost: through the socket, whatever address TCP clients use.
     let root = MySqlConnectOptions::new()
@@ -101,7 +126,7 @@ pub(super) async fn start(
         .username("root")
         .ssl_mode(MySqlSslMode::Disabled);
     let password = uuid::Uuid::new_v4().simple().to_string();
-    let version = wait_ready(NAME, &mut process, || version(root.clone())).await?;
+    let version = wait_ready(NAME, &mut [&mut process], || version(root.clone())).await?;
 
     let setup = |detail: sqlx::Error| ClusterError::Setup {
         node: NAME.into(),
@@ -109,12 +134,7 @@ pub(super) async fn start(
         detail: detail.to_string(),
     };
     let mut con = root.connect().await.map_err(setup)?;
-    // DDL cannot take bind parameters; the values are our own constants and a hex uuid.
-    let ddl = format!(
-        "CREATE DATABASE IF NOT EXISTS {DATABASE}; \
-         CREATE USER IF NOT EXISTS '{USER}'@'%' IDENTIFIED BY '{password}'; \
-         GRANT ALL ON {DATABASE}.* TO '{USER}'@'%'"
-    );
+    let ddl = grants(&password).join("; ");
     con.execute(sqlx::AssertSqlSafe(ddl)).await.map_err(setup)?;
     let _ = con.close().await;
 
@@ -130,7 +150,55 @@ pub(super) async fn start(
         role: Role::Primary,
         addr,
         version,
-        server: Server::Process(process),
+        server: Box::new(process),
+    };
+    Ok((node, endpoint))
+}
+
+/// One container that installs the datadir unless it exists (it survives a kill: same
+/// container), writes an init file with the grants and runs `mariadbd`. The socket goes to
+/// /tmp: /run/mysqld need not exist in the image.
+async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), ClusterError> {
+    let password = uuid::Uuid::new_v4().simple().to_string();
+    // printf's format: `%` doubled, the password its one argument.
+    let init: String = grants("@PASSWORD@")
+        .iter()
+        .map(|g| format!("{};\\n", g.replace('%', "%%")))
+        .collect::<String>()
+        .replace("@PASSWORD@", "%s");
+    let script = format!(
+        "set -e; D=/tmp/lockbench; mkdir -p $D\n\
+         if [ ! -d $D/data/mysql ]; then\n\
+           mariadb-install-db --no-defaults --user=root --datadir=$D/data {install} \
+             > $D/install.log 2>&1 || {{ cat $D/install.log; exit 1; }}\n\
+         fi\n\
+         printf \"{init}\" \"$LOCKBENCH_PASSWORD\" > $D/init.sql\n\
+         exec mariadbd --no-defaults --user=root --datadir=$D/data --port={PORT} \
+           --bind-address=0.0.0.0 --socket=$D/mysqld.sock {server} --init-file=$D/init.sql",
+        install = INSTALL_FLAGS.join(" "),
+        server = SERVER_FLAGS.join(" "),
+    );
+    let spec = Spec {
+        name: NAME.into(),
+        image: &run.images.mariadb,
+        cmd: vec!["sh".into(), "-c".into(), script],
+        env: vec![("LOCKBENCH_PASSWORD", password.clone())],
+    };
+    let mut c = run.launch_one(spec).await?;
+    let endpoint = MysqlEndpoint {
+        addr: c.addr(PORT),
+        user: USER.into(),
+        password,
+        database: DATABASE.into(),
+    };
+    let version = wait_ready(NAME, &mut [&mut c], || version(endpoint.connect_options())).await?;
+    let node = Node {
+        name: NAME.into(),
+        service: Service::Mariadb,
+        role: Role::Primary,
+        addr: endpoint.addr,
+        version,
+        server: Box::new(c),
     };
     Ok((node, endpoint))
 }

@@ -12,9 +12,11 @@
 //! Every node is owned by a guard (a [`ServerProcess`] or a container): dropping the cluster
 //! stops them all.
 
+mod backend;
 mod clock;
 pub mod containers;
 pub mod etcd;
+mod local;
 mod mariadb;
 pub mod namespace;
 pub mod net;
@@ -31,6 +33,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use backend::{Backend, Launcher, wait_ready};
+
+pub use backend::NodeServer;
 pub use namespace::Prefix;
 pub use ports::{Placement, PortAllocator};
 pub use process::ServerProcess;
@@ -378,40 +383,6 @@ impl Endpoints {
     }
 }
 
-/// What serves a node: a child process or a container, each owned (dropping it stops it).
-#[derive(Debug)]
-pub enum Server {
-    /// A child process (local provisioner).
-    Process(ServerProcess),
-    /// A container (containers provisioner); boxed, it is the larger by far.
-    Container(Box<containers::Container>),
-}
-
-impl Server {
-    /// The child process; local start-up code only ever holds processes.
-    fn process_mut(&mut self) -> &mut ServerProcess {
-        match self {
-            Self::Process(p) => p,
-            Self::Container(_) => unreachable!("local start-up code holds processes only"),
-        }
-    }
-
-    /// OS pid of the process, or host pid of the container's main process.
-    pub fn pid(&self) -> u32 {
-        match self {
-            Self::Process(p) => p.pid(),
-            Self::Container(c) => c.pid(),
-        }
-    }
-
-    fn log(&self) -> &Path {
-        match self {
-            Self::Process(p) => p.log(),
-            Self::Container(c) => c.log(),
-        }
-    }
-}
-
 /// One server of a run, with the address it was given and what serves it.
 #[derive(Debug)]
 pub struct Node {
@@ -426,8 +397,9 @@ pub struct Node {
     pub addr: SocketAddr,
     /// Server version as the server reports it.
     pub version: String,
-    /// The owned process or container; dropping the cluster stops it.
-    pub server: Server,
+    /// The owned process or container; dropping the cluster stops it. Faults reach the node
+    /// through it.
+    pub server: Box<dyn NodeServer>,
 }
 
 /// A node as written into results.
@@ -497,6 +469,109 @@ impl ClusterOptions {
     }
 }
 
+/// One set of nodes that starts together, as its service's topology says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Set {
+    Mariadb,
+    /// Standalone Redis `redis-N`.
+    Redis(usize),
+    Sentinel,
+    Zookeeper,
+    Etcd,
+}
+
+/// What one [`Set`] brought up.
+struct Started {
+    nodes: Vec<Node>,
+    mysql: Option<MysqlEndpoint>,
+    /// etcd member id of each etcd node, by node name.
+    etcd_members: Vec<(String, u64)>,
+}
+
+impl Started {
+    fn nodes(nodes: Vec<Node>) -> Self {
+        Self {
+            nodes,
+            mysql: None,
+            etcd_members: Vec::new(),
+        }
+    }
+}
+
+impl Set {
+    /// The sets `needs` asks for, in the order their local ports are reserved.
+    fn of(needs: Needs) -> Vec<Set> {
+        let mut sets = Vec::new();
+        if needs.mariadb {
+            sets.push(Set::Mariadb);
+        }
+        sets.extend((1..=needs.redis_nodes()).map(Set::Redis));
+        for (needed, set) in [
+            (needs.sentinel, Set::Sentinel),
+            (needs.zookeeper, Set::Zookeeper),
+            (needs.etcd, Set::Etcd),
+        ] {
+            if needed {
+                sets.push(set);
+            }
+        }
+        sets
+    }
+
+    /// An error naming the package to install when a binary or file is missing (local).
+    fn check_installed(self) -> Result<(), ClusterError> {
+        match self {
+            Set::Mariadb => mariadb::check_installed(),
+            Set::Redis(_) => redis::check_installed(),
+            Set::Sentinel => redis::check_installed().and_then(|()| sentinel::check_installed()),
+            Set::Zookeeper => zookeeper::check_installed(),
+            Set::Etcd => etcd::check_installed(),
+        }
+    }
+
+    /// The names of every port its nodes listen on (reserved up front, local).
+    fn port_names(self) -> Vec<String> {
+        match self {
+            Set::Mariadb => vec![mariadb::NAME.into()],
+            Set::Redis(i) => vec![format!("redis-{i}")],
+            Set::Sentinel => sentinel::port_names(),
+            Set::Zookeeper => zookeeper::port_names(),
+            Set::Etcd => etcd::port_names(),
+        }
+    }
+
+    /// Starts the set's nodes through `l` and waits until they are ready.
+    async fn start(self, l: Launcher<'_>) -> Result<Started, ClusterError> {
+        Ok(match self {
+            Set::Mariadb => {
+                let (node, endpoint) = mariadb::start(l).await?;
+                Started {
+                    mysql: Some(endpoint),
+                    ..Started::nodes(vec![node])
+                }
+            }
+            Set::Redis(i) => {
+                let name = format!("redis-{i}");
+                Started::nodes(vec![
+                    redis::start(l, &name, Role::Primary, &[], true).await?,
+                ])
+            }
+            Set::Sentinel => Started::nodes(sentinel::start(l).await?),
+            Set::Zookeeper => Started::nodes(zookeeper::start(l).await?),
+            Set::Etcd => {
+                let members = etcd::start(l).await?;
+                Started {
+                    etcd_members: members
+                        .iter()
+                        .map(|(n, id)| (n.name.clone(), *id))
+                        .collect(),
+                    ..Started::nodes(members.into_iter().map(|(n, _)| n).collect())
+                }
+            }
+        })
+    }
+}
+
 /// Servers started and owned by this process, as child processes or as containers. Dropping
 /// it stops them all and removes their data (and their containers and Docker network).
 #[derive(Debug)]
@@ -508,155 +583,36 @@ pub struct OwnedCluster {
     etcd_members: Vec<(String, u64)>,
     // Declared after `nodes`: fields drop in order, so processes and containers go before
     // their network and their data.
-    network: Option<net::Network>,
-    docker_network: Option<containers::DockerNetwork>,
-    _data: tempfile::TempDir,
+    backend: Box<dyn Backend>,
 }
 
 impl OwnedCluster {
     /// Starts the servers in `needs` and waits until each answers queries.
     pub async fn start(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
-        if opts.provisioner == Provisioner::Containers {
-            return Self::start_containers(needs, opts).await;
-        }
-        // Fail fast on a missing binary, before anything is started.
-        if needs.mariadb {
-            mariadb::check_installed()?;
-        }
-        if needs.redis_nodes() > 0 || needs.sentinel {
-            redis::check_installed()?;
-        }
-        if needs.sentinel {
-            sentinel::check_installed()?;
-        }
-        if needs.zookeeper {
-            zookeeper::check_installed()?;
-        }
-        if needs.etcd {
-            etcd::check_installed()?;
-        }
-        std::fs::create_dir_all(&opts.log_dir)
-            .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
-        let data = tempfile::Builder::new()
-            .prefix("lockbench-run-")
-            .tempdir()
-            .map_err(|e| ClusterError::io("create run directory", e))?;
-        let network = opts.network.then(net::Network::create).transpose()?;
-        let mut ports = PortAllocator::new(opts.bind, opts.base_port);
-        if let Some(n) = &network {
-            ports = ports.with_placement(Placement {
-                gateway: n.gateway,
-                servers: n.servers.iter().map(|h| h.ip).collect(),
-            });
-        }
-        // Reserve every port before starting anything, so a busy port fails the run early.
-        let maria_addr = needs
-            .mariadb
-            .then(|| ports.allocate("mariadb"))
-            .transpose()?;
-        let redis_addrs = (1..=needs.redis_nodes())
-            .map(|i| {
-                let name = format!("redis-{i}");
-                ports.allocate(&name).map(|a| (name, a))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let sentinel_plan = needs
-            .sentinel
-            .then(|| sentinel::Plan::allocate(&mut ports))
-            .transpose()?;
-        let zk_ports = needs
-            .zookeeper
-            .then(|| zookeeper::allocate(&mut ports))
-            .transpose()?;
-        let etcd_ports = needs.etcd.then(|| etcd::allocate(&mut ports)).transpose()?;
-
+        let sets = Set::of(needs);
+        let backend: Box<dyn Backend> = match opts.provisioner {
+            Provisioner::Containers => {
+                Box::new(containers::Containers::prepare(needs, &opts.log_dir).await?)
+            }
+            Provisioner::Local | Provisioner::Target => {
+                Box::new(local::Local::prepare(&sets, opts)?)
+            }
+        };
         let mut cluster = Self {
             nodes: Vec::new(),
             endpoints: Endpoints::default(),
             etcd_members: Vec::new(),
-            network,
-            docker_network: None,
-            _data: data,
-        };
-        let base = cluster._data.path().to_path_buf();
-        let shim = opts
-            .clock_shim
-            .then(|| clock::install_shim(&base))
-            .transpose()?;
-        // Start MariaDB (slowest: install-db takes seconds) and Redis concurrently.
-        let maria = async {
-            match maria_addr {
-                Some(addr) => mariadb::start(addr, &base.join("mariadb"), &opts.log_dir)
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        };
-        let red =
-            futures::future::join_all(redis_addrs.iter().map(|(name, addr)| {
-                redis::start(name, *addr, &base, &opts.log_dir, shim.as_deref())
-            }));
-        let mut sentinel_nodes = Vec::new();
-        let sent = async {
-            match &sentinel_plan {
-                Some(plan) => {
-                    sentinel::start(plan, &base, &opts.log_dir, &mut sentinel_nodes).await
-                }
-                None => Ok(()),
-            }
-        };
-        let zk = async {
-            match &zk_ports {
-                Some(members) => zookeeper::start(members, &base.join("zookeeper"), &opts.log_dir)
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        };
-        let etc = async {
-            match &etcd_ports {
-                Some(members) => etcd::start(members, &base.join("etcd"), &opts.log_dir)
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
+            backend,
         };
         // Every set starts at once: the slowest (MariaDB's install, ZooKeeper's JVMs and
         // election) bounds the start-up time, not their sum.
-        let (maria, red, sent, zk, etc) = tokio::join!(maria, red, sent, zk, etc);
-        cluster.endpoints.sentinels = sentinel_nodes
-            .iter()
-            .filter(|n| n.role == Role::Sentinel)
-            .map(|n| n.addr)
-            .collect();
-        cluster.nodes.append(&mut sentinel_nodes);
-        // Keep whatever started so that it is killed with the cluster if the other failed.
-        let maria = maria.map(|m| {
-            if let Some((node, ep)) = m {
-                cluster.endpoints.mysql = Some(ep);
-                cluster.nodes.push(node);
-            }
-        });
-        let zk = zk.map(|z| {
-            for node in z.into_iter().flatten() {
-                cluster.endpoints.zookeeper.push(node.addr);
-                cluster.nodes.push(node);
-            }
-        });
-        let etc = etc.map(|e| {
-            for (node, id) in e.into_iter().flatten() {
-                cluster.endpoints.etcd.push(node.addr);
-                cluster.etcd_members.push((node.name.clone(), id));
-                cluster.nodes.push(node);
-            }
-        });
-        let mut failed = maria.err().or(sent.err()).or(zk.err()).or(etc.err());
-        for r in red {
-            match r {
-                Ok(node) => {
-                    cluster.endpoints.redis.push(node.addr);
-                    cluster.nodes.push(node);
-                }
+        let launcher = cluster.backend.launcher();
+        let started = futures::future::join_all(sets.iter().map(|s| s.start(launcher))).await;
+        // Keep whatever started, so that it stops with the cluster if another set failed.
+        let mut failed = None;
+        for s in started {
+            match s {
+                Ok(s) => cluster.add(s),
                 Err(e) => failed = failed.or(Some(e)),
             }
         }
@@ -666,31 +622,26 @@ impl OwnedCluster {
         }
     }
 
-    async fn start_containers(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
-        std::fs::create_dir_all(&opts.log_dir)
-            .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
-        let data = tempfile::Builder::new()
-            .prefix("lockbench-run-")
-            .tempdir()
-            .map_err(|e| ClusterError::io("create run directory", e))?;
-        let s = containers::start(needs, &opts.log_dir).await?;
-        Ok(Self {
-            nodes: s.nodes,
-            endpoints: s.endpoints,
-            etcd_members: s.etcd_members,
-            network: None,
-            docker_network: Some(s.network),
-            _data: data,
-        })
+    /// Takes in a started set: its nodes, and their addresses into the endpoints.
+    fn add(&mut self, s: Started) {
+        let ep = &mut self.endpoints;
+        ep.mysql = ep.mysql.take().or(s.mysql);
+        for n in &s.nodes {
+            match (n.service, n.role) {
+                (Service::Redis, Role::Primary) => ep.redis.push(n.addr),
+                (Service::Sentinel, _) => ep.sentinels.push(n.addr),
+                (Service::Zookeeper, _) => ep.zookeeper.push(n.addr),
+                (Service::Etcd, _) => ep.etcd.push(n.addr),
+                _ => {}
+            }
+        }
+        self.etcd_members.extend(s.etcd_members);
+        self.nodes.extend(s.nodes);
     }
 
     /// How the servers were provisioned.
     pub fn provisioner(&self) -> Provisioner {
-        if self.docker_network.is_some() {
-            Provisioner::Containers
-        } else {
-            Provisioner::Local
-        }
+        self.backend.provisioner()
     }
 
     /// How strategies reach the servers.
@@ -779,10 +730,7 @@ impl OwnedCluster {
                 version: n.version.clone(),
                 pid: n.server.pid(),
                 log: n.server.log().to_path_buf(),
-                container: match &n.server {
-                    Server::Container(c) => Some(c.info()),
-                    Server::Process(_) => None,
-                },
+                container: n.server.container(),
             })
             .collect()
     }
@@ -810,29 +758,16 @@ impl OwnedCluster {
 
     /// The private network, when started with [`ClusterOptions::network`].
     pub fn network(&self) -> Option<&net::Network> {
-        self.network.as_ref()
+        self.backend.network()
     }
 
     fn node_mut(&mut self, name: &str) -> Result<&mut Node, ClusterError> {
-        self.nodes
-            .iter_mut()
-            .find(|n| n.name == name)
-            .ok_or_else(|| ClusterError::Setup {
-                node: name.to_string(),
-                what: "fault".into(),
-                detail: "no such node in this cluster".into(),
-            })
+        find_node(&mut self.nodes, name)
     }
 
     /// SIGKILLs node `name` (a crash: no shutdown, no flush); a container's main process.
     pub async fn kill(&mut self, name: &str) -> Result<(), ClusterError> {
-        match &mut self.node_mut(name)?.server {
-            Server::Process(p) => {
-                p.kill();
-                Ok(())
-            }
-            Server::Container(c) => c.kill().await,
-        }
+        self.node_mut(name)?.server.kill().await
     }
 
     /// Starts node `name` again with its original command line and data, and waits until it
@@ -840,87 +775,77 @@ impl OwnedCluster {
     pub async fn restart(&mut self, name: &str) -> Result<(), ClusterError> {
         let node = self.node_mut(name)?;
         let addr = node.addr;
-        let accepts = || async move {
+        if !node.server.restart().await? {
+            // Partitioned: nothing can reach it until the partition heals.
+            return Ok(());
+        }
+        wait_ready(name, &mut [&mut *node.server], || async move {
             tokio::net::TcpStream::connect(addr)
                 .await
                 .map(drop)
                 .map_err(|e| e.to_string())
-        };
-        match &mut node.server {
-            Server::Process(p) => {
-                p.respawn()?;
-                wait_ready(name, p, accepts).await
-            }
-            Server::Container(c) => {
-                if c.restart().await? {
-                    containers::wait_ready(name, vec![&*c], accepts).await
-                } else {
-                    // Partitioned: nothing can reach it until the partition heals.
-                    Ok(())
-                }
-            }
-        }
+        })
+        .await
     }
 
     /// Stops node `name` from answering while it keeps its sockets: SIGSTOP to a process, the
     /// cgroup freezer for a container.
     pub async fn pause(&mut self, name: &str) -> Result<(), ClusterError> {
-        match &mut self.node_mut(name)?.server {
-            Server::Process(p) => p
-                .pause()
-                .map_err(|e| ClusterError::io(format!("SIGSTOP {name}"), e)),
-            Server::Container(c) => c.pause().await,
-        }
+        self.node_mut(name)?.server.pause().await
     }
 
     /// Undoes [`OwnedCluster::pause`].
     pub async fn resume(&mut self, name: &str) -> Result<(), ClusterError> {
-        match &mut self.node_mut(name)?.server {
-            Server::Process(p) => p
-                .resume()
-                .map_err(|e| ClusterError::io(format!("SIGCONT {name}"), e)),
-            Server::Container(c) => c.resume().await,
-        }
+        self.node_mut(name)?.server.resume().await
     }
 
-    /// Takes container node `name` off the run's Docker network (a partition from every
-    /// other node and every client).
+    /// Cuts nodes `names` off from every other server and from the client workers `clients`
+    /// (indices below `workers`), as the backend can: iptables rules in the nodes' network
+    /// namespaces (local, needs [`ClusterOptions::network`]), or off the Docker network, which
+    /// cuts every client. Returns the workers actually cut.
+    pub async fn partition(
+        &mut self,
+        names: &[String],
+        clients: &[usize],
+        workers: usize,
+    ) -> Result<Vec<usize>, ClusterError> {
+        if let Some(missing) = names
+            .iter()
+            .find(|n| self.nodes.iter().all(|m| m.name != **n))
+        {
+            return Err(no_such_node(missing));
+        }
+        let mut nodes: Vec<&mut Node> = self
+            .nodes
+            .iter_mut()
+            .filter(|n| names.contains(&n.name))
+            .collect();
+        self.backend.partition(&mut nodes, clients, workers).await
+    }
+
+    /// Undoes [`OwnedCluster::partition`] for node `name`.
+    pub async fn heal_partition(&mut self, name: &str) -> Result<(), ClusterError> {
+        let node = find_node(&mut self.nodes, name)?;
+        self.backend.heal(node).await
+    }
+
+    /// Cuts node `name` off from every other node and every client.
     pub async fn disconnect(&mut self, name: &str) -> Result<(), ClusterError> {
-        self.container_mut(name)?.disconnect().await
+        let all: Vec<usize> = (0..net::CLIENT_HOSTS).collect();
+        self.partition(&[name.to_string()], &all, all.len())
+            .await
+            .map(drop)
     }
 
     /// Undoes [`OwnedCluster::disconnect`]: back on the network at its own address.
     pub async fn reconnect(&mut self, name: &str) -> Result<(), ClusterError> {
-        self.container_mut(name)?.reconnect().await
-    }
-
-    fn container_mut(&mut self, name: &str) -> Result<&mut containers::Container, ClusterError> {
-        match &mut self.node_mut(name)?.server {
-            Server::Container(c) => Ok(c),
-            Server::Process(_) => Err(ClusterError::Setup {
-                node: name.to_string(),
-                what: "network fault".into(),
-                detail: "not a container (only the containers provisioner disconnects nodes)"
-                    .into(),
-            }),
-        }
+        self.heal_partition(name).await
     }
 
     /// Moves the wall clock of Redis node `name` (started with [`ClusterOptions::clock_shim`]):
     /// `Some((jump_ms, rate))` from now on, `None` back to real time.
     pub fn set_clock(&self, name: &str, change: Option<(i64, f64)>) -> Result<(), ClusterError> {
-        let control = clock::control_path(&self._data.path().join(name));
-        if !control.exists() {
-            return Err(ClusterError::Setup {
-                node: name.to_string(),
-                what: "clock fault".into(),
-                detail: "this node was not started with the clock shim (only standalone Redis \
-                         nodes are)"
-                    .into(),
-            });
-        }
-        clock::set(&control, change)
-            .map_err(|e| ClusterError::io(format!("write {}", control.display()), e))
+        self.backend.set_clock(name, change)
     }
 
     /// Stops every server now (dropping the cluster does the same).
@@ -1000,6 +925,21 @@ impl EndpointsFile {
     }
 }
 
+fn no_such_node(name: &str) -> ClusterError {
+    ClusterError::Setup {
+        node: name.to_string(),
+        what: "fault".into(),
+        detail: "no such node in this cluster".into(),
+    }
+}
+
+fn find_node<'n>(nodes: &'n mut [Node], name: &str) -> Result<&'n mut Node, ClusterError> {
+    nodes
+        .iter_mut()
+        .find(|n| n.name == name)
+        .ok_or_else(|| no_such_node(name))
+}
+
 /// Finds `binary` on PATH or in the sbin directories where Debian puts daemons.
 fn find_binary(binary: &str, package: &str) -> Result<PathBuf, ClusterError> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -1018,81 +958,4 @@ fn is_executable(p: &Path) -> bool {
     p.metadata()
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
-}
-
-/// Polls `probe` until it succeeds, the process dies, or [`READY_TIMEOUT`] passes.
-async fn wait_ready<T, F, Fut>(
-    name: &str,
-    process: &mut ServerProcess,
-    probe: F,
-) -> Result<T, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    wait_ready_all(name, std::slice::from_mut(process), probe).await
-}
-
-/// [`wait_ready`] for a set of processes that become ready together (an ensemble that must
-/// elect a leader): fails as soon as any of them dies. A timeout names the first one's log.
-async fn wait_ready_all<T, F, Fut>(
-    name: &str,
-    processes: &mut [ServerProcess],
-    mut probe: F,
-) -> Result<T, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let log = processes
-        .first()
-        .map(|p| p.log().to_path_buf())
-        .unwrap_or_default();
-    poll_ready(name, log, || {
-        let died = processes
-            .iter_mut()
-            .find_map(|p| p.exited().map(|status| p.died(status)));
-        let answer = probe();
-        async move {
-            if let Some(e) = died {
-                return Err(NotYet::Fatal(e));
-            }
-            answer.await.map_err(NotYet::Retry)
-        }
-    })
-    .await
-}
-
-/// Why a readiness probe did not succeed.
-enum NotYet {
-    /// Not ready yet (the last error, for the timeout message).
-    Retry(String),
-    /// Never will be (the server died).
-    Fatal(ClusterError),
-}
-
-/// Polls `probe` (each attempt bounded to 2 s) until it succeeds, fails fatally, or
-/// [`READY_TIMEOUT`] passes; a timeout names `log`.
-async fn poll_ready<T, F, Fut>(name: &str, log: PathBuf, mut probe: F) -> Result<T, ClusterError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, NotYet>>,
-{
-    let start = tokio::time::Instant::now();
-    let mut last = String::from("no attempt yet");
-    while start.elapsed() < READY_TIMEOUT {
-        match tokio::time::timeout(Duration::from_secs(2), probe()).await {
-            Ok(Ok(v)) => return Ok(v),
-            Ok(Err(NotYet::Fatal(e))) => return Err(e),
-            Ok(Err(NotYet::Retry(e))) => last = e,
-            Err(_) => last = "probe timed out after 2s".into(),
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    Err(ClusterError::NotReady {
-        node: name.to_string(),
-        waited: READY_TIMEOUT,
-        last,
-        log,
-    })
 }

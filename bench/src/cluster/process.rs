@@ -170,6 +170,43 @@ impl ServerProcess {
     }
 }
 
+#[async_trait::async_trait]
+impl super::NodeServer for ServerProcess {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log(&self) -> &Path {
+        &self.log
+    }
+
+    async fn check_running(&mut self, _name: &str) -> Result<(), ClusterError> {
+        match self.exited() {
+            Some(status) => Err(self.died(status)),
+            None => Ok(()),
+        }
+    }
+
+    async fn kill(&mut self) -> Result<(), ClusterError> {
+        ServerProcess::kill(self);
+        Ok(())
+    }
+
+    async fn restart(&mut self) -> Result<bool, ClusterError> {
+        self.respawn().map(|()| true)
+    }
+
+    async fn pause(&mut self) -> Result<(), ClusterError> {
+        ServerProcess::pause(self)
+            .map_err(|e| ClusterError::io(format!("SIGSTOP {}", self.name), e))
+    }
+
+    async fn resume(&mut self) -> Result<(), ClusterError> {
+        ServerProcess::resume(self)
+            .map_err(|e| ClusterError::io(format!("SIGCONT {}", self.name), e))
+    }
+}
+
 impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.kill();

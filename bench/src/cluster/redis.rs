@@ -1,79 +1,82 @@
-//! A standalone `redis-server` on its own port, no persistence.
+//! A standalone `redis-server` on its own port, no persistence: a child process or a
+//! container, with the same flags and the same readiness probe.
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::process::Command;
 
-use super::{
-    Auth, ClusterError, Node, Role, Server, ServerProcess, Service, find_binary, wait_ready,
-};
+use super::backend::{Launcher, NodeServer, wait_ready};
+use super::containers::Spec;
+use super::{Auth, ClusterError, Node, Role, Service, find_binary};
+
+/// Client port inside a container (a local node gets a reserved one).
+const PORT: u16 = 6379;
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
 }
 
-/// Starts `redis-server` named `name` bound to `addr` (data in `base/name`) and waits until
-/// it answers.
-pub(super) async fn start(
-    name: &str,
-    addr: SocketAddr,
-    base: &Path,
-    log_dir: &Path,
-    clock_shim: Option<&Path>,
-) -> Result<Node, ClusterError> {
-    start_with(name, Role::Primary, addr, base, log_dir, &[], clock_shim).await
+/// Flags every Redis node gets wherever it runs, then `extra` (e.g. `--replicaof`): no
+/// persistence, and no protected mode (namespaced and container addresses are not loopback,
+/// so it would refuse clients).
+fn flags(port: u16, extra: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = ["--port", &port.to_string()]
+        .into_iter()
+        .chain(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .map(String::from)
+        .collect();
+    out.extend_from_slice(extra);
+    out
 }
 
-/// [`start`] with a role and extra server arguments (e.g. `--replicaof`); with `clock_shim`
-/// the server's wall clock can be moved at run time ([`super::clock`]).
-pub(super) async fn start_with(
+/// Starts `redis-server` as node `name` with `extra` flags and waits until it answers. With
+/// `clock` and a run that preloads the clock shim, its wall clock can be moved at run time
+/// ([`super::clock`]).
+pub(super) async fn start(
+    l: Launcher<'_>,
     name: &str,
     role: Role,
-    addr: SocketAddr,
-    base: &Path,
-    log_dir: &Path,
     extra: &[String],
-    clock_shim: Option<&Path>,
+    clock: bool,
 ) -> Result<Node, ClusterError> {
-    let bin = find_binary("redis-server", "redis-server")?;
-    let dir = &base.join(name);
-    std::fs::create_dir_all(dir)
-        .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
-    let mut cmd = Command::new(bin);
-    cmd.arg("--bind")
-        .arg(addr.ip().to_string())
-        .arg("--port")
-        .arg(addr.port().to_string())
-        .args([
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-            "--logfile",
-            "",
-        ])
-        // Namespaced addresses are not loopback, so protected mode would refuse clients.
-        .args(["--protected-mode", "no"])
-        .arg("--dir")
-        .arg(dir)
-        .args(extra);
-    if let Some(shim) = clock_shim {
-        let control = super::clock::create_control(dir)?;
-        cmd.env("LD_PRELOAD", shim)
-            .env("LOCKBENCH_CLOCK_FILE", control);
-    }
-    let mut process =
-        ServerProcess::spawn(name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
-    let version = wait_ready(name, &mut process, || version(addr, None)).await?;
+    let (addr, mut server): (SocketAddr, Box<dyn NodeServer>) = match l {
+        Launcher::Local(local) => {
+            let addr = local.addr(name);
+            let dir = local.dir(name)?;
+            let mut cmd = Command::new(find_binary("redis-server", "redis-server")?);
+            cmd.arg("--bind")
+                .arg(addr.ip().to_string())
+                .args(flags(addr.port(), extra))
+                .args(["--daemonize", "no", "--logfile", ""])
+                .arg("--dir")
+                .arg(&dir);
+            if let Some(shim) = local.shim().filter(|_| clock) {
+                let control = super::clock::create_control(&dir)?;
+                cmd.env("LD_PRELOAD", shim)
+                    .env("LOCKBENCH_CLOCK_FILE", control);
+            }
+            (addr, Box::new(local.spawn(name, cmd)?))
+        }
+        Launcher::Containers(run) => {
+            let mut cmd = vec!["redis-server".to_string()];
+            cmd.extend(flags(PORT, extra));
+            let spec = Spec {
+                name: name.to_string(),
+                image: &run.images.redis,
+                cmd,
+                env: Vec::new(),
+            };
+            let c = run.launch_one(spec).await?;
+            (c.addr(PORT), Box::new(c))
+        }
+    };
+    let version = wait_ready(name, &mut [&mut *server], || version(addr, None)).await?;
     Ok(Node {
         name: name.to_string(),
         service: Service::Redis,
         role,
         addr,
         version,
-        server: Server::Process(process),
+        server,
     })
 }
 

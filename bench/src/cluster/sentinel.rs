@@ -5,43 +5,32 @@
 //! `down-after-milliseconds` so a failover happens within a chaos window.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::Path;
+use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use super::redis::start_with;
-use super::{
-    Auth, ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
-    wait_ready,
-};
+use super::backend::{Launcher, NodeServer, wait_ready};
+use super::containers::Spec;
+use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";
 
-/// The sentinel set's reserved addresses.
-pub(super) struct Plan {
-    master: SocketAddr,
-    replicas: [SocketAddr; 2],
-    sentinels: [SocketAddr; 3],
-}
+/// Replicas of the master.
+const REPLICAS: usize = 2;
+/// Sentinels watching it: two must agree that it is down.
+const SENTINELS: usize = 3;
+/// Sentinel port inside a container (a local node gets a reserved one).
+const PORT: u16 = 26379;
 
-impl Plan {
-    /// Reserves every port of the set.
-    pub(super) fn allocate(ports: &mut PortAllocator) -> Result<Self, ClusterError> {
-        Ok(Self {
-            master: ports.allocate("redis-master")?,
-            replicas: [
-                ports.allocate("redis-replica-1")?,
-                ports.allocate("redis-replica-2")?,
-            ],
-            sentinels: [
-                ports.allocate("sentinel-1")?,
-                ports.allocate("sentinel-2")?,
-                ports.allocate("sentinel-3")?,
-            ],
-        })
-    }
+/// Every node of the set, master first: the names local ports are reserved under.
+pub(super) fn port_names() -> Vec<String> {
+    let replicas = (1..=REPLICAS).map(|i| format!("redis-replica-{i}"));
+    let sentinels = (1..=SENTINELS).map(|i| format!("sentinel-{i}"));
+    std::iter::once("redis-master".to_string())
+        .chain(replicas)
+        .chain(sentinels)
+        .collect()
 }
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
@@ -145,86 +134,105 @@ pub async fn current_master(
     Err(last)
 }
 
+/// The configuration of one sentinel (Sentinel rewrites it as it learns): listening on
+/// `port` (of `bind` only, when given), its state in `dir`.
+fn config(port: u16, bind: Option<IpAddr>, dir: &str, master: SocketAddr) -> String {
+    let bind = bind.map(|ip| format!("bind {ip}\n")).unwrap_or_default();
+    format!(
+        "port {port}\n{bind}protected-mode no\ndir {dir}\n{}",
+        monitor_config(master)
+    )
+}
+
 /// Starts the set and waits until every sentinel sees the master, both replicas and the
-/// two other sentinels. Nodes are pushed into `nodes` as they start, so a failure part-way
-/// still leaves every started process owned by the cluster.
-pub(super) async fn start(
-    plan: &Plan,
-    base: &Path,
-    log_dir: &Path,
-    nodes: &mut Vec<Node>,
-) -> Result<(), ClusterError> {
-    let bin = find_binary("redis-sentinel", "redis-sentinel")?;
-    let fast_sync = vec!["--repl-diskless-sync-delay".to_string(), "0".into()];
-    nodes.push(
-        start_with(
-            "redis-master",
-            Role::Master,
-            plan.master,
-            base,
-            log_dir,
-            &fast_sync,
-            None,
-        )
-        .await?,
-    );
-    let mut replica_args = fast_sync.clone();
+/// two other sentinels. Sentinels start only once both replicas are online.
+pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<Node>, ClusterError> {
+    let fast_sync = ["--repl-diskless-sync-delay".to_string(), "0".into()];
+    let master = super::redis::start(l, "redis-master", Role::Master, &fast_sync, false).await?;
+    let master_addr = master.addr;
+    let mut nodes = vec![master];
+    let mut replica_args = fast_sync.to_vec();
     replica_args.extend([
         "--replicaof".into(),
-        plan.master.ip().to_string(),
-        plan.master.port().to_string(),
+        master_addr.ip().to_string(),
+        master_addr.port().to_string(),
     ]);
-    let replicas = futures::future::join_all(plan.replicas.iter().enumerate().map(|(i, addr)| {
-        let name = format!("redis-replica-{}", i + 1);
-        let args = replica_args.clone();
-        async move { start_with(&name, Role::Replica, *addr, base, log_dir, &args, None).await }
+    let replicas = futures::future::join_all((1..=REPLICAS).map(|i| {
+        let name = format!("redis-replica-{i}");
+        let args = &replica_args;
+        async move { super::redis::start(l, &name, Role::Replica, args, false).await }
     }))
     .await;
     for r in replicas {
         nodes.push(r?);
     }
-    let master = plan.master;
-    let master_idx = nodes.len() - 3;
-    wait_ready(
-        "redis-master",
-        nodes[master_idx].server.process_mut(),
-        || replicas_online(master, 2),
-    )
+    wait_ready("redis-master", &mut [&mut *nodes[0].server], || {
+        replicas_online(master_addr, REPLICAS)
+    })
     .await?;
-
-    for (i, addr) in plan.sentinels.iter().enumerate() {
-        let name = format!("sentinel-{}", i + 1);
-        let dir = base.join(&name);
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
-        let conf = dir.join("sentinel.conf");
-        let text = format!(
-            "port {port}\nbind {ip}\nprotected-mode no\ndir {dir}\n{monitor}",
-            port = addr.port(),
-            ip = addr.ip(),
-            dir = dir.display(),
-            monitor = monitor_config(master),
-        );
-        std::fs::write(&conf, text)
-            .map_err(|e| ClusterError::io(format!("write {}", conf.display()), e))?;
-        let mut cmd = Command::new(&bin);
-        cmd.arg(&conf);
-        let process =
-            ServerProcess::spawn(&name, addr.ip(), cmd, &log_dir.join(format!("{name}.log")))?;
-        nodes.push(Node {
+    let mut sentinels = Vec::with_capacity(SENTINELS);
+    for i in 1..=SENTINELS {
+        let name = format!("sentinel-{i}");
+        let (addr, server) = launch_sentinel(l, &name, master_addr).await?;
+        sentinels.push(Node {
             name,
             service: Service::Sentinel,
             role: Role::Sentinel,
-            addr: *addr,
-            version: nodes[master_idx].version.clone(),
-            server: Server::Process(process),
+            addr,
+            version: nodes[0].version.clone(),
+            server,
         });
     }
-    for i in 0..plan.sentinels.len() {
-        let addr = plan.sentinels[i];
-        let idx = nodes.len() - plan.sentinels.len() + i;
-        let name = nodes[idx].name.clone();
-        wait_ready(&name, nodes[idx].server.process_mut(), || sees_set(addr)).await?;
+    let waits = sentinels.iter_mut().map(|n| {
+        let (name, addr) = (n.name.clone(), n.addr);
+        let server = &mut *n.server;
+        async move { wait_ready(&name, &mut [server], || sees_set(addr)).await }
+    });
+    for r in futures::future::join_all(waits).await {
+        r?;
     }
-    Ok(())
+    nodes.append(&mut sentinels);
+    Ok(nodes)
+}
+
+/// Starts one sentinel of the master at `master`.
+async fn launch_sentinel(
+    l: Launcher<'_>,
+    name: &str,
+    master: SocketAddr,
+) -> Result<(SocketAddr, Box<dyn NodeServer>), ClusterError> {
+    match l {
+        Launcher::Local(local) => {
+            let addr = local.addr(name);
+            let dir = local.dir(name)?;
+            let conf = dir.join("sentinel.conf");
+            let text = config(
+                addr.port(),
+                Some(addr.ip()),
+                &dir.display().to_string(),
+                master,
+            );
+            std::fs::write(&conf, text)
+                .map_err(|e| ClusterError::io(format!("write {}", conf.display()), e))?;
+            let mut cmd = Command::new(find_binary("redis-sentinel", "redis-sentinel")?);
+            cmd.arg(&conf);
+            Ok((addr, Box::new(local.spawn(name, cmd)?)))
+        }
+        Launcher::Containers(run) => {
+            // A restarted sentinel keeps the config it rewrote.
+            let script = "[ -f /tmp/sentinel.conf ] || printf '%s' \"$LOCKBENCH_SENTINEL_CONF\" \
+                          > /tmp/sentinel.conf; exec redis-server /tmp/sentinel.conf --sentinel";
+            let spec = Spec {
+                name: name.to_string(),
+                image: &run.images.redis,
+                cmd: vec!["sh".into(), "-c".into(), script.into()],
+                env: vec![(
+                    "LOCKBENCH_SENTINEL_CONF",
+                    config(PORT, None, "/tmp", master),
+                )],
+            };
+            let c = run.launch_one(spec).await?;
+            Ok((c.addr(PORT), Box::new(c)))
+        }
+    }
 }

@@ -430,116 +430,149 @@ fn foreign(service: &str, p: &Prefix, found: &[String]) -> ClusterError {
 pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
     let p = &ep.prefix;
     if let Some(m) = &ep.mysql {
-        let err = |e| target_err("mysql", e);
-        let mut con = bounded("connect", mysql_con(m)).await.map_err(err)?;
-        let tables = bounded("list tables", mysql_tables(&mut con, p))
-            .await
-            .map_err(err)?;
-        let owner = p.table("owner");
-        if !tables.is_empty() && !tables.contains(&owner) {
-            return Err(foreign("mysql", p, &tables));
-        }
-        let mark = async {
-            con.execute(sqlx::AssertSqlSafe(format!(
-                "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"
-            )))
-            .await
-            .map_err(|e| e.to_string())?;
-            con.execute(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {owner} (note) VALUES ('{MARKER}')"
-            )))
-            .await
-            .map_err(|e| e.to_string())?;
-            let _ = con.close().await;
-            Ok(())
-        };
-        bounded("mark the prefix", mark).await.map_err(err)?;
+        claim_mysql(m, p).await?;
     }
     for addr in redis_servers(ep).await? {
-        let err = |e| target_err(&format!("redis {addr}"), e);
-        let mut con = bounded("connect", redis_con(addr, ep.redis_auth.as_ref()))
-            .await
-            .map_err(err)?;
-        let keys = bounded("scan keys", redis_keys(&mut con, p, 100))
-            .await
-            .map_err(err)?;
-        if !keys.is_empty() && !keys.contains(&p.owner_key()) {
-            return Err(foreign(&format!("redis {addr}"), p, &keys));
-        }
-        let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
-        bounded("mark the prefix", async {
-            set.query_async::<()>(&mut con)
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(err)?;
+        claim_redis(addr, ep.redis_auth.as_ref(), p).await?;
     }
     if !ep.zookeeper.is_empty() {
-        let err = |e| target_err("zookeeper", e);
-        let zk = bounded(
-            "connect",
-            zk_client(&ep.zookeeper, ep.zookeeper_auth.as_ref()),
-        )
-        .await
-        .map_err(err)?;
-        let root = p.zk_root();
-        let work = async {
-            match zk.get_data(&root).await {
-                Ok((data, _)) if data == MARKER.as_bytes() => Ok(()),
-                Ok(_) => Err(Some(())),
-                Err(zookeeper_client::Error::NoNode) => {
-                    let mode = zookeeper_client::CreateMode::Persistent
-                        .with_acls(zookeeper_client::Acls::anyone_all());
-                    zk.create(&root, MARKER.as_bytes(), &mode)
-                        .await
-                        .map(drop)
-                        .map_err(|_| None)
-                }
-                Err(_) => Err(None),
-            }
-        };
-        match tokio::time::timeout(CALL_TIMEOUT, work).await {
-            Ok(Ok(())) => {}
-            Ok(Err(Some(()))) => return Err(foreign("zookeeper", p, &[root])),
-            Ok(Err(None)) | Err(_) => {
-                return Err(err(format!("read or create {root} failed")));
-            }
-        }
+        claim_zookeeper(&ep.zookeeper, ep.zookeeper_auth.as_ref(), p).await?;
     }
     if !ep.etcd.is_empty() {
-        let err = |e| target_err("etcd", e);
-        let mut etcd = bounded("connect", etcd_client(&ep.etcd, ep.etcd_auth.as_ref()))
-            .await
-            .map_err(err)?;
-        let opts = etcd_client::GetOptions::new()
-            .with_prefix()
-            .with_keys_only()
-            .with_limit(100);
-        let found: Vec<String> = bounded("list keys", async {
-            let r = etcd
-                .get(p.key_start(), Some(opts))
-                .await
-                .map_err(|e| e.to_string())?;
-            Ok(r.kvs()
-                .iter()
-                .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
-                .collect())
-        })
-        .await
-        .map_err(err)?;
-        if !found.is_empty() && !found.contains(&p.owner_key()) {
-            return Err(foreign("etcd", p, &found));
-        }
-        bounded("mark the prefix", async {
-            etcd.put(p.owner_key(), MARKER, None)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(err)?;
+        claim_etcd(&ep.etcd, ep.etcd_auth.as_ref(), p).await?;
     }
+    Ok(())
+}
+
+/// [`claim`] on a MariaDB / MySQL database: tables `<prefix>_*`, marked by `<prefix>_owner`.
+async fn claim_mysql(m: &MysqlEndpoint, p: &Prefix) -> Result<(), ClusterError> {
+    let err = |e| target_err("mysql", e);
+    let mut con = bounded("connect", mysql_con(m)).await.map_err(err)?;
+    let tables = bounded("list tables", mysql_tables(&mut con, p))
+        .await
+        .map_err(err)?;
+    let owner = p.table("owner");
+    if !tables.is_empty() && !tables.contains(&owner) {
+        return Err(foreign("mysql", p, &tables));
+    }
+    let mark = async {
+        con.execute(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+        con.execute(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {owner} (note) VALUES ('{MARKER}')"
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+        let _ = con.close().await;
+        Ok(())
+    };
+    bounded("mark the prefix", mark).await.map_err(err)?;
+    Ok(())
+}
+
+/// [`claim`] on one Redis server: keys `<prefix>:*`, marked by the owner key.
+async fn claim_redis(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err(&format!("redis {addr}"), e);
+    let mut con = bounded("connect", redis_con(addr, auth))
+        .await
+        .map_err(err)?;
+    let keys = bounded("scan keys", redis_keys(&mut con, p, 100))
+        .await
+        .map_err(err)?;
+    if !keys.is_empty() && !keys.contains(&p.owner_key()) {
+        return Err(foreign(&format!("redis {addr}"), p, &keys));
+    }
+    let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
+    bounded("mark the prefix", async {
+        set.query_async::<()>(&mut con)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(err)?;
+    Ok(())
+}
+
+/// [`claim`] on a ZooKeeper ensemble: the prefix's root node, holding the marker.
+async fn claim_zookeeper(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err("zookeeper", e);
+    let zk = bounded("connect", zk_client(addrs, auth))
+        .await
+        .map_err(err)?;
+    let root = p.zk_root();
+    let work = async {
+        match zk.get_data(&root).await {
+            Ok((data, _)) if data == MARKER.as_bytes() => Ok(()),
+            Ok(_) => Err(Some(())),
+            Err(zookeeper_client::Error::NoNode) => {
+                let mode = zookeeper_client::CreateMode::Persistent
+                    .with_acls(zookeeper_client::Acls::anyone_all());
+                zk.create(&root, MARKER.as_bytes(), &mode)
+                    .await
+                    .map(drop)
+                    .map_err(|_| None)
+            }
+            Err(_) => Err(None),
+        }
+    };
+    match tokio::time::timeout(CALL_TIMEOUT, work).await {
+        Ok(Ok(())) => {}
+        Ok(Err(Some(()))) => return Err(foreign("zookeeper", p, &[root])),
+        Ok(Err(None)) | Err(_) => {
+            return Err(err(format!("read or create {root} failed")));
+        }
+    }
+    Ok(())
+}
+
+/// [`claim`] on an etcd cluster: keys under the prefix, marked by the owner key.
+async fn claim_etcd(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err("etcd", e);
+    let mut etcd = bounded("connect", etcd_client(addrs, auth))
+        .await
+        .map_err(err)?;
+    let opts = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_keys_only()
+        .with_limit(100);
+    let found: Vec<String> = bounded("list keys", async {
+        let r = etcd
+            .get(p.key_start(), Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(r.kvs()
+            .iter()
+            .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+            .collect())
+    })
+    .await
+    .map_err(err)?;
+    if !found.is_empty() && !found.contains(&p.owner_key()) {
+        return Err(foreign("etcd", p, &found));
+    }
+    bounded("mark the prefix", async {
+        etcd.put(p.owner_key(), MARKER, None)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(err)?;
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! A 3-node ZooKeeper 3.8 ensemble from Debian's `zookeeper` package, each node a JVM of its
-//! own with its own data directory, client port and quorum / election ports.
+//! A 3-node ZooKeeper 3.8 ensemble, each node a JVM of its own with its own data directory,
+//! client port and quorum / election ports: locally from Debian's `zookeeper` package, in a
+//! container through the image's `zkServer.sh`. The configuration and readiness are shared.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -8,10 +9,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{
-    ClusterError, Node, PortAllocator, Role, Server, ServerProcess, Service, find_binary,
-    wait_ready_all,
-};
+use super::backend::{Launcher, NodeServer, wait_ready};
+use super::containers::{Containers, Spec};
+use super::local::Local;
+use super::{ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
@@ -31,7 +32,7 @@ const TICK_MS: u32 = 200;
 
 /// ~64 MB per node: a small heap, the serial collector (no GC threads competing for two
 /// cores), and the C1 compiler only, which starts faster.
-pub(super) const JVM_FLAGS: [&str; 4] = [
+const JVM_FLAGS: [&str; 4] = [
     "-Xmx128m",
     "-Xms16m",
     "-XX:+UseSerialGC",
@@ -41,15 +42,21 @@ pub(super) const JVM_FLAGS: [&str; 4] = [
 /// A bound on one four-letter-word query.
 const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The three ports of one member.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct MemberPorts {
-    /// Where clients connect.
-    client: SocketAddr,
-    /// Followers connect to the leader here.
-    quorum: SocketAddr,
-    /// Leader election.
-    election: SocketAddr,
+/// Ports inside a container: client, quorum, election (a local node gets reserved ones).
+const PORTS: [u16; 3] = [2181, 2888, 3888];
+
+/// Every port of every member: the names local ports are reserved under.
+pub(super) fn port_names() -> Vec<String> {
+    (1..=MEMBERS)
+        .flat_map(|i| {
+            let name = format!("zookeeper-{i}");
+            [
+                name.clone(),
+                format!("{name} (quorum)"),
+                format!("{name} (election)"),
+            ]
+        })
+        .collect()
 }
 
 pub(super) fn check_installed() -> Result<(), ClusterError> {
@@ -65,45 +72,62 @@ pub(super) fn check_installed() -> Result<(), ClusterError> {
     Ok(())
 }
 
-/// Reserves the client, quorum and election ports of every member.
-pub(super) fn allocate(ports: &mut PortAllocator) -> Result<Vec<MemberPorts>, ClusterError> {
-    (1..=MEMBERS)
-        .map(|i| {
-            Ok(MemberPorts {
-                client: ports.allocate(&format!("zookeeper-{i}"))?,
-                quorum: ports.allocate(&format!("zookeeper-{i} (quorum)"))?,
-                election: ports.allocate(&format!("zookeeper-{i} (election)"))?,
-            })
-        })
+/// `server.N=host:quorum:election` lines naming every member (by address: see
+/// [`Containers::launch_group`]).
+fn servers(members: &[(std::net::IpAddr, u16, u16)]) -> String {
+    members
+        .iter()
+        .enumerate()
+        .map(|(i, (ip, quorum, election))| format!("server.{}={ip}:{quorum}:{election}\n", i + 1))
         .collect()
 }
 
 /// Starts every member and waits until the ensemble has elected a leader and every member
 /// answers (one `leader`, the others `follower`).
-pub(super) async fn start(
-    members: &[MemberPorts],
-    dir: &Path,
-    log_dir: &Path,
-) -> Result<Vec<Node>, ClusterError> {
-    let java = find_binary("java", "openjdk-17-jre-headless")?;
-    let servers: String = members
-        .iter()
+pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<Node>, ClusterError> {
+    let (clients, mut servers) = match l {
+        Launcher::Local(local) => launch_local(local)?,
+        Launcher::Containers(run) => launch_containers(run).await?,
+    };
+    let mut watch: Vec<&mut dyn NodeServer> = servers.iter_mut().map(|s| &mut **s).collect();
+    let versions = wait_ready("zookeeper", &mut watch, || quorum_versions(clients.clone())).await?;
+    Ok(servers
+        .into_iter()
+        .zip(clients)
+        .zip(versions)
         .enumerate()
-        .map(|(i, m)| {
-            format!(
-                "server.{}={}:{}:{}\n",
-                i + 1,
-                m.quorum.ip(),
-                m.quorum.port(),
-                m.election.port()
-            )
+        .map(|(i, ((server, addr), version))| Node {
+            name: format!("zookeeper-{}", i + 1),
+            service: Service::Zookeeper,
+            role: Role::Member,
+            addr,
+            version,
+            server,
+        })
+        .collect())
+}
+
+/// Each member's client address and server.
+type Launched = (Vec<SocketAddr>, Vec<Box<dyn NodeServer>>);
+
+/// Members as JVMs on their reserved ports, configured in their data directories.
+fn launch_local(local: &Local) -> Result<Launched, ClusterError> {
+    let java = find_binary("java", "openjdk-17-jre-headless")?;
+    let names: Vec<String> = (1..=MEMBERS).map(|i| format!("zookeeper-{i}")).collect();
+    let clients: Vec<SocketAddr> = names.iter().map(|n| local.addr(n)).collect();
+    let members: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let quorum = local.addr(&format!("{n} (quorum)"));
+            let election = local.addr(&format!("{n} (election)"));
+            (quorum.ip(), quorum.port(), election.port())
         })
         .collect();
-    let mut processes = Vec::with_capacity(members.len());
-    for (i, m) in members.iter().enumerate() {
+    let servers = servers(&members);
+    let mut processes: Vec<Box<dyn NodeServer>> = Vec::with_capacity(MEMBERS);
+    for (i, (name, client)) in names.iter().zip(&clients).enumerate() {
         let id = i + 1;
-        let name = format!("zookeeper-{id}");
-        let node_dir = dir.join(&name);
+        let node_dir = local.dir(name)?;
         let data = node_dir.join("data");
         std::fs::create_dir_all(&data)
             .map_err(|e| ClusterError::io(format!("create {}", data.display()), e))?;
@@ -117,8 +141,8 @@ pub(super) async fn start(
             cfg.clone(),
             config(
                 &data.display().to_string(),
-                Some(m.client.ip()),
-                m.client.port(),
+                Some(client.ip()),
+                client.port(),
                 &servers,
             ),
         )?;
@@ -143,34 +167,47 @@ pub(super) async fn start(
             .arg(classpath)
             .arg("org.apache.zookeeper.server.quorum.QuorumPeerMain")
             .arg(&cfg);
-        processes.push(ServerProcess::spawn(
-            &name,
-            m.client.ip(),
-            cmd,
-            &log_dir.join(format!("{name}.log")),
-        )?);
+        processes.push(Box::new(local.spawn(name, cmd)?));
     }
+    Ok((clients, processes))
+}
 
-    let clients: Vec<SocketAddr> = members.iter().map(|m| m.client).collect();
-    let versions = wait_ready_all("zookeeper", &mut processes, || {
-        quorum_versions(clients.clone())
-    })
-    .await?;
-
-    Ok(processes
-        .into_iter()
-        .zip(members)
-        .zip(versions)
-        .enumerate()
-        .map(|(i, ((process, m), version))| Node {
-            name: format!("zookeeper-{}", i + 1),
-            service: Service::Zookeeper,
-            role: Role::Member,
-            addr: m.client,
-            version,
-            server: Server::Process(process),
+/// Members as containers, each writing its configuration from the environment.
+async fn launch_containers(run: &Containers) -> Result<Launched, ClusterError> {
+    let [client, quorum, election] = PORTS;
+    let started = run
+        .launch_group(MEMBERS as u32, |ips| {
+            let members: Vec<_> = ips
+                .iter()
+                .map(|ip| ((*ip).into(), quorum, election))
+                .collect();
+            let conf = config("/tmp/zk/data", None, client, &servers(&members));
+            (1..=ips.len())
+                .map(|i| Spec {
+                    name: format!("zookeeper-{i}"),
+                    image: &run.images.zookeeper,
+                    cmd: vec![
+                        "sh".into(),
+                        "-c".into(),
+                        format!(
+                            "set -e; mkdir -p /tmp/zk/data; echo {i} > /tmp/zk/data/myid; \
+                             printf '%s' \"$LOCKBENCH_ZOO_CFG\" > /tmp/zk/zoo.cfg; \
+                             exec zkServer.sh start-foreground /tmp/zk/zoo.cfg"
+                        ),
+                    ],
+                    env: vec![
+                        ("LOCKBENCH_ZOO_CFG", conf.clone()),
+                        // The official image's default heap is large; these match local mode.
+                        ("JVMFLAGS", JVM_FLAGS.join(" ")),
+                    ],
+                })
+                .collect()
         })
-        .collect())
+        .await?;
+    Ok(started
+        .into_iter()
+        .map(|(_, c)| (c.addr(client), Box::new(c) as Box<dyn NodeServer>))
+        .unzip())
 }
 
 /// The configuration of one member: data in `data_dir`, clients on `client_port` (of

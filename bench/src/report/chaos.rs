@@ -97,7 +97,7 @@ pub fn summarize(
                 id: r.spec.id,
                 label: r.spec.label(),
                 plan: serde_json::to_value(&r.spec).expect("fault spec serialises"),
-                nodes: r.nodes.clone(),
+                nodes: r.summary_nodes(),
                 started_s: r.started.map(|t| secs(t, start)),
                 healed_s: r.healed.map(|t| secs(t, start)),
                 first_served_after_start_s: r.started.and_then(first_after).map(s),

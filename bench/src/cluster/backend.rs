@@ -1,0 +1,136 @@
+//! Provisioner backends: where the nodes of a run live, and how a fault reaches them.
+//!
+//! Two traits split the work. A [`NodeServer`] is the guard of one node (a child process, a
+//! container): it is killed, restarted, paused and resumed through the trait, whatever serves
+//! it. A [`Backend`] owns what the nodes share (port reservations and network namespaces for
+//! local processes, the Docker network for containers) and does what spans nodes: a partition.
+//! The service modules start their nodes through a [`Launcher`], the one place where a
+//! service says how its process or its container is made; topology, flags and readiness are
+//! written once per service.
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    ClusterError, ContainerInfo, Node, Provisioner, READY_TIMEOUT, containers, local, net,
+};
+
+/// What serves one node, owned: dropping it stops the node (and removes its container).
+#[async_trait]
+pub trait NodeServer: std::any::Any + std::fmt::Debug + Send + Sync {
+    /// OS pid of the process, or host pid of the container's main process.
+    fn pid(&self) -> u32;
+
+    /// The file that receives the node's output.
+    fn log(&self) -> &Path;
+
+    /// The container serving the node, if a container does.
+    fn container(&self) -> Option<ContainerInfo> {
+        None
+    }
+
+    /// Ok while the node runs; otherwise how it ended (with the tail of its log). `name`
+    /// names it in the error.
+    async fn check_running(&mut self, name: &str) -> Result<(), ClusterError>;
+
+    /// SIGKILL (a crash: no shutdown, no flush).
+    async fn kill(&mut self) -> Result<(), ClusterError>;
+
+    /// Starts it again with its original command line and data; returns whether clients can
+    /// reach it now (not while a partition holds it off the network).
+    async fn restart(&mut self) -> Result<bool, ClusterError>;
+
+    /// Stops it from answering while it keeps its sockets.
+    async fn pause(&mut self) -> Result<(), ClusterError>;
+
+    /// Undoes [`NodeServer::pause`]. Idempotent.
+    async fn resume(&mut self) -> Result<(), ClusterError>;
+}
+
+/// Where the nodes of a run live: local processes or containers. Dropped after the nodes.
+#[async_trait]
+pub(super) trait Backend: std::fmt::Debug + Send + Sync {
+    /// Which backend this is, for results.
+    fn provisioner(&self) -> Provisioner;
+
+    /// How the service modules start nodes here.
+    fn launcher(&self) -> Launcher<'_>;
+
+    /// The private network of local nodes, when they run in namespaces.
+    fn network(&self) -> Option<&net::Network> {
+        None
+    }
+
+    /// Cuts `nodes` off from every other server and from the client workers `clients` asks
+    /// for (of `workers`); returns the workers actually cut (a backend may only cut all).
+    async fn partition(
+        &self,
+        nodes: &mut [&mut Node],
+        clients: &[usize],
+        workers: usize,
+    ) -> Result<Vec<usize>, ClusterError>;
+
+    /// Undoes [`Backend::partition`] for `node`.
+    async fn heal(&self, node: &mut Node) -> Result<(), ClusterError>;
+
+    /// Moves the wall clock of node `name`; only nodes started with the clock shim can.
+    fn set_clock(&self, name: &str, _change: Option<(i64, f64)>) -> Result<(), ClusterError> {
+        Err(ClusterError::Setup {
+            node: name.to_string(),
+            what: "clock fault".into(),
+            detail: format!(
+                "{} nodes have no clock shim (use --provision local)",
+                self.provisioner().name()
+            ),
+        })
+    }
+}
+
+/// How a service module makes its nodes: the one point where it says which process or which
+/// container serves them.
+#[derive(Clone, Copy)]
+pub(super) enum Launcher<'a> {
+    /// Child processes on reserved addresses.
+    Local(&'a local::Local),
+    /// Containers on the run's Docker network.
+    Containers(&'a containers::Containers),
+}
+
+/// Polls `probe` (each attempt bounded to 2 s) until it answers, a server of `watch` stops,
+/// or [`READY_TIMEOUT`] passes; a timeout names the first server's log.
+pub(super) async fn wait_ready<T, F, Fut>(
+    name: &str,
+    watch: &mut [&mut dyn NodeServer],
+    mut probe: F,
+) -> Result<T, ClusterError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let log: PathBuf = watch
+        .first()
+        .map(|s| s.log().to_path_buf())
+        .unwrap_or_default();
+    let start = tokio::time::Instant::now();
+    let mut last = String::from("no attempt yet");
+    while start.elapsed() < READY_TIMEOUT {
+        for s in watch.iter_mut() {
+            s.check_running(name).await?;
+        }
+        match tokio::time::timeout(Duration::from_secs(2), probe()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = "probe timed out after 2s".into(),
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    Err(ClusterError::NotReady {
+        node: name.to_string(),
+        waited: READY_TIMEOUT,
+        last,
+        log,
+    })
+}

@@ -1,0 +1,192 @@
+//! The local backend (`--provision local`, the default): every node a child process of
+//! lockbench, on a loopback port of its own, or in a network namespace of the run's private
+//! network ([`net`]) when partition faults need one. Data lives in a temporary directory of
+//! the run, removed with it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use async_trait::async_trait;
+
+use super::backend::{Backend, Launcher};
+use super::{
+    ClusterError, ClusterOptions, Node, Placement, PortAllocator, Provisioner, ServerProcess, Set,
+    clock, net,
+};
+
+/// The addresses, data and network of a run's local nodes.
+#[derive(Debug)]
+pub(super) struct Local {
+    /// Every port of the run, reserved before anything starts, by node (and use) name.
+    addrs: HashMap<String, SocketAddr>,
+    log_dir: PathBuf,
+    /// The clock shim, for the standalone Redis nodes ([`ClusterOptions::clock_shim`]).
+    shim: Option<PathBuf>,
+    // Fields drop in order: the namespaces go before the data directory.
+    network: Option<net::Network>,
+    data: tempfile::TempDir,
+}
+
+impl Local {
+    /// Checks that every binary `sets` need is installed, then creates the run's directories
+    /// and network and reserves every port, so a missing binary or a busy port fails the run
+    /// before anything is started.
+    pub(super) fn prepare(sets: &[Set], opts: &ClusterOptions) -> Result<Self, ClusterError> {
+        for s in sets {
+            s.check_installed()?;
+        }
+        std::fs::create_dir_all(&opts.log_dir)
+            .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
+        let data = tempfile::Builder::new()
+            .prefix("lockbench-run-")
+            .tempdir()
+            .map_err(|e| ClusterError::io("create run directory", e))?;
+        let network = opts.network.then(net::Network::create).transpose()?;
+        let mut ports = PortAllocator::new(opts.bind, opts.base_port);
+        if let Some(n) = &network {
+            ports = ports.with_placement(Placement {
+                gateway: n.gateway,
+                servers: n.servers.iter().map(|h| h.ip).collect(),
+            });
+        }
+        let mut addrs = HashMap::new();
+        for name in sets.iter().flat_map(|s| s.port_names()) {
+            let addr = ports.allocate(&name)?;
+            addrs.insert(name, addr);
+        }
+        let shim = opts
+            .clock_shim
+            .then(|| clock::install_shim(data.path()))
+            .transpose()?;
+        Ok(Self {
+            addrs,
+            log_dir: opts.log_dir.clone(),
+            shim,
+            network,
+            data,
+        })
+    }
+
+    /// The address reserved for `name` (a node, or one of its ports: `zookeeper-1 (quorum)`).
+    pub(super) fn addr(&self, name: &str) -> SocketAddr {
+        *self
+            .addrs
+            .get(name)
+            .unwrap_or_else(|| panic!("{name}: every port is reserved before start"))
+    }
+
+    /// The data directory of node `name`, created.
+    pub(super) fn dir(&self, name: &str) -> Result<PathBuf, ClusterError> {
+        let dir = self.data.path().join(name);
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
+        Ok(dir)
+    }
+
+    /// The clock shim, when the run preloads it.
+    pub(super) fn shim(&self) -> Option<&Path> {
+        self.shim.as_deref()
+    }
+
+    /// The log file of `name` in the results folder.
+    pub(super) fn log(&self, name: &str) -> PathBuf {
+        self.log_dir.join(format!("{name}.log"))
+    }
+
+    /// Spawns `cmd` as node `name`, in the namespace of its reserved address, into its log.
+    pub(super) fn spawn(&self, name: &str, cmd: Command) -> Result<ServerProcess, ClusterError> {
+        ServerProcess::spawn(name, self.addr(name).ip(), cmd, &self.log(name))
+    }
+
+    /// The private-network host of `node`.
+    fn host_of(&self, node: &Node) -> Result<&net::Host, ClusterError> {
+        let err = |detail: String| ClusterError::Setup {
+            node: node.name.clone(),
+            what: "partition".into(),
+            detail,
+        };
+        let net = self.network.as_ref().ok_or_else(|| {
+            err("the servers run without a private network (partition faults need one)".into())
+        })?;
+        let ip = node.addr.ip();
+        net.host(ip)
+            .ok_or_else(|| err(format!("{ip} is not in a network namespace")))
+    }
+}
+
+#[async_trait]
+impl Backend for Local {
+    fn provisioner(&self) -> Provisioner {
+        Provisioner::Local
+    }
+
+    fn launcher(&self) -> Launcher<'_> {
+        Launcher::Local(self)
+    }
+
+    fn network(&self) -> Option<&net::Network> {
+        self.network.as_ref()
+    }
+
+    /// iptables DROP rules in each isolated node's namespace: from and to every other server
+    /// host and the hosts of the cut workers.
+    async fn partition(
+        &self,
+        nodes: &mut [&mut Node],
+        clients: &[usize],
+        _workers: usize,
+    ) -> Result<Vec<usize>, ClusterError> {
+        let isolated: Vec<&net::Host> = nodes
+            .iter()
+            .map(|n| self.host_of(n))
+            .collect::<Result<_, _>>()?;
+        let net = self.network.as_ref().expect("host_of found a network");
+        let mut others: Vec<IpAddr> = net
+            .servers
+            .iter()
+            .filter(|h| isolated.iter().all(|i| i.ip != h.ip))
+            .map(|h| h.ip)
+            .collect();
+        others.extend(
+            clients
+                .iter()
+                .filter_map(|k| net.clients.get(*k))
+                .map(|h| h.ip),
+        );
+        for (h, n) in isolated.iter().zip(nodes.iter()) {
+            net.cut(h, &others).map_err(|detail| ClusterError::Setup {
+                node: n.name.clone(),
+                what: "partition".into(),
+                detail,
+            })?;
+        }
+        Ok(clients.to_vec())
+    }
+
+    async fn heal(&self, node: &mut Node) -> Result<(), ClusterError> {
+        let host = self.host_of(node)?;
+        let net = self.network.as_ref().expect("host_of found a network");
+        net.heal(host).map_err(|detail| ClusterError::Setup {
+            node: node.name.clone(),
+            what: "heal partition".into(),
+            detail,
+        })
+    }
+
+    fn set_clock(&self, name: &str, change: Option<(i64, f64)>) -> Result<(), ClusterError> {
+        let control = clock::control_path(&self.data.path().join(name));
+        if !control.exists() {
+            return Err(ClusterError::Setup {
+                node: name.to_string(),
+                what: "clock fault".into(),
+                detail: "this node was not started with the clock shim (only standalone Redis \
+                         nodes are)"
+                    .into(),
+            });
+        }
+        clock::set(&control, change)
+            .map_err(|e| ClusterError::io(format!("write {}", control.display()), e))
+    }
+}
