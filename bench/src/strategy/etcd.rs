@@ -19,8 +19,8 @@ use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-use super::registry::needs::MARIADB_ETCD;
-use super::registry::{Kind, StrategyInfo};
+use super::entry::needs::MARIADB_ETCD;
+use super::entry::{Kind, StrategyInfo};
 
 /// `etcd`.
 pub const ETCD: StrategyInfo = StrategyInfo {

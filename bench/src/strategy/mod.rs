@@ -14,6 +14,7 @@
 //! whole attempt ([`Strategy::bound`]) as the sum of the bounds of the calls it makes: the
 //! driver cuts an attempt there, and the double-grant checker keeps leases that long.
 
+mod entry;
 mod etcd;
 mod locked;
 pub mod mysql;
@@ -36,10 +37,9 @@ use async_trait::async_trait;
 use crate::check::SkuAudit;
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 
+pub use entry::{BoxFuture, BuildFn, Built, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
-pub use registry::{
-    ALL, BoxFuture, BuildFn, Built, Kind, Setup, StrategyInfo, build, find, resolve,
-};
+pub use registry::{ALL, build, find, resolve};
 
 /// One purchase to attempt.
 #[derive(Debug, Clone, Copy)]

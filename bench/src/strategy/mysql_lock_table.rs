@@ -12,8 +12,8 @@ use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-use super::registry::needs::MARIADB;
-use super::registry::{Kind, Setup, StrategyInfo};
+use super::entry::needs::MARIADB;
+use super::entry::{Kind, Setup, StrategyInfo};
 
 /// `mysql-lock-table`.
 pub const LOCK_TABLE: StrategyInfo = StrategyInfo {

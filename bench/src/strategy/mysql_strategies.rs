@@ -14,8 +14,8 @@ use super::{Attempt, Purchase, Strategy, backoff, calls, within};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Workload;
 
-use super::registry::needs::MARIADB;
-use super::registry::{Kind, StrategyInfo};
+use super::entry::needs::MARIADB;
+use super::entry::{Kind, StrategyInfo};
 
 /// `none`.
 pub const NONE: StrategyInfo = StrategyInfo {

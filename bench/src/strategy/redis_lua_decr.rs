@@ -13,8 +13,8 @@ use crate::cluster::Prefix;
 use crate::record::{ErrorKind, Outcome};
 use crate::workload::Workload;
 
-use super::registry::needs::REDIS;
-use super::registry::{Built, Kind, StrategyInfo};
+use super::entry::needs::REDIS;
+use super::entry::{Built, Kind, StrategyInfo};
 
 /// `redis-lua-decr`.
 pub const LUA_DECR: StrategyInfo = StrategyInfo {

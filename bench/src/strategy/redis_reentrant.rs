@@ -11,8 +11,8 @@ use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-use super::registry::needs::MARIADB_REDIS;
-use super::registry::{Kind, StrategyInfo};
+use super::entry::needs::MARIADB_REDIS;
+use super::entry::{Kind, StrategyInfo};
 
 /// `redis-reentrant`.
 pub const REENTRANT: StrategyInfo = StrategyInfo {

@@ -13,8 +13,8 @@ use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-use super::registry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
-use super::registry::{Built, Kind, Setup, StrategyInfo};
+use super::entry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
+use super::entry::{Built, Kind, Setup, StrategyInfo};
 
 /// `redis-setnx`.
 pub const SETNX: StrategyInfo = StrategyInfo {

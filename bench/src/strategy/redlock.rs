@@ -23,8 +23,8 @@ use super::{AcquireError, Lease, Lock, StrategyError, backoff, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-use super::registry::needs::MARIADB_REDLOCK;
-use super::registry::{Kind, StrategyInfo};
+use super::entry::needs::MARIADB_REDLOCK;
+use super::entry::{Kind, StrategyInfo};
 
 /// `redlock`.
 pub const REDLOCK: StrategyInfo = StrategyInfo {

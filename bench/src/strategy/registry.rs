@@ -2,17 +2,12 @@
 //! file, metadata and constructor together; adding a strategy is that file plus one line in
 //! [`ALL`].
 
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::Arc;
-
-use super::mysql::{MysqlStore, SharedStore};
+use super::entry::{Built, StrategyInfo};
 use super::{
-    Lock, Locked, Store, Strategy, StrategyError, etcd, mysql_lock_table, mysql_strategies,
-    redis_lua_decr, redis_reentrant, redis_setnx, redlock, zookeeper,
+    StrategyError, etcd, mysql_lock_table, mysql_strategies, redis_lua_decr, redis_reentrant,
+    redis_setnx, redlock, zookeeper,
 };
-use crate::cluster::{Endpoints, Needs, Service};
+use crate::cluster::Endpoints;
 use crate::workload::Workload;
 
 /// Every strategy, in the order the comparison lists them.
@@ -38,121 +33,6 @@ pub const ALL: &[StrategyInfo] = &[
     etcd::ETCD_FENCED,
 ];
 
-/// What kind of row a strategy is in the comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Kind {
-    /// A lock around the shared critical section.
-    Lock,
-    /// A deduction that needs no separate lock.
-    LockFree,
-    /// A known-unsafe control: the checker must catch it.
-    Control,
-}
-
-/// A strategy's constructor: connects it to its servers.
-pub type BuildFn = for<'a> fn(Setup<'a>) -> BoxFuture<'a, Result<Built, StrategyError>>;
-
-/// A boxed future (constructors are stored as plain function pointers).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// A registered strategy.
-#[derive(Debug, Clone, Copy)]
-pub struct StrategyInfo {
-    /// Id used on the command line.
-    pub id: &'static str,
-    /// Lock, lock-free or control.
-    pub kind: Kind,
-    /// Whether buyers take a lock (and record leases): the lock half of the verdict applies.
-    pub locks: bool,
-    /// Whether the store refuses writes whose fencing token is older than one it has seen.
-    pub fenced: bool,
-    /// Servers it needs.
-    pub needs: Needs,
-    /// Where the lock's fencing token comes from, for locks that issue one (the `-fenced`
-    /// variant hands it to the store).
-    pub fence_token: Option<&'static str>,
-    /// One line for `lockbench list`.
-    pub about: &'static str,
-    /// Connects it to its servers.
-    pub build: BuildFn,
-}
-
-/// A strategy ready to run, with the store it sells from.
-pub struct Built {
-    /// The purchase attempt.
-    pub strategy: Arc<dyn Strategy>,
-    /// The store to prepare and audit.
-    pub store: Arc<dyn Store>,
-}
-
-/// What a constructor gets: its entry, the servers and the workload.
-#[derive(Clone, Copy)]
-pub struct Setup<'a> {
-    /// The entry being built.
-    pub info: &'static StrategyInfo,
-    /// Where the servers are.
-    pub ep: &'a Endpoints,
-    /// The validated workload.
-    pub w: &'a Workload,
-}
-
-impl Setup<'_> {
-    fn missing(&self, what: &'static str) -> StrategyError {
-        StrategyError::Missing {
-            id: self.info.id.into(),
-            what,
-        }
-    }
-
-    /// The MariaDB store every lock sells from.
-    pub async fn mariadb(&self) -> Result<SharedStore, StrategyError> {
-        let e = self.ep.mysql.as_ref().ok_or(self.missing("MariaDB"))?;
-        MysqlStore::connect(e, &self.ep.prefix, self.w)
-            .await
-            .map(Arc::new)
-    }
-
-    /// The single Redis server.
-    pub fn redis(&self) -> Result<SocketAddr, StrategyError> {
-        self.ep.redis.first().copied().ok_or(self.missing("Redis"))
-    }
-
-    /// The members of a replicated service (at least one).
-    pub fn members(
-        &self,
-        addrs: &[SocketAddr],
-        what: &'static str,
-    ) -> Result<Vec<SocketAddr>, StrategyError> {
-        if addrs.is_empty() {
-            Err(self.missing(what))
-        } else {
-            Ok(addrs.to_vec())
-        }
-    }
-
-    /// `lock` around the critical section of `store`, fenced when the entry says so.
-    pub fn locked<L: Lock + 'static>(&self, lock: L, store: SharedStore) -> Built {
-        let locked = Locked::new(lock, store.clone(), self.w);
-        Built {
-            strategy: Arc::new(if self.info.fenced {
-                locked.fenced()
-            } else {
-                locked
-            }),
-            store,
-        }
-    }
-
-    /// A lock-free strategy over the MariaDB store.
-    pub fn on_store(&self, strategy: impl Strategy + 'static, store: SharedStore) -> Built {
-        Built {
-            strategy: Arc::new(strategy),
-            store,
-        }
-    }
-}
-
 /// Looks a strategy up by id.
 pub fn find(id: &str) -> Result<&'static StrategyInfo, StrategyError> {
     ALL.iter()
@@ -174,94 +54,6 @@ pub fn resolve(id: &str, w: &Workload) -> Result<&'static StrategyInfo, Strategy
 /// Connects strategy `id` to its servers.
 pub async fn build(id: &str, ep: &Endpoints, w: &Workload) -> Result<Built, StrategyError> {
     resolve(id, w)?.connect(ep, w).await
-}
-
-impl StrategyInfo {
-    /// Connects this strategy to its servers.
-    pub async fn connect(
-        &'static self,
-        ep: &Endpoints,
-        w: &Workload,
-    ) -> Result<Built, StrategyError> {
-        (self.build)(Setup { info: self, ep, w }).await
-    }
-
-    /// Rejects a workload the strategy cannot run (checked before any server starts).
-    pub fn supports(&self, w: &Workload) -> Result<(), StrategyError> {
-        if !w.critical_section.touch_store && self.kind != Kind::Lock {
-            return Err(StrategyError::Unsupported {
-                id: self.id.into(),
-                what: "critical_section.touch_store = false (measuring the lock alone needs a lock)",
-            });
-        }
-        Ok(())
-    }
-
-    /// The service that decides who may sell (where server faults land by default): the
-    /// consensus ensemble or Redis for distributed locks, MariaDB for the database strategies.
-    pub fn lock_service(&self) -> Service {
-        let n = self.needs;
-        if n.etcd {
-            Service::Etcd
-        } else if n.zookeeper {
-            Service::Zookeeper
-        } else if n.redis || n.redlock || n.sentinel {
-            Service::Redis
-        } else {
-            Service::Mariadb
-        }
-    }
-
-    /// Whether the strategy claims it never oversells (controls do not).
-    pub fn claims_safety(&self) -> bool {
-        self.kind != Kind::Control
-    }
-}
-
-/// The servers the strategies need, named once.
-pub mod needs {
-    use crate::cluster::Needs;
-
-    /// MariaDB alone.
-    pub const MARIADB: Needs = Needs {
-        mariadb: true,
-        ..Needs::NONE
-    };
-    /// Redis alone (the stock in Redis).
-    pub const REDIS: Needs = Needs {
-        redis: true,
-        ..Needs::NONE
-    };
-    /// MariaDB and one Redis.
-    pub const MARIADB_REDIS: Needs = Needs {
-        mariadb: true,
-        redis: true,
-        ..Needs::NONE
-    };
-    /// MariaDB and a Sentinel-watched Redis.
-    pub const MARIADB_SENTINEL: Needs = Needs {
-        mariadb: true,
-        sentinel: true,
-        ..Needs::NONE
-    };
-    /// MariaDB and five independent Redis.
-    pub const MARIADB_REDLOCK: Needs = Needs {
-        mariadb: true,
-        redlock: true,
-        ..Needs::NONE
-    };
-    /// MariaDB and a ZooKeeper ensemble.
-    pub const MARIADB_ZOOKEEPER: Needs = Needs {
-        mariadb: true,
-        zookeeper: true,
-        ..Needs::NONE
-    };
-    /// MariaDB and an etcd cluster.
-    pub const MARIADB_ETCD: Needs = Needs {
-        mariadb: true,
-        etcd: true,
-        ..Needs::NONE
-    };
 }
 
 #[cfg(test)]

@@ -26,8 +26,8 @@ use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
-use super::registry::needs::MARIADB_ZOOKEEPER;
-use super::registry::{Kind, StrategyInfo};
+use super::entry::needs::MARIADB_ZOOKEEPER;
+use super::entry::{Kind, StrategyInfo};
 
 /// `zookeeper`.
 pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
