@@ -2,26 +2,23 @@
 //!
 //! # Layout
 //!
-//! One run wires five parts together (Jepsen's db / client / generator / nemesis / checker,
-//! applied to many strategies at once):
+//! One run wires the parts together (Jepsen's db / client / generator / nemesis / checker,
+//! applied to many strategies at once); each imports only the parts below it, and
+//! ARCHITECTURE.md at the repository root draws them and the path of one attempt:
 //!
-//! - [`cluster`]: starts real servers (MariaDB, Redis, ZooKeeper, etcd) as child processes on
-//!   free loopback ports, waits until they are ready, and owns them: every process dies with
-//!   its guard. Or uses servers that already exist ([`cluster::target`]) under a prefix it
-//!   claims and cleans up.
-//! - [`strategy`]: how one buyer takes one unit of stock. Lock-based strategies implement
-//!   [`strategy::Lock`] and share one critical section; lock-free ones implement
-//!   [`strategy::Strategy`] directly. The [`strategy::Store`] audits the stock afterwards.
-//! - [`workload`]: the TOML workload file (validated, with `--set` overrides) and the buyers'
-//!   loop with its pacing (open loop by default, closed loop for saturation).
-//! - [`chaos`]: fault injection; today failpoints (crash a client at an exact instruction),
-//!   scheduled server and client faults with the chaos milestone.
-//! - [`record`], [`check`], [`report`]: the recorder turns completions into HdrHistograms, a
-//!   per-second timeline and an optional JSONL history; the checker judges the audited store;
-//!   the report writes `summary.json` and prints tables.
-//!
-//! [`run`] wires them: start servers → prepare the store → load → audit → write results →
-//! stop servers. [`cli`] is the command line; `main.rs` only maps its result to an exit code.
+//! - [`cluster`]: real servers (MariaDB, Redis, ZooKeeper, etcd), one module per service,
+//!   started by a backend (local processes or containers) on free ports and owned: every
+//!   process dies with its guard. Or servers that already exist ([`cluster::target`]).
+//! - [`workload`]: the TOML workload file and the seeded schedule of arrivals.
+//! - [`check`]: the verdict — the audited store and the double-grant checker.
+//! - [`record`]: completions into HdrHistograms, a per-second timeline, a JSONL history.
+//! - [`chaos`]: fault plans and the runner that injects and always heals them.
+//! - [`strategy`]: how one buyer takes one unit; each strategy declares its registry entry.
+//! - [`clients`]: the buyers' loop, in this process or in worker processes.
+//! - [`report`]: `summary.json`, tables, report.html, the regression gate.
+//! - [`run`]: one run in named steps; [`cli`] is the command line; `main.rs` only maps its
+//!   result to an exit code.
+//! - [`sim`]: an in-memory lock and store that tests lockbench's own pipeline.
 
 pub mod chaos;
 pub mod check;
