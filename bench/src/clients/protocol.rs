@@ -1,5 +1,5 @@
 //! The coordinator ↔ worker protocol, one JSON value per line. Coordinator → worker (stdin):
-//! a [`Job`], then [`Control`] messages. Worker → coordinator (stdout): [`Event`]s — `Ready`
+//! a [`Job`], then [`Control`] messages. Worker → coordinator (stdout): `Event`s — `Ready`
 //! once connected, one `Done` (the completion) per attempt, `Paused` just before it stops
 //! itself, `Finished` at the end. Times cross the process boundary as nanoseconds since the
 //! start of the load, which both sides derive from CLOCK_MONOTONIC (system-wide on Linux), so

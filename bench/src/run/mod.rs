@@ -1,5 +1,5 @@
-//! One run, in named steps: [`plan`](RunOptions::plan) → [`servers`] → [`strategy`] →
-//! [`clients`] → [`load`] (with faults) → [`audit`] → [`results`].
+//! One run, in named steps: [`plan`](RunOptions::plan) → `servers` → `strategy` →
+//! `clients` → `load` (with faults) → [`audit`] → `results`.
 //!
 //! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
