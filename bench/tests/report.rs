@@ -55,6 +55,20 @@ struct Fake {
     faults: bool,
 }
 
+impl Fake {
+    /// A run of `strategy` whose lock held, with nothing to count and no fault.
+    fn held(strategy: &'static str, sales_per_s: f64) -> Fake {
+        Fake {
+            strategy,
+            claims_safety: true,
+            lock: Some("held"),
+            counts: [0; 6],
+            sales_per_s,
+            faults: false,
+        }
+    }
+}
+
 /// A summary.json as `run` writes it, made from JSON (so it goes through the real schema).
 fn fake_summary(f: &Fake, stats: &Stats) -> Summary {
     let lat = LatencySummary::of(&stats.all_latency());
@@ -356,14 +370,7 @@ fn comparison_report_has_charts_exact_numbers_and_fault_bands() {
 #[test]
 fn single_run_without_faults_has_no_bands() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Fake {
-        strategy: "mysql-atomic",
-        claims_safety: true,
-        lock: Some("held"),
-        counts: [0; 6],
-        sales_per_s: 1953.0,
-        faults: false,
-    };
+    let fake = Fake::held("mysql-atomic", 1953.0);
     write_run(dir.path(), &fake, 100);
     let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
     assert_eq!(svgs(&html).len(), 5);
@@ -380,14 +387,7 @@ fn single_run_without_faults_has_no_bands() {
 #[test]
 fn the_page_names_where_the_servers_came_from() {
     let dir = tempfile::tempdir().unwrap();
-    let fake = Fake {
-        strategy: "redis-setnx",
-        claims_safety: true,
-        lock: Some("held"),
-        counts: [0; 6],
-        sales_per_s: 790.0,
-        faults: false,
-    };
+    let fake = Fake::held("redis-setnx", 790.0);
     let page = |s: &Summary| {
         report::write_summary(dir.path(), s).unwrap();
         std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap()

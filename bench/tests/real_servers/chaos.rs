@@ -9,49 +9,25 @@ use std::time::{Duration, Instant};
 use lockbench::check::{LockVerdict, StoreVerdict};
 use lockbench::report::Summary;
 
-use super::{
-    assert_all_gone, assert_rejected, consensus_servers_available, descendants, lockbench,
-    wait_exit,
+use crate::common::{
+    START_BOUND, assert_all_gone, assert_faults_went_as_planned, assert_rejected,
+    assert_servers_gone, compare_json, consensus_servers_available, descendants, interrupt,
+    lockbench, read_summary, require, servers_available, stop,
 };
 
-/// `lockbench compare` over `strategies` on workloads/chaos.toml with `chaos`; every run must
-/// succeed.
+/// `lockbench compare` over `strategies` on workloads/chaos.toml with `chaos`, `sets` as
+/// `--set`s: every run must succeed, its faults go as planned, and no server outlive it.
 fn compare(dir: &Path, strategies: &str, chaos: &str, sets: &[&str]) -> Vec<Summary> {
-    let mut c = lockbench();
-    c.args(["compare", "--json", "--strategies", strategies])
-        .args(["--workload", "workloads/chaos.toml", "--chaos", chaos]);
+    let mut args = vec!["--workload", "workloads/chaos.toml", "--chaos", chaos];
     for s in sets {
-        c.args(["--set", s]);
+        args.extend(["--set", s]);
     }
-    let out = c.arg("--out").arg(dir).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{strategies} under {chaos}: {err}");
-    let summaries: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(summaries.len(), strategies.split(',').count(), "{err}");
-    for s in &summaries {
-        let id = &s.strategy;
-        assert!(!s.faults.is_empty(), "{id}");
-        for f in &s.faults {
-            assert!(f.note.is_none(), "{id}: fault did not go as planned: {f:?}");
-            let (start, heal) = (f.started_s.unwrap(), f.healed_s.unwrap());
-            assert!(heal > start, "{id}: {f:?}");
-        }
-        // before, then during / after each fault in turn.
-        let names: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
-        let mut want = vec!["before".to_string()];
-        for f in &s.faults {
-            want.push(format!("during {}", f.id));
-            want.push(format!("after {}", f.id));
-        }
-        assert_eq!(names, want, "{id}");
-        assert!(
-            s.worker_failures.is_empty(),
-            "{id}: {:?}",
-            s.worker_failures
-        );
-        super::assert_servers_gone(s);
+    let all = compare_json(strategies, &args, dir);
+    for s in &all {
+        assert_faults_went_as_planned(s);
+        assert_servers_gone(s);
     }
-    summaries
+    all
 }
 
 fn by_id<'a>(all: &'a [Summary], id: &str) -> &'a Summary {
@@ -80,9 +56,10 @@ fn pause_holder(dir: &Path, strategies: &str) -> Vec<Summary> {
         assert_eq!(f.nodes.len(), 1, "{f:?}");
         assert!(f.nodes[0].starts_with("worker-"), "{f:?}");
         assert_eq!(f.plan["point"], "after-read", "{id}: the default point");
-        // The pause really lasted 2x the 2 s ttl (both ends are rounded to the ms).
+        // The pause really lasted 2x the 2 s ttl (both ends are rounded to the ms); a busy
+        // machine may heal late, but not as late as 3x.
         let paused = f.healed_s.unwrap() - f.started_s.unwrap();
-        assert!((3.99..4.5).contains(&paused), "{id}: paused {paused}s");
+        assert!((3.99..5.5).contains(&paused), "{id}: paused {paused}s");
         assert!(s.audit.sold > 0, "{id}");
         // The lease lapsed under the holder: a later grant overlapped it, and the holder
         // found it lost when it released.
@@ -150,7 +127,7 @@ fn pause_after_read_is_refused_by_every_fenced_store() {
 /// majority while the first is still in its critical section.
 #[test]
 fn clock_jump_on_a_redlock_majority_double_grants() {
-    if !super::servers_available() {
+    if !servers_available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -270,16 +247,13 @@ fn pause_server_heals_and_sales_resume() {
     );
 }
 
-/// True when running as root (partition faults need CAP_NET_ADMIN); panics in CI otherwise.
+/// Running as root (partition faults need CAP_NET_ADMIN; CI runs the suite as root); through
+/// [`require`].
 fn root() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        return true;
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!("CI runs the suite as root: partition tests need CAP_NET_ADMIN");
-    }
-    eprintln!("SKIPPED: partition faults need root");
-    false
+    require(
+        "root (partition faults need CAP_NET_ADMIN)",
+        nix::unistd::geteuid().is_root(),
+    )
 }
 
 /// The private networks the runs of `summaries` used are gone: no bridge, no namespace, no
@@ -374,7 +348,7 @@ fn state(pid: u32) -> Option<char> {
 /// namespace or interface behind.
 #[test]
 fn interrupted_mid_fault_heals_everything() {
-    if !super::servers_available() || !root() {
+    if !servers_available() || !root() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -403,7 +377,7 @@ fn interrupted_mid_fault_heals_everything() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(90);
+    let deadline = Instant::now() + START_BOUND;
     let procs = loop {
         let procs = descendants(child.id());
         let stopped: Vec<_> = procs
@@ -417,23 +391,14 @@ fn interrupted_mid_fault_heals_everything() {
             break procs;
         }
         if Instant::now() > deadline {
-            super::stop(&mut child);
+            stop(&mut child);
             panic!("the faults never took effect: {procs:?}");
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let (code, err) = wait_exit(child);
-    assert_eq!(code, 130, "{err}");
+    interrupt(child);
     assert_all_gone(&procs);
-    let summary: Summary = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("out/summary.json")).unwrap(),
-    )
-    .unwrap();
+    let summary = read_summary(&dir.path().join("out"));
     assert!(summary.interrupted);
     assert_eq!(summary.faults.len(), 3, "{:?}", summary.faults);
     assert_networks_gone(std::slice::from_ref(&summary));

@@ -8,15 +8,17 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lockbench::report::Summary;
+use nix::sys::signal::Signal;
 use testcontainers::bollard::Docker;
 use testcontainers::bollard::query_parameters::ListContainersOptionsBuilder;
 
-use super::{
-    CONTENTION, assert_rejected, assert_safe_under_contention, assert_servers_gone, lockbench,
-    succeed, wait_exit, workload_file,
+use crate::common::{
+    CONTENTION, assert_faults_went_as_planned, assert_rejected, assert_safe_under_contention,
+    assert_servers_gone, compare_json, interrupt, lockbench, read_summary, require, signal,
+    start_run, summaries, wait_exit, workload_file,
 };
 
 fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
@@ -33,11 +35,12 @@ fn images() -> Vec<String> {
     vec![d.redis, d.mariadb, d.zookeeper, d.etcd]
 }
 
-/// True if a Docker daemon answers and has every image; panics in CI when not.
+/// A Docker daemon answers and has every image; through [`require`].
 fn docker_available() -> bool {
     let problem = block_on(async {
         let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
-        tokio::time::timeout(Duration::from_secs(5), docker.ping())
+        // Generous: a busy CI machine's daemon is slow, and CI fails on a missed answer.
+        tokio::time::timeout(Duration::from_secs(30), docker.ping())
             .await
             .map_err(|_| "no answer".to_string())?
             .map_err(|e| e.to_string())?;
@@ -50,15 +53,14 @@ fn docker_available() -> bool {
         Ok::<_, String>(())
     })
     .err();
-    let Some(problem) = problem else { return true };
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "CI is set but Docker is not usable ({problem}): scripts/test.sh runs \
-             scripts/container-images.sh first"
-        );
-    }
-    eprintln!("SKIPPED: no usable Docker daemon ({problem}); run scripts/test.sh");
-    false
+    require(
+        &format!(
+            "a Docker daemon with the images ({}): scripts/test.sh runs \
+             scripts/container-images.sh first",
+            problem.as_deref().unwrap_or("")
+        ),
+        problem.is_none(),
+    )
 }
 
 /// Every container and the network the runs of `summaries` used are gone.
@@ -96,19 +98,12 @@ fn assert_containers_gone(summaries: &[Summary]) {
     }
 }
 
+/// `lockbench compare --provision containers` over `strategies`: every run must succeed and
+/// leave no container behind.
 fn compare(dir: &Path, strategies: &str, extra: &[&str]) -> Vec<Summary> {
-    let out = lockbench()
-        .args(["compare", "--json", "--provision", "containers"])
-        .args(["--strategies", strategies])
-        .args(extra)
-        .arg("--out")
-        .arg(dir.join("out"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{strategies}: {err}");
-    let all: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(all.len(), strategies.split(',').count(), "{err}");
+    let mut args = vec!["--provision", "containers"];
+    args.extend(extra);
+    let all = compare_json(strategies, &args, &dir.join("out"));
     assert_containers_gone(&all);
     all
 }
@@ -184,25 +179,9 @@ fn containers_take_pause_kill_and_disconnect_faults_and_heal_them() {
     for s in &all {
         let id = &s.strategy;
         assert_eq!(s.faults.len(), 3, "{id}");
-        for f in &s.faults {
-            assert!(f.note.is_none(), "{id}: {f:?}");
-            assert!(f.healed_s.unwrap() > f.started_s.unwrap(), "{id}: {f:?}");
-        }
-        let names: Vec<&str> = s.phases.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "before", "during 1", "after 1", "during 2", "after 2", "during 3", "after 3"
-            ],
-            "{id}"
-        );
+        assert_faults_went_as_planned(s);
         // Selling again by the end: every fault was undone.
         assert!(s.phases[6].sold > 0, "{id}: {:?}", s.phases);
-        assert!(
-            s.worker_failures.is_empty(),
-            "{id}: {:?}",
-            s.worker_failures
-        );
     }
     // The frozen Redis answered nothing while paused, and nothing while disconnected; it sold
     // again after each fault, at the address the clients started with. (ZooKeeper may need
@@ -318,28 +297,18 @@ fn owned_by(pid: u32) -> (usize, usize) {
     })
 }
 
-/// Starts a 60 s containers run and returns it once its containers exist and its load runs.
+/// Starts a 60 s containers run and returns it once its load has run for a second.
 fn start_containers_run(dir: &Path, name: &str) -> std::process::Child {
-    let child = lockbench()
-        .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
-        .args(["--set", "load.duration=60s", "--out"])
-        .arg(dir.join(name))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while owned_by(child.id()).0 == 0 {
-        assert!(Instant::now() < deadline, "no container appeared");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    // Let the container answer and the load start.
-    std::thread::sleep(Duration::from_secs(2));
+    let out = dir.join(name);
+    let child = start_run(
+        lockbench()
+            .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
+            .args(["--set", "load.duration=60s", "--out"])
+            .arg(&out),
+        &out,
+    );
+    std::thread::sleep(Duration::from_secs(1));
     child
-}
-
-fn signal(child: &std::process::Child, sig: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
 }
 
 /// Ctrl-C removes the containers and keeps the results; a SIGKILL skips every guard, so the
@@ -352,29 +321,26 @@ fn interrupted_runs_leave_no_containers_and_killed_ones_are_cleaned_by_the_next(
     let dir = tempfile::tempdir().unwrap();
     let child = start_containers_run(dir.path(), "interrupted");
     let pid = child.id();
-    signal(&child, nix::sys::signal::Signal::SIGINT);
-    let (code, err) = wait_exit(child);
-    assert_eq!(code, 130, "{err}");
+    let err = interrupt(child);
     assert_eq!(owned_by(pid), (0, 0), "Ctrl-C left containers: {err}");
-    let text = std::fs::read_to_string(dir.path().join("interrupted/summary.json")).unwrap();
-    let s: Summary = serde_json::from_str(&text).unwrap();
+    let s = read_summary(&dir.path().join("interrupted"));
     assert!(s.interrupted && s.audit.sold > 0, "{s:?}");
 
     let child = start_containers_run(dir.path(), "killed");
     let pid = child.id();
-    signal(&child, nix::sys::signal::Signal::SIGKILL);
+    signal(pid, Signal::SIGKILL);
     let (code, _) = wait_exit(child);
     assert_ne!(code, 0);
     let (containers, networks) = owned_by(pid);
     assert!(containers >= 1 && networks == 1, "{containers} {networks}");
-    let out = succeed(
-        lockbench()
-            .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
-            .args(["--set", "load.duration=1s", "--json", "--out"])
-            .arg(dir.path().join("next")),
-    );
+    let out = lockbench()
+        .args(["run", "-s", "redis-lua-decr", "--provision", "containers"])
+        .args(["--set", "load.duration=1s", "--json", "--out"])
+        .arg(dir.path().join("next"))
+        .output()
+        .unwrap();
+    let s = summaries(&out, "the run after a killed one");
     assert_eq!(owned_by(pid), (0, 0), "the next run left the leftovers");
-    let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
     assert_containers_gone(&s);
 }
 

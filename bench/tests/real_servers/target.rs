@@ -8,11 +8,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use lockbench::cluster::{Auth, Provisioner};
-use lockbench::report::Summary;
 
-use super::{
-    Serve, assert_rejected, consensus_servers_available, lockbench, servers_available, succeed,
-    workload_file,
+use crate::common::{
+    Serve, assert_rejected, consensus_servers_available, lockbench, run_json, servers_available,
+    succeed, summaries, workload_file,
 };
 
 const PREFIX: &str = "lbtest";
@@ -96,8 +95,9 @@ fn fixture(dir: &Path) -> Fixture {
 }
 
 impl Fixture {
-    /// `lockbench <subcommand> --target <file> <args>`, the passwords in the environment.
-    fn cmd(&self, args: &[&str]) -> std::process::Command {
+    /// `lockbench <subcommand> --target <file> --workload <workload> <args>`, the passwords in
+    /// the environment.
+    fn cmd(&self, workload: &Path, args: &[&str]) -> std::process::Command {
         let mut c = lockbench();
         if let Some((r, e, z)) = &self.logins {
             c.env(REDIS_PASSWORD_ENV, &r.password)
@@ -108,6 +108,8 @@ impl Fixture {
             .arg(args[0])
             .arg("--target")
             .arg(&self.target)
+            .arg("--workload")
+            .arg(workload)
             .args(&args[1..]);
         c
     }
@@ -296,22 +298,13 @@ async fn a_comparison_on_an_external_target_measures_it_and_leaves_it_as_it_was(
     let out = dir.path().join("out");
     let strategies = "none,mysql-atomic,redis-setnx,redis-lua-decr,zookeeper,etcd-fenced";
     let res = fx
-        .cmd(&[
-            "compare",
-            "--json",
-            "--strategies",
-            strategies,
-            "--workload",
-        ])
-        .arg(&w)
+        .cmd(&w, &["compare", "--json", "--strategies", strategies])
         .arg("--out")
         .arg(&out)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "{err}");
-    let all: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
-    assert_eq!(all.len(), 6, "{err}");
+    let all = summaries(&res, strategies);
+    assert_eq!(all.len(), 6);
     for s in &all {
         let id = &s.strategy;
         assert_eq!(s.provisioner, Provisioner::Target, "{id}");
@@ -367,26 +360,19 @@ async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
     fx.require_logins().await;
     let w = workload_file(dir.path(), WORKLOAD);
     let out = dir.path().join("out");
-    let res = fx
-        .cmd(&[
-            "compare",
-            "--json",
-            "--strategies",
-            "redis-setnx,redis-lua-decr,etcd,zookeeper",
-            // The logins must reach worker processes too.
-            "--workers",
-            "2",
-        ])
-        .arg("--workload")
-        .arg(&w)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "{err}");
-    let all: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
-    assert_eq!(all.len(), 4, "{err}");
+    let strategies = "redis-setnx,redis-lua-decr,etcd,zookeeper";
+    // The logins must reach worker processes too.
+    let args = [
+        "compare",
+        "--json",
+        "--strategies",
+        strategies,
+        "--workers",
+        "2",
+    ];
+    let res = fx.cmd(&w, &args).arg("--out").arg(&out).output().unwrap();
+    let all = summaries(&res, strategies);
+    assert_eq!(all.len(), 4);
     for s in &all {
         assert!(s.safe && s.audit.sold > 0, "{}: {:?}", s.strategy, s.audit);
         assert!(
@@ -408,8 +394,7 @@ async fn logins_come_from_the_environment_and_stay_out_of_the_results() {
         );
     }
     let res = fx
-        .cmd(&["run", "-s", "redis-lua-decr", "--workload"])
-        .arg(&w)
+        .cmd(&w, &["run", "-s", "redis-lua-decr"])
         .env(REDIS_PASSWORD_ENV, "wrong")
         .arg("--out")
         .arg(dir.path().join("wrong"))
@@ -438,10 +423,8 @@ fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
     let w = workload_file(dir.path(), WORKLOAD);
     let key = format!("{PREFIX}:stock:0");
     fx.redis_cmd(&["SET", &key, "42"]);
-    let mut cmd = fx.cmd(&["run", "--strategy", "redis-lua-decr", "--workload"]);
-    cmd.arg(&w);
     assert_rejected(
-        cmd,
+        fx.cmd(&w, &["run", "--strategy", "redis-lua-decr"]),
         "foreign data under the prefix",
         &[
             "prefix `lbtest` already holds data lockbench did not create",
@@ -460,17 +443,9 @@ fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
         "lockbench: an earlier run",
     ]);
     succeed(
-        fx.cmd(&[
-            "run",
-            "--strategy",
-            "redis-lua-decr",
-            "--set",
-            "load.duration=1s",
-        ])
-        .arg("--workload")
-        .arg(&w)
-        .arg("--out")
-        .arg(dir.path().join("second")),
+        fx.cmd(&w, &["run", "--strategy", "redis-lua-decr"])
+            .args(["--set", "load.duration=1s", "--out"])
+            .arg(dir.path().join("second")),
     );
     assert_eq!(fx.redis_cmd(&["EXISTS", &key]), redis::Value::Int(0));
     // Chaos that needs servers lockbench owns is refused before the run, naming the way out.
@@ -480,8 +455,8 @@ fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
         "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"\n",
     )
     .unwrap();
-    let mut cmd = fx.cmd(&["run", "--strategy", "redis-setnx", "--workload"]);
-    cmd.arg(&w).arg("--chaos").arg(&chaos);
+    let mut cmd = fx.cmd(&w, &["run", "--strategy", "redis-setnx", "--chaos"]);
+    cmd.arg(&chaos);
     assert_rejected(
         cmd,
         "kill on a target",
@@ -538,25 +513,15 @@ fn command_faults_reach_a_target_and_are_always_healed() {
         ),
     )
     .unwrap();
-    let out = fx
-        .cmd(&[
-            "run",
-            "--json",
-            "--strategy",
-            "redis-lua-decr",
-            "--workload",
-        ])
-        .arg(&w)
-        .arg("--chaos")
+    let s = &run_json(
+        fx.cmd(
+            &w,
+            &["run", "--json", "--strategy", "redis-lua-decr", "--chaos"],
+        )
         .arg(&chaos)
         .arg("--out")
-        .arg(dir.path().join("out"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let s: Vec<Summary> = serde_json::from_slice(&out.stdout).unwrap();
-    let s = &s[0];
+        .arg(dir.path().join("out")),
+    );
     assert_eq!(s.faults.len(), 3, "{:?}", s.faults);
     let pause = &s.faults[0];
     assert!(pause.note.is_none(), "{pause:?}");
@@ -754,10 +719,7 @@ fn sentinel_logins_reach_the_master_through_a_failover() {
         "{err}"
     );
     let res = run(&sentinel_pw, "out", Some(&chaos));
-    let err = String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "{err}");
-    let s: Vec<Summary> = serde_json::from_slice(&res.stdout).unwrap();
-    let s = &s[0];
+    let s = &summaries(&res, "a run through a failover")[0];
     // The master at the start is recorded with the version it reported through the login.
     let recorded = s.servers.iter().find(|n| n.name == "redis-master");
     assert!(

@@ -1,0 +1,16 @@
+//! Integration tests against real servers (MariaDB, Redis, a ZooKeeper ensemble and an etcd
+//! cluster, all started by the harness), one module per area; the helpers they share are in
+//! `common`.
+//!
+//! They never skip silently: without the server packages they fail when `CI` is set and print
+//! why they skipped otherwise (`common::require`).
+
+mod chaos;
+mod cli;
+mod common;
+mod containers;
+mod contention;
+mod lifecycle;
+mod locks;
+mod target;
+mod ttl;
