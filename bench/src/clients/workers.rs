@@ -122,62 +122,8 @@ impl WorkerSet {
         let mut outputs = Vec::new();
         let mut handles = Vec::new();
         for k in 0..count {
-            let io = |what: &'static str| {
-                move |e: std::io::Error| WorkerError::Io {
-                    index: k as usize,
-                    what,
-                    detail: e.to_string(),
-                }
-            };
-            let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))
-                .map_err(io("create log"))?;
-            let mut cmd = std::process::Command::new(&exe);
-            cmd.arg0("lockbench")
-                .arg("worker")
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(log)
-                // Its own group: a Ctrl-C in the terminal reaches the coordinator only, which
-                // then stops the workers in order.
-                .process_group(0);
-            let ns = netns
-                .get(k as usize)
-                .map(std::fs::File::open)
-                .transpose()
-                .map_err(io("open its network namespace"))?;
-            // SAFETY: setns and prctl are plain syscalls on memory the child owns (the fd was
-            // opened before fork).
-            unsafe {
-                cmd.pre_exec(move || {
-                    if let Some(ns) = &ns {
-                        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
-                    }
-                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
-                });
-            }
-            let mut child = tokio::process::Command::from(cmd)
-                .kill_on_drop(true)
-                .spawn()
-                .map_err(io("spawn"))?;
-            let stdin = child.stdin.take().expect("piped");
-            let stdout = child.stdout.take().expect("piped");
-            let stdin = std::fs::File::from(stdin.into_owned_fd().map_err(io("stdin"))?);
-            let pid = Pid::from_raw(child.id().expect("just spawned") as i32);
-            let mut part_job = job.clone();
-            part_job.part = Part { index: k, count };
-            let handle = Handle {
-                pid,
-                stdin: Mutex::new(stdin),
-            };
-            let mut line =
-                serde_json::to_vec(&part_job).map_err(|e| io("job")(std::io::Error::other(e)))?;
-            line.push(b'\n');
-            handle
-                .stdin
-                .lock()
-                .expect("fresh")
-                .write_all(&line)
-                .map_err(io("send job"))?;
+            let (child, stdout, handle) =
+                spawn(&exe, job, Part { index: k, count }, log_dir, netns)?;
             children.push(child);
             outputs.push(BufReader::new(stdout).lines());
             handles.push(handle);
@@ -304,4 +250,76 @@ impl WorkerSet {
         }
         (report, failures)
     }
+}
+
+type Output = tokio::process::ChildStdout;
+
+/// Starts worker `part.index` (stderr into `log_dir/worker-K.log`, in network namespace
+/// `netns[K]` when given) and sends it its job.
+fn spawn(
+    exe: &Path,
+    job: &Job,
+    part: Part,
+    log_dir: &Path,
+    netns: &[PathBuf],
+) -> Result<(tokio::process::Child, Output, Handle), WorkerError> {
+    let k = part.index;
+    let io = |what: &'static str| {
+        move |e: std::io::Error| WorkerError::Io {
+            index: k as usize,
+            what,
+            detail: e.to_string(),
+        }
+    };
+    let log =
+        std::fs::File::create(log_dir.join(format!("worker-{k}.log"))).map_err(io("create log"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg0("lockbench")
+        .arg("worker")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log)
+        // Its own group: a Ctrl-C in the terminal reaches the coordinator only, which then
+        // stops the workers in order.
+        .process_group(0);
+    let ns = netns
+        .get(k as usize)
+        .map(std::fs::File::open)
+        .transpose()
+        .map_err(io("open its network namespace"))?;
+    // SAFETY: setns and prctl are plain syscalls on memory the child owns (the fd was opened
+    // before fork).
+    unsafe {
+        cmd.pre_exec(move || {
+            if let Some(ns) = &ns {
+                nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
+            }
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+        });
+    }
+    let mut child = tokio::process::Command::from(cmd)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(io("spawn"))?;
+    let stdin = child.stdin.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    let stdin = std::fs::File::from(stdin.into_owned_fd().map_err(io("stdin"))?);
+    let handle = Handle {
+        pid: Pid::from_raw(child.id().expect("just spawned") as i32),
+        stdin: Mutex::new(stdin),
+    };
+    let part_job = Job {
+        part,
+        ..job.clone()
+    };
+    let mut line =
+        serde_json::to_vec(&part_job).map_err(|e| io("job")(std::io::Error::other(e)))?;
+    line.push(b'\n');
+    handle
+        .stdin
+        .lock()
+        .expect("fresh")
+        .write_all(&line)
+        .map_err(io("send job"))?;
+    Ok((child, stdout, handle))
 }

@@ -222,30 +222,6 @@ impl Summary {
                 0.0
             }
         };
-        let outcomes = (0..Outcome::CLASSES)
-            .map(|i| (Outcome::CLASS_NAMES[i].to_string(), stats.count(i)))
-            .collect();
-        let by_kind = |counts: &[u64]| {
-            ErrorKind::ALL
-                .iter()
-                .zip(counts)
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, n)| (k.name().to_string(), *n))
-                .collect::<BTreeMap<_, _>>()
-        };
-        let errors_by_kind = BTreeMap::from([
-            ("error".to_string(), by_kind(&stats.failed)),
-            ("unknown".to_string(), by_kind(&stats.unknown)),
-        ]);
-        let latency_us_by_outcome = (0..Outcome::CLASSES)
-            .filter(|&i| stats.count(i) > 0)
-            .map(|i| {
-                (
-                    Outcome::CLASS_NAMES[i].to_string(),
-                    LatencySummary::of(&stats.latency[i]),
-                )
-            })
-            .collect();
         let attempts = stats.attempts();
         let started = stats.all_latency();
         let every = every_arrival(&started, drive.not_started, drive.elapsed);
@@ -280,15 +256,11 @@ impl Summary {
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,
             errors: stats.count(Outcome::Failed(ErrorKind::Server).class()),
-            outcomes,
-            errors_by_kind,
+            outcomes: outcome_counts(stats),
+            errors_by_kind: errors_by_kind(stats),
             release_failures: stats.release_failed,
             not_started: drive.not_started,
-            started_fraction: if scheduled > 0 {
-                (attempts as f64 / scheduled as f64 * 10_000.0).round() / 10_000.0
-            } else {
-                1.0
-            },
+            started_fraction: fraction(attempts, scheduled),
             interrupted: drive.cancelled,
             duration_s: round3(duration_s),
             sold_out_s: sold_out_s.map(round3),
@@ -298,7 +270,7 @@ impl Summary {
             },
             latency_us: LatencySummary::of(&every),
             latency_us_started: LatencySummary::of(&started),
-            latency_us_by_outcome,
+            latency_us_by_outcome: latency_by_outcome(stats),
             service_time_us: LatencySummary::of(&stats.service),
             servers,
             provisioner,
@@ -310,6 +282,51 @@ impl Summary {
             workers: chaos.workers,
             worker_failures: chaos.worker_failures,
         }
+    }
+}
+
+/// Attempts per outcome class.
+fn outcome_counts(stats: &Stats) -> BTreeMap<String, u64> {
+    (0..Outcome::CLASSES)
+        .map(|i| (Outcome::CLASS_NAMES[i].to_string(), stats.count(i)))
+        .collect()
+}
+
+/// Failed and unknown attempts by the kind of error, kinds that occurred only.
+fn errors_by_kind(stats: &Stats) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let by_kind = |counts: &[u64]| {
+        ErrorKind::ALL
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| (k.name().to_string(), *n))
+            .collect::<BTreeMap<_, _>>()
+    };
+    BTreeMap::from([
+        ("error".to_string(), by_kind(&stats.failed)),
+        ("unknown".to_string(), by_kind(&stats.unknown)),
+    ])
+}
+
+/// Latency percentiles of each outcome class that occurred.
+fn latency_by_outcome(stats: &Stats) -> BTreeMap<String, LatencySummary> {
+    (0..Outcome::CLASSES)
+        .filter(|&i| stats.count(i) > 0)
+        .map(|i| {
+            (
+                Outcome::CLASS_NAMES[i].to_string(),
+                LatencySummary::of(&stats.latency[i]),
+            )
+        })
+        .collect()
+}
+
+/// `part / whole` to four decimals; 1 when nothing was scheduled.
+fn fraction(part: u64, whole: u64) -> f64 {
+    if whole > 0 {
+        (part as f64 / whole as f64 * 10_000.0).round() / 10_000.0
+    } else {
+        1.0
     }
 }
 
