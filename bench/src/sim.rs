@@ -30,11 +30,11 @@ use crate::check::SkuAudit;
 use crate::clients::driver;
 use crate::cluster::{Needs, Provisioner};
 use crate::record::phases::Boundaries;
-use crate::record::{ErrorKind, LeaseSpan, Live, Outcome, Recorder};
+use crate::record::{ErrorKind, Live, Outcome, Recorder};
 use crate::report::{ChaosParts, RunParts, Summary};
 use crate::strategy::{
-    AcquireError, Attempt, Built, Kind, Lease, LeaseSlot, Lock, Purchase, Store, Strategy,
-    StrategyError, StrategyInfo,
+    AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Store,
+    Strategy, StrategyError, StrategyInfo,
 };
 use crate::workload::Workload;
 
@@ -241,108 +241,51 @@ impl Lock for SimLock {
     }
 }
 
-/// The sim as a strategy: [`SimLock`] around the shared critical section over [`SimStore`].
-pub struct SimLocked {
-    lock: Arc<SimLock>,
-    store: Arc<SimStore>,
-    hold: Duration,
-    /// False for [`SimFault::NoLock`].
-    locks: bool,
-}
-
-/// A held lease, recorded into the attempt's slot however the attempt ends (as in `Locked`).
-struct Held<'a> {
-    lock: &'a SimLock,
-    client: u32,
-    slot: &'a LeaseSlot,
-    /// `None` once released.
-    lease: Option<Lease>,
-    acquired: Instant,
-}
-
-impl Held<'_> {
-    async fn release(mut self) -> bool {
-        let released = Instant::now();
-        let lease = self.lease.take().expect("released once");
-        let known_lost = lease.known_lost(released);
-        let result = self.lock.release(self.client, &lease).await;
-        self.slot.put(LeaseSpan {
-            key: lease.key,
-            token: lease.token,
-            fence: lease.fence,
-            acquired: self.acquired,
-            released,
-            lost: known_lost || result == Ok(false),
-        });
-        result.is_err()
+#[async_trait]
+impl CriticalSection for SimStore {
+    fn lock_key(&self, sku: u32) -> String {
+        format!("sim:lock:{sku}")
     }
-}
 
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        // Only when the attempt was cut at its bound before release.
-        if let Some(lease) = self.lease.take() {
-            let released = Instant::now();
-            self.lock.release_now(&lease.token);
-            self.slot.put(LeaseSpan {
-                lost: lease.known_lost(released),
-                key: lease.key,
-                token: lease.token,
-                fence: lease.fence,
-                acquired: self.acquired,
-                released,
-            });
-        }
-    }
-}
-
-impl SimLocked {
-    /// Read → hold → blind write `read - 1` with the order.
-    async fn critical_section(&self, sku: u32) -> Outcome {
-        let qty = self.store.read(sku);
+    /// Read → hold → blind write `read - 1` with the order, as the MariaDB store does.
+    async fn critical_section(
+        &self,
+        p: &Purchase<'_>,
+        _token: &str,
+        _fence: Option<u64>,
+        hold: Duration,
+    ) -> Outcome {
+        let qty = self.read(p.sku);
         if qty <= 0 {
             return Outcome::SoldOut;
         }
-        tokio::time::sleep(self.hold).await;
-        self.store.write(sku, qty - 1);
+        tokio::time::sleep(hold).await;
+        self.write(p.sku, qty - 1);
         Outcome::Sold
+    }
+
+    fn critical_section_bound(&self, hold: Duration) -> Duration {
+        hold + Duration::from_millis(100)
     }
 }
 
-#[async_trait]
-impl Strategy for SimLocked {
-    fn bound(&self) -> Duration {
-        self.lock.acquire_bound() + self.hold + self.lock.release_bound()
-    }
+/// [`SimFault::NoLock`]: the critical section with no lock at all, like the `none` control.
+struct SimNoLock {
+    store: Arc<SimStore>,
+    hold: Duration,
+}
 
-    async fn stuck_locks(&self, skus: u32) -> Result<u64, StrategyError> {
-        self.lock.stuck_locks(skus).await
+#[async_trait]
+impl Strategy for SimNoLock {
+    fn bound(&self) -> Duration {
+        self.store.critical_section_bound(self.hold)
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
-        if !self.locks {
-            return self.critical_section(p.sku).await.into();
-        }
-        let key = format!("sim:lock:{}", p.sku);
-        let token = format!("sim-{}", p.seq);
-        let lease = match self.lock.acquire(p.client, &key, &token).await {
-            Ok(lease) => lease,
-            Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
-            Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
-        };
-        let held = Held {
-            lock: &self.lock,
-            client: p.client,
-            slot: p.lease,
-            lease: Some(lease),
-            acquired: Instant::now(),
-        };
-        let outcome = self.critical_section(p.sku).await;
-        let release_failed = held.release().await;
-        Attempt {
-            outcome,
-            release_failed,
-        }
+        self.store
+            .critical_section(p, "", None, self.hold)
+            .await
+            .into()
     }
 }
 
@@ -404,16 +347,17 @@ impl Sim {
     /// The strategy and its store, for workload `w`.
     pub fn build(&self, w: &Workload) -> Built {
         let store = Arc::new(SimStore::new(self.fault));
-        let strategy = SimLocked {
-            lock: Arc::new(SimLock::new(self.fault, w)),
-            store: store.clone(),
-            hold: w.critical_section.hold,
-            locks: self.fault != SimFault::NoLock,
+        // Every lock runs through the real `Locked` adapter: its lease bookkeeping and holder
+        // hook are part of what the sim tests.
+        let strategy: Arc<dyn Strategy> = if self.fault == SimFault::NoLock {
+            Arc::new(SimNoLock {
+                store: store.clone(),
+                hold: w.critical_section.hold,
+            })
+        } else {
+            Arc::new(Locked::new(SimLock::new(self.fault, w), store.clone(), w))
         };
-        Built {
-            strategy: Arc::new(strategy),
-            store,
-        }
+        Built { strategy, store }
     }
 }
 

@@ -11,16 +11,39 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::mysql::SharedStore;
 use super::{AcquireError, Attempt, Lease, LeaseSlot, Lock, Purchase, Strategy};
 use crate::chaos::holder::{self, Point};
 use crate::record::{LeaseSpan, Outcome};
+use crate::strategy::mysql::MysqlStore;
 use crate::workload::Workload;
 
-/// A lock around the shared critical section of the MariaDB store.
-pub struct Locked<L> {
+/// The work every lock protects: read the stock, hold, write `read - 1` and the order. The
+/// MariaDB store runs it for every real lock; the sim's store runs it in memory to test the
+/// harness itself through this very adapter.
+#[async_trait]
+pub trait CriticalSection: Send + Sync + 'static {
+    /// The lock key of a SKU.
+    fn lock_key(&self, sku: u32) -> String;
+
+    /// Sells one unit of `p.sku` under the lock; with `fence`, the store refuses a token older
+    /// than one it has seen.
+    async fn critical_section(
+        &self,
+        p: &Purchase<'_>,
+        token: &str,
+        fence: Option<u64>,
+        hold: Duration,
+    ) -> Outcome;
+
+    /// The longest [`Self::critical_section`] can take with `hold`.
+    fn critical_section_bound(&self, hold: Duration) -> Duration;
+}
+
+/// A lock around the shared critical section of a store (the MariaDB store for every real
+/// lock).
+pub struct Locked<L, S = MysqlStore> {
     lock: Arc<L>,
-    store: SharedStore,
+    store: Arc<S>,
     hold: Duration,
     /// Distinguishes this run's tokens from leftovers of earlier runs on the same server.
     nonce: u32,
@@ -30,9 +53,9 @@ pub struct Locked<L> {
     touch_store: bool,
 }
 
-impl<L: Lock + 'static> Locked<L> {
+impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
     /// Wraps `lock`; the critical section sells from `store`.
-    pub fn new(lock: L, store: SharedStore, w: &Workload) -> Self {
+    pub fn new(lock: L, store: Arc<S>, w: &Workload) -> Self {
         Self {
             lock: Arc::new(lock),
             store,
@@ -115,7 +138,7 @@ impl<L: Lock + 'static> Drop for Held<'_, L> {
 }
 
 #[async_trait]
-impl<L: Lock + 'static> Strategy for Locked<L> {
+impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
     async fn prepare(&self, skus: u32) -> Result<(), super::StrategyError> {
         self.lock.prepare(skus).await
     }
@@ -134,7 +157,7 @@ impl<L: Lock + 'static> Strategy for Locked<L> {
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
-        let key = self.store.prefix.lock_key(p.sku);
+        let key = self.store.lock_key(p.sku);
         // `seq` is unique within the run, the nonce across runs.
         let token = format!("{:08x}-{}", self.nonce, p.seq);
         let lease = match self.lock.acquire(p.client, &key, &token).await {

@@ -38,7 +38,7 @@ use crate::check::SkuAudit;
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 
 pub use entry::{BoxFuture, BuildFn, Built, Kind, Setup, StrategyInfo};
-pub use locked::Locked;
+pub use locked::{CriticalSection, Locked};
 pub use registry::{ALL, build, find, resolve};
 
 /// One purchase to attempt.
