@@ -1108,6 +1108,107 @@ jump = "+1.5x ttl"
     }
 
     #[test]
+    fn summaries_show_every_fault_as_one_flat_object() {
+        let text = r#"
+[[fault]]
+kind = "kill"
+target = "leader"
+at = "3s"
+duration = "2s"
+[[fault]]
+kind = "clock"
+target = "master"
+service = "redis"
+at = "4s"
+duration = "1s"
+jump = "-500ms"
+[[fault]]
+kind = "partition"
+target = "one"
+at = "5s"
+duration = "1s"
+[[fault]]
+kind = "pause"
+target = "holder"
+at = "6s"
+duration = "1s"
+[[fault]]
+kind = "command"
+at = "7s"
+duration = "1s"
+run = "a"
+heal = "b"
+"#;
+        let plan = ChaosPlan::parse("c.toml", text, &workload()).unwrap();
+        let json: Vec<_> = plan
+            .faults
+            .iter()
+            .map(|f| serde_json::to_value(f).unwrap())
+            .collect();
+        // The keys `summary.json` has always had (faults[].plan).
+        let want = serde_json::json!([
+            {"id": 1, "kind": "kill", "target": "leader", "service": null, "at": "3s",
+             "duration": "2s"},
+            {"id": 2, "kind": "clock", "target": "master", "service": "redis", "at": "4s",
+             "duration": "1s", "clock": {"jump_ms": -500, "rate": 1.0}},
+            {"id": 3, "kind": "partition", "target": "one", "service": null, "at": "5s",
+             "duration": "1s", "clients": "split"},
+            {"id": 4, "kind": "pause", "target": "holder", "service": null, "at": "6s",
+             "duration": "1s", "point": "after-read"},
+            {"id": 5, "kind": "command", "target": "command", "service": null, "at": "7s",
+             "duration": "1s", "command": {"run": "a", "heal": "b", "timeout": "30s"}},
+        ]);
+        assert_eq!(serde_json::Value::Array(json), want);
+        let labels: Vec<String> = plan.faults.iter().map(FaultSpec::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "kill leader",
+                "clock redis master",
+                "partition one",
+                "pause holder",
+                "command `a`"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_name_parses_back_to_its_value() {
+        fn round_trip<T>(all: &[T])
+        where
+            T: Copy + PartialEq + std::fmt::Debug + fmt::Display + FromStr + Serialize,
+        {
+            for &v in all {
+                assert_eq!(v.to_string().parse::<T>().ok(), Some(v));
+                let json = serde_json::to_value(v).unwrap();
+                assert_eq!(json, serde_json::Value::String(v.to_string()));
+            }
+        }
+        round_trip(FaultKind::ALL);
+        round_trip(ClientSide::ALL);
+        round_trip(NodeSet::ALL);
+        round_trip(Point::ALL);
+        round_trip(Service::ALL);
+        round_trip(Provisioner::ALL);
+        round_trip(crate::cluster::Role::ALL);
+        let targets: Vec<Target> = NodeSet::ALL
+            .iter()
+            .map(|&n| Target::Nodes(n))
+            .chain(Target::CLIENTS)
+            .collect();
+        let names: Vec<String> = targets.iter().map(Target::to_string).collect();
+        assert_eq!(names, Target::NAMES);
+        for t in targets {
+            assert_eq!(t.to_string().parse::<Target>(), Ok(t));
+        }
+        let e = "command".parse::<Target>().unwrap_err().to_string();
+        assert!(
+            e.starts_with("\"command\": expected one of \"master\""),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn bad_files_name_file_field_and_form() {
         let base =
             "[[fault]]\nkind = \"pause\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n";
