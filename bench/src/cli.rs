@@ -10,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use tokio_util::sync::CancellationToken;
 
 use crate::chaos::ChaosPlan;
-use crate::cluster::target::Target;
+use crate::cluster::target::ExternalTarget;
 use crate::cluster::{ClusterOptions, Needs, OwnedCluster, Provisioner};
 use crate::report::{self, Summary};
 use crate::run::{RunError, RunOptions, run};
@@ -340,8 +340,8 @@ fn load_chaos(c: &Common, w: &Workload) -> anyhow::Result<Option<ChaosPlan>> {
     Ok(Some(ChaosPlan::load(path, w)?))
 }
 
-fn load_target(c: &Common) -> anyhow::Result<Option<Target>> {
-    Ok(c.target.as_deref().map(Target::load).transpose()?)
+fn load_target(c: &Common) -> anyhow::Result<Option<ExternalTarget>> {
+    Ok(c.target.as_deref().map(ExternalTarget::load).transpose()?)
 }
 
 fn default_out(suffix: &str) -> PathBuf {
@@ -388,7 +388,7 @@ fn run_options(
     strategy: &str,
     workload: Workload,
     chaos: Option<ChaosPlan>,
-    target: Option<Target>,
+    target: Option<ExternalTarget>,
     c: &Common,
     out: PathBuf,
 ) -> RunOptions {

@@ -25,6 +25,7 @@ pub mod check;
 pub mod cli;
 pub mod clients;
 pub mod cluster;
+pub mod names;
 pub mod record;
 pub mod report;
 pub mod run;

@@ -10,11 +10,10 @@
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use serde::{Deserialize, Serialize};
+use crate::names::enum_names;
 
 /// Where in a lock holder's attempt the pause lands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Point {
     /// Right after acquire returned, before the critical section reads anything: the resumed
     /// holder reads fresh stock, so whether its write costs a unit is luck.
@@ -25,19 +24,14 @@ pub enum Point {
     BeforeRelease,
 }
 
+// In attempt order; the names of chaos files (`point = "after-read"`).
+enum_names!(Point {
+    AfterAcquire = "after-acquire",
+    AfterRead = "after-read",
+    BeforeRelease = "before-release",
+});
+
 impl Point {
-    /// Every point, in attempt order.
-    pub const ALL: [Point; 3] = [Self::AfterAcquire, Self::AfterRead, Self::BeforeRelease];
-
-    /// The name in chaos files (`point = "after-read"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::AfterAcquire => "after-acquire",
-            Self::AfterRead => "after-read",
-            Self::BeforeRelease => "before-release",
-        }
-    }
-
     fn code(self) -> u8 {
         self as u8 + 1
     }
@@ -81,9 +75,10 @@ mod tests {
         let codes: std::collections::BTreeSet<u8> = Point::ALL.iter().map(|p| p.code()).collect();
         assert_eq!(codes.len(), 3);
         assert!(!codes.contains(&0), "0 means disarmed");
-        for p in Point::ALL {
+        for &p in Point::ALL {
             let json = serde_json::to_string(&p).unwrap();
-            assert_eq!(json, format!("\"{}\"", p.name()));
+            assert_eq!(json, format!("\"{p}\""));
+            assert_eq!(serde_json::from_str::<Point>(&json).unwrap(), p);
         }
     }
 }

@@ -4,8 +4,13 @@
 //! workload: durations may be relative to its lock ttl (`"3x ttl"`), faults must start inside
 //! the load, and a generated schedule is drawn from its seed. Every error names the file, the
 //! field and the expected form, like workload errors.
+//!
+//! A resolved fault is a [`Fault`]: one variant per kind, carrying only what that kind uses, so
+//! a clock change without a clock fault or a holder point on a server pause cannot be built.
 
+use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
 
 use rand::rngs::ChaCha8Rng;
@@ -14,10 +19,11 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::holder::Point;
 use crate::cluster::{Provisioner, Service};
+use crate::names::{UnknownName, enum_names, one_of};
+use crate::workload::Workload;
 
 /// Bound of each command of a `command` fault unless the file sets `timeout`.
 pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
-use crate::workload::Workload;
 
 /// Errors in a chaos file.
 #[derive(Debug, thiserror::Error)]
@@ -41,9 +47,8 @@ pub enum ChaosError {
     },
 }
 
-/// What a fault does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+/// What a fault does: the `kind` of a chaos file (each is a variant of [`Fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
     /// SIGKILL the target nodes; restart them when the fault ends.
     Kill,
@@ -60,9 +65,16 @@ pub enum FaultKind {
     Command,
 }
 
+enum_names!(FaultKind {
+    Kill = "kill",
+    Pause = "pause",
+    Clock = "clock",
+    Partition = "partition",
+    Command = "command",
+});
+
 /// Which client processes a partition also cuts from the isolated nodes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClientSide {
     /// The second half of the workers lose the isolated nodes, the first half still reach
     /// them: the split in which an old master keeps taking writes from some clients while
@@ -74,10 +86,15 @@ pub enum ClientSide {
     All,
 }
 
-/// Who a fault hits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Target {
+enum_names!(ClientSide {
+    Split = "split",
+    None = "none",
+    All = "all",
+});
+
+/// Which nodes of a service a server fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeSet {
     /// The Redis master (as Sentinel says now), or the only node of a single-node service.
     Master,
     /// The ZooKeeper / etcd leader (as the servers say now); the master for Redis.
@@ -90,20 +107,70 @@ pub enum Target {
     Majority,
     /// Every node of the service.
     All,
+}
+
+enum_names!(NodeSet {
+    Master = "master",
+    Leader = "leader",
+    One = "one",
+    Minority = "minority",
+    Majority = "majority",
+    All = "all",
+});
+
+/// Who a fault hits, as `target = "..."` names it: nodes of a service, or a client process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Server nodes.
+    Nodes(NodeSet),
     /// The client process whose buyer next reaches the fault's [`Point`] while holding a lock
     /// (pause only; by default between its read of the stock and its write).
     Holder,
     /// One client process, drawn from the seed (pause only).
     Client,
-    /// Whatever a `command` fault's own commands hit (set for `kind = "command"`, never
-    /// written in a file).
-    Command,
 }
 
 impl Target {
-    /// Whether the target is a client process rather than a server node.
+    /// The client targets; the others are [`NodeSet`]s.
+    const CLIENTS: [Target; 2] = [Target::Holder, Target::Client];
+
+    /// Every name: the [`NodeSet`]s, then the clients.
+    pub const NAMES: &'static [&'static str] = &[
+        "master", "leader", "one", "minority", "majority", "all", "holder", "client",
+    ];
+
+    /// The name in chaos files and summaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Nodes(n) => n.name(),
+            Self::Holder => "holder",
+            Self::Client => "client",
+        }
+    }
+
+    /// Whether the target is a client process rather than server nodes.
     pub fn is_client(self) -> bool {
-        matches!(self, Self::Holder | Self::Client)
+        !matches!(self, Self::Nodes(_))
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Target {
+    type Err = UnknownName;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if let Some(t) = Self::CLIENTS.into_iter().find(|t| t.name() == s) {
+            return Ok(t);
+        }
+        s.parse().map(Self::Nodes).map_err(|_| UnknownName {
+            name: s.to_string(),
+            expected: Self::NAMES,
+        })
     }
 }
 
@@ -116,35 +183,94 @@ pub struct ClockChange {
     pub rate: f64,
 }
 
+/// The server nodes a fault hits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Servers {
+    /// Which of the service's nodes.
+    pub nodes: NodeSet,
+    /// Which service; `None`: the strategy's lock service.
+    pub service: Option<Service>,
+}
+
+/// Which client process a pause stops.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientPause {
+    /// The process whose buyer next reaches this point of its attempt while holding a lock.
+    Holder(Point),
+    /// One process, drawn from the seed.
+    Any,
+}
+
+/// What a fault does and to whom: each kind carries only what it uses.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Fault {
+    /// SIGKILL the nodes; restart them when the fault ends.
+    Kill(Servers),
+    /// SIGSTOP the nodes; SIGCONT at the end.
+    Pause(Servers),
+    /// SIGSTOP a client worker process; SIGCONT at the end.
+    PauseClient(ClientPause),
+    /// Change CLOCK_REALTIME of the (Redis) nodes; set it back at the end.
+    Clock {
+        /// Whose clock.
+        servers: Servers,
+        /// How it changes.
+        change: ClockChange,
+    },
+    /// Cut the nodes off from the service's other nodes and from `clients`.
+    Partition {
+        /// Who is isolated.
+        servers: Servers,
+        /// Which clients are cut too.
+        clients: ClientSide,
+    },
+    /// Run the file's own shell commands.
+    Command(CommandFault),
+}
+
+impl Fault {
+    /// Its kind, as the file names it.
+    pub fn kind(&self) -> FaultKind {
+        match self {
+            Self::Kill(_) => FaultKind::Kill,
+            Self::Pause(_) | Self::PauseClient(_) => FaultKind::Pause,
+            Self::Clock { .. } => FaultKind::Clock,
+            Self::Partition { .. } => FaultKind::Partition,
+            Self::Command(_) => FaultKind::Command,
+        }
+    }
+
+    /// Who it hits; `None` for a command fault (whatever its commands hit).
+    pub fn target(&self) -> Option<Target> {
+        match self {
+            Self::PauseClient(ClientPause::Holder(_)) => Some(Target::Holder),
+            Self::PauseClient(ClientPause::Any) => Some(Target::Client),
+            Self::Command(_) => None,
+            _ => self.servers().map(|s| Target::Nodes(s.nodes)),
+        }
+    }
+
+    /// The server nodes it hits, if it hits servers lockbench started.
+    pub fn servers(&self) -> Option<&Servers> {
+        match self {
+            Self::Kill(s) | Self::Pause(s) => Some(s),
+            Self::Clock { servers, .. } | Self::Partition { servers, .. } => Some(servers),
+            Self::PauseClient(_) | Self::Command(_) => None,
+        }
+    }
+}
+
 /// One fault of the resolved schedule.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FaultSpec {
     /// 1-based, in start order.
     pub id: usize,
-    /// What it does.
-    pub kind: FaultKind,
-    /// Who it hits.
-    pub target: Target,
-    /// Which service's nodes (server targets); `None`: the strategy's lock service.
-    pub service: Option<Service>,
     /// Start, from the start of the load.
-    #[serde(serialize_with = "human")]
     pub at: Duration,
     /// How long it lasts before it is healed.
-    #[serde(serialize_with = "human")]
     pub duration: Duration,
-    /// Clock faults only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clock: Option<ClockChange>,
-    /// Partition faults only: which clients are cut too.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clients: Option<ClientSide>,
-    /// Command faults only: what to run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command: Option<CommandFault>,
-    /// Holder pauses only: where in the holder's attempt it stops.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub point: Option<Point>,
+    /// What it does and to whom.
+    pub fault: Fault,
 }
 
 /// The shell commands of a `command` fault.
@@ -159,50 +285,71 @@ pub struct CommandFault {
     pub timeout: Duration,
 }
 
-impl FaultSpec {
-    /// A fault without clock change or client side (numbered once the plan is sorted).
-    fn new(
-        kind: FaultKind,
-        target: Target,
-        service: Option<Service>,
-        at: Duration,
-        duration: Duration,
-    ) -> Self {
-        Self {
-            id: 0,
-            kind,
-            target,
-            service,
-            at,
-            duration,
-            clock: None,
-            clients: None,
-            command: None,
-            point: None,
-        }
-    }
+/// A fault as `summary.json` shows it (`faults[].plan`): one flat object whose keys do not
+/// depend on the kind, apart from the kind's own data.
+#[derive(Serialize)]
+struct FlatFault<'a> {
+    id: usize,
+    kind: FaultKind,
+    /// `command` for command faults.
+    target: &'static str,
+    service: Option<Service>,
+    #[serde(serialize_with = "human")]
+    at: Duration,
+    #[serde(serialize_with = "human")]
+    duration: Duration,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock: Option<ClockChange>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clients: Option<ClientSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    command: Option<&'a CommandFault>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    point: Option<Point>,
+}
 
+impl Serialize for FaultSpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let f = &self.fault;
+        FlatFault {
+            id: self.id,
+            kind: f.kind(),
+            target: f.target().map_or("command", Target::name),
+            service: f.servers().and_then(|s| s.service),
+            at: self.at,
+            duration: self.duration,
+            clock: match f {
+                Fault::Clock { change, .. } => Some(*change),
+                _ => None,
+            },
+            clients: match f {
+                Fault::Partition { clients, .. } => Some(*clients),
+                _ => None,
+            },
+            command: match f {
+                Fault::Command(c) => Some(c),
+                _ => None,
+            },
+            point: match f {
+                Fault::PauseClient(ClientPause::Holder(p)) => Some(*p),
+                _ => None,
+            },
+        }
+        .serialize(s)
+    }
+}
+
+impl FaultSpec {
     /// Short label such as `pause holder` or `kill redis master`.
     pub fn label(&self) -> String {
-        let kind = match self.kind {
-            FaultKind::Kill => "kill",
-            FaultKind::Pause => "pause",
-            FaultKind::Clock => "clock",
-            FaultKind::Partition => "partition",
-            FaultKind::Command => {
-                return match &self.command {
-                    Some(c) => format!("command `{}`", short(&c.run)),
-                    None => "command".into(),
-                };
-            }
-        };
-        let target = serde_json::to_value(self.target)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        match self.service {
-            Some(s) => format!("{kind} {} {target}", service_name(s)),
-            None => format!("{kind} {target}"),
+        let kind = self.fault.kind();
+        match (&self.fault, self.fault.target()) {
+            (Fault::Command(c), _) => format!("command `{}`", short(&c.run)),
+            (f, Some(target)) => match f.servers().and_then(|s| s.service) {
+                Some(s) => format!("{kind} {s} {target}"),
+                None => format!("{kind} {target}"),
+            },
+            (_, None) => kind.to_string(),
         }
     }
 }
@@ -213,17 +360,6 @@ fn short(cmd: &str) -> String {
     match line.char_indices().nth(40) {
         Some((i, _)) => format!("{}…", &line[..i]),
         None => line.to_string(),
-    }
-}
-
-/// Lower-case name of a service, as written in chaos files.
-pub fn service_name(s: Service) -> &'static str {
-    match s {
-        Service::Mariadb => "mariadb",
-        Service::Redis => "redis",
-        Service::Sentinel => "sentinel",
-        Service::Zookeeper => "zookeeper",
-        Service::Etcd => "etcd",
     }
 }
 
@@ -244,19 +380,21 @@ impl ChaosPlan {
     pub fn needs_workers(&self) -> bool {
         self.faults
             .iter()
-            .any(|f| f.target.is_client() || f.kind == FaultKind::Partition)
+            .any(|f| matches!(f.fault, Fault::PauseClient(_) | Fault::Partition { .. }))
     }
 
     /// Whether any fault partitions the network (nodes then run in network namespaces).
     pub fn needs_network(&self) -> bool {
-        self.faults.iter().any(|f| f.kind == FaultKind::Partition)
+        self.faults
+            .iter()
+            .any(|f| matches!(f.fault, Fault::Partition { .. }))
     }
 
     /// Longest pause of a client process: attempts may outlast their bound by this much.
     pub fn max_client_pause(&self) -> Duration {
         self.faults
             .iter()
-            .filter(|f| f.target.is_client())
+            .filter(|f| matches!(f.fault, Fault::PauseClient(_)))
             .map(|f| f.duration)
             .max()
             .unwrap_or_default()
@@ -264,47 +402,47 @@ impl ChaosPlan {
 
     /// Whether any fault changes clocks (Redis nodes then start with the clock shim).
     pub fn needs_clock_shim(&self) -> bool {
-        self.faults.iter().any(|f| f.kind == FaultKind::Clock)
+        self.faults
+            .iter()
+            .any(|f| matches!(f.fault, Fault::Clock { .. }))
     }
 
     /// Rejects, before anything starts, a fault that servers provisioned by `p` cannot take.
     pub fn check_provisioner(&self, p: Provisioner) -> Result<(), ChaosError> {
         for (i, f) in self.faults.iter().enumerate() {
-            let field = format!("fault[{i}]");
-            let reject = |field: String, value: String, expected: &str| {
+            let reject = |key: &str, value: String, expected: &str| {
                 Err(ChaosError::Invalid {
                     file: self.file.clone(),
-                    field,
+                    field: format!("fault[{i}].{key}"),
                     value,
                     expected: expected.to_string(),
                 })
             };
-            let server_fault = !f.target.is_client() && f.kind != FaultKind::Command;
-            match p {
-                Provisioner::Target if server_fault => {
+            match (p, &f.fault) {
+                (Provisioner::Target, f) if f.servers().is_some() => {
                     return reject(
-                        format!("{field}.kind"),
-                        format!("{:?}", self.kind_name(f.kind)),
+                        "kind",
+                        format!("{:?}", f.kind().name()),
                         "\"command\" (or a pause of a client): lockbench kills, pauses and cuts \
                          only servers it started; against an external target write the fault as \
                          commands, e.g. kind = \"command\", run = \"kubectl delete pod redis-0\", \
                          heal = \"kubectl wait …\"",
                     );
                 }
-                Provisioner::Containers if f.kind == FaultKind::Clock => {
+                (Provisioner::Containers, Fault::Clock { .. }) => {
                     return reject(
-                        format!("{field}.kind"),
+                        "kind",
                         "\"clock\"".into(),
                         "kill, pause or partition: clock faults preload a library into local \
                          Redis processes, which containers do not have; use --provision local",
                     );
                 }
-                Provisioner::Containers
-                    if f.kind == FaultKind::Partition && f.clients != Some(ClientSide::All) =>
+                (Provisioner::Containers, Fault::Partition { clients, .. })
+                    if *clients != ClientSide::All =>
                 {
                     return reject(
-                        format!("{field}.clients"),
-                        format!("{:?}", self.client_side_name(f.clients)),
+                        "clients",
+                        format!("{:?}", clients.name()),
                         "\"all\": a container is partitioned by disconnecting it from the run's \
                          Docker network, which cuts it from every node and every client; split \
                          and node-only partitions need --provision local",
@@ -314,20 +452,6 @@ impl ChaosPlan {
             }
         }
         Ok(())
-    }
-
-    fn client_side_name(&self, c: Option<ClientSide>) -> String {
-        serde_json::to_value(c.unwrap_or(ClientSide::Split))
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
-    }
-
-    fn kind_name(&self, k: FaultKind) -> String {
-        serde_json::to_value(k)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
     }
 
     /// Reads and validates `path` against `w`.
@@ -413,8 +537,15 @@ struct RawRandom {
     start: Option<String>,
 }
 
-const KINDS: &str = "one of \"kill\", \"pause\", \"clock\", \"partition\", \"command\"";
-const TARGETS: &str = "one of \"master\", \"leader\", \"one\", \"minority\", \"majority\", \"all\", \"holder\", \"client\"";
+/// The keys of a fault table that only some kinds take; all unset in a generated fault.
+#[derive(Default)]
+struct Extras<'a> {
+    jump: Option<&'a str>,
+    rate: Option<f64>,
+    clients: Option<&'a str>,
+    point: Option<&'a str>,
+}
+
 const SERVICES: &str = "one of \"mariadb\", \"redis\", \"zookeeper\", \"etcd\"";
 const POINTS: &str = "one of \"after-read\" (the default), \"after-acquire\", \"before-release\"";
 const SPAN: &str =
@@ -448,13 +579,9 @@ impl Validator<'_> {
         }
     }
 
-    fn enumerated<T: for<'de> Deserialize<'de>>(
-        &self,
-        field: &str,
-        text: &str,
-        expected: &str,
-    ) -> Result<T, ChaosError> {
-        T::deserialize(serde::de::value::StrDeserializer::<serde::de::value::Error>::new(text))
+    /// One of an enum's names.
+    fn named<T: FromStr>(&self, field: &str, text: &str, expected: &str) -> Result<T, ChaosError> {
+        text.parse()
             .map_err(|_| self.invalid(field, format!("{text:?}"), expected))
     }
 
@@ -487,135 +614,190 @@ impl Validator<'_> {
                     format!("{s:?}"),
                     "a service that holds data (faults on the Redis nodes of a Sentinel set use \"redis\")",
                 )),
-                _ => self.enumerated(field, s, SERVICES),
+                _ => self.named(field, s, SERVICES),
             })
             .transpose()
     }
 
     fn fault(&self, at_field: &str, f: &RawFault) -> Result<FaultSpec, ChaosError> {
         let field = |k: &str| format!("{at_field}.{k}");
-        let kind: FaultKind = self.enumerated(&field("kind"), &f.kind, KINDS)?;
+        let kind: FaultKind = self.named(&field("kind"), &f.kind, &one_of(FaultKind::NAMES))?;
         let at = self.span(&field("at"), &f.at, true)?;
         let duration = self.span(&field("duration"), &f.duration, false)?;
-        if kind == FaultKind::Command {
-            return self.command_fault(at_field, f, at, duration);
+        let fault = if kind == FaultKind::Command {
+            Fault::Command(self.command_fault(&field, f)?)
+        } else {
+            self.none_set(
+                &field,
+                &[
+                    ("run", f.run.is_some()),
+                    ("heal", f.heal.is_some()),
+                    ("timeout", f.timeout.is_some()),
+                ],
+                "only command faults take it",
+            )?;
+            let targets = one_of(Target::NAMES);
+            let target = f
+                .target
+                .as_deref()
+                .ok_or_else(|| self.invalid(&field("target"), "missing", &targets))?;
+            let target: Target = self.named(&field("target"), target, &targets)?;
+            let service = self.service(&field("service"), &f.service)?;
+            let extras = Extras {
+                jump: f.jump.as_deref(),
+                rate: f.rate,
+                clients: f.clients.as_deref(),
+                point: f.point.as_deref(),
+            };
+            self.aim(&field, kind, target, service, &extras)?
+        };
+        if at >= self.w.load.duration {
+            return Err(self.invalid(
+                &field("at"),
+                humantime::format_duration(at),
+                &format!(
+                    "a start before the load ends (load.duration = {})",
+                    humantime::format_duration(self.w.load.duration)
+                ),
+            ));
         }
-        self.none_set(
-            &field,
-            &[
-                ("run", f.run.is_some()),
-                ("heal", f.heal.is_some()),
-                ("timeout", f.timeout.is_some()),
-            ],
-            "only command faults take it",
-        )?;
-        let target = f
-            .target
-            .as_deref()
-            .ok_or_else(|| self.invalid(&field("target"), "missing", TARGETS))?;
-        let target: Target = match self.enumerated(&field("target"), target, TARGETS)? {
-            Target::Command => return Err(self.invalid(&field("target"), "\"command\"", TARGETS)),
-            t => t,
-        };
-        let service = self.service(&field("service"), &f.service)?;
-        self.check(at_field, kind, target, service, at)?;
-        let clock = match kind {
-            FaultKind::Clock => {
-                let jump_ms = match &f.jump {
-                    Some(j) => {
-                        let (neg, rest) = match j.trim().strip_prefix('-') {
-                            Some(r) => (true, r),
-                            None => (false, j.trim().trim_start_matches('+')),
-                        };
-                        let d = self.span(&field("jump"), rest, true).map_err(|_| {
-                            self.invalid(
-                                &field("jump"),
-                                format!("{j:?}"),
-                                "a signed duration such as \"+10s\", \"-2s\" or \"+3x ttl\"",
-                            )
-                        })?;
-                        let ms = d.as_millis() as i64;
-                        if neg { -ms } else { ms }
-                    }
-                    None => 0,
-                };
-                let rate = f.rate.unwrap_or(1.0);
-                if !(rate.is_finite() && rate > 0.0 && rate <= 1000.0) {
-                    return Err(self.invalid(
-                        &field("rate"),
-                        rate,
-                        "the clock's speed, a number > 0 (2.0 = twice as fast)",
-                    ));
-                }
-                if jump_ms == 0 && rate == 1.0 {
-                    return Err(self.invalid(
-                        &field("jump"),
-                        "none",
-                        "a clock fault with a jump (\"+10s\") or a rate other than 1.0",
-                    ));
-                }
-                Some(ClockChange { jump_ms, rate })
-            }
-            _ => {
-                for (k, set) in [("jump", f.jump.is_some()), ("rate", f.rate.is_some())] {
-                    if set {
-                        return Err(self.invalid(
-                            &field(k),
-                            "set",
-                            "no value: only clock faults take it",
-                        ));
-                    }
-                }
-                None
-            }
-        };
-        let clients = match (&f.clients, kind) {
-            (Some(c), FaultKind::Partition) => Some(self.enumerated(
-                &field("clients"),
-                c,
-                "one of \"split\", \"none\", \"all\"",
-            )?),
-            (None, FaultKind::Partition) => Some(ClientSide::Split),
-            (Some(_), _) => {
-                return Err(self.invalid(
-                    &field("clients"),
-                    "set",
-                    "no value: only partition faults take it",
-                ));
-            }
-            (None, _) => None,
-        };
-        let point = match (&f.point, target) {
-            (Some(p), Target::Holder) => Some(self.enumerated(&field("point"), p, POINTS)?),
-            (None, Target::Holder) => Some(Point::AfterRead),
-            (Some(_), _) => {
-                return Err(self.invalid(
-                    &field("point"),
-                    "set",
-                    "no value: only pauses of the holder take it",
-                ));
-            }
-            (None, _) => None,
-        };
         Ok(FaultSpec {
-            clock,
-            clients,
-            point,
-            ..FaultSpec::new(kind, target, service, at, duration)
+            id: 0,
+            at,
+            duration,
+            fault,
         })
+    }
+
+    /// The fault `kind` does to `target`: combinations that cannot work are errors, and so are
+    /// extras this kind or target does not take.
+    fn aim(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        kind: FaultKind,
+        target: Target,
+        service: Option<Service>,
+        x: &Extras,
+    ) -> Result<Fault, ChaosError> {
+        if target.is_client() && kind != FaultKind::Pause {
+            return Err(self.invalid(
+                &field("target"),
+                target,
+                "a server target (master, leader, one, minority, majority, all): only `pause` \
+                 hits client processes",
+            ));
+        }
+        if kind == FaultKind::Partition
+            && matches!(target, Target::Nodes(NodeSet::All | NodeSet::Majority))
+        {
+            return Err(self.invalid(
+                &field("target"),
+                target,
+                "master, leader, one or minority: a partition isolates some nodes from the rest",
+            ));
+        }
+        if target.is_client() && service.is_some() {
+            return Err(self.invalid(&field("service"), "set", "no service for a client target"));
+        }
+        if let Some(s) = service.filter(|s| kind == FaultKind::Clock && *s != Service::Redis) {
+            return Err(self.invalid(
+                &field("service"),
+                s,
+                "\"redis\": the clock shim is preloaded into Redis nodes only",
+            ));
+        }
+        if kind != FaultKind::Clock {
+            let keys = [("jump", x.jump.is_some()), ("rate", x.rate.is_some())];
+            self.none_set(field, &keys, "only clock faults take it")?;
+        }
+        if kind != FaultKind::Partition {
+            let keys = [("clients", x.clients.is_some())];
+            self.none_set(field, &keys, "only partition faults take it")?;
+        }
+        if target != Target::Holder {
+            let keys = [("point", x.point.is_some())];
+            self.none_set(field, &keys, "only pauses of the holder take it")?;
+        }
+        let nodes = match target {
+            Target::Holder => {
+                let point = match x.point {
+                    Some(p) => self.named(&field("point"), p, POINTS)?,
+                    None => Point::AfterRead,
+                };
+                return Ok(Fault::PauseClient(ClientPause::Holder(point)));
+            }
+            Target::Client => return Ok(Fault::PauseClient(ClientPause::Any)),
+            Target::Nodes(n) => n,
+        };
+        let servers = Servers { nodes, service };
+        Ok(match kind {
+            FaultKind::Kill => Fault::Kill(servers),
+            FaultKind::Pause => Fault::Pause(servers),
+            FaultKind::Clock => Fault::Clock {
+                servers,
+                change: self.clock_change(field, x)?,
+            },
+            FaultKind::Partition => Fault::Partition {
+                servers,
+                clients: match x.clients {
+                    Some(c) => self.named(&field("clients"), c, &one_of(ClientSide::NAMES))?,
+                    None => ClientSide::Split,
+                },
+            },
+            FaultKind::Command => unreachable!("command faults are read by command_fault"),
+        })
+    }
+
+    /// `jump = "+1.5x ttl"` and / or `rate = 2.0`: at least one of them changes the clock.
+    fn clock_change(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        x: &Extras,
+    ) -> Result<ClockChange, ChaosError> {
+        let jump_ms = match x.jump {
+            Some(j) => {
+                let (neg, rest) = match j.trim().strip_prefix('-') {
+                    Some(r) => (true, r),
+                    None => (false, j.trim().trim_start_matches('+')),
+                };
+                let d = self.span(&field("jump"), rest, true).map_err(|_| {
+                    self.invalid(
+                        &field("jump"),
+                        format!("{j:?}"),
+                        "a signed duration such as \"+10s\", \"-2s\" or \"+3x ttl\"",
+                    )
+                })?;
+                let ms = d.as_millis() as i64;
+                if neg { -ms } else { ms }
+            }
+            None => 0,
+        };
+        let rate = x.rate.unwrap_or(1.0);
+        if !(rate.is_finite() && rate > 0.0 && rate <= 1000.0) {
+            return Err(self.invalid(
+                &field("rate"),
+                rate,
+                "the clock's speed, a number > 0 (2.0 = twice as fast)",
+            ));
+        }
+        if jump_ms == 0 && rate == 1.0 {
+            return Err(self.invalid(
+                &field("jump"),
+                "none",
+                "a clock fault with a jump (\"+10s\") or a rate other than 1.0",
+            ));
+        }
+        Ok(ClockChange { jump_ms, rate })
     }
 
     /// `kind = "command"`: `run` and `heal` commands, an optional `timeout`, nothing else.
     fn command_fault(
         &self,
-        at_field: &str,
+        field: &dyn Fn(&str) -> String,
         f: &RawFault,
-        at: Duration,
-        duration: Duration,
-    ) -> Result<FaultSpec, ChaosError> {
-        let field = |k: &str| format!("{at_field}.{k}");
+    ) -> Result<CommandFault, ChaosError> {
         self.none_set(
-            &field,
+            field,
             &[
                 ("target", f.target.is_some()),
                 ("service", f.service.is_some()),
@@ -640,59 +822,7 @@ impl Validator<'_> {
             Some(t) => self.span(&field("timeout"), t, false)?,
             None => DEFAULT_COMMAND_TIMEOUT,
         };
-        self.check(at_field, FaultKind::Command, Target::Command, None, at)?;
-        Ok(FaultSpec {
-            command: Some(CommandFault { run, heal, timeout }),
-            ..FaultSpec::new(FaultKind::Command, Target::Command, None, at, duration)
-        })
-    }
-
-    /// Combinations that cannot work, and faults that start after the load.
-    fn check(
-        &self,
-        at_field: &str,
-        kind: FaultKind,
-        target: Target,
-        service: Option<Service>,
-        at: Duration,
-    ) -> Result<(), ChaosError> {
-        let field = |k: &str| format!("{at_field}.{k}");
-        if target.is_client() && kind != FaultKind::Pause {
-            return Err(self.invalid(
-                &field("target"),
-                format!("{target:?}").to_lowercase(),
-                "a server target (master, leader, one, minority, majority, all): only `pause` \
-                 hits client processes",
-            ));
-        }
-        if kind == FaultKind::Partition && matches!(target, Target::All | Target::Majority) {
-            return Err(self.invalid(
-                &field("target"),
-                format!("{target:?}").to_lowercase(),
-                "master, leader, one or minority: a partition isolates some nodes from the rest",
-            ));
-        }
-        if target.is_client() && service.is_some() {
-            return Err(self.invalid(&field("service"), "set", "no service for a client target"));
-        }
-        if kind == FaultKind::Clock && service.is_some_and(|s| s != Service::Redis) {
-            return Err(self.invalid(
-                &field("service"),
-                service_name(service.expect("checked")),
-                "\"redis\": the clock shim is preloaded into Redis nodes only",
-            ));
-        }
-        if at >= self.w.load.duration {
-            return Err(self.invalid(
-                &field("at"),
-                humantime::format_duration(at),
-                &format!(
-                    "a start before the load ends (load.duration = {})",
-                    humantime::format_duration(self.w.load.duration)
-                ),
-            ));
-        }
-        Ok(())
+        Ok(CommandFault { run, heal, timeout })
     }
 
     /// Draws a schedule: exponential gaps and durations around the given means, one fault at a
@@ -703,13 +833,11 @@ impl Validator<'_> {
         }
         let mut kinds = Vec::new();
         for (i, k) in r.kinds.iter().enumerate() {
-            let kind: FaultKind = self.enumerated(&format!("random.kinds[{i}]"), k, KINDS)?;
-            if matches!(
-                kind,
-                FaultKind::Clock | FaultKind::Partition | FaultKind::Command
-            ) {
+            let field = format!("random.kinds[{i}]");
+            let kind: FaultKind = self.named(&field, k, &one_of(FaultKind::NAMES))?;
+            if !matches!(kind, FaultKind::Kill | FaultKind::Pause) {
                 return Err(self.invalid(
-                    &format!("random.kinds[{i}]"),
+                    &field,
                     format!("{k:?}"),
                     "\"kill\" or \"pause\" (list clock, partition and command faults as [[fault]])",
                 ));
@@ -717,10 +845,16 @@ impl Validator<'_> {
             kinds.push(kind);
         }
         let target: Target = match &r.target {
-            Some(t) => self.enumerated("random.target", t, TARGETS)?,
-            None => Target::One,
+            Some(t) => self.named("random.target", t, &one_of(Target::NAMES))?,
+            None => Target::Nodes(NodeSet::One),
         };
         let service = self.service("random.service", &r.service)?;
+        // One fault per listed kind, checked once; the schedule draws among them.
+        let field = |k: &str| format!("random.{k}");
+        let faults = kinds
+            .into_iter()
+            .map(|kind| self.aim(&field, kind, target, service, &Extras::default()))
+            .collect::<Result<Vec<_>, _>>()?;
         let every = self.span("random.every", &r.every, false)?;
         let mean = self.span("random.duration", &r.duration, false)?;
         let first = match &r.start {
@@ -737,12 +871,14 @@ impl Validator<'_> {
         let mut out = Vec::new();
         let mut at = first;
         while at < self.w.load.duration && out.len() < 1000 {
-            let kind = kinds[rng.random_range(0..kinds.len())];
-            self.check("random", kind, target, service, at)?;
+            let fault = faults[rng.random_range(0..faults.len())].clone();
             let duration = exp(&mut rng, mean);
-            let mut fault = FaultSpec::new(kind, target, service, at, duration);
-            fault.point = (target == Target::Holder).then_some(Point::AfterRead);
-            out.push(fault);
+            out.push(FaultSpec {
+                id: 0,
+                at,
+                duration,
+                fault,
+            });
             at += duration + exp(&mut rng, every);
         }
         Ok(out)
@@ -796,8 +932,22 @@ jump = "+1.5x ttl"
         .expect("valid");
         assert_eq!(p.faults.len(), 2);
         // Sorted by start, numbered from 1.
-        assert_eq!((p.faults[0].id, p.faults[0].kind), (1, FaultKind::Clock));
-        assert_eq!(p.faults[0].clock.expect("clock").jump_ms, 3000);
+        assert_eq!(
+            (p.faults[0].id, p.faults[0].fault.kind()),
+            (1, FaultKind::Clock)
+        );
+        let Fault::Clock { servers, change } = p.faults[0].fault else {
+            panic!("a clock fault: {:?}", p.faults[0]);
+        };
+        assert_eq!(change.jump_ms, 3000);
+        assert_eq!(
+            (servers.nodes, servers.service),
+            (NodeSet::Majority, Some(Service::Redis))
+        );
+        assert_eq!(
+            p.faults[1].fault,
+            Fault::PauseClient(ClientPause::Holder(Point::AfterRead))
+        );
         assert_eq!(p.faults[1].duration, Duration::from_secs(6));
         assert!(p.needs_workers() && p.needs_clock_shim());
         assert_eq!(p.max_client_pause(), Duration::from_secs(6));
@@ -827,8 +977,9 @@ jump = "+1.5x ttl"
                     run = \"docker pause r1\"\nheal = \"docker unpause r1\"\ntimeout = \"5s\"\n";
         let plan = ChaosPlan::parse("c.toml", text, &workload()).unwrap();
         let f = &plan.faults[0];
-        assert_eq!((f.kind, f.target), (FaultKind::Command, Target::Command));
-        let c = f.command.as_ref().unwrap();
+        let Fault::Command(c) = &f.fault else {
+            panic!("a command fault: {f:?}");
+        };
         assert_eq!(
             (c.run.as_str(), c.heal.as_str()),
             ("docker pause r1", "docker unpause r1")
@@ -928,7 +1079,11 @@ jump = "+1.5x ttl"
             .unwrap();
         let w = Workload::load(&root.join("workloads/chaos.toml"), &[]).unwrap();
         let plan = ChaosPlan::load(&root.join("targets/example-chaos.toml"), &w).unwrap();
-        assert!(plan.faults.iter().all(|f| f.kind == FaultKind::Command));
+        assert!(
+            plan.faults
+                .iter()
+                .all(|f| matches!(f.fault, Fault::Command(_)))
+        );
         plan.check_provisioner(Provisioner::Target).unwrap();
     }
 
@@ -936,18 +1091,120 @@ jump = "+1.5x ttl"
     fn holder_pauses_land_after_the_read_unless_told_otherwise() {
         let holder =
             "[[fault]]\nkind = \"pause\"\ntarget = \"holder\"\nat = \"1s\"\nduration = \"1s\"\n";
-        let plan = ChaosPlan::parse("h.toml", holder, &workload()).unwrap();
-        assert_eq!(plan.faults[0].point, Some(Point::AfterRead));
-        for p in Point::ALL {
-            let text = format!("{holder}point = \"{}\"\n", p.name());
-            let plan = ChaosPlan::parse("h.toml", &text, &workload()).unwrap();
-            assert_eq!(plan.faults[0].point, Some(p));
+        let fault = |text: &str| {
+            let plan = ChaosPlan::parse("h.toml", text, &workload()).unwrap();
+            plan.faults[0].fault.clone()
+        };
+        assert_eq!(
+            fault(holder),
+            Fault::PauseClient(ClientPause::Holder(Point::AfterRead))
+        );
+        for &p in Point::ALL {
+            let text = format!("{holder}point = \"{p}\"\n");
+            assert_eq!(fault(&text), Fault::PauseClient(ClientPause::Holder(p)));
         }
         let server = holder.replace("\"holder\"", "\"one\"");
-        let plan = ChaosPlan::parse("h.toml", &server, &workload()).unwrap();
+        assert!(matches!(fault(&server), Fault::Pause(_)), "a server pause");
+    }
+
+    #[test]
+    fn summaries_show_every_fault_as_one_flat_object() {
+        let text = r#"
+[[fault]]
+kind = "kill"
+target = "leader"
+at = "3s"
+duration = "2s"
+[[fault]]
+kind = "clock"
+target = "master"
+service = "redis"
+at = "4s"
+duration = "1s"
+jump = "-500ms"
+[[fault]]
+kind = "partition"
+target = "one"
+at = "5s"
+duration = "1s"
+[[fault]]
+kind = "pause"
+target = "holder"
+at = "6s"
+duration = "1s"
+[[fault]]
+kind = "command"
+at = "7s"
+duration = "1s"
+run = "a"
+heal = "b"
+"#;
+        let plan = ChaosPlan::parse("c.toml", text, &workload()).unwrap();
+        let json: Vec<_> = plan
+            .faults
+            .iter()
+            .map(|f| serde_json::to_value(f).unwrap())
+            .collect();
+        // The keys `summary.json` has always had (faults[].plan).
+        let want = serde_json::json!([
+            {"id": 1, "kind": "kill", "target": "leader", "service": null, "at": "3s",
+             "duration": "2s"},
+            {"id": 2, "kind": "clock", "target": "master", "service": "redis", "at": "4s",
+             "duration": "1s", "clock": {"jump_ms": -500, "rate": 1.0}},
+            {"id": 3, "kind": "partition", "target": "one", "service": null, "at": "5s",
+             "duration": "1s", "clients": "split"},
+            {"id": 4, "kind": "pause", "target": "holder", "service": null, "at": "6s",
+             "duration": "1s", "point": "after-read"},
+            {"id": 5, "kind": "command", "target": "command", "service": null, "at": "7s",
+             "duration": "1s", "command": {"run": "a", "heal": "b", "timeout": "30s"}},
+        ]);
+        assert_eq!(serde_json::Value::Array(json), want);
+        let labels: Vec<String> = plan.faults.iter().map(FaultSpec::label).collect();
         assert_eq!(
-            plan.faults[0].point, None,
-            "only holder pauses have a point"
+            labels,
+            [
+                "kill leader",
+                "clock redis master",
+                "partition one",
+                "pause holder",
+                "command `a`"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_name_parses_back_to_its_value() {
+        fn round_trip<T>(all: &[T])
+        where
+            T: Copy + PartialEq + std::fmt::Debug + fmt::Display + FromStr + Serialize,
+        {
+            for &v in all {
+                assert_eq!(v.to_string().parse::<T>().ok(), Some(v));
+                let json = serde_json::to_value(v).unwrap();
+                assert_eq!(json, serde_json::Value::String(v.to_string()));
+            }
+        }
+        round_trip(FaultKind::ALL);
+        round_trip(ClientSide::ALL);
+        round_trip(NodeSet::ALL);
+        round_trip(Point::ALL);
+        round_trip(Service::ALL);
+        round_trip(Provisioner::ALL);
+        round_trip(crate::cluster::Role::ALL);
+        let targets: Vec<Target> = NodeSet::ALL
+            .iter()
+            .map(|&n| Target::Nodes(n))
+            .chain(Target::CLIENTS)
+            .collect();
+        let names: Vec<String> = targets.iter().map(Target::to_string).collect();
+        assert_eq!(names, Target::NAMES);
+        for t in targets {
+            assert_eq!(t.to_string().parse::<Target>(), Ok(t));
+        }
+        let e = "command".parse::<Target>().unwrap_err().to_string();
+        assert!(
+            e.starts_with("\"command\": expected one of \"master\""),
+            "{e}"
         );
     }
 

@@ -17,7 +17,9 @@ use rand::{RngExt, SeedableRng};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::{ChaosPlan, ClientSide, FaultKind, FaultSpec, Target, service_name};
+use super::plan::{
+    ChaosPlan, ClientPause, ClientSide, CommandFault, Fault, FaultSpec, NodeSet, Servers,
+};
 use crate::cluster::{OwnedCluster, Service};
 use crate::record::phases::Boundaries;
 
@@ -49,8 +51,8 @@ impl FaultRecord {
     }
 }
 
-/// What the runner may touch.
-pub struct Targets<'a> {
+/// What the runner may touch: the servers, client processes and log folder that faults reach.
+pub struct Reach<'a> {
     /// Servers started by this run (`None` on an external target: only command faults and
     /// client pauses then).
     pub cluster: Option<&'a mut OwnedCluster>,
@@ -79,7 +81,7 @@ enum State {
 /// still active. `seed` picks the nodes of `one` / `minority` / `majority` and the worker.
 pub async fn run_faults(
     plan: &ChaosPlan,
-    t: &mut Targets<'_>,
+    t: &mut Reach<'_>,
     boundaries: &Boundaries,
     start: Instant,
     seed: u64,
@@ -177,61 +179,91 @@ pub async fn run_faults(
 /// Starts one fault; returns its new state.
 async fn inject(
     r: &mut FaultRecord,
-    t: &mut Targets<'_>,
+    t: &mut Reach<'_>,
     boundaries: &Boundaries,
     seed: u64,
 ) -> State {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_0000 ^ r.spec.id as u64);
-    let spec = r.spec.clone();
-    if let Some(c) = &spec.command {
-        // The fault is on from the moment its command starts; a failure is noted, and the
-        // heal command still runs at the end.
-        let at = boundaries.mark();
-        r.started = Some(at);
-        r.nodes = vec!["command".into()];
-        tracing::info!(fault = spec.id, run = %c.run, "command fault started");
-        if let Err(e) = run_command(t, &spec, &c.run, "run").await {
-            r.note = Some(e);
-        }
-        return State::Active {
-            heal_at: at + spec.duration,
-            worker: None,
+    match r.spec.fault.clone() {
+        Fault::Command(c) => start_command(r, t, &c, boundaries).await,
+        Fault::PauseClient(p) => pause_client(r, t, p, boundaries, &mut rng),
+        Fault::Kill(s)
+        | Fault::Pause(s)
+        | Fault::Clock { servers: s, .. }
+        | Fault::Partition { servers: s, .. } => hit_servers(r, t, s, boundaries, &mut rng).await,
+    }
+}
+
+/// The fault is on from the moment its command starts; a failure is noted, and the heal
+/// command still runs at the end.
+async fn start_command(
+    r: &mut FaultRecord,
+    t: &Reach<'_>,
+    c: &CommandFault,
+    boundaries: &Boundaries,
+) -> State {
+    let at = boundaries.mark();
+    r.started = Some(at);
+    r.nodes = vec!["command".into()];
+    tracing::info!(fault = r.spec.id, run = %c.run, "command fault started");
+    if let Err(e) = run_command(t, r.spec.id, c, &c.run, "run").await {
+        r.note = Some(e);
+    }
+    State::Active {
+        heal_at: at + r.spec.duration,
+        worker: None,
+    }
+}
+
+/// Stops a client worker now, or arms it to stop itself at the holder's point.
+fn pause_client(
+    r: &mut FaultRecord,
+    t: &Reach<'_>,
+    pause: ClientPause,
+    boundaries: &Boundaries,
+    rng: &mut ChaCha8Rng,
+) -> State {
+    let Some(workers) = t.workers.clone().filter(|w| !w.is_empty()) else {
+        r.note = Some("no client worker processes to pause".into());
+        return State::Done;
+    };
+    let k = rng.random_range(0..workers.len());
+    r.nodes = vec![format!("worker-{k}")];
+    if let ClientPause::Holder(point) = pause {
+        return match workers.arm_holder_pause(k, Some(point)) {
+            Ok(()) => State::Armed(k),
+            Err(e) => {
+                r.note = Some(format!("arming worker-{k}: {e}"));
+                State::Done
+            }
         };
     }
-    if spec.target.is_client() {
-        let Some(workers) = t.workers.clone().filter(|w| !w.is_empty()) else {
-            r.note = Some("no client worker processes to pause".into());
-            return State::Done;
-        };
-        let k = rng.random_range(0..workers.len());
-        r.nodes = vec![format!("worker-{k}")];
-        if spec.target == Target::Holder {
-            let point = spec.point.unwrap_or(crate::chaos::holder::Point::AfterRead);
-            return match workers.arm_holder_pause(k, Some(point)) {
-                Ok(()) => State::Armed(k),
-                Err(e) => {
-                    r.note = Some(format!("arming worker-{k}: {e}"));
-                    State::Done
-                }
-            };
-        }
-        if let Err(e) = workers.pause(k) {
-            r.note = Some(format!("SIGSTOP worker-{k}: {e}"));
-            return State::Done;
-        }
-        let at = boundaries.mark();
-        r.started = Some(at);
-        return State::Active {
-            heal_at: at + spec.duration,
-            worker: Some(k),
-        };
+    if let Err(e) = workers.pause(k) {
+        r.note = Some(format!("SIGSTOP worker-{k}: {e}"));
+        return State::Done;
     }
-    let service = spec.service.unwrap_or(t.service);
+    let at = boundaries.mark();
+    r.started = Some(at);
+    State::Active {
+        heal_at: at + r.spec.duration,
+        worker: Some(k),
+    }
+}
+
+/// Kills, pauses, skews or cuts the server nodes `servers` names right now.
+async fn hit_servers(
+    r: &mut FaultRecord,
+    t: &mut Reach<'_>,
+    servers: Servers,
+    boundaries: &Boundaries,
+    rng: &mut ChaCha8Rng,
+) -> State {
+    let service = servers.service.unwrap_or(t.service);
     let Some(cluster) = t.cluster.as_deref_mut() else {
         r.note = Some("no servers of this run's own to hit (external target)".into());
         return State::Done;
     };
-    let nodes = match pick_nodes(cluster, service, spec.target, &mut rng).await {
+    let nodes = match pick_nodes(cluster, service, servers.nodes, rng).await {
         Ok(n) => n,
         Err(e) => {
             r.note = Some(e);
@@ -239,9 +271,9 @@ async fn inject(
         }
     };
     let mut errors = Vec::new();
-    if spec.kind == FaultKind::Partition {
+    if let Fault::Partition { clients, .. } = r.spec.fault {
         let workers = t.workers.as_ref().map_or(0, |w| w.len());
-        let clients: Vec<usize> = match spec.clients.unwrap_or(ClientSide::Split) {
+        let clients: Vec<usize> = match clients {
             ClientSide::Split => (workers / 2..workers).collect(),
             ClientSide::All => (0..workers).collect(),
             ClientSide::None => Vec::new(),
@@ -253,14 +285,13 @@ async fn inject(
         }
     }
     for n in &nodes {
-        let res = match spec.kind {
-            FaultKind::Kill => cluster.kill(n).await,
-            FaultKind::Pause => cluster.pause(n).await,
-            FaultKind::Clock => {
-                let c = spec.clock.expect("validated: clock faults have a change");
-                cluster.set_clock(n, Some((c.jump_ms, c.rate)))
+        let res = match r.spec.fault {
+            Fault::Kill(_) => cluster.kill(n).await,
+            Fault::Pause(_) => cluster.pause(n).await,
+            Fault::Clock { change, .. } => {
+                cluster.set_clock(n, Some((change.jump_ms, change.rate)))
             }
-            FaultKind::Partition | FaultKind::Command => Ok(()),
+            Fault::Partition { .. } | Fault::PauseClient(_) | Fault::Command(_) => Ok(()),
         };
         if let Err(e) = res {
             errors.push(e.to_string());
@@ -269,13 +300,13 @@ async fn inject(
     r.nodes = nodes;
     let at = boundaries.mark();
     let hit = r.summary_nodes();
-    tracing::info!(fault = spec.id, label = %spec.label(), ?hit, "fault started");
+    tracing::info!(fault = r.spec.id, label = %r.spec.label(), ?hit, "fault started");
     r.started = Some(at);
     if !errors.is_empty() {
         r.note = Some(errors.join("; "));
     }
     State::Active {
-        heal_at: at + spec.duration,
+        heal_at: at + r.spec.duration,
         worker: None,
     }
 }
@@ -283,14 +314,13 @@ async fn inject(
 /// Ends one fault.
 async fn heal(
     r: &mut FaultRecord,
-    t: &mut Targets<'_>,
+    t: &mut Reach<'_>,
     worker: Option<usize>,
     boundaries: &Boundaries,
 ) {
     let mut errors = Vec::new();
-    if let Some(c) = &r.spec.command {
-        let spec = r.spec.clone();
-        if let Err(e) = run_command(t, &spec, &c.heal, "heal").await {
+    if let Fault::Command(c) = &r.spec.fault {
+        if let Err(e) = run_command(t, r.spec.id, c, &c.heal, "heal").await {
             errors.push(e);
         }
     } else if let Some(k) = worker {
@@ -301,12 +331,12 @@ async fn heal(
         }
     } else if let Some(cluster) = t.cluster.as_deref_mut() {
         for n in &r.nodes {
-            let res = match r.spec.kind {
-                FaultKind::Kill => cluster.restart(n).await,
-                FaultKind::Pause => cluster.resume(n).await,
-                FaultKind::Clock => cluster.set_clock(n, None),
-                FaultKind::Partition => cluster.heal_partition(n).await,
-                FaultKind::Command => Ok(()),
+            let res = match r.spec.fault {
+                Fault::Kill(_) => cluster.restart(n).await,
+                Fault::Pause(_) => cluster.resume(n).await,
+                Fault::Clock { .. } => cluster.set_clock(n, None),
+                Fault::Partition { .. } => cluster.heal_partition(n).await,
+                Fault::PauseClient(_) | Fault::Command(_) => Ok(()),
             };
             if let Err(e) = res {
                 errors.push(e.to_string());
@@ -322,17 +352,17 @@ async fn heal(
     }
 }
 
-/// Runs one command of a command fault, logging to `logs/fault-<id>.log`.
+/// Runs one command of command fault `id`, logging to `logs/fault-<id>.log`.
 async fn run_command(
-    t: &Targets<'_>,
-    spec: &FaultSpec,
+    t: &Reach<'_>,
+    id: usize,
+    c: &CommandFault,
     cmd: &str,
     phase: &str,
 ) -> Result<(), String> {
-    let c = spec.command.as_ref().expect("a command fault");
-    let log = t.log_dir.join(format!("fault-{}.log", spec.id));
+    let log = t.log_dir.join(format!("fault-{id}.log"));
     let env = [
-        ("LOCKBENCH_FAULT_ID", spec.id.to_string()),
+        ("LOCKBENCH_FAULT_ID", id.to_string()),
         ("LOCKBENCH_FAULT_PHASE", phase.to_string()),
     ];
     super::command::run(cmd, c.timeout, &log, &env)
@@ -343,11 +373,11 @@ async fn run_command(
 /// How long a fault on the leader waits for an election to end before it is skipped.
 const LEADER_WAIT: Duration = Duration::from_secs(10);
 
-/// The nodes of `service` that `target` names right now.
+/// The nodes of `service` that `set` names right now.
 async fn pick_nodes(
     cluster: &OwnedCluster,
     service: Service,
-    target: Target,
+    set: NodeSet,
     rng: &mut ChaCha8Rng,
 ) -> Result<Vec<String>, String> {
     let mut names: Vec<String> = cluster
@@ -357,15 +387,12 @@ async fn pick_nodes(
         .map(|n| n.name.clone())
         .collect();
     if names.is_empty() {
-        return Err(format!(
-            "this run has no {} nodes to hit",
-            service_name(service)
-        ));
+        return Err(format!("this run has no {service} nodes to hit"));
     }
     names.sort();
     let n = names.len();
-    let count = match target {
-        Target::Master | Target::Leader => {
+    let count = match set {
+        NodeSet::Master | NodeSet::Leader => {
             // An earlier fault may have started an election (a ZooKeeper leader paused for
             // 1.5 s is voted out): wait for it, bounded, as an operator would, rather than skip.
             let deadline = tokio::time::Instant::now() + LEADER_WAIT;
@@ -377,8 +404,7 @@ async fn pick_nodes(
                     }
                     Ok(None) => {
                         return Err(format!(
-                            "no {} node led within {} s (election under way?)",
-                            service_name(service),
+                            "no {service} node led within {} s (election under way?)",
                             LEADER_WAIT.as_secs()
                         ));
                     }
@@ -386,19 +412,13 @@ async fn pick_nodes(
                 }
             }
         }
-        Target::One => 1,
-        Target::Minority => (n - 1) / 2,
-        Target::Majority => n / 2 + 1,
-        Target::All => n,
-        Target::Holder | Target::Client | Target::Command => {
-            unreachable!("client and command targets are handled above")
-        }
+        NodeSet::One => 1,
+        NodeSet::Minority => (n - 1) / 2,
+        NodeSet::Majority => n / 2 + 1,
+        NodeSet::All => n,
     };
     if count == 0 {
-        return Err(format!(
-            "{n} {} node(s) have no minority to hit",
-            service_name(service)
-        ));
+        return Err(format!("{n} {service} node(s) have no minority to hit"));
     }
     names.shuffle(rng);
     names.truncate(count);

@@ -33,6 +33,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::enum_names;
+
 use backend::{Backend, Launcher, wait_ready};
 
 pub use backend::NodeServer;
@@ -149,8 +151,7 @@ impl ClusterError {
 }
 
 /// Where the servers of a run come from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Provisioner {
     /// Child processes of lockbench, from the Debian packages (the default).
     #[default]
@@ -164,20 +165,14 @@ pub enum Provisioner {
     Target,
 }
 
-impl Provisioner {
-    /// Lower-case name, as in `summary.json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Local => "local",
-            Self::Containers => "containers",
-            Self::Target => "target",
-        }
-    }
-}
+enum_names!(Provisioner {
+    Local = "local",
+    Containers = "containers",
+    Target = "target",
+});
 
 /// The kinds of server a strategy can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Service {
     /// A MariaDB server with a `lockbench` database and a password user.
     Mariadb,
@@ -190,6 +185,14 @@ pub enum Service {
     /// A member of a 3-node etcd cluster.
     Etcd,
 }
+
+enum_names!(Service {
+    Mariadb = "mariadb",
+    Redis = "redis",
+    Sentinel = "sentinel",
+    Zookeeper = "zookeeper",
+    Etcd = "etcd",
+});
 
 /// The servers one strategy needs; the run starts exactly these.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -260,8 +263,7 @@ impl Needs {
 pub const REDLOCK_NODES: usize = 5;
 
 /// The role a node plays, so later fault injection can address "the master" or "the leader".
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
     /// The only node of its service.
     Primary,
@@ -275,6 +277,14 @@ pub enum Role {
     /// at run time, so it is not a role fixed at start; ask [`OwnedCluster::leader`].
     Member,
 }
+
+enum_names!(Role {
+    Primary = "primary",
+    Master = "master",
+    Replica = "replica",
+    Sentinel = "sentinel",
+    Member = "member",
+});
 
 /// How to reach the MariaDB of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -958,4 +968,18 @@ fn is_executable(p: &Path) -> bool {
     p.metadata()
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provisioner_names_on_the_command_line_are_its_names() {
+        use clap::ValueEnum;
+        for p in Provisioner::value_variants() {
+            let v = p.to_possible_value().expect("listed variants have a value");
+            assert_eq!(v.get_name(), p.name());
+        }
+    }
 }

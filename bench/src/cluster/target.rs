@@ -22,9 +22,9 @@ const SHOW_FOUND: usize = 5;
 /// What the owner marker holds: proof that lockbench created the data under the prefix.
 const MARKER: &str = "lockbench: this prefix holds data of lockbench runs; safe to delete";
 
-/// A validated target file.
+/// A validated target file: servers that already exist, which lockbench only uses as a client.
 #[derive(Debug, Clone)]
-pub struct Target {
+pub struct ExternalTarget {
     /// Where it came from.
     pub file: String,
     /// Every server it names, credentials filled in from the environment.
@@ -76,7 +76,7 @@ const ADDR_FORM: &str = "\"host:port\" (a name or an IP address)";
 const DSN_FORM: &str = "\"mysql://USER@HOST:PORT/DATABASE\" (the password goes into the environment \
      variable that mysql.password_env names, never into the file)";
 
-impl Target {
+impl ExternalTarget {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Self, ClusterError> {
         let file = path.display().to_string();
@@ -770,8 +770,8 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
 mod tests {
     use super::*;
 
-    fn parse(text: &str) -> Result<Target, String> {
-        Target::parse("t.toml", text, |k| {
+    fn parse(text: &str) -> Result<ExternalTarget, String> {
+        ExternalTarget::parse("t.toml", text, |k| {
             (k == "PW").then(|| "secret".to_string())
         })
         .map_err(|e| e.to_string())
@@ -911,7 +911,7 @@ mod tests {
             .parent()
             .unwrap();
         let text = std::fs::read_to_string(root.join("targets/example.toml")).unwrap();
-        let t = Target::parse("targets/example.toml", &text, |k| {
+        let t = ExternalTarget::parse("targets/example.toml", &text, |k| {
             k.starts_with("LOCKBENCH_").then(|| "pw".to_string())
         })
         .unwrap();

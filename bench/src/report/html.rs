@@ -592,9 +592,7 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
     );
     for r in runs {
         let s = &r.summary;
-        let servers = serde_json::to_value(&s.servers).unwrap_or_default();
-        let list = servers.as_array().cloned().unwrap_or_default();
-        let rows = list.len().max(1);
+        let rows = s.servers.len().max(1);
         let _ = write!(
             h,
             "<tr><td rowspan=\"{rows}\">{}</td><td rowspan=\"{rows}\">{}</td>\
@@ -603,26 +601,21 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
             esc(&s.started_at),
             s.duration_s
         );
-        if list.is_empty() {
+        if s.servers.is_empty() {
             let _ = writeln!(h, "<td colspan=\"5\">no servers</td></tr>");
         }
-        for (i, n) in list.iter().enumerate() {
-            let f = |k: &str| match n.get(k) {
-                Some(serde_json::Value::String(v)) => esc(v),
-                Some(v) => esc(&v.to_string()),
-                None => String::new(),
-            };
+        for (i, n) in s.servers.iter().enumerate() {
             if i > 0 {
                 h.push_str("<tr>");
             }
             let _ = writeln!(
                 h,
                 "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                f("name"),
-                f("service"),
-                f("role"),
-                f("addr"),
-                f("version")
+                esc(&n.name),
+                n.service,
+                n.role,
+                n.addr,
+                esc(&n.version)
             );
         }
     }

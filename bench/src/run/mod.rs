@@ -14,7 +14,7 @@ use std::time::{Instant, SystemTime};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::chaos::runner::Targets;
+use crate::chaos::runner::Reach;
 use crate::chaos::{ClientProcesses, FaultRecord, run_faults};
 use crate::check::Safety;
 use crate::clients::driver;
@@ -232,7 +232,7 @@ async fn load(
     tracing::info!(strategy = id, workers = plan.workers, "load started");
     let mut workers = workers;
     let chaos = plan.opts.chaos.as_ref();
-    let mut targets = chaos.map(|_| Targets {
+    let mut reach = chaos.map(|_| Reach {
         cluster: servers.cluster.as_mut(),
         log_dir: out.join("logs"),
         service: plan.info.lock_service(),
@@ -255,7 +255,7 @@ async fn load(
         result
     };
     let faults = async {
-        match (chaos, targets.as_mut()) {
+        match (chaos, reach.as_mut()) {
             (Some(c), Some(t)) => {
                 run_faults(c, t, &boundaries, start, w.seed, load_done.clone()).await
             }
@@ -263,7 +263,7 @@ async fn load(
         }
     };
     let ((drive, worker_failures), faults) = tokio::join!(buyers, faults);
-    drop(targets);
+    drop(reach);
     let end = Instant::now();
     for f in &worker_failures {
         tracing::warn!("{f}");

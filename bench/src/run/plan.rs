@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::RunError;
 use crate::chaos::ChaosPlan;
-use crate::cluster::target::Target;
+use crate::cluster::target::ExternalTarget;
 use crate::cluster::{ClusterOptions, Provisioner};
 use crate::strategy::{self, StrategyInfo};
 use crate::workload::Workload;
@@ -40,7 +40,7 @@ pub struct RunOptions {
     /// `target`.
     pub provision: Provisioner,
     /// Use servers that already exist (`--target FILE`): claim the prefix, run, clean up.
-    pub target: Option<Target>,
+    pub target: Option<ExternalTarget>,
     /// Also write `history.jsonl`, one line per attempt.
     pub history: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
