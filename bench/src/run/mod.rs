@@ -1,5 +1,5 @@
 //! One run, in named steps: [`plan`](RunOptions::plan) → `servers` → `strategy` →
-//! `clients` → `load` (with faults) → [`audit`] → `results`.
+//! `clients` → `load` (with faults) → `measurements` → [`audit`] → `results`.
 //!
 //! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
@@ -24,7 +24,7 @@ use crate::cluster::target;
 use crate::cluster::{ClusterError, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner};
 use crate::record::phases::Boundaries;
 use crate::record::{DriveReport, Live, Recorder, Recording};
-use crate::report::{self, ChaosParts, RunParts, Summary};
+use crate::report::{self, ChaosParts, FaultSummary, PhaseSummary, RunParts, Summary};
 use crate::strategy::{Built, StrategyError};
 use crate::workload::Workload;
 use crate::workload::pacing::Part;
@@ -104,8 +104,11 @@ async fn run_planned(
     let built = strategy(plan, &servers.endpoints).await?;
     let workers = clients(plan, &servers, cancel).await?;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;
+    // Written before the audit, which needs the servers: a server that died mid-run fails the
+    // audit, and what was measured must survive that.
+    let chaos = measurements(plan, &measured)?;
     let audited = audit(&built, plan.workload()).await?;
-    let summary = results(plan, &servers, measured, audited)?;
+    let summary = results(plan, &servers, measured, chaos, audited)?;
     built.store.close().await;
     drop(built);
     if let Some(cluster) = servers.cluster {
@@ -299,20 +302,32 @@ pub async fn audit(built: &Built, w: &Workload) -> Result<Audited, StrategyError
 }
 
 /// Writes the measurements and the summary; returns the summary.
-fn results(
+/// Writes the latency histograms and the timeline (fault windows marked); returns the faults'
+/// and phases' summaries.
+fn measurements(
     plan: &Plan<'_>,
-    servers: &Servers,
-    m: Measured,
-    audited: Audited,
-) -> Result<Summary, RunError> {
+    m: &Measured,
+) -> Result<(Vec<FaultSummary>, Vec<PhaseSummary>), RunError> {
     let out = &plan.opts.out;
-    let stats = &m.recording.stats;
     let (faults, phases) = report::summarize_chaos(&m.faults, &m.recording.phases, m.start, m.end);
     let windows: Vec<(usize, f64, f64)> = faults
         .iter()
         .filter_map(|f| Some((f.id, f.started_s?, f.healed_s.unwrap_or(f64::MAX))))
         .collect();
-    report::write_results(out, stats, &windows).map_err(write_err(out))?;
+    report::write_results(out, &m.recording.stats, &windows).map_err(write_err(out))?;
+    Ok((faults, phases))
+}
+
+/// Writes the summary; returns it.
+fn results(
+    plan: &Plan<'_>,
+    servers: &Servers,
+    m: Measured,
+    (faults, phases): (Vec<FaultSummary>, Vec<PhaseSummary>),
+    audited: Audited,
+) -> Result<Summary, RunError> {
+    let out = &plan.opts.out;
+    let stats = &m.recording.stats;
     // Servers of a `serve` say themselves whether they are containers.
     let provisioner = if servers.nodes.iter().any(|n| n.container.is_some()) {
         Provisioner::Containers

@@ -109,6 +109,9 @@ fn sequence(name: &str) -> Option<&str> {
     name.rsplit_once(LOCK_NAME).map(|(_, seq)| seq)
 }
 
+/// Pause between attempts to open a session at setup.
+const SETUP_RETRY: Duration = Duration::from_millis(250);
+
 impl ZkLock {
     /// Opens one session per buyer (bounded) to the ensemble at `addrs`.
     /// Lock nodes live under `/<prefix>/locks`.
@@ -134,14 +137,25 @@ impl ZkLock {
             held: Mutex::new(HashMap::new()),
             root: format!("{}/locks", prefix.zk_root()),
         };
+        // The client gives up on a session the ensemble does not establish within the session
+        // timeout (the lock ttl, 2 s in the chaos workloads): a starved JVM can take longer.
+        // Retry until the setup bound, as Curator's connection retry policy does.
         let open = |_| async {
-            let connector = lock
-                .connector()
-                .with_connection_timeout(super::SETUP_TIMEOUT);
-            tokio::time::timeout(super::SETUP_TIMEOUT, connector.connect(&lock.connect))
-                .await
-                .map_err(|_| StrategyError::Timeout("connect to zookeeper"))?
-                .map_err(StrategyError::Zookeeper)
+            let deadline = tokio::time::Instant::now() + super::SETUP_TIMEOUT;
+            loop {
+                let connector = lock
+                    .connector()
+                    .with_connection_timeout(super::SETUP_TIMEOUT);
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                match tokio::time::timeout(left, connector.connect(&lock.connect)).await {
+                    Ok(Ok(client)) => return Ok(client),
+                    Ok(Err(_)) if tokio::time::Instant::now() + SETUP_RETRY < deadline => {
+                        tokio::time::sleep(SETUP_RETRY).await
+                    }
+                    Ok(Err(e)) => return Err(StrategyError::Zookeeper(e)),
+                    Err(_) => return Err(StrategyError::Timeout("connect to zookeeper")),
+                }
+            }
         };
         let opened = futures::future::try_join_all((0..n).map(open)).await?;
         lock.sessions = opened
