@@ -15,6 +15,7 @@
 pub mod command;
 pub mod failpoint;
 pub mod holder;
+mod parse;
 pub mod plan;
 pub mod runner;
 
