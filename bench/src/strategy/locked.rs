@@ -73,6 +73,28 @@ impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
     }
 }
 
+#[async_trait::async_trait]
+/// Every real lock's critical section: the MariaDB store's.
+impl CriticalSection for MysqlStore {
+    fn lock_key(&self, sku: u32) -> String {
+        self.prefix.lock_key(sku)
+    }
+
+    async fn critical_section(
+        &self,
+        p: &Purchase<'_>,
+        token: &str,
+        fence: Option<u64>,
+        hold: Duration,
+    ) -> Outcome {
+        MysqlStore::critical_section(self, p, token, fence, hold).await
+    }
+
+    fn critical_section_bound(&self, hold: Duration) -> Duration {
+        MysqlStore::critical_section_bound(self, hold)
+    }
+}
+
 /// A held lease: recorded into the attempt's slot and released, whichever way the attempt ends.
 struct Held<'a, L: Lock + 'static> {
     lock: Arc<L>,

@@ -499,24 +499,3 @@ impl Store for MysqlStore {
 
 /// Shared handle type used by the MariaDB strategies.
 pub type SharedStore = Arc<MysqlStore>;
-
-#[async_trait::async_trait]
-impl super::locked::CriticalSection for MysqlStore {
-    fn lock_key(&self, sku: u32) -> String {
-        self.prefix.lock_key(sku)
-    }
-
-    async fn critical_section(
-        &self,
-        p: &Purchase<'_>,
-        token: &str,
-        fence: Option<u64>,
-        hold: Duration,
-    ) -> Outcome {
-        MysqlStore::critical_section(self, p, token, fence, hold).await
-    }
-
-    fn critical_section_bound(&self, hold: Duration) -> Duration {
-        MysqlStore::critical_section_bound(self, hold)
-    }
-}
