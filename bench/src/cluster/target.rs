@@ -94,11 +94,7 @@ impl ExternalTarget {
         text: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ClusterError> {
-        let bad = |field: &str, value: &str, expected: &str| ClusterError::Target {
-            file: file.to_string(),
-            field: field.to_string(),
-            problem: format!("{value}: expected {expected}"),
-        };
+        let r = Reader { file, env: &env };
         let raw: RawTarget = toml::from_str(text).map_err(|e| ClusterError::Target {
             file: file.to_string(),
             field: "-".into(),
@@ -112,53 +108,11 @@ impl ExternalTarget {
                 problem: e,
             })?;
         }
-        let addrs = |field: &str, nodes: &[String]| -> Result<Vec<SocketAddr>, ClusterError> {
-            if nodes.is_empty() {
-                return Err(bad(field, "[]", &format!("a list of {ADDR_FORM}")));
-            }
-            nodes
-                .iter()
-                .enumerate()
-                .map(|(i, n)| resolve(n).map_err(|e| bad(&format!("{field}[{i}]"), &e, ADDR_FORM)))
-                .collect()
-        };
-        // The password a table's `password_env` names, read from the environment.
-        let password =
-            |table: &str, var: &Option<String>| -> Result<Option<String>, ClusterError> {
-                var.as_ref()
-                    .map(|var| {
-                        env(var).ok_or_else(|| {
-                            bad(
-                                &format!("{table}.password_env"),
-                                &format!("{var:?}"),
-                                &format!("the name of a set environment variable (export {var}=…)"),
-                            )
-                        })
-                    })
-                    .transpose()
-            };
-        let auth = |table: &str, user: &Option<String>, var: &Option<String>| {
-            Ok::<_, ClusterError>(match password(table, var)? {
-                Some(password) => Some(Auth {
-                    username: user.clone(),
-                    password,
-                }),
-                None if user.is_some() => {
-                    return Err(bad(
-                        &format!("{table}.password_env"),
-                        "missing",
-                        "the name of the environment variable that holds the password of \
-                         `username`",
-                    ));
-                }
-                None => None,
-            })
-        };
         if let Some(m) = &raw.mysql {
             let (user, host, database) = parse_dsn(&m.dsn)
-                .ok_or_else(|| bad("mysql.dsn", &format!("{:?}", m.dsn), DSN_FORM))?;
-            let addr = resolve(host).map_err(|e| bad("mysql.dsn", &e, DSN_FORM))?;
-            let password = password("mysql", &m.password_env)?.unwrap_or_default();
+                .ok_or_else(|| r.bad("mysql.dsn", &format!("{:?}", m.dsn), DSN_FORM))?;
+            let addr = resolve(host).map_err(|e| r.bad("mysql.dsn", &e, DSN_FORM))?;
+            let password = r.password("mysql", &m.password_env)?.unwrap_or_default();
             ep.mysql = Some(MysqlEndpoint {
                 addr,
                 user: user.to_string(),
@@ -166,34 +120,34 @@ impl ExternalTarget {
                 database: database.to_string(),
             });
         }
-        if let Some(r) = &raw.redis {
-            if !(r.nodes.is_empty() && raw.sentinel.is_some()) {
-                ep.redis = addrs("redis.nodes", &r.nodes)?;
+        if let Some(x) = &raw.redis {
+            if !(x.nodes.is_empty() && raw.sentinel.is_some()) {
+                ep.redis = r.addrs("redis.nodes", &x.nodes)?;
             }
-            ep.redis_auth = auth("redis", &r.username, &r.password_env)?;
+            ep.redis_auth = r.auth("redis", &x.username, &x.password_env)?;
         }
-        if let Some(s) = &raw.sentinel {
-            ep.sentinels = addrs("sentinel.nodes", &s.nodes)?;
-            ep.sentinel_master = s.master.clone();
-            ep.sentinel_auth = auth("sentinel", &s.username, &s.password_env)?;
+        if let Some(x) = &raw.sentinel {
+            ep.sentinels = r.addrs("sentinel.nodes", &x.nodes)?;
+            ep.sentinel_master = x.master.clone();
+            ep.sentinel_auth = r.auth("sentinel", &x.username, &x.password_env)?;
         }
-        if let Some(z) = &raw.zookeeper {
-            ep.zookeeper = addrs("zookeeper.nodes", &z.nodes)?;
-            ep.zookeeper_auth = auth("zookeeper", &z.username, &z.password_env)?;
+        if let Some(x) = &raw.zookeeper {
+            ep.zookeeper = r.addrs("zookeeper.nodes", &x.nodes)?;
+            ep.zookeeper_auth = r.auth("zookeeper", &x.username, &x.password_env)?;
         }
-        if let Some(e) = &raw.etcd {
-            let plain: Vec<String> = e
+        if let Some(x) = &raw.etcd {
+            let plain: Vec<String> = x
                 .nodes
                 .iter()
                 .map(|n| n.trim_start_matches("http://").to_string())
                 .collect();
-            ep.etcd = addrs("etcd.nodes", &plain)?;
-            ep.etcd_auth = auth("etcd", &e.username, &e.password_env)?;
+            ep.etcd = r.addrs("etcd.nodes", &plain)?;
+            ep.etcd_auth = r.auth("etcd", &x.username, &x.password_env)?;
         }
         // etcd and ZooKeeper's digest scheme have no default user.
         for (table, a) in [("etcd", &ep.etcd_auth), ("zookeeper", &ep.zookeeper_auth)] {
             if a.as_ref().is_some_and(|a| a.username.is_none()) {
-                return Err(bad(
+                return Err(r.bad(
                     &format!("{table}.username"),
                     "missing",
                     "the user that `password_env`'s password belongs to",
@@ -261,6 +215,73 @@ impl ExternalTarget {
             out.etcd_auth = ep.etcd_auth.clone();
         }
         Ok(out)
+    }
+}
+
+/// Reads the tables of one target file: every error names the file and the field.
+struct Reader<'a> {
+    file: &'a str,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Reader<'_> {
+    fn bad(&self, field: &str, value: &str, expected: &str) -> ClusterError {
+        ClusterError::Target {
+            file: self.file.to_string(),
+            field: field.to_string(),
+            problem: format!("{value}: expected {expected}"),
+        }
+    }
+
+    /// A non-empty list of `host:port` addresses.
+    fn addrs(&self, field: &str, nodes: &[String]) -> Result<Vec<SocketAddr>, ClusterError> {
+        if nodes.is_empty() {
+            return Err(self.bad(field, "[]", &format!("a list of {ADDR_FORM}")));
+        }
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| resolve(n).map_err(|e| self.bad(&format!("{field}[{i}]"), &e, ADDR_FORM)))
+            .collect()
+    }
+
+    /// The password a table's `password_env` names, read from the environment.
+    fn password(&self, table: &str, var: &Option<String>) -> Result<Option<String>, ClusterError> {
+        var.as_ref()
+            .map(|var| {
+                (self.env)(var).ok_or_else(|| {
+                    self.bad(
+                        &format!("{table}.password_env"),
+                        &format!("{var:?}"),
+                        &format!("the name of a set environment variable (export {var}=…)"),
+                    )
+                })
+            })
+            .transpose()
+    }
+
+    /// A table's login: `username` (optional) and the password `password_env` names.
+    fn auth(
+        &self,
+        table: &str,
+        user: &Option<String>,
+        var: &Option<String>,
+    ) -> Result<Option<Auth>, ClusterError> {
+        Ok(match self.password(table, var)? {
+            Some(password) => Some(Auth {
+                username: user.clone(),
+                password,
+            }),
+            None if user.is_some() => {
+                return Err(self.bad(
+                    &format!("{table}.password_env"),
+                    "missing",
+                    "the name of the environment variable that holds the password of \
+                     `username`",
+                ));
+            }
+            None => None,
+        })
     }
 }
 

@@ -284,53 +284,64 @@ fn apply_override(table: &mut toml::Table, arg: &str) -> Result<String, Workload
     Ok(path.to_string())
 }
 
+/// Checks single fields; every error names the field and where its value came from.
+struct Fields<'a> {
+    o: &'a Origins<'a>,
+}
+
+impl Fields<'_> {
+    fn invalid(&self, field: &'static str, value: String, expected: &'static str) -> WorkloadError {
+        WorkloadError::Invalid {
+            origin: self.o.of(field),
+            field,
+            value,
+            expected,
+        }
+    }
+
+    /// An integer in `1..=max`.
+    fn positive_int(&self, field: &'static str, v: i64, max: i64) -> Result<i64, WorkloadError> {
+        if v <= 0 || v > max {
+            Err(self.invalid(field, v.to_string(), "a positive integer (within range)"))
+        } else {
+            Ok(v)
+        }
+    }
+
+    /// A duration (`default` when absent); zero only if `allow_zero`.
+    fn duration(
+        &self,
+        field: &'static str,
+        v: Option<String>,
+        default: &str,
+        allow_zero: bool,
+    ) -> Result<Duration, WorkloadError> {
+        let text = v.unwrap_or_else(|| default.to_string());
+        let expected = if allow_zero {
+            "a duration such as \"2ms\", \"1s\" or \"0s\""
+        } else {
+            "a positive duration such as \"500ms\", \"10s\" or \"1m\""
+        };
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) if allow_zero || !d.is_zero() => Ok(d),
+            _ => Err(self.invalid(field, format!("{text:?}"), expected)),
+        }
+    }
+}
+
 impl RawWorkload {
     fn validate(self, o: &Origins) -> Result<Workload, WorkloadError> {
-        let invalid =
-            |field: &'static str, value: String, expected: &'static str| WorkloadError::Invalid {
-                origin: o.of(field),
-                field,
-                value,
-                expected,
-            };
-        let positive_int = |field: &'static str, v: i64, max: i64| -> Result<i64, WorkloadError> {
-            if v <= 0 || v > max {
-                Err(invalid(
-                    field,
-                    v.to_string(),
-                    "a positive integer (within range)",
-                ))
-            } else {
-                Ok(v)
-            }
-        };
-        let duration = |field: &'static str,
-                        v: Option<String>,
-                        default: &str,
-                        allow_zero: bool|
-         -> Result<Duration, WorkloadError> {
-            let text = v.unwrap_or_else(|| default.to_string());
-            let expected = if allow_zero {
-                "a duration such as \"2ms\", \"1s\" or \"0s\""
-            } else {
-                "a positive duration such as \"500ms\", \"10s\" or \"1m\""
-            };
-            match humantime::parse_duration(text.trim()) {
-                Ok(d) if allow_zero || !d.is_zero() => Ok(d),
-                _ => Err(invalid(field, format!("{text:?}"), expected)),
-            }
-        };
-
+        let f = Fields { o };
         let seed = self.seed.unwrap_or(1);
         if seed < 0 {
-            return Err(invalid("seed", seed.to_string(), "a non-negative integer"));
+            return Err(f.invalid("seed", seed.to_string(), "a non-negative integer"));
         }
-        let skus = positive_int(
+        let skus = f.positive_int(
             "inventory.skus",
             self.inventory.skus.unwrap_or(1),
             1_000_000,
         )?;
-        let stock = positive_int(
+        let stock = f.positive_int(
             "inventory.stock",
             self.inventory.stock.unwrap_or(100),
             i64::MAX / 4,
@@ -339,29 +350,29 @@ impl RawWorkload {
         let l = self.load;
         let rate = l.rate.unwrap_or(1000.0);
         if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
-            return Err(invalid(
+            return Err(f.invalid(
                 "load.rate",
                 rate.to_string(),
                 "attempts per second, a number > 0 (e.g. 1000)",
             ));
         }
-        let clients = positive_int("load.clients", l.clients.unwrap_or(64), 100_000)?;
+        let clients = f.positive_int("load.clients", l.clients.unwrap_or(64), 100_000)?;
         let max_attempts = l
             .max_attempts
-            .map(|m| positive_int("load.max_attempts", m, i64::MAX))
+            .map(|m| f.positive_int("load.max_attempts", m, i64::MAX))
             .transpose()?;
         let load = Load {
             mode: l.mode.unwrap_or(LoadMode::Open),
             arrival: l.arrival.unwrap_or(Arrival::Poisson),
             rate,
             clients: clients as u32,
-            duration: duration("load.duration", l.duration, "10s", false)?,
+            duration: f.duration("load.duration", l.duration, "10s", false)?,
             max_attempts: max_attempts.map(|m| m as u64),
-            timeout: duration("load.timeout", l.timeout, "1s", false)?,
+            timeout: f.duration("load.timeout", l.timeout, "1s", false)?,
         };
         let critical_section = CriticalSection {
             touch_store: self.critical_section.touch_store.unwrap_or(true),
-            hold: duration(
+            hold: f.duration(
                 "critical_section.hold",
                 self.critical_section.hold,
                 "2ms",
@@ -370,18 +381,18 @@ impl RawWorkload {
         };
         let k = self.lock;
         let lock = LockParams {
-            ttl: duration("lock.ttl", k.ttl, "5s", false)?,
-            acquire_timeout: duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
-            retry_interval: duration("lock.retry_interval", k.retry_interval, "1ms", false)?,
-            node_timeout: duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
-            optimistic_retries: positive_int(
+            ttl: f.duration("lock.ttl", k.ttl, "5s", false)?,
+            acquire_timeout: f.duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
+            retry_interval: f.duration("lock.retry_interval", k.retry_interval, "1ms", false)?,
+            node_timeout: f.duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
+            optimistic_retries: f.positive_int(
                 "lock.optimistic_retries",
                 k.optimistic_retries.unwrap_or(20),
                 10_000,
             )? as u32,
         };
         if lock.ttl.as_millis() == 0 {
-            return Err(invalid(
+            return Err(f.invalid(
                 "lock.ttl",
                 format!("{:?}", lock.ttl),
                 "at least 1ms (Redis PX is in milliseconds)",
