@@ -299,12 +299,16 @@ hold = "20ms"
         std::fs::read_to_string(dir.path().join("mysql-for-update/history.jsonl")).unwrap();
     assert!(history.lines().filter(|l| l.contains("\"lease\"")).count() > 10);
     assert_eq!(s.double_grants, 0);
-    // Started attempts: latency from the intended start shows the queueing service time hides
-    // (measured from the actual start the two would be equal). 2x, not 5x: service time here
-    // includes the row-lock wait, and a loaded CI machine measured 981 ms against 281 ms.
+    // Started attempts: latency from the intended start adds each attempt's wait for a free
+    // buyer to its service time (measured from the actual start the two would be equal). The
+    // mean wait is the difference of the means: hundreds of ms here (8 buyers serialised on one
+    // row), 0 if the start were taken for the intended one. (A p99 ratio was not robust: service
+    // time includes the row-lock wait, which grows with the machine's load: 1026 ms against
+    // 2 x 539 ms beside two CPU hogs.)
+    let waited_ms = (s.latency_us_started.mean - s.service_time_us.mean) / 1000.0;
     assert!(
-        s.latency_us_started.p99 > 2 * s.service_time_us.p99,
-        "queueing hidden: {:?} vs {:?}",
+        waited_ms > 10.0,
+        "queueing hidden: mean wait {waited_ms:.1} ms: {:?} vs {:?}",
         s.latency_us_started,
         s.service_time_us
     );
