@@ -241,7 +241,6 @@ impl Lock for SimLock {
     }
 }
 
-#[async_trait]
 impl CriticalSection for SimStore {
     fn lock_key(&self, sku: u32) -> String {
         format!("sim:lock:{sku}")

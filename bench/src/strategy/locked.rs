@@ -11,33 +11,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::{AcquireError, Attempt, Lease, LeaseSlot, Lock, Purchase, Strategy};
+use super::{AcquireError, Attempt, CriticalSection, Lease, LeaseSlot, Lock, Purchase, Strategy};
 use crate::chaos::holder::{self, Point};
 use crate::record::{LeaseSpan, Outcome};
 use crate::strategy::mysql::MysqlStore;
 use crate::workload::Workload;
-
-/// The work every lock protects: read the stock, hold, write `read - 1` and the order. The
-/// MariaDB store runs it for every real lock; the sim's store runs it in memory to test the
-/// harness itself through this very adapter.
-#[async_trait]
-pub trait CriticalSection: Send + Sync + 'static {
-    /// The lock key of a SKU.
-    fn lock_key(&self, sku: u32) -> String;
-
-    /// Sells one unit of `p.sku` under the lock; with `fence`, the store refuses a token older
-    /// than one it has seen.
-    async fn critical_section(
-        &self,
-        p: &Purchase<'_>,
-        token: &str,
-        fence: Option<u64>,
-        hold: Duration,
-    ) -> Outcome;
-
-    /// The longest [`Self::critical_section`] can take with `hold`.
-    fn critical_section_bound(&self, hold: Duration) -> Duration;
-}
 
 /// A lock around the shared critical section of a store (the MariaDB store for every real
 /// lock).
@@ -70,28 +48,6 @@ impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
     pub fn fenced(mut self) -> Self {
         self.fenced = true;
         self
-    }
-}
-
-#[async_trait::async_trait]
-/// Every real lock's critical section: the MariaDB store's.
-impl CriticalSection for MysqlStore {
-    fn lock_key(&self, sku: u32) -> String {
-        self.prefix.lock_key(sku)
-    }
-
-    async fn critical_section(
-        &self,
-        p: &Purchase<'_>,
-        token: &str,
-        fence: Option<u64>,
-        hold: Duration,
-    ) -> Outcome {
-        MysqlStore::critical_section(self, p, token, fence, hold).await
-    }
-
-    fn critical_section_bound(&self, hold: Duration) -> Duration {
-        MysqlStore::critical_section_bound(self, hold)
     }
 }
 

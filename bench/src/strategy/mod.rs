@@ -38,7 +38,7 @@ use crate::check::SkuAudit;
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 
 pub use entry::{BoxFuture, BuildFn, Built, Kind, Setup, StrategyInfo};
-pub use locked::{CriticalSection, Locked};
+pub use locked::Locked;
 pub use registry::{ALL, build, find, resolve};
 
 /// One purchase to attempt.
@@ -243,6 +243,28 @@ pub trait Store: Send + Sync {
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
     /// Closes connections cleanly before the servers stop.
     async fn close(&self) {}
+}
+
+/// The work every lock protects: read the stock, hold, write `read - 1` and the order. The
+/// MariaDB store runs it for every real lock (and for `none`); the sim's store runs it in
+/// memory to test the harness itself through the same [`Locked`] adapter. Statically
+/// dispatched, so the attempt's path boxes no extra future.
+pub trait CriticalSection: Send + Sync + 'static {
+    /// The lock key of a SKU.
+    fn lock_key(&self, sku: u32) -> String;
+
+    /// Sells one unit of `p.sku` under the lock; with `fence`, the store refuses a token older
+    /// than one it has seen.
+    fn critical_section(
+        &self,
+        p: &Purchase<'_>,
+        token: &str,
+        fence: Option<u64>,
+        hold: Duration,
+    ) -> impl std::future::Future<Output = Outcome> + Send;
+
+    /// The longest [`Self::critical_section`] can take with `hold`.
+    fn critical_section_bound(&self, hold: Duration) -> Duration;
 }
 
 /// Errors setting up a strategy or auditing its store.

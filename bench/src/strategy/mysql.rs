@@ -10,7 +10,7 @@ use sqlx::{
     ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row, SqlSafeStr, SqlStr,
 };
 
-use super::{Purchase, Store, StrategyError, within};
+use super::{CriticalSection, Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
 use crate::cluster::{MysqlEndpoint, Prefix};
 use crate::record::{ErrorKind, Outcome};
@@ -329,52 +329,6 @@ impl MysqlStore {
             .map(|_| ())
     }
 
-    /// The shared critical section run under any lock: read (no lock of the store's own), hold
-    /// for the business time, blind-write `read - 1` with the order in one transaction.
-    ///
-    /// With a `fence` the store is fenced: the read raises the SKU's fence to the token and the
-    /// write is refused (`Failed(StaleToken)`) if a newer token has been seen since.
-    pub async fn critical_section(
-        &self,
-        p: &Purchase<'_>,
-        token: &str,
-        fence: Option<u64>,
-        hold: Duration,
-    ) -> Outcome {
-        let mut con = match self.conn(p.client).await {
-            Ok(c) => c,
-            Err(k) => return Outcome::Failed(k),
-        };
-        if let Some(f) = fence
-            && let Err(k) = self.raise_fence(&mut con, p.sku, f).await
-        {
-            return fail_and_drop(con, Outcome::Failed(k));
-        }
-        let qty = match within(self.timeout, self.read(&mut con, p.sku, false), classify).await {
-            Ok((qty, _)) => qty,
-            Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
-        };
-        if qty <= 0 {
-            return Outcome::SoldOut;
-        }
-        // Between the read and the write: where a holder's GC pause loses an update.
-        crate::chaos::holder::reached(crate::chaos::holder::Point::AfterRead);
-        tokio::time::sleep(hold).await;
-        let guard = fence.map_or(Guard::None, Guard::Fence);
-        match self.write_tx(&mut con, p, qty - 1, guard, token).await {
-            Ok(true) => Outcome::Sold,
-            Ok(false) if fence.is_some() => Outcome::Failed(ErrorKind::StaleToken),
-            Ok(false) => unreachable!("an unguarded update always matches the seeded row"),
-            Err(k) => fail_and_drop(con, write_failure(k)),
-        }
-    }
-
-    /// Bound of [`Self::critical_section`]: the buyer's connection (opened if needed), raising
-    /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
-    pub fn critical_section_bound(&self, hold: Duration) -> Duration {
-        super::calls(7, self.timeout) + hold
-    }
-
     /// [`Self::write`] in its own transaction, committed.
     pub async fn write_tx(
         &self,
@@ -499,3 +453,56 @@ impl Store for MysqlStore {
 
 /// Shared handle type used by the MariaDB strategies.
 pub type SharedStore = Arc<MysqlStore>;
+
+/// Every real lock's critical section (and `none`'s).
+impl CriticalSection for MysqlStore {
+    fn lock_key(&self, sku: u32) -> String {
+        self.prefix.lock_key(sku)
+    }
+
+    /// The shared critical section run under any lock: read (no lock of the store's own), hold
+    /// for the business time, blind-write `read - 1` with the order in one transaction.
+    ///
+    /// With a `fence` the store is fenced: the read raises the SKU's fence to the token and the
+    /// write is refused (`Failed(StaleToken)`) if a newer token has been seen since.
+    async fn critical_section(
+        &self,
+        p: &Purchase<'_>,
+        token: &str,
+        fence: Option<u64>,
+        hold: Duration,
+    ) -> Outcome {
+        let mut con = match self.conn(p.client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        if let Some(f) = fence
+            && let Err(k) = self.raise_fence(&mut con, p.sku, f).await
+        {
+            return fail_and_drop(con, Outcome::Failed(k));
+        }
+        let qty = match within(self.timeout, self.read(&mut con, p.sku, false), classify).await {
+            Ok((qty, _)) => qty,
+            Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
+        };
+        if qty <= 0 {
+            return Outcome::SoldOut;
+        }
+        // Between the read and the write: where a holder's GC pause loses an update.
+        crate::chaos::holder::reached(crate::chaos::holder::Point::AfterRead);
+        tokio::time::sleep(hold).await;
+        let guard = fence.map_or(Guard::None, Guard::Fence);
+        match self.write_tx(&mut con, p, qty - 1, guard, token).await {
+            Ok(true) => Outcome::Sold,
+            Ok(false) if fence.is_some() => Outcome::Failed(ErrorKind::StaleToken),
+            Ok(false) => unreachable!("an unguarded update always matches the seeded row"),
+            Err(k) => fail_and_drop(con, write_failure(k)),
+        }
+    }
+
+    /// Bound of [`Self::critical_section`]: the buyer's connection (opened if needed), raising
+    /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
+    fn critical_section_bound(&self, hold: Duration) -> Duration {
+        super::calls(7, self.timeout) + hold
+    }
+}

@@ -10,7 +10,7 @@ use super::mysql::{
     ER_LOCK_WAIT_TIMEOUT, Guard, SharedStore, classify, error_number, fail_and_drop, lock_wait,
     write_failure,
 };
-use super::{Attempt, Purchase, Strategy, backoff, calls, within};
+use super::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Workload;
 
