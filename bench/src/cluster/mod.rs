@@ -596,9 +596,47 @@ pub struct OwnedCluster {
     backend: Box<dyn Backend>,
 }
 
+/// Starts retried when a picked port was taken before its server bound it.
+const PORT_RACE_RETRIES: u32 = 2;
+
+/// Whether a node died because its port was taken (its log says so).
+fn lost_port(e: &ClusterError) -> bool {
+    let ClusterError::Died { log, tail, .. } = e else {
+        return false;
+    };
+    let text = std::fs::read_to_string(log).unwrap_or_else(|_| tail.clone());
+    [
+        "Address already in use",
+        "BindException",
+        "address already in use",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
+}
+
 impl OwnedCluster {
     /// Starts the servers in `needs` and waits until each answers queries.
+    ///
+    /// Free ports are picked, checked and released before the servers bind them, so another
+    /// process can take one in between (seen: a ZooKeeper node's `BindException` while other
+    /// tests started clusters). With automatic ports such a start is retried on new ports, at
+    /// most [`PORT_RACE_RETRIES`] times; the failed attempt's servers stop with its guard.
     pub async fn start(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
+        let mut retries = 0;
+        loop {
+            match Self::start_once(needs, opts).await {
+                Err(e)
+                    if opts.base_port.is_none() && retries < PORT_RACE_RETRIES && lost_port(&e) =>
+                {
+                    retries += 1;
+                    tracing::warn!("{e}: another process took a port; starting again on new ports");
+                }
+                result => return result,
+            }
+        }
+    }
+
+    async fn start_once(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
         let sets = Set::of(needs);
         let backend: Box<dyn Backend> = match opts.provisioner {
             Provisioner::Containers => {
@@ -973,6 +1011,25 @@ fn is_executable(p: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_start_is_retried_only_when_a_port_was_taken() {
+        let dir = tempfile::tempdir().unwrap();
+        let died = |text: &str| {
+            let log = dir.path().join(format!("{}.log", text.len()));
+            std::fs::write(&log, text).unwrap();
+            ClusterError::Died {
+                node: "zookeeper-3".into(),
+                status: "exit status: 1".into(),
+                log,
+                tail: String::new(),
+            }
+        };
+        assert!(lost_port(&died(
+            "java.net.BindException: Address already in use"
+        )));
+        assert!(!lost_port(&died("Invalid config, exiting abnormally")));
+    }
 
     #[test]
     fn provisioner_names_on_the_command_line_are_its_names() {
