@@ -267,10 +267,16 @@ pub fn list(out: &mut impl Write) -> std::io::Result<()> {
         .map(|s| s.needs.names().join("+").len())
         .max()
         .unwrap_or(0);
+    let wait = |s: &strategy::StrategyInfo| match &s.wait {
+        Some(d) => format!("{} ({})", d.policy(), d.follows),
+        None => "-".to_string(),
+    };
+    let wait_width = strategy::ALL.iter().map(|s| wait(s).chars().count()).max();
+    let wait_width = wait_width.unwrap_or(0);
     writeln!(
         out,
-        "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  about",
-        "id", "kind", "servers", "fencing token"
+        "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {:<wait_width$}  about",
+        "id", "kind", "servers", "fencing token", "waits for a busy lock"
     )?;
     for s in strategy::ALL {
         let kind = match s.kind {
@@ -280,14 +286,21 @@ pub fn list(out: &mut impl Write) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {}",
+            "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {:<wait_width$}  {}",
             s.id,
             kind,
             s.needs.names().join("+"),
             s.fence_token.unwrap_or("-"),
+            wait(s),
             s.about
         )?;
     }
+    writeln!(
+        out,
+        "\nwaits for a busy lock: the default follows the library named; lock.wait \
+         (\"notify\" | \"poll\"), lock.poll_interval and lock.poll_jitter change it. \
+         \"-\": no client-side wait (a server-side queue, or no lock)."
+    )?;
     Ok(())
 }
 

@@ -330,6 +330,7 @@ impl Sim {
             fenced: false,
             needs: Needs::NONE,
             fence_token: None,
+            wait: None,
             about: "in-memory lock and store for lockbench's own tests; never a real strategy",
             // Never connected to servers: built by [`Sim::build`] alone.
             build: |s| {
@@ -356,7 +357,11 @@ impl Sim {
         } else {
             Arc::new(Locked::new(SimLock::new(self.fault, w), store.clone(), w))
         };
-        Built { strategy, store }
+        Built {
+            strategy,
+            store,
+            lock: None,
+        }
     }
 }
 
@@ -404,6 +409,7 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
         workload_file: "sim",
         stats: &recording.stats,
         double_grants: &recording.double_grants,
+        coverage: &recording.coverage,
         stuck_locks: audited.stuck_locks,
         drive: &drive,
         safety: &audited.safety,

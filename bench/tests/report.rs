@@ -235,7 +235,7 @@ fn check_headline(html: &str, summaries: &[Value]) {
             (false, false, _) => ("unsafe", "UNSAFE"),
         };
         assert_eq!(class, expected_class, "{strategy}");
-        assert_eq!(cells.len(), 16, "{strategy}: {cells:?}");
+        assert_eq!(cells.len(), 17, "{strategy}: {cells:?}");
         for (field, value, text) in cells {
             let shown: Value = serde_json::from_str(value).unwrap();
             let want = match field.as_str() {

@@ -8,6 +8,7 @@ mod history;
 mod outcome;
 pub mod phases;
 mod stats;
+pub mod utilization;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -98,6 +99,8 @@ pub struct Recording {
     pub double_grants: DoubleGrants,
     /// Measurements between fault boundaries.
     pub phases: phases::PhaseData,
+    /// Leased time per SKU, for utilization.
+    pub coverage: utilization::Coverage,
 }
 
 /// Handle to the recorder task.
@@ -123,6 +126,7 @@ impl Recorder {
         let task = tokio::spawn(async move {
             let mut stats = Stats::new();
             let mut leases = DoubleGrantChecker::new(horizon, ORDER_SLACK);
+            let mut coverage = utilization::CoverageTracker::new(horizon, ORDER_SLACK);
             let mut phases = phases::PhaseRecorder::new(boundaries, start);
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {
@@ -137,6 +141,16 @@ impl Recorder {
                     if let Some(l) = &c.lease {
                         leases.observe(&l.key, &l.token, l.acquired, l.released, c.ended);
                     }
+                    match (&c.lease, c.outcome) {
+                        (_, Outcome::SoldOut) => coverage.sold_out(c.sku),
+                        (Some(l), o) => coverage.observe_lease(
+                            c.sku,
+                            (l.acquired, l.released),
+                            c.ended,
+                            o == Outcome::Sold,
+                        ),
+                        (None, _) => {}
+                    }
                     if let Some(w) = writer.as_mut() {
                         w.write(&c)?;
                     }
@@ -149,6 +163,7 @@ impl Recorder {
                 stats,
                 double_grants: leases.finish(),
                 phases: phases.finish(Instant::now()),
+                coverage: coverage.finish(start),
             })
         });
         Ok((tx, Self { task }))

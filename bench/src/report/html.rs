@@ -77,8 +77,9 @@ struct Cell {
 }
 
 /// The headline columns: heading, `data-field` (a path into summary.json, or a derived name).
-const HEADLINE: [(&str, &str); 16] = [
+const HEADLINE: [(&str, &str); 17] = [
     ("sales/s", "throughput.sales_per_s"),
+    ("lock utilization", "utilization.overall"),
     ("started", "started_fraction"),
     ("p50 ms", "latency_us.p50"),
     ("p99 ms", "latency_us.p99"),
@@ -106,6 +107,7 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
             let text = match field {
                 "throughput.sales_per_s" => format!("{:.1}", s.throughput.sales_per_s),
                 "started_fraction" => super::table::percent(s.started_fraction),
+                "utilization.overall" => value.as_f64().map_or("-".into(), |u| u.to_string()),
                 "lock_verdict" => Verdict::lock_text(s.lock_verdict).into(),
                 "store_verdict" => Verdict::store_text(s.store_verdict).into(),
                 f if f.starts_with("latency_us.") => {

@@ -22,6 +22,7 @@ pub use table::{print_faults, print_table};
 
 use crate::check::{DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict};
 use crate::cluster::{NodeInfo, Provisioner};
+use crate::record::utilization::{Coverage, Utilization};
 use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
@@ -78,6 +79,14 @@ pub struct Summary {
     pub lease_lost: u64,
     /// The first few overlapping pairs.
     pub double_grant_examples: Vec<Overlap>,
+    /// Share of each SKU's selling window during which some holder was inside its lease
+    /// (see README "Utilization"); `null` for strategies without a lock.
+    #[serde(default)]
+    pub utilization: Option<Utilization>,
+    /// How buyers waited for a busy lock (`lock.wait`); `null` for strategies that wait
+    /// server-side or take no lock.
+    #[serde(default)]
+    pub lock_wait: Option<LockWait>,
     /// Writes a fenced store refused because a newer token had reached it.
     pub stale_rejected: u64,
     /// Locks left held with no expiry at the end: every later buyer of those SKUs stalls.
@@ -146,6 +155,15 @@ pub struct Summary {
     pub worker_failures: Vec<String>,
 }
 
+/// How a run's buyers waited for a busy lock.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockWait {
+    /// What the run did: `notify`, `poll 100ms`, `poll 200ms±100ms`.
+    pub wait: String,
+    /// The strategy's default and the library it follows.
+    pub default: String,
+}
+
 /// What a finished run hands to [`Summary::new`].
 pub struct RunParts<'a> {
     /// The strategy that ran.
@@ -162,6 +180,8 @@ pub struct RunParts<'a> {
     pub safety: &'a Safety,
     /// Overlapping leases.
     pub double_grants: &'a DoubleGrants,
+    /// Leased time per SKU.
+    pub coverage: &'a Coverage,
     /// Locks left held with no expiry.
     pub stuck_locks: u64,
     /// The servers used.
@@ -202,6 +222,7 @@ impl Summary {
             drive,
             safety,
             double_grants,
+            coverage,
             stuck_locks,
             servers,
             provisioner,
@@ -253,6 +274,15 @@ impl Summary {
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
+            utilization: info
+                .locks
+                .then(|| coverage.utilization(w.inventory.skus, drive.elapsed)),
+            lock_wait: info.wait.as_ref().map(|d| LockWait {
+                wait: info
+                    .wait_policy(w)
+                    .map_or_else(|e| e.to_string(), |p| p.to_string()),
+                default: format!("{} ({})", d.policy(), d.follows),
+            }),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,
             errors: stats.count(Outcome::Failed(ErrorKind::Server).class()),
@@ -436,6 +466,7 @@ mod tests {
                 cancelled: false,
             },
             safety: &safety,
+            coverage: &Coverage::default(),
             double_grants: &DoubleGrants {
                 count: 2,
                 incidents: 1,

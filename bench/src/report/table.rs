@@ -157,6 +157,7 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
         "attempts/s",
         "sales/s",
         "sold out s",
+        "util",
         "started",
         "p50 ms",
         "p99 ms",
@@ -186,6 +187,9 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             s.sold_out_s
                 .map(|t| format!("{t:.2}"))
                 .unwrap_or_else(|| "-".into()),
+            s.utilization
+                .as_ref()
+                .map_or_else(|| "-".into(), |u| format!("{:.2}", u.overall)),
             percent(s.started_fraction),
             arrival_ms(s, 0.5, s.latency_us.p50),
             arrival_ms(s, 0.99, s.latency_us.p99),

@@ -341,6 +341,7 @@ fn results(
         workload_file: &plan.opts.workload_file,
         stats,
         double_grants: &m.recording.double_grants,
+        coverage: &m.recording.coverage,
         stuck_locks: audited.stuck_locks,
         drive: &m.drive,
         safety: &audited.safety,

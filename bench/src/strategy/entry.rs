@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::mysql::{MysqlStore, SharedStore};
+use super::wait::{WaitDefault, WaitPolicy, Waiter};
 use super::{Lock, Locked, Store, Strategy, StrategyError};
 use crate::cluster::{Endpoints, Needs, Service};
 use crate::workload::Workload;
@@ -48,6 +49,9 @@ pub struct StrategyInfo {
     pub fence_token: Option<&'static str>,
     /// One line for `lockbench list`.
     pub about: &'static str,
+    /// How its buyers wait for a busy lock by default, for locks that wait client-side (no
+    /// server-side queue); `None` for the others.
+    pub wait: Option<WaitDefault>,
     /// Connects it to its servers.
     pub build: BuildFn,
 }
@@ -58,6 +62,8 @@ pub struct Built {
     pub strategy: Arc<dyn Strategy>,
     /// The store to prepare and audit.
     pub store: Arc<dyn Store>,
+    /// The lock alone, for lock strategies (tests take and release it directly).
+    pub lock: Option<Arc<dyn Lock>>,
 }
 
 /// What a constructor gets: its entry, the servers and the workload.
@@ -87,6 +93,12 @@ impl Setup<'_> {
             .map(Arc::new)
     }
 
+    /// How this strategy's buyers wait for a busy lock (its default, with the workload's
+    /// keys applied), ready to subscribe for `notify`.
+    pub fn waiter(&self) -> Result<Waiter, StrategyError> {
+        Ok(Waiter::new(self.info.wait_policy(self.w)?, &self.w.lock))
+    }
+
     /// The single Redis server.
     pub fn redis(&self) -> Result<SocketAddr, StrategyError> {
         self.ep.redis.first().copied().ok_or(self.missing("Redis"))
@@ -108,7 +120,9 @@ impl Setup<'_> {
     /// `lock` around the critical section of `store`, fenced when the entry says so.
     pub fn locked<L: Lock + 'static>(&self, lock: L, store: SharedStore) -> Built {
         let locked = Locked::new(lock, store.clone(), self.w);
+        let lock: Arc<dyn Lock> = locked.lock();
         Built {
+            lock: Some(lock),
             strategy: Arc::new(if self.info.fenced {
                 locked.fenced()
             } else {
@@ -123,6 +137,7 @@ impl Setup<'_> {
         Built {
             strategy: Arc::new(strategy),
             store,
+            lock: None,
         }
     }
 }
@@ -137,8 +152,23 @@ impl StrategyInfo {
         (self.build)(Setup { info: self, ep, w }).await
     }
 
+    /// How its buyers wait in a run of `w`; a `lock.wait` the lock cannot do is an error, and
+    /// so is asking a strategy without [`Self::wait`] (it has no client-side wait).
+    pub fn wait_policy(&self, w: &Workload) -> Result<WaitPolicy, StrategyError> {
+        match &self.wait {
+            Some(d) => d.resolve(self.id, &w.lock),
+            None => Err(StrategyError::Unsupported {
+                id: self.id.into(),
+                what: "a client-side wait (it queues waiters server-side)",
+            }),
+        }
+    }
+
     /// Rejects a workload the strategy cannot run (checked before any server starts).
     pub fn supports(&self, w: &Workload) -> Result<(), StrategyError> {
+        if self.wait.is_some() {
+            self.wait_policy(w)?;
+        }
         if !w.critical_section.touch_store && self.kind != Kind::Lock {
             return Err(StrategyError::Unsupported {
                 id: self.id.into(),

@@ -30,6 +30,7 @@ pub const ETCD: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: Some("lock key create revision"),
     needs: MARIADB_ETCD,
+    wait: None,
     about: "etcd lease + v3 lock, keep-alive every ttl/3; key's create revision fence",
     build: |s| {
         Box::pin(async move {

@@ -44,6 +44,11 @@ impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
         }
     }
 
+    /// The lock itself.
+    pub fn lock(&self) -> Arc<L> {
+        self.lock.clone()
+    }
+
     /// The `-fenced` variant: the store checks the lock's fencing tokens.
     pub fn fenced(mut self) -> Self {
         self.fenced = true;

@@ -26,6 +26,7 @@ pub mod redis_reentrant;
 mod redis_setnx;
 pub mod redlock;
 mod registry;
+pub mod wait;
 mod zookeeper;
 
 use std::sync::Arc;
@@ -319,35 +320,10 @@ pub(crate) async fn within<T, E>(
     }
 }
 
-/// Jittered exponential backoff for retries: `base · 2^n`, capped at `8 · base`, with ±50%
-/// jitter so retrying buyers do not march in step.
+/// Jittered exponential backoff for mysql-optimistic's retries: `base · 2^n`, capped at
+/// `8 · base`, with ±50% jitter so retrying buyers do not march in step.
 pub(crate) fn backoff(base: Duration, retry: u32) -> Duration {
     let exp = base.saturating_mul(1 << retry.min(3));
     let jitter: f64 = rand::random_range(0.5..1.5);
     exp.mul_f64(jitter)
-}
-
-/// Spins on `try_once` (true = acquired) with [`backoff`] until `acquire_timeout`: the retry
-/// loop of every lock that has no server-side wait queue.
-pub(crate) async fn spin<F, Fut>(
-    acquire_timeout: Duration,
-    retry_interval: Duration,
-    mut try_once: F,
-) -> Result<(), AcquireError>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<bool, ErrorKind>>,
-{
-    let started = tokio::time::Instant::now();
-    for retry in 0.. {
-        if try_once().await.map_err(AcquireError::Failed)? {
-            return Ok(());
-        }
-        let pause = backoff(retry_interval, retry);
-        if started.elapsed() + pause > acquire_timeout {
-            break;
-        }
-        tokio::time::sleep(pause).await;
-    }
-    Err(AcquireError::Busy)
 }

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use sqlx::{Executor, Row};
 
 use super::mysql::{SharedStore, classify};
-use super::{AcquireError, Lease, Lock, StrategyError, spin, within};
+use super::wait::{Try, Waiter};
+use super::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
 use crate::workload::Workload;
 
@@ -23,6 +24,7 @@ pub const LOCK_TABLE: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: Some("lock row takeover counter"),
     needs: MARIADB,
+    wait: Some(super::wait::SPRING_JDBC),
     about: "lock row per key (owner, expiry, reentrancy count); expired locks taken over atomically",
     build: |s| Box::pin(build(s)),
 };
@@ -37,7 +39,7 @@ pub const LOCK_TABLE_FENCED: StrategyInfo = StrategyInfo {
 
 async fn build(s: Setup<'_>) -> Result<super::Built, StrategyError> {
     let store = s.mariadb().await?;
-    let lock = LockTable::new(store.clone(), s.w, s.info.fenced);
+    let lock = LockTable::new(store.clone(), s.w, s.waiter()?, s.info.fenced);
     Ok(s.locked(lock, store))
 }
 
@@ -48,8 +50,7 @@ const NOW_MS: &str = "ROUND(UNIX_TIMESTAMP(NOW(3)) * 1000)";
 pub struct LockTable {
     store: SharedStore,
     ttl_ms: i64,
-    acquire_timeout: Duration,
-    retry_interval: Duration,
+    waiter: Waiter,
     /// Read the row's fence after acquiring (the `-fenced` variant needs it).
     fence_tokens: bool,
     take: String,
@@ -61,8 +62,9 @@ pub struct LockTable {
 }
 
 impl LockTable {
-    /// A lock table in the store's database; `fence_tokens` reads a fencing token per lease.
-    pub fn new(store: SharedStore, w: &Workload, fence_tokens: bool) -> Self {
+    /// A lock table in the store's database, polled as `waiter` says; `fence_tokens` reads a
+    /// fencing token per lease.
+    pub fn new(store: SharedStore, w: &Workload, waiter: Waiter, fence_tokens: bool) -> Self {
         let locks = store.prefix.table("locks");
         // Assignments run left to right, so count and fence see the old owner and expiry.
         let take = format!(
@@ -80,8 +82,7 @@ impl LockTable {
         Self {
             store,
             ttl_ms: w.lock.ttl.as_millis() as i64,
-            acquire_timeout: w.lock.acquire_timeout,
-            retry_interval: w.lock.retry_interval,
+            waiter,
             fence_tokens,
             take,
             release,
@@ -154,10 +155,15 @@ impl Lock for LockTable {
     }
 
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
-        spin(self.acquire_timeout, self.retry_interval, || {
-            self.try_take(client, key, token)
-        })
-        .await?;
+        let take = || async {
+            let taken = self.try_take(client, key, token).await?;
+            Ok(if taken {
+                Try::Acquired
+            } else {
+                Try::Busy(None)
+            })
+        };
+        self.waiter.until_acquired(key, take).await?;
         let mut lease = Lease::new(key, token);
         if self.fence_tokens {
             let fence = async {
@@ -187,7 +193,7 @@ impl Lock for LockTable {
     /// The last try (connection + update) may start just before the deadline; then the fence
     /// read (connection + select) and, if it fails, leaving (connection + update).
     fn acquire_bound(&self) -> Duration {
-        self.acquire_timeout + super::calls(6, self.store.timeout)
+        self.waiter.acquire_timeout() + super::calls(6, self.store.timeout)
     }
 
     /// Connection + update.

@@ -25,6 +25,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB,
+    wait: None,
     about: "control: the critical section with no lock at all; must oversell under contention",
     build: |s| {
         Box::pin(async move {
@@ -42,6 +43,7 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB,
+    wait: None,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
     build: |s| {
         Box::pin(async move {
@@ -59,6 +61,7 @@ pub const OPTIMISTIC: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB,
+    wait: None,
     about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
     build: |s| {
         Box::pin(async move {
@@ -76,6 +79,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB,
+    wait: None,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
     build: |s| {
         Box::pin(async move {
@@ -235,7 +239,7 @@ pub struct Optimistic {
     store: SharedStore,
     hold: Duration,
     retries: u32,
-    retry_interval: Duration,
+    backoff: Duration,
     give_up_after: Duration,
 }
 
@@ -246,7 +250,7 @@ impl Optimistic {
             store,
             hold: w.critical_section.hold,
             retries: w.lock.optimistic_retries,
-            retry_interval: w.lock.retry_interval,
+            backoff: w.lock.optimistic_backoff,
             give_up_after: w.lock.acquire_timeout,
         }
     }
@@ -287,7 +291,7 @@ impl Strategy for Optimistic {
                 Ok(false) => {}
                 Err(k) => return fail_and_drop(con, write_failure(k)).into(),
             }
-            let pause = backoff(self.retry_interval, retry);
+            let pause = backoff(self.backoff, retry);
             if started.elapsed() + pause > self.give_up_after {
                 break;
             }

@@ -79,6 +79,8 @@ pub struct RedisTarget {
     w: Workload,
     /// One re-resolution at a time; the others see the new generation and skip theirs.
     resolving: tokio::sync::Mutex<()>,
+    /// The current server's address, for subscribers that follow it (release channels).
+    addr_tx: tokio::sync::watch::Sender<SocketAddr>,
 }
 
 /// The sentinels that name the master, and how to ask them.
@@ -147,6 +149,7 @@ impl RedisTarget {
             auth: auth.cloned(),
             w: w.clone(),
             resolving: tokio::sync::Mutex::new(()),
+            addr_tx: tokio::sync::watch::channel(addr).0,
         })
     }
 
@@ -158,6 +161,11 @@ impl RedisTarget {
         }
         let ask = std::time::Duration::from_secs(1) * self.sentinels.addrs.len() as u32;
         timeout + ask + timeout
+    }
+
+    /// The address commands go to, changing when Sentinel names a new master.
+    pub fn addr_watch(&self) -> tokio::sync::watch::Receiver<SocketAddr> {
+        self.addr_tx.subscribe()
     }
 
     /// A connection for `client` and the generation it belongs to.
@@ -190,6 +198,7 @@ impl RedisTarget {
                 cons,
                 generation: generation + 1,
             });
+            self.addr_tx.send_replace(addr);
         }
     }
 }

@@ -24,6 +24,7 @@ pub const LUA_DECR: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: REDIS,
+    wait: None,
     about: "stock in Redis: one Lua script checks, decrements and appends the order (no lock)",
     build: |s| {
         Box::pin(async move {
@@ -33,6 +34,7 @@ pub const LUA_DECR: StrategyInfo = StrategyInfo {
             Ok(Built {
                 strategy: lua.clone(),
                 store: lua,
+                lock: None,
             })
         })
     },

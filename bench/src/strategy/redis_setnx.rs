@@ -2,16 +2,15 @@
 //! Lua compare-and-delete to release; optionally a watchdog that renews the lease, a fencing
 //! token from a Redis counter, or (a broken control) a non-atomic GET-then-DEL release.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use super::redis_conn::{Con, RedisTarget, classify};
-use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, spin, within};
+use super::wait::{Try, Waiter};
+use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
-use crate::workload::Workload;
 
 use super::entry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
 use super::entry::{Built, Kind, Setup, StrategyInfo};
@@ -24,6 +23,7 @@ pub const SETNX: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB_REDIS,
+    wait: Some(super::wait::REDIS_PY),
     about: "Redis SET key token NX PX ttl, Lua compare-and-delete unlock; stock in MariaDB",
     build: |s| Box::pin(build(s, Flavor::PLAIN)),
 };
@@ -32,6 +32,7 @@ pub const SETNX: StrategyInfo = StrategyInfo {
 pub const WATCHDOG: StrategyInfo = StrategyInfo {
     id: "redis-setnx-watchdog",
     about: "redis-setnx plus a watchdog renewing the lease every ttl/3 while it is still ours",
+    wait: Some(super::wait::REDISSON),
     build: |s| {
         let flavor = Flavor {
             watchdog: true,
@@ -62,6 +63,7 @@ pub const FENCED: StrategyInfo = StrategyInfo {
 pub const SENTINEL: StrategyInfo = StrategyInfo {
     id: "redis-sentinel",
     needs: MARIADB_SENTINEL,
+    wait: Some(super::wait::REDIS_PY),
     about: "redis-setnx on the master Sentinel names (1 master, 2 async replicas), re-resolved on errors",
     build: |s| {
         Box::pin(async move {
@@ -73,7 +75,7 @@ pub const SENTINEL: StrategyInfo = StrategyInfo {
             }
             let store = s.mariadb().await?;
             let target = RedisTarget::via_sentinels(s.ep, s.w).await?;
-            let lock = SetNx::on(target, &s.ep.prefix, s.w, Flavor::PLAIN)?;
+            let lock = SetNx::on(target, s, Flavor::PLAIN).await?;
             Ok(s.locked(lock, store))
         })
     },
@@ -113,13 +115,14 @@ pub const SETNX_EXPIRE: StrategyInfo = StrategyInfo {
 /// A single-Redis lock of `flavor` around the critical section.
 async fn build(s: Setup<'_>, flavor: Flavor) -> Result<Built, StrategyError> {
     let store = s.mariadb().await?;
-    let ep = s.ep;
-    let lock = SetNx::connect(s.redis()?, ep.redis_auth.as_ref(), &ep.prefix, s.w, flavor).await?;
+    let target = RedisTarget::fixed(s.redis()?, s.ep.redis_auth.as_ref(), s.w).await?;
+    let lock = SetNx::on(target, s, flavor).await?;
     Ok(s.locked(lock, store))
 }
 
 /// Deletes the key only if it still holds our token: a plain DEL could remove a lock that
-/// expired and was taken by someone else.
+/// expired and was taken by someone else. With a second key (the release channel), publishes
+/// the release there for `notify` waiters.
 const UNLOCK: &str = include_str!("lua/unlock.lua");
 /// Extends the lease only if the key still holds our token.
 const RENEW: &str = include_str!("lua/renew.lua");
@@ -175,41 +178,36 @@ pub struct SetNx {
     unlock: redis::Script,
     renew: redis::Script,
     ttl: Duration,
-    acquire_timeout: Duration,
-    retry_interval: Duration,
+    waiter: Waiter,
     timeout: Duration,
     prefix: Prefix,
 }
 
 impl SetNx {
-    /// Connects to the Redis at `addr` (one connection per buyer, up to a bound).
-    pub async fn connect(
-        addr: SocketAddr,
-        auth: Option<&crate::cluster::Auth>,
-        prefix: &Prefix,
-        w: &Workload,
-        flavor: Flavor,
-    ) -> Result<Self, StrategyError> {
-        Self::on(RedisTarget::fixed(addr, auth, w).await?, prefix, w, flavor)
-    }
-
-    /// The lock on whatever `target` points at (e.g. the master Sentinel names).
-    pub fn on(
+    /// The lock on whatever `target` points at (a fixed server, or the master Sentinel
+    /// names), waiting as the strategy's [`Setup::waiter`] says.
+    pub async fn on(
         target: RedisTarget,
-        prefix: &Prefix,
-        w: &Workload,
+        s: Setup<'_>,
         flavor: Flavor,
     ) -> Result<Self, StrategyError> {
+        let waiter = s
+            .waiter()?
+            .subscribe(
+                vec![target.addr_watch()],
+                s.ep.redis_auth.as_ref(),
+                &s.ep.prefix,
+            )
+            .await?;
         Ok(Self {
-            prefix: prefix.clone(),
+            prefix: s.ep.prefix.clone(),
             target,
             flavor,
             unlock: redis::Script::new(UNLOCK),
             renew: redis::Script::new(RENEW),
-            ttl: w.lock.ttl,
-            acquire_timeout: w.lock.acquire_timeout,
-            retry_interval: w.lock.retry_interval,
-            timeout: w.load.timeout,
+            ttl: s.w.lock.ttl,
+            waiter,
+            timeout: s.w.load.timeout,
         })
     }
 
@@ -225,6 +223,20 @@ impl SetNx {
     ) -> Result<T, ErrorKind> {
         let (mut con, generation) = self.target.con(client);
         let r = within(self.timeout, cmd.query_async::<T>(&mut con), classify).await;
+        if r.is_err() {
+            self.target.failed(generation).await;
+        }
+        r
+    }
+
+    /// Runs a pipeline for `client`, like [`Self::call`].
+    async fn pipe<T: redis::FromRedisValue + Send>(
+        &self,
+        client: u32,
+        p: &redis::Pipeline,
+    ) -> Result<T, ErrorKind> {
+        let (mut con, generation) = self.target.con(client);
+        let r = within(self.timeout, p.query_async::<T>(&mut con), classify).await;
         if r.is_err() {
             self.target.failed(generation).await;
         }
@@ -279,23 +291,43 @@ impl Lock for SetNx {
                 .to_owned(),
             Acquire::SetNxThenExpire => redis::cmd("SETNX").arg(key).arg(token).to_owned(),
         };
-        let taken = spin(self.acquire_timeout, self.retry_interval, || async {
-            match self.flavor.acquire {
-                Acquire::SetNxPx => self
-                    .call::<Option<String>>(client, &set)
-                    .await
-                    .map(|r| r.is_some()),
-                Acquire::SetNxThenExpire => {
-                    if self.call::<i64>(client, &set).await? == 0 {
-                        return Ok(false);
+        let notify = self.waiter.channel(key).is_some();
+        let taken = self
+            .waiter
+            .until_acquired(key, || async {
+                match self.flavor.acquire {
+                    // A notify waiter also asks how long the holder has left (one round trip:
+                    // pipelined), the most it waits for a release message.
+                    Acquire::SetNxPx if notify => {
+                        let mut p = redis::pipe();
+                        p.add_command(set.clone()).cmd("PTTL").arg(key);
+                        let (got, pttl): (Option<String>, i64) = self.pipe(client, &p).await?;
+                        Ok(match got {
+                            Some(_) => Try::Acquired,
+                            None => Try::busy_for_pttl(pttl),
+                        })
                     }
-                    crate::chaos::failpoint("lock.between-setnx-and-expire");
-                    let expire = redis::cmd("PEXPIRE").arg(key).arg(ttl_ms).to_owned();
-                    self.call::<i64>(client, &expire).await.map(|_| true)
+                    Acquire::SetNxPx => {
+                        let got = self.call::<Option<String>>(client, &set).await?;
+                        Ok(if got.is_some() {
+                            Try::Acquired
+                        } else {
+                            Try::Busy(None)
+                        })
+                    }
+                    Acquire::SetNxThenExpire => {
+                        if self.call::<i64>(client, &set).await? == 0 {
+                            return Ok(Try::Busy(None));
+                        }
+                        crate::chaos::failpoint("lock.between-setnx-and-expire");
+                        let expire = redis::cmd("PEXPIRE").arg(key).arg(ttl_ms).to_owned();
+                        self.call::<i64>(client, &expire)
+                            .await
+                            .map(|_| Try::Acquired)
+                    }
                 }
-            }
-        })
-        .await;
+            })
+            .await;
         if let Err(AcquireError::Failed(ErrorKind::Timeout)) = taken {
             // A timed-out SET may still have taken the lock: free it if so (best effort; the
             // TTL frees it otherwise).
@@ -328,14 +360,14 @@ impl Lock for SetNx {
             Acquire::SetNxPx => 1,
             Acquire::SetNxThenExpire => 2,
         };
-        self.acquire_timeout + self.target.call_bound(self.timeout) * (per_try + 2)
+        self.waiter.acquire_timeout() + self.target.call_bound(self.timeout) * (per_try + 2)
     }
 
-    /// Compare-and-delete is one call; GET then DEL two.
+    /// Compare-and-delete is one call; GET then DEL two (three with the PUBLISH of notify).
     fn release_bound(&self) -> Duration {
         let n = match self.flavor.release {
             Release::CompareAndDelete => 1,
-            Release::GetThenDel => 2,
+            Release::GetThenDel => 2 + u32::from(self.waiter.channel("").is_some()),
         };
         self.target.call_bound(self.timeout) * n
     }
@@ -363,6 +395,9 @@ impl Lock for SetNx {
         match self.flavor.release {
             Release::CompareAndDelete => {
                 let mut call = self.unlock.key(&lease.key);
+                if let Some(channel) = self.waiter.channel(&lease.key) {
+                    call.key(channel);
+                }
                 call.arg(&lease.token);
                 Ok(self.script::<i64>(client, &call).await? == 1)
             }
@@ -374,6 +409,13 @@ impl Lock for SetNx {
                 }
                 self.call::<i64>(client, &redis::cmd("DEL").arg(&lease.key).to_owned())
                     .await?;
+                if let Some(channel) = self.waiter.channel(&lease.key) {
+                    let publish = redis::cmd("PUBLISH")
+                        .arg(channel)
+                        .arg(&lease.token)
+                        .to_owned();
+                    self.call::<i64>(client, &publish).await?;
+                }
                 Ok(true)
             }
         }

@@ -11,7 +11,6 @@
 //! `lock.node_timeout`, so no node keeps a key the holder believes freed; the release answers
 //! once the outcome is decided, without waiting for a frozen minority.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,12 +18,12 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use super::redis_conn::{Con, classify, connections};
-use super::{AcquireError, Lease, Lock, StrategyError, backoff, within};
+use super::wait::{Try, Waiter};
+use super::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
-use crate::workload::Workload;
 
 use super::entry::needs::MARIADB_REDLOCK;
-use super::entry::{Kind, StrategyInfo};
+use super::entry::{Kind, Setup, StrategyInfo};
 
 /// `redlock`.
 pub const REDLOCK: StrategyInfo = StrategyInfo {
@@ -34,6 +33,7 @@ pub const REDLOCK: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB_REDLOCK,
+    wait: Some(super::wait::NODE_REDLOCK),
     about: "Redlock over 5 independent Redis: majority + validity = ttl - elapsed - drift",
     build: |s| {
         Box::pin(async move {
@@ -44,7 +44,7 @@ pub const REDLOCK: StrategyInfo = StrategyInfo {
                     what: "five independent Redis servers",
                 });
             }
-            let lock = Redlock::connect(&s.ep.redis, s.ep.redis_auth.as_ref(), s.w).await?;
+            let lock = Redlock::connect(s).await?;
             Ok(s.locked(lock, store))
         })
     },
@@ -60,8 +60,7 @@ pub struct Redlock {
     unlock: redis::Script,
     ttl: Duration,
     node_timeout: Duration,
-    acquire_timeout: Duration,
-    retry_interval: Duration,
+    waiter: Waiter,
 }
 
 /// Votes needed out of `n`.
@@ -96,13 +95,10 @@ where
 }
 
 impl Redlock {
-    /// Connects to every node; a minority of unreachable nodes is tolerated (that is the point
-    /// of Redlock), a majority is an error.
-    pub async fn connect(
-        addrs: &[SocketAddr],
-        auth: Option<&crate::cluster::Auth>,
-        w: &Workload,
-    ) -> Result<Self, StrategyError> {
+    /// Connects to every node of `s`; a minority of unreachable nodes is tolerated (that is
+    /// the point of Redlock), a majority is an error.
+    pub async fn connect(s: Setup<'_>) -> Result<Self, StrategyError> {
+        let (addrs, auth, w) = (&s.ep.redis, s.ep.redis_auth.as_ref(), s.w);
         let attempts =
             futures::future::join_all(addrs.iter().map(|a| connections(*a, auth, w))).await;
         let mut nodes = Vec::with_capacity(addrs.len());
@@ -122,13 +118,16 @@ impl Redlock {
         {
             return Err(e);
         }
+        // A notify waiter listens on every node it reached: a release publishes on each.
+        let reached = addrs.iter().zip(&nodes).filter(|(_, n)| n.is_some());
+        let listen = reached.map(|(a, _)| super::wait::fixed(*a)).collect();
+        let waiter = s.waiter()?.subscribe(listen, auth, &s.ep.prefix).await?;
         Ok(Self {
             nodes,
             unlock: redis::Script::new(UNLOCK),
             ttl: w.lock.ttl,
             node_timeout: w.lock.node_timeout,
-            acquire_timeout: w.lock.acquire_timeout,
-            retry_interval: w.lock.retry_interval,
+            waiter,
         })
     }
 
@@ -151,8 +150,12 @@ impl Redlock {
             .map(|mut con| {
                 let (unlock, limit) = (self.unlock.clone(), self.node_timeout);
                 let (key, token) = (key.to_string(), token.to_string());
+                let channel = self.waiter.channel(&key);
                 tokio::spawn(async move {
                     let mut call = unlock.key(&key);
+                    if let Some(channel) = channel {
+                        call.key(channel);
+                    }
                     call.arg(&token);
                     within(limit, call.invoke_async::<i64>(&mut con), classify)
                         .await
@@ -186,7 +189,6 @@ impl Redlock {
 #[async_trait]
 impl Lock for Redlock {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
-        let started = tokio::time::Instant::now();
         let ttl_ms = self.ttl.as_millis() as u64;
         let set = redis::cmd("SET")
             .arg(key)
@@ -195,7 +197,8 @@ impl Lock for Redlock {
             .arg("PX")
             .arg(ttl_ms)
             .to_owned();
-        for retry in 0.. {
+        let valid_until = std::sync::Mutex::new(None);
+        let round = || async {
             let round = tokio::time::Instant::now();
             let calls: FuturesUnordered<_> = self
                 .cons(client)
@@ -213,19 +216,19 @@ impl Lock for Redlock {
             if yes >= quorum(self.nodes.len())
                 && let Some(valid) = validity(self.ttl, round.elapsed())
             {
-                let mut lease = Lease::new(key, token);
-                lease.valid_until = Some(std::time::Instant::now() + valid);
-                return Ok(lease);
+                *valid_until.lock().expect("never poisoned") =
+                    Some(std::time::Instant::now() + valid);
+                return Ok(Try::Acquired);
             }
-            // No majority (or no time left): undo the partial acquisition everywhere.
+            // No majority (or no time left): undo the partial acquisition everywhere. A node
+            // that does not answer votes no: a round never fails, it is busy.
             let _ = self.unlock_all(client, key, token).await;
-            let pause = backoff(self.retry_interval, retry);
-            if started.elapsed() + pause > self.acquire_timeout {
-                break;
-            }
-            tokio::time::sleep(pause).await;
-        }
-        Err(AcquireError::Busy)
+            Ok(Try::Busy(None))
+        };
+        self.waiter.until_acquired(key, round).await?;
+        let mut lease = Lease::new(key, token);
+        lease.valid_until = valid_until.into_inner().expect("never poisoned");
+        Ok(lease)
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
@@ -235,7 +238,7 @@ impl Lock for Redlock {
     /// A round (SET on every node at once) may start just before the deadline, followed by
     /// its undo (unlock on every node at once): two node timeouts.
     fn acquire_bound(&self) -> Duration {
-        self.acquire_timeout + self.node_timeout * 2
+        self.waiter.acquire_timeout() + self.node_timeout * 2
     }
 
     /// Unlock on every node at once.

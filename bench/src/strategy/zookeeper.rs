@@ -37,6 +37,7 @@ pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: Some("lock node czxid"),
     needs: MARIADB_ZOOKEEPER,
+    wait: None,
     about: "ZooKeeper ephemeral sequential node, watch the predecessor (fair); czxid fence",
     build: |s| {
         Box::pin(async move {

@@ -100,10 +100,31 @@ struct RawCriticalSection {
 struct RawLock {
     ttl: Option<String>,
     acquire_timeout: Option<String>,
+    wait: Option<WaitMode>,
+    poll_interval: Option<String>,
+    poll_jitter: Option<String>,
+    /// Replaced by `wait` / `poll_interval` / `poll_jitter`: kept only to say so.
     retry_interval: Option<String>,
     node_timeout: Option<String>,
     optimistic_retries: Option<i64>,
+    optimistic_backoff: Option<String>,
 }
+
+/// How a buyer waits for a busy lock before trying again (locks without a server-side queue).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitMode {
+    /// Redisson-style: the release publishes on the lock's channel and wakes a waiter, which
+    /// otherwise waits at most the lock's remaining TTL.
+    Notify,
+    /// Sleep `poll_interval` ± `poll_jitter` between tries (redis-py, node-redlock, Spring's
+    /// JdbcLockRegistry).
+    Poll,
+}
+
+crate::names::enum_names!(WaitMode {
+    Notify = "notify",
+    Poll = "poll",
+});
 
 /// A validated workload: every value present and in range. Serialises to the effective
 /// workload written into `summary.json` (durations as strings like `"10s"`).
@@ -171,19 +192,36 @@ pub struct LockParams {
     /// How long a buyer tries to get the lock before giving up (`lock_timeout`).
     #[serde(serialize_with = "human")]
     pub acquire_timeout: Duration,
-    /// Initial pause between attempts to take a busy lock (doubles, with jitter, up to 8x).
-    #[serde(serialize_with = "human")]
-    pub retry_interval: Duration,
+    /// How a buyer waits for a busy lock; `None`: each strategy's default (`lockbench list`).
+    pub wait: Option<WaitMode>,
+    /// Pause between polls of a busy lock; `None`: the strategy's default.
+    #[serde(serialize_with = "human_opt")]
+    pub poll_interval: Option<Duration>,
+    /// Each poll's pause is drawn uniformly from `poll_interval ± poll_jitter`; `None`: the
+    /// strategy's default.
+    #[serde(serialize_with = "human_opt")]
+    pub poll_jitter: Option<Duration>,
     /// Bound of one call to one node of a multi-node lock (Redlock): far below the ttl, so a
     /// slow or paused node costs little.
     #[serde(serialize_with = "human")]
     pub node_timeout: Duration,
     /// Version conflicts an optimistic buyer retries before giving up.
     pub optimistic_retries: u32,
+    /// First pause before an optimistic buyer retries a version conflict (doubles, with
+    /// jitter, up to 8x).
+    #[serde(serialize_with = "human")]
+    pub optimistic_backoff: Duration,
 }
 
 fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => human(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 /// Where a value came from, for error messages.
@@ -380,16 +418,36 @@ impl RawWorkload {
             )?,
         };
         let k = self.lock;
+        if let Some(v) = k.retry_interval {
+            return Err(f.invalid(
+                "lock.retry_interval",
+                format!("{v:?}"),
+                "no value: the key was replaced by lock.wait (\"notify\" or \"poll\"), \
+                 lock.poll_interval and lock.poll_jitter (each strategy's defaults: `lockbench \
+                 list`), and lock.optimistic_backoff for mysql-optimistic",
+            ));
+        }
+        let optional = |field, v: Option<String>, zero| {
+            v.map(|v| f.duration(field, Some(v), "", zero)).transpose()
+        };
         let lock = LockParams {
             ttl: f.duration("lock.ttl", k.ttl, "5s", false)?,
             acquire_timeout: f.duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
-            retry_interval: f.duration("lock.retry_interval", k.retry_interval, "1ms", false)?,
+            wait: k.wait,
+            poll_interval: optional("lock.poll_interval", k.poll_interval, false)?,
+            poll_jitter: optional("lock.poll_jitter", k.poll_jitter, true)?,
             node_timeout: f.duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
             optimistic_retries: f.positive_int(
                 "lock.optimistic_retries",
                 k.optimistic_retries.unwrap_or(20),
                 10_000,
             )? as u32,
+            optimistic_backoff: f.duration(
+                "lock.optimistic_backoff",
+                k.optimistic_backoff,
+                "1ms",
+                false,
+            )?,
         };
         if lock.ttl.as_millis() == 0 {
             return Err(f.invalid(

@@ -9,4 +9,4 @@
 pub mod config;
 pub mod pacing;
 
-pub use config::{Arrival, LoadMode, Workload, WorkloadError};
+pub use config::{Arrival, LoadMode, LockParams, WaitMode, Workload, WorkloadError};

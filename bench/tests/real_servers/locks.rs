@@ -207,8 +207,9 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
 #[tokio::test(flavor = "multi_thread")]
 async fn reentrant_locks_count_levels_and_exclude_others() {
     use lockbench::strategy::mysql_lock_table::LockTable;
-    use lockbench::strategy::redis_reentrant::{Reentrant, Released};
+    use lockbench::strategy::redis_reentrant::{Entered, Reentrant, Released};
     use lockbench::strategy::{Lock, Store};
+    use lockbench::strategy::{Setup, find};
     if !servers_available() {
         return;
     }
@@ -223,34 +224,44 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
     let ep = cluster.endpoints();
     let key = "lockbench:lock:0";
 
-    let redis = Reentrant::connect(ep.redis[0], None, &w).await.unwrap();
-    assert_eq!(redis.try_enter(0, key, "x").await, Ok(1));
+    let setup = Setup {
+        info: find("redis-reentrant").unwrap(),
+        ep,
+        w: &w,
+    };
+    let redis = Reentrant::connect(setup).await.unwrap();
+    assert_eq!(redis.try_enter(0, key, "x").await, Ok(Entered::Count(1)));
     assert_eq!(
         redis.try_enter(1, key, "x").await,
-        Ok(2),
+        Ok(Entered::Count(2)),
         "the owner re-enters"
     );
-    assert_eq!(
-        redis.try_enter(2, key, "y").await,
-        Ok(0),
-        "another owner must wait"
+    let busy = redis.try_enter(2, key, "y").await;
+    assert!(
+        matches!(busy, Ok(Entered::Busy(Some(left))) if left <= w.lock.ttl),
+        "another owner must wait, at most the lease's remaining time: {busy:?}"
     );
     assert_eq!(redis.leave(0, key, "y").await, Ok(Released::NotOwner));
     assert_eq!(redis.leave(0, key, "x").await, Ok(Released::StillHeld));
-    assert_eq!(
-        redis.try_enter(2, key, "y").await,
-        Ok(0),
+    assert!(
+        matches!(redis.try_enter(2, key, "y").await, Ok(Entered::Busy(_))),
         "one level is still held"
     );
     assert_eq!(redis.leave(0, key, "x").await, Ok(Released::Free));
-    assert_eq!(redis.try_enter(2, key, "y").await, Ok(1));
+    assert_eq!(redis.try_enter(2, key, "y").await, Ok(Entered::Count(1)));
 
     let store = std::sync::Arc::new(
         MysqlStore::connect(ep.mysql.as_ref().unwrap(), &ep.prefix, &w)
             .await
             .unwrap(),
     );
-    let table = LockTable::new(store.clone(), &w, false);
+    let waiter = Setup {
+        info: find("mysql-lock-table").unwrap(),
+        ..setup
+    }
+    .waiter()
+    .unwrap();
+    let table = LockTable::new(store.clone(), &w, waiter, false);
     table.prepare(1).await.unwrap();
     assert_eq!(table.try_take(0, key, "x").await, Ok(true));
     assert_eq!(

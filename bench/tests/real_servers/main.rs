@@ -14,3 +14,4 @@ mod lifecycle;
 mod locks;
 mod target;
 mod ttl;
+mod waiting;
