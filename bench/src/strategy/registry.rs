@@ -71,4 +71,19 @@ mod tests {
             assert!(!s.fenced || s.locks, "{}", s.id);
         }
     }
+
+    #[test]
+    fn a_wait_the_lock_cannot_do_is_refused_before_any_server_starts() {
+        let notify = Workload::parse("w.toml", "[lock]\nwait = \"notify\"", &[]).unwrap();
+        let e = resolve("mysql-lock-table", &notify).err().expect("refused");
+        assert!(e.to_string().contains("lock.wait = \"notify\""), "{e}");
+        // Redis locks can; locks that queue server-side ignore the key.
+        assert!(resolve("redis-setnx", &notify).is_ok());
+        assert!(resolve("zookeeper", &notify).is_ok());
+        let policy = find("redis-setnx").unwrap().wait_policy(&notify).unwrap();
+        assert_eq!(policy.to_string(), "notify");
+        let default = Workload::parse("w.toml", "", &[]).unwrap();
+        let redlock = find("redlock").unwrap().wait_policy(&default).unwrap();
+        assert_eq!(redlock.to_string(), "poll 200ms±100ms");
+    }
 }

@@ -586,4 +586,31 @@ ttl = "1s"
         let e = err(GOOD, &["a.b.c=1"]);
         assert!(e.starts_with("--set a.b.c=1:"), "{e}");
     }
+
+    #[test]
+    fn wait_keys_parse_and_the_old_retry_interval_points_to_them() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!((w.lock.wait, w.lock.poll_interval), (None, None));
+        let o = [
+            "lock.wait=\"poll\"".to_string(),
+            "lock.poll_interval=\"200ms\"".into(),
+            "lock.poll_jitter=\"100ms\"".into(),
+        ];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.lock.wait, Some(WaitMode::Poll));
+        assert_eq!(w.lock.poll_interval, Some(Duration::from_millis(200)));
+        assert_eq!(w.lock.poll_jitter, Some(Duration::from_millis(100)));
+        let e = err("[lock]\nwait = \"spin\"\n", &[]);
+        assert!(
+            e.contains("w.toml") && e.contains("spin") && e.contains("notify") && e.contains("poll"),
+            "{e}"
+        );
+        let e = err("[lock]\npoll_interval = \"0s\"\n", &[]);
+        assert!(e.contains("lock.poll_interval = \"0s\""), "{e}");
+        let e = err("[lock]\nretry_interval = \"1ms\"\n", &[]);
+        assert!(
+            e.contains("w.toml: lock.retry_interval") && e.contains("lock.wait"),
+            "{e}"
+        );
+    }
 }
