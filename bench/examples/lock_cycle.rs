@@ -38,7 +38,10 @@ fn set(key: &str) -> redis::Cmd {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let port: u16 = args.next().and_then(|p| p.parse().ok()).expect("usage: lock_cycle <redis port> [seconds] [rounds]");
+    let port: u16 = args
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("usage: lock_cycle <redis port> [seconds] [rounds]");
     let secs = Duration::from_secs(args.next().and_then(|s| s.parse().ok()).unwrap_or(3));
     let rounds: u32 = args.next().and_then(|s| s.parse().ok()).unwrap_or(3);
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap();
@@ -60,18 +63,29 @@ fn main() {
             async move {
                 let key = format!("lockbench:cycle:{i}");
                 let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
-                let _: i64 = unlock.key(&key).arg("token").invoke_async(&mut con).await.unwrap();
+                let _: i64 = unlock
+                    .key(&key)
+                    .arg("token")
+                    .invoke_async(&mut con)
+                    .await
+                    .unwrap();
             }
         }));
         results[0].1.push(r);
-        let mux: MultiplexedConnection =
-            rt.block_on(client.get_multiplexed_async_connection()).unwrap();
+        let mux: MultiplexedConnection = rt
+            .block_on(client.get_multiplexed_async_connection())
+            .unwrap();
         let r = rt.block_on(rate(secs, |i| {
             let (mut con, unlock) = (mux.clone(), &unlock);
             async move {
                 let key = format!("lockbench:cycle:{i}");
                 let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
-                let _: i64 = unlock.key(&key).arg("token").invoke_async(&mut con).await.unwrap();
+                let _: i64 = unlock
+                    .key(&key)
+                    .arg("token")
+                    .invoke_async(&mut con)
+                    .await
+                    .unwrap();
             }
         }));
         results[1].1.push(r);
@@ -84,7 +98,9 @@ fn main() {
             let _: i64 = unlock.key(&key).arg("token").invoke(&mut con).unwrap();
             n += 1;
         }
-        results[2].1.push(n as f64 / started.elapsed().as_secs_f64());
+        results[2]
+            .1
+            .push(n as f64 / started.elapsed().as_secs_f64());
     }
     for (name, mut rates) in results {
         rates.sort_by(f64::total_cmp);

@@ -167,7 +167,7 @@ pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<(Node, u64)>, ClusterEr
 }
 
 /// Flags every member gets after its names and addresses.
-const COMMON_FLAGS: [&str; 10] = [
+pub(super) const COMMON_FLAGS: [&str; 10] = [
     "--initial-cluster-state",
     "new",
     // Defaults are 100 / 1000 too, but they are what the fault timings assume: a killed

@@ -15,6 +15,7 @@
 mod backend;
 mod clock;
 pub mod containers;
+pub mod durability;
 pub mod etcd;
 mod local;
 mod mariadb;
@@ -433,6 +434,10 @@ pub struct NodeInfo {
     /// The container serving it, when provisioned as containers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<ContainerInfo>,
+    /// What it does with a write before acknowledging it (`None`: a server that keeps no data
+    /// of the run, such as a Sentinel, or a summary older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<durability::Durability>,
 }
 
 /// A container that served a node.
@@ -463,6 +468,8 @@ pub struct ClusterOptions {
     pub network: bool,
     /// Child processes or containers.
     pub provisioner: Provisioner,
+    /// Persistence of every Redis node (standalone, Redlock's, Sentinel's master and replicas).
+    pub redis_appendfsync: redis::Appendfsync,
 }
 
 impl ClusterOptions {
@@ -475,6 +482,7 @@ impl ClusterOptions {
             clock_shim: false,
             network: false,
             provisioner: Provisioner::Local,
+            redis_appendfsync: redis::Appendfsync::Off,
         }
     }
 }
@@ -550,8 +558,9 @@ impl Set {
         }
     }
 
-    /// Starts the set's nodes through `l` and waits until they are ready.
-    async fn start(self, l: Launcher<'_>) -> Result<Started, ClusterError> {
+    /// Starts the set's nodes through `l`, as `opts` ask, and waits until they are ready.
+    async fn start(self, l: Launcher<'_>, opts: &ClusterOptions) -> Result<Started, ClusterError> {
+        let aof = opts.redis_appendfsync;
         Ok(match self {
             Set::Mariadb => {
                 let (node, endpoint) = mariadb::start(l).await?;
@@ -563,10 +572,10 @@ impl Set {
             Set::Redis(i) => {
                 let name = format!("redis-{i}");
                 Started::nodes(vec![
-                    redis::start(l, &name, Role::Primary, &[], true).await?,
+                    redis::start(l, &name, Role::Primary, aof, &[], true).await?,
                 ])
             }
-            Set::Sentinel => Started::nodes(sentinel::start(l).await?),
+            Set::Sentinel => Started::nodes(sentinel::start(l, aof).await?),
             Set::Zookeeper => Started::nodes(zookeeper::start(l).await?),
             Set::Etcd => {
                 let members = etcd::start(l).await?;
@@ -591,6 +600,9 @@ pub struct OwnedCluster {
     /// etcd member id of each etcd node (by node name): etcd reports its leader as a member
     /// id, and the leader may be the node that no longer answers.
     etcd_members: Vec<(String, u64)>,
+    /// What each node does with a write before acknowledging it (by node name), read once
+    /// every node is ready.
+    durability: Vec<(String, durability::Durability)>,
     // Declared after `nodes`: fields drop in order, so processes and containers go before
     // their network and their data.
     backend: Box<dyn Backend>,
@@ -650,12 +662,13 @@ impl OwnedCluster {
             nodes: Vec::new(),
             endpoints: Endpoints::default(),
             etcd_members: Vec::new(),
+            durability: Vec::new(),
             backend,
         };
         // Every set starts at once: the slowest (MariaDB's install, ZooKeeper's JVMs and
         // election) bounds the start-up time, not their sum.
         let launcher = cluster.backend.launcher();
-        let started = futures::future::join_all(sets.iter().map(|s| s.start(launcher))).await;
+        let started = futures::future::join_all(sets.iter().map(|s| s.start(launcher, opts))).await;
         // Keep whatever started, so that it stops with the cluster if another set failed.
         let mut failed = None;
         for s in started {
@@ -664,10 +677,18 @@ impl OwnedCluster {
                 Err(e) => failed = failed.or(Some(e)),
             }
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(cluster),
+        if let Some(e) = failed {
+            return Err(e);
         }
+        let reads = cluster
+            .nodes
+            .iter()
+            .map(|n| durability::read(n.service, n.addr, &cluster.endpoints, true));
+        let read = futures::future::join_all(reads).await;
+        cluster.durability = (cluster.nodes.iter().zip(read))
+            .filter_map(|(n, d)| Some((n.name.clone(), d?)))
+            .collect();
+        Ok(cluster)
     }
 
     /// Takes in a started set: its nodes, and their addresses into the endpoints.
@@ -779,6 +800,9 @@ impl OwnedCluster {
                 pid: n.server.pid(),
                 log: n.server.log().to_path_buf(),
                 container: n.server.container(),
+                durability: (self.durability.iter())
+                    .find(|(name, _)| *name == n.name)
+                    .map(|(_, d)| d.clone()),
             })
             .collect()
     }

@@ -1,5 +1,6 @@
-//! A standalone `redis-server` on its own port, no persistence: a child process or a
-//! container, with the same flags and the same readiness probe.
+//! A standalone `redis-server` on its own port, without persistence unless the run asks for an
+//! append-only file ([`Appendfsync`]): a child process or a container, with the same flags and
+//! the same readiness probe.
 
 use std::net::SocketAddr;
 use std::process::Command;
@@ -7,6 +8,7 @@ use std::process::Command;
 use super::backend::{Launcher, NodeServer, wait_ready};
 use super::containers::Spec;
 use super::{Auth, ClusterError, Node, Role, Service, find_binary};
+use crate::names::enum_names;
 
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
@@ -15,26 +17,55 @@ pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
 }
 
-/// Flags every Redis node gets wherever it runs, then `extra` (e.g. `--replicaof`): no
-/// persistence, and no protected mode (namespaced and container addresses are not loopback,
-/// so it would refuse clients).
-fn flags(port: u16, extra: &[String]) -> Vec<String> {
-    let mut out: Vec<String> = ["--port", &port.to_string()]
+/// What every Redis node of a run does with a write before acknowledging it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Appendfsync {
+    /// No persistence (`--save "" --appendonly no`): a restarted node comes back empty.
+    #[default]
+    Off,
+    /// Append-only file, written before the reply, fsynced when the OS decides.
+    No,
+    /// Append-only file, fsynced once per second.
+    Everysec,
+    /// Append-only file, fsynced before every reply.
+    Always,
+}
+
+enum_names!(Appendfsync {
+    Off = "off",
+    No = "no",
+    Everysec = "everysec",
+    Always = "always",
+});
+
+/// Flags every Redis node gets wherever it runs, then `extra` (e.g. `--replicaof`): no RDB
+/// snapshots, an append-only file only if `aof` asks for one (in the node's `--dir`, so a
+/// restart reloads it), and no protected mode (namespaced and container addresses are not
+/// loopback, so it would refuse clients).
+fn flags(port: u16, aof: Appendfsync, extra: &[String]) -> Vec<String> {
+    let persistence: &[&str] = match aof {
+        Appendfsync::Off => &["--appendonly", "no"],
+        v => &["--appendonly", "yes", "--appendfsync", v.name()],
+    };
+    let mut out: Vec<String> = ["--port", &port.to_string(), "--save", ""]
         .into_iter()
-        .chain(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+        .chain(persistence.iter().copied())
+        .chain(["--protected-mode", "no"])
         .map(String::from)
         .collect();
     out.extend_from_slice(extra);
     out
 }
 
-/// Starts `redis-server` as node `name` with `extra` flags and waits until it answers. With
-/// `clock` and a run that preloads the clock shim, its wall clock can be moved at run time
-/// ([`super::clock`]).
+/// Starts `redis-server` as node `name` with persistence `aof` and `extra` flags, and waits
+/// until it answers. With `clock` and a run that preloads the clock shim, its wall clock can be
+/// moved at run time ([`super::clock`]). A restart after a kill keeps the command line and the
+/// data directory, so with an append-only file the node reloads what it acknowledged.
 pub(super) async fn start(
     l: Launcher<'_>,
     name: &str,
     role: Role,
+    aof: Appendfsync,
     extra: &[String],
     clock: bool,
 ) -> Result<Node, ClusterError> {
@@ -45,7 +76,7 @@ pub(super) async fn start(
             let mut cmd = Command::new(find_binary("redis-server", "redis-server")?);
             cmd.arg("--bind")
                 .arg(addr.ip().to_string())
-                .args(flags(addr.port(), extra))
+                .args(flags(addr.port(), aof, extra))
                 .args(["--daemonize", "no", "--logfile", ""])
                 .arg("--dir")
                 .arg(&dir);
@@ -57,8 +88,10 @@ pub(super) async fn start(
             (addr, Box::new(local.spawn(name, cmd)?))
         }
         Launcher::Containers(run) => {
-            let mut cmd = vec!["redis-server".to_string()];
-            cmd.extend(flags(PORT, extra));
+            // The append-only file goes in a directory any user may write (images differ in
+            // their working directory); a restarted container keeps its file system.
+            let mut cmd = vec!["redis-server".to_string(), "--dir".into(), "/tmp".into()];
+            cmd.extend(flags(PORT, aof, extra));
             let spec = Spec {
                 name: name.to_string(),
                 image: &run.images.redis,
@@ -93,6 +126,33 @@ pub fn client(addr: SocketAddr, auth: Option<&Auth>) -> ::redis::RedisResult<::r
         info = info.set_redis_settings(settings);
     }
     ::redis::Client::open(info)
+}
+
+/// The persistence settings of the Redis server at `addr`, as `CONFIG GET` reads them:
+/// `appendonly`, `appendfsync` and `save`.
+pub(super) async fn persistence(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<Vec<(String, String)>, String> {
+    let client = client(addr, auth).map_err(|e| e.to_string())?;
+    let mut con = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for key in ["appendonly", "appendfsync", "save"] {
+        // A flat [name, value] list; empty if the server does not know the parameter.
+        let pair: Vec<String> = ::redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(key)
+            .query_async(&mut con)
+            .await
+            .map_err(|e| format!("CONFIG GET {key}: {e}"))?;
+        if let [name, value] = pair.as_slice() {
+            out.push((name.clone(), value.clone()));
+        }
+    }
+    Ok(out)
 }
 
 /// The version a Redis server (or Sentinel) at `addr` reports in `INFO server`.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use super::backend::{Launcher, NodeServer, wait_ready};
 use super::containers::Spec;
+use super::redis::Appendfsync;
 use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// The name the sentinels monitor the master under.
@@ -144,11 +145,13 @@ fn config(port: u16, bind: Option<IpAddr>, dir: &str, master: SocketAddr) -> Str
     )
 }
 
-/// Starts the set and waits until every sentinel sees the master, both replicas and the
-/// two other sentinels. Sentinels start only once both replicas are online.
-pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<Node>, ClusterError> {
+/// Starts the set, every Redis node with persistence `aof`, and waits until every sentinel
+/// sees the master, both replicas and the two other sentinels. Sentinels start only once both
+/// replicas are online.
+pub(super) async fn start(l: Launcher<'_>, aof: Appendfsync) -> Result<Vec<Node>, ClusterError> {
     let fast_sync = ["--repl-diskless-sync-delay".to_string(), "0".into()];
-    let master = super::redis::start(l, "redis-master", Role::Master, &fast_sync, false).await?;
+    let master =
+        super::redis::start(l, "redis-master", Role::Master, aof, &fast_sync, false).await?;
     let master_addr = master.addr;
     let mut nodes = vec![master];
     let mut replica_args = fast_sync.to_vec();
@@ -160,7 +163,7 @@ pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<Node>, ClusterError> {
     let replicas = futures::future::join_all((1..=REPLICAS).map(|i| {
         let name = format!("redis-replica-{i}");
         let args = &replica_args;
-        async move { super::redis::start(l, &name, Role::Replica, args, false).await }
+        async move { super::redis::start(l, &name, Role::Replica, aof, args, false).await }
     }))
     .await;
     for r in replicas {

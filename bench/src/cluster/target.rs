@@ -714,6 +714,7 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
         pid: 0,
         log: Default::default(),
         container: None,
+        durability: None,
     };
     if let Some(m) = &ep.mysql {
         let v = bounded("version", super::mariadb::version(m.connect_options())).await;
@@ -783,6 +784,15 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
             *a,
             v,
         ));
+    }
+    // Asked of each server (Redis, MariaDB); etcd's and ZooKeeper's cannot be, so their
+    // defaults are assumed and marked so.
+    let reads = out
+        .iter()
+        .map(|n| super::durability::read(n.service, n.addr, ep, false));
+    let read = futures::future::join_all(reads).await;
+    for (n, d) in out.iter_mut().zip(read) {
+        n.durability = d;
     }
     out
 }

@@ -590,7 +590,9 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
         h,
         "<h3>Runs and servers</h3>\n<table id=\"servers\">\n<thead><tr><th>strategy</th>\
          <th>started at</th><th>duration s</th><th>server</th><th>service</th><th>role</th>\
-         <th>address</th><th>version</th></tr></thead>\n<tbody>"
+         <th>address</th><th>version</th><th title=\"where a write is when the server \
+         acknowledges it: memory, os (page cache), disk (fsynced)\">durability</th></tr></thead>\n\
+         <tbody>"
     );
     for r in runs {
         let s = &r.summary;
@@ -604,7 +606,7 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
             s.duration_s
         );
         if s.servers.is_empty() {
-            let _ = writeln!(h, "<td colspan=\"5\">no servers</td></tr>");
+            let _ = writeln!(h, "<td colspan=\"6\">no servers</td></tr>");
         }
         for (i, n) in s.servers.iter().enumerate() {
             if i > 0 {
@@ -612,12 +614,16 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
             }
             let _ = writeln!(
                 h,
-                "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&n.name),
                 n.service,
                 n.role,
                 n.addr,
-                esc(&n.version)
+                esc(&n.version),
+                // Older summaries do not say; a Sentinel keeps no data of the run.
+                n.durability
+                    .as_ref()
+                    .map_or_else(|| "—".into(), |d| esc(&d.describe()))
             );
         }
     }

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use super::RunError;
 use crate::chaos::ChaosPlan;
+use crate::cluster::redis::Appendfsync;
 use crate::cluster::target::ExternalTarget;
 use crate::cluster::{ClusterOptions, Provisioner};
 use crate::strategy::{self, StrategyInfo};
 use crate::workload::Workload;
+use crate::workload::config::RedisAppendfsync;
 
 /// Worker processes used when the chaos plan pauses clients and `--workers` is not given.
 pub const DEFAULT_WORKERS: u32 = 4;
@@ -104,8 +106,10 @@ impl<'a> Plan<'a> {
                  load.clients >= 2), got {workers}"
             )));
         }
+        let aof = redis_appendfsync(opts, info)?;
         let mut cluster = ClusterOptions::new(opts.out.join("logs"));
         cluster.base_port = opts.base_port;
+        cluster.redis_appendfsync = aof;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
         cluster.provisioner = opts.provision;
         // Containers are partitioned on their own Docker network; only local processes need
@@ -129,4 +133,33 @@ impl<'a> Plan<'a> {
     pub fn workload(&self) -> &'a Workload {
         &self.opts.workload
     }
+}
+
+/// The persistence of the Redis nodes this run starts, from `servers.redis_appendfsync`.
+/// Servers this run does not start (`--endpoints`, `--target`) keep their own setting, which
+/// their summary reports: asking for another one there is an error, not a silent no-op.
+fn redis_appendfsync(opts: &RunOptions, info: &StrategyInfo) -> Result<Appendfsync, RunError> {
+    let v = opts.workload.servers.redis_appendfsync;
+    let n = info.needs;
+    let uses_redis = n.redis || n.redlock || n.sentinel;
+    let given = if opts.target.is_some() {
+        Some("--target")
+    } else if opts.endpoints.is_some() {
+        Some("--endpoints")
+    } else {
+        None
+    };
+    if let Some(flag) = given.filter(|_| uses_redis && v != RedisAppendfsync::Off) {
+        return Err(RunError::Options(format!(
+            "servers.redis_appendfsync = \"{v}\" with {flag}: only Redis servers this run starts \
+             can be configured; these keep their own setting (summary.json reports it under \
+             servers[].durability): drop the key, or let this run start its servers"
+        )));
+    }
+    Ok(match v {
+        RedisAppendfsync::Off => Appendfsync::Off,
+        RedisAppendfsync::No => Appendfsync::No,
+        RedisAppendfsync::Everysec => Appendfsync::Everysec,
+        RedisAppendfsync::Always => Appendfsync::Always,
+    })
 }

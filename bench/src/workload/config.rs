@@ -67,6 +67,8 @@ struct RawWorkload {
     critical_section: RawCriticalSection,
     #[serde(default)]
     lock: RawLock,
+    #[serde(default)]
+    servers: RawServers,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -126,6 +128,12 @@ crate::names::enum_names!(WaitMode {
     Poll = "poll",
 });
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawServers {
+    redis_appendfsync: Option<String>,
+}
+
 /// A validated workload: every value present and in range. Serialises to the effective
 /// workload written into `summary.json` (durations as strings like `"10s"`).
 #[derive(Debug, Clone, Serialize)]
@@ -140,6 +148,8 @@ pub struct Workload {
     pub critical_section: CriticalSection,
     /// Lock parameters.
     pub lock: LockParams,
+    /// How the servers lockbench starts are configured.
+    pub servers: Servers,
 }
 
 /// `[inventory]`
@@ -212,6 +222,37 @@ pub struct LockParams {
     #[serde(serialize_with = "human")]
     pub optimistic_backoff: Duration,
 }
+
+/// `[servers]`: settings of the servers lockbench starts (servers of `--endpoints` and
+/// `--target` keep their own).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Servers {
+    /// What every Redis node does with a write before acknowledging it.
+    pub redis_appendfsync: RedisAppendfsync,
+}
+
+/// `servers.redis_appendfsync`: Redis persistence. `off` keeps nothing (`--save ""
+/// --appendonly no`: a restarted node comes back empty); the others turn the append-only file
+/// on with that `appendfsync` policy, so a restarted node reloads what it acknowledged.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum RedisAppendfsync {
+    /// No persistence at all (the default).
+    #[default]
+    Off,
+    /// AOF, written before the reply, fsynced when the OS decides.
+    No,
+    /// AOF, fsynced once per second.
+    Everysec,
+    /// AOF, fsynced before every reply.
+    Always,
+}
+
+crate::names::enum_names!(RedisAppendfsync {
+    Off = "off",
+    No = "no",
+    Everysec = "everysec",
+    Always = "always",
+});
 
 fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&humantime::format_duration(*d).to_string())
@@ -449,6 +490,16 @@ impl RawWorkload {
                 false,
             )?,
         };
+        let redis_appendfsync = match self.servers.redis_appendfsync {
+            None => RedisAppendfsync::default(),
+            Some(v) => v.parse().map_err(|_| {
+                f.invalid(
+                    "servers.redis_appendfsync",
+                    format!("{v:?}"),
+                    "one of \"off\", \"no\", \"everysec\", \"always\"",
+                )
+            })?,
+        };
         if lock.ttl.as_millis() == 0 {
             return Err(f.invalid(
                 "lock.ttl",
@@ -465,6 +516,7 @@ impl RawWorkload {
             load,
             critical_section,
             lock,
+            servers: Servers { redis_appendfsync },
         })
     }
 }
@@ -567,6 +619,47 @@ ttl = "1s"
     }
 
     #[test]
+    fn servers_section_sets_redis_appendfsync() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Off);
+        let w =
+            Workload::parse("w.toml", "[servers]\nredis_appendfsync = \"always\"\n", &[]).unwrap();
+        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Always);
+        let o = vec!["servers.redis_appendfsync=everysec".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+        // Workers get the effective workload as TOML: it must read back the same.
+        let text = toml::to_string(&w).unwrap();
+        let back = Workload::parse("effective", &text, &[]).unwrap();
+        assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+    }
+
+    #[test]
+    fn bad_servers_values_name_file_field_and_form() {
+        let e = err("[servers]\nredis_appendfsync = \"sometimes\"\n", &[]);
+        assert_eq!(
+            e,
+            "w.toml: servers.redis_appendfsync = \"sometimes\": expected one of \"off\", \"no\", \
+             \"everysec\", \"always\""
+        );
+        let e = err(GOOD, &["servers.redis_appendfsync=yes"]);
+        assert!(
+            e.starts_with("--set servers.redis_appendfsync=yes: servers.redis_appendfsync"),
+            "{e}"
+        );
+        let e = err("[servers]\nredis_appendfsync = 1\n", &[]);
+        assert!(
+            e.starts_with("w.toml:") && e.contains("redis_appendfsync"),
+            "{e}"
+        );
+        let e = err("[servers]\nredis_aof = \"always\"\n", &[]);
+        assert!(
+            e.contains("w.toml") && e.contains("redis_aof") && e.contains("redis_appendfsync"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn bad_overrides_name_the_flag() {
         let e = err(GOOD, &["load.clients"]);
         assert!(
@@ -602,7 +695,10 @@ ttl = "1s"
         assert_eq!(w.lock.poll_jitter, Some(Duration::from_millis(100)));
         let e = err("[lock]\nwait = \"spin\"\n", &[]);
         assert!(
-            e.contains("w.toml") && e.contains("spin") && e.contains("notify") && e.contains("poll"),
+            e.contains("w.toml")
+                && e.contains("spin")
+                && e.contains("notify")
+                && e.contains("poll"),
             "{e}"
         );
         let e = err("[lock]\npoll_interval = \"0s\"\n", &[]);

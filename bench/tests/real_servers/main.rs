@@ -10,6 +10,7 @@ mod cli;
 mod common;
 mod containers;
 mod contention;
+mod durability;
 mod lifecycle;
 mod locks;
 mod target;

@@ -7,7 +7,8 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use lockbench::cluster::{Auth, Provisioner};
+use lockbench::cluster::durability::{Acked, Source};
+use lockbench::cluster::{Auth, Provisioner, Service};
 
 use crate::common::{
     Serve, assert_rejected, consensus_servers_available, lockbench, run_json, servers_available,
@@ -320,6 +321,15 @@ async fn a_comparison_on_an_external_target_measures_it_and_leaves_it_as_it_was(
                 "{id}: {n:?}"
             );
             assert_eq!(n.pid, 0, "{id}: not a process of this run: {n:?}");
+            // Redis and MariaDB are asked; etcd and ZooKeeper cannot be, so their default is
+            // assumed, and said to be.
+            let d = n.durability.as_ref().expect("every data server says");
+            let source = match n.service {
+                Service::Redis | Service::Mariadb => Source::Queried,
+                _ => Source::ServerDefault,
+            };
+            assert_eq!(d.source, source, "{id}: {n:?}");
+            assert_ne!(d.acked, Acked::Unknown, "{id}: {n:?}");
         }
         assert!(s.attempts > 20, "{id}: {}", s.attempts);
         if id == "none" {
