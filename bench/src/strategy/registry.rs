@@ -24,6 +24,7 @@ pub const ALL: &[StrategyInfo] = &[
     redis_reentrant::REENTRANT,
     redlock::REDLOCK,
     redis_setnx::SENTINEL,
+    redis_setnx::SENTINEL_WAIT,
     redis_setnx::GET_DEL,
     redis_setnx::SETNX_EXPIRE,
     redis_lua_decr::LUA_DECR,
