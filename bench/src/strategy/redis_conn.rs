@@ -1,7 +1,10 @@
 //! Redis connections and error classification shared by the Redis strategies.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
+use futures::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use super::StrategyError;
@@ -29,7 +32,7 @@ pub async fn connections(
         .set_response_timeout(Some(w.load.timeout))
         // A few quick tries per break; the next failed command starts another round.
         .set_number_of_retries(3)
-        .set_max_delay(std::time::Duration::from_millis(100));
+        .set_max_delay(Duration::from_millis(100));
     let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
     let connect =
         (0..n).map(|_| ConnectionManager::new_with_config(client.clone(), config.clone()));
@@ -50,7 +53,7 @@ where
             Err(e) if tries < 3 && classify(&e) == ErrorKind::Connection => {
                 tries += 1;
                 tracing::debug!("read retried after: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
             r => return r,
         }
@@ -69,9 +72,25 @@ pub fn classify(e: &redis::RedisError) -> ErrorKind {
 }
 
 /// Where a Redis strategy sends its commands: a fixed server, or the master that Sentinel
-/// names, re-resolved after an error (a failover shows up as READONLY or a lost connection).
+/// names, re-resolved after an error (a failover shows up as READONLY or a lost connection) and,
+/// once [`Self::follow_switches`] is on, as soon as a sentinel announces `+switch-master`.
 pub struct RedisTarget {
-    current: std::sync::RwLock<std::sync::Arc<Current>>,
+    shared: Arc<Shared>,
+    /// The `+switch-master` subscriber, aborted when the target drops.
+    follower: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for RedisTarget {
+    fn drop(&mut self) {
+        if let Some(f) = &self.follower {
+            f.abort();
+        }
+    }
+}
+
+/// What the target and its subscriber share.
+struct Shared {
+    current: std::sync::RwLock<Arc<Current>>,
     /// None (no addresses) for a fixed server.
     sentinels: Sentinels,
     /// Credentials of the Redis servers.
@@ -104,6 +123,15 @@ struct Current {
     cons: Vec<Con>,
     generation: u64,
 }
+
+/// Connecting to a sentinel, and its answer to a PING, may take this long before the subscriber
+/// gives up on it and tries again.
+const SENTINEL_CALL: Duration = Duration::from_secs(1);
+/// How often the subscriber pings its sentinel: a sentinel cut off or stopped closes nothing,
+/// so only an unanswered PING tells the subscription is dead.
+const SENTINEL_PING: Duration = Duration::from_secs(1);
+/// Pause before subscribing again to a sentinel that failed.
+const SENTINEL_RETRY: Duration = Duration::from_millis(500);
 
 impl RedisTarget {
     /// Always the server at `addr`.
@@ -140,37 +168,59 @@ impl RedisTarget {
     ) -> Result<Self, StrategyError> {
         let cons = connections(addr, auth, w).await?;
         Ok(Self {
-            current: std::sync::RwLock::new(std::sync::Arc::new(Current {
-                addr,
-                cons,
-                generation: 0,
-            })),
-            sentinels,
-            auth: auth.cloned(),
-            w: w.clone(),
-            resolving: tokio::sync::Mutex::new(()),
-            addr_tx: tokio::sync::watch::channel(addr).0,
+            shared: Arc::new(Shared {
+                current: std::sync::RwLock::new(Arc::new(Current {
+                    addr,
+                    cons,
+                    generation: 0,
+                })),
+                sentinels,
+                auth: auth.cloned(),
+                w: w.clone(),
+                resolving: tokio::sync::Mutex::new(()),
+                addr_tx: tokio::sync::watch::channel(addr).0,
+            }),
+            follower: None,
         })
+    }
+
+    /// Also moves to the new master as soon as a sentinel publishes `+switch-master` for our
+    /// master name, before any call has failed on the old one. Subscribes on every sentinel,
+    /// as Jedis's `JedisSentinelPool` does: a sentinel cut off with the old master announces
+    /// nothing, only the others do. A subscription that breaks or stops answering PING is made
+    /// again (every [`SENTINEL_RETRY`]) while the others keep listening. The subscriber stops
+    /// when the target drops. A fixed target has no sentinels: nothing to follow.
+    pub fn follow_switches(mut self) -> Self {
+        if self.shared.sentinels.addrs.is_empty() || self.follower.is_some() {
+            return self;
+        }
+        let shared = Arc::downgrade(&self.shared);
+        let addrs = self.shared.sentinels.addrs.clone();
+        let task = tokio::spawn(async move {
+            futures::future::join_all(addrs.into_iter().map(|a| follow(shared.clone(), a))).await;
+        });
+        self.follower = Some(task.abort_handle());
+        self
     }
 
     /// Bound of one command of at most `timeout`: on a Sentinel-backed target a failed command
     /// is followed by asking the sentinels (1 s each, in turn) for the master and reconnecting.
-    pub fn call_bound(&self, timeout: std::time::Duration) -> std::time::Duration {
-        if self.sentinels.addrs.is_empty() {
+    pub fn call_bound(&self, timeout: Duration) -> Duration {
+        if self.shared.sentinels.addrs.is_empty() {
             return timeout;
         }
-        let ask = std::time::Duration::from_secs(1) * self.sentinels.addrs.len() as u32;
+        let ask = SENTINEL_CALL * self.shared.sentinels.addrs.len() as u32;
         timeout + ask + timeout
     }
 
     /// The address commands go to, changing when Sentinel names a new master.
     pub fn addr_watch(&self) -> tokio::sync::watch::Receiver<SocketAddr> {
-        self.addr_tx.subscribe()
+        self.shared.addr_tx.subscribe()
     }
 
     /// A connection for `client` and the generation it belongs to.
     pub fn con(&self, client: u32) -> (Con, u64) {
-        let cur = self.current.read().expect("never poisoned").clone();
+        let cur = self.shared.current();
         (
             cur.cons[client as usize % cur.cons.len()].clone(),
             cur.generation,
@@ -180,25 +230,129 @@ impl RedisTarget {
     /// Reports a failed call made on `generation`: with Sentinel, ask for the master again and
     /// reconnect (bounded by the workload's timeouts). A fixed target ignores it.
     pub async fn failed(&self, generation: u64) {
+        self.shared.failed(generation).await
+    }
+}
+
+impl Shared {
+    fn current(&self) -> Arc<Current> {
+        self.current.read().expect("never poisoned").clone()
+    }
+
+    async fn failed(&self, generation: u64) {
         if self.sentinels.addrs.is_empty() {
             return;
         }
         let _one = self.resolving.lock().await;
-        let old = self.current.read().expect("never poisoned").clone();
+        let old = self.current();
         if old.generation != generation {
             return; // someone already moved on
         }
         let Ok(addr) = self.sentinels.master().await else {
             return;
         };
+        self.reconnect(&old, addr, "a failed call").await;
+    }
+
+    /// A sentinel announced `addr` as the master: move there unless we already are.
+    async fn switched(&self, addr: SocketAddr) {
+        let _one = self.resolving.lock().await;
+        let old = self.current();
+        if old.addr != addr {
+            self.reconnect(&old, addr, "+switch-master").await;
+        }
+    }
+
+    /// Replaces `old` by fresh connections to `addr` (kept if they cannot be made).
+    async fn reconnect(&self, old: &Current, addr: SocketAddr, why: &str) {
         if let Ok(cons) = connections(addr, self.auth.as_ref(), &self.w).await {
-            tracing::info!(from = %old.addr, to = %addr, "redis-sentinel: reconnected to the master");
-            *self.current.write().expect("never poisoned") = std::sync::Arc::new(Current {
+            tracing::info!(from = %old.addr, to = %addr, why, "redis-sentinel: reconnected to the master");
+            *self.current.write().expect("never poisoned") = Arc::new(Current {
                 addr,
                 cons,
-                generation: generation + 1,
+                generation: old.generation + 1,
             });
             self.addr_tx.send_replace(addr);
         }
+    }
+}
+
+/// Listens for `+switch-master` on the sentinel at `sentinel` until the target is gone,
+/// subscribing again after the subscription breaks or stops answering.
+async fn follow(shared: Weak<Shared>, sentinel: SocketAddr) {
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        let (auth, name) = (s.sentinels.auth.clone(), s.sentinels.master_name.clone());
+        drop(s); // hold the target only while a message is handled
+        match subscribe(sentinel, auth.as_ref()).await {
+            Ok(pubsub) => {
+                let (mut sink, mut stream) = pubsub.split();
+                let mut ping = tokio::time::interval(SENTINEL_PING);
+                loop {
+                    tokio::select! {
+                        msg = stream.next() => {
+                            let Some(msg) = msg else { break }; // the sentinel went away
+                            let Some(addr) = switched_to(&msg, &name) else { continue };
+                            let Some(s) = shared.upgrade() else { return };
+                            s.switched(addr).await;
+                        }
+                        _ = ping.tick() => {
+                            let pong = tokio::time::timeout(SENTINEL_CALL, sink.ping::<redis::Value>());
+                            if !matches!(pong.await, Ok(Ok(_))) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                tracing::debug!(%sentinel, "+switch-master subscription lost; subscribing again");
+            }
+            Err(e) => tracing::debug!(%sentinel, "cannot subscribe to +switch-master: {e}"),
+        }
+        tokio::time::sleep(SENTINEL_RETRY).await;
+    }
+}
+
+/// A subscription to `+switch-master` on the sentinel at `addr`, within [`SENTINEL_CALL`].
+async fn subscribe(addr: SocketAddr, auth: Option<&Auth>) -> Result<redis::aio::PubSub, String> {
+    let client = crate::cluster::redis::client(addr, auth).map_err(|e| e.to_string())?;
+    let sub = async {
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe("+switch-master").await?;
+        Ok::<_, redis::RedisError>(pubsub)
+    };
+    match tokio::time::timeout(SENTINEL_CALL, sub).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+/// The new master a `+switch-master` message names, if it is about `name`: its payload is
+/// `<name> <old ip> <old port> <new ip> <new port>`.
+fn switched_to(msg: &redis::Msg, name: &str) -> Option<SocketAddr> {
+    let payload: String = msg.get_payload().ok()?;
+    parse_switch(&payload, name)
+}
+
+fn parse_switch(payload: &str, name: &str) -> Option<SocketAddr> {
+    let f: Vec<&str> = payload.split_whitespace().collect();
+    match f.as_slice() {
+        [n, _, _, ip, port] if *n == name => format!("{ip}:{port}").parse().ok(),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_switch_names_the_new_master_of_our_name_only() {
+        let msg = "lockbench 127.0.0.1 6379 127.0.0.1 6380";
+        assert_eq!(
+            parse_switch(msg, "lockbench"),
+            Some("127.0.0.1:6380".parse().unwrap())
+        );
+        assert_eq!(parse_switch(msg, "other"), None);
+        assert_eq!(parse_switch("lockbench 127.0.0.1 6379", "lockbench"), None);
     }
 }

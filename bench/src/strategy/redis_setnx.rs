@@ -65,22 +65,42 @@ pub const SENTINEL: StrategyInfo = StrategyInfo {
     needs: MARIADB_SENTINEL,
     wait: Some(super::wait::REDIS_PY),
     about: "redis-setnx on the master Sentinel names (1 master, 2 async replicas), re-resolved on errors",
-    build: |s| {
-        Box::pin(async move {
-            if s.ep.sentinels.is_empty() {
-                return Err(StrategyError::Missing {
-                    id: s.info.id.into(),
-                    what: "Redis Sentinels",
-                });
-            }
-            let store = s.mariadb().await?;
-            let target = RedisTarget::via_sentinels(s.ep, s.w).await?;
-            let lock = SetNx::on(target, s, Flavor::PLAIN).await?;
-            Ok(s.locked(lock, store))
-        })
-    },
+    build: |s| Box::pin(sentinel(s, Flavor::PLAIN)),
     ..SETNX
 };
+
+/// `redis-sentinel-wait`.
+pub const SENTINEL_WAIT: StrategyInfo = StrategyInfo {
+    id: "redis-sentinel-wait",
+    wait: Some(super::wait::REDISSON),
+    about: "redis-sentinel plus WAIT 1 after lock and unlock (no replica acked: released, failed, as Redisson does); follows +switch-master",
+    build: |s| {
+        let flavor = Flavor {
+            wait_replicas: true,
+            ..Flavor::PLAIN
+        };
+        Box::pin(sentinel(s, flavor))
+    },
+    ..SENTINEL
+};
+
+/// A Redis lock of `flavor` on the master the sentinels name; one that waits for replicas
+/// also follows the sentinels' `+switch-master` announcements.
+async fn sentinel(s: Setup<'_>, flavor: Flavor) -> Result<Built, StrategyError> {
+    if s.ep.sentinels.is_empty() {
+        return Err(StrategyError::Missing {
+            id: s.info.id.into(),
+            what: "Redis Sentinels",
+        });
+    }
+    let store = s.mariadb().await?;
+    let mut target = RedisTarget::via_sentinels(s.ep, s.w).await?;
+    if flavor.wait_replicas {
+        target = target.follow_switches();
+    }
+    let lock = SetNx::on(target, s, flavor).await?;
+    Ok(s.locked(lock, store))
+}
 
 /// `redis-get-del`: a broken control.
 pub const GET_DEL: StrategyInfo = StrategyInfo {
@@ -159,6 +179,9 @@ pub struct Flavor {
     /// Take a fencing token from `INCR <prefix>:fence:<key>` after acquiring. A counter on the
     /// same Redis is exactly what a failover can roll back (see the chaos scenarios).
     pub fenced: bool,
+    /// `WAIT 1` after taking and after freeing the lock: it counts only once a replica has
+    /// acknowledged it (see [`SetNx::replicated`]).
+    pub wait_replicas: bool,
 }
 
 impl Flavor {
@@ -168,6 +191,7 @@ impl Flavor {
         release: Release::CompareAndDelete,
         watchdog: false,
         fenced: false,
+        wait_replicas: false,
     };
 }
 
@@ -257,6 +281,64 @@ impl SetNx {
         r
     }
 
+    /// With [`Flavor::wait_replicas`]: the lock just taken counts only once a replica has it.
+    /// `WAIT 1 <load.timeout / 2>` (half, so the server answers with its count before the call
+    /// is cut) is pipelined behind a compare-and-PEXPIRE of our token on the same connection:
+    /// WAIT covers the writes of its own connection, and this write is ours whichever
+    /// connection (reconnected, or moved to a new master) the SET went out on. Nothing acked
+    /// within the timeout: the lock is released and the attempt fails with a timeout, as
+    /// Redisson fails a lock whose WAIT saw no replica (`NoSyncedSlavesException`, after which
+    /// it unlocks). The key no longer ours there: the attempt fails with a server error.
+    async fn replicated(&self, client: u32, key: &str, token: &str) -> Result<(), AcquireError> {
+        if !self.flavor.wait_replicas {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        pipe.cmd("EVAL")
+            .arg(RENEW)
+            .arg(1)
+            .arg(key)
+            .arg(token)
+            .arg(self.ttl.as_millis() as u64);
+        pipe.cmd("WAIT").arg(1).arg(self.wait_ms());
+        let (mut con, generation) = self.target.con(client);
+        let r = within(
+            self.timeout,
+            pipe.query_async::<(i64, i64)>(&mut con),
+            classify,
+        )
+        .await;
+        if r.is_err() {
+            self.target.failed(generation).await;
+        }
+        match r.map_err(AcquireError::Failed)? {
+            (1, acked) if acked >= 1 => Ok(()),
+            (1, _) => {
+                let _ = self.release(client, &Lease::new(key, token)).await;
+                Err(AcquireError::Failed(ErrorKind::Timeout))
+            }
+            _ => Err(AcquireError::Failed(ErrorKind::Server)),
+        }
+    }
+
+    /// With [`Flavor::wait_replicas`], after a release that deleted our key: `WAIT 1`, and a
+    /// timeout error if no replica acknowledged it (Redisson's unlock fails the same way).
+    async fn release_replicated(&self, client: u32, deleted: bool) -> Result<(), ErrorKind> {
+        if !self.flavor.wait_replicas || !deleted {
+            return Ok(());
+        }
+        let wait = redis::cmd("WAIT").arg(1).arg(self.wait_ms()).to_owned();
+        match self.call::<i64>(client, &wait).await? {
+            0 => Err(ErrorKind::Timeout),
+            _ => Ok(()),
+        }
+    }
+
+    /// WAIT's own timeout: half the call's, at least 1 ms (0 would block forever).
+    fn wait_ms(&self) -> u64 {
+        (self.timeout.as_millis() as u64 / 2).max(1)
+    }
+
     /// Renews the lease every ttl/3 until aborted or the lease is found lost.
     fn watchdog(&self, client: u32, key: &str, token: &str) -> KeepAlive {
         let (mut con, renew, timeout) = (self.con(client), self.renew.clone(), self.timeout);
@@ -334,6 +416,7 @@ impl Lock for SetNx {
             let _ = self.release(client, &Lease::new(key, token)).await;
         }
         taken?;
+        self.replicated(client, key, token).await?;
         let mut lease = Lease::new(key, token);
         if self.flavor.watchdog {
             lease.keepalive = Some(self.watchdog(client, key, token));
@@ -355,20 +438,23 @@ impl Lock for SetNx {
 
     /// A try (SET NX PX, or SETNX and PEXPIRE) may start just before the deadline; then the
     /// release of a timed-out SET, or the fence's INCR and the release after a failed one.
+    /// Waiting for replicas adds the pipelined WAIT and the release's own WAIT.
     fn acquire_bound(&self) -> Duration {
         let per_try = match self.flavor.acquire {
             Acquire::SetNxPx => 1,
             Acquire::SetNxThenExpire => 2,
         };
-        self.waiter.acquire_timeout() + self.target.call_bound(self.timeout) * (per_try + 2)
+        let wait = u32::from(self.flavor.wait_replicas);
+        self.waiter.acquire_timeout() + self.target.call_bound(self.timeout) * (per_try + 2 + wait)
     }
 
-    /// Compare-and-delete is one call; GET then DEL two (three with the PUBLISH of notify).
+    /// Compare-and-delete is one call; GET then DEL two (three with the PUBLISH of notify);
+    /// waiting for replicas adds a WAIT.
     fn release_bound(&self) -> Duration {
         let n = match self.flavor.release {
             Release::CompareAndDelete => 1,
             Release::GetThenDel => 2 + u32::from(self.waiter.channel("").is_some()),
-        };
+        } + u32::from(self.flavor.wait_replicas);
         self.target.call_bound(self.timeout) * n
     }
 
@@ -399,7 +485,9 @@ impl Lock for SetNx {
                     call.key(channel);
                 }
                 call.arg(&lease.token);
-                Ok(self.script::<i64>(client, &call).await? == 1)
+                let deleted = self.script::<i64>(client, &call).await? == 1;
+                self.release_replicated(client, deleted).await?;
+                Ok(deleted)
             }
             Release::GetThenDel => {
                 let get = redis::cmd("GET").arg(&lease.key).to_owned();

@@ -24,6 +24,7 @@ pub const ALL: &[StrategyInfo] = &[
     redis_reentrant::REENTRANT,
     redlock::REDLOCK,
     redis_setnx::SENTINEL,
+    redis_setnx::SENTINEL_WAIT,
     redis_setnx::GET_DEL,
     redis_setnx::SETNX_EXPIRE,
     redis_lua_decr::LUA_DECR,
@@ -75,7 +76,7 @@ mod tests {
     #[test]
     fn a_wait_the_lock_cannot_do_is_refused_before_any_server_starts() {
         let notify = Workload::parse("w.toml", "[lock]\nwait = \"notify\"", &[]).unwrap();
-        let e = resolve("mysql-lock-table", &notify).err().expect("refused");
+        let e = resolve("mysql-lock-table", &notify).expect_err("refused");
         assert!(e.to_string().contains("lock.wait = \"notify\""), "{e}");
         // Redis locks can; locks that queue server-side ignore the key.
         assert!(resolve("redis-setnx", &notify).is_ok());

@@ -100,6 +100,7 @@ fn list_names_every_strategy() {
         "etcd",
         "redlock",
         "redis-sentinel",
+        "redis-sentinel-wait",
         "mysql-lock-table",
         "redis-reentrant",
         "redis-setnx-watchdog",

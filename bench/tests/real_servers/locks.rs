@@ -419,3 +419,115 @@ fn redlock_stays_available_and_fast_with_one_node_paused() {
     assert!(degraded.safe, "{degraded:?}");
     assert_eq!(degraded.outcomes["lock_timeout"], 0, "{degraded:?}");
 }
+
+/// One command to the Redis (or sentinel) at `addr`, within 5 s.
+async fn redis_query<T: redis::FromRedisValue>(
+    addr: std::net::SocketAddr,
+    cmd: &redis::Cmd,
+) -> redis::RedisResult<T> {
+    let client = redis::Client::open(format!("redis://{addr}/"))?;
+    let call = async {
+        let mut con = client.get_multiplexed_async_connection().await?;
+        cmd.query_async(&mut con).await
+    };
+    tokio::time::timeout(Duration::from_secs(5), call)
+        .await
+        .unwrap_or_else(|_| panic!("{addr}: no answer in 5 s"))
+}
+
+/// A `+switch-master` moves redis-sentinel-wait to the new master before any call of its
+/// fails: after `SENTINEL FAILOVER` (the old master stays up and is demoted), its first attempt
+/// sells. redis-sentinel, which learns of a failover only from errors, fails its first attempt
+/// on the demoted master, then finds the new one and sells.
+#[tokio::test(flavor = "multi_thread")]
+async fn switch_master_moves_sentinel_wait_before_any_call_fails() {
+    use lockbench::record::Outcome;
+    use lockbench::strategy::{self, Built};
+    if !servers_available() {
+        return;
+    }
+    let w = Workload::parse(
+        "switch.toml",
+        "[inventory]\nskus = 1\nstock = 10\n[load]\nclients = 2\ntimeout = \"2s\"\n\
+         [critical_section]\nhold = \"1ms\"\n[lock]\nttl = \"10s\"\nacquire_timeout = \"1s\"",
+        &[],
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let needs = strategy::find("redis-sentinel-wait").unwrap().needs;
+    let cluster = cluster(needs, dir.path()).await;
+    let ep = cluster.endpoints();
+    let wait = strategy::build("redis-sentinel-wait", ep, &w)
+        .await
+        .unwrap();
+    let plain = strategy::build("redis-sentinel", ep, &w).await.unwrap();
+    wait.store.prepare(1, 10).await.unwrap();
+    async fn sell(b: &Built, seq: u64) -> Outcome {
+        let slot = LeaseSlot::default();
+        let p = Purchase {
+            seq,
+            client: 0,
+            sku: 0,
+            lease: &slot,
+        };
+        b.strategy.attempt(&p).await.outcome
+    }
+    assert_eq!(sell(&wait, 1).await, Outcome::Sold);
+    assert_eq!(sell(&plain, 2).await, Outcome::Sold);
+
+    let name = ep.sentinel_master();
+    let master = |s| {
+        let cmd = redis::cmd("SENTINEL")
+            .arg("GET-MASTER-ADDR-BY-NAME")
+            .arg(name)
+            .to_owned();
+        async move {
+            let (ip, port): (String, u16) = redis_query(s, &cmd).await.unwrap();
+            std::net::SocketAddr::new(ip.parse().unwrap(), port)
+        }
+    };
+    let old = master(ep.sentinels[0]).await;
+    let ok: String = redis_query(
+        ep.sentinels[0],
+        redis::cmd("SENTINEL").arg("FAILOVER").arg(name),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ok, "OK");
+    // Done once the sentinels name another master, the old one is a replica (it is demoted
+    // after the switch is announced) and the new one has a replica online (for WAIT 1).
+    let info = |a| async move {
+        redis_query::<String>(a, redis::cmd("INFO").arg("replication"))
+            .await
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let new = master(ep.sentinels[0]).await;
+        if new != old
+            && info(old).await.contains("role:slave")
+            && info(new).await.contains("state=online")
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no failover from {old} in 60 s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The subscriber reconnects within milliseconds of the announcement; 2 s of margin.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        sell(&wait, 3).await,
+        Outcome::Sold,
+        "redis-sentinel-wait still on the demoted master {old}"
+    );
+    let first = sell(&plain, 4).await;
+    assert!(
+        matches!(first, Outcome::Failed(_)),
+        "redis-sentinel should learn of the failover from a failed call: {first:?}"
+    );
+    assert_eq!(sell(&plain, 5).await, Outcome::Sold);
+    wait.store.close().await;
+    plain.store.close().await;
+    drop((wait, plain));
+    drop(cluster);
+}
