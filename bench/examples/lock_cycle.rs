@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use redis::aio::{ConnectionManager, MultiplexedConnection};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 
 const UNLOCK: &str = include_str!("../src/strategy/lua/unlock.lua");
 
@@ -52,10 +52,12 @@ fn main() {
         .build()
         .unwrap();
     let mut results: Vec<(&str, Vec<f64>)> = vec![
-        ("connection manager (lockbench)", vec![]),
+        ("connection manager (crate's 500 ms response timer)", vec![]),
+        ("connection manager (no response timer)", vec![]),
         ("multiplexed connection", vec![]),
         ("blocking connection (no runtime)", vec![]),
     ];
+    let untimed = ConnectionManagerConfig::new().set_response_timeout(None);
     for _ in 0..rounds {
         let manager: ConnectionManager = rt.block_on(client.get_connection_manager()).unwrap();
         let r = rt.block_on(rate(secs, |i| {
@@ -72,6 +74,18 @@ fn main() {
             }
         }));
         results[0].1.push(r);
+        let manager: ConnectionManager = rt
+            .block_on(client.get_connection_manager_with_config(untimed.clone()))
+            .unwrap();
+        let r = rt.block_on(rate(secs, |i| {
+            let (mut con, unlock) = (manager.clone(), &unlock);
+            async move {
+                let key = format!("lockbench:cycle:{i}");
+                let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
+                let _: i64 = unlock.key(&key).arg("token").invoke_async(&mut con).await.unwrap();
+            }
+        }));
+        results[1].1.push(r);
         let mux: MultiplexedConnection = rt
             .block_on(client.get_multiplexed_async_connection())
             .unwrap();
@@ -88,7 +102,7 @@ fn main() {
                     .unwrap();
             }
         }));
-        results[1].1.push(r);
+        results[2].1.push(r);
         let mut con = client.get_connection().unwrap();
         let started = Instant::now();
         let mut n = 0u64;
@@ -98,7 +112,7 @@ fn main() {
             let _: i64 = unlock.key(&key).arg("token").invoke(&mut con).unwrap();
             n += 1;
         }
-        results[2]
+        results[3]
             .1
             .push(n as f64 / started.elapsed().as_secs_f64());
     }
