@@ -10,6 +10,7 @@ mod cli;
 mod common;
 mod containers;
 mod contention;
+mod etcd;
 mod lifecycle;
 mod locks;
 mod target;
