@@ -139,6 +139,12 @@ impl Session {
         format!("{name}/{:x}", self.lease_id)
     }
 
+    /// Stops renewing without revoking: for a lease found gone.
+    fn forget(&self) {
+        self.keep.abort();
+        self.abandoned.store(true, Ordering::SeqCst);
+    }
+
     /// Stops renewing and revokes the lease in the background (bounded), which deletes every
     /// key on it; if the revoke fails, they expire with the lease.
     fn abandon(&self) {
@@ -421,6 +427,7 @@ impl Lock for EtcdLock {
                 // The session's lease expired before the keep-alive noticed: once, on a new one.
                 Ok(Err(e)) if lease_gone(&e) && !retried => {
                     queued.armed = false;
+                    session.forget();
                     self.retire(client, &session);
                     retried = true;
                     continue;
@@ -492,6 +499,7 @@ impl Lock for EtcdLock {
             Ok(r) if r.deleted() > 0 => Ok(true),
             // The key was gone: the lease expired under the holder.
             Ok(_) => {
+                session.forget();
                 self.retire(client, &session);
                 Ok(false)
             }
