@@ -82,7 +82,12 @@ fn main() {
             async move {
                 let key = format!("lockbench:cycle:{i}");
                 let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
-                let _: i64 = unlock.key(&key).arg("token").invoke_async(&mut con).await.unwrap();
+                let _: i64 = unlock
+                    .key(&key)
+                    .arg("token")
+                    .invoke_async(&mut con)
+                    .await
+                    .unwrap();
             }
         }));
         results[1].1.push(r);

@@ -264,3 +264,67 @@ pub(super) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
 pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
     status(addr, auth).await.map(|s| s.version)
 }
+
+/// The Prometheus metric counting raft entries committed: every consensus write (puts,
+/// deletes, transactions, lease grants and revokes) and the few entries raft adds itself (one
+/// per new leader). Renewing a lease is not one.
+pub const PROPOSALS_COMMITTED: &str = "etcd_server_proposals_committed_total";
+
+/// Raft entries committed so far, [`PROPOSALS_COMMITTED`] as the most advanced of the members
+/// at `addrs` that answer (read from `/metrics` on their client URL, which needs no login):
+/// the difference of two readings is the consensus writes between them. An error only when
+/// none answers.
+pub async fn proposals_committed(addrs: &[SocketAddr]) -> Result<u64, String> {
+    let answers = futures::future::join_all(addrs.iter().map(|a| metric(*a, PROPOSALS_COMMITTED)));
+    let mut best = None;
+    let mut errors = Vec::new();
+    for (addr, answer) in addrs.iter().zip(answers.await) {
+        match answer {
+            Ok(v) => best = best.max(Some(v)),
+            Err(e) => errors.push(format!("{addr}: {e}")),
+        }
+    }
+    best.ok_or_else(|| errors.join("; "))
+}
+
+/// The value of the un-labelled metric `name` on the member at `addr` (plain HTTP/1.0, bounded
+/// by [`STATUS_TIMEOUT`]).
+async fn metric(addr: SocketAddr, name: &str) -> Result<u64, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fetch = async {
+        let mut conn = tokio::net::TcpStream::connect(addr).await?;
+        let ask = format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
+        conn.write_all(ask.as_bytes()).await?;
+        let mut body = String::new();
+        conn.read_to_string(&mut body).await?;
+        Ok::<_, std::io::Error>(body)
+    };
+    let text = tokio::time::timeout(STATUS_TIMEOUT, fetch)
+        .await
+        .map_err(|_| format!("/metrics timed out after {STATUS_TIMEOUT:?}"))?
+        .map_err(|e| e.to_string())?;
+    metric_value(&text, name).ok_or_else(|| format!("no {name} in its /metrics"))
+}
+
+/// The value of `name` in a Prometheus text exposition (Go prints large values as `1.2e+06`).
+fn metric_value(text: &str, name: &str) -> Option<u64> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .find_map(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v.round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metric_is_read_from_the_exposition_format() {
+        let text = "HTTP/1.0 200 OK\r\n\r\n# HELP etcd_server_proposals_committed_total x\n\
+                    # TYPE etcd_server_proposals_committed_total gauge\n\
+                    etcd_server_proposals_committed_total_other 3\n\
+                    etcd_server_proposals_committed_total 1.234567e+06\n";
+        assert_eq!(metric_value(text, PROPOSALS_COMMITTED), Some(1_234_567));
+        assert_eq!(metric_value("x 1\n", PROPOSALS_COMMITTED), None);
+    }
+}

@@ -153,6 +153,36 @@ pub struct Summary {
     /// Workers that died or failed, with why.
     #[serde(default)]
     pub worker_failures: Vec<String>,
+    /// Consensus writes the lock service committed during the load (etcd runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consensus_writes: Option<ConsensusWrites>,
+    /// The lease TTL the lock service granted, seconds, for locks whose server may change the
+    /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ttl_granted_s: Option<f64>,
+}
+
+/// Consensus writes during the load: what a lock costs its consensus service per sale.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ConsensusWrites {
+    /// Entries committed between the start and the end of the load (every writer's, lease
+    /// grants and revokes included).
+    pub writes: u64,
+    /// `writes` per audited sale (`null` when nothing sold).
+    pub per_sale: Option<f64>,
+    /// Where the count comes from.
+    pub source: String,
+}
+
+impl ConsensusWrites {
+    /// `writes` over `sold` sales, read from `source`.
+    pub fn new(writes: u64, sold: u64, source: &str) -> Self {
+        Self {
+            writes,
+            per_sale: (sold > 0).then(|| (writes as f64 / sold as f64 * 100.0).round() / 100.0),
+            source: source.into(),
+        }
+    }
 }
 
 /// How a run's buyers waited for a busy lock.
@@ -311,6 +341,8 @@ impl Summary {
             phases: chaos.phases,
             workers: chaos.workers,
             worker_failures: chaos.worker_failures,
+            consensus_writes: None,
+            lease_ttl_granted_s: None,
         }
     }
 }

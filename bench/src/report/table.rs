@@ -229,6 +229,18 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
                 s.strategy, s.stuck_locks
             )?;
         }
+        if let Some(c) = &s.consensus_writes {
+            let per_sale = c.per_sale.map_or_else(|| "-".into(), |p| format!("{p:.2}"));
+            let ttl = s
+                .lease_ttl_granted_s
+                .map(|t| format!("; lease TTL granted {t} s"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "note: {}: {} consensus writes during the load, {per_sale} per sale{ttl}",
+                s.strategy, c.writes
+            )?;
+        }
         if s.interrupted {
             writeln!(
                 out,

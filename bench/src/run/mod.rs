@@ -103,12 +103,20 @@ async fn run_planned(
     };
     let built = strategy(plan, &servers.endpoints).await?;
     let workers = clients(plan, &servers, cancel).await?;
+    let writes_before = consensus_writes(plan, &servers).await;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;
+    let writes_after = consensus_writes(plan, &servers).await;
     // Written before the audit, which needs the servers: a server that died mid-run fails the
     // audit, and what was measured must survive that.
     let chaos = measurements(plan, &measured)?;
     let audited = audit(&built, plan.workload()).await?;
-    let summary = results(plan, &servers, measured, chaos, audited)?;
+    let cost = LockCost {
+        writes: writes_before
+            .zip(writes_after)
+            .map(|(b, a)| a.saturating_sub(b)),
+        lease_ttl_granted: built.strategy.lease_ttl_granted(),
+    };
+    let summary = results(plan, &servers, measured, chaos, audited, cost)?;
     built.store.close().await;
     drop(built);
     if let Some(cluster) = servers.cluster {
@@ -197,6 +205,30 @@ async fn clients(
         s = WorkerSet::start(&job, plan.workers, &logs, &hosts) => s?,
         _ = cancel.cancelled() => return Err(RunError::Interrupted),
     }))
+}
+
+/// Where [`consensus_writes`] come from.
+const CONSENSUS_WRITES_SOURCE: &str =
+    "etcd_server_proposals_committed_total, most advanced member, before and after the load";
+
+/// Consensus writes committed so far by the etcd cluster of a strategy that needs one (`None`
+/// for others, or when no member answers: then the run reports none).
+async fn consensus_writes(plan: &Plan<'_>, servers: &Servers) -> Option<u64> {
+    if !plan.info.needs.etcd || servers.endpoints.etcd.is_empty() {
+        return None;
+    }
+    crate::cluster::etcd::proposals_committed(&servers.endpoints.etcd)
+        .await
+        .inspect_err(|e| tracing::warn!("consensus writes not measured: {e}"))
+        .ok()
+}
+
+/// What the lock cost its servers, beside what the load measured.
+struct LockCost {
+    /// Consensus writes during the load.
+    writes: Option<u64>,
+    /// The lease TTL the server granted.
+    lease_ttl_granted: Option<std::time::Duration>,
 }
 
 /// What the load measured.
@@ -325,6 +357,7 @@ fn results(
     m: Measured,
     (faults, phases): (Vec<FaultSummary>, Vec<PhaseSummary>),
     audited: Audited,
+    cost: LockCost,
 ) -> Result<Summary, RunError> {
     let out = &plan.opts.out;
     let stats = &m.recording.stats;
@@ -357,6 +390,11 @@ fn results(
             worker_failures: m.worker_failures,
         },
     });
+    let mut summary = summary;
+    summary.consensus_writes = cost
+        .writes
+        .map(|n| report::ConsensusWrites::new(n, audited.safety.sold, CONSENSUS_WRITES_SOURCE));
+    summary.lease_ttl_granted_s = cost.lease_ttl_granted.map(|d| d.as_secs_f64());
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

@@ -130,6 +130,10 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
         self.lock.stuck_locks(skus).await
     }
 
+    fn lease_ttl_granted(&self) -> Option<Duration> {
+        self.lock.lease_ttl_granted()
+    }
+
     fn bound(&self) -> Duration {
         let section = if self.touch_store {
             self.store.critical_section_bound(self.hold)

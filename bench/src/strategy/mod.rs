@@ -117,6 +117,12 @@ pub trait Strategy: Send + Sync {
     async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
         Ok(0)
     }
+
+    /// The lease TTL the lock service granted, for locks whose server may change the one
+    /// asked for (etcd raises it to its minimum); known after [`Strategy::prepare`].
+    fn lease_ttl_granted(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// A held lock.
@@ -232,6 +238,11 @@ pub trait Lock: Send + Sync {
     /// See [`Strategy::stuck_locks`].
     async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
         Ok(0)
+    }
+
+    /// See [`Strategy::lease_ttl_granted`].
+    fn lease_ttl_granted(&self) -> Option<Duration> {
+        None
     }
 }
 

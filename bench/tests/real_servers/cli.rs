@@ -121,7 +121,7 @@ fn list_names_every_strategy() {
         "broken controls are marked"
     );
     assert!(
-        line("etcd-fenced").contains("create revision"),
+        line("etcd-fenced").contains("revision the lock was granted at"),
         "fencing tokens are shown"
     );
     assert!(

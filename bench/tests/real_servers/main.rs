@@ -11,6 +11,7 @@ mod common;
 mod containers;
 mod contention;
 mod durability;
+mod etcd;
 mod lifecycle;
 mod locks;
 mod target;
