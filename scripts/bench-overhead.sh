@@ -6,7 +6,9 @@
 #   2. mysqlslap with the mysql-atomic transaction          vs  lockbench run --strategy mysql-atomic
 #   3. one uncontended redis-setnx lock cycle (1 client): redis-benchmark timing SET NX PX and
 #      the unlock script separately (cycle rate = 1 / (1/set + 1/unlock)) vs lockbench with
-#      critical_section.touch_store = false (acquire then release, nothing else)
+#      critical_section.touch_store = false (acquire then release, nothing else); then the
+#      same cycle with nothing around it through each redis-rs connection type
+#      (bench/examples/lock_cycle.rs), to tell the client crate's cost from the harness's
 # Then the peak RSS of lockbench for RSS_ATTEMPTS attempts and for a tenth of that: memory must
 # not grow with the number of attempts.
 # Knobs (environment): CLIENTS=50 SECONDS_PER=8 ROUNDS=3 RSS_ATTEMPTS=1000000; LOCKBENCH_BIN=path
@@ -23,9 +25,13 @@ bash scripts/install-deps.sh
 command -v /usr/bin/time >/dev/null || { echo "bench-overhead: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
 if [ -n "${LOCKBENCH_BIN:-}" ]; then
   LB=$(realpath "$LOCKBENCH_BIN")
+  cargo build --quiet --example lock_cycle
+  CYCLE=$PWD/target/debug/examples/lock_cycle
 else
   cargo build --release --quiet
+  cargo build --release --quiet --example lock_cycle
   LB=$PWD/target/release/lockbench
+  CYCLE=$PWD/target/release/examples/lock_cycle
 fi
 work=$(mktemp -d)
 serve_pid=""
@@ -111,6 +117,9 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 cycle_ref=$(printf '%s\n' "${ref[@]}" | median); cycle_lb=$(printf '%s\n' "${ours[@]}" | median)
 
+echo "== the same cycle through each redis-rs connection type, nothing else (bench/examples/lock_cycle.rs)" >&2
+"$CYCLE" "$redis_port" "$SECONDS_PER" "$ROUNDS" >"$work/cycle"
+
 echo "== peak RSS of lockbench (redis-lua-decr, closed loop, history off)" >&2
 rss() { # attempts -> max RSS in KiB
   /usr/bin/time -f '%M' -o "$work/rss" "$LB" run --strategy redis-lua-decr --endpoints "$ep" --json \
@@ -125,5 +134,9 @@ printf '\n%-34s %14s %14s %7s  %s\n' "comparison" "reference/s" "lockbench/s" "r
 printf '%-34s %14s %14s %7s  %s\n' "redis-benchmark vs redis-lua-decr" "$redis_ref" "$redis_lb" "$(ratio "$redis_lb" "$redis_ref")" ">= 0.90"
 printf '%-34s %14s %14s %7s  %s\n' "mysqlslap vs mysql-atomic" "$mysql_ref" "$mysql_lb" "$(ratio "$mysql_lb" "$mysql_ref")" ">= 0.90"
 printf '%-34s %14s %14s %7s  %s\n' "lock cycle: redis-benchmark vs redis-setnx" "$cycle_ref" "$cycle_lb" "$(ratio "$cycle_lb" "$cycle_ref")" ">= 0.90"
+printf '\nthe 1-client lock cycle without the harness, by connection (redis-benchmark cycle = %s/s):\n' "$cycle_ref"
+while IFS=$'\t' read -r name r; do
+  printf '  %-52s %10s/s  ratio %s\n' "$name" "$r" "$(ratio "$r" "$cycle_ref")"
+done <"$work/cycle"
 printf '\npeak RSS: %s KiB for %s attempts, %s KiB for %s attempts (ratio %s)\n' \
   "$rss_small" "$small" "$rss_big" "$RSS_ATTEMPTS" "$(ratio "$rss_big" "$rss_small")"

@@ -30,6 +30,7 @@ fi
 cargo build --workspace --quiet
 export LOCKBENCH_BIN=target/debug/lockbench
 ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
+ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 bash scripts/compare.sh --strategies none,mysql-atomic --set load.duration=1s >/dev/null
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
@@ -41,5 +42,5 @@ REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh
   --max-throughput-drop 99% --max-p99-rise 1000% >/dev/null
 rm -rf "$gate_dir"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, compare, chaos, ci-gate" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, chaos, ci-gate" >&2
 cargo test --workspace
