@@ -11,16 +11,22 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnecti
 
 const UNLOCK: &str = include_str!("../src/strategy/lua/unlock.lua");
 
-/// Cycles per second of `cycle` run back to back for `secs`.
-async fn rate<F, Fut>(secs: Duration, mut cycle: F) -> f64
+/// Cycles per second of the lock cycle on `con` (an async connection), back to back for `secs`.
+async fn rate<C>(secs: Duration, con: C, unlock: &redis::Script) -> f64
 where
-    F: FnMut(u64) -> Fut,
-    Fut: std::future::Future<Output = ()>,
+    C: redis::aio::ConnectionLike + Clone + Send + Sync,
 {
     let started = Instant::now();
-    let mut n = 0;
+    let mut n = 0u64;
     while started.elapsed() < secs {
-        cycle(n).await;
+        let (mut con, key) = (con.clone(), format!("lockbench:cycle:{n}"));
+        let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
+        let _: i64 = unlock
+            .key(&key)
+            .arg("token")
+            .invoke_async(&mut con)
+            .await
+            .unwrap();
         n += 1;
     }
     n as f64 / started.elapsed().as_secs_f64()
@@ -60,54 +66,15 @@ fn main() {
     let untimed = ConnectionManagerConfig::new().set_response_timeout(None);
     for _ in 0..rounds {
         let manager: ConnectionManager = rt.block_on(client.get_connection_manager()).unwrap();
-        let r = rt.block_on(rate(secs, |i| {
-            let (mut con, unlock) = (manager.clone(), &unlock);
-            async move {
-                let key = format!("lockbench:cycle:{i}");
-                let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
-                let _: i64 = unlock
-                    .key(&key)
-                    .arg("token")
-                    .invoke_async(&mut con)
-                    .await
-                    .unwrap();
-            }
-        }));
-        results[0].1.push(r);
+        results[0].1.push(rt.block_on(rate(secs, manager, &unlock)));
         let manager: ConnectionManager = rt
             .block_on(client.get_connection_manager_with_config(untimed.clone()))
             .unwrap();
-        let r = rt.block_on(rate(secs, |i| {
-            let (mut con, unlock) = (manager.clone(), &unlock);
-            async move {
-                let key = format!("lockbench:cycle:{i}");
-                let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
-                let _: i64 = unlock
-                    .key(&key)
-                    .arg("token")
-                    .invoke_async(&mut con)
-                    .await
-                    .unwrap();
-            }
-        }));
-        results[1].1.push(r);
+        results[1].1.push(rt.block_on(rate(secs, manager, &unlock)));
         let mux: MultiplexedConnection = rt
             .block_on(client.get_multiplexed_async_connection())
             .unwrap();
-        let r = rt.block_on(rate(secs, |i| {
-            let (mut con, unlock) = (mux.clone(), &unlock);
-            async move {
-                let key = format!("lockbench:cycle:{i}");
-                let _: Option<String> = set(&key).query_async(&mut con).await.unwrap();
-                let _: i64 = unlock
-                    .key(&key)
-                    .arg("token")
-                    .invoke_async(&mut con)
-                    .await
-                    .unwrap();
-            }
-        }));
-        results[2].1.push(r);
+        results[2].1.push(rt.block_on(rate(secs, mux, &unlock)));
         let mut con = client.get_connection().unwrap();
         let started = Instant::now();
         let mut n = 0u64;

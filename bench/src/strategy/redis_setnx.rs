@@ -373,7 +373,7 @@ impl Lock for SetNx {
                 .to_owned(),
             Acquire::SetNxThenExpire => redis::cmd("SETNX").arg(key).arg(token).to_owned(),
         };
-        let notify = self.waiter.channel(key).is_some();
+        let notify = self.waiter.notifies();
         let taken = self
             .waiter
             .until_acquired(key, || async {
@@ -453,7 +453,7 @@ impl Lock for SetNx {
     fn release_bound(&self) -> Duration {
         let n = match self.flavor.release {
             Release::CompareAndDelete => 1,
-            Release::GetThenDel => 2 + u32::from(self.waiter.channel("").is_some()),
+            Release::GetThenDel => 2 + u32::from(self.waiter.notifies()),
         } + u32::from(self.flavor.wait_replicas);
         self.target.call_bound(self.timeout) * n
     }

@@ -200,6 +200,11 @@ impl Waiter {
         self.policy
     }
 
+    /// Whether waiters listen for releases (`notify`).
+    pub fn notifies(&self) -> bool {
+        self.notifier.is_some()
+    }
+
     /// The channel a release of `key` must publish on, when waiters listen for it.
     pub fn channel(&self, key: &str) -> Option<String> {
         self.notifier.as_ref().map(|_| Notifier::channel(key))
