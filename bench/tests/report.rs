@@ -113,7 +113,9 @@ fn fake_summary(f: &Fake, stats: &Stats) -> Summary {
         "lost_updates": lost, "inconsistent_skus": 0,
         "double_grants": dbl, "double_grant_incidents": dbl / 3, "lease_lost": dbl / 4,
         "double_grant_examples": [], "stale_rejected": stale,
-        "utilization": f.lock.map(|_| json!({"overall": 0.875, "per_sku": []})),
+        "utilization": f.lock.map(|_| json!({"overall": 0.875, "per_sku": [
+            {"sku": 0, "utilization": 0.9, "window_s": 8.0, "sold_out": false},
+            {"sku": 1, "utilization": 0.85, "window_s": 5.5, "sold_out": true}]})),
         "stuck_locks": 0, "unknown": unknown, "attempts": stats.attempts(), "errors": errors,
         "outcomes": {"sold": 2940, "lock_timeout": 60}, "errors_by_kind": {},
         "release_failures": 0, "not_started": 0, "started_fraction": 1.0, "interrupted": false,
@@ -333,6 +335,21 @@ fn comparison_report_has_charts_exact_numbers_and_fault_bands() {
     }
     let png = std::fs::read(dir.path().join("charts/throughput.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+
+    // Per-SKU utilization: one row per strategy with a lock, a SKU that sold out marked.
+    let util = &html[html
+        .find("<table id=\"utilization\">")
+        .expect("utilization table")..];
+    let util = &util[..util.find("</table>").unwrap()];
+    for locked in ["redis-setnx", "redis-setnx-fenced"] {
+        let row = &util[util.find(&format!("data-strategy=\"{locked}\"")).unwrap()..];
+        let row = &row[..row.find("</tr>").unwrap()];
+        assert!(
+            row.contains(">0.875<") && row.contains(">0.9<") && row.contains(">0.85<sup>s</sup><"),
+            "{row}"
+        );
+    }
+    assert!(!util.contains("data-strategy=\"none\""), "no lock, no row");
 
     // Self-contained: no scripts, no external references.
     assert!(!html.contains("<script"));

@@ -218,6 +218,7 @@ fn render_page(
     for c in charts {
         figure(&mut h, c, runs);
     }
+    utilization(&mut h, runs);
     faults(&mut h, runs);
     environment(&mut h, runs, compare, exact);
     let _ = writeln!(
@@ -369,6 +370,65 @@ fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
         esc(bands),
         c.kind.file()
     );
+}
+
+/// At most this many SKUs get a column each; beyond, min / median / max.
+const SKU_COLUMNS: usize = 12;
+
+/// Per-SKU lock utilization of every run with a lock (see README "Utilization").
+fn utilization(h: &mut String, runs: &[RunData]) {
+    let rows: Vec<(&str, &crate::record::utilization::Utilization)> = runs
+        .iter()
+        .filter_map(|r| Some((r.summary.strategy.as_str(), r.summary.utilization.as_ref()?)))
+        .collect();
+    let Some(skus) = rows.iter().map(|(_, u)| u.per_sku.len()).max() else {
+        return;
+    };
+    let each = skus <= SKU_COLUMNS;
+    let heads: Vec<String> = if each {
+        (0..skus).map(|i| format!("<th>SKU {i}</th>")).collect()
+    } else {
+        ["min", "median", "max"]
+            .iter()
+            .map(|q| format!("<th>{q} over {skus} SKUs</th>"))
+            .collect()
+    };
+    let _ = writeln!(
+        h,
+        "<h2>Lock utilization</h2>\n<p>Share of each SKU's selling window (from the start of \
+         the load until it sold out, <sup>s</sup>, or the load ended) during which some holder \
+         was inside its lease; 1 means the lock never idled while it was selling.</p>\n\
+         <table id=\"utilization\">\n<thead><tr><th>strategy</th><th>overall</th>{}</tr></thead>\n<tbody>",
+        heads.concat()
+    );
+    for (strategy, u) in rows {
+        let cells: Vec<String> = if each {
+            u.per_sku
+                .iter()
+                .map(|k| {
+                    let mark = if k.sold_out { "<sup>s</sup>" } else { "" };
+                    format!("<td class=\"n\">{}{mark}</td>", k.utilization)
+                })
+                .collect()
+        } else {
+            let mut v: Vec<f64> = u.per_sku.iter().map(|k| k.utilization).collect();
+            v.sort_by(f64::total_cmp);
+            let at = |q: f64| v.get(((v.len() - 1) as f64 * q).round() as usize).copied();
+            [0.0, 0.5, 1.0]
+                .iter()
+                .map(|q| format!("<td class=\"n\">{}</td>", at(*q).unwrap_or(0.0)))
+                .collect()
+        };
+        let _ = writeln!(
+            h,
+            "<tr data-strategy=\"{}\"><td>{}</td><td class=\"n\">{}</td>{}</tr>",
+            esc(strategy),
+            esc(strategy),
+            u.overall,
+            cells.concat()
+        );
+    }
+    let _ = writeln!(h, "</tbody></table>");
 }
 
 fn secs(t: Option<f64>) -> String {
