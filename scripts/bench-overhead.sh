@@ -33,19 +33,9 @@ else
   LB=$PWD/target/release/lockbench
   CYCLE=$PWD/target/release/examples/lock_cycle
 fi
-work=$(mktemp -d)
-serve_pid=""
-cleanup() {
-  [ -n "$serve_pid" ] && kill -INT "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$LB" serve --strategies redis-setnx,redis-lua-decr,mysql-atomic --out "$work/serve" --for 30m >"$work/serve.out" 2>"$work/serve.err" &
-serve_pid=$!
-for _ in $(seq 1 600); do [ -s "$work/serve.out" ] && break; sleep 0.2; done
-ep="$work/serve/endpoints.json"
-[ -f "$ep" ] || { echo "bench-overhead: lockbench serve did not come up:" >&2; cat "$work/serve.err" >&2; exit 1; }
+# shellcheck source=lib/serve.sh
+source scripts/lib/serve.sh
+serve_up bench-overhead "$LB" redis-setnx,redis-lua-decr,mysql-atomic
 redis_port=$(grep -A1 '"redis": \[' "$ep" | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
 mysql_port=$(grep -A1 '"mysql": {' "$ep" | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
 mysql_pw=$(grep -o '"mysql_password": "[^"]*"' "$ep" | cut -d'"' -f4)

@@ -22,19 +22,9 @@ else
   cargo build --release --quiet
   LB=$PWD/target/release/lockbench
 fi
-work=$(mktemp -d)
-serve_pid=""
-cleanup() {
-  [ -n "$serve_pid" ] && kill -INT "$serve_pid" 2>/dev/null && wait "$serve_pid" 2>/dev/null
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-"$LB" serve --strategies redis-setnx --out "$work/serve" --for 30m >"$work/serve.out" 2>"$work/serve.err" &
-serve_pid=$!
-for _ in $(seq 1 600); do [ -s "$work/serve.out" ] && break; sleep 0.2; done
-ep="$work/serve/endpoints.json"
-[ -f "$ep" ] || { echo "bench-wait: lockbench serve did not come up:" >&2; cat "$work/serve.err" >&2; exit 1; }
+# shellcheck source=lib/serve.sh
+source scripts/lib/serve.sh
+serve_up bench-wait "$LB" redis-setnx
 
 # One run; prints "utilization sales/s p99_ms lock_timeouts".
 run() { # name, then --set arguments for the wait
