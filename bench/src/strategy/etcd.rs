@@ -13,6 +13,9 @@
 //! the holder stalls past the TTL, the lease expires and the key with it: the next waiter gets
 //! the lock, which is why the token matters.
 //!
+//! After the grant, the key is read: a waiter whose lease expired while it waited is otherwise
+//! told it holds the lock (etcd 3.4's lock service; Go's client checks since 3.5).
+//!
 //! Fencing token: the revision in the `Lock` answer's header, read without another call. Granted
 //! at once, it is the revision of the put that created the key (its create revision); granted
 //! after a wait, it is the revision of the server's read that found every older waiter's key
@@ -449,6 +452,31 @@ impl Lock for EtcdLock {
                 queued.armed = false;
                 return Err(AcquireError::Failed(ErrorKind::Server));
             };
+            // Go's Mutex.Lock (since etcd 3.5, "concurrency: make lock more reliable") reads
+            // its key after the wait: a waiter whose lease expired while it waited has no key,
+            // yet every older key is gone, so the wait ends as if granted. etcd 3.4's lock
+            // service (Debian's) lacks that read and answers such a waiter as the holder while
+            // the next waiter is granted too: a double grant, seen under a partition. One read
+            // per grant (the answer does not say whether it waited).
+            match within(self.timeout, etcd.get(locked.key(), None), classify).await {
+                Ok(r) if r.count() > 0 => {}
+                Ok(_) => {
+                    // The session expired: as for a lease found gone at `Lock`.
+                    queued.armed = false;
+                    session.forget();
+                    self.retire(client, &session);
+                    if retried {
+                        return Err(AcquireError::Failed(ErrorKind::Server));
+                    }
+                    retried = true;
+                    continue;
+                }
+                Err(k) => {
+                    self.leave_queue(&mut etcd, client, &session, key).await;
+                    queued.armed = false;
+                    return Err(AcquireError::Failed(k));
+                }
+            }
             // From here the lock is in `held`, which release (or the next acquire) settles.
             let held = Held {
                 key: locked.key().to_vec(),
@@ -468,9 +496,10 @@ impl Lock for EtcdLock {
     }
 
     /// The wait, plus the calls that may start before it has passed and run after it: a lease
-    /// grant (again after a lease found gone), then leaving the queue.
+    /// grant (again after a lease found gone), the read of the granted key, then leaving the
+    /// queue.
     fn acquire_bound(&self) -> Duration {
-        self.acquire_timeout + super::calls(3, self.timeout)
+        self.acquire_timeout + super::calls(4, self.timeout)
     }
 
     /// One delete.

@@ -181,3 +181,72 @@ async fn a_late_release_of_a_cut_attempt_never_frees_the_same_buyers_next_hold()
     drop(built);
     drop(cluster);
 }
+
+/// A waiter whose lease expires while it waits (revoked here, as a partition lets it expire)
+/// must not be told it holds the lock: etcd 3.4's lock service ends that wait as a grant,
+/// although the waiter's key went with its lease. The strategy reads its key after the grant,
+/// as Go's Mutex does since 3.5, and takes the lock again on a new session; whatever it
+/// returns, the lock it holds is a key that exists.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_waiter_whose_lease_expired_while_queued_is_never_granted_a_lock_it_lost() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (cluster, built) = built(dir.path(), "10ms").await;
+    let lock = built.lock.clone().expect("etcd is a lock");
+    let addrs: Vec<String> = cluster
+        .endpoints()
+        .etcd
+        .iter()
+        .map(|a| format!("http://{a}"))
+        .collect();
+    let mut etcd = etcd_client::Client::connect(addrs, None).await.unwrap();
+    let name = "lockbench-test/expired-waiter";
+    let prefix = || Some(etcd_client::GetOptions::new().with_prefix());
+    let holder = lock.acquire(0, name, "holder").await.unwrap();
+    let waiting = {
+        let lock = lock.clone();
+        tokio::spawn(async move { lock.acquire(1, name, "waiter").await })
+    };
+    // The waiter's key appears behind the holder's; its lease is the hex after the name.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let waiter_lease = loop {
+        let keys = etcd.get(format!("{name}/"), prefix()).await.unwrap();
+        if keys.count() == 2 {
+            let last = keys
+                .kvs()
+                .iter()
+                .max_by_key(|kv| kv.create_revision())
+                .unwrap();
+            let hex = last.key_str().unwrap().rsplit('/').next().unwrap();
+            break i64::from_str_radix(hex, 16).unwrap();
+        }
+        assert!(Instant::now() < deadline, "the waiter never queued");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    etcd.lease_revoke(waiter_lease).await.unwrap();
+    assert!(lock.release(0, &holder).await.unwrap(), "the holder held");
+    let granted = tokio::time::timeout(Duration::from_secs(20), waiting)
+        .await
+        .expect("the waiter's acquire ended")
+        .unwrap()
+        .expect("granted on a new session: the holder is gone");
+    let keys = etcd.get(format!("{name}/"), prefix()).await.unwrap();
+    assert_eq!(
+        keys.count(),
+        1,
+        "granted, yet no key holds the lock for it: {:?}",
+        keys.kvs()
+    );
+    let held = keys.kvs()[0].key_str().unwrap().rsplit('/').next().unwrap();
+    assert_ne!(
+        i64::from_str_radix(held, 16).unwrap(),
+        waiter_lease,
+        "the lock is held on a new session"
+    );
+    assert!(lock.release(1, &granted).await.unwrap());
+    built.store.close().await;
+    drop(built);
+    drop(cluster);
+}
