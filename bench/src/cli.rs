@@ -57,6 +57,14 @@ pub enum Command {
     /// Compare results with a baseline: exit 1 when a safe strategy became unsafe, a control is
     /// no longer caught, or median throughput / p99 moved beyond the tolerance.
     Gate(GateArgs),
+    /// Check that an adapter speaks adapters/PROTOCOL.md, on real servers it starts: init,
+    /// acquire/release, mutual exclusion under contention (and growing fences), busy after the
+    /// acquire timeout, a repeated release, an unknown request, shutdown, exit on stdin's end.
+    /// Exits 1 naming the rule broken and the offending line.
+    ///
+    /// `lockbench adapter-check --lib redis-py` checks a shipped adapter;
+    /// `lockbench adapter-check --servers redis -- python3 my_adapter.py` checks your own.
+    AdapterCheck(AdapterCheckArgs),
     /// Internal: one client worker process of a run (spawned by `run`, driven over stdin).
     #[command(hide = true)]
     Worker,
@@ -80,6 +88,52 @@ pub struct ServeArgs {
     /// Stop the servers after this long at the latest.
     #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub lifetime: std::time::Duration,
+}
+
+/// `lockbench adapter-check`
+#[derive(Debug, Args)]
+pub struct AdapterCheckArgs {
+    /// A library of `lockbench list` (e.g. `redis-py`): its adapter, on the servers it needs.
+    #[arg(long, conflicts_with = "command", required_unless_present = "command")]
+    pub lib: Option<String>,
+    /// Servers to start for COMMAND (comma-separated): redis, redlock (five independent
+    /// masters), zookeeper, etcd.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "redis",
+        conflicts_with = "lib"
+    )]
+    pub servers: Vec<AdapterServers>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead.
+    #[arg(long, value_name = "FILE")]
+    pub endpoints: Option<PathBuf>,
+    /// How long the adapter may take to answer init.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub init_timeout: std::time::Duration,
+    /// Buyers contending for one key in the mutual-exclusion rule.
+    #[arg(long, default_value_t = 8)]
+    pub clients: u32,
+    /// Acquire/release cycles per buyer in the mutual-exclusion rule.
+    #[arg(long, default_value_t = 25)]
+    pub cycles: u32,
+    /// The adapter's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Servers an adapter under check may need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdapterServers {
+    /// One Redis.
+    Redis,
+    /// Five independent Redis masters.
+    Redlock,
+    /// A ZooKeeper ensemble.
+    Zookeeper,
+    /// An etcd cluster.
+    Etcd,
 }
 
 /// `lockbench gate`
@@ -237,6 +291,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
+        Command::AdapterCheck(args) => with_runtime(|cancel| cmd_adapter_check(args, cancel)),
         Command::Report(args) => {
             let path = report::write_report(&args.dir)?;
             println!("{}", path.display());
@@ -301,6 +356,45 @@ pub fn list(out: &mut impl Write) -> std::io::Result<()> {
          (\"notify\" | \"poll\"), lock.poll_interval and lock.poll_jitter change it. \
          \"-\": no client-side wait (a server-side queue, or no lock)."
     )?;
+    list_libraries(out)
+}
+
+/// The real libraries, run through adapters (`lib:<name>`): not in a default comparison.
+fn list_libraries(out: &mut impl Write) -> std::io::Result<()> {
+    use strategy::adapter::{self, LIBRARIES};
+    let dir = adapter::adapters_dir();
+    writeln!(
+        out,
+        "\nlibraries, through adapters (adapters/PROTOCOL.md), as --strategy lib:<name>; install \
+         with scripts/install-deps.sh --adapters; check with lockbench adapter-check --lib <name>"
+    )?;
+    let all = strategy::LIBRARY_STRATEGIES;
+    let width = all.iter().map(|s| s.id.len()).max().unwrap_or(0);
+    let needs = |s: &strategy::StrategyInfo| s.needs.names().join("+");
+    let needs_width = all.iter().map(|s| needs(s).chars().count()).max();
+    let needs_width = needs_width.unwrap_or(0);
+    let fence_width = all.iter().map(|s| s.fence_token.unwrap_or("-").len()).max();
+    let fence_width = fence_width.unwrap_or(0);
+    writeln!(
+        out,
+        "{:<width$}  {:<needs_width$}  {:<fence_width$}  {:<9}  package (pinned version): about",
+        "id", "servers", "fencing token", "installed"
+    )?;
+    for s in all {
+        let lib = adapter::library_of(s.id).expect("every library strategy has its library");
+        writeln!(
+            out,
+            "{:<width$}  {:<needs_width$}  {:<fence_width$}  {:<9}  {} {}: {}",
+            s.id,
+            needs(s),
+            s.fence_token.unwrap_or("-"),
+            if lib.installed(&dir) { "yes" } else { "no" },
+            lib.package,
+            lib.version,
+            s.about
+        )?;
+    }
+    debug_assert_eq!(LIBRARIES.len() + 3, all.len(), "three -fenced variants");
     Ok(())
 }
 
@@ -470,6 +564,85 @@ async fn cmd_serve(args: ServeArgs, cancel: CancellationToken) -> anyhow::Result
     cluster.stop();
     let _ = std::fs::remove_file(&path);
     Ok(ExitCode::SUCCESS)
+}
+
+async fn cmd_adapter_check(
+    args: AdapterCheckArgs,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    use strategy::adapter::{self, check};
+    let (name, argv, mut needs) = match &args.lib {
+        Some(lib) => {
+            let id = format!("lib:{}", lib.trim_start_matches("lib:"));
+            let l = adapter::library_of(&id).with_context(|| {
+                let known: Vec<_> = adapter::LIBRARIES.iter().map(|l| l.name).collect();
+                format!("unknown library `{lib}`; known: {}", known.join(", "))
+            })?;
+            let needs = strategy::find(&id)?.needs;
+            (id, l.argv(&adapter::adapters_dir()), needs)
+        }
+        None => {
+            let mut needs = Needs::NONE;
+            for s in &args.servers {
+                match s {
+                    AdapterServers::Redis => needs.redis = true,
+                    AdapterServers::Redlock => needs.redlock = true,
+                    AdapterServers::Zookeeper => needs.zookeeper = true,
+                    AdapterServers::Etcd => needs.etcd = true,
+                }
+            }
+            ("under check".to_string(), args.command.clone(), needs)
+        }
+    };
+    needs.mariadb = false;
+    let scratch = tempfile::tempdir().context("a scratch folder for the servers' logs")?;
+    let (endpoints, _cluster) = match &args.endpoints {
+        Some(path) => (crate::cluster::EndpointsFile::read(path)?.endpoints, None),
+        None => {
+            let opts = ClusterOptions::new(scratch.path().join("logs"));
+            let cluster = tokio::select! {
+                c = OwnedCluster::start(needs, &opts) => c?,
+                _ = cancel.cancelled() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+            };
+            (cluster.endpoints().clone(), Some(cluster))
+        }
+    };
+    let list = |v: &[std::net::SocketAddr]| v.iter().map(|a| a.to_string()).collect();
+    let opts = check::CheckOptions {
+        endpoints: adapter::wire::InitEndpoints {
+            redis: if needs.redis || needs.redlock {
+                list(&endpoints.redis)
+            } else {
+                Vec::new()
+            },
+            zookeeper: if needs.zookeeper {
+                list(&endpoints.zookeeper)
+            } else {
+                Vec::new()
+            },
+            etcd: if needs.etcd {
+                list(&endpoints.etcd)
+            } else {
+                Vec::new()
+            },
+        },
+        ttl: std::time::Duration::from_secs(2),
+        acquire_timeout: std::time::Duration::from_secs(1),
+        call_timeout: std::time::Duration::from_millis(500),
+        clients: args.clients,
+        cycles: args.cycles,
+        init_timeout: args.init_timeout,
+    };
+    let report = tokio::select! {
+        r = check::check(&name, &argv, &opts) => r,
+        _ = cancel.cancelled() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+    };
+    println!("{report}");
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PARTIAL)
+    })
 }
 
 async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {

@@ -120,6 +120,7 @@ pub async fn drive_part(
         }
     }
     let cancelled = cancel.is_cancelled();
+    let strategy_broken = strategy.broken();
     DriveReport {
         elapsed: start.elapsed(),
         not_started: if cancelled {
@@ -128,5 +129,6 @@ pub async fn drive_part(
             schedule.count_unstarted()
         } + dropped.load(Ordering::Relaxed),
         cancelled,
+        broken: strategy_broken.into_iter().collect(),
     }
 }

@@ -74,11 +74,17 @@ pub(super) enum Event {
     Ready,
     Done(WireCompletion),
     Paused,
-    Finished { not_started: u64, cancelled: bool },
+    Finished {
+        not_started: u64,
+        cancelled: bool,
+        /// Why the strategy's client broke (an adapter), if it did.
+        #[serde(default)]
+        broken: Option<String>,
+    },
     Failed(String),
 }
 
-pub(super) fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always there");
     t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
 }

@@ -32,11 +32,12 @@ pub async fn worker_main() -> anyhow::Result<()> {
         .await
         .map_err(|e| fail(e.to_string()))?;
     // The holder pause: announce it (synchronously, so the line is out before the stop), then
-    // stop this whole process until the coordinator sends SIGCONT.
+    // stop this whole process group (a library's adapter with it) until the coordinator sends
+    // SIGCONT. The worker leads its group.
     crate::chaos::holder::set_hook(Box::new(|| {
         let mut out = std::io::stdout().lock();
         let _ = emit(&mut out, &Event::Paused).and_then(|()| out.flush());
-        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+        let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), Signal::SIGSTOP);
     }));
     emit(&mut std::io::stdout().lock(), &Event::Ready)?;
     std::io::stdout().flush()?;
@@ -101,6 +102,7 @@ pub async fn worker_main() -> anyhow::Result<()> {
         &Event::Finished {
             not_started: report.not_started,
             cancelled: report.cancelled,
+            broken: report.broken.into_iter().next(),
         },
     )?;
     out.flush()?;

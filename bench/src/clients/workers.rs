@@ -9,7 +9,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
@@ -49,7 +49,7 @@ impl WorkerControl {
 
     fn resume_all(&self) {
         for w in &self.workers {
-            let _ = kill(w.pid, Signal::SIGCONT);
+            let _ = killpg(w.pid, Signal::SIGCONT);
         }
     }
 }
@@ -59,12 +59,13 @@ impl ClientProcesses for WorkerControl {
         self.workers.len()
     }
 
+    /// The worker's whole process group: a library's adapter stops with it.
     fn pause(&self, k: usize) -> std::io::Result<()> {
-        Ok(kill(self.workers[k].pid, Signal::SIGSTOP)?)
+        Ok(killpg(self.workers[k].pid, Signal::SIGSTOP)?)
     }
 
     fn resume(&self, k: usize) -> std::io::Result<()> {
-        Ok(kill(self.workers[k].pid, Signal::SIGCONT)?)
+        Ok(killpg(self.workers[k].pid, Signal::SIGCONT)?)
     }
 
     fn arm_holder_pause(&self, k: usize, point: Option<Point>) -> std::io::Result<()> {
@@ -194,7 +195,8 @@ impl WorkerSet {
                         Ok(Event::Finished {
                             not_started,
                             cancelled,
-                        }) => finished = Some((not_started, cancelled)),
+                            broken,
+                        }) => finished = Some((not_started, cancelled, broken)),
                         Ok(Event::Failed(e)) => return (k, Err(e)),
                         Ok(Event::Ready) | Err(_) => {}
                     }
@@ -222,12 +224,16 @@ impl WorkerSet {
                 elapsed: Duration::ZERO,
                 not_started: 0,
                 cancelled: false,
+                broken: Vec::new(),
             };
             while let Some(joined) = readers.join_next().await {
                 match joined {
-                    Ok((_, Ok((not_started, cancelled)))) => {
+                    Ok((k, Ok((not_started, cancelled, broken)))) => {
                         report.not_started += not_started;
                         report.cancelled |= cancelled;
+                        if let Some(b) = broken {
+                            report.broken.push(format!("worker {k}: {b}"));
+                        }
                     }
                     Ok((k, Err(e))) => failures.push(format!("worker {k}: {e}")),
                     Err(e) => failures.push(format!("worker reader: {e}")),

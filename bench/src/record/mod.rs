@@ -30,7 +30,7 @@ const QUEUE: usize = 64 * 1024;
 const ORDER_SLACK: Duration = Duration::from_secs(1);
 
 /// What the driver itself observed.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct DriveReport {
     /// From the start until the last attempt ended.
     pub elapsed: Duration,
@@ -39,6 +39,9 @@ pub struct DriveReport {
     pub not_started: u64,
     /// Whether the load was cut short by cancellation (Ctrl-C).
     pub cancelled: bool,
+    /// Why a client of the strategy broke (a library's adapter that misbehaved or died), one
+    /// line per process: the run fails with these once its results are written.
+    pub broken: Vec<String>,
 }
 
 /// The interval during which a client believed it held a lock.

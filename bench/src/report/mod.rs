@@ -160,6 +160,13 @@ pub struct Summary {
     /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ttl_granted_s: Option<f64>,
+    /// The library behind a `lib:<name>` strategy, as its adapter reported it at `init`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<crate::strategy::adapter::Hello>,
+    /// Clients that broke (a library's adapter that misbehaved or died), one line per
+    /// process; the run failed with them after writing this summary.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken: Vec<String>,
 }
 
 /// Consensus writes during the load: what a lock costs its consensus service per sale.
@@ -343,6 +350,8 @@ impl Summary {
             worker_failures: chaos.worker_failures,
             consensus_writes: None,
             lease_ttl_granted_s: None,
+            library: None,
+            broken: p.drive.broken.clone(),
         }
     }
 }
@@ -496,6 +505,7 @@ mod tests {
                 elapsed: Duration::from_millis(2500),
                 not_started: 4,
                 cancelled: false,
+                broken: Vec::new(),
             },
             safety: &safety,
             coverage: &Coverage::default(),

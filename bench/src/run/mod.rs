@@ -58,6 +58,10 @@ pub enum RunError {
     /// Ctrl-C before the load started.
     #[error("interrupted")]
     Interrupted,
+    /// A client broke during the load (a library's adapter misbehaved or died); what was
+    /// measured is written.
+    #[error("{}\n(the results measured until then are in {})", .lines.join("\n"), .out.display())]
+    Broken { lines: Vec<String>, out: PathBuf },
 }
 
 fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
@@ -115,12 +119,19 @@ async fn run_planned(
             .zip(writes_after)
             .map(|(b, a)| a.saturating_sub(b)),
         lease_ttl_granted: built.strategy.lease_ttl_granted(),
+        library: built.strategy.library(),
     };
     let summary = results(plan, &servers, measured, chaos, audited, cost)?;
     built.store.close().await;
     drop(built);
     if let Some(cluster) = servers.cluster {
         cluster.stop();
+    }
+    if !summary.broken.is_empty() {
+        return Err(RunError::Broken {
+            lines: summary.broken.clone(),
+            out: out.clone(),
+        });
     }
     Ok(summary)
 }
@@ -229,6 +240,8 @@ struct LockCost {
     writes: Option<u64>,
     /// The lease TTL the server granted.
     lease_ttl_granted: Option<std::time::Duration>,
+    /// The library behind a `lib:` strategy.
+    library: Option<crate::strategy::adapter::Hello>,
 }
 
 /// What the load measured.
@@ -395,6 +408,7 @@ fn results(
         .writes
         .map(|n| report::ConsensusWrites::new(n, audited.safety.sold, CONSENSUS_WRITES_SOURCE));
     summary.lease_ttl_granted_s = cost.lease_ttl_granted.map(|d| d.as_secs_f64());
+    summary.library = cost.library;
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

@@ -134,6 +134,14 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
         self.lock.lease_ttl_granted()
     }
 
+    fn broken(&self) -> Option<String> {
+        self.lock.broken()
+    }
+
+    fn library(&self) -> Option<super::adapter::Hello> {
+        self.lock.library()
+    }
+
     fn bound(&self) -> Duration {
         let section = if self.touch_store {
             self.store.critical_section_bound(self.hold)
@@ -165,8 +173,8 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
             lock: self.lock.clone(),
             client: p.client,
             slot: p.lease,
+            acquired: lease.granted_at.unwrap_or_else(Instant::now),
             lease: Some(lease),
-            acquired: Instant::now(),
             released: None,
         };
         crate::chaos::failpoint("lock.after-acquire");

@@ -14,6 +14,7 @@
 //! whole attempt ([`Strategy::bound`]) as the sum of the bounds of the calls it makes: the
 //! driver cuts an attempt there, and the double-grant checker keeps leases that long.
 
+pub mod adapter;
 mod entry;
 mod etcd;
 mod locked;
@@ -40,7 +41,7 @@ use crate::record::{ErrorKind, LeaseSpan, Outcome};
 
 pub use entry::{BoxFuture, BuildFn, Built, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
-pub use registry::{ALL, build, find, resolve};
+pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
 
 /// One purchase to attempt.
 #[derive(Debug, Clone, Copy)]
@@ -123,6 +124,17 @@ pub trait Strategy: Send + Sync {
     fn lease_ttl_granted(&self) -> Option<Duration> {
         None
     }
+
+    /// Why the strategy's client can no longer be trusted (an adapter that misbehaved or
+    /// died), once it cannot: the run fails with this, after writing what it measured.
+    fn broken(&self) -> Option<String> {
+        None
+    }
+
+    /// The library behind it and the version loaded, for library strategies (`lib:<name>`).
+    fn library(&self) -> Option<adapter::Hello> {
+        None
+    }
 }
 
 /// A held lock.
@@ -138,6 +150,9 @@ pub struct Lease {
     pub keepalive: Option<KeepAlive>,
     /// When the lease ends, for locks whose client computes it (Redlock's validity).
     pub valid_until: Option<Instant>,
+    /// When the lock was granted, for locks granted in another process (a library behind an
+    /// adapter): the lease starts there, before its answer reached lockbench.
+    pub granted_at: Option<Instant>,
 }
 
 impl Lease {
@@ -149,6 +164,7 @@ impl Lease {
             fence: None,
             keepalive: None,
             valid_until: None,
+            granted_at: None,
         }
     }
 
@@ -244,6 +260,16 @@ pub trait Lock: Send + Sync {
     fn lease_ttl_granted(&self) -> Option<Duration> {
         None
     }
+
+    /// See [`Strategy::broken`].
+    fn broken(&self) -> Option<String> {
+        None
+    }
+
+    /// See [`Strategy::library`].
+    fn library(&self) -> Option<adapter::Hello> {
+        None
+    }
 }
 
 /// Where the stock lives: seeded before the run, audited after it.
@@ -306,6 +332,9 @@ pub enum StrategyError {
     /// A setup or audit call timed out.
     #[error("{0} timed out")]
     Timeout(&'static str),
+    /// A library's adapter failed to start or broke the protocol (the message names it).
+    #[error("{0}")]
+    Adapter(String),
 }
 
 /// `calls` network calls of at most `each`.

@@ -8,6 +8,10 @@ use super::{
     redis_setnx, redlock, zookeeper,
 };
 use crate::cluster::Endpoints;
+
+/// The real lock libraries, run through adapters (`lib:<name>`); not in [`ALL`], which a
+/// comparison runs by default (they need `scripts/install-deps.sh --adapters`).
+pub use super::adapter::STRATEGIES as LIBRARY_STRATEGIES;
 use crate::workload::Workload;
 
 /// Every strategy, in the order the comparison lists them.
@@ -37,10 +41,16 @@ pub const ALL: &[StrategyInfo] = &[
 /// Looks a strategy up by id.
 pub fn find(id: &str) -> Result<&'static StrategyInfo, StrategyError> {
     ALL.iter()
+        .chain(LIBRARY_STRATEGIES)
         .find(|s| s.id == id)
         .ok_or_else(|| StrategyError::Unknown {
             id: id.to_string(),
-            known: ALL.iter().map(|s| s.id).collect::<Vec<_>>().join(", "),
+            known: ALL
+                .iter()
+                .chain(LIBRARY_STRATEGIES)
+                .map(|s| s.id)
+                .collect::<Vec<_>>()
+                .join(", "),
         })
 }
 
@@ -63,11 +73,12 @@ mod tests {
 
     #[test]
     fn ids_are_unique_and_fenced_entries_name_their_token() {
-        let mut ids: Vec<&str> = ALL.iter().map(|s| s.id).collect();
+        let every: Vec<&StrategyInfo> = ALL.iter().chain(LIBRARY_STRATEGIES).collect();
+        let mut ids: Vec<&str> = every.iter().map(|s| s.id).collect();
         ids.sort();
         ids.dedup();
-        assert_eq!(ids.len(), ALL.len(), "an id is registered twice");
-        for s in ALL {
+        assert_eq!(ids.len(), every.len(), "an id is registered twice");
+        for s in every {
             assert!(!s.fenced || s.fence_token.is_some(), "{}", s.id);
             assert!(!s.fenced || s.locks, "{}", s.id);
         }
