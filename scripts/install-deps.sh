@@ -21,9 +21,23 @@ declare -A NEED=(
   [cc]=gcc
 )
 
-# `--for-tests`: also what only the test suite needs (a browser to load report.html).
-if [ "${1:-}" = "--for-tests" ]; then
-  NEED[chromium]=chromium
+# `--for-tests`: also what only the test suite needs (a browser to load report.html, and the
+# real lock libraries, whose adapters the tests run).
+# `--adapters`: the lock libraries behind `--strategy lib:<name>` (adapters/): Python, Node.js
+# and Java runtimes from Debian, Curator's jars from Debian, the pinned PyPI and npm packages
+# into adapters/python/.venv and adapters/node/node_modules.
+adapters=""
+for arg in "$@"; do
+  case "$arg" in
+    --for-tests) NEED[chromium]=chromium; adapters=1 ;;
+    --adapters) adapters=1 ;;
+    *) echo "install-deps: unknown option $arg (expected --for-tests or --adapters)" >&2; exit 2 ;;
+  esac
+done
+if [ -n "$adapters" ]; then
+  NEED[python3]=python3
+  NEED[node]=nodejs
+  NEED[npm]=npm
 fi
 
 # file -> Debian package, for what is not a binary on PATH
@@ -43,9 +57,17 @@ missing=()
 for bin in "${!NEED[@]}"; do
   have "$bin" || missing+=("${NEED[$bin]}")
 done
+if [ -n "$adapters" ]; then
+  # Curator's recipes and what they pull in (framework, client, ZooKeeper, Guava, SLF4J)
+  NEED_FILE[/usr/share/java/curator-recipes.jar]=libcurator-recipes-java
+fi
 for file in "${!NEED_FILE[@]}"; do
   [ -e "$file" ] || missing+=("${NEED_FILE[$file]}")
 done
+# Debian splits venv (with ensurepip) out of python3.
+if [ -n "$adapters" ] && have python3 && ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  missing+=(python3-venv)
+fi
 
 if [ ${#missing[@]} -gt 0 ]; then
   pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
@@ -72,5 +94,11 @@ fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "install-deps: cargo not found: install Rust >= 1.94 with rustup (https://rustup.rs)" >&2
   exit 1
+fi
+if [ -n "$adapters" ]; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  for lang in python node curator; do
+    if [ -f "$here/adapters/$lang/install.sh" ]; then sh "$here/adapters/$lang/install.sh" >&2; fi
+  done
 fi
 echo "install-deps: servers and tools present" >&2
