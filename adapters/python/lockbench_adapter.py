@@ -127,7 +127,7 @@ class Runtime:
         self.out_fd = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        self.write_lock = threading.Lock()  # lines are also written from library threads' hand-offs
+        self.write_lock = threading.Lock()  # whole lines, whichever thread sends
         self.lib = library_class(self)
         self.cfg = None
         self.ready = self.loop.create_future()
@@ -141,8 +141,12 @@ class Runtime:
     def send(self, obj):
         data = (json.dumps(obj, separators=(",", ":")) + "\n").encode()
         with self.write_lock:
-            while data:
-                data = data[os.write(self.out_fd, data):]
+            try:
+                while data:
+                    data = data[os.write(self.out_fd, data):]
+            except BrokenPipeError:
+                log.error("stdout closed: nobody reads the replies any more, leaving")
+                os._exit(1)
 
     def reply(self, msg, body):
         body["in_reply_to"] = msg["msg_id"]
@@ -181,7 +185,11 @@ class Runtime:
             task = self.loop.create_task(self.handle(msg))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
-        await self.finish(None)  # stdin EOF: leave whether or not shutdown came
+        # stdin EOF: leave whether or not shutdown came (within PROTOCOL.md's 5 s), after giving
+        # requests still in flight a moment to answer.
+        if self.tasks:
+            await asyncio.wait(set(self.tasks), timeout=1.5)
+        await self.finish(None)
 
     async def lines(self):
         """stdin's lines: an asyncio pipe reader, or a reader thread where stdin cannot be
