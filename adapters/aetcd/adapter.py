@@ -7,7 +7,11 @@ revision + 1) for the time left, then tries again. release is a transaction "if 
 uuid, delete the key"; it returns whether it deleted. It does not revoke the lease (it, and the
 leases of failed tries, simply expire), and nothing keeps a lease alive: Lock.refresh() exists but
 only an application calling it renews. So: renews false, and the library never reports a loss
-(no `lost` from this adapter); a lapse shows up as release's was_held false.
+(no `lost` from this adapter); a lapse shows up as release's was_held false. Watches are created
+one at a time on the client's single watch stream, and every waiter wakes on a DELETE and tries
+again (a lease grant and a transaction each), so under heavy contention one acquire can overrun
+its timeout by those calls; past lockbench's bound (acquire + call timeout) the answer is
+`timeout`, indefinite.
 
 How it is used here, as an application would:
 - one aetcd.Client (one gRPC channel) per process; a new Lock per acquisition, named by the key
