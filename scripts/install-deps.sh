@@ -38,6 +38,8 @@ if [ -n "$adapters" ]; then
   NEED[python3]=python3
   NEED[node]=nodejs
   NEED[npm]=npm
+  # the Curator adapter runs as a single-file source program: the launcher compiles it
+  NEED[javac]=default-jdk-headless
 fi
 
 # file -> Debian package, for what is not a binary on PATH

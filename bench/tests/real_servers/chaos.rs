@@ -536,3 +536,55 @@ fn the_network_of_a_killed_run_is_removed_by_the_next() {
     ip(&["netns", "del", &format!("{live}-1")]);
     ip(&["link", "del", live]);
 }
+
+/// Every library whose lease expires under a stopped holder (its adapter stops with it).
+const LIBRARIES_UNFENCED: &str = "lib:redis-py,lib:redis-semaphore,lib:node-redlock,\
+lib:node-redlock-v5,lib:curator,lib:kazoo,lib:aetcd,lib:example";
+/// The libraries whose grants carry a fencing token, fenced.
+const LIBRARIES_FENCED: &str = "lib:curator-fenced,lib:kazoo-fenced,lib:aetcd-fenced";
+
+/// pause-holder on the real libraries: the holder's worker process and its adapter stop
+/// together for 2x the lease after the read. Every unfenced library's lock reads BROKEN (a
+/// later grant overlapped the stopped holder, whatever the library told it); the fenced ones
+/// keep the store intact. Whether a library told its holder (`lease lost`) is the library's own
+/// property, reported, not asserted.
+#[test]
+fn pause_after_read_breaks_every_unfenced_library_and_fenced_ones_keep_the_store() {
+    if !crate::common::libraries_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let strategies = format!("{LIBRARIES_UNFENCED},{LIBRARIES_FENCED}");
+    let all = compare(
+        dir.path(),
+        &strategies,
+        "chaos/pause-holder.toml",
+        &["load.duration=7s", "load.rate=150"],
+    );
+    for s in &all {
+        let id = &s.strategy;
+        let f = &s.faults[0];
+        assert!(f.nodes[0].starts_with("worker-"), "{id}: {f:?}");
+        assert!(s.audit.sold > 0, "{id}");
+        assert!(
+            s.double_grant_incidents > 0,
+            "{id}: the holder was stopped for 2x the lease, yet no later grant overlapped it: \
+             {:?}",
+            s.faults
+        );
+        if id.ends_with("-fenced") {
+            assert_eq!((s.audit.oversell, s.audit.lost_updates), (0, 0), "{id}");
+            assert!(s.stale_rejected > 0, "{id}: the stale write was refused");
+            assert_eq!(s.lock_verdict, Some(LockVerdict::BrokenFenced), "{id}");
+            assert_eq!(s.store_verdict, StoreVerdict::Intact, "{id}");
+        } else {
+            assert_eq!(s.lock_verdict, Some(LockVerdict::Broken), "{id}");
+            assert!(
+                s.audit.lost_updates > 0,
+                "{id}: the resumed holder's blind write loses an update: {:?}",
+                s.audit
+            );
+        }
+        assert!(!s.safe, "{id}");
+    }
+}

@@ -563,3 +563,22 @@ impl Drop for Serve {
         }
     }
 }
+
+/// The servers of every library strategy and every library's adapter are installed; through
+/// [`require`] (`scripts/install-deps.sh --adapters` installs the libraries).
+pub fn libraries_available() -> bool {
+    use lockbench::strategy::adapter::{LIBRARIES, adapters_dir};
+    if !consensus_servers_available() {
+        return false;
+    }
+    let dir = adapters_dir();
+    let missing: Vec<&str> = LIBRARIES
+        .iter()
+        .filter(|l| !l.installed(&dir))
+        .map(|l| l.name)
+        .collect();
+    require(
+        &format!("the lock libraries {missing:?} (run scripts/install-deps.sh --adapters)"),
+        missing.is_empty(),
+    )
+}

@@ -12,6 +12,7 @@ mod containers;
 mod contention;
 mod durability;
 mod etcd;
+mod libraries;
 mod lifecycle;
 mod locks;
 mod target;

@@ -92,7 +92,7 @@ pub async fn check(name: &str, argv: &[String], o: &CheckOptions) -> CheckReport
         clients: o.clients,
     };
     let bound = o.acquire_timeout + 2 * o.call_timeout;
-    let hang = (3 * bound).max(Duration::from_secs(10));
+    let hang = 2 * bound + Duration::from_secs(1);
     let p = match AdapterProcess::start(name, argv, &init, o.init_timeout, hang).await {
         Ok(p) => Arc::new(p),
         Err(e) => {

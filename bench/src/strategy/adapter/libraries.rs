@@ -46,7 +46,7 @@ pub const LIBRARIES: &[Library] = &[
         package: "redis (PyPI)",
         version: "8.1.0",
         run: &["redis-py/run"],
-        installed_marker: "python/.venv/bin/python",
+        installed_marker: "python/.venv/lockbench-requirements.txt",
     },
     Library {
         name: "redis-semaphore",
@@ -74,21 +74,21 @@ pub const LIBRARIES: &[Library] = &[
         package: "Apache Curator recipes (Debian libcurator-recipes-java)",
         version: "5.4.0",
         run: &["curator/run"],
-        installed_marker: "/usr/share/java/curator-recipes.jar",
+        installed_marker: "curator/.classes/CuratorAdapter.class",
     },
     Library {
         name: "kazoo",
         package: "kazoo (PyPI)",
         version: "2.11.0",
         run: &["kazoo/run"],
-        installed_marker: "python/.venv/bin/python",
+        installed_marker: "python/.venv/lockbench-requirements.txt",
     },
     Library {
         name: "aetcd",
         package: "aetcd (PyPI)",
         version: "1.0.0",
         run: &["aetcd/run"],
-        installed_marker: "python/.venv/bin/python",
+        installed_marker: "python/.venv/lockbench-requirements.txt",
     },
     Library {
         name: "example",
@@ -148,7 +148,7 @@ pub const STRATEGIES: &[StrategyInfo] = &[
     StrategyInfo {
         id: "lib:curator",
         needs: MARIADB_ZOOKEEPER,
-        fence_token: Some("the lock node's sequence number"),
+        fence_token: Some("the lock node's czxid"),
         about: "Apache Curator 5.4.0 InterProcessMutex (Java): ephemeral sequential node, \
                 watches its predecessor",
         ..LIB
@@ -177,8 +177,9 @@ pub const STRATEGIES: &[StrategyInfo] = &[
         id: "lib:curator-fenced",
         needs: MARIADB_ZOOKEEPER,
         fenced: true,
-        fence_token: Some("the lock node's sequence number"),
-        about: "Curator InterProcessMutex, its node's sequence number as fencing token",
+        fence_token: Some("the lock node's czxid"),
+        about: "Curator InterProcessMutex, its node's czxid as fencing token (the sequence \
+                restarts when ZooKeeper reaps the empty container node)",
         ..LIB
     },
     StrategyInfo {

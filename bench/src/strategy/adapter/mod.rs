@@ -131,7 +131,8 @@ impl AdapterLock {
         // crosses a pipe twice.
         let acquire_bound = w.lock.acquire_timeout + 2 * w.load.timeout;
         let release_bound = 2 * w.load.timeout;
-        let hang_after = (3 * acquire_bound).max(Duration::from_secs(10));
+        // Silence while a request waits: a lone waiter may be quiet for its whole bound.
+        let hang_after = 2 * acquire_bound + Duration::from_secs(1);
         let process = AdapterProcess::start(id, argv, init, INIT_TIMEOUT, hang_after)
             .await
             .map_err(StrategyError::Adapter)?;

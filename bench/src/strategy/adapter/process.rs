@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
@@ -74,7 +74,6 @@ struct Pending {
     answer: &'static str,
     /// Its `type`, for messages.
     kind: &'static str,
-    sent: Instant,
     tx: oneshot::Sender<Answer>,
     sent_ns: u64,
 }
@@ -91,7 +90,11 @@ struct Shared {
     broken: Mutex<Option<String>>,
     broke: CancellationToken,
     stderr: Mutex<VecDeque<String>>,
-    last_line: Mutex<Instant>,
+    /// Lines read so far (the watchdog's sign of life).
+    lines: AtomicU64,
+    /// Requests sent after `init`, and answers read to them.
+    sent: AtomicU64,
+    answered: AtomicU64,
     /// Set once `shutdown` was sent: the exit that follows is expected.
     closing: AtomicBool,
 }
@@ -193,7 +196,9 @@ impl AdapterProcess {
             broken: Mutex::default(),
             broke: CancellationToken::new(),
             stderr: Mutex::default(),
-            last_line: Mutex::new(Instant::now()),
+            lines: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
             closing: AtomicBool::new(false),
         });
         let child = Arc::new(tokio::sync::Mutex::new(child));
@@ -222,8 +227,16 @@ impl AdapterProcess {
         &self.hello
     }
 
-    /// Why the adapter is broken, once it is.
+    /// Why the adapter is broken, once it is. An adapter that answered none of the requests
+    /// sent since `init` counts as hung (asked at the end of a load shorter than the watchdog's
+    /// patience).
     pub fn broken(&self) -> Option<String> {
+        let sent = self.shared.sent.load(Ordering::SeqCst);
+        if sent > 0 && self.shared.answered.load(Ordering::SeqCst) == 0 {
+            self.shared.break_with(format!(
+                "hung: answered none of the {sent} requests sent after init"
+            ));
+        }
         self.shared.broken()
     }
 
@@ -249,7 +262,7 @@ impl AdapterProcess {
             Err(CallError::Timeout) => {
                 let why = format!("did not answer init within {limit:?}");
                 self.shared.break_with(why);
-                return Err(self.broken().expect("just broken"));
+                return Err(self.shared.broken().expect("just broken"));
             }
         };
         match answer.reply {
@@ -272,7 +285,7 @@ impl AdapterProcess {
                      (adapters/PROTOCOL.md)"
                 );
                 self.shared.break_with(why);
-                Err(self.broken().expect("just broken"))
+                Err(self.shared.broken().expect("just broken"))
             }
             Reply::Error { code, text, .. } => Err(format!("{name}: init failed: {code}: {text}")),
             other => unreachable!("the reader lets only init_ok or error answer init: {other:?}"),
@@ -294,10 +307,13 @@ impl AdapterProcess {
     }
 
     async fn call(&self, req: &Request<'_>, limit: Duration) -> Result<Answer, CallError> {
-        if let Some(b) = self.broken() {
+        if let Some(b) = self.shared.broken() {
             return Err(CallError::Broken(b));
         }
         let id = req.msg_id();
+        if !matches!(req, Request::Init { .. }) {
+            self.shared.sent.fetch_add(1, Ordering::SeqCst);
+        }
         let (tx, rx) = oneshot::channel();
         let sent_ns = monotonic_ns();
         let kind = req.answer();
@@ -306,7 +322,6 @@ impl AdapterProcess {
             Pending {
                 answer: kind,
                 kind: request_kind(req),
-                sent: Instant::now(),
                 tx,
                 sent_ns,
             },
@@ -334,12 +349,14 @@ impl AdapterProcess {
                 tokio::time::timeout(Duration::from_secs(2), self.shared.broke.cancelled()).await;
             self.shared
                 .break_with(format!("stopped reading its stdin ({e})"));
-            return Err(CallError::Broken(self.broken().expect("just broken")));
+            return Err(CallError::Broken(
+                self.shared.broken().expect("just broken"),
+            ));
         }
         tokio::select! {
             r = rx => match r {
                 Ok(a) => Ok(a),
-                Err(_) => Err(CallError::Broken(self.broken().unwrap_or_else(|| {
+                Err(_) => Err(CallError::Broken(self.shared.broken().unwrap_or_else(|| {
                     format!("{}: dropped a request", self.shared.name)
                 }))),
             },
@@ -350,7 +367,7 @@ impl AdapterProcess {
                 Err(CallError::Timeout)
             }
             () = self.shared.broke.cancelled() => {
-                Err(CallError::Broken(self.broken().expect("cancelled when broken")))
+                Err(CallError::Broken(self.shared.broken().expect("cancelled when broken")))
             }
         }
     }
@@ -445,7 +462,7 @@ async fn read_stdout(
             }
         };
         let received_ns = monotonic_ns();
-        *shared.last_line.lock().expect("last_line lock") = Instant::now();
+        shared.lines.fetch_add(1, Ordering::SeqCst);
         if line.trim().is_empty() {
             continue;
         }
@@ -484,6 +501,9 @@ async fn read_stdout(
             ));
             break;
         };
+        if p.kind != "init" {
+            shared.answered.fetch_add(1, Ordering::SeqCst);
+        }
         let kind = reply.kind();
         if kind != p.answer && kind != "error" {
             shared.break_with(format!("answered {} {id} with {kind}: {line}", p.kind));
@@ -555,30 +575,41 @@ async fn release_late(shared: &Shared, stdin: &Stdin, lease: &str, msg_id: u64) 
 }
 
 /// Breaks an adapter that leaves a request unanswered for `hang_after` while writing nothing
-/// at all. Keep `hang_after` well above a chaos pause of the worker (which stops the adapter
-/// and this watchdog together, but not the clock).
+/// at all. Silence is counted in ticks this task actually ran, so a chaos pause of the worker
+/// (which stops the adapter and this task together, but not the clock) adds one tick, not its
+/// length.
 async fn watchdog(shared: Arc<Shared>, hang_after: Duration) {
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
+    const TICK: Duration = Duration::from_millis(250);
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let patience = (hang_after.as_millis() / TICK.as_millis()).max(1) as u32;
+    let (mut quiet, mut seen) = (0u32, 0u64);
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = shared.broke.cancelled() => return,
         }
-        let quiet = shared.last_line.lock().expect("last_line lock").elapsed();
-        if quiet < hang_after {
+        let lines = shared.lines.load(Ordering::SeqCst);
+        // `init` has its own, longer bound (a JVM starting beside four others).
+        let waiting =
+            (shared.pending.lock().expect("pending lock").values()).any(|p| p.kind != "init");
+        if lines != seen || !waiting {
+            (quiet, seen) = (0, lines);
             continue;
         }
-        let oldest = {
-            let pending = shared.pending.lock().expect("pending lock");
-            pending
-                .iter()
-                .filter(|(_, p)| p.sent.elapsed() >= hang_after)
-                .min_by_key(|(id, _)| **id)
-                .map(|(id, p)| (*id, p.kind))
-        };
-        if let Some((id, kind)) = oldest {
+        quiet += 1;
+        if quiet >= patience {
+            let oldest = {
+                let pending = shared.pending.lock().expect("pending lock");
+                pending
+                    .iter()
+                    .filter(|(_, p)| p.kind != "init")
+                    .min_by_key(|(id, _)| **id)
+                    .map(|(id, p)| (*id, p.kind))
+            };
+            let (id, kind) = oldest.unwrap_or((0, "?"));
             shared.break_with(format!(
-                "hung: no answer to {kind} msg_id {id} and no line at all for {hang_after:?}"
+                "hung: no answer to {kind} msg_id {id}, and no line at all, for {hang_after:?}"
             ));
             return;
         }
