@@ -10,8 +10,8 @@
 #   lib:curator, lib:kazoo  zookeeper              (ephemeral sequential node, watch predecessor)
 #   lib:aetcd               etcd
 #   lib:*-fenced            zookeeper-fenced / etcd-fenced
-# Knobs (environment): WORKLOAD=workloads/flash-sale.toml; SKIP_CHAOS=1 skips the pause-holder
-# comparison; extra arguments go to both `lockbench compare` calls (e.g. --set load.duration=4s).
+# Knobs (environment): WORKLOAD=workloads/flash-sale.toml; PAIRS="lib:x=own ..." replaces the
+# pairs below; SKIP_CHAOS=1 skips the pause-holder comparison; extra arguments go to both `lockbench compare` calls (e.g. --set load.duration=4s).
 # LOCKBENCH_BIN=path uses that build instead of a release build (scripts/test.sh runs a short
 # form on the debug build, so the script is exercised in CI; its numbers then mean nothing).
 set -euo pipefail
@@ -26,10 +26,10 @@ else
   LB=$PWD/target/release/lockbench
 fi
 
-pairs="lib:redis-py=redis-setnx lib:redis-semaphore=redis-setnx-watchdog lib:node-redlock=redlock
+pairs=${PAIRS:-"lib:redis-py=redis-setnx lib:redis-semaphore=redis-setnx-watchdog lib:node-redlock=redlock
 lib:node-redlock-v5=redlock lib:curator=zookeeper lib:kazoo=zookeeper lib:aetcd=etcd
 lib:example=redis-setnx lib:curator-fenced=zookeeper-fenced lib:kazoo-fenced=zookeeper-fenced
-lib:aetcd-fenced=etcd-fenced"
+lib:aetcd-fenced=etcd-fenced"}
 strategies=$(for p in $pairs; do echo "${p%%=*}"; echo "${p#*=}"; done | awk '!seen[$0]++' | paste -sd,)
 out=${OUT:-results/runs/$(date +%Y%m%d-%H%M%S)-libraries}
 
@@ -56,7 +56,8 @@ for pair in sys.argv[2].split():
         continue
     a, b = cell(runs[lib]), cell(runs[own])
     ratio = a[0] / b[0] if b[0] else float("nan")
-    fmt = lambda c: f'{c[0]:>8.0f} {c[1]:>8.1f} {c[2] if c[2] is not None else "-":>5} {c[3]:<22}'
+    util = lambda u: "-" if u is None else f"{u:.2f}"
+    fmt = lambda c: f'{c[0]:>8.0f} {c[1]:>8.1f} {util(c[2]):>5} {c[3]:<22}'
     print(f'{lib:<22} {fmt(a)} {own:<22} {fmt(b)} {ratio:>6.2f}')
 PY
 }

@@ -41,6 +41,11 @@ REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh
 REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh \
   --max-throughput-drop 99% --max-p99-rise 1000% >/dev/null
 rm -rf "$gate_dir"
+lib_out=$(mktemp -d)
+PAIRS=lib:example=redis-setnx SKIP_CHAOS=1 OUT="$lib_out" bash scripts/libraries.sh \
+  --set load.duration=1s >/dev/null
+rm -rf "$lib_out"
+"$LOCKBENCH_BIN" adapter-check --lib example >/dev/null
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, chaos, ci-gate" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, chaos, ci-gate, libraries, adapter-check" >&2
 cargo test --workspace

@@ -311,6 +311,9 @@ fn notes(h: &mut String, runs: &[RunData]) {
         for w in &s.worker_failures {
             notes.push(n(format!("worker failure: {w}")));
         }
+        for b in &s.broken {
+            notes.push(n(format!("the run failed: {b}")));
+        }
         for f in &s.faults {
             if let Some(note) = &f.note {
                 notes.push(n(format!("fault {}: {note}", f.id)));
@@ -661,7 +664,16 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
             h,
             "<tr><td rowspan=\"{rows}\">{}</td><td rowspan=\"{rows}\">{}</td>\
              <td rowspan=\"{rows}\" class=\"n\">{:.3}</td>",
-            esc(&s.strategy),
+            // A library names itself and the version it loaded.
+            s.library.as_ref().map_or_else(
+                || esc(&s.strategy),
+                |l| format!(
+                    "{}<br><small>{} {}</small>",
+                    esc(&s.strategy),
+                    esc(&l.library),
+                    esc(&l.version)
+                )
+            ),
             esc(&s.started_at),
             s.duration_s
         );

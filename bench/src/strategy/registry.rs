@@ -92,6 +92,9 @@ mod tests {
         // Redis locks can; locks that queue server-side ignore the key.
         assert!(resolve("redis-setnx", &notify).is_ok());
         assert!(resolve("zookeeper", &notify).is_ok());
+        let e = resolve("lib:redis-py", &notify).expect_err("a library waits its own way");
+        assert!(e.to_string().contains("lock.wait"), "{e}");
+        assert!(resolve("lib:redis-py", &Workload::parse("w.toml", "", &[]).unwrap()).is_ok());
         let policy = find("redis-setnx").unwrap().wait_policy(&notify).unwrap();
         assert_eq!(policy.to_string(), "notify");
         let default = Workload::parse("w.toml", "", &[]).unwrap();
