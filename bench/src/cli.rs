@@ -607,25 +607,8 @@ async fn cmd_adapter_check(
             (cluster.endpoints().clone(), Some(cluster))
         }
     };
-    let list = |v: &[std::net::SocketAddr]| v.iter().map(|a| a.to_string()).collect();
     let opts = check::CheckOptions {
-        endpoints: adapter::wire::InitEndpoints {
-            redis: if needs.redis || needs.redlock {
-                list(&endpoints.redis)
-            } else {
-                Vec::new()
-            },
-            zookeeper: if needs.zookeeper {
-                list(&endpoints.zookeeper)
-            } else {
-                Vec::new()
-            },
-            etcd: if needs.etcd {
-                list(&endpoints.etcd)
-            } else {
-                Vec::new()
-            },
-        },
+        endpoints: adapter::wire::InitEndpoints::of(&endpoints, needs),
         ttl: std::time::Duration::from_secs(2),
         acquire_timeout: std::time::Duration::from_secs(1),
         call_timeout: std::time::Duration::from_millis(500),

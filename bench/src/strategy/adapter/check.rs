@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::process::{AdapterProcess, Answer, CallError, InitArgs};
+use super::process::{AdapterProcess, Answer, Bounds, CallError, InitArgs};
 use super::wire::{InitEndpoints, Reply, Request};
 use crate::clients::protocol::monotonic_ns;
 
@@ -91,8 +91,7 @@ pub async fn check(name: &str, argv: &[String], o: &CheckOptions) -> CheckReport
         call_timeout: o.call_timeout,
         clients: o.clients,
     };
-    let bound = o.acquire_timeout + 2 * o.call_timeout;
-    let hang = 2 * bound + Duration::from_secs(1);
+    let hang = Bounds::new(o.acquire_timeout, o.call_timeout).hang;
     let p = match AdapterProcess::start(name, argv, &init, o.init_timeout, hang).await {
         Ok(p) => Arc::new(p),
         Err(e) => {
@@ -221,8 +220,10 @@ async fn release(p: &AdapterProcess, lease: &str, bound: Duration) -> Result<boo
     }
 }
 
+/// The acquire and release bounds a run would use.
 fn bounds(o: &CheckOptions) -> (Duration, Duration) {
-    (o.acquire_timeout + 2 * o.call_timeout, 2 * o.call_timeout)
+    let b = Bounds::new(o.acquire_timeout, o.call_timeout);
+    (b.acquire, b.release)
 }
 
 async fn acquire_release(p: Arc<AdapterProcess>, o: CheckOptions) -> Result<String, String> {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use self::process::{AdapterProcess, CallError, InitArgs};
+use self::process::{AdapterProcess, Bounds, CallError, InitArgs};
 use self::wire::{InitEndpoints, Reply, Request};
 use super::entry::Setup;
 use super::{AcquireError, Built, KeepAlive, Lease, Lock, StrategyError};
@@ -45,20 +45,6 @@ pub fn adapters_dir() -> PathBuf {
         return std::fs::canonicalize(&here).unwrap_or(here);
     }
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../adapters"))
-}
-
-/// The servers of `s`, as the adapter protocol lists them.
-fn init_endpoints(s: &Setup<'_>) -> InitEndpoints {
-    let list = |v: &[std::net::SocketAddr]| v.iter().map(|a| a.to_string()).collect();
-    InitEndpoints {
-        redis: if s.info.needs.redis || s.info.needs.redlock {
-            list(&s.ep.redis)
-        } else {
-            Vec::new()
-        },
-        zookeeper: list(&s.ep.zookeeper),
-        etcd: list(&s.ep.etcd),
-    }
 }
 
 /// Builds `lib:<name>` (or `lib:<name>-fenced`): starts its adapter.
@@ -102,7 +88,7 @@ pub async fn build(s: Setup<'_>) -> Result<Built, StrategyError> {
 
 fn init_args(s: &Setup<'_>) -> InitArgs {
     InitArgs {
-        endpoints: init_endpoints(s),
+        endpoints: InitEndpoints::of(s.ep, s.info.needs),
         ttl: s.w.lock.ttl,
         acquire_timeout: s.w.lock.acquire_timeout,
         call_timeout: s.w.load.timeout,
@@ -113,8 +99,7 @@ fn init_args(s: &Setup<'_>) -> InitArgs {
 /// A lock taken through an adapter.
 pub struct AdapterLock {
     process: AdapterProcess,
-    acquire_bound: Duration,
-    release_bound: Duration,
+    bounds: Bounds,
     /// The adapter's lease id of each lease held, by lockbench's owner token.
     held: Mutex<HashMap<String, String>>,
 }
@@ -127,19 +112,13 @@ impl AdapterLock {
         init: &InitArgs,
         w: &crate::workload::Workload,
     ) -> Result<Self, StrategyError> {
-        // The library's wait, then one more call it may start before giving up; the answer
-        // crosses a pipe twice.
-        let acquire_bound = w.lock.acquire_timeout + 2 * w.load.timeout;
-        let release_bound = 2 * w.load.timeout;
-        // Silence while a request waits: a lone waiter may be quiet for its whole bound.
-        let hang_after = 2 * acquire_bound + Duration::from_secs(1);
-        let process = AdapterProcess::start(id, argv, init, INIT_TIMEOUT, hang_after)
+        let bounds = Bounds::new(w.lock.acquire_timeout, w.load.timeout);
+        let process = AdapterProcess::start(id, argv, init, INIT_TIMEOUT, bounds.hang)
             .await
             .map_err(StrategyError::Adapter)?;
         Ok(Self {
             process,
-            acquire_bound,
-            release_bound,
+            bounds,
             held: Mutex::default(),
         })
     }
@@ -178,7 +157,7 @@ impl Lock for AdapterLock {
                     client,
                     key,
                 },
-                self.acquire_bound,
+                self.bounds.acquire,
             )
             .await
             .map_err(|e| AcquireError::Failed(call_failure(e)))?;
@@ -224,7 +203,7 @@ impl Lock for AdapterLock {
             .process
             .request(
                 |msg_id| Request::Release { msg_id, lease: &id },
-                self.release_bound,
+                self.bounds.release,
             )
             .await;
         self.held.lock().expect("held lock").remove(&lease.token);
@@ -240,11 +219,11 @@ impl Lock for AdapterLock {
     }
 
     fn acquire_bound(&self) -> Duration {
-        self.acquire_bound
+        self.bounds.acquire
     }
 
     fn release_bound(&self) -> Duration {
-        self.release_bound
+        self.bounds.release
     }
 
     fn broken(&self) -> Option<String> {

@@ -20,6 +20,32 @@ use crate::clients::protocol::monotonic_ns;
 /// Lines of the adapter's stderr kept to explain a failure.
 const STDERR_TAIL: usize = 12;
 
+/// How long lockbench waits for an adapter's answers, from the workload's acquire timeout and
+/// call timeout: the library's wait, then one more call it may start before giving up, and
+/// the pipe crossed twice.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// For an `acquire`.
+    pub acquire: Duration,
+    /// For a `release` (Redlock's deletes go to every master at once).
+    pub release: Duration,
+    /// Silence, while a request waits, that makes the adapter hung: a lone waiter may be quiet
+    /// for its whole bound.
+    pub hang: Duration,
+}
+
+impl Bounds {
+    /// The bounds for these timeouts.
+    pub fn new(acquire_timeout: Duration, call_timeout: Duration) -> Self {
+        let acquire = acquire_timeout + 2 * call_timeout;
+        Self {
+            acquire,
+            release: 2 * call_timeout,
+            hang: 2 * acquire + Duration::from_secs(1),
+        }
+    }
+}
+
 /// What `init` tells the adapter.
 #[derive(Debug, Clone)]
 pub struct InitArgs {
@@ -311,7 +337,7 @@ impl AdapterProcess {
             return Err(CallError::Broken(b));
         }
         let id = req.msg_id();
-        if !matches!(req, Request::Init { .. }) {
+        if req.kind() != "init" {
             self.shared.sent.fetch_add(1, Ordering::SeqCst);
         }
         let (tx, rx) = oneshot::channel();
@@ -321,7 +347,7 @@ impl AdapterProcess {
             id,
             Pending {
                 answer: kind,
-                kind: request_kind(req),
+                kind: req.kind(),
                 tx,
                 sent_ns,
             },
@@ -417,16 +443,6 @@ impl AdapterProcess {
                 Err(format!("still running {limit:?} later (killed)"))
             }
         }
-    }
-}
-
-fn request_kind(req: &Request<'_>) -> &'static str {
-    match req {
-        Request::Init { .. } => "init",
-        Request::Acquire { .. } => "acquire",
-        Request::Release { .. } => "release",
-        Request::Shutdown { .. } => "shutdown",
-        Request::Frobnicate { .. } => "frobnicate",
     }
 }
 

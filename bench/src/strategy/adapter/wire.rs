@@ -46,6 +46,17 @@ impl Request<'_> {
         }
     }
 
+    /// Its `type`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Init { .. } => "init",
+            Self::Acquire { .. } => "acquire",
+            Self::Release { .. } => "release",
+            Self::Shutdown { .. } => "shutdown",
+            Self::Frobnicate { .. } => "frobnicate",
+        }
+    }
+
     /// The reply type that answers it (beside `error`).
     pub fn answer(&self) -> &'static str {
         match self {
@@ -67,6 +78,30 @@ pub struct InitEndpoints {
     pub zookeeper: Vec<String>,
     /// The etcd members.
     pub etcd: Vec<String>,
+}
+
+impl InitEndpoints {
+    /// The servers of `ep` that `needs` names.
+    pub fn of(ep: &crate::cluster::Endpoints, needs: crate::cluster::Needs) -> Self {
+        let list = |v: &[std::net::SocketAddr]| v.iter().map(|a| a.to_string()).collect();
+        Self {
+            redis: if needs.redis || needs.redlock {
+                list(&ep.redis)
+            } else {
+                Vec::new()
+            },
+            zookeeper: if needs.zookeeper {
+                list(&ep.zookeeper)
+            } else {
+                Vec::new()
+            },
+            etcd: if needs.etcd {
+                list(&ep.etcd)
+            } else {
+                Vec::new()
+            },
+        }
+    }
 }
 
 /// A line from the adapter.
