@@ -107,8 +107,8 @@ fn run_broken(mode: &str, out: &Path, extra: &[&str]) -> String {
     stderr
 }
 
-/// Before the load: an adapter that exits at start, or speaks another protocol version, fails
-/// the run with its words, and nothing is left running.
+/// Before the load: an adapter that is not there, exits at start, or speaks another protocol
+/// version fails the run with its words.
 #[test]
 fn an_adapter_that_fails_at_start_fails_the_run_naming_it() {
     if !servers_available() {
@@ -123,6 +123,27 @@ fn an_adapter_that_fails_at_start_fails_the_run_naming_it() {
     );
     let e = run_broken("wrong-protocol", &dir.path().join("b"), &[]);
     assert!(e.contains("speaks protocol version 2"), "{e}");
+    // No adapter at all where the adapters folder says.
+    let empty = tempfile::tempdir().unwrap();
+    let res = lockbench()
+        .env("LOCKBENCH_ADAPTERS", empty.path())
+        .args([
+            "run",
+            "--strategy",
+            "lib:example",
+            "--set",
+            "load.duration=1s",
+            "--out",
+        ])
+        .arg(dir.path().join("c"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&res.stderr);
+    assert!(!res.status.success(), "{e}");
+    assert!(
+        e.contains("adapter lib:example") && e.contains("not found"),
+        "{e}"
+    );
 }
 
 /// During the load (in worker processes): a malformed line, an answer to no request, a crash
