@@ -28,6 +28,9 @@ pub async fn worker_main() -> anyhow::Result<()> {
     let mut file = job.endpoints;
     file.restore_passwords();
     let endpoints = file.endpoints;
+    // A library's adapter stops with this process when the chaos plan pauses it.
+    crate::strategy::adapter::process::JOIN_PROCESS_GROUP
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let built = crate::strategy::build(&job.strategy, &endpoints, &w)
         .await
         .map_err(|e| fail(e.to_string()))?;

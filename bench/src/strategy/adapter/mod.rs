@@ -4,8 +4,8 @@
 //! lockbench's own strategies.
 //!
 //! One adapter per process that runs buyers (each worker process, or the coordinator of an
-//! in-process run), started in that process's group, so a chaos pause or kill of the client
-//! stops the library and its renewal threads too.
+//! in-process run); in a worker it joins the worker's process group, so a chaos pause or kill
+//! of the client stops the library and its renewal threads too.
 
 pub mod check;
 mod libraries;

@@ -17,6 +17,12 @@ use tokio_util::sync::CancellationToken;
 use super::wire::{InitEndpoints, PROTOCOL, Reply, Request};
 use crate::clients::protocol::monotonic_ns;
 
+/// Whether adapters join this process's group: set in worker processes, so a chaos pause of
+/// the worker's group stops its adapter too. Elsewhere (a run's coordinator, `adapter-check`)
+/// an adapter gets a group of its own, so a Ctrl-C in the terminal reaches lockbench, which
+/// ends the run, and not the adapter under it.
+pub static JOIN_PROCESS_GROUP: AtomicBool = AtomicBool::new(false);
+
 /// Lines of the adapter's stderr kept to explain a failure.
 const STDERR_TAIL: usize = 12;
 
@@ -195,6 +201,9 @@ impl AdapterProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        if !JOIN_PROCESS_GROUP.load(Ordering::SeqCst) {
+            cmd.process_group(0);
+        }
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
             cmd.pre_exec(|| {
