@@ -169,15 +169,6 @@ impl StrategyInfo {
         if self.wait.is_some() {
             self.wait_policy(w)?;
         }
-        let l = &w.lock;
-        let wait_set = l.wait.is_some() || l.poll_interval.is_some() || l.poll_jitter.is_some();
-        if wait_set && super::adapter::library_of(self.id).is_some() {
-            return Err(StrategyError::Unsupported {
-                id: self.id.into(),
-                what: "lock.wait, lock.poll_interval or lock.poll_jitter: a library waits its own \
-                       way (its default is in `lockbench list`); leave them unset for lib: rows",
-            });
-        }
         if !w.critical_section.touch_store && self.kind != Kind::Lock {
             return Err(StrategyError::Unsupported {
                 id: self.id.into(),

@@ -59,6 +59,15 @@ pub fn find(id: &str) -> Result<&'static StrategyInfo, StrategyError> {
 pub fn resolve(id: &str, w: &Workload) -> Result<&'static StrategyInfo, StrategyError> {
     let info = find(id)?;
     info.supports(w)?;
+    let l = &w.lock;
+    let wait_set = l.wait.is_some() || l.poll_interval.is_some() || l.poll_jitter.is_some();
+    if wait_set && LIBRARY_STRATEGIES.iter().any(|s| s.id == info.id) {
+        return Err(StrategyError::Unsupported {
+            id: info.id.into(),
+            what: "lock.wait, lock.poll_interval or lock.poll_jitter: a library waits its own \
+                   way (its default is in `lockbench list`); leave them unset for lib: rows",
+        });
+    }
     Ok(info)
 }
 
