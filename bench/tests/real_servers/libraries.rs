@@ -36,7 +36,8 @@ fn every_library_is_safe_under_calm_contention() {
     );
     for s in &all {
         let id = &s.strategy;
-        assert!(s.audit.sold >= 100, "{id}: sold {}", s.audit.sold);
+        // aetcd, the slowest, sells ~80/s here alone; half that beside a CPU hog.
+        assert!(s.audit.sold >= 50, "{id}: sold {}", s.audit.sold);
         assert_eq!(
             (s.double_grants, s.audit.oversell, s.audit.lost_updates),
             (0, 0, 0),
@@ -54,14 +55,9 @@ fn every_library_is_safe_under_calm_contention() {
             library_of(id).unwrap().version,
             "{id}: {lib:?}"
         );
-        assert_eq!(
-            lib.fencing,
-            s.strategy.ends_with("-fenced") || lib.fencing,
-            "{id}"
-        );
-        if id.ends_with("-fenced") {
-            assert!(lib.fencing, "{id}");
-        }
+        // The adapter's own word on fencing matches what `lockbench list` promises.
+        let declared = lockbench::strategy::find(id).unwrap().fence_token.is_some();
+        assert_eq!(lib.fencing, declared, "{id}: {lib:?}");
     }
 }
 
