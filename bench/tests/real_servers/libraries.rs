@@ -79,26 +79,31 @@ fn broken_adapters(mode: &str) -> tempfile::TempDir {
 
 /// A `run` of `lib:example` with its adapter broken in `mode`: fails, and returns its stderr.
 fn run_broken(mode: &str, out: &Path, extra: &[&str]) -> String {
-    let adapters = broken_adapters(mode);
+    run_failing(broken_adapters(mode).path(), mode, out, extra)
+}
+
+/// A `run` of `lib:example` with the adapters in `adapters`, which must fail naming the
+/// adapter; returns its stderr.
+fn run_failing(adapters: &Path, what: &str, out: &Path, extra: &[&str]) -> String {
     let res = lockbench()
-        .env("LOCKBENCH_ADAPTERS", adapters.path())
+        .env("LOCKBENCH_ADAPTERS", adapters)
+        .args(["run", "--strategy", "lib:example"])
         .args([
-            "run",
-            "--strategy",
-            "lib:example",
             "--set",
             "load.duration=3s",
+            "--set",
+            "load.rate=100",
+            "--out",
         ])
-        .args(["--set", "load.rate=100", "--out"])
         .arg(out)
         .args(extra)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&res.stderr).into_owned();
-    assert!(!res.status.success(), "{mode}: the run succeeded: {stderr}");
+    assert!(!res.status.success(), "{what}: the run succeeded: {stderr}");
     assert!(
         stderr.contains("adapter lib:example"),
-        "{mode}: the error names the adapter: {stderr}"
+        "{what}: the error names the adapter: {stderr}"
     );
     stderr
 }
@@ -121,25 +126,8 @@ fn an_adapter_that_fails_at_start_fails_the_run_naming_it() {
     assert!(e.contains("speaks protocol version 2"), "{e}");
     // No adapter at all where the adapters folder says.
     let empty = tempfile::tempdir().unwrap();
-    let res = lockbench()
-        .env("LOCKBENCH_ADAPTERS", empty.path())
-        .args([
-            "run",
-            "--strategy",
-            "lib:example",
-            "--set",
-            "load.duration=1s",
-            "--out",
-        ])
-        .arg(dir.path().join("c"))
-        .output()
-        .unwrap();
-    let e = String::from_utf8_lossy(&res.stderr);
-    assert!(!res.status.success(), "{e}");
-    assert!(
-        e.contains("adapter lib:example") && e.contains("not found"),
-        "{e}"
-    );
+    let e = run_failing(empty.path(), "missing", &dir.path().join("c"), &[]);
+    assert!(e.contains("not found"), "{e}");
 }
 
 /// During the load (in worker processes): a malformed line, an answer to no request, a crash
