@@ -8,6 +8,7 @@ mod files;
 pub mod gate;
 pub mod html;
 mod saved;
+pub mod sweep;
 mod table;
 
 use std::collections::BTreeMap;

@@ -14,7 +14,7 @@ use crate::cluster::{Endpoints, Needs, Service};
 use crate::workload::Workload;
 
 /// What kind of row a strategy is in the comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
     /// A lock around the shared critical section.
@@ -23,6 +23,50 @@ pub enum Kind {
     LockFree,
     /// A known-unsafe control: the checker must catch it.
     Control,
+}
+
+/// The group a strategy is shown in, so a report with dozens of rows compares like with like.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// Locks and deductions in MariaDB alone.
+    Database,
+    /// One Redis server (beside the MariaDB store).
+    RedisSingle,
+    /// Several Redis servers: Redlock's independent masters, Sentinel's replicated master.
+    RedisMulti,
+    /// ZooKeeper and etcd: locks on a consensus protocol.
+    Consensus,
+    /// Real client libraries through adapters (`lib:<name>`).
+    Libraries,
+    /// Known-unsafe controls.
+    Controls,
+}
+
+impl Family {
+    /// Every family, in the order reports show them.
+    pub const ALL: [Family; 6] = [
+        Self::Database,
+        Self::RedisSingle,
+        Self::RedisMulti,
+        Self::Consensus,
+        Self::Libraries,
+        Self::Controls,
+    ];
+
+    /// The heading a report gives the family.
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Database => "database",
+            Self::RedisSingle => "Redis, single node",
+            Self::RedisMulti => "Redis, multi-node",
+            Self::Consensus => "consensus",
+            Self::Libraries => "libraries",
+            Self::Controls => "controls",
+        }
+    }
 }
 
 /// A strategy's constructor: connects it to its servers.
@@ -54,6 +98,27 @@ pub struct StrategyInfo {
     pub wait: Option<WaitDefault>,
     /// Connects it to its servers.
     pub build: BuildFn,
+}
+
+impl StrategyInfo {
+    /// Its family, from what it is and the servers its lock runs on (every lock sells from
+    /// MariaDB, so MariaDB alone means a database strategy).
+    pub fn family(&self) -> Family {
+        let n = self.needs;
+        if self.kind == Kind::Control {
+            Family::Controls
+        } else if self.id.starts_with("lib:") {
+            Family::Libraries
+        } else if n.zookeeper || n.etcd {
+            Family::Consensus
+        } else if n.redlock || n.sentinel {
+            Family::RedisMulti
+        } else if n.redis {
+            Family::RedisSingle
+        } else {
+            Family::Database
+        }
+    }
 }
 
 /// A strategy ready to run, with the store it sells from.

@@ -39,7 +39,7 @@ use async_trait::async_trait;
 use crate::check::SkuAudit;
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 
-pub use entry::{BoxFuture, BuildFn, Built, Kind, Setup, StrategyInfo};
+pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
 pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
 
