@@ -44,6 +44,17 @@ pub enum Command {
     Run(RunArgs),
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
+    /// Find each strategy's capacity: the highest offered rate it sustains within a latency
+    /// target (SLO), by short open-loop runs at rising rates on one set of servers.
+    ///
+    /// For each strategy: a ramp from --start multiplying by --factor until a step misses the
+    /// SLO (down from --start when the first one misses), then --refinements bisection steps
+    /// between the last pass and the first miss. A step passes when the SLO percentile over
+    /// every scheduled arrival is within its bound and at least --min-served of the arrivals
+    /// were served; each step's stock covers every arrival, so no step sells out. Writes
+    /// <out>/sweep.json (capacity_per_s per strategy, every step's summary), a folder per step,
+    /// and report.html; prints the capacity table.
+    Sweep(SweepArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
     /// Reads summary.json or compare.json, timeline.csv and latency.hlog; writes report.html
@@ -251,6 +262,66 @@ pub struct RunArgs {
     pub common: Common,
 }
 
+/// `lockbench sweep`
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Comma-separated strategy ids. Default: every strategy (as `compare`).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Results folder. Default: results/runs/<time>-sweep.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// The latency target: a percentile of every scheduled arrival (p50, p90, p99 or p99.9)
+    /// and its bound. The default, 100 ms at p99, is the budget of one backend step a buyer
+    /// waits on after "buy" (the 0.1 s a response may take and still feel immediate), and it
+    /// is 50x the default 2 ms critical section: a lock that queues buyers for longer is the
+    /// bottleneck of the page.
+    #[arg(long, default_value = "p99=100ms", value_parser = crate::report::sweep::Slo::parse)]
+    pub slo: (f64, f64),
+    /// Least share of the scheduled arrivals that must be served (sold, or told "sold out"):
+    /// arrivals never started, lock timeouts and errors count against it.
+    #[arg(long, value_name = "PCT", default_value = "99%", value_parser = percent)]
+    pub min_served: f64,
+    /// First offered rate (arrivals/s).
+    #[arg(long, value_name = "RATE", default_value_t = 25.0)]
+    pub start: f64,
+    /// Lowest rate offered when the first one already misses the SLO.
+    #[arg(long, value_name = "RATE", default_value_t = 1.0)]
+    pub min: f64,
+    /// Highest rate offered; a strategy that sustains it reads "≥ RATE".
+    #[arg(long, value_name = "RATE", default_value_t = 6400.0)]
+    pub max: f64,
+    /// The ramp multiplies the rate by this until a step misses the SLO.
+    #[arg(long, default_value_t = 4.0)]
+    pub factor: f64,
+    /// Bisection steps between the last pass and the first miss (3 with factor 4: within 19%).
+    #[arg(long, default_value_t = 3)]
+    pub refinements: u32,
+    /// Load duration of each step; a slow rate runs longer (up to twice this) to reach
+    /// --min-arrivals.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub step: std::time::Duration,
+    /// Arrivals a step aims for, so its percentile is not its maximum (p99 of 100 arrivals is
+    /// the second largest).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub min_arrivals: u64,
+    /// Workload file: buyers, hold, lock settings (its rate, duration and stock are the sweep's).
+    #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
+    pub workload: PathBuf,
+    /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
+    /// First port for the servers. Default: free ports chosen by the OS.
+    #[arg(long, value_name = "PORT")]
+    pub base_port: Option<u16>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json).
+    #[arg(long, value_name = "FILE", conflicts_with = "base_port")]
+    pub endpoints: Option<PathBuf>,
+    /// Where the servers come from: `local` processes or `containers` (see `run --help`).
+    #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with_all = ["endpoints", "base_port"])]
+    pub provision: Provisioner,
+}
+
 /// `lockbench compare`
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -260,6 +331,18 @@ pub struct CompareArgs {
     /// Results folder; each strategy writes into a subfolder. Default: results/runs/<time>-compare.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    /// Offer each strategy a rate from a sweep (its sweep.json or folder) instead of
+    /// load.rate: --rate-share of its own capacity, or with --common-rate one rate for all.
+    #[arg(long, value_name = "FILE")]
+    pub rate_from: Option<PathBuf>,
+    /// With --rate-from: the share of the capacity offered, e.g. `70%`.
+    #[arg(long, value_name = "PCT", default_value = "100%", value_parser = percent, requires = "rate_from")]
+    pub rate_share: f64,
+    /// With --rate-from: offer every strategy the same rate, --rate-share of the lowest
+    /// capacity among the strategies the sweep saw safe (no control; a capacity below the
+    /// lowest rate offered does not count).
+    #[arg(long, requires = "rate_from")]
+    pub common_rate: bool,
     #[command(flatten)]
     pub common: Common,
 }
@@ -289,6 +372,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
+        Command::Sweep(args) => with_runtime(|cancel| cmd_sweep(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
         Command::AdapterCheck(args) => with_runtime(|cancel| cmd_adapter_check(args, cancel)),
@@ -634,13 +718,16 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
-    let runs: Vec<RunOptions> = ids
+    let mut runs: Vec<RunOptions> = ids
         .iter()
         .map(|id| {
             let (w, c, t) = (workload.clone(), chaos.clone(), target.clone());
             run_options(id, w, c, t, &args.common, out.join(id))
         })
         .collect();
+    if let Some(path) = &args.rate_from {
+        rates_from_sweep(&mut runs, path, args.rate_share, args.common_rate)?;
+    }
     // Every run's plan holds before the first server starts.
     for opts in &runs {
         opts.plan()?;
@@ -674,6 +761,134 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     }
     if !failed.is_empty() {
         eprintln!("lockbench: failed strategies: {}", failed.join(", "));
+        return Ok(ExitCode::from(EXIT_PARTIAL));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Sets each run's offered rate from a sweep (`compare --rate-from`), saying where it came from.
+fn rates_from_sweep(
+    runs: &mut [RunOptions],
+    path: &Path,
+    share: f64,
+    common: bool,
+) -> anyhow::Result<()> {
+    let sweep = report::sweep::Sweep::read(path).context("--rate-from")?;
+    let pct = share * 100.0;
+    let common = if common {
+        let (cap, whose) = sweep.common_rate().with_context(|| {
+            format!(
+                "--common-rate: no strategy in {} was seen safe with a capacity at the SLO",
+                path.display()
+            )
+        })?;
+        eprintln!(
+            "offered rate: {pct:.0}% of {cap}/s = {:.1}/s for every strategy (the lowest capacity              at {} among those the sweep saw safe: {whose})",
+            cap * share,
+            sweep.slo.label()
+        );
+        Some(cap * share)
+    } else {
+        None
+    };
+    for opts in runs.iter_mut() {
+        let rate = match common {
+            Some(r) => r,
+            None => {
+                let r = sweep
+                    .rate_for(&opts.strategy, share)
+                    .map_err(|e| anyhow::anyhow!("--rate-from {}: {e}", path.display()))?;
+                eprintln!(
+                    "offered rate of {}: {pct:.0}% of its capacity = {r:.1}/s",
+                    opts.strategy
+                );
+                r
+            }
+        };
+        opts.workload.load.rate = rate;
+    }
+    Ok(())
+}
+
+async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    use crate::report::sweep::{Search, Slo};
+    use crate::run::sweep::{SweepOptions, sweep};
+    let ids = strategy_ids(&args.strategies)?;
+    let workload = Workload::load(&args.workload, &args.set)?;
+    if !(args.start > 0.0 && args.min > 0.0 && args.min <= args.start && args.start <= args.max)
+    {
+        bail!(
+            "--min {}, --start {}, --max {}: expected 0 < min <= start <= max",
+            args.min,
+            args.start,
+            args.max
+        );
+    }
+    if args.factor <= 1.0 {
+        bail!("--factor {}: expected a factor above 1, e.g. 4", args.factor);
+    }
+    if args.step < std::time::Duration::from_millis(500) {
+        bail!(
+            "--step {}: expected at least 500ms (a step needs arrivals to judge a percentile)",
+            humantime::format_duration(args.step)
+        );
+    }
+    let out = args.out.unwrap_or_else(|| default_out("sweep"));
+    let opts = SweepOptions {
+        strategies: ids.clone(),
+        workload_file: args.workload.display().to_string(),
+        slo: Slo {
+            quantile: args.slo.0,
+            latency_ms: args.slo.1,
+            min_served: args.min_served,
+        },
+        search: Search {
+            start_per_s: args.start,
+            min_per_s: args.min,
+            max_per_s: args.max,
+            factor: args.factor,
+            refinements: args.refinements,
+            step_s: args.step.as_secs_f64(),
+            min_arrivals: args.min_arrivals,
+        },
+        out: out.clone(),
+        base_port: args.base_port,
+        endpoints: args.endpoints,
+        provision: args.provision,
+        workload,
+    };
+    crate::run::sweep::check(&opts)?;
+    eprintln!(
+        "sweep: {} strategies, SLO {}, {}s steps from {}/s (x{}, {} refinements, {}..{}/s)",
+        ids.len(),
+        opts.slo.label(),
+        opts.search.step_s,
+        opts.search.start_per_s,
+        opts.search.factor,
+        opts.search.refinements,
+        opts.search.min_per_s,
+        opts.search.max_per_s
+    );
+    let result = sweep(&opts, &cancel, &mut std::io::stderr()).await;
+    let sweep = match result {
+        Ok(s) => s,
+        Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+        Err(e) => return Err(e).context("sweep failed"),
+    };
+    report::sweep::print_capacity(&mut std::io::stdout().lock(), &sweep)?;
+    eprintln!("results: {}", out.display());
+    write_report(&out);
+    if cancel.is_cancelled() {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    let failed: Vec<&str> = sweep
+        .entries
+        .iter()
+        .filter(|e| e.error.is_some())
+        .map(|e| e.strategy.as_str())
+        .collect();
+    if !failed.is_empty() {
+        eprintln!("lockbench: sweep incomplete for: {}", failed.join(", "));
         return Ok(ExitCode::from(EXIT_PARTIAL));
     }
     Ok(ExitCode::SUCCESS)

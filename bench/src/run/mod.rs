@@ -7,6 +7,7 @@
 
 mod plan;
 mod progress;
+pub mod sweep;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
