@@ -726,7 +726,13 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
         })
         .collect();
     if let Some(path) = &args.rate_from {
-        rates_from_sweep(&mut runs, path, args.rate_share, args.common_rate)?;
+        runs = rates_from_sweep(runs, path, args.rate_share, args.common_rate)?;
+        if runs.is_empty() {
+            bail!(
+                "--rate-from {}: no strategy has a rate to run at",
+                path.display()
+            );
+        }
     }
     // Every run's plan holds before the first server starts.
     for opts in &runs {
@@ -734,7 +740,8 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
     }
     let mut summaries = Vec::new();
     let mut failed = Vec::new();
-    for (id, opts) in ids.iter().zip(&runs) {
+    for opts in &runs {
+        let id = &opts.strategy;
         if cancel.is_cancelled() {
             break;
         }
@@ -767,12 +774,14 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
 }
 
 /// Sets each run's offered rate from a sweep (`compare --rate-from`), saying where it came from.
+/// A strategy with no rate (it met the SLO at no rate offered) is left out, and said so: its
+/// row would measure a backlog, not the strategy.
 fn rates_from_sweep(
-    runs: &mut [RunOptions],
+    runs: Vec<RunOptions>,
     path: &Path,
     share: f64,
     common: bool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<RunOptions>> {
     let sweep = report::sweep::Sweep::read(path).context("--rate-from")?;
     let pct = share * 100.0;
     let common = if common {
@@ -791,23 +800,28 @@ fn rates_from_sweep(
     } else {
         None
     };
-    for opts in runs.iter_mut() {
+    let mut kept = Vec::new();
+    for mut opts in runs {
         let rate = match common {
             Some(r) => r,
-            None => {
-                let r = sweep
-                    .rate_for(&opts.strategy, share)
-                    .map_err(|e| anyhow::anyhow!("--rate-from {}: {e}", path.display()))?;
-                eprintln!(
-                    "offered rate of {}: {pct:.0}% of its capacity = {r:.1}/s",
-                    opts.strategy
-                );
-                r
-            }
+            None => match sweep.rate_for(&opts.strategy, share) {
+                Ok(r) => {
+                    eprintln!(
+                        "offered rate of {}: {pct:.0}% of its capacity = {r:.1}/s",
+                        opts.strategy
+                    );
+                    r
+                }
+                Err(e) => {
+                    eprintln!("lockbench: left out: {e}");
+                    continue;
+                }
+            },
         };
         opts.workload.load.rate = rate;
+        kept.push(opts);
     }
-    Ok(())
+    Ok(kept)
 }
 
 async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
@@ -815,8 +829,7 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
     use crate::run::sweep::{SweepOptions, sweep};
     let ids = strategy_ids(&args.strategies)?;
     let workload = Workload::load(&args.workload, &args.set)?;
-    if !(args.start > 0.0 && args.min > 0.0 && args.min <= args.start && args.start <= args.max)
-    {
+    if !(args.start > 0.0 && args.min > 0.0 && args.min <= args.start && args.start <= args.max) {
         bail!(
             "--min {}, --start {}, --max {}: expected 0 < min <= start <= max",
             args.min,
@@ -825,7 +838,10 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
         );
     }
     if args.factor <= 1.0 {
-        bail!("--factor {}: expected a factor above 1, e.g. 4", args.factor);
+        bail!(
+            "--factor {}: expected a factor above 1, e.g. 4",
+            args.factor
+        );
     }
     if args.step < std::time::Duration::from_millis(500) {
         bail!(

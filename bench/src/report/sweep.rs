@@ -265,8 +265,17 @@ pub fn rate_text(r: f64) -> String {
 
 /// Prints the capacity table: one row per strategy, by family.
 pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::Result<()> {
-    writeln!(out, "capacity at {} (offered arrivals/s)", sweep.slo.label())?;
-    let width = sweep.entries.iter().map(|e| e.strategy.len()).max().unwrap_or(8);
+    writeln!(
+        out,
+        "capacity at {} (offered arrivals/s)",
+        sweep.slo.label()
+    )?;
+    let width = sweep
+        .entries
+        .iter()
+        .map(|e| e.strategy.len())
+        .max()
+        .unwrap_or(8);
     writeln!(
         out,
         "{:<width$}  {:<18}  {:>14}  {:>10}  {:>5}  {:<6}  first miss",
@@ -276,7 +285,11 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
     entries.sort_by_key(|e| e.family);
     for e in entries {
         let safety = if e.kind == Kind::Control {
-            if e.unsafe_steps.is_empty() { "not caught" } else { "caught" }
+            if e.unsafe_steps.is_empty() {
+                "not caught"
+            } else {
+                "caught"
+            }
         } else if e.safe {
             "safe"
         } else {
@@ -293,7 +306,8 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
             e.strategy,
             e.family.title(),
             e.capacity_text(),
-            e.first_failing_per_s.map_or("-".into(), |r| format!("{}/s", rate_text(r))),
+            e.first_failing_per_s
+                .map_or("-".into(), |r| format!("{}/s", rate_text(r))),
             e.steps.len(),
             safety
         )?;

@@ -11,7 +11,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{RunError, RunOptions, run};
-use crate::cluster::{ClusterOptions, Needs, OwnedCluster, Provisioner};
+use crate::cluster::{ClusterOptions, Endpoints, EndpointsFile, Needs, OwnedCluster, Provisioner};
 use crate::report::sweep::{Bound, Entry, SWEEP_SCHEMA, Search, Slo, Step, Sweep, rate_text};
 use crate::strategy;
 use crate::workload::Workload;
@@ -200,6 +200,7 @@ pub async fn sweep(
             (path, Some(cluster))
         }
     };
+    let servers = EndpointsFile::read(&endpoints)?.endpoints;
     let mut sweep = Sweep {
         schema: SWEEP_SCHEMA.to_string(),
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -214,7 +215,7 @@ pub async fn sweep(
         if cancel.is_cancelled() {
             break;
         }
-        let entry = sweep_one(opts, id, &endpoints, cancel, log).await;
+        let entry = sweep_one(opts, id, &endpoints, &servers, cancel, log).await;
         sweep.entries.push(entry);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
@@ -226,11 +227,15 @@ pub async fn sweep(
     Ok(sweep)
 }
 
+/// How long a step waits for MariaDB to end the connections of earlier steps.
+const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The steps of one strategy.
 async fn sweep_one(
     opts: &SweepOptions,
     id: &str,
     endpoints: &Path,
+    servers: &Endpoints,
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Entry {
@@ -244,6 +249,12 @@ async fn sweep_one(
             break;
         }
         let dir = format!("{id}/{}", rate_text(rate));
+        if let Some(mysql) = &servers.mysql {
+            // What an overloaded step left running must not slow the next one.
+            if let Err(e) = strategy::mysql::settle(mysql, SETTLE_BOUND).await {
+                let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
+            }
+        }
         let run_opts = step_options(opts, id, rate, &dir, endpoints);
         match run(&run_opts, cancel).await {
             Ok(summary) => {
@@ -337,7 +348,11 @@ mod tests {
     fn the_ramp_brackets_and_bisection_refines_to_within_a_fifth() {
         let (offered, (cap, bound, fail)) = search(300.0);
         assert_eq!(&offered[..3], &[25.0, 100.0, 400.0]);
-        assert_eq!(offered.len(), 6, "3 ramp steps + 3 refinements: {offered:?}");
+        assert_eq!(
+            offered.len(),
+            6,
+            "3 ramp steps + 3 refinements: {offered:?}"
+        );
         assert_eq!(bound, Bound::Found);
         let fail = fail.unwrap();
         assert!(cap <= 300.0 && fail > 300.0, "{cap} .. {fail}");

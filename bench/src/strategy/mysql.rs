@@ -506,3 +506,40 @@ impl CriticalSection for MysqlStore {
         super::calls(7, self.timeout) + hold
     }
 }
+
+/// Ends what earlier runs left on a shared server before the next one starts: a statement whose
+/// client gave up (a timeout drops the connection) keeps running server-side, holding its row
+/// locks until its own lock wait times out, and would slow a run that never caused it. Kills
+/// every other connection of the harness's user and waits (up to `bound`) until they are gone.
+/// Returns how many it killed.
+pub async fn settle(ep: &MysqlEndpoint, bound: Duration) -> Result<usize, StrategyError> {
+    let opts = ep.connect_options().log_statements(log::LevelFilter::Off);
+    let mut con = tokio::time::timeout(bound, MySqlConnection::connect_with(&opts))
+        .await
+        .map_err(|_| StrategyError::Timeout("connecting to MariaDB to settle it"))??;
+    let others =
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND ID <> CONNECTION_ID()";
+    let ids: Vec<i64> = sqlx::query_scalar(others)
+        .bind(&ep.user)
+        .fetch_all(&mut con)
+        .await?;
+    for id in &ids {
+        // Gone already, or ending: either way it stops holding locks.
+        let _ = con
+            .execute(sqlx::AssertSqlSafe(format!("KILL CONNECTION {id}")))
+            .await;
+    }
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        let left: Vec<i64> = sqlx::query_scalar(others)
+            .bind(&ep.user)
+            .fetch_all(&mut con)
+            .await?;
+        if left.iter().all(|id| !ids.contains(id)) || tokio::time::Instant::now() >= deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = con.close().await;
+    Ok(ids.len())
+}

@@ -1,0 +1,229 @@
+//! `lockbench sweep` and `compare --rate-from` on real servers: the search brackets each
+//! strategy's capacity with steps it really ran, a polling lock is seen to sustain less than a
+//! lock-free deduction at a tight SLO, the rates a compare takes from a sweep are the shares it
+//! was asked for, and MariaDB is settled between steps.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use lockbench::report::Summary;
+use lockbench::report::sweep::{Bound, Sweep};
+
+use crate::common::{cluster, lockbench, require, servers_available, summaries};
+
+/// A short sweep: SLO p99 <= 80 ms, 1 s steps from 100/s (x4) up to 400/s, one refinement.
+fn short_sweep(strategies: &str, out: &Path) -> Sweep {
+    let res = lockbench()
+        .args(["sweep", "--strategies", strategies, "--slo", "p99=80ms"])
+        .args([
+            "--step", "1s", "--start", "100", "--max", "400", "--min", "6",
+        ])
+        .args(["--refinements", "1", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "sweep failed: {err}");
+    let table = String::from_utf8_lossy(&res.stdout);
+    for id in strategies.split(',') {
+        assert!(
+            table.contains(id),
+            "{id} missing from the capacity table: {table}"
+        );
+    }
+    Sweep::read(out).unwrap()
+}
+
+/// What every entry must say about the steps it ran: the capacity is the best rate that
+/// passed, the first failing rate the least that failed, and the bound follows from them.
+fn assert_consistent(s: &Sweep) {
+    for e in &s.entries {
+        let passed = e.steps.iter().filter(|x| x.passed).map(|x| x.rate_per_s);
+        let failed = e.steps.iter().filter(|x| !x.passed).map(|x| x.rate_per_s);
+        let best = passed.fold(0.0, f64::max);
+        let least = failed.fold(f64::INFINITY, f64::min);
+        assert_eq!(
+            e.capacity_per_s,
+            best,
+            "{}: {:?}",
+            e.strategy,
+            e.steps.len()
+        );
+        assert!(e.error.is_none(), "{}: {:?}", e.strategy, e.error);
+        match e.bound {
+            Bound::Found => {
+                assert_eq!(e.first_failing_per_s, Some(least));
+                assert!(
+                    best < least,
+                    "{}: passed {best} >= failed {least}",
+                    e.strategy
+                );
+            }
+            Bound::AtLeastMax => assert_eq!(best, s.search.max_per_s, "{}", e.strategy),
+            Bound::BelowLowest => assert_eq!(best, 0.0),
+            Bound::Incomplete => panic!("{}: incomplete", e.strategy),
+        }
+        for step in &e.steps {
+            let sum = &step.summary;
+            assert_eq!(sum.strategy, e.strategy);
+            assert_eq!(sum.workload["load"]["rate"].as_f64(), Some(step.rate_per_s));
+            // No step may sell out: a sold-out answer is fast and would flatter the latency.
+            assert!(
+                sum.sold_out_s.is_none(),
+                "{} sold out at {}/s",
+                e.strategy,
+                step.rate_per_s
+            );
+            assert!(
+                step.passed == step.why.is_empty(),
+                "{}: {}",
+                e.strategy,
+                step.why
+            );
+            assert!(Path::new(&step.dir).is_relative(), "{}", step.dir);
+        }
+    }
+}
+
+#[test]
+fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_free_deduction() {
+    if !require("sweep", servers_available()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let began = Instant::now();
+    let s = short_sweep("redis-lua-decr,redis-setnx", &out);
+    assert_consistent(&s);
+    let lua = s.entry("redis-lua-decr").unwrap();
+    let setnx = s.entry("redis-setnx").unwrap();
+    // redis-py's lock polls every 100 ms: at 100/s over 4 SKUs about one buyer in ten finds
+    // its SKU taken and waits a whole poll, so its p99 cannot be within 80 ms. One Lua call
+    // per sale can be.
+    assert!(
+        setnx.capacity_per_s < 100.0,
+        "redis-setnx sustained {}",
+        setnx.capacity_text()
+    );
+    assert!(
+        lua.capacity_per_s > setnx.capacity_per_s,
+        "redis-lua-decr {} vs redis-setnx {}",
+        lua.capacity_text(),
+        setnx.capacity_text()
+    );
+    assert!(setnx.safe && lua.safe, "both are safe without faults");
+    for e in [lua, setnx] {
+        for step in &e.steps {
+            assert!(
+                out.join(&step.dir).join("summary.json").is_file(),
+                "{}",
+                step.dir
+            );
+        }
+    }
+    // Every step is bounded: 1 s of load (2 s for slow rates) plus setup.
+    let steps: usize = s.entries.iter().map(|e| e.steps.len()).sum();
+    assert!(
+        began.elapsed() < Duration::from_secs(30 + 8 * steps as u64),
+        "{steps} steps took {:?}",
+        began.elapsed()
+    );
+
+    // compare --rate-from: each strategy at the share of its own capacity asked for...
+    let res = lockbench()
+        .args(["compare", "--json", "--strategies", "redis-lua-decr"])
+        .args(["--set", "load.duration=\"1s\"", "--rate-from"])
+        .arg(&out)
+        .args(["--rate-share", "50%", "--out"])
+        .arg(dir.path().join("share"))
+        .output()
+        .unwrap();
+    let got: Vec<Summary> = summaries(&res, "compare --rate-share");
+    let rate = got[0].workload["load"]["rate"].as_f64().unwrap();
+    assert!((rate - lua.capacity_per_s * 0.5).abs() < 1e-6, "{rate}");
+    // ...or all at the lowest capacity among the strategies seen safe.
+    let res = lockbench()
+        .args([
+            "compare",
+            "--json",
+            "--strategies",
+            "redis-lua-decr,redis-setnx",
+        ])
+        .args(["--set", "load.duration=\"1s\"", "--rate-from"])
+        .arg(out.join("sweep.json"))
+        .args(["--common-rate", "--out"])
+        .arg(dir.path().join("common"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&res.stderr).to_string();
+    let got: Vec<Summary> = summaries(&res, "compare --common-rate");
+    let (low, whose) = s.common_rate().unwrap();
+    assert!(err.contains(whose), "{err}");
+    for g in &got {
+        assert_eq!(
+            g.workload["load"]["rate"].as_f64(),
+            Some(low),
+            "{}",
+            g.strategy
+        );
+    }
+}
+
+#[test]
+fn settling_mariadb_ends_what_an_abandoned_connection_still_holds() {
+    if !require("sweep", servers_available()) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        use sqlx::{ConnectOptions, Connection, Executor};
+        let needs = lockbench::cluster::Needs {
+            mariadb: true,
+            ..lockbench::cluster::Needs::NONE
+        };
+        let c = cluster(needs, dir.path()).await;
+        let ep = c.endpoints().mysql.clone().unwrap();
+        let opts = ep.connect_options();
+        let mut holder = opts.connect().await.unwrap();
+        holder
+            .execute("CREATE TABLE t (id INT PRIMARY KEY) ENGINE=InnoDB")
+            .await
+            .unwrap();
+        holder.execute("INSERT INTO t VALUES (1)").await.unwrap();
+        // A client that gave up mid-transaction: its row lock stays while the session lives.
+        holder.execute("BEGIN").await.unwrap();
+        holder
+            .execute("SELECT id FROM t WHERE id = 1 FOR UPDATE")
+            .await
+            .unwrap();
+        let mut other = opts.connect().await.unwrap();
+        other
+            .execute("SET SESSION innodb_lock_wait_timeout = 1")
+            .await
+            .unwrap();
+        let blocked = other
+            .execute("SELECT id FROM t WHERE id = 1 FOR UPDATE")
+            .await;
+        assert!(blocked.is_err(), "the row is locked before settling");
+        let _ = other.close().await;
+        let killed = lockbench::strategy::mysql::settle(&ep, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert!(killed >= 1, "killed {killed}");
+        let mut after = opts.connect().await.unwrap();
+        after
+            .execute("SET SESSION innodb_lock_wait_timeout = 1")
+            .await
+            .unwrap();
+        after
+            .execute("SELECT id FROM t WHERE id = 1 FOR UPDATE")
+            .await
+            .expect("settling ended the abandoned transaction and its lock");
+        drop(holder);
+        c.stop();
+    });
+}
