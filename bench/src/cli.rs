@@ -792,7 +792,7 @@ fn rates_from_sweep(
             )
         })?;
         eprintln!(
-            "offered rate: {pct:.0}% of {cap}/s = {:.1}/s for every strategy (the lowest capacity              at {} among those the sweep saw safe: {whose})",
+            "offered rate: {pct:.0}% of {cap}/s = {:.1}/s for every strategy (the lowest capacity at {} among those the sweep saw safe: {whose})",
             cap * share,
             sweep.slo.label()
         );
