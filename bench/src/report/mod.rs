@@ -2,11 +2,14 @@
 //! printed on stdout and `report.html` with its charts. Everything is written from the recorded
 //! data, so it can be re-rendered.
 
+mod capacity_charts;
 mod chaos;
 mod charts;
 mod files;
 pub mod gate;
 pub mod html;
+mod layout;
+mod palette;
 mod saved;
 pub mod sweep;
 mod table;
@@ -16,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
+pub use charts::{Chart, Kind as ChartKind, render_sweep};
 pub use files::{write_results, write_summary};
 pub use html::write_report;
 pub use saved::ReportError;
