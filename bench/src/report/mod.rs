@@ -2,14 +2,11 @@
 //! printed on stdout and `report.html` with its charts. Everything is written from the recorded
 //! data, so it can be re-rendered.
 
-mod capacity_charts;
 mod chaos;
 mod charts;
 mod files;
 pub mod gate;
 pub mod html;
-mod layout;
-mod palette;
 mod saved;
 pub mod sweep;
 mod table;

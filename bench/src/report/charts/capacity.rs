@@ -8,14 +8,15 @@ use plotters::coord::Shift;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
-use super::charts::{
-    self, Chart, Draw, Frame, GRID_W, HEADING_H, Kind, Mark, NAMES_W, PANEL_MIN_H, PanelArea,
-    ROW_H, UNSAFE_RED, err, fit, fmt_ms, text_size,
+use super::frame::{
+    self, Frame, GRID_W, HEADING_H, Mark, NAMES_W, PANEL_MIN_H, PanelArea, ROW_H, UNSAFE_RED, err,
+    fit, fmt_ms, text_size,
 };
 use super::layout::{self, Rect};
 use super::palette::{self, Group, Ink, Panel};
-use super::saved::ReportError;
-use super::sweep::{Bound, Entry, Slo, Sweep};
+use super::{Chart, Draw, Kind};
+use crate::report::saved::ReportError;
+use crate::report::sweep::{Bound, Entry, Slo, Step, Sweep};
 
 /// Draws the sweep's charts into `charts_dir` (`latency-vs-rate` and `capacity`, each `.svg`
 /// and `.png`) and returns their SVGs, in [`Kind::SWEEP`] order.
@@ -32,8 +33,8 @@ pub fn render_sweep(sweep: &Sweep, charts_dir: &Path) -> Result<Vec<Chart>, Repo
         panels: &panels,
     };
     Ok(vec![
-        charts::render(Kind::LatencyVsRate, &rate, charts_dir)?,
-        charts::render(Kind::Capacity, &bars, charts_dir)?,
+        super::render(Kind::LatencyVsRate, &rate, charts_dir)?,
+        super::render(Kind::Capacity, &bars, charts_dir)?,
     ])
 }
 
@@ -232,8 +233,8 @@ impl LatencyVsRate<'_> {
         for (e, ink) in members {
             let mut steps: Vec<_> = e.steps.iter().collect();
             steps.sort_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s));
-            let point = |s: &super::sweep::Step| (s.rate_per_s, latency_of(s.latency_ms, ylo));
-            charts::draw_line(
+            let point = |s: &Step| (s.rate_per_s, latency_of(s.latency_ms, ylo));
+            frame::draw_line(
                 &mut chart,
                 steps.iter().map(|s| point(s)).collect(),
                 *ink,
@@ -286,7 +287,7 @@ impl LatencyVsRate<'_> {
     }
 }
 
-const FONT: &str = charts::FONT;
+const FONT: &str = frame::FONT;
 
 /// Arrivals per second for an axis or a label: `80`, `1.2k`, `15k`.
 fn fmt_rate(v: f64) -> String {
@@ -547,7 +548,7 @@ impl Draw for CapacityBars<'_> {
         let mut y = BARS_TOP;
         let first_row = y;
         for panel in self.panels {
-            charts::heading(root, panel.group, y, BARS_W)?;
+            frame::heading(root, panel.group, y, BARS_W)?;
             y += HEADING_H;
             for (e, ink) in by_capacity(self.sweep, panel) {
                 self.row(root, e, ink, panel.group.is_controls(), y, &px)?;
@@ -620,7 +621,7 @@ impl CapacityBars<'_> {
         px: &dyn Fn(f64) -> i32,
     ) -> Result<(), String> {
         let unsafe_ink = !control && !e.unsafe_steps.is_empty();
-        charts::name_cell(
+        frame::name_cell(
             root,
             &e.strategy,
             y,

@@ -162,8 +162,8 @@ pub fn least_covered(candidates: &[Rect], points: &[Px], segments: &[Segment]) -
 }
 
 /// Radii of point marks of radius `r` so that coincident points stay visible: a point with
-/// `c` later points within `r` pixels is drawn `3c` pixels larger, and drawn first, so a stack
-/// of points shows as concentric marks, each exactly where it belongs.
+/// `c` later points within `r` pixels is drawn `2c` pixels larger (at most 16), and drawn
+/// first, so a stack of points shows as concentric marks, each exactly where it belongs.
 pub fn stacked_radii(points: &[(i32, i32)], r: i32) -> Vec<i32> {
     points
         .iter()
@@ -173,7 +173,7 @@ pub fn stacked_radii(points: &[(i32, i32)], r: i32) -> Vec<i32> {
                 .iter()
                 .filter(|&&(u, v)| (u - x).pow(2) + (v - y).pow(2) <= r * r)
                 .count() as i32;
-            r + 3 * later
+            r + 2 * later.min(8)
         })
         .collect()
 }
@@ -236,7 +236,12 @@ mod tests {
         let points: Vec<(i32, i32)> = (0..30).map(|i| (300 + i % 3, 150 + i % 2)).collect();
         let sizes: Vec<(i32, i32)> = (0..30).map(|i| (80 + 5 * (i % 7), 14)).collect();
         let radii = stacked_radii(&points, 6);
-        assert_eq!(radii[0], 6 + 3 * 29, "every later point is within 6 px");
+        assert_eq!(
+            radii[0],
+            6 + 16,
+            "every later point is within 6 px; the growth is capped"
+        );
+        assert_eq!(radii[28], 6 + 2, "one later point");
         let p = place_labels(&points, &sizes, &radii, plot, column);
         no_overlaps(&p);
         let beside = p.iter().filter(|p| p.leader.is_none()).count();
