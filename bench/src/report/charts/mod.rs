@@ -11,6 +11,7 @@ mod capacity;
 mod frame;
 mod layout;
 mod palette;
+mod rate;
 mod safety;
 mod time;
 mod tradeoff;

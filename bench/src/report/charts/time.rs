@@ -5,7 +5,8 @@ use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
 use super::Member;
-use super::frame::{FONT, Mark, PanelArea, Stagger, draw_line, err, fmt_ms};
+use super::frame::{FONT, Mark, PanelArea, Stagger, draw_line, err, fmt_ms, text_size};
+use super::layout::Rect;
 use crate::report::saved::RunData;
 
 /// Legend entries of a panel's lines: with their markers when the panel has several.
@@ -87,21 +88,32 @@ where
                 .map(|&(_, from, to)| Rectangle::new([(from, lo), (to, hi)], fill)),
         )
         .map_err(err)?;
-    let mut named = Vec::new();
+    // Each fault named once at the top of its first band; a name that would run into an
+    // earlier one (faults a moment apart) goes a line lower.
+    let mut named: Vec<usize> = Vec::new();
+    let mut taken: Vec<Rect> = Vec::new();
     for &(id, from, _) in &windows {
-        if !named.contains(&id) {
-            named.push(id);
-            chart
-                .draw_series(std::iter::once(
-                    EmptyElement::at((from, hi))
-                        + Text::new(
-                            format!("fault {id}"),
-                            (4, 4),
-                            (FONT, 13).into_font().color(&BLACK.mix(0.7)),
-                        ),
-                ))
-                .map_err(err)?;
+        if named.contains(&id) {
+            continue;
         }
+        named.push(id);
+        let text = format!("fault {id}");
+        let (w, h) = text_size(&text, 13);
+        let (x, y) = chart.backend_coord(&(from, hi));
+        let mut dy = 4;
+        while taken
+            .iter()
+            .any(|t| t.overlaps(&Rect::new(x + 4, y + dy, w, h)))
+        {
+            dy += h;
+        }
+        taken.push(Rect::new(x + 4, y + dy, w, h));
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at((from, hi))
+                    + Text::new(text, (4, dy), (FONT, 13).into_font().color(&BLACK.mix(0.7))),
+            ))
+            .map_err(err)?;
     }
     Ok(())
 }
