@@ -666,6 +666,13 @@ fn synthetic_sweep() -> report::sweep::Sweep {
     stopped.bound = report::sweep::Bound::Incomplete;
     stopped.error = Some("adapter exited".into());
     stopped.first_failing_per_s = None;
+    // A lock that broke at one rate: flagged even though it met the SLO there.
+    let broke = entries
+        .iter_mut()
+        .find(|e| e.strategy == "redis-setnx-watchdog")
+        .unwrap();
+    broke.unsafe_steps = vec![400.0];
+    broke.safe = false;
     report::sweep::Sweep {
         schema: report::sweep::SWEEP_SCHEMA.into(),
         lockbench_version: "0.1.0".into(),

@@ -408,7 +408,7 @@ impl CapacityBars<'_> {
             }
         }
         let mut x = end + 6;
-        root.draw(&Text::new(t.value.clone(), (x, y + 3), (FONT, 13)))
+        root.draw(&Text::new(t.value.clone(), (x, y + 5), (FONT, 13)))
             .map_err(err)?;
         x += text_size(&t.value, 13).0 + 8;
         let mut detail = t.detail;
@@ -424,7 +424,7 @@ impl CapacityBars<'_> {
             let w = text_size(&flag, 13).0;
             root.draw(&Text::new(
                 flag,
-                (x + 14, y + 3),
+                (x + 14, y + 5),
                 (FONT, 13).into_font().color(&UNSAFE_RED),
             ))
             .map_err(err)?;
@@ -438,7 +438,7 @@ impl CapacityBars<'_> {
             let detail = fit(&detail, 12, BARS_W - x - 10);
             root.draw(&Text::new(
                 detail,
-                (x, y + 4),
+                (x, y + 6),
                 (FONT, 12).into_font().color(&BLACK.mix(0.55)),
             ))
             .map_err(err)?;

@@ -541,7 +541,7 @@ pub(super) fn name_cell<DB: DrawingBackend>(
     let (w, _) = text_size(&text, 13);
     root.draw(&Text::new(
         text,
-        (NAMES_W - 8 - w, y + 3),
+        (NAMES_W - 8 - w, y + 5),
         (FONT, 13).into_font().color(&ink),
     ))
     .map_err(err)

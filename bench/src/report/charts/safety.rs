@@ -24,7 +24,7 @@ const SAFETY_TOP: i32 = 96;
 pub(super) fn safety_size(panels: &[Panel]) -> (u32, u32) {
     let rows: usize = panels.iter().map(|p| p.members.len()).sum();
     let h = SAFETY_TOP + panels.len() as i32 * HEADING_H + rows as i32 * ROW_H + 16;
-    (GRID_W as u32, h.max(200) as u32)
+    (GRID_W as u32, h as u32)
 }
 
 fn safety_values(r: &RunData) -> [u64; 4] {
@@ -120,7 +120,7 @@ pub(super) fn safety<DB: DrawingBackend>(
                 };
                 root.draw(&Text::new(
                     v.to_string(),
-                    (x + 10 + len, y + 3),
+                    (x + 10 + len, y + 5),
                     (FONT, 13).into_font().color(&ink),
                 ))
                 .map_err(err)?;
