@@ -762,13 +762,15 @@ fn a_sweep_of_one_strategy_is_one_panel() {
     assert!(rate.contains("Latency against offered rate") && rate.contains("redis-setnx"));
 }
 
-/// Renders the lead's sample sweep (when it is there) into its own charts/ folder, to look at.
+/// Renders a real sweep (`$LOCKBENCH_SWEEP`, a folder holding sweep.json) into
+/// `$LOCKBENCH_CHARTS_OUT`, to look at.
 #[test]
-#[ignore = "renders /tmp/lockbench-sweep-sample for a human to look at"]
-fn render_the_sample_sweep() {
-    let dir = Path::new("/tmp/lockbench-sweep-sample");
-    let sweep = report::sweep::Sweep::read(dir).unwrap();
-    report::render_sweep(&sweep, &dir.join("charts")).unwrap();
+#[ignore = "renders a real sweep for a human to look at"]
+fn render_a_real_sweep() {
+    let dir = std::env::var("LOCKBENCH_SWEEP").unwrap_or("/tmp/lockbench-sweep-sample".into());
+    let out = std::env::var("LOCKBENCH_CHARTS_OUT").unwrap_or("/tmp/sweep-charts".into());
+    let sweep = report::sweep::Sweep::read(Path::new(&dir)).unwrap();
+    report::render_sweep(&sweep, Path::new(&out)).unwrap();
 }
 
 /// Renders the synthetic sweep into `$LOCKBENCH_CHARTS_OUT`, to look at.
