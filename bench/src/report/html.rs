@@ -353,6 +353,14 @@ fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
             "Oversell and lost updates from the audit of the store; double grants from the lease \
              log. Every bar carries its value."
         }
+        Kind::LatencyVsRate => {
+            "The SLO percentile over every scheduled arrival at each offered rate (sweep.json); \
+             a triangle is a lower bound (arrivals never served), the ring the capacity."
+        }
+        Kind::Capacity => {
+            "The highest offered rate that met the SLO with the store intact (sweep.json); an \
+             open end is a lower bound, \"<\" failed even the lowest rate."
+        }
     };
     let bands = if any_faults && matches!(c.kind, Kind::Throughput | Kind::P99) {
         " Grey bands: fault windows (started → healed), one per strategy run."
