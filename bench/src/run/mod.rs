@@ -126,6 +126,7 @@ async fn run_planned(
     };
     let summary = results(plan, &servers, measured, chaos, audited, cost)?;
     built.store.close().await;
+    built.strategy.close().await;
     drop(built);
     if let Some(cluster) = servers.cluster {
         cluster.stop();
