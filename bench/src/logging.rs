@@ -13,8 +13,12 @@ use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
+use tracing::subscriber::Interest;
+use tracing::{Metadata, span};
+use tracing_subscriber::filter::LevelFilter;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::layer::{Context, Filter};
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
@@ -52,8 +56,9 @@ pub enum Output {
 
 /// Installs the global subscriber once; later calls do nothing.
 pub fn init(verbose: u8, output: Output) {
-    let from_env_or =
-        |default| EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let from_env_or = |default| {
+        Fresh(EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default)))
+    };
     let _ = match output {
         Output::Terminal => {
             let terminal = from_env_or(terminal_filter(verbose));
@@ -68,7 +73,7 @@ pub fn init(verbose: u8, output: Output) {
                     tracing_subscriber::fmt::layer()
                         .with_writer(CurrentRunLog)
                         .with_ansi(false)
-                        .with_filter(EnvFilter::new(file_filter(verbose))),
+                        .with_filter(Fresh(EnvFilter::new(file_filter(verbose)))),
                 )
                 .try_init()
         }
@@ -81,6 +86,53 @@ pub fn init(verbose: u8, output: Output) {
             )
             .try_init(),
     };
+}
+
+/// A per-layer filter that asks every time. tracing-subscriber hands each layer's verdict
+/// from `enabled` to `on_event` through a thread-local; a callsite both filters accept is cached
+/// as `always` and skips `enabled`, so it reads what the previous check left there. sqlx checks
+/// `log_enabled!` after every query (nobody wants it: "disabled" stays), and the next lockbench
+/// event vanished from both outputs (tokio-rs/tracing#2519). Capping the interest at
+/// `sometimes` makes every event run `enabled` first.
+struct Fresh(EnvFilter);
+
+impl<S> Filter<S> for Fresh {
+    fn enabled(&self, meta: &Metadata<'_>, cx: &Context<'_, S>) -> bool {
+        Filter::<S>::enabled(&self.0, meta, cx)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        let interest = Filter::<S>::callsite_enabled(&self.0, meta);
+        if interest.is_always() {
+            Interest::sometimes()
+        } else {
+            interest
+        }
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        Filter::<S>::max_level_hint(&self.0)
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_new_span(&self.0, attrs, id, cx)
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, cx: Context<'_, S>) {
+        Filter::<S>::on_record(&self.0, id, values, cx)
+    }
+
+    fn on_enter(&self, id: &span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_enter(&self.0, id, cx)
+    }
+
+    fn on_exit(&self, id: &span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_exit(&self.0, id, cx)
+    }
+
+    fn on_close(&self, id: span::Id, cx: Context<'_, S>) {
+        Filter::<S>::on_close(&self.0, id, cx)
+    }
 }
 
 /// The log file of the run under way, if any.
@@ -159,7 +211,84 @@ impl Write for EventWriter {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use tracing::callsite::{Callsite, Identifier};
+    use tracing::field::FieldSet;
+    use tracing::metadata::Kind;
+
     use super::*;
+
+    /// An in-memory writer.
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buf {
+        type Writer = Buf;
+        fn make_writer(&'a self) -> Buf {
+            self.clone()
+        }
+    }
+
+    impl Buf {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    /// What `log::log_enabled!` asks through tracing-log: a check with no event after it.
+    struct Probe;
+    static PROBE: Probe = Probe;
+    static PROBE_META: Metadata<'static> = Metadata::new(
+        "probe",
+        "sqlx::query",
+        tracing::Level::DEBUG,
+        None,
+        None,
+        None,
+        FieldSet::new(&[], Identifier(&PROBE)),
+        Kind::EVENT,
+    );
+    impl Callsite for Probe {
+        fn set_interest(&self, _: Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &PROBE_META
+        }
+    }
+
+    #[test]
+    fn an_event_after_a_check_nobody_wanted_reaches_both_outputs() {
+        let (terminal, file) = (Buf::default(), Buf::default());
+        let subscriber = tracing_subscriber::registry()
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(terminal.clone())
+                    .with_filter(Fresh(EnvFilter::new("lockbench=info"))),
+            )
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(file.clone())
+                    .with_filter(Fresh(EnvFilter::new("info"))),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..2 {
+                tracing::dispatcher::get_default(|d| d.enabled(&PROBE_META));
+                tracing::info!(target: "lockbench::run", "load started");
+            }
+        });
+        assert_eq!(terminal.text().matches("load started").count(), 2);
+        assert_eq!(file.text().matches("load started").count(), 2);
+    }
 
     /// One test: the file is a process-wide global.
     #[test]
