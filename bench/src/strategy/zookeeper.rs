@@ -367,9 +367,10 @@ impl ZkLock {
         matches!(zk.delete(&path, None).await, Ok(()) | Err(ZkError::NoNode))
     }
 
-    /// Closes every session and waits, bounded by one call, until the ensemble confirmed the
-    /// closes (their nodes gone): sessions left open would outlive the servers of the run,
-    /// reconnecting to nothing until they expire.
+    /// Closes every session and waits until the ensemble confirmed the closes (their nodes
+    /// gone): sessions left open would outlive the servers of the run, reconnecting to nothing
+    /// until they expire. Bounded by the session timeout, past which the ensemble has expired
+    /// any session it did not close.
     async fn close_sessions(&self) {
         let mut watchers = Vec::new();
         for slot in &self.sessions {
@@ -384,7 +385,7 @@ impl ZkLock {
                 state = w.changed().await;
             }
         }));
-        let _ = tokio::time::timeout(self.timeout, closed).await;
+        let _ = tokio::time::timeout(self.session_timeout.max(self.timeout), closed).await;
     }
 
     /// Waits until our node is the first under `parent`, watching only its predecessor.
