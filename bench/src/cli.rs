@@ -27,7 +27,9 @@ pub const EXIT_PARTIAL: u8 = 1;
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 pub struct Cli {
-    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides.
+    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides. Without it the
+    /// terminal shows lockbench's own warnings and errors only; every crate's log (client
+    /// libraries included, debug with -vv) goes to each run's <out>/logs/lockbench.log.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
     /// What to do.
@@ -347,20 +349,14 @@ pub struct CompareArgs {
     pub common: Common,
 }
 
-/// Sets up `tracing` on stderr.
-pub fn init_tracing(verbose: u8) {
-    let default = match verbose {
-        // sqlx warns about every connection a stopped server closed: noise at the default level.
-        0 => "warn,sqlx=error",
-        1 => "lockbench=info,warn,sqlx=error",
-        _ => "lockbench=debug,info",
+/// Sets up logging ([`crate::logging`]): lockbench's own warnings on the terminal, every
+/// crate's events in the run's `logs/lockbench.log`; a worker logs everything to its stderr.
+pub fn init_tracing(cli: &Cli) {
+    let output = match cli.command {
+        Command::Worker => crate::logging::Output::WorkerStderr,
+        _ => crate::logging::Output::Terminal,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    crate::logging::init(cli.verbose, output);
 }
 
 /// Runs a parsed command line.

@@ -18,6 +18,8 @@
 //! - [`report`]: `summary.json`, tables, report.html, the regression gate.
 //! - [`run`]: one run in named steps; [`cli`] is the command line; `main.rs` only maps its
 //!   result to an exit code.
+//! - [`logging`]: lockbench's own warnings to the terminal, every crate's events to the log
+//!   file of the run under way.
 //! - [`sim`]: an in-memory lock and store that tests lockbench's own pipeline.
 
 pub mod chaos;
@@ -25,6 +27,7 @@ pub mod check;
 pub mod cli;
 pub mod clients;
 pub mod cluster;
+pub mod logging;
 pub mod names;
 pub mod record;
 pub mod report;

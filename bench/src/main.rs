@@ -7,7 +7,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let cli = lockbench::cli::Cli::parse();
-    lockbench::cli::init_tracing(cli.verbose);
+    lockbench::cli::init_tracing(&cli);
     match lockbench::cli::main(cli) {
         Ok(code) => code,
         Err(err) => {

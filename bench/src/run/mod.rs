@@ -102,6 +102,9 @@ async fn run_planned(
 ) -> Result<Summary, RunError> {
     let out = &plan.opts.out;
     std::fs::create_dir_all(out).map_err(write_err(out))?;
+    // Every crate's events of this run, until the guard drops at its end.
+    let logs = out.join("logs");
+    let _log = crate::logging::RunLog::start(&logs).map_err(write_err(&logs))?;
     let mut servers = match given {
         Some(s) => s,
         None => servers(plan, cancel).await?,
@@ -124,6 +127,7 @@ async fn run_planned(
     };
     let summary = results(plan, &servers, measured, chaos, audited, cost)?;
     built.store.close().await;
+    built.strategy.close().await;
     drop(built);
     if let Some(cluster) = servers.cluster {
         cluster.stop();

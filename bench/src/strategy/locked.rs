@@ -142,6 +142,10 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
         self.lock.library()
     }
 
+    async fn close(&self) {
+        self.lock.close().await
+    }
+
     fn bound(&self) -> Duration {
         let section = if self.touch_store {
             self.store.critical_section_bound(self.hold)

@@ -135,6 +135,10 @@ pub trait Strategy: Send + Sync {
     fn library(&self) -> Option<adapter::Hello> {
         None
     }
+
+    /// Closes the strategy's sessions cleanly before the servers stop (bounded), so none
+    /// outlives them. Called once by the coordinator after the audit.
+    async fn close(&self) {}
 }
 
 /// A held lock.
@@ -270,6 +274,9 @@ pub trait Lock: Send + Sync {
     fn library(&self) -> Option<adapter::Hello> {
         None
     }
+
+    /// See [`Strategy::close`].
+    async fn close(&self) {}
 }
 
 /// Where the stock lives: seeded before the run, audited after it.

@@ -12,6 +12,13 @@
 //! Why not the crate's `Client::lock`: it is Curator-compatible, but its retries on connection
 //! loss are unbounded and its clean-up after a cancelled acquire runs unawaited in the
 //! background; here every call is bounded and the clean-up is part of the attempt.
+//!
+//! A node we failed to delete (or may have created) is an orphan: it blocks its key until
+//! deleted. As Curator does (its guaranteed delete and protected-mode find-and-delete), the
+//! next acquire on a connected session deletes it, whoever's node it was. Retiring the session
+//! that owns it is not enough: after a paused leader resumes, it can answer that session's
+//! reconnect with "session expired" (it marked the session closing while deposed) although the
+//! new quorum keeps it, and its nodes, for a whole session timeout.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,7 +26,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError};
+use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState};
 
 use super::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::cluster::Prefix;
@@ -65,6 +72,19 @@ const LOCK_NAME: &str = "lock-";
 /// each node keeps contenders on one session apart, as in Curator).
 const MAX_SESSIONS: u32 = 128;
 
+/// At most this many orphans wait for deletion; beyond it the oldest is left to its session's
+/// expiry.
+const MAX_ORPHANS: usize = 1024;
+
+/// A lock node of ours that may still be in its queue, to delete from any session.
+#[derive(Debug, Clone)]
+enum Orphan {
+    /// A node whose delete failed or whose session was reported expired.
+    Node(String),
+    /// A create whose outcome is unknown: the child of `parent` named with `protected`, if any.
+    Protected { parent: String, protected: String },
+}
+
 /// A held lock: what release needs besides the [`Lease`].
 struct Held {
     /// Full path of our lock node.
@@ -87,6 +107,8 @@ pub struct ZkLock {
     timeout: Duration,
     /// Locks currently held, by owner token (at most one per buyer in flight).
     held: Mutex<HashMap<String, Held>>,
+    /// Nodes to delete at the next acquire on a connected session, oldest first.
+    orphans: Mutex<Vec<Orphan>>,
     /// Parent of every lock's directory: `/<prefix>/locks`.
     root: String,
 }
@@ -136,6 +158,7 @@ impl ZkLock {
             acquire_timeout: w.lock.acquire_timeout,
             timeout: w.load.timeout,
             held: Mutex::new(HashMap::new()),
+            orphans: Mutex::new(Vec::new()),
             root: format!("{}/locks", prefix.zk_root()),
         };
         // The client gives up on a session the ensemble does not establish within the session
@@ -247,6 +270,11 @@ impl ZkLock {
                         Ok(Some(found)) => Ok(found),
                         Ok(None) => Err(ErrorKind::Connection),
                         Err(k) => {
+                            let (_, protected) = prefix.rsplit_once('/').expect("a path");
+                            self.orphan(Orphan::Protected {
+                                parent: parent.to_string(),
+                                protected: protected.to_string(),
+                            });
                             self.retire(client, zk).await;
                             Err(k)
                         }
@@ -277,14 +305,87 @@ impl ZkLock {
         }
     }
 
-    /// Deletes our node after a failed or abandoned acquire; retires the session if the
-    /// delete's outcome is unknown, so the node cannot block the queue for longer than the
-    /// session lives.
+    /// Deletes our node after a failed or abandoned acquire. If that fails, the node is an
+    /// orphan; if the delete's outcome is unknown, the session is retired as well, so the node
+    /// cannot outlive it.
     async fn abandon(&self, client: u32, zk: &Client, path: &str) {
         match tokio::time::timeout(self.timeout, zk.delete(path, None)).await {
-            Ok(Ok(())) | Ok(Err(ZkError::NoNode)) | Ok(Err(ZkError::SessionExpired)) => {}
-            _ => self.retire(client, zk).await,
+            Ok(Ok(())) | Ok(Err(ZkError::NoNode)) => {}
+            // Maybe not expired for the quorum (see the module's doc).
+            Ok(Err(ZkError::SessionExpired)) => self.orphan(Orphan::Node(path.to_string())),
+            _ => {
+                self.orphan(Orphan::Node(path.to_string()));
+                self.retire(client, zk).await;
+            }
         }
+    }
+
+    /// Remembers a node to delete later.
+    fn orphan(&self, orphan: Orphan) {
+        let mut orphans = self.orphans.lock().expect("orphans lock poisoned");
+        if orphans.len() == MAX_ORPHANS {
+            orphans.remove(0);
+        }
+        orphans.push(orphan);
+    }
+
+    /// Deletes the orphans through `zk`, if it is connected; those it could not delete stay.
+    /// All at once, bounded by two calls (a listing and a delete).
+    async fn delete_orphans(&self, zk: &Client) {
+        if zk.state() != SessionState::SyncConnected {
+            return;
+        }
+        let orphans = std::mem::take(&mut *self.orphans.lock().expect("orphans lock poisoned"));
+        if orphans.is_empty() {
+            return;
+        }
+        let deleted = futures::future::join_all(orphans.iter().map(|o| self.delete_orphan(zk, o)));
+        let done = tokio::time::timeout(super::calls(2, self.timeout), deleted)
+            .await
+            .unwrap_or_default();
+        let mut left = self.orphans.lock().expect("orphans lock poisoned");
+        for (i, o) in orphans.into_iter().enumerate() {
+            if !done.get(i).copied().unwrap_or(false) && left.len() < MAX_ORPHANS {
+                left.push(o);
+            }
+        }
+    }
+
+    /// Whether `orphan` is gone now.
+    async fn delete_orphan(&self, zk: &Client, orphan: &Orphan) -> bool {
+        let path = match orphan {
+            Orphan::Node(path) => path.clone(),
+            Orphan::Protected { parent, protected } => match zk.list_children(parent).await {
+                Ok(children) => match children.iter().find(|c| c.starts_with(protected.as_str())) {
+                    Some(name) => format!("{parent}/{name}"),
+                    None => return true,
+                },
+                Err(ZkError::NoNode) => return true,
+                Err(_) => return false,
+            },
+        };
+        matches!(zk.delete(&path, None).await, Ok(()) | Err(ZkError::NoNode))
+    }
+
+    /// Closes every session and waits until the ensemble confirmed the closes (their nodes
+    /// gone): sessions left open would outlive the servers of the run, reconnecting to nothing
+    /// until they expire. Bounded by the session timeout, past which the ensemble has expired
+    /// any session it did not close.
+    async fn close_sessions(&self) {
+        let mut watchers = Vec::new();
+        for slot in &self.sessions {
+            if let Some(s) = slot.lock().await.take() {
+                watchers.push(s.state_watcher());
+            }
+        }
+        self.held.lock().expect("held-locks lock poisoned").clear();
+        let closed = futures::future::join_all(watchers.into_iter().map(|mut w| async move {
+            let mut state = w.state();
+            while !state.is_terminated() {
+                state = w.changed().await;
+            }
+        }));
+        let _ = tokio::time::timeout(self.session_timeout.max(self.timeout), closed).await;
     }
 
     /// Waits until our node is the first under `parent`, watching only its predecessor.
@@ -342,6 +443,7 @@ impl Lock for ZkLock {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         let deadline = tokio::time::Instant::now() + self.acquire_timeout;
         let zk = self.session(client).await.map_err(AcquireError::Failed)?;
+        self.delete_orphans(&zk).await;
         let parent = format!("{}/{key}", self.root);
         let prefix = format!("{parent}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
         let (path, czxid) = self
@@ -368,11 +470,12 @@ impl Lock for ZkLock {
         Ok(lease)
     }
 
-    /// The session (a connect) and the node (create, mkdir, create again; or create then a
-    /// listing and a stat to find it) may use up the whole wait; a last round of waiting may
-    /// start just before the deadline (listing + watch); then abandoning (a delete): 7 calls.
+    /// The session (a connect), deleting orphans (a listing and a delete) and the node
+    /// (create, mkdir, create again; or create then a listing and a stat to find it) may use
+    /// up the whole wait; a last round of waiting may start just before the deadline (listing
+    /// + watch); then abandoning (a delete): 9 calls.
     fn acquire_bound(&self) -> Duration {
-        self.acquire_timeout + super::calls(7, self.timeout)
+        self.acquire_timeout + super::calls(9, self.timeout)
     }
 
     /// One delete.
@@ -393,15 +496,24 @@ impl Lock for ZkLock {
             Ok(Ok(())) => Ok(true),
             // The session expired while we held the lock: ZooKeeper already deleted the node
             // and someone else may have had the lock since.
-            Ok(Err(ZkError::NoNode | ZkError::SessionExpired)) => Ok(false),
-            Ok(Err(e)) => {
-                self.retire(client, &held.session).await;
-                Err(classify(&e))
+            Ok(Err(ZkError::NoNode)) => Ok(false),
+            // The same, unless the expiry came from a deposed leader (see the module's doc).
+            Ok(Err(ZkError::SessionExpired)) => {
+                self.orphan(Orphan::Node(held.path));
+                Ok(false)
             }
-            Err(_) => {
+            failed => {
+                self.orphan(Orphan::Node(held.path));
                 self.retire(client, &held.session).await;
-                Err(ErrorKind::Timeout)
+                Err(match failed {
+                    Ok(Err(e)) => classify(&e),
+                    _ => ErrorKind::Timeout,
+                })
             }
         }
+    }
+
+    async fn close(&self) {
+        self.close_sessions().await;
     }
 }

@@ -247,6 +247,27 @@ fn pause_server_heals_and_sales_resume() {
     );
 }
 
+/// A paused ZooKeeper leader, once resumed and before it learns it was deposed, can answer a
+/// client's reconnect with "session expired" while the new quorum keeps that session, and its
+/// lock nodes, for a whole session timeout. The lock deletes such nodes itself (Curator's
+/// guaranteed delete): no waiter gives up behind one after the heal.
+#[test]
+fn pause_server_leaves_no_zookeeper_waiter_behind_an_orphaned_node() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = compare(
+        dir.path(),
+        "zookeeper",
+        "chaos/pause-server.toml",
+        &["load.duration=9s", "load.rate=100"],
+    );
+    let phases = &all[0].phases;
+    assert!(phases[2].sold > 0, "{phases:?}");
+    assert_eq!(phases[2].lock_timeouts, 0, "{phases:?}");
+}
+
 /// Running as root (partition faults need CAP_NET_ADMIN; CI runs the suite as root); through
 /// [`require`].
 fn root() -> bool {

@@ -1,9 +1,10 @@
-//! The command line, no servers needed: bad input is refused naming file, field and the
-//! expected form, `list` names every strategy, and `gate` fails on a regression.
+//! The command line: bad input is refused naming file, field and the expected form, `list`
+//! names every strategy, and `gate` fails on a regression (no servers needed); a calm run
+//! keeps every library's log off the terminal (real servers).
 
 use std::path::Path;
 
-use crate::common::{assert_rejected, lockbench, workload_file};
+use crate::common::{assert_rejected, consensus_servers_available, lockbench, workload_file};
 
 #[test]
 fn bad_input_exits_non_zero_naming_file_field_and_form() {
@@ -176,4 +177,81 @@ fn gate_fails_on_a_planted_regression_and_updates_the_baseline_on_request() {
     assert!(base.join("baseline.json").is_file());
     // baseline.json now wins over the old summary.json in that folder.
     assert!(gate(&base, &[]).status.success());
+}
+
+/// A `tracing` line (`<time> <LEVEL> <target>: ...`), colours stripped.
+fn is_log_line(line: &str) -> bool {
+    let mut plain = String::new();
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            // An SGR sequence: ESC [ ... m
+            chars.by_ref().find(|&c| c == 'm');
+        } else {
+            plain.push(c);
+        }
+    }
+    let level = plain.split_whitespace().nth(1);
+    matches!(level, Some("TRACE" | "DEBUG" | "INFO" | "WARN" | "ERROR"))
+}
+
+/// A calm compare of the strategies whose clients log the most (the ZooKeeper and etcd
+/// clients, sqlx, redis) prints no log line on the terminal, neither a library's nor
+/// lockbench's; each run's logs/lockbench.log holds that run's lines, and no client session
+/// outlives its run into the next run's log.
+#[test]
+fn a_calm_run_keeps_library_logs_off_the_terminal() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let strategies = ["zookeeper", "etcd", "mysql-for-update", "redis-setnx"];
+    let out = lockbench()
+        .args(["compare", "--strategies", &strategies.join(",")])
+        .args([
+            "--set",
+            "load.duration=2s",
+            "--set",
+            "load.rate=200",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let logged: Vec<&str> = err.lines().filter(|l| is_log_line(l)).collect();
+    assert!(
+        logged.is_empty(),
+        "{} log lines on the terminal of a calm run, e.g.:\n{}",
+        logged.len(),
+        logged[..logged.len().min(5)].join("\n")
+    );
+    assert!(err.contains("results: "), "{err}");
+    let log = |id: &str| {
+        let path = dir.path().join(id).join("logs/lockbench.log");
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    for id in strategies {
+        let text = log(id);
+        assert!(
+            text.contains(&format!("load started strategy=\"{id}\"")),
+            "{id}: lockbench's own events belong in its log:\n{text}"
+        );
+    }
+    // zookeeper-client logs every session it opens and closes: in the run that used them.
+    let zk = log("zookeeper");
+    let zk_lines = |text: &str| {
+        text.lines()
+            .filter(|l| l.contains("zookeeper_client"))
+            .count()
+    };
+    assert!(zk_lines(&zk) > 0, "{zk}");
+    assert!(
+        zk.contains("enter state Closed"),
+        "sessions closed before the servers stopped:\n{zk}"
+    );
+    for id in &strategies[1..] {
+        assert_eq!(zk_lines(&log(id)), 0, "{id}:\n{}", log(id));
+    }
 }
