@@ -195,13 +195,19 @@ type Cell = (String, String, String);
 
 /// Headline rows: (strategy, row class, cells).
 fn headline(html: &str) -> Vec<(String, String, Vec<Cell>)> {
+    runs_table(html, "headline")
+}
+
+/// The rows of the table of runs `id` (family heading rows skipped).
+fn runs_table(html: &str, id: &str) -> Vec<(String, String, Vec<Cell>)> {
     let start = html
-        .find("<table id=\"headline\">")
-        .expect("headline table");
+        .find(&format!("<table id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no table {id}"));
     let table = &html[start..start + html[start..].find("</table>").unwrap()];
     table
         .split("<tr ")
         .skip(1)
+        .filter(|row| attr(row, "data-strategy").is_some())
         .map(|row| {
             let strategy = attr(row, "data-strategy").unwrap().to_string();
             let class = attr(row, "class").unwrap().to_string();
@@ -455,7 +461,7 @@ fn report_of_a_folder_without_results_exits_2_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&dir.path().display().to_string())
-            && err.contains("no summary.json or compare.json"),
+            && err.contains("no summary.json, compare.json or sweep.json"),
         "{err}"
     );
     assert!(out.stdout.is_empty());

@@ -170,6 +170,16 @@ pub fn render_all(runs: &[RunData], charts_dir: &Path) -> Result<Vec<Chart>, Rep
         .collect()
 }
 
+/// The sweep's charts (latency against offered rate, capacity bars).
+// STUB (wt-page): the charts branch (wt-charts) draws them; this keeps the page building until
+// it lands, and the page says "no charts" meanwhile. The lead keeps the charts branch's body.
+pub fn render_sweep(
+    _sweep: &super::sweep::Sweep,
+    _charts_dir: &Path,
+) -> Result<Vec<Chart>, ReportError> {
+    Ok(Vec::new())
+}
+
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
