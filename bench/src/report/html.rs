@@ -25,17 +25,12 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
 pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, ReportError> {
     let page = match load_folder(dir)? {
         Folder::Job(job) => super::job::render(&job, needs)?,
-        folder => {
+        Folder::Runs { runs, compare } => {
             if needs.is_some() {
                 return Err(ReportError::NeedsJob {
                     dir: dir.to_path_buf(),
                 });
             }
-            let (runs, compare) = match folder {
-                Folder::Run(r) => (vec![r], false),
-                Folder::Compare(runs) => (runs, true),
-                Folder::Job(_) => unreachable!("handled above"),
-            };
             let charts = charts::render_all(&runs, &dir.join("charts"))?;
             let exact = write_effective_workload(dir, &runs[0].summary)?;
             render_page(dir, &runs, compare, &charts, exact.as_deref())
@@ -277,10 +272,10 @@ pub(super) fn family_of(strategy: &str) -> Option<Family> {
 
 /// Items grouped by family in [`Family::ALL`] order, unknown families last as `other`; the
 /// order within a group is kept.
-pub(super) fn by_family<'a, T>(
-    items: &'a [T],
+pub(super) fn by_family<T>(
+    items: &[T],
     family: impl Fn(&T) -> Option<Family>,
-) -> Vec<(&'static str, Vec<&'a T>)> {
+) -> Vec<(&'static str, Vec<&T>)> {
     let mut groups: Vec<(&'static str, Vec<&T>)> = Family::ALL
         .iter()
         .map(|f| {
@@ -304,16 +299,21 @@ pub(super) struct Lead<'a> {
     /// Short name in the cell's id.
     pub short: &'static str,
     /// The cell of a run.
-    #[allow(clippy::type_complexity)]
-    pub cell: Box<dyn Fn(&Summary) -> (serde_json::Value, String) + 'a>,
+    pub cell: LeadCell<'a>,
 }
+
+/// A lead column's cell of a run: its value (for `data-value`) and its text.
+pub(super) type LeadCell<'a> = Box<dyn Fn(&Summary) -> (serde_json::Value, String) + 'a>;
+
+/// The id of a cell from (strategy, short name).
+pub(super) type CellId<'a> = &'a dyn Fn(&str, &str) -> String;
 
 /// How a table of runs is drawn.
 pub(super) struct TableSpec<'a> {
     /// The table's `id`.
     pub id: String,
     /// The id of a cell from (strategy, short name); `None`: cells get no id.
-    pub cell_id: Option<&'a dyn Fn(&str, &str) -> String>,
+    pub cell_id: Option<CellId<'a>>,
     /// Columns before the headline's.
     pub lead: Vec<Lead<'a>>,
     /// The headline columns shown (`data-field` names), in [`HEADLINE`] order; empty: all.

@@ -116,12 +116,16 @@ fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
 
 /// What a results folder holds.
 pub(super) enum Folder {
-    /// One run (`summary.json`).
-    Run(RunData),
-    /// A comparison (`compare.json` and one subfolder per strategy).
-    Compare(Vec<RunData>),
+    /// One run (`summary.json`) or a comparison (`compare.json` and one subfolder per
+    /// strategy).
+    Runs {
+        /// The runs, in the order of compare.json.
+        runs: Vec<RunData>,
+        /// Whether it is a comparison.
+        compare: bool,
+    },
     /// A sweep folder (`sweep.json`) or a job folder (`sweep/`, `calm/`, `chaos/<scenario>/`).
-    Job(Job),
+    Job(Box<Job>),
 }
 
 /// A run or a comparison: one part of a job.
@@ -154,23 +158,19 @@ pub(super) fn load_folder(dir: &Path) -> Result<Folder, ReportError> {
         });
     }
     if dir.join("compare.json").is_file() || dir.join("summary.json").is_file() {
-        let (mut runs, compare) = load(dir)?;
-        return Ok(if compare {
-            Folder::Compare(runs)
-        } else {
-            Folder::Run(runs.remove(0))
-        });
+        let (runs, compare) = load(dir)?;
+        return Ok(Folder::Runs { runs, compare });
     }
     if dir.join("sweep.json").is_file() {
         let mut job = Job::empty(dir);
         job.sweep = Some(read_sweep(&dir.join("sweep.json"))?);
-        return Ok(Folder::Job(job));
+        return Ok(Folder::Job(Box::new(job)));
     }
     if ["sweep", "calm", "chaos"]
         .iter()
         .any(|p| dir.join(p).is_dir())
     {
-        return Ok(Folder::Job(load_job(dir)));
+        return Ok(Folder::Job(Box::new(load_job(dir))));
     }
     Err(ReportError::NotResults {
         dir: dir.to_path_buf(),
