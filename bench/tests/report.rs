@@ -628,10 +628,12 @@ mod job {
             },
             search: Search {
                 start_per_s: 160.0,
+                min_per_s: 10.0,
                 max_per_s: 2560.0,
                 factor: 2.0,
                 refinements: 1,
                 step_s: 5.0,
+                min_arrivals: 100,
             },
             workload_file: "workloads/flash-sale.toml".into(),
             entries: vec![
@@ -809,7 +811,7 @@ mod job {
             line("redis-setnx").contains("pause-holder: UNSAFE (lock BROKEN, store CORRUPTED)")
         );
         assert!(line("none").contains("sustains ≥ 2560 arrivals/s"));
-        assert!(line("none").contains("caught at 1280/s, 2560/s in the sweep"));
+        assert!(line("none").contains("caught at every step (2) in the sweep"));
         assert!(
             !line("none").contains("safe"),
             "a control is never safe: {}",

@@ -7,7 +7,7 @@
 //! chaos, in which a fault took effect); anything else reads `not measured`.
 
 use super::Summary;
-use super::sweep::{Bound, Entry, Sweep};
+use super::sweep::{Bound, Entry, Sweep, rate_text as rate};
 use crate::strategy::Family;
 
 /// The ids of the cells a summary line or a needs reason links to. Stable, so a review can
@@ -139,12 +139,6 @@ impl Said {
             Span::Text(_) | Span::Label(_) => None,
         })
     }
-}
-
-/// A rate as saved, at most one decimal: `640`, `565.7`.
-pub fn rate(per_s: f64) -> String {
-    let s = format!("{per_s:.1}");
-    s.strip_suffix(".0").map(str::to_string).unwrap_or(s)
 }
 
 /// What one run says about safety.
@@ -326,6 +320,43 @@ impl Capacity {
     }
 }
 
+/// `at 800, 1600/s`, or `at every step (8)` when `rates` are all of `steps` (more than one).
+pub fn at_rates(rates: &[f64], steps: usize) -> String {
+    if rates.len() == steps && steps > 1 {
+        return format!("at every step ({steps})");
+    }
+    let list: Vec<String> = rates.iter().map(|r| rate(*r)).collect();
+    format!("at {}/s", list.join(", "))
+}
+
+/// The sweep's unsafe steps grouped by their verdict, in the order run: `UNSAFE at 800/s`,
+/// `caught (control) at every step (8)`. `None` when no step was unsafe.
+pub fn unsafe_steps_text(e: &Entry) -> Option<String> {
+    if e.unsafe_steps.is_empty() {
+        return None;
+    }
+    let mut groups: Vec<(&str, Vec<f64>)> = Vec::new();
+    for r in &e.unsafe_steps {
+        // sweep.json's list is the judgement; the step's summary says which verdict.
+        let word = e
+            .steps
+            .iter()
+            .find(|s| s.rate_per_s == *r)
+            .map_or("unsafe", |s| s.summary.headline());
+        match groups.iter_mut().find(|(w, _)| *w == word) {
+            Some((_, rates)) => rates.push(*r),
+            None => groups.push((word, vec![*r])),
+        }
+    }
+    Some(
+        groups
+            .iter()
+            .map(|(w, rates)| format!("{w} {}", at_rates(rates, e.steps.len())))
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
+}
+
 /// The offered rate of a run (its workload's `load.rate`), when it was an open loop.
 pub fn offered_rate(s: &Summary) -> Option<f64> {
     let load = s.workload.get("load")?;
@@ -411,27 +442,22 @@ impl Evidence<'_> {
     /// `; UNSAFE at 800/s, 1600/s in the sweep`, or nothing when every step was safe.
     fn sweep_safety_said(&self, e: &Entry) -> Said {
         let anchor = ids::cap(self.strategy, "unsafe");
-        let rates = e
-            .unsafe_steps
-            .iter()
-            .map(|r| format!("{}/s", rate(*r)))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let rates = at_rates(&e.unsafe_steps, e.steps.len());
         match Claim::of_sweep(e) {
             Claim::Unsafe => Said::default()
                 .t("; ")
                 .link("UNSAFE", anchor, Tone::Bad)
-                .t(format!(" at {rates} in the sweep")),
+                .t(format!(" {rates} in the sweep")),
             Claim::Fenced => Said::default()
                 .t("; ")
                 .link("fenced", anchor, Tone::Warn)
                 .t(format!(
-                    " at {rates} in the sweep (the lock broke; fencing held)"
+                    " {rates} in the sweep (the lock broke; fencing held)"
                 )),
             Claim::Caught => Said::default()
                 .t("; ")
                 .n("caught", anchor)
-                .t(format!(" at {rates} in the sweep")),
+                .t(format!(" {rates} in the sweep")),
             Claim::NotCaught => Said::default()
                 .t("; ")
                 .link("not caught", anchor, Tone::Bad)
@@ -627,10 +653,12 @@ pub(super) mod fixtures {
             },
             search: Search {
                 start_per_s: 50.0,
+                min_per_s: 1.0,
                 max_per_s: 2000.0,
                 factor: 2.0,
                 refinements: 2,
                 step_s: 5.0,
+                min_arrivals: 100,
             },
             workload_file: "workloads/flash-sale.toml".into(),
             entries,

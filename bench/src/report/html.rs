@@ -191,7 +191,7 @@ body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1320
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 table.runs{font-size:.8em}table.runs td,table.runs th{padding:.2em .3em}
-td.why{font-size:.85em;color:#555}.part{font-weight:bold;color:#356}
+td.why{font-size:.85em;color:#555}td.steps{min-width:18em}.part{font-weight:bold;color:#356}
 th,td{border:1px solid #ccc;padding:.25em .5em}td.n{text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f3f3f3}
 thead th{position:sticky;top:0;z-index:1}

@@ -8,11 +8,11 @@
 use std::fmt::Write as _;
 
 use super::charts;
-use super::evidence::{Capacity, Claim, Evidence, Said, Span, Tone, ids, offered_rate, rate};
+use super::evidence::{Capacity, Claim, Evidence, Said, Span, Tone, ids, offered_rate};
 use super::html::{self, Lead, TableSpec, esc};
 use super::needs::{Judgement, Met, Needs};
 use super::saved::{Job, Part, ReportError};
-use super::sweep::{Bound, Entry, Sweep};
+use super::sweep::{Bound, Entry, Sweep, rate_text as rate};
 use crate::strategy::{Family, Kind};
 
 /// Renders the page of a job.
@@ -299,17 +299,20 @@ fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
         h,
         "<p>Target: <b>{}</b>, over every scheduled arrival (an arrival never started counts \
          as slower than any served one), with the store intact. The search offered rates from \
-         {}/s up to at most {}/s, ×{} per step until a step failed, then {} bisection \
-         step(s); each step loaded for {} s. Workload <code>{}</code>; started {}; took {:.0} \
+         {}/s (down to {}/s when it failed, up to at most {}/s), ×{} per step until a step \
+         failed, then {} bisection step(s); each step loaded for {} s (a slow rate longer, to \
+         reach {} arrivals). Workload <code>{}</code>; started {}; took {:.0} \
          s. <b>Capacity</b> is the highest offered rate that met the target; the first failing \
          rate is the lowest that did not. A step judged unsafe is listed: the sweep is also a \
          safety run.</p>",
         esc(&sweep.slo.label()),
         rate(s.start_per_s),
+        rate(s.min_per_s),
         rate(s.max_per_s),
         s.factor,
         s.refinements,
         s.step_s,
+        s.min_arrivals,
         esc(&sweep.workload_file),
         esc(&sweep.started_at),
         sweep.elapsed_s
@@ -395,22 +398,10 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
             )
         })
         .collect();
-    let unsafe_steps: Vec<String> = e
-        .steps
-        .iter()
-        .filter(|s| e.unsafe_steps.contains(&s.rate_per_s))
-        .map(|s| format!("{}/s: {}", rate(s.rate_per_s), s.summary.headline()))
-        .collect();
-    let unsafe_text = match (unsafe_steps.is_empty(), e.unsafe_steps.is_empty()) {
-        (false, _) => esc(&unsafe_steps.join(", ")),
-        (true, false) => esc(&e
-            .unsafe_steps
-            .iter()
-            .map(|r| format!("{}/s", rate(*r)))
-            .collect::<Vec<_>>()
-            .join(", ")),
-        (true, true) if e.kind == Kind::Control => "none (not caught)".into(),
-        (true, true) => "none".into(),
+    let unsafe_text = match super::evidence::unsafe_steps_text(e) {
+        Some(t) => esc(&t),
+        None if e.kind == Kind::Control => "none (not caught)".into(),
+        None => "none".into(),
     };
     let error = e
         .error
@@ -426,7 +417,7 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
         h,
         "<tr class=\"{class}\" data-strategy=\"{}\"><td>{}{badge}</td>\
          <td class=\"n\" id=\"{}\" data-value=\"{}\">{}</td><td>{}{error}</td>\
-         <td class=\"n\" id=\"{}\">{fail}</td><td class=\"why\">{why}</td><td>{}</td>\
+         <td class=\"n\" id=\"{}\">{fail}</td><td class=\"why\">{why}</td><td class=\"steps\">{}</td>\
          <td id=\"{}\">{unsafe_text}</td></tr>",
         esc(id),
         esc(id),
@@ -438,17 +429,6 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
         steps.join(" · "),
         esc(&ids::cap(id, "unsafe")),
     );
-}
-
-/// The rate the calm runs should share: the lowest capacity among the strategies the sweep saw
-/// safe (a rate every one of them sustains), and the strategy that set it.
-pub(super) fn calm_floor(sweep: &Sweep) -> Option<(f64, &str)> {
-    sweep
-        .entries
-        .iter()
-        .filter(|e| e.safe && e.capacity_per_s > 0.0)
-        .map(|e| (e.capacity_per_s, e.strategy.as_str()))
-        .min_by(|a, b| a.0.total_cmp(&b.0))
 }
 
 fn rate_lead<'a>() -> Lead<'a> {
@@ -489,12 +469,13 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         ids::CALM_RATE,
         esc(&heading)
     );
-    let why = match job.sweep.as_ref().and_then(calm_floor) {
+    let why = match job.sweep.as_ref().and_then(Sweep::common_rate) {
         Some((floor, by)) => {
             let mut why = format!(
                 "Why this rate: {}/s is the lowest capacity among the strategies the sweep saw \
-                 safe (set by <a class=\"num\" href=\"#{}\">{}</a>), so every one of them \
-                 sustains it.",
+                 safe at every step (set by <a class=\"num\" href=\"#{}\">{}</a>; controls \
+                 and capacities below the lowest rate offered do not count), so every one of \
+                 them sustains it.",
                 rate(floor),
                 esc(&ids::cap(by, "")),
                 esc(by)

@@ -19,7 +19,8 @@
 
 use std::time::Duration;
 
-use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, ids, rate};
+use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, ids};
+use super::sweep::rate_text as rate;
 
 /// The forms the parser accepts, for its errors.
 pub const FORMS: &str = "capacity>=N (arrivals/s), safe, safe-under-SCENARIO, \
