@@ -754,7 +754,7 @@ fn mem_total() -> Option<String> {
 }
 
 /// Shell-quotes one word when it needs it.
-fn sh(word: &str) -> String {
+pub(super) fn sh(word: &str) -> String {
     if !word.is_empty()
         && word
             .chars()

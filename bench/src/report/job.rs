@@ -701,17 +701,35 @@ fn sweep_environment(h: &mut String, s: &Sweep) {
         "<h3>The sweep</h3>\n<table id=\"sweep-environment\">\n\
          <tr><th>lockbench</th><td>{}</td></tr>\n<tr><th>started</th><td>{}</td></tr>\n\
          <tr><th>workload file</th><td><code>{}</code></td></tr>\n\
-         <tr><th>seed</th><td>{}</td></tr>\n\
-         <tr><th>strategies</th><td>{}</td></tr>\n</table>",
+         <tr><th>seed</th><td>{}</td></tr>\n</table>\n\
+         <p>As run (the workload file as it is now; each step's summary.json under \
+         <code>sweep/</code> holds its effective workload):</p>\n<pre id=\"command-sweep\">{}</pre>",
         esc(&s.lockbench_version),
         esc(&s.started_at),
         esc(&s.workload_file),
         step.map_or_else(|| "-".to_string(), |st| st.summary.seed.to_string()),
-        esc(&s
-            .entries
-            .iter()
-            .map(|e| e.strategy.as_str())
-            .collect::<Vec<_>>()
-            .join(", "))
+        esc(&sweep_command(s))
     );
+}
+
+/// The `lockbench sweep` command line that searches the same rates at the same target.
+fn sweep_command(s: &Sweep) -> String {
+    let ids: Vec<&str> = s.entries.iter().map(|e| e.strategy.as_str()).collect();
+    let q = &s.search;
+    format!(
+        "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}% \
+         --start {} --min {} --max {} --factor {} --refinements {} --step {}s --min-arrivals {}",
+        html::sh(&ids.join(",")),
+        html::sh(&s.workload_file),
+        s.slo.percentile_name(),
+        rate(s.slo.latency_ms),
+        rate((s.slo.min_served * 10_000.0).round() / 100.0),
+        rate(q.start_per_s),
+        rate(q.min_per_s),
+        rate(q.max_per_s),
+        rate(q.factor),
+        q.refinements,
+        rate(q.step_s),
+        q.min_arrivals
+    )
 }
