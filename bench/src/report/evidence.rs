@@ -369,26 +369,57 @@ pub fn offered_rate(s: &Summary) -> Option<f64> {
 /// How a run's faults were recovered from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Recovery {
-    /// Every fault that took effect was healed and served again; the longest, by fault id.
+    /// Every fault that took effect was healed and served again; the longest.
     Within(f64),
-    /// A fault was healed and nothing was served after it (fault id).
-    Never(usize),
-    /// No fault took effect, or none was healed.
-    NotMeasured,
+    /// A fault was healed and nothing was served in the `left_s` seconds between its heal and
+    /// the end of the load.
+    Never {
+        /// The fault's id.
+        fault: usize,
+        /// Seconds of load after its heal.
+        left_s: f64,
+    },
+    /// Not measured, with why: no fault took effect, or one healed after the load ended.
+    NotMeasured(String),
 }
 
 impl Recovery {
-    /// The recovery of a run's faults.
+    /// The recovery of a run's faults: the worst fault decides (a partial maximum would be
+    /// kinder than what was measured).
     pub fn of(s: &Summary) -> Recovery {
         let mut longest: Option<f64> = None;
+        let mut unmeasured: Option<String> = None;
         for f in s.faults.iter().filter(|f| f.started_s.is_some()) {
             match (f.healed_s, f.recovery_s) {
                 (Some(_), Some(r)) => longest = Some(longest.map_or(r, |m| m.max(r))),
-                (Some(_), None) => return Recovery::Never(f.id),
-                (None, _) => {}
+                (Some(h), None) if h < s.duration_s => {
+                    return Recovery::Never {
+                        fault: f.id,
+                        left_s: ((s.duration_s - h) * 1000.0).round() / 1000.0,
+                    };
+                }
+                (Some(_), None) => {
+                    unmeasured.get_or_insert(format!("fault {} healed after the load ended", f.id));
+                }
+                (None, _) => {
+                    unmeasured.get_or_insert(format!("fault {} was not healed", f.id));
+                }
             }
         }
-        longest.map_or(Recovery::NotMeasured, Recovery::Within)
+        match (unmeasured, longest) {
+            (Some(why), _) => Recovery::NotMeasured(why),
+            (None, Some(r)) => Recovery::Within(r),
+            (None, None) => Recovery::NotMeasured("no fault took effect".into()),
+        }
+    }
+
+    /// The table cell: `2.100`, `none after fault 2`, `-`.
+    pub fn cell(&self) -> String {
+        match self {
+            Recovery::Within(r) => format!("{r:.3}"),
+            Recovery::Never { fault, .. } => format!("none after fault {fault}"),
+            Recovery::NotMeasured(_) => "-".into(),
+        }
     }
 }
 
@@ -517,12 +548,13 @@ impl Evidence<'_> {
                 .t(", served again ")
                 .n(format!("{r:.3} s"), anchor)
                 .t(" after the heal"),
-            Recovery::Never(id) => said.t(", ").link(
-                format!("nothing served after fault {id} healed"),
-                anchor,
-                Tone::Bad,
-            ),
-            Recovery::NotMeasured => said.t(", recovery not measured"),
+            Recovery::Never { fault, left_s } => said
+                .t(", ")
+                .link(format!("none after fault {fault}"), anchor, Tone::Bad)
+                .t(format!(
+                    ": nothing served in the {left_s:.3} s from its heal to the end of the load"
+                )),
+            Recovery::NotMeasured(why) => said.t(format!(", recovery not measured ({why})")),
         }
     }
 
@@ -809,12 +841,30 @@ mod tests {
     #[test]
     fn recovery_is_the_longest_or_never() {
         let mut s = chaos("x", 1.5);
+        s.duration_s = 12.0;
         s.faults.push(fault(2, Some(2.5)));
         assert_eq!(Recovery::of(&s), Recovery::Within(2.5));
+        assert_eq!(Recovery::of(&s).cell(), "2.500");
+        // Healed at 4 s, nothing served until the end at 12 s.
         s.faults.push(fault(3, None));
-        assert_eq!(Recovery::of(&s), Recovery::Never(3));
+        assert_eq!(
+            Recovery::of(&s),
+            Recovery::Never {
+                fault: 3,
+                left_s: 8.0
+            }
+        );
+        // Healed after the load ended: nobody could have been served.
+        s.duration_s = 3.5;
+        assert_eq!(
+            Recovery::of(&s),
+            Recovery::NotMeasured("fault 3 healed after the load ended".into())
+        );
         s.faults.clear();
-        assert_eq!(Recovery::of(&s), Recovery::NotMeasured);
+        assert_eq!(
+            Recovery::of(&s),
+            Recovery::NotMeasured("no fault took effect".into())
+        );
     }
 
     #[test]

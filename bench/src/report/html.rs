@@ -162,7 +162,8 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
                     Cell {
                         field,
                         value: r.map_or(serde_json::Value::Null, serde_json::Value::from),
-                        text: r.map_or_else(|| "-".into(), |r| format!("{r:.3}")),
+                        // The worst fault decides: never a partial maximum.
+                        text: super::evidence::Recovery::of(s).cell(),
                     }
                 }
                 "verdict" => Cell {
@@ -191,7 +192,7 @@ body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1320
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
 table.runs{font-size:.8em}table.runs td,table.runs th{padding:.2em .3em}
-td.why{font-size:.85em;color:#555}td.steps{min-width:18em}.part{font-weight:bold;color:#356}
+td.why{font-size:.85em;color:#555}td.steps{min-width:18em}.part{font-weight:bold;color:#356;white-space:nowrap}
 th,td{border:1px solid #ccc;padding:.25em .5em}td.n{text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f3f3f3}
 thead th{position:sticky;top:0;z-index:1}
@@ -463,7 +464,8 @@ pub(super) const HEADLINE_NOTE: &str = "sales/s: audited sales over the selling 
      sales whose decrement vanished; double-grant incidents: leases a later grant of the \
      same key overlapped (one per stale holder); leases lost: leases that ended before their \
      holder released them; stale rejected: writes a fenced store refused; recovery: heal → \
-     first served attempt, the longest over the run's faults. Lock: held, BROKEN (two \
+     first served attempt, the longest over the run's faults (none after fault N: nothing \
+     served from that heal to the end of the load). Lock: held, BROKEN (two \
      holders at once, or a lease lost while held), or broken, fenced (that happened and the \
      store refused every stale write); store: intact or CORRUPTED; safe = lock held and \
      store intact. Red rows claim safety and broke it; amber rows broke the lock and were \

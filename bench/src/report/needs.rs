@@ -352,13 +352,24 @@ fn recovery(ev: &Evidence<'_>, max_s: f64) -> (Met, Said) {
             Recovery::Within(r) if longest.is_none_or(|(m, _)| r > m) => {
                 longest = Some((r, scenario))
             }
-            Recovery::Within(_) | Recovery::NotMeasured => {}
-            Recovery::Never(id) => {
+            Recovery::Within(_) => {}
+            Recovery::Never { fault, left_s } => {
+                let said = Said::default()
+                    .t(format!("{scenario}: "))
+                    .n(format!("none after fault {fault}"), anchor)
+                    .t(format!(" in the {left_s:.3} s of load after its heal"));
+                // Too little load after the heal to tell.
+                let met = if left_s > max_s {
+                    Met::No
+                } else {
+                    Met::Unmeasured
+                };
+                return (met, said);
+            }
+            Recovery::NotMeasured(why) => {
                 return (
-                    Met::No,
-                    Said::default()
-                        .t(format!("{scenario}: "))
-                        .n(format!("nothing served after fault {id} healed"), anchor),
+                    Met::Unmeasured,
+                    Said::default().t(format!("{scenario}: recovery not measured ({why})")),
                 );
             }
         }
@@ -366,7 +377,7 @@ fn recovery(ev: &Evidence<'_>, max_s: f64) -> (Met, Said) {
     let Some((r, scenario)) = longest else {
         return (
             Met::Unmeasured,
-            Said::default().t("recovery not measured (no fault took effect and healed)"),
+            Said::default().t("recovery not measured (no chaos scenario ran it)"),
         );
     };
     let said = Said::default()

@@ -190,9 +190,14 @@ impl Job {
 }
 
 fn read_sweep(path: &Path) -> Result<Sweep, ReportError> {
-    Sweep::read(path).map_err(|e| ReportError::Parse {
-        path: path.to_path_buf(),
-        msg: format!("{e:#}"),
+    Sweep::read(path).map_err(|e| {
+        // Sweep::read names the file already; ReportError::Parse names it too.
+        let msg = format!("{e:#}");
+        let prefix = format!("{}: ", path.display());
+        ReportError::Parse {
+            path: path.to_path_buf(),
+            msg: msg.strip_prefix(&prefix).unwrap_or(&msg).to_string(),
+        }
     })
 }
 
