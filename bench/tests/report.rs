@@ -902,6 +902,33 @@ mod job {
         let html = render(dir.path(), Some("capacity>=10"));
         assert!(section(&html, "capacity").contains("Not measured: this job has no sweep."));
         assert!(html.contains("capacity&gt;=10: not measured: capacity not measured (no sweep)"));
+
+        // A chaos run in which no fault took effect says nothing about safety under it (a
+        // broken lock would still count: bad news is measured whenever it happens).
+        let dir = tempfile::tempdir().unwrap();
+        job(dir.path());
+        let path = dir.path().join("chaos/pause-holder/compare.json");
+        let mut runs: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        runs[0]["lock_verdict"] = "held".into();
+        runs[0]["safe"] = true.into();
+        for f in runs[0]["faults"].as_array_mut().unwrap() {
+            f["started_s"] = serde_json::Value::Null;
+            f["healed_s"] = serde_json::Value::Null;
+            f["note"] = "no holder to pause".into();
+        }
+        std::fs::write(&path, serde_json::to_vec(&runs).unwrap()).unwrap();
+        let html = render(dir.path(), Some("safe-under-pause,fenced-ok"));
+        assert!(
+            html.contains(
+                "pause-holder</span>: not measured: <a class=\"num\" \
+                 href=\"#chaos-pause-holder-redis-setnx-fenced-hit\">0 of 2</a> faults took \
+                 effect (no holder to pause)"
+            ),
+            "{}",
+            section(&html, "summary")
+        );
+        assert_eq!(listed(&html, "needs-qualify"), Vec::<String>::new());
     }
 
     #[test]

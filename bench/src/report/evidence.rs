@@ -237,7 +237,7 @@ impl Claim {
             Claim::Unsafe => Said::default().link("UNSAFE", anchor, Tone::Bad).t(halves),
             Claim::Caught => Said::default().n("caught", anchor).t(halves),
             Claim::NotCaught => Said::default().link("not caught", anchor, Tone::Bad),
-            Claim::NotMeasured(why) => Said::default().t(format!("not measured ({why})")),
+            Claim::NotMeasured(why) => Said::default().t(format!("not measured: {why}")),
         }
     }
 }
@@ -538,6 +538,19 @@ impl Evidence<'_> {
             return said.t("not measured");
         };
         let claim = Claim::of(s, true);
+        let took = s.faults.iter().filter(|f| f.started_s.is_some()).count();
+        if matches!(claim, Claim::NotMeasured(_)) && took == 0 {
+            // Link the count of faults that happened, the number this rests on.
+            let note = s.faults.iter().find_map(|f| f.note.as_deref());
+            return said
+                .t("not measured: ")
+                .n(
+                    format!("{took} of {}", s.faults.len()),
+                    ids::chaos(scenario, self.strategy, "hit"),
+                )
+                .t(" faults took effect")
+                .t(note.map(|n| format!(" ({n})")).unwrap_or_default());
+        }
         let said = said.and(claim.said(Some(s), ids::chaos(scenario, self.strategy, "verdict")));
         if matches!(claim, Claim::NotMeasured(_)) {
             return said;

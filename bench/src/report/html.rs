@@ -257,7 +257,7 @@ fn render_page(
     }
     utilization(&mut h, runs);
     faults(&mut h, runs);
-    environment(&mut h, runs, compare, exact);
+    environment(&mut h, runs, compare, exact, "");
     page_end(
         &mut h,
         dir,
@@ -827,7 +827,15 @@ fn servers_origin(runs: &[RunData]) -> String {
     kinds.join("; ")
 }
 
-pub(super) fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&Path>) {
+/// Where and how the runs ran, and the commands that reproduce them; `scope` (HTML, may be
+/// empty) says which runs these are when the page holds more than one part.
+pub(super) fn environment(
+    h: &mut String,
+    runs: &[RunData],
+    compare: bool,
+    exact: Option<&Path>,
+    scope: &str,
+) {
     let s = &runs[0].summary;
     let cores = std::thread::available_parallelism()
         .map(|n| n.to_string())
@@ -839,7 +847,7 @@ pub(super) fn environment(h: &mut String, runs: &[RunData], compare: bool, exact
     versions.dedup();
     let _ = writeln!(
         h,
-        "<h2>Environment and reproduction</h2>\n<table id=\"environment\">\n\
+        "<h2>Environment and reproduction</h2>\n{scope}<table id=\"environment\">\n\
          <tr><th>lockbench</th><td>{} (this report rendered by {}, git {})</td></tr>\n\
          <tr><th>machine</th><td>{} cores, {} memory (the machine that rendered this report)</td></tr>\n\
          <tr><th>seed</th><td>{}</td></tr>\n\

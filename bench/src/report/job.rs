@@ -647,13 +647,24 @@ fn chaos(h: &mut String, job: &Job) {
                 }
             }),
         };
+        let hit = Lead {
+            heading: "faults that took effect",
+            short: "hit",
+            cell: Box::new(|s| {
+                let took = s.faults.iter().filter(|f| f.started_s.is_some()).count();
+                (
+                    serde_json::Value::from(took),
+                    format!("{took} of {}", s.faults.len()),
+                )
+            }),
+        };
         html::headline_table(
             h,
             &part.runs,
             &TableSpec {
                 id: format!("chaos-table-{}", ids::clean(name)),
                 cell_id: Some(&cell_id),
-                lead: vec![rate_lead(), share],
+                lead: vec![rate_lead(), share, hit],
                 fields: &CHAOS_FIELDS,
                 family: &fam,
             },
@@ -678,11 +689,18 @@ fn environment(h: &mut String, job: &Job) -> Result<(), ReportError> {
     let part = job
         .calm
         .as_ref()
-        .or_else(|| job.chaos.first().map(|(_, p)| p));
+        .map(|p| ("the calm run", p))
+        .or_else(|| job.chaos.first().map(|(n, p)| (n.as_str(), p)));
     match part {
-        Some(p) => {
+        Some((name, p)) => {
             let exact = html::write_effective_workload(&p.dir, &p.runs[0].summary)?;
-            html::environment(h, &p.runs, true, exact.as_deref());
+            let scope = format!(
+                "<p>Of {} (<code>{}</code>); each part's own report.html has its own, and the \
+                 sweep's is below.</p>\n",
+                esc(name),
+                esc(&p.dir.display().to_string())
+            );
+            html::environment(h, &p.runs, true, exact.as_deref(), &scope);
         }
         None => {
             let _ = writeln!(h, "<h2>Environment and reproduction</h2>");
