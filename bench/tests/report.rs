@@ -542,6 +542,253 @@ fn report_loads_in_headless_chromium() {
     assert!(png.len() > 100_000, "screenshot of {} bytes", png.len());
 }
 
+/// One sweep step: the fixture's summary at `rate` with the judged numbers given.
+fn step(rate: f64, latency_ms: f64, censored: bool, passed: bool) -> report::sweep::Step {
+    let summary: Summary =
+        serde_json::from_str(include_str!("fixtures/summary.json")).expect("fixture summary");
+    report::sweep::Step {
+        rate_per_s: rate,
+        passed,
+        why: if passed {
+            String::new()
+        } else {
+            format!("p99 {latency_ms} ms > 100 ms")
+        },
+        latency_ms,
+        latency_censored: censored,
+        served_fraction: if censored { 0.8 } else { 1.0 },
+        dir: format!("steps/{rate}"),
+        summary,
+    }
+}
+
+/// A strategy whose p99 grows as its offered rate nears `knee` (arrivals/s): every step of
+/// a ramp ×2 from 50/s, with a bisection between the last pass and the first failure.
+fn swept(
+    strategy: &str,
+    family: lockbench::strategy::Family,
+    kind: lockbench::strategy::Kind,
+    knee: f64,
+) -> report::sweep::Entry {
+    use report::sweep::Bound;
+    let latency = |rate: f64| 2.0 + 20.0 * (rate / knee).powi(4);
+    let mut steps = Vec::new();
+    let mut rate = 50.0;
+    let (mut pass, mut fail) = (0.0, None);
+    while rate <= 6400.0 {
+        let ms = latency(rate);
+        let ok = ms <= 100.0;
+        // Past 1 s some arrivals are never served: the percentile is then a lower bound.
+        steps.push(step(rate, ms.min(2000.0), ms > 1000.0, ok));
+        if ok {
+            pass = rate;
+            rate *= 2.0;
+        } else {
+            fail = Some(rate);
+            break;
+        }
+    }
+    if let (Some(f), true) = (fail, pass > 0.0) {
+        let mid = (pass * f).sqrt().round();
+        let ms = latency(mid);
+        steps.push(step(mid, ms, false, ms <= 100.0));
+        if ms <= 100.0 {
+            pass = mid;
+        } else {
+            fail = Some(mid);
+        }
+    }
+    let bound = match (pass > 0.0, fail) {
+        (false, _) => Bound::BelowLowest,
+        (true, None) => Bound::AtLeastMax,
+        (true, Some(_)) => Bound::Found,
+    };
+    let control = kind == lockbench::strategy::Kind::Control;
+    let unsafe_steps: Vec<f64> = if control {
+        steps
+            .iter()
+            .map(|s| s.rate_per_s)
+            .filter(|r| *r >= 200.0)
+            .collect()
+    } else {
+        Vec::new()
+    };
+    report::sweep::Entry {
+        strategy: strategy.into(),
+        family,
+        kind,
+        capacity_per_s: pass,
+        bound,
+        first_failing_per_s: fail,
+        safe: !control,
+        unsafe_steps,
+        error: None,
+        steps,
+    }
+}
+
+/// A sweep of 28 strategies over every family, with each kind of bound and unsafe steps.
+fn synthetic_sweep() -> report::sweep::Sweep {
+    use lockbench::strategy::{Family as F, Kind as K};
+    let rows: [(&str, F, K, f64); 28] = [
+        ("mysql-for-update", F::Database, K::Lock, 900.0),
+        ("mysql-optimistic", F::Database, K::LockFree, 500.0),
+        ("mysql-atomic", F::Database, K::LockFree, 20000.0),
+        ("mysql-lock-table", F::Database, K::Lock, 180.0),
+        ("mysql-lock-table-fenced", F::Database, K::Lock, 170.0),
+        ("redis-setnx", F::RedisSingle, K::Lock, 700.0),
+        ("redis-setnx-watchdog", F::RedisSingle, K::Lock, 680.0),
+        ("redis-setnx-fenced", F::RedisSingle, K::Lock, 650.0),
+        ("redis-reentrant", F::RedisSingle, K::Lock, 640.0),
+        ("redis-lua-decr", F::RedisSingle, K::LockFree, 5200.0),
+        ("redlock", F::RedisMulti, K::Lock, 260.0),
+        ("redis-sentinel", F::RedisMulti, K::Lock, 600.0),
+        ("redis-sentinel-wait", F::RedisMulti, K::Lock, 380.0),
+        ("zookeeper", F::Consensus, K::Lock, 320.0),
+        ("etcd", F::Consensus, K::Lock, 150.0),
+        ("zookeeper-fenced", F::Consensus, K::Lock, 310.0),
+        ("etcd-fenced", F::Consensus, K::Lock, 140.0),
+        ("lib:redis-py", F::Libraries, K::Lock, 420.0),
+        ("lib:redis-semaphore", F::Libraries, K::Lock, 410.0),
+        ("lib:node-redlock", F::Libraries, K::Lock, 230.0),
+        ("lib:node-redlock-v5", F::Libraries, K::Lock, 225.0),
+        ("lib:curator", F::Libraries, K::Lock, 290.0),
+        ("lib:kazoo", F::Libraries, K::Lock, 120.0),
+        ("lib:aetcd", F::Libraries, K::Lock, 25.0),
+        ("lib:curator-fenced", F::Libraries, K::Lock, 285.0),
+        ("none", F::Controls, K::Control, 30000.0),
+        ("redis-get-del", F::Controls, K::Control, 690.0),
+        ("redis-setnx-expire", F::Controls, K::Control, 700.0),
+    ];
+    let mut entries: Vec<report::sweep::Entry> = rows
+        .iter()
+        .map(|&(id, f, k, knee)| swept(id, f, k, knee))
+        .collect();
+    // A search that stopped early keeps what it measured.
+    let stopped = entries
+        .iter_mut()
+        .find(|e| e.strategy == "lib:kazoo")
+        .unwrap();
+    stopped.bound = report::sweep::Bound::Incomplete;
+    stopped.error = Some("adapter exited".into());
+    stopped.first_failing_per_s = None;
+    // A lock that broke at one rate: flagged even though it met the SLO there.
+    let broke = entries
+        .iter_mut()
+        .find(|e| e.strategy == "redis-setnx-watchdog")
+        .unwrap();
+    broke.unsafe_steps = vec![400.0];
+    broke.safe = false;
+    report::sweep::Sweep {
+        schema: report::sweep::SWEEP_SCHEMA.into(),
+        lockbench_version: "0.1.0".into(),
+        started_at: "2026-01-01T00:00:00.000Z".into(),
+        slo: report::sweep::Slo {
+            quantile: 0.99,
+            latency_ms: 100.0,
+            min_served: 0.99,
+        },
+        search: report::sweep::Search {
+            start_per_s: 50.0,
+            min_per_s: 1.0,
+            max_per_s: 6400.0,
+            factor: 2.0,
+            refinements: 1,
+            step_s: 5.0,
+            min_arrivals: 100,
+        },
+        workload_file: "workloads/flash-sale.toml".into(),
+        entries,
+        elapsed_s: 900.0,
+    }
+}
+
+/// SVG text as drawn (plotters escapes `<`, `>` and `&`).
+fn svg_text(s: &str) -> String {
+    s.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+#[test]
+fn sweep_charts_name_every_strategy_the_slo_and_each_kind_of_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = synthetic_sweep();
+    let charts = report::render_sweep(&sweep, &dir.path().join("charts")).unwrap();
+    let kinds: Vec<report::ChartKind> = charts.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, report::ChartKind::SWEEP);
+    for name in ["latency-vs-rate", "capacity"] {
+        for ext in ["png", "svg"] {
+            let p = dir.path().join("charts").join(format!("{name}.{ext}"));
+            let len = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            assert!(len > 1000, "{} is missing or empty", p.display());
+        }
+    }
+    let (rate, bars) = (svg_text(&charts[0].svg), svg_text(&charts[1].svg));
+    for e in &sweep.entries {
+        assert!(
+            rate.contains(&e.strategy),
+            "{} in the latency chart",
+            e.strategy
+        );
+        assert!(
+            bars.contains(&e.strategy),
+            "{} in the capacity bars",
+            e.strategy
+        );
+    }
+    // The SLO is drawn and named; one panel per family.
+    assert!(rate.contains("SLO p99 ≤ 100 ms"), "SLO label");
+    for family in lockbench::strategy::Family::ALL {
+        assert!(rate.contains(family.title()), "{} panel", family.title());
+    }
+    // Each bound says what it is: a capacity, a lower bound, an upper bound, a search cut short.
+    let entry = |id: &str| sweep.entry(id).unwrap();
+    assert!(bars.contains(&format!("{}/s", entry("redis-setnx").capacity_per_s)));
+    assert!(bars.contains("≥ 6400/s"), "at-least-max");
+    assert!(bars.contains("< 50/s"), "below-lowest");
+    assert!(bars.contains("stopped early: adapter exited"), "incomplete");
+    assert!(
+        bars.contains("unsafe at 6 steps, 200–6400/s"),
+        "unsafe steps flagged"
+    );
+    assert!(bars.contains("controls (known unsafe"), "controls apart");
+    assert!(bars.contains("arrivals/s sustained at p99 ≤ 100 ms, ≥ 99% served"));
+}
+
+#[test]
+fn a_sweep_of_one_strategy_is_one_panel() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sweep = synthetic_sweep();
+    sweep.entries.retain(|e| e.strategy == "redis-setnx");
+    let charts = report::render_sweep(&sweep, dir.path()).unwrap();
+    let rate = svg_text(&charts[0].svg);
+    assert!(
+        !rate.contains("Redis, single node"),
+        "no family panel for one"
+    );
+    assert!(rate.contains("Latency against offered rate") && rate.contains("redis-setnx"));
+}
+
+/// Renders a real sweep (`$LOCKBENCH_SWEEP`, a folder holding sweep.json) into
+/// `$LOCKBENCH_CHARTS_OUT`, to look at.
+#[test]
+#[ignore = "renders a real sweep for a human to look at"]
+fn render_a_real_sweep() {
+    let dir = std::env::var("LOCKBENCH_SWEEP").unwrap_or("/tmp/lockbench-sweep-sample".into());
+    let out = std::env::var("LOCKBENCH_CHARTS_OUT").unwrap_or("/tmp/sweep-charts".into());
+    let sweep = report::sweep::Sweep::read(Path::new(&dir)).unwrap();
+    report::render_sweep(&sweep, Path::new(&out)).unwrap();
+}
+
+/// Renders the synthetic sweep into `$LOCKBENCH_CHARTS_OUT`, to look at.
+#[test]
+#[ignore = "renders the synthetic sweep for a human to look at"]
+fn render_the_synthetic_sweep() {
+    let out = std::env::var("LOCKBENCH_CHARTS_OUT").unwrap_or("/tmp/synthetic-sweep".into());
+    report::render_sweep(&synthetic_sweep(), Path::new(&out)).unwrap();
+}
+
 // ---------------------------------------------------------------------------------------------
 // The job page (scripts/compare.sh's folder: sweep/, calm/, chaos/<scenario>/) and --needs.
 // Kept apart from the chart tests above.

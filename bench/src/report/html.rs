@@ -516,48 +516,46 @@ pub(super) fn notes(h: &mut String, runs: &[RunData]) {
     let _ = writeln!(h, "</ul>");
 }
 
-/// What each chart of a run or a comparison shows. A table, not a `match`, so the chart kinds
-/// of other pages (the sweep's) need no caption here.
-const CAPTIONS: [(Kind, &str); 5] = [
-    (
-        Kind::Throughput,
-        "Sales completed per second (timeline.csv). The last, partial second is shown as a \
-         rate over the part that ran, or left out when under half a second.",
-    ),
-    (
-        Kind::P99,
-        "p99 of the attempts that completed in each second (timeline.csv).",
-    ),
-    (
-        Kind::Spectrum,
-        "Every outcome class of latency.hlog merged per strategy; the right end is the \
-         maximum. A flat line is a predictable system, a late cliff is a tail.",
-    ),
-    (
-        Kind::Tradeoff,
-        "One point per strategy (summary.json): fast and safe is top left. A cross marks a \
-         strategy that claims safety and broke it.",
-    ),
-    (
-        Kind::Safety,
-        "Oversell and lost updates from the audit of the store; double grants from the lease \
-         log. Every bar carries its value.",
-    ),
-];
+/// What a chart shows.
+fn caption_text(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Throughput => {
+            "Sales completed per second (timeline.csv). The last, partial second is shown as a \
+             rate over the part that ran, or left out when under half a second."
+        }
+        Kind::P99 => "p99 of the attempts that completed in each second (timeline.csv).",
+        Kind::Spectrum => {
+            "Every outcome class of latency.hlog merged per strategy; the right end is the \
+             maximum. A flat line is a predictable system, a late cliff is a tail."
+        }
+        Kind::Tradeoff => {
+            "One point per strategy (summary.json): fast and safe is top left. A cross marks a \
+             strategy that claims safety and broke it."
+        }
+        Kind::Safety => {
+            "Oversell and lost updates from the audit of the store; double grants from the lease \
+             log. Every bar carries its value."
+        }
+        Kind::LatencyVsRate => {
+            "The SLO percentile over every scheduled arrival at each offered rate (sweep.json); \
+             a triangle is a lower bound (arrivals never served), the ring the capacity."
+        }
+        Kind::Capacity => {
+            "The highest offered rate that met the SLO with the store intact (sweep.json); an \
+             open end is a lower bound, \"<\" failed even the lowest rate."
+        }
+    }
+}
 
-/// The caption of a chart of `runs`.
+/// The caption of a chart of `runs` (none for the sweep's charts).
 pub(super) fn caption(kind: Kind, runs: &[RunData]) -> String {
     let any_faults = runs.iter().any(|r| !r.summary.faults.is_empty());
-    let text = CAPTIONS
-        .iter()
-        .find(|(k, _)| *k == kind)
-        .map_or("", |(_, t)| t);
     let bands = if any_faults && matches!(kind, Kind::Throughput | Kind::P99) {
         " Grey bands: fault windows (started → healed), one per strategy run."
     } else {
         ""
     };
-    format!("{text}{bands}")
+    format!("{}{bands}", caption_text(kind))
 }
 
 /// A chart inline, with its caption; `png` is the path of its PNG relative to the page.

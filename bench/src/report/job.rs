@@ -317,19 +317,11 @@ fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
         esc(&sweep.started_at),
         sweep.elapsed_s
     );
-    let charts = charts::render_sweep(sweep, &job.dir.join("charts"))?;
-    if charts.is_empty() {
-        let _ = writeln!(
-            h,
-            "<p class=\"note\">No sweep charts: this build of lockbench draws none yet; the \
-             table below holds every number.</p>"
-        );
-    }
-    for c in &charts {
+    for c in &charts::render_sweep(sweep, &job.dir.join("charts"))? {
         html::figure(
             h,
             c,
-            "From sweep.json: every step of the search per strategy.",
+            &html::caption(c.kind, &[]),
             &format!("charts/{}.png", c.kind.file()),
         );
     }

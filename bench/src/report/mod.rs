@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
+pub use charts::{Chart, Kind as ChartKind, render_sweep};
 pub use files::{write_results, write_summary};
 pub use html::{write_report, write_report_with};
 pub use needs::Needs;
