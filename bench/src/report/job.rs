@@ -289,7 +289,7 @@ fn bound_text(b: Bound) -> &'static str {
 }
 
 fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
-    let _ = writeln!(h, "<h2 id=\"capacity\">Capacity at the latency target</h2>");
+    let _ = writeln!(h, "<h2 id=\"capacity\">Capacity (the sweep)</h2>");
     let Some(sweep) = &job.sweep else {
         let _ = writeln!(h, "<p>Not measured: this job has no sweep.</p>");
         return Ok(());
