@@ -191,29 +191,38 @@ impl Claim {
     /// What the sweep's steps say: the worst verdict among its unsafe steps, else safe (a
     /// control: not caught) when any step ran.
     pub fn of_sweep(e: &Entry) -> Claim {
-        let control = e.kind == crate::strategy::Kind::Control;
-        let worst = e
+        let claims: Vec<Claim> = e
             .steps
             .iter()
             .map(|st| Claim::of(&st.summary, false))
+            .collect();
+        let worst = claims
+            .iter()
             .filter(|c| matches!(c, Claim::Unsafe | Claim::Fenced | Claim::Caught))
             .min_by_key(|c| match c {
                 Claim::Unsafe | Claim::Caught => 0,
                 _ => 1,
             });
-        match (worst, control) {
-            (Some(c), _) => c,
-            // sweep.json's own judgement, when the steps' summaries do not show it.
-            (None, _) if !e.unsafe_steps.is_empty() => {
-                if control {
-                    Claim::Caught
-                } else {
-                    Claim::Unsafe
-                }
-            }
-            (None, _) if e.steps.is_empty() => Claim::NotMeasured("no step ran".into()),
-            (None, true) => Claim::NotCaught,
-            (None, false) => Claim::Safe,
+        let control = e.kind == crate::strategy::Kind::Control;
+        if let Some(c) = worst {
+            return c.clone();
+        }
+        // sweep.json's own judgement, when the steps' summaries do not show it.
+        if !e.unsafe_steps.is_empty() {
+            return if control {
+                Claim::Caught
+            } else {
+                Claim::Unsafe
+            };
+        }
+        // Clean only from a step that finished.
+        match claims
+            .into_iter()
+            .find(|c| matches!(c, Claim::Safe | Claim::NotCaught))
+        {
+            Some(c) => c,
+            None if e.steps.is_empty() => Claim::NotMeasured("no step ran".into()),
+            None => Claim::NotMeasured("no step finished".into()),
         }
     }
 
@@ -849,6 +858,20 @@ mod tests {
         s.safe = false;
         s.lock_verdict = Some(crate::check::LockVerdict::Broken);
         assert_eq!(Claim::of(&s, false), Claim::Unsafe);
+    }
+
+    #[test]
+    fn a_sweep_is_clean_only_from_a_step_that_finished() {
+        let mut e = entry("x", 100.0, Bound::Found, &[(100.0, true, true)]);
+        assert_eq!(Claim::of_sweep(&e), Claim::Safe);
+        e.steps[0].summary.interrupted = true;
+        assert_eq!(
+            Claim::of_sweep(&e),
+            Claim::NotMeasured("no step finished".into())
+        );
+        e.steps
+            .push(entry("x", 0.0, Bound::Found, &[(200.0, false, false)]).steps[0].clone());
+        assert_eq!(Claim::of_sweep(&e), Claim::Unsafe);
     }
 
     #[test]
