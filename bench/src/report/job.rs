@@ -213,12 +213,13 @@ fn summary(h: &mut String, evidence: &[Evidence<'_>]) {
 }
 
 fn advice(h: &mut String, needs: &Needs, evidence: &[Evidence<'_>]) {
-    let judged: Vec<(Judgement, Option<Family>)> = html::by_family(evidence, |e| e.family)
+    // In the summary's order: by family.
+    let judged: Vec<Judgement> = html::by_family(evidence, |e| e.family)
         .into_iter()
         .flat_map(|(_, g)| g)
-        .map(|e| (needs.judge(e), e.family))
+        .map(|e| needs.judge(e))
         .collect();
-    let (yes, no): (Vec<&(Judgement, _)>, Vec<_>) = judged.iter().partition(|(j, _)| j.qualifies());
+    let (yes, no): (Vec<&Judgement>, Vec<&Judgement>) = judged.iter().partition(|j| j.qualifies());
     let _ = writeln!(
         h,
         "<h2 id=\"needs\">Which strategies meet your needs</h2>\n<p>Needs: <code>{}</code>. A \
@@ -241,7 +242,7 @@ fn advice(h: &mut String, needs: &Needs, evidence: &[Evidence<'_>]) {
     if yes.is_empty() {
         let _ = writeln!(h, "<li>None of the strategies measured here.</li>");
     }
-    for (j, _) in &yes {
+    for j in &yes {
         let reasons: Vec<String> = j
             .terms
             .iter()
@@ -260,7 +261,7 @@ fn advice(h: &mut String, needs: &Needs, evidence: &[Evidence<'_>]) {
         "</ul>\n<h3 id=\"needs-other\">Do not qualify, or not measured ({})</h3>\n<ul class=\"plain\">",
         no.len()
     );
-    for (j, _) in &no {
+    for j in &no {
         let Some(gap) = j.first_gap() else { continue };
         let word = match gap.met {
             Met::No => "not met",
