@@ -59,7 +59,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
-    /// Reads summary.json or compare.json, timeline.csv and latency.hlog; writes report.html
+    /// Reads summary.json, compare.json or sweep.json (or a job folder of scripts/compare.sh),
+    /// timeline.csv and latency.hlog; writes report.html
     /// (self-contained: inline CSS and SVG, no scripts), charts/*.svg, charts/*.png and
     /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
     /// re-render a folder. Prints the path of report.html.
@@ -190,10 +191,19 @@ fn percent(s: &str) -> Result<f64, String> {
 /// `lockbench report`
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Results folder: the --out of `run` (holds summary.json) or of `compare` (holds
-    /// compare.json and one subfolder per strategy).
+    /// Results folder: the --out of `run` (holds summary.json), of `compare` (compare.json and
+    /// one subfolder per strategy), of `sweep` (sweep.json), or of scripts/compare.sh (a job:
+    /// sweep/, calm/, chaos/<scenario>/).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+    /// What a strategy must do to qualify, comma-separated; the page of a sweep or a job lists
+    /// which strategies meet every term, and why, from measured fields only. Terms:
+    /// `capacity>=N` (arrivals/s at the sweep's SLO), `safe` (in every measured part),
+    /// `safe-under-SCENARIO` (every chaos scenario named SCENARIO or SCENARIO-…),
+    /// `recovery<=DURATION` (every fault served again within it), `p99<=DURATION` (calm run),
+    /// `fenced-ok` (a fenced verdict counts as safe). E.g. `safe-under-pause,capacity>=500`.
+    #[arg(long, value_name = "LIST")]
+    pub needs: Option<report::Needs>,
 }
 
 /// Options shared by `run` and `compare`.
@@ -373,7 +383,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Gate(args) => cmd_gate(args),
         Command::AdapterCheck(args) => with_runtime(|cancel| cmd_adapter_check(args, cancel)),
         Command::Report(args) => {
-            let path = report::write_report(&args.dir)?;
+            let path = report::write_report_with(&args.dir, args.needs.as_ref())?;
             println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }

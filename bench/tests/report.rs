@@ -195,13 +195,19 @@ type Cell = (String, String, String);
 
 /// Headline rows: (strategy, row class, cells).
 fn headline(html: &str) -> Vec<(String, String, Vec<Cell>)> {
+    runs_table(html, "headline")
+}
+
+/// The rows of the table of runs `id` (family heading rows skipped).
+fn runs_table(html: &str, id: &str) -> Vec<(String, String, Vec<Cell>)> {
     let start = html
-        .find("<table id=\"headline\">")
-        .expect("headline table");
+        .find(&format!("<table id=\"{id}\""))
+        .unwrap_or_else(|| panic!("no table {id}"));
     let table = &html[start..start + html[start..].find("</table>").unwrap()];
     table
         .split("<tr ")
         .skip(1)
+        .filter(|row| attr(row, "data-strategy").is_some())
         .map(|row| {
             let strategy = attr(row, "data-strategy").unwrap().to_string();
             let class = attr(row, "class").unwrap().to_string();
@@ -455,7 +461,7 @@ fn report_of_a_folder_without_results_exits_2_naming_it() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(&dir.path().display().to_string())
-            && err.contains("no summary.json or compare.json"),
+            && err.contains("no summary.json, compare.json or sweep.json"),
         "{err}"
     );
     assert!(out.stdout.is_empty());
@@ -684,10 +690,12 @@ fn synthetic_sweep() -> report::sweep::Sweep {
         },
         search: report::sweep::Search {
             start_per_s: 50.0,
+            min_per_s: 1.0,
             max_per_s: 6400.0,
             factor: 2.0,
             refinements: 1,
             step_s: 5.0,
+            min_arrivals: 100,
         },
         workload_file: "workloads/flash-sale.toml".into(),
         entries,
@@ -779,4 +787,422 @@ fn render_a_real_sweep() {
 fn render_the_synthetic_sweep() {
     let out = std::env::var("LOCKBENCH_CHARTS_OUT").unwrap_or("/tmp/synthetic-sweep".into());
     report::render_sweep(&synthetic_sweep(), Path::new(&out)).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The job page (scripts/compare.sh's folder: sweep/, calm/, chaos/<scenario>/) and --needs.
+// Kept apart from the chart tests above.
+// ---------------------------------------------------------------------------------------------
+
+mod job {
+    use std::path::Path;
+
+    use lockbench::report::sweep::{Bound, Entry, SWEEP_SCHEMA, Search, Slo, Step, Sweep};
+    use lockbench::report::{self, Needs, Summary};
+    use lockbench::strategy::{Family, Kind};
+
+    use super::{Fake, attr, write_run};
+
+    /// A step's summary: the committed fixture, renamed; `broken`: lock broken, store corrupted.
+    fn step_summary(strategy: &str, control: bool, broken: bool) -> Summary {
+        let mut s: Summary =
+            serde_json::from_str(include_str!("fixtures/summary.json")).expect("fixture");
+        s.strategy = strategy.into();
+        s.claims_safety = !control;
+        if broken {
+            s.safe = false;
+            s.lock_verdict = Some(lockbench::check::LockVerdict::Broken);
+            s.store_verdict = lockbench::check::StoreVerdict::Corrupted;
+        }
+        s
+    }
+
+    /// A sweep entry; `steps` are (rate, met the SLO, broken).
+    fn entry(
+        strategy: &str,
+        family: Family,
+        kind: Kind,
+        capacity: f64,
+        bound: Bound,
+        steps: &[(f64, bool, bool)],
+    ) -> Entry {
+        let control = kind == Kind::Control;
+        let steps: Vec<Step> = steps
+            .iter()
+            .map(|&(rate, passed, broken)| Step {
+                rate_per_s: rate,
+                passed,
+                why: if passed {
+                    String::new()
+                } else {
+                    format!("p99 {} ms > 100 ms", rate / 2.0)
+                },
+                latency_ms: if passed { 20.0 } else { rate / 2.0 },
+                latency_censored: false,
+                served_fraction: 1.0,
+                dir: format!("{strategy}/{rate}"),
+                summary: step_summary(strategy, control, broken),
+            })
+            .collect();
+        Entry {
+            strategy: strategy.into(),
+            family,
+            kind,
+            capacity_per_s: capacity,
+            bound,
+            first_failing_per_s: steps.iter().find(|s| !s.passed).map(|s| s.rate_per_s),
+            safe: !control && steps.iter().all(|s| s.summary.safe),
+            unsafe_steps: steps
+                .iter()
+                .filter(|s| !s.summary.safe)
+                .map(|s| s.rate_per_s)
+                .collect(),
+            error: None,
+            steps,
+        }
+    }
+
+    fn sweep() -> Sweep {
+        let fam = Family::RedisSingle;
+        Sweep {
+            schema: SWEEP_SCHEMA.into(),
+            lockbench_version: "0.1.0".into(),
+            started_at: "2026-01-01T00:00:00Z".into(),
+            slo: Slo {
+                quantile: 0.99,
+                latency_ms: 100.0,
+                min_served: 0.99,
+            },
+            search: Search {
+                start_per_s: 160.0,
+                min_per_s: 10.0,
+                max_per_s: 2560.0,
+                factor: 2.0,
+                refinements: 1,
+                step_s: 5.0,
+                min_arrivals: 100,
+            },
+            workload_file: "workloads/flash-sale.toml".into(),
+            entries: vec![
+                entry(
+                    "redis-setnx-fenced",
+                    fam,
+                    Kind::Lock,
+                    640.0,
+                    Bound::Found,
+                    &[
+                        (160.0, true, false),
+                        (640.0, true, false),
+                        (1280.0, false, false),
+                    ],
+                ),
+                entry(
+                    "redis-setnx",
+                    fam,
+                    Kind::Lock,
+                    800.0,
+                    Bound::Found,
+                    &[(800.0, true, false), (1600.0, false, true)],
+                ),
+                entry(
+                    "none",
+                    Family::Controls,
+                    Kind::Control,
+                    2560.0,
+                    Bound::AtLeastMax,
+                    &[(1280.0, true, true), (2560.0, true, true)],
+                ),
+                entry(
+                    "mysql-atomic",
+                    Family::Database,
+                    Kind::LockFree,
+                    1200.0,
+                    Bound::Found,
+                    &[(1200.0, true, false), (1600.0, false, false)],
+                ),
+            ],
+            elapsed_s: 42.0,
+        }
+    }
+
+    /// Writes a compare folder of `fakes` into `dir`.
+    fn compare(dir: &Path, fakes: &[Fake]) {
+        let summaries: Vec<Summary> = fakes
+            .iter()
+            .map(|f| write_run(&dir.join(f.strategy), f, 3))
+            .collect();
+        std::fs::write(
+            dir.join("compare.json"),
+            serde_json::to_vec_pretty(&summaries).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// A whole job: the sweep of four strategies, a calm run of all four, and pause-holder
+    /// (mysql-atomic did not run in it).
+    fn job(dir: &Path) {
+        sweep().write(&dir.join("sweep")).unwrap();
+        let calm = [
+            Fake::held("redis-setnx-fenced", 610.0),
+            Fake::held("redis-setnx", 630.0),
+            Fake {
+                claims_safety: false,
+                lock: None,
+                ..Fake::held("none", 640.0)
+            },
+            Fake {
+                lock: None,
+                ..Fake::held("mysql-atomic", 640.0)
+            },
+        ];
+        compare(&dir.join("calm"), &calm);
+        compare(&dir.join("chaos/pause-holder"), &super::FAKES);
+    }
+
+    fn render(dir: &Path, needs: Option<&str>) -> String {
+        let needs: Option<Needs> = needs.map(|n| n.parse().expect("valid needs"));
+        let page = report::write_report_with(dir, needs.as_ref()).unwrap();
+        std::fs::read_to_string(page).unwrap()
+    }
+
+    /// The text of the element with `id="x"`, tags stripped, up to its first closing tag.
+    fn text_of(html: &str, id: &str) -> Option<String> {
+        let at = html.find(&format!(" id=\"{id}\""))?;
+        let open = at + html[at..].find('>')? + 1;
+        let close = open + html[open..].find("</")?;
+        Some(super::unescape(&html[open..close]))
+    }
+
+    /// Every `<a href="#x">text</a>` in `part`: (x, text).
+    fn links(part: &str) -> Vec<(String, String)> {
+        part.split("<a ")
+            .skip(1)
+            .filter_map(|a| {
+                let href = attr(a, "href")?.strip_prefix('#')?.to_string();
+                let text = &a[a.find('>')? + 1..a.find("</a>")?];
+                Some((href, super::unescape(text)))
+            })
+            .collect()
+    }
+
+    /// The part of the page from `<h2 id="from"` to the next `<h2`.
+    fn section<'a>(html: &'a str, from: &str) -> &'a str {
+        let start = html
+            .find(&format!("<h2 id=\"{from}\""))
+            .unwrap_or_else(|| panic!("no section {from}"));
+        let end = html[start + 4..]
+            .find("<h2")
+            .map_or(html.len(), |e| start + 4 + e);
+        &html[start..end]
+    }
+
+    /// Strategies listed under a needs heading (`needs-qualify`, `needs-other`).
+    fn listed(html: &str, heading: &str) -> Vec<String> {
+        let start = html.find(&format!("id=\"{heading}\"")).expect(heading);
+        let list = &html[start..start + html[start..].find("</ul>").unwrap()];
+        list.split("<li")
+            .skip(1)
+            .filter_map(|li| {
+                let b = li.find("<b>")? + 3;
+                Some(li[b..b + li[b..].find("</b>")?].to_string())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_strategy_has_a_line_whose_numbers_link_to_their_cells() {
+        let dir = tempfile::tempdir().unwrap();
+        job(dir.path());
+        let html = render(dir.path(), None);
+        let summary = section(&html, "summary");
+        for id in ["redis-setnx-fenced", "redis-setnx", "none", "mysql-atomic"] {
+            assert!(
+                summary.contains(&format!("<li id=\"sum-{id}\"><b>{id}</b>")),
+                "no line for {id}"
+            );
+        }
+        // Grouped by family, in the registry's order.
+        let at = |t: &str| summary.find(&format!("<h3>{t}</h3>")).expect(t);
+        assert!(
+            at("database") < at("Redis, single node") && at("Redis, single node") < at("controls")
+        );
+
+        let found = links(summary);
+        assert!(found.len() > 15, "{found:?}");
+        for (id, text) in &found {
+            let target = text_of(&html, id).unwrap_or_else(|| panic!("no element id=\"{id}\""));
+            // The number (or verdict) linked is the one in its cell.
+            let shown = text.trim_end_matches(" ms").trim_end_matches(" s");
+            assert!(
+                target.contains(shown),
+                "#{id}: the line says `{text}`, the cell says `{target}`"
+            );
+        }
+        // The plain words, truthfully: bounds, unsafe steps, controls, what did not run.
+        let line = |id: &str| {
+            let li = &summary[summary.find(&format!("id=\"sum-{id}\"")).unwrap()..];
+            super::unescape(
+                &li[..li.find("</li>").unwrap()]
+                    .split('<')
+                    .map(|t| t.split_once('>').map_or(t, |(_, x)| x))
+                    .collect::<String>(),
+            )
+        };
+        assert!(
+            line("redis-setnx-fenced").contains("sustains 640 arrivals/s at p99 ≤ 100 ms"),
+            "{}",
+            line("redis-setnx-fenced")
+        );
+        assert!(line("redis-setnx").contains("UNSAFE at 1600/s in the sweep"));
+        assert!(
+            line("redis-setnx").contains("pause-holder: UNSAFE (lock BROKEN, store CORRUPTED)")
+        );
+        assert!(line("none").contains("sustains ≥ 2560 arrivals/s"));
+        assert!(line("none").contains("caught at every step (2) in the sweep"));
+        assert!(
+            !line("none").contains("safe"),
+            "a control is never safe: {}",
+            line("none")
+        );
+        assert!(line("mysql-atomic").contains("pause-holder: not measured"));
+        assert!(line("mysql-atomic").contains("no lock"));
+        assert!(line("redis-setnx-fenced").contains("lock busy 0.875 of the time"));
+
+        // The calm rate and why: the lowest capacity among the safe (640/s, fenced's).
+        let calm = section(&html, "calm");
+        assert!(calm.contains("640/s is the lowest capacity"), "{calm}");
+        assert!(calm.contains("href=\"#cap-redis-setnx-fenced\""));
+        // Chaos rows show the offered rate as a share of capacity.
+        assert!(html.contains("id=\"chaos-pause-holder-redis-setnx-share\""));
+        // Every link on the page has its target.
+        for (id, _) in links(&html) {
+            if !id.is_empty() {
+                assert!(
+                    html.contains(&format!(" id=\"{id}\"")),
+                    "#{id} has no target"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn needs_list_who_qualifies_from_measured_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        job(dir.path());
+        let html = render(dir.path(), Some("capacity>=600,safe-under-pause"));
+        // Fenced is not safe unless asked; an UNSAFE lock, a control, and a strategy that did
+        // not run under pause never qualify.
+        assert_eq!(listed(&html, "needs-qualify"), Vec::<String>::new());
+        assert_eq!(
+            listed(&html, "needs-other"),
+            ["mysql-atomic", "redis-setnx-fenced", "redis-setnx", "none"]
+        );
+        let other = section(&html, "needs");
+        assert!(other.contains("safe-under-pause: not measured: pause-holder: not measured"));
+        assert!(other.contains("add fenced-ok to accept it"));
+
+        let html = render(dir.path(), Some("capacity>=600,safe-under-pause,fenced-ok"));
+        assert_eq!(listed(&html, "needs-qualify"), ["redis-setnx-fenced"]);
+        let needs = section(&html, "needs");
+        for (id, _) in links(needs) {
+            assert!(
+                html.contains(&format!(" id=\"{id}\"")),
+                "#{id} has no target"
+            );
+        }
+        assert!(needs.contains("href=\"#cap-redis-setnx-fenced\">640</a>"));
+
+        // A lower bound counts when it reaches the need.
+        let html = render(dir.path(), Some("capacity>=1000"));
+        assert_eq!(listed(&html, "needs-qualify"), ["mysql-atomic", "none"]);
+        let html = render(dir.path(), Some("capacity>=1000,safe"));
+        assert_eq!(listed(&html, "needs-qualify"), ["mysql-atomic"]);
+    }
+
+    #[test]
+    fn missing_parts_read_not_measured() {
+        // A job stopped after its sweep.
+        let dir = tempfile::tempdir().unwrap();
+        sweep().write(&dir.path().join("sweep")).unwrap();
+        std::fs::create_dir_all(dir.path().join("chaos/kill-master")).unwrap();
+        let html = render(dir.path(), Some("p99<=50ms"));
+        assert!(html.contains("Not measured in this job: the calm run, chaos scenarios."));
+        assert!(
+            html.contains("chaos/kill-master: "),
+            "an unfinished scenario is named"
+        );
+        assert!(section(&html, "calm").contains("Not measured: this job has no calm run."));
+        assert!(section(&html, "chaos").contains("Not measured"));
+        assert_eq!(listed(&html, "needs-qualify"), Vec::<String>::new());
+        assert!(html.contains("p99&lt;=50ms: not measured: calm p99 not measured (no calm run)"));
+        // A sweep folder given alone renders the same way.
+        let html = render(&dir.path().join("sweep"), None);
+        assert!(html.contains("id=\"cap-redis-setnx\""));
+        assert!(html.contains("<li id=\"sum-none\">"));
+
+        // A job with no sweep: capacity is not measured, never guessed.
+        let dir = tempfile::tempdir().unwrap();
+        compare(
+            &dir.path().join("calm"),
+            &[Fake::held("redis-setnx", 600.0)],
+        );
+        let html = render(dir.path(), Some("capacity>=10"));
+        assert!(section(&html, "capacity").contains("Not measured: this job has no sweep."));
+        assert!(html.contains("capacity&gt;=10: not measured: capacity not measured (no sweep)"));
+
+        // A chaos run in which no fault took effect says nothing about safety under it (a
+        // broken lock would still count: bad news is measured whenever it happens).
+        let dir = tempfile::tempdir().unwrap();
+        job(dir.path());
+        let path = dir.path().join("chaos/pause-holder/compare.json");
+        let mut runs: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        runs[0]["lock_verdict"] = "held".into();
+        runs[0]["safe"] = true.into();
+        for f in runs[0]["faults"].as_array_mut().unwrap() {
+            f["started_s"] = serde_json::Value::Null;
+            f["healed_s"] = serde_json::Value::Null;
+            f["note"] = "no holder to pause".into();
+        }
+        std::fs::write(&path, serde_json::to_vec(&runs).unwrap()).unwrap();
+        let html = render(dir.path(), Some("safe-under-pause,fenced-ok"));
+        assert!(
+            html.contains(
+                "pause-holder</span>: not measured: <a class=\"num\" \
+                 href=\"#chaos-pause-holder-redis-setnx-fenced-hit\">0 of 2</a> faults took \
+                 effect (no holder to pause)"
+            ),
+            "{}",
+            section(&html, "summary")
+        );
+        assert_eq!(listed(&html, "needs-qualify"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn report_needs_flag_names_a_bad_term_and_refuses_a_lone_compare() {
+        let dir = tempfile::tempdir().unwrap();
+        job(dir.path());
+        let run = |dir: &Path, needs: &str| {
+            std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+                .arg("report")
+                .arg(dir)
+                .args(["--needs", needs])
+                .output()
+                .unwrap()
+        };
+        let out = run(dir.path(), "safe,capacity>500");
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("`capacity>500`") && err.contains("capacity>=N"),
+            "{err}"
+        );
+        let out = run(dir.path(), "safe-under-pause");
+        assert!(out.status.success(), "{out:?}");
+        let out = run(&dir.path().join("calm"), "safe");
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--needs judges a sweep or a job folder")
+        );
+    }
 }

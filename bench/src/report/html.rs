@@ -7,28 +7,35 @@ use std::path::{Path, PathBuf};
 
 use super::Summary;
 use super::charts::{self, Kind};
-use super::saved::{ReportError, RunData, load};
+use super::needs::Needs;
+use super::saved::{Folder, ReportError, RunData, load_folder};
 use crate::check::Verdict;
 use crate::cluster::Provisioner;
+use crate::strategy::Family;
 
-/// Renders `dir/report.html` and `dir/charts/*.{svg,png}` from the results in `dir` (one run or
-/// a comparison) and returns the path of the page.
+/// Renders `dir/report.html` and its charts (`dir/charts/`) from the results in `dir` (one
+/// run, a comparison, a sweep or a job folder) and returns the path of the page.
 pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
-    let (runs, compare) = load(dir)?;
-    let charts = charts::render_all(&runs, &dir.join("charts"))?;
-    // The exact replay needs the effective workload as a file `--workload` accepts.
-    let exact = match effective_toml(&runs[0].summary.workload) {
-        Some(t) => {
-            let path = dir.join("effective-workload.toml");
-            std::fs::write(&path, t).map_err(|source| ReportError::Write {
-                path: path.clone(),
-                source,
-            })?;
-            Some(path)
+    write_report_with(dir, None)
+}
+
+/// [`write_report`], judging the strategies of a sweep or a job folder against `needs` (see
+/// [`Needs`]): the page lists which qualify and why. A run or a comparison alone cannot answer
+/// them (no capacity, no chaos part), so `needs` there is an error.
+pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, ReportError> {
+    let page = match load_folder(dir)? {
+        Folder::Job(job) => super::job::render(&job, needs)?,
+        Folder::Runs { runs, compare } => {
+            if needs.is_some() {
+                return Err(ReportError::NeedsJob {
+                    dir: dir.to_path_buf(),
+                });
+            }
+            let charts = charts::render_all(&runs, &dir.join("charts"))?;
+            let exact = write_effective_workload(dir, &runs[0].summary)?;
+            render_page(dir, &runs, compare, &charts, exact.as_deref())
         }
-        None => None,
     };
-    let page = render_page(dir, &runs, compare, &charts, exact.as_deref());
     let path = dir.join("report.html");
     let tmp = dir.join(".report.html.tmp");
     std::fs::write(&tmp, page)
@@ -40,8 +47,25 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     Ok(path)
 }
 
+/// The exact replay needs the effective workload as a file `--workload` accepts: writes it
+/// beside the page and returns its path.
+pub(super) fn write_effective_workload(
+    dir: &Path,
+    s: &Summary,
+) -> Result<Option<PathBuf>, ReportError> {
+    let Some(t) = effective_toml(&s.workload) else {
+        return Ok(None);
+    };
+    let path = dir.join("effective-workload.toml");
+    std::fs::write(&path, t).map_err(|source| ReportError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Some(path))
+}
+
 /// Escapes text for HTML content and attribute values.
-fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -76,32 +100,37 @@ struct Cell {
     text: String,
 }
 
-/// The headline columns: heading, `data-field` (a path into summary.json, or a derived name).
-const HEADLINE: [(&str, &str); 17] = [
-    ("sales/s", "throughput.sales_per_s"),
-    ("lock utilization", "utilization.overall"),
-    ("started", "started_fraction"),
-    ("p50 ms", "latency_us.p50"),
-    ("p99 ms", "latency_us.p99"),
-    ("p99.9 ms", "latency_us.p999"),
-    ("oversell", "oversell"),
-    ("lost updates", "lost_updates"),
-    ("double-grant incidents", "double_grant_incidents"),
-    ("leases lost", "lease_lost"),
-    ("stale rejected", "stale_rejected"),
-    ("errors", "errors"),
-    ("unknown", "unknown"),
-    ("recovery s (max)", "recovery_s"),
-    ("lock", "lock_verdict"),
-    ("store", "store_verdict"),
-    ("verdict", "verdict"),
+/// The headline columns: heading, `data-field` (a path into summary.json, or a derived name),
+/// and the short name a job page gives the cell's id (`calm-<strategy>-<short>`).
+pub(super) const HEADLINE: [(&str, &str, &str); 17] = [
+    ("sales/s", "throughput.sales_per_s", "sales"),
+    ("lock utilization", "utilization.overall", "util"),
+    ("started", "started_fraction", "started"),
+    ("p50 ms", "latency_us.p50", "p50"),
+    ("p99 ms", "latency_us.p99", "p99"),
+    ("p99.9 ms", "latency_us.p999", "p999"),
+    ("oversell", "oversell", "oversell"),
+    ("lost updates", "lost_updates", "lost-updates"),
+    (
+        "double-grant incidents",
+        "double_grant_incidents",
+        "double-grants",
+    ),
+    ("leases lost", "lease_lost", "leases-lost"),
+    ("stale rejected", "stale_rejected", "stale"),
+    ("errors", "errors", "errors"),
+    ("unknown", "unknown", "unknown"),
+    ("recovery s (max)", "recovery_s", "recovery"),
+    ("lock", "lock_verdict", "lock"),
+    ("store", "store_verdict", "store"),
+    ("verdict", "verdict", "verdict"),
 ];
 
 fn headline_cells(s: &Summary) -> Vec<Cell> {
     let json = serde_json::to_value(s).expect("summary serialises");
     HEADLINE
         .iter()
-        .map(|&(_, field)| {
+        .map(|&(_, field, _)| {
             let pointer = format!("/{}", field.replace('.', "/"));
             let value = json.get_pointer(&pointer);
             let text = match field {
@@ -133,7 +162,8 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
                     Cell {
                         field,
                         value: r.map_or(serde_json::Value::Null, serde_json::Value::from),
-                        text: r.map_or_else(|| "-".into(), |r| format!("{r:.3}")),
+                        // The worst fault decides: never a partial maximum.
+                        text: super::evidence::Recovery::of(s).cell(),
                     }
                 }
                 "verdict" => Cell {
@@ -158,11 +188,16 @@ impl Pointer for serde_json::Value {
 }
 
 const CSS: &str = "
-body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}
+body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2em auto;max-width:1320px;color:#222;padding:0 1em}
 h1{font-size:1.6em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0;font-size:.9em}
+table.runs{font-size:.8em}table.runs td,table.runs th{padding:.2em .3em}
+td.why{font-size:.85em;color:#555}td.steps{min-width:18em}.part{font-weight:bold;color:#356;white-space:nowrap}
 th,td{border:1px solid #ccc;padding:.25em .5em}td.n{text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f3f3f3}
+thead th{position:sticky;top:0;z-index:1}
+.scroll{overflow-x:auto}
+tr.family th{background:#e4e9f0;text-align:left;font-size:1.05em}
 tr.unsafe td{background:#fdd;color:#900;font-weight:bold}
 tr.fenced td{background:#fff3d6;color:#7a4b00}
 tr.control td{color:#666;font-style:italic}
@@ -173,6 +208,11 @@ figure{margin:1em 0}figure svg{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.85em;color:#555}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}
 .note{color:#a60}
+ul.plain{padding-left:1.2em;overflow-wrap:anywhere}ul.plain li{margin:.3em 0}
+a.num{color:inherit;text-decoration:underline dotted}
+a.bad{color:#c00;font-weight:bold}a.warn{color:#a06000;font-weight:bold}
+.gap{color:#555}
+:target{outline:2px solid #e9a100;background:#fff7d6}
 ";
 
 fn render_page(
@@ -185,19 +225,15 @@ fn render_page(
     let mut h = String::new();
     let names: Vec<&str> = runs.iter().map(|r| r.summary.strategy.as_str()).collect();
     let first = &runs[0].summary;
-    let title = if compare {
+    // Beyond a handful, the names are in the table, not the title.
+    let title = if compare && names.len() > 5 {
+        format!("lockbench compare: {} strategies", names.len())
+    } else if compare {
         format!("lockbench compare: {}", names.join(", "))
     } else {
         format!("lockbench run: {}", first.strategy)
     };
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
-        esc(&title),
-        esc(&title)
-    );
+    page_start(&mut h, &title);
     let _ = writeln!(
         h,
         "<p>Workload <code>{}</code>{}; started {}; seed {}. Latency is measured from each \
@@ -216,79 +252,226 @@ fn render_page(
     notes(&mut h, runs);
     let _ = writeln!(h, "<h2>Charts</h2>");
     for c in charts {
-        figure(&mut h, c, runs);
+        let png = format!("charts/{}.png", c.kind.file());
+        figure(&mut h, c, &caption(c.kind, runs), &png);
     }
     utilization(&mut h, runs);
     faults(&mut h, runs);
-    environment(&mut h, runs, compare, exact);
-    let _ = writeln!(
-        h,
-        "<p><small>Rendered by lockbench {} from the saved results; re-render with \
-         <code>lockbench report {}</code>. Charts also in <code>charts/</code> (SVG, PNG).\
-         </small></p>\n</body>\n</html>",
-        env!("CARGO_PKG_VERSION"),
-        esc(&dir.display().to_string())
+    environment(&mut h, runs, compare, exact, "");
+    page_end(
+        &mut h,
+        dir,
+        "Charts also in <code>charts/</code> (SVG, PNG).",
     );
     h
 }
 
-fn headline(h: &mut String, runs: &[RunData]) {
+/// The family a report groups a strategy in (`None`: unknown to this lockbench).
+pub(super) fn family_of(strategy: &str) -> Option<Family> {
+    crate::strategy::find(strategy).ok().map(|i| i.family())
+}
+
+/// Items grouped by family in [`Family::ALL`] order, unknown families last as `other`; the
+/// order within a group is kept.
+pub(super) fn by_family<T>(
+    items: &[T],
+    family: impl Fn(&T) -> Option<Family>,
+) -> Vec<(&'static str, Vec<&T>)> {
+    let mut groups: Vec<(&'static str, Vec<&T>)> = Family::ALL
+        .iter()
+        .map(|f| {
+            let of: Vec<&T> = items.iter().filter(|i| family(i) == Some(*f)).collect();
+            (f.title(), of)
+        })
+        .collect();
+    groups.push((
+        "other",
+        items.iter().filter(|i| family(i).is_none()).collect(),
+    ));
+    groups.retain(|(_, v)| !v.is_empty());
+    groups
+}
+
+/// A column a job page puts before the headline's: heading, short name (for the cell's id),
+/// and the cell of a run (its value for `data-value`, its text).
+pub(super) struct Lead<'a> {
+    /// Column heading.
+    pub heading: &'static str,
+    /// Short name in the cell's id.
+    pub short: &'static str,
+    /// The cell of a run.
+    pub cell: LeadCell<'a>,
+}
+
+/// A lead column's cell of a run: its value (for `data-value`) and its text.
+pub(super) type LeadCell<'a> = Box<dyn Fn(&Summary) -> (serde_json::Value, String) + 'a>;
+
+/// The id of a cell from (strategy, short name).
+pub(super) type CellId<'a> = &'a dyn Fn(&str, &str) -> String;
+
+/// How a table of runs is drawn.
+pub(super) struct TableSpec<'a> {
+    /// The table's `id`.
+    pub id: String,
+    /// The id of a cell from (strategy, short name); `None`: cells get no id.
+    pub cell_id: Option<CellId<'a>>,
+    /// Columns before the headline's.
+    pub lead: Vec<Lead<'a>>,
+    /// The headline columns shown (`data-field` names), in [`HEADLINE`] order; empty: all.
+    pub fields: &'a [&'a str],
+    /// A strategy's family: rows are grouped by it when there is more than one.
+    pub family: &'a dyn Fn(&str) -> Option<Family>,
+}
+
+impl TableSpec<'_> {
+    /// The compare page's table: every headline column, no cell ids.
+    fn compare() -> TableSpec<'static> {
+        TableSpec {
+            id: "headline".into(),
+            cell_id: None,
+            lead: Vec::new(),
+            fields: &[],
+            family: &family_of,
+        }
+    }
+}
+
+/// The row class and badge of a run.
+fn row_class(s: &Summary) -> (&'static str, &'static str) {
+    match (s.claims_safety, s.headline()) {
+        (false, _) => ("control", "<span class=\"badge b-control\">control</span>"),
+        (true, "safe") => ("safe", ""),
+        (true, "fenced") => ("fenced", "<span class=\"badge b-fenced\">fenced</span>"),
+        (true, _) => ("unsafe", "<span class=\"badge b-unsafe\">UNSAFE</span>"),
+    }
+}
+
+/// The results table: one row per run, grouped by family, every number with the summary.json
+/// field it comes from (`data-field`, `data-value`).
+pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>) {
+    let shown: Vec<(&str, &str, &str)> = HEADLINE
+        .iter()
+        .copied()
+        .filter(|(_, f, _)| t.fields.is_empty() || t.fields.contains(f))
+        .collect();
+    let columns = 1 + t.lead.len() + shown.len();
     let _ = writeln!(
         h,
-        "<h2>Results</h2>\n<table id=\"headline\">\n<thead><tr><th>strategy</th>{}</tr></thead>\n<tbody>",
-        HEADLINE
+        "<div class=\"scroll\"><table id=\"{}\" class=\"runs\">\n<thead><tr><th>strategy</th>{}{}</tr></thead>\n<tbody>",
+        esc(&t.id),
+        t.lead
             .iter()
-            .map(|(head, _)| format!("<th>{}</th>", esc(head)))
+            .map(|l| format!("<th>{}</th>", esc(l.heading)))
+            .collect::<String>(),
+        shown
+            .iter()
+            .map(|(head, _, _)| format!("<th>{}</th>", esc(head)))
             .collect::<String>()
     );
-    for r in runs {
-        let s = &r.summary;
-        let (class, badge) = match (s.claims_safety, s.headline()) {
-            (false, _) => ("control", "<span class=\"badge b-control\">control</span>"),
-            (true, "safe") => ("safe", ""),
-            (true, "fenced") => ("fenced", "<span class=\"badge b-fenced\">fenced</span>"),
-            (true, _) => ("unsafe", "<span class=\"badge b-unsafe\">UNSAFE</span>"),
-        };
-        let _ = write!(
-            h,
-            "<tr class=\"{class}\" data-strategy=\"{}\"><td>{}{badge}</td>",
-            esc(&s.strategy),
-            esc(&s.strategy)
-        );
-        for c in headline_cells(s) {
-            let num = if c.field == "verdict" {
-                ""
-            } else {
-                " class=\"n\""
-            };
-            let _ = write!(
+    let groups = by_family(runs, |r| (t.family)(&r.summary.strategy));
+    for (title, group) in &groups {
+        if groups.len() > 1 {
+            let _ = writeln!(
                 h,
-                "<td{num} data-field=\"{}\" data-value=\"{}\">{}</td>",
-                c.field,
-                esc(&c.value.to_string()),
-                esc(&c.text)
+                "<tr class=\"family\"><th colspan=\"{columns}\">{}</th></tr>",
+                esc(title)
             );
         }
-        let _ = writeln!(h, "</tr>");
+        for r in group {
+            let s = &r.summary;
+            let (class, badge) = row_class(s);
+            let _ = write!(
+                h,
+                "<tr class=\"{class}\" data-strategy=\"{}\"><td>{}{badge}</td>",
+                esc(&s.strategy),
+                esc(&s.strategy)
+            );
+            let id = |short: &str| {
+                t.cell_id
+                    .map(|f| format!(" id=\"{}\"", esc(&f(&s.strategy, short))))
+                    .unwrap_or_default()
+            };
+            for l in &t.lead {
+                let (value, text) = (l.cell)(s);
+                let _ = write!(
+                    h,
+                    "<td class=\"n\"{} data-field=\"{}\" data-value=\"{}\">{}</td>",
+                    id(l.short),
+                    l.short,
+                    esc(&value.to_string()),
+                    esc(&text)
+                );
+            }
+            for (c, (_, _, short)) in headline_cells(s)
+                .into_iter()
+                .zip(HEADLINE)
+                .filter(|(c, _)| t.fields.is_empty() || t.fields.contains(&c.field))
+            {
+                let num = if c.field == "verdict" {
+                    ""
+                } else {
+                    " class=\"n\""
+                };
+                let _ = write!(
+                    h,
+                    "<td{num}{} data-field=\"{}\" data-value=\"{}\">{}</td>",
+                    id(short),
+                    c.field,
+                    esc(&c.value.to_string()),
+                    esc(&c.text)
+                );
+            }
+            let _ = writeln!(h, "</tr>");
+        }
     }
-    let _ = writeln!(
+    let _ = writeln!(h, "</tbody>\n</table></div>");
+}
+
+/// The page's head, its style and its title.
+pub(super) fn page_start(h: &mut String, title: &str) {
+    let _ = write!(
         h,
-        "</tbody>\n</table>\n<p><small>sales/s: audited sales over the selling window; \
-         started: scheduled arrivals a buyer started; p50/p99/p99.9: latency of every scheduled \
-         arrival from its intended start, an arrival never started counting as the whole load \
-         (a + marks a percentile among them); oversell: units sold beyond stock; lost updates: \
-         sales whose decrement vanished; double-grant incidents: leases a later grant of the \
-         same key overlapped (one per stale holder); leases lost: leases that ended before their \
-         holder released them; stale rejected: writes a fenced store refused; recovery: heal → \
-         first served attempt, the longest over the run's faults. Lock: held, BROKEN (two \
-         holders at once, or a lease lost while held), or broken, fenced (that happened and the \
-         store refused every stale write); store: intact or CORRUPTED; safe = lock held and \
-         store intact. Red rows claim safety and broke it; amber rows broke the lock and were \
-         saved by fencing; controls (italic) make no claim and must be caught.</small></p>"
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        esc(title),
+        esc(title)
     );
 }
 
-fn notes(h: &mut String, runs: &[RunData]) {
+/// The page's end: what rendered it and how to render it again (`extra` is HTML).
+pub(super) fn page_end(h: &mut String, dir: &Path, extra: &str) {
+    let _ = writeln!(
+        h,
+        "<p><small>Rendered by lockbench {} from the saved results; re-render with \
+         <code>lockbench report {}</code>. {extra}</small></p>\n</body>\n</html>",
+        env!("CARGO_PKG_VERSION"),
+        esc(&dir.display().to_string())
+    );
+}
+
+fn headline(h: &mut String, runs: &[RunData]) {
+    let _ = writeln!(h, "<h2>Results</h2>");
+    headline_table(h, runs, &TableSpec::compare());
+    let _ = writeln!(h, "<p><small>{HEADLINE_NOTE}</small></p>");
+}
+
+/// What the headline columns mean.
+pub(super) const HEADLINE_NOTE: &str = "sales/s: audited sales over the selling window; \
+     started: scheduled arrivals a buyer started; p50/p99/p99.9: latency of every scheduled \
+     arrival from its intended start, an arrival never started counting as the whole load \
+     (a + marks a percentile among them); oversell: units sold beyond stock; lost updates: \
+     sales whose decrement vanished; double-grant incidents: leases a later grant of the \
+     same key overlapped (one per stale holder); leases lost: leases that ended before their \
+     holder released them; stale rejected: writes a fenced store refused; recovery: heal → \
+     first served attempt, the longest over the run's faults (none after fault N: nothing \
+     served from that heal to the end of the load). Lock: held, BROKEN (two \
+     holders at once, or a lease lost while held), or broken, fenced (that happened and the \
+     store refused every stale write); store: intact or CORRUPTED; safe = lock held and \
+     store intact. Red rows claim safety and broke it; amber rows broke the lock and were \
+     saved by fencing; controls (italic) make no claim and must be caught.";
+
+pub(super) fn notes(h: &mut String, runs: &[RunData]) {
     let mut notes = Vec::new();
     for r in runs {
         let s = &r.summary;
@@ -333,9 +516,9 @@ fn notes(h: &mut String, runs: &[RunData]) {
     let _ = writeln!(h, "</ul>");
 }
 
-fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
-    let any_faults = runs.iter().any(|r| !r.summary.faults.is_empty());
-    let caption = match c.kind {
+/// What a chart shows.
+fn caption_text(kind: Kind) -> &'static str {
+    match kind {
         Kind::Throughput => {
             "Sales completed per second (timeline.csv). The last, partial second is shown as a \
              rate over the part that ran, or left out when under half a second."
@@ -361,25 +544,34 @@ fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
             "The highest offered rate that met the SLO with the store intact (sweep.json); an \
              open end is a lower bound, \"<\" failed even the lowest rate."
         }
-    };
-    let bands = if any_faults && matches!(c.kind, Kind::Throughput | Kind::P99) {
+    }
+}
+
+/// The caption of a chart of `runs` (none for the sweep's charts).
+pub(super) fn caption(kind: Kind, runs: &[RunData]) -> String {
+    let any_faults = runs.iter().any(|r| !r.summary.faults.is_empty());
+    let bands = if any_faults && matches!(kind, Kind::Throughput | Kind::P99) {
         " Grey bands: fault windows (started → healed), one per strategy run."
     } else {
         ""
     };
+    format!("{}{bands}", caption_text(kind))
+}
+
+/// A chart inline, with its caption; `png` is the path of its PNG relative to the page.
+pub(super) fn figure(h: &mut String, c: &charts::Chart, caption: &str, png: &str) {
     // The namespace is implied inside HTML; dropping it leaves no URL in the page.
     let svg = c.svg.replace(" xmlns=\"http://www.w3.org/2000/svg\"", "");
     let svg = svg.get(svg.find("<svg").unwrap_or(0)..).unwrap_or(&svg);
     let _ = writeln!(
         h,
-        "<figure id=\"chart-{}\">\n<h3>{}</h3>\n{}\n<figcaption>{}{} \
-         (<code>charts/{}.png</code>)</figcaption>\n</figure>",
+        "<figure id=\"chart-{}\">\n<h3>{}</h3>\n{}\n<figcaption>{} \
+         (<code>{}</code>)</figcaption>\n</figure>",
         c.kind.file(),
         esc(c.kind.title()),
         svg,
         esc(caption),
-        esc(bands),
-        c.kind.file()
+        esc(png)
     );
 }
 
@@ -387,7 +579,7 @@ fn figure(h: &mut String, c: &charts::Chart, runs: &[RunData]) {
 const SKU_COLUMNS: usize = 12;
 
 /// Per-SKU lock utilization of every run with a lock (see README "Utilization").
-fn utilization(h: &mut String, runs: &[RunData]) {
+pub(super) fn utilization(h: &mut String, runs: &[RunData]) {
     let rows: Vec<(&str, &crate::record::utilization::Utilization)> = runs
         .iter()
         .filter_map(|r| Some((r.summary.strategy.as_str(), r.summary.utilization.as_ref()?)))
@@ -442,7 +634,7 @@ fn utilization(h: &mut String, runs: &[RunData]) {
     let _ = writeln!(h, "</tbody></table>");
 }
 
-fn secs(t: Option<f64>) -> String {
+pub(super) fn secs(t: Option<f64>) -> String {
     t.map_or_else(|| "-".into(), |t| format!("{t:.3}"))
 }
 
@@ -450,11 +642,20 @@ fn faults(h: &mut String, runs: &[RunData]) {
     if runs.iter().all(|r| r.summary.faults.is_empty()) {
         return;
     }
+    let _ = writeln!(h, "<h2>Faults</h2>");
+    faults_table(h, runs, "faults");
+    let _ = writeln!(h, "<h2>Phases</h2>");
+    phases(h, runs, "h3");
+}
+
+/// One row per fault of every run: what it hit, when, how long until served again.
+pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
     let _ = writeln!(
         h,
-        "<h2>Faults</h2>\n<table id=\"faults\">\n<thead><tr><th>strategy</th><th>fault</th>\
+        "<div class=\"scroll\"><table id=\"{}\">\n<thead><tr><th>strategy</th><th>fault</th>\
          <th>hit</th><th>started s</th><th>healed s</th><th>first served after start s</th>\
-         <th>recovery s</th><th>unavailable s</th><th>note</th></tr></thead>\n<tbody>"
+         <th>recovery s</th><th>unavailable s</th><th>note</th></tr></thead>\n<tbody>",
+        esc(id)
     );
     for r in runs {
         for f in &r.summary.faults {
@@ -481,15 +682,19 @@ fn faults(h: &mut String, runs: &[RunData]) {
             );
         }
     }
-    let _ = writeln!(h, "</tbody>\n</table>");
-    let _ = writeln!(h, "<h2>Phases</h2>");
+    let _ = writeln!(h, "</tbody>\n</table></div>");
+}
+
+/// Each run's phases (before / during / after each fault), each under a heading of level
+/// `heading` (`h3`, `h4`) naming the strategy.
+pub(super) fn phases(h: &mut String, runs: &[RunData], heading: &str) {
     for r in runs.iter().filter(|r| !r.summary.phases.is_empty()) {
+        let _ = writeln!(h, "<{heading}>{}</{heading}>", esc(&r.summary.strategy));
         let _ = writeln!(
             h,
-            "<h3>{}</h3>\n<table class=\"phases\" data-strategy=\"{}\">\n<thead><tr><th>phase</th>\
+            "<table class=\"phases\" data-strategy=\"{}\">\n<thead><tr><th>phase</th>\
              <th>from s</th><th>to s</th><th>sales/s</th><th>p99 ms</th><th>errors</th>\
              <th>unknown</th><th>lock timeouts</th></tr></thead>\n<tbody>",
-            esc(&r.summary.strategy),
             esc(&r.summary.strategy)
         );
         for p in &r.summary.phases {
@@ -549,7 +754,7 @@ fn mem_total() -> Option<String> {
 }
 
 /// Shell-quotes one word when it needs it.
-fn sh(word: &str) -> String {
+pub(super) fn sh(word: &str) -> String {
     if !word.is_empty()
         && word
             .chars()
@@ -620,7 +825,15 @@ fn servers_origin(runs: &[RunData]) -> String {
     kinds.join("; ")
 }
 
-fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&Path>) {
+/// Where and how the runs ran, and the commands that reproduce them; `scope` (HTML, may be
+/// empty) says which runs these are when the page holds more than one part.
+pub(super) fn environment(
+    h: &mut String,
+    runs: &[RunData],
+    compare: bool,
+    exact: Option<&Path>,
+    scope: &str,
+) {
     let s = &runs[0].summary;
     let cores = std::thread::available_parallelism()
         .map(|n| n.to_string())
@@ -632,7 +845,7 @@ fn environment(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&P
     versions.dedup();
     let _ = writeln!(
         h,
-        "<h2>Environment and reproduction</h2>\n<table id=\"environment\">\n\
+        "<h2>Environment and reproduction</h2>\n{scope}<table id=\"environment\">\n\
          <tr><th>lockbench</th><td>{} (this report rendered by {}, git {})</td></tr>\n\
          <tr><th>machine</th><td>{} cores, {} memory (the machine that rendered this report)</td></tr>\n\
          <tr><th>seed</th><td>{}</td></tr>\n\

@@ -4,9 +4,12 @@
 
 mod chaos;
 mod charts;
+pub mod evidence;
 mod files;
 pub mod gate;
 pub mod html;
+mod job;
+pub mod needs;
 mod saved;
 pub mod sweep;
 mod table;
@@ -18,7 +21,8 @@ use serde::{Deserialize, Serialize};
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
 pub use charts::{Chart, Kind as ChartKind, render_sweep};
 pub use files::{write_results, write_summary};
-pub use html::write_report;
+pub use html::{write_report, write_report_with};
+pub use needs::Needs;
 pub use saved::ReportError;
 pub use table::{print_faults, print_table};
 

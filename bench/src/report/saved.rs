@@ -1,6 +1,7 @@
 //! A results folder read back: each strategy's summary, timeline and latency histogram, for
-//! the HTML report and its charts. Missing files become problems shown in the report, not
-//! failures.
+//! the HTML report and its charts; a sweep's `sweep.json`; a job folder's parts (sweep, calm
+//! compare, one compare per chaos scenario). Missing files become problems shown in the report,
+//! not failures.
 
 use std::path::{Path, PathBuf};
 
@@ -10,17 +11,30 @@ use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use super::Summary;
+use super::sweep::Sweep;
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
-    /// The folder holds neither `summary.json` nor `compare.json`.
+    /// The folder holds no `summary.json`, `compare.json` or `sweep.json`, and no part of a
+    /// job (`sweep/`, `calm/`, `chaos/`).
     #[error(
-        "{}: no summary.json or compare.json here: not a lockbench results folder (give the --out \
-         folder of `lockbench run` or `lockbench compare`)",
+        "{}: no summary.json, compare.json or sweep.json here, and no sweep/, calm/ or chaos/ \
+         folder: not a lockbench results folder (give the --out folder of `lockbench run`, \
+         `lockbench compare`, `lockbench sweep` or scripts/compare.sh)",
         dir.display()
     )]
     NotResults {
+        /// The folder given.
+        dir: PathBuf,
+    },
+    /// `--needs` was given for a folder that cannot answer it.
+    #[error(
+        "{}: --needs judges a sweep or a job folder (capacity, calm and chaos parts); this is \
+         one run or one comparison",
+        dir.display()
+    )]
+    NeedsJob {
         /// The folder given.
         dir: PathBuf,
     },
@@ -98,6 +112,145 @@ fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// What a results folder holds.
+pub(super) enum Folder {
+    /// One run (`summary.json`) or a comparison (`compare.json` and one subfolder per
+    /// strategy).
+    Runs {
+        /// The runs, in the order of compare.json.
+        runs: Vec<RunData>,
+        /// Whether it is a comparison.
+        compare: bool,
+    },
+    /// A sweep folder (`sweep.json`) or a job folder (`sweep/`, `calm/`, `chaos/<scenario>/`).
+    Job(Box<Job>),
+}
+
+/// A run or a comparison: one part of a job.
+pub(super) struct Part {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its runs, in the order of compare.json.
+    pub runs: Vec<RunData>,
+}
+
+/// The parts of a job folder that are there (any may be missing: render what is there).
+pub(super) struct Job {
+    /// The job folder.
+    pub dir: PathBuf,
+    /// `sweep/sweep.json` (or `sweep.json` of a sweep folder given alone).
+    pub sweep: Option<Sweep>,
+    /// `calm/`: one calm run of each strategy.
+    pub calm: Option<Part>,
+    /// `chaos/<scenario>/`, by scenario name.
+    pub chaos: Vec<(String, Part)>,
+    /// Parts that were missing or unreadable, in words.
+    pub problems: Vec<String>,
+}
+
+/// Reads a results folder: a run, a comparison, a sweep or a job.
+pub(super) fn load_folder(dir: &Path) -> Result<Folder, ReportError> {
+    if !dir.is_dir() {
+        return Err(ReportError::NoFolder {
+            dir: dir.to_path_buf(),
+        });
+    }
+    if dir.join("compare.json").is_file() || dir.join("summary.json").is_file() {
+        let (runs, compare) = load(dir)?;
+        return Ok(Folder::Runs { runs, compare });
+    }
+    if dir.join("sweep.json").is_file() {
+        let mut job = Job::empty(dir);
+        job.sweep = Some(read_sweep(&dir.join("sweep.json"))?);
+        return Ok(Folder::Job(Box::new(job)));
+    }
+    if ["sweep", "calm", "chaos"]
+        .iter()
+        .any(|p| dir.join(p).is_dir())
+    {
+        return Ok(Folder::Job(Box::new(load_job(dir))));
+    }
+    Err(ReportError::NotResults {
+        dir: dir.to_path_buf(),
+    })
+}
+
+impl Job {
+    fn empty(dir: &Path) -> Job {
+        Job {
+            dir: dir.to_path_buf(),
+            sweep: None,
+            calm: None,
+            chaos: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+}
+
+fn read_sweep(path: &Path) -> Result<Sweep, ReportError> {
+    Sweep::read(path).map_err(|e| {
+        // Sweep::read names the file already; ReportError::Parse names it too.
+        let msg = format!("{e:#}");
+        let prefix = format!("{}: ", path.display());
+        ReportError::Parse {
+            path: path.to_path_buf(),
+            msg: msg.strip_prefix(&prefix).unwrap_or(&msg).to_string(),
+        }
+    })
+}
+
+/// A job's parts: each one missing or unreadable is a problem in the page, not a failure, so
+/// a job stopped early still renders what it measured.
+fn load_job(dir: &Path) -> Job {
+    let mut job = Job::empty(dir);
+    let sweep = dir.join("sweep");
+    if sweep.join("sweep.json").is_file() {
+        match read_sweep(&sweep.join("sweep.json")) {
+            Ok(s) => job.sweep = Some(s),
+            Err(e) => job.problems.push(e.to_string()),
+        }
+    } else if sweep.is_dir() {
+        job.problems
+            .push("sweep/ holds no sweep.json: the sweep finished no strategy".into());
+    }
+    let mut part = |sub: &Path, name: &str| -> Option<Part> {
+        match load(sub) {
+            Ok((runs, _)) => Some(Part {
+                dir: sub.to_path_buf(),
+                runs,
+            }),
+            Err(e) => {
+                job.problems.push(format!("{name}: {e}"));
+                None
+            }
+        }
+    };
+    let calm = dir.join("calm");
+    let calm = calm.is_dir().then(|| part(&calm, "calm")).flatten();
+    let mut chaos = Vec::new();
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(dir.join("chaos"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default();
+    scenarios.sort();
+    for sub in scenarios {
+        let name = sub
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if let Some(p) = part(&sub, &format!("chaos/{name}")) {
+            chaos.push((name, p));
+        }
+    }
+    job.calm = calm;
+    job.chaos = chaos;
+    job
 }
 
 /// The runs of a folder and whether it is a comparison.

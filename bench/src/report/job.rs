@@ -1,0 +1,746 @@
+//! The page of a job folder (`scripts/compare.sh --out`: `sweep/`, `calm/`, `chaos/<scenario>/`)
+//! or of a sweep folder alone: what an architecture review reads in a minute. First the
+//! plain-words summary (one line per strategy, grouped by family, every number a link to the
+//! cell it came from), then the needs advice when `--needs` was given, then the capacity at the
+//! SLO, the calm run, each chaos scenario, and the environment. Any part may be missing: the
+//! page renders what is there and says what was not measured.
+
+use std::fmt::Write as _;
+
+use super::charts;
+use super::evidence::{Capacity, Claim, Evidence, Said, Span, Tone, ids, offered_rate};
+use super::html::{self, Lead, TableSpec, esc};
+use super::needs::{Judgement, Met, Needs};
+use super::saved::{Job, Part, ReportError};
+use super::sweep::{Bound, Entry, Sweep, rate_text as rate};
+use crate::strategy::{Family, Kind};
+
+/// Renders the page of a job.
+pub(super) fn render(job: &Job, needs: Option<&Needs>) -> Result<String, ReportError> {
+    let strategies = strategies(job);
+    let evidence: Vec<Evidence<'_>> = strategies.iter().map(|id| evidence(job, id)).collect();
+    let mut h = String::new();
+    html::page_start(
+        &mut h,
+        &format!(
+            "lockbench: capacity and the cost of failure, {} strategies",
+            strategies.len()
+        ),
+    );
+    how_to_read(&mut h, job, needs.is_some());
+    problems(&mut h, job);
+    summary(&mut h, &evidence);
+    if let Some(needs) = needs {
+        advice(&mut h, needs, &evidence);
+    }
+    capacity(&mut h, job)?;
+    calm(&mut h, job)?;
+    chaos(&mut h, job);
+    environment(&mut h, job)?;
+    html::page_end(
+        &mut h,
+        &job.dir,
+        "Charts also as SVG and PNG under <code>charts/</code> (the sweep) and \
+         <code>calm/charts/</code> (the calm run).",
+    );
+    Ok(h)
+}
+
+/// Every strategy of the job: the sweep's order, then any only in the calm or chaos parts.
+fn strategies(job: &Job) -> Vec<String> {
+    let mut ids: Vec<String> = Vec::new();
+    let sweep = job.sweep.iter().flat_map(|s| &s.entries);
+    let runs = job
+        .calm
+        .iter()
+        .chain(job.chaos.iter().map(|(_, p)| p))
+        .flat_map(|p| &p.runs);
+    for id in sweep
+        .map(|e| &e.strategy)
+        .chain(runs.map(|r| &r.summary.strategy))
+    {
+        if !ids.contains(id) {
+            ids.push(id.clone());
+        }
+    }
+    ids
+}
+
+fn run_in<'a>(part: &'a Part, strategy: &str) -> Option<&'a super::Summary> {
+    part.runs
+        .iter()
+        .map(|r| &r.summary)
+        .find(|s| s.strategy == strategy)
+}
+
+/// A strategy's family: this lockbench's registry, else what the sweep recorded.
+fn family(job: &Job, strategy: &str) -> Option<Family> {
+    html::family_of(strategy).or_else(|| job.sweep.as_ref()?.entry(strategy).map(|e| e.family))
+}
+
+fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
+    let entry = job.sweep.as_ref().and_then(|s| s.entry(strategy));
+    let calm = job.calm.as_ref().and_then(|p| run_in(p, strategy));
+    let chaos: Vec<(&str, Option<&super::Summary>)> = job
+        .chaos
+        .iter()
+        .map(|(name, p)| (name.as_str(), run_in(p, strategy)))
+        .collect();
+    // What the results say first: the registry may not know a strategy of another version.
+    let control = calm
+        .or_else(|| chaos.iter().find_map(|(_, r)| *r))
+        .map(|s| !s.claims_safety)
+        .or_else(|| entry.map(|e| e.kind == Kind::Control))
+        .or_else(|| {
+            crate::strategy::find(strategy)
+                .ok()
+                .map(|i| i.kind == Kind::Control)
+        })
+        .unwrap_or(false);
+    Evidence {
+        strategy,
+        family: family(job, strategy),
+        control,
+        sweep: job.sweep.as_ref(),
+        entry,
+        calm_part: job.calm.is_some(),
+        calm,
+        chaos,
+    }
+}
+
+/// A sentence as HTML: numbers and verdicts become links to their cells.
+fn said_html(said: &Said) -> String {
+    said.0
+        .iter()
+        .map(|span| match span {
+            Span::Text(t) => esc(t),
+            Span::Label(t) => format!("<span class=\"part\">{}</span>", esc(t)),
+            Span::Link { text, anchor, tone } => {
+                let class = match tone {
+                    Tone::Plain => "num",
+                    Tone::Bad => "num bad",
+                    Tone::Warn => "num warn",
+                };
+                format!(
+                    "<a class=\"{class}\" href=\"#{}\">{}</a>",
+                    esc(anchor),
+                    esc(text)
+                )
+            }
+        })
+        .collect()
+}
+
+fn how_to_read(h: &mut String, job: &Job, needs: bool) {
+    let slo = job
+        .sweep
+        .as_ref()
+        .map_or_else(|| "a latency target".to_string(), |s| s.slo.label());
+    let _ = writeln!(
+        h,
+        "<p>How to read this page. Each strategy was measured on real servers in up to three \
+         parts: a <b>sweep</b> that finds the highest arrival rate it sustains at {} \
+         (its <a href=\"#capacity\">capacity</a>); one <b>calm run</b> of every strategy at one \
+         rate they all sustain (<a href=\"#calm\">latency, lock utilization</a>); and one \
+         <b>chaos run</b> per fault scenario, each strategy loaded at a share of its own \
+         capacity (<a href=\"#chaos\">safety and recovery under faults</a>). The summary \
+         below says what each strategy did in plain words; every number in it links to the \
+         table cell it came from. <b>safe</b>: the lock held (or there is none) and the audit \
+         found the store intact; <b>fenced</b>: the lock broke and the fenced store refused \
+         every stale write; <b>UNSAFE</b>: a strategy that claims safety broke it; controls \
+         make no claim and read <b>caught</b> or <b>not caught</b>. A capacity that is only a \
+         bound reads ≥ N or &lt; N; anything not measured says so.{}</p>",
+        esc(&slo),
+        if needs {
+            ""
+        } else {
+            " To list the strategies that meet stated needs, render again with <code>lockbench \
+             report DIR --needs safe-under-pause,capacity&gt;=500</code> (terms: capacity&gt;=N, \
+             safe, safe-under-SCENARIO, recovery&lt;=DURATION, p99&lt;=DURATION, fenced-ok)."
+        }
+    );
+}
+
+fn problems(h: &mut String, job: &Job) {
+    let mut missing = Vec::new();
+    if job.sweep.is_none() {
+        missing.push("the sweep (capacity)");
+    }
+    if job.calm.is_none() {
+        missing.push("the calm run");
+    }
+    if job.chaos.is_empty() {
+        missing.push("chaos scenarios");
+    }
+    if missing.is_empty() && job.problems.is_empty() {
+        return;
+    }
+    let _ = writeln!(h, "<ul class=\"note\" id=\"problems\">");
+    if !missing.is_empty() {
+        let _ = writeln!(
+            h,
+            "<li>Not measured in this job: {}.</li>",
+            esc(&missing.join(", "))
+        );
+    }
+    for p in &job.problems {
+        let _ = writeln!(h, "<li>{}</li>", esc(p));
+    }
+    let _ = writeln!(h, "</ul>");
+}
+
+fn summary(h: &mut String, evidence: &[Evidence<'_>]) {
+    let _ = writeln!(h, "<h2 id=\"summary\">In plain words</h2>");
+    for (title, group) in html::by_family(evidence, |e| e.family) {
+        let _ = writeln!(h, "<h3>{}</h3>\n<ul class=\"plain\">", esc(title));
+        for e in group {
+            let badge = if e.control {
+                " <span class=\"badge b-control\">control</span>"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                h,
+                "<li id=\"{}\"><b>{}</b>{badge} — {}</li>",
+                esc(&ids::summary(e.strategy)),
+                esc(e.strategy),
+                said_html(&e.line())
+            );
+        }
+        let _ = writeln!(h, "</ul>");
+    }
+}
+
+fn advice(h: &mut String, needs: &Needs, evidence: &[Evidence<'_>]) {
+    // In the summary's order: by family.
+    let judged: Vec<Judgement> = html::by_family(evidence, |e| e.family)
+        .into_iter()
+        .flat_map(|(_, g)| g)
+        .map(|e| needs.judge(e))
+        .collect();
+    let (yes, no): (Vec<&Judgement>, Vec<&Judgement>) = judged.iter().partition(|j| j.qualifies());
+    let _ = writeln!(
+        h,
+        "<h2 id=\"needs\">Which strategies meet your needs</h2>\n<p>Needs: <code>{}</code>. A \
+         strategy qualifies only when every term is measured and met; the reasons link to the \
+         numbers.{}</p>",
+        esc(&needs.given),
+        if needs.fenced_ok {
+            " With fenced-ok, a fenced verdict (the lock broke, fencing refused every stale \
+             write, the store intact) counts as safe."
+        } else {
+            " A fenced verdict (the lock broke, fencing saved the store) does not count as safe \
+             unless fenced-ok is given."
+        }
+    );
+    let _ = writeln!(
+        h,
+        "<h3 id=\"needs-qualify\">Qualify ({})</h3>\n<ul class=\"plain\">",
+        yes.len()
+    );
+    if yes.is_empty() {
+        let _ = writeln!(h, "<li>None of the strategies measured here.</li>");
+    }
+    for j in &yes {
+        let reasons: Vec<String> = j
+            .terms
+            .iter()
+            .map(|t| format!("{}: {}", esc(&t.term), said_html(&t.why)))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<li><a href=\"#{}\"><b>{}</b></a> — {}.</li>",
+            esc(&ids::summary(&j.strategy)),
+            esc(&j.strategy),
+            reasons.join("; ")
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</ul>\n<h3 id=\"needs-other\">Do not qualify, or not measured ({})</h3>\n<ul class=\"plain\">",
+        no.len()
+    );
+    for j in &no {
+        let Some(gap) = j.first_gap() else { continue };
+        let word = match gap.met {
+            Met::No => "not met",
+            Met::Unmeasured => "not measured",
+            Met::Yes => unreachable!("a gap is not met"),
+        };
+        let _ = writeln!(
+            h,
+            "<li class=\"gap\"><a href=\"#{}\"><b>{}</b></a> — {}: {word}: {}.</li>",
+            esc(&ids::summary(&j.strategy)),
+            esc(&j.strategy),
+            esc(&gap.term),
+            said_html(&gap.why)
+        );
+    }
+    let _ = writeln!(h, "</ul>");
+}
+
+fn bound_text(b: Bound) -> &'static str {
+    match b {
+        Bound::Found => "found",
+        Bound::AtLeastMax => "≥ highest offered",
+        Bound::BelowLowest => "< lowest offered",
+        Bound::Incomplete => "search stopped",
+    }
+}
+
+fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
+    let _ = writeln!(h, "<h2 id=\"capacity\">Capacity (the sweep)</h2>");
+    let Some(sweep) = &job.sweep else {
+        let _ = writeln!(h, "<p>Not measured: this job has no sweep.</p>");
+        return Ok(());
+    };
+    let s = &sweep.search;
+    let _ = writeln!(
+        h,
+        "<p>Target: <b>{}</b>, over every scheduled arrival (an arrival never started counts \
+         as slower than any served one), with the store intact. The search offered rates from \
+         {}/s (down to {}/s when it failed, up to at most {}/s), ×{} per step until a step \
+         failed, then {} bisection step(s); each step loaded for {} s (a slow rate longer, to \
+         reach {} arrivals). Workload <code>{}</code>; started {}; took {:.0} \
+         s. <b>Capacity</b> is the highest offered rate that met the target; the first failing \
+         rate is the lowest that did not. A step judged unsafe is listed: the sweep is also a \
+         safety run.</p>",
+        esc(&sweep.slo.label()),
+        rate(s.start_per_s),
+        rate(s.min_per_s),
+        rate(s.max_per_s),
+        s.factor,
+        s.refinements,
+        s.step_s,
+        s.min_arrivals,
+        esc(&sweep.workload_file),
+        esc(&sweep.started_at),
+        sweep.elapsed_s
+    );
+    for c in &charts::render_sweep(sweep, &job.dir.join("charts"))? {
+        html::figure(
+            h,
+            c,
+            &html::caption(c.kind, &[]),
+            &format!("charts/{}.png", c.kind.file()),
+        );
+    }
+    capacity_table(h, job, sweep);
+    Ok(())
+}
+
+fn capacity_table(h: &mut String, job: &Job, sweep: &Sweep) {
+    let _ = writeln!(
+        h,
+        "<table id=\"capacity-table\">\n<thead><tr><th>strategy</th><th>capacity /s</th>\
+         <th>bound</th><th>first failing /s</th><th>why it failed</th>\
+         <th>steps (/s: ✓ met, ✗ missed)</th><th>unsafe steps</th></tr></thead>\n<tbody>"
+    );
+    let groups = html::by_family(&sweep.entries, |e| family(job, &e.strategy));
+    for (title, group) in &groups {
+        if groups.len() > 1 {
+            let _ = writeln!(
+                h,
+                "<tr class=\"family\"><th colspan=\"7\">{}</th></tr>",
+                esc(title)
+            );
+        }
+        for e in group {
+            capacity_row(h, e, &sweep.slo.percentile_name());
+        }
+    }
+    let _ = writeln!(h, "</tbody>\n</table>");
+}
+
+fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
+    let id = &e.strategy;
+    let claim = Claim::of_sweep(e);
+    let class = match (&claim, e.kind == Kind::Control) {
+        (_, true) => "control",
+        (Claim::Unsafe, _) => "unsafe",
+        (Claim::Fenced, _) => "fenced",
+        _ => "safe",
+    };
+    let cap = Capacity::of(e).map_or_else(|| "not measured".to_string(), |c| c.text());
+    let fail = e.first_failing_per_s.map_or_else(|| "-".to_string(), rate);
+    let why = e
+        .first_failing_per_s
+        .and_then(|f| e.steps.iter().find(|s| s.rate_per_s == f))
+        .map_or_else(String::new, |s| esc(&s.why));
+    let steps: Vec<String> = e
+        .steps
+        .iter()
+        .map(|s| {
+            format!(
+                "<span title=\"{}\">{}&nbsp;{}</span>",
+                esc(&format!(
+                    "{} {:.3} ms{}, {:.1}% served{}",
+                    sweep_slo_name,
+                    s.latency_ms,
+                    if s.latency_censored { "+" } else { "" },
+                    s.served_fraction * 100.0,
+                    if s.why.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", s.why)
+                    }
+                )),
+                rate(s.rate_per_s),
+                if s.passed { "✓" } else { "✗" }
+            )
+        })
+        .collect();
+    let unsafe_text = match super::evidence::unsafe_steps_text(e) {
+        Some(t) => esc(&t),
+        None if e.kind == Kind::Control => "none (not caught)".into(),
+        None => "none".into(),
+    };
+    let error = e
+        .error
+        .as_deref()
+        .map(|x| format!(": <span class=\"note\">{}</span>", esc(x)))
+        .unwrap_or_default();
+    let badge = if e.kind == Kind::Control {
+        "<span class=\"badge b-control\">control</span>"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        h,
+        "<tr class=\"{class}\" data-strategy=\"{}\"><td>{}{badge}</td>\
+         <td class=\"n\" id=\"{}\" data-value=\"{}\">{}</td><td>{}{error}</td>\
+         <td class=\"n\" id=\"{}\">{fail}</td><td class=\"why\">{why}</td><td class=\"steps\">{}</td>\
+         <td id=\"{}\">{unsafe_text}</td></tr>",
+        esc(id),
+        esc(id),
+        esc(&ids::cap(id, "")),
+        e.capacity_per_s,
+        esc(&cap),
+        bound_text(e.bound),
+        esc(&ids::cap(id, "fail")),
+        steps.join(" · "),
+        esc(&ids::cap(id, "unsafe")),
+    );
+}
+
+fn rate_lead<'a>() -> Lead<'a> {
+    Lead {
+        heading: "offered /s",
+        short: "rate",
+        cell: Box::new(|s| match offered_rate(s) {
+            Some(r) => (serde_json::Value::from(r), rate(r)),
+            None => (serde_json::Value::Null, "closed loop".into()),
+        }),
+    }
+}
+
+fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
+    let Some(part) = &job.calm else {
+        let _ = writeln!(
+            h,
+            "<h2 id=\"calm\">Calm run</h2>\n<p id=\"{}\">Not measured: this job has no calm run.</p>",
+            ids::CALM_RATE
+        );
+        return Ok(());
+    };
+    let mut rates: Vec<f64> = part
+        .runs
+        .iter()
+        .filter_map(|r| offered_rate(&r.summary))
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    let heading = match rates.as_slice() {
+        [r] => format!("Calm run at {} arrivals/s", rate(*r)),
+        [lo, .., hi] => format!("Calm run at {}–{} arrivals/s", rate(*lo), rate(*hi)),
+        [] => "Calm run (closed loop)".to_string(),
+    };
+    let _ = writeln!(
+        h,
+        "<h2 id=\"calm\"><span id=\"{}\">{}</span></h2>",
+        ids::CALM_RATE,
+        esc(&heading)
+    );
+    let why = match job.sweep.as_ref().and_then(Sweep::common_rate) {
+        Some((floor, by)) => {
+            let mut why = format!(
+                "Why this rate: {}/s is the lowest capacity among the strategies the sweep saw \
+                 safe at every step (set by <a class=\"num\" href=\"#{}\">{}</a>; controls \
+                 and capacities below the lowest rate offered do not count), so every one of \
+                 them sustains it.",
+                rate(floor),
+                esc(&ids::cap(by, "")),
+                esc(by)
+            );
+            if rates.iter().any(|r| (r - floor).abs() > 0.05) {
+                let _ = write!(
+                    why,
+                    " The calm runs' workloads offered {} instead (the offered /s column).",
+                    esc(&rates
+                        .iter()
+                        .map(|r| format!("{}/s", rate(*r)))
+                        .collect::<Vec<_>>()
+                        .join(", "))
+                );
+            }
+            why
+        }
+        None => "No sweep capacity to derive the rate from: the calm runs offered the rate of \
+                 their own workload (the offered /s column)."
+            .to_string(),
+    };
+    let _ = writeln!(h, "<p>{why}</p>");
+    if let Some(link) = sub_report(job, &part.dir) {
+        let _ = writeln!(h, "<p>{link}</p>");
+    }
+    let cell_id = |strategy: &str, short: &str| ids::calm(strategy, short);
+    let fam = |id: &str| family(job, id);
+    html::headline_table(
+        h,
+        &part.runs,
+        &TableSpec {
+            id: "calm-table".into(),
+            cell_id: Some(&cell_id),
+            lead: vec![rate_lead()],
+            fields: &CALM_FIELDS,
+            family: &fam,
+        },
+    );
+    let _ = writeln!(h, "<p><small>{}</small></p>", html::HEADLINE_NOTE);
+    html::notes(h, &part.runs);
+    let charts = charts::render_all(&part.runs, &part.dir.join("charts"))?;
+    let rel = part
+        .dir
+        .strip_prefix(&job.dir)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| part.dir.display().to_string());
+    for c in &charts {
+        html::figure(
+            h,
+            c,
+            &html::caption(c.kind, &part.runs),
+            &format!("{rel}/charts/{}.png", c.kind.file()),
+        );
+    }
+    html::utilization(h, &part.runs);
+    Ok(())
+}
+
+/// A link to a part's own report.html, when it has one (relative to the job's page).
+fn sub_report(job: &Job, dir: &std::path::Path) -> Option<String> {
+    dir.join("report.html").is_file().then(|| {
+        let rel = dir
+            .strip_prefix(&job.dir)
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        format!(
+            "This part's own page, with every chart: <a href=\"{0}/report.html\">{0}/report.html</a>.",
+            esc(&rel)
+        )
+    })
+}
+
+/// The headline columns of the calm table: all but recovery (a calm run has no fault).
+const CALM_FIELDS: [&str; 16] = [
+    "throughput.sales_per_s",
+    "utilization.overall",
+    "started_fraction",
+    "latency_us.p50",
+    "latency_us.p99",
+    "latency_us.p999",
+    "oversell",
+    "lost_updates",
+    "double_grant_incidents",
+    "lease_lost",
+    "stale_rejected",
+    "errors",
+    "unknown",
+    "lock_verdict",
+    "store_verdict",
+    "verdict",
+];
+
+/// The headline columns a chaos table shows: what a fault cost.
+const CHAOS_FIELDS: [&str; 13] = [
+    "throughput.sales_per_s",
+    "latency_us.p99",
+    "oversell",
+    "lost_updates",
+    "double_grant_incidents",
+    "lease_lost",
+    "stale_rejected",
+    "errors",
+    "unknown",
+    "recovery_s",
+    "lock_verdict",
+    "store_verdict",
+    "verdict",
+];
+
+fn chaos(h: &mut String, job: &Job) {
+    let _ = writeln!(h, "<h2 id=\"chaos\">Under faults</h2>");
+    if job.chaos.is_empty() {
+        let _ = writeln!(h, "<p>Not measured: this job has no chaos scenario.</p>");
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<p>One run of every strategy per scenario, each offered a share of its own capacity \
+         (the share column: offered rate over the sweep's capacity; ≤ when the capacity is a \
+         lower bound). Recovery: from the heal to the first served attempt, the longest over \
+         the run's faults.</p>"
+    );
+    for (name, part) in &job.chaos {
+        let first = &part.runs[0].summary;
+        let faults: Vec<String> = first
+            .faults
+            .iter()
+            .map(|f| format!("{} {}", f.id, f.label))
+            .collect();
+        let _ = writeln!(
+            h,
+            "<h3 id=\"chaos-{}\">{}</h3>\n<p>Chaos file {}; faults: {}.{}</p>",
+            esc(&ids::clean(name)),
+            esc(name),
+            first.chaos_file.as_deref().map_or_else(
+                || "not recorded".to_string(),
+                |c| format!("<code>{}</code>", esc(c))
+            ),
+            esc(&if faults.is_empty() {
+                "none recorded".to_string()
+            } else {
+                faults.join(", ")
+            }),
+            sub_report(job, &part.dir)
+                .map(|l| format!(" {l}"))
+                .unwrap_or_default()
+        );
+        let cell_id = |strategy: &str, short: &str| ids::chaos(name, strategy, short);
+        let fam = |id: &str| family(job, id);
+        let share = Lead {
+            heading: "share of capacity",
+            short: "share",
+            cell: Box::new(|s| {
+                let cap = job
+                    .sweep
+                    .as_ref()
+                    .and_then(|w| w.entry(&s.strategy))
+                    .and_then(Capacity::of);
+                match (cap, offered_rate(s)) {
+                    (Some(c), Some(r)) => match c.share(r) {
+                        Some(text) => (
+                            serde_json::Value::from((r / c.per_s() * 1000.0).round() / 1000.0),
+                            text,
+                        ),
+                        None => (serde_json::Value::Null, "-".into()),
+                    },
+                    (None, _) => (serde_json::Value::Null, "not measured".into()),
+                    (_, None) => (serde_json::Value::Null, "-".into()),
+                }
+            }),
+        };
+        let hit = Lead {
+            heading: "faults that took effect",
+            short: "hit",
+            cell: Box::new(|s| {
+                let took = s.faults.iter().filter(|f| f.started_s.is_some()).count();
+                (
+                    serde_json::Value::from(took),
+                    format!("{took} of {}", s.faults.len()),
+                )
+            }),
+        };
+        html::headline_table(
+            h,
+            &part.runs,
+            &TableSpec {
+                id: format!("chaos-table-{}", ids::clean(name)),
+                cell_id: Some(&cell_id),
+                lead: vec![rate_lead(), share, hit],
+                fields: &CHAOS_FIELDS,
+                family: &fam,
+            },
+        );
+        html::notes(h, &part.runs);
+        if part.runs.iter().any(|r| !r.summary.faults.is_empty()) {
+            let _ = writeln!(
+                h,
+                "<details><summary>{}: every fault, and each strategy's phases (before, \
+                 during, after)</summary>",
+                esc(name)
+            );
+            html::faults_table(h, &part.runs, &format!("faults-{}", ids::clean(name)));
+            html::phases(h, &part.runs, "h4");
+            let _ = writeln!(h, "</details>");
+        }
+    }
+}
+
+fn environment(h: &mut String, job: &Job) -> Result<(), ReportError> {
+    // The calm compare is the fullest record of the servers and the workload; else a chaos one.
+    let part = job
+        .calm
+        .as_ref()
+        .map(|p| ("the calm run", p))
+        .or_else(|| job.chaos.first().map(|(n, p)| (n.as_str(), p)));
+    match part {
+        Some((name, p)) => {
+            let exact = html::write_effective_workload(&p.dir, &p.runs[0].summary)?;
+            let scope = format!(
+                "<p>Of {} (<code>{}</code>); each part's own report.html has its own, and the \
+                 sweep's is below.</p>\n",
+                esc(name),
+                esc(&p.dir.display().to_string())
+            );
+            html::environment(h, &p.runs, true, exact.as_deref(), &scope);
+        }
+        None => {
+            let _ = writeln!(h, "<h2>Environment and reproduction</h2>");
+        }
+    }
+    if let Some(s) = &job.sweep {
+        sweep_environment(h, s);
+    }
+    Ok(())
+}
+
+fn sweep_environment(h: &mut String, s: &Sweep) {
+    let step = s.entries.iter().flat_map(|e| &e.steps).next();
+    let _ = writeln!(
+        h,
+        "<h3>The sweep</h3>\n<table id=\"sweep-environment\">\n\
+         <tr><th>lockbench</th><td>{}</td></tr>\n<tr><th>started</th><td>{}</td></tr>\n\
+         <tr><th>workload file</th><td><code>{}</code></td></tr>\n\
+         <tr><th>seed</th><td>{}</td></tr>\n</table>\n\
+         <p>As run (the workload file as it is now; each step's summary.json under \
+         <code>sweep/</code> holds its effective workload):</p>\n<pre id=\"command-sweep\">{}</pre>",
+        esc(&s.lockbench_version),
+        esc(&s.started_at),
+        esc(&s.workload_file),
+        step.map_or_else(|| "-".to_string(), |st| st.summary.seed.to_string()),
+        esc(&sweep_command(s))
+    );
+}
+
+/// The `lockbench sweep` command line that searches the same rates at the same target.
+fn sweep_command(s: &Sweep) -> String {
+    let ids: Vec<&str> = s.entries.iter().map(|e| e.strategy.as_str()).collect();
+    let q = &s.search;
+    format!(
+        "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}% \
+         --start {} --min {} --max {} --factor {} --refinements {} --step {}s --min-arrivals {}",
+        html::sh(&ids.join(",")),
+        html::sh(&s.workload_file),
+        s.slo.percentile_name(),
+        rate(s.slo.latency_ms),
+        rate((s.slo.min_served * 10_000.0).round() / 100.0),
+        rate(q.start_per_s),
+        rate(q.min_per_s),
+        rate(q.max_per_s),
+        rate(q.factor),
+        q.refinements,
+        rate(q.step_s),
+        q.min_arrivals
+    )
+}
