@@ -19,7 +19,7 @@
 
 use std::time::Duration;
 
-use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, ids};
+use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids};
 use super::sweep::rate_text as rate;
 
 /// The forms the parser accepts, for its errors.
@@ -210,13 +210,14 @@ impl Needs {
         let mut cited = Said::default();
         for (i, (name, claim, anchor)) in parts.iter().enumerate() {
             let met = self.counts_as_safe(claim);
-            let said = Said::default()
-                .t(format!("{name}: "))
-                .and(claim.said(None, anchor.clone()));
-            let said = if matches!(claim, Claim::Fenced) && !self.fenced_ok {
-                said.t(" — add fenced-ok to accept it")
-            } else {
-                said
+            let said = Said::default().t(format!("{name}: "));
+            let said = match claim {
+                // The summary line explains fenced; here the word is enough.
+                Claim::Fenced if self.fenced_ok => said.link("fenced", anchor.clone(), Tone::Warn),
+                Claim::Fenced => said
+                    .link("fenced", anchor.clone(), Tone::Warn)
+                    .t(" (the lock broke; fencing saved the store) — add fenced-ok to accept it"),
+                _ => said.and(claim.said(None, anchor.clone())),
             };
             if met != Met::Yes {
                 return (met, said);
