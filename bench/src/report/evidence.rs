@@ -7,7 +7,7 @@
 //! chaos, in which a fault took effect); anything else reads `not measured`.
 
 use super::Summary;
-use super::sweep::{Bound, Entry, Sweep, rate_text as rate};
+use super::sweep::{Bound, Entry, Sweep};
 use crate::strategy::Family;
 
 /// The ids of the cells a summary line or a needs reason links to. Stable, so a review can
@@ -327,6 +327,14 @@ impl Capacity {
             Capacity::Below(c) => pct(c).map(|p| format!("> {p}")),
         }
     }
+}
+
+/// A rate for the page: at most two decimals, trailing zeros dropped (`640`, `1.56`, `665.7`).
+/// A share of a capacity carries float noise (`665.6999999999999` in the workload); the cell's
+/// `data-value` keeps the saved value.
+pub fn rate(per_s: f64) -> String {
+    let s = format!("{per_s:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// `at 800, 1600/s`, or `at every step (8)` when `rates` are all of `steps` (more than one).
@@ -909,6 +917,15 @@ mod tests {
         assert_eq!(Capacity::AtLeast(1000.0).share(700.0).unwrap(), "≤ 70%");
         assert_eq!(Capacity::Below(50.0).share(35.0).unwrap(), "> 70%");
         assert_eq!(Capacity::Found(0.0).share(35.0), None);
+    }
+
+    #[test]
+    fn rates_read_without_float_noise() {
+        assert_eq!(rate(665.699_999_999_999_9), "665.7");
+        assert_eq!(rate(1.56), "1.56");
+        assert_eq!(rate(640.0), "640");
+        assert_eq!(rate(12.39), "12.39");
+        assert_eq!(rate(0.0), "0");
     }
 
     #[test]

@@ -8,11 +8,11 @@
 use std::fmt::Write as _;
 
 use super::charts;
-use super::evidence::{Capacity, Claim, Evidence, Said, Span, Tone, ids, offered_rate};
+use super::evidence::{Capacity, Claim, Evidence, Said, Span, Tone, ids, offered_rate, rate};
 use super::html::{self, Lead, TableSpec, esc};
 use super::needs::{Judgement, Met, Needs};
 use super::saved::{Job, Part, ReportError};
-use super::sweep::{Bound, Entry, Sweep, rate_text as rate};
+use super::sweep::{Bound, Entry, Sweep};
 use crate::strategy::{Family, Kind};
 
 /// Renders the page of a job.
@@ -727,20 +727,22 @@ fn sweep_environment(h: &mut String, s: &Sweep) {
 fn sweep_command(s: &Sweep) -> String {
     let ids: Vec<&str> = s.entries.iter().map(|e| e.strategy.as_str()).collect();
     let q = &s.search;
+    // Exact, not the page's rounding: a command must ask for the same rates.
+    let exact = super::sweep::rate_text;
     format!(
         "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}% \
          --start {} --min {} --max {} --factor {} --refinements {} --step {}s --min-arrivals {}",
         html::sh(&ids.join(",")),
         html::sh(&s.workload_file),
         s.slo.percentile_name(),
-        rate(s.slo.latency_ms),
-        rate((s.slo.min_served * 10_000.0).round() / 100.0),
-        rate(q.start_per_s),
-        rate(q.min_per_s),
-        rate(q.max_per_s),
-        rate(q.factor),
+        exact(s.slo.latency_ms),
+        exact((s.slo.min_served * 10_000.0).round() / 100.0),
+        exact(q.start_per_s),
+        exact(q.min_per_s),
+        exact(q.max_per_s),
+        exact(q.factor),
         q.refinements,
-        rate(q.step_s),
+        exact(q.step_s),
         q.min_arrivals
     )
 }

@@ -19,8 +19,7 @@
 
 use std::time::Duration;
 
-use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids};
-use super::sweep::rate_text as rate;
+use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids, rate};
 
 /// The forms the parser accepts, for its errors.
 pub const FORMS: &str = "capacity>=N (arrivals/s), safe, safe-under-SCENARIO, \
