@@ -113,6 +113,14 @@ fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_f
     );
     assert!(setnx.safe && lua.safe, "both are safe without faults");
     for e in [lua, setnx] {
+        // Each strategy warms up before its first judged step; the warm-up is not a step.
+        let warm = out.join(&e.strategy).join("warm-up");
+        assert!(
+            warm.join("summary.json").is_file(),
+            "no warm-up for {}",
+            e.strategy
+        );
+        assert!(e.steps.iter().all(|s| !s.dir.ends_with("warm-up")));
         for step in &e.steps {
             assert!(
                 out.join(&step.dir).join("summary.json").is_file(),

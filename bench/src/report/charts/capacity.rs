@@ -268,8 +268,8 @@ impl Draw for CapacityBars<'_> {
         root.draw(&Text::new(title, ((BARS_W - tw) / 2, 10), (FONT, 22)))
             .map_err(err)?;
         let sub = format!(
-            "highest offered rate that met the SLO with the store intact; steps of {} s, \
-             ×{} ramp, {} refinements",
+            "highest offered rate that met the SLO (safety judged apart: ✕ marks an unsafe \
+             step); steps of {} s, ×{} ramp, {} refinements",
             exact_rate(self.sweep.search.step_s),
             exact_rate(self.sweep.search.factor),
             self.sweep.search.refinements
