@@ -157,6 +157,9 @@ pub struct Lease {
     /// When the lock was granted, for locks granted in another process (a library behind an
     /// adapter): the lease starts there, before its answer reached lockbench.
     pub granted_at: Option<Instant>,
+    /// A read lease of a read–write lock ([`Lock::acquire_read`]): other read leases of the key
+    /// may overlap it, a write lease may not.
+    pub shared: bool,
 }
 
 impl Lease {
@@ -169,6 +172,7 @@ impl Lease {
             keepalive: None,
             valid_until: None,
             granted_at: None,
+            shared: false,
         }
     }
 
@@ -242,6 +246,19 @@ pub trait Lock: Send + Sync {
 
     /// Takes the lock on `key` for `token`, retrying until `lock.acquire_timeout`.
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError>;
+
+    /// Takes the lock on `key` for a read. A read–write lock grants a shared lease
+    /// ([`Lease::shared`]) that other readers may hold at once and that excludes writers; a plain
+    /// lock serves a read as it serves a write, with its exclusive lock (the default). Bounded by
+    /// [`Lock::acquire_bound`]; released with [`Lock::release`].
+    async fn acquire_read(
+        &self,
+        client: u32,
+        key: &str,
+        token: &str,
+    ) -> Result<Lease, AcquireError> {
+        self.acquire(client, key, token).await
+    }
 
     /// Releases a lease. `Ok(false)` means the lock was no longer held by this token
     /// (it expired and maybe went to someone else): the lease was lost while held. Safe to
