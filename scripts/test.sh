@@ -34,6 +34,8 @@ ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
 STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
+PAIRS="redis-setnx-watchdog=redis-setnx" SETS="inventory.skus=4" SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
+  bash scripts/versus.sh >/dev/null
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
 # The gate against a baseline of its own (the committed one is for release builds), with
@@ -49,5 +51,5 @@ PAIRS=lib:example=redis-setnx SKIP_CHAOS=1 OUT="$lib_out" bash scripts/libraries
 rm -rf "$lib_out"
 "$LOCKBENCH_BIN" adapter-check --lib example >/dev/null
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, chaos, ci-gate, libraries, adapter-check" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, versus, chaos, ci-gate, libraries, adapter-check" >&2
 cargo test --workspace
