@@ -240,6 +240,7 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                     .max()
                     .unwrap_or(0);
                 let leases = bad.iter().map(|s| s.lease_lost).max().unwrap_or(0);
+                let torn = bad.iter().map(|s| s.torn_reads).max().unwrap_or(0);
                 let verdicts: std::collections::BTreeSet<String> = bad
                     .iter()
                     .map(|s| {
@@ -253,7 +254,7 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                 row.failures.push(format!(
                     "was safe, now not in {} of {} runs ({}; oversell up to {worst}, lost \
                      updates up to {lost}, double-grant incidents up to {grants}, leases lost up \
-                     to {leases})",
+                     to {leases}, torn reads up to {torn})",
                     bad.len(),
                     cur.len(),
                     verdicts.into_iter().collect::<Vec<_>>().join("; ")
@@ -272,6 +273,17 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
             if b > 0.0 && c < b * (1.0 - tol.max_throughput_drop) {
                 row.failures.push(format!(
                     "median sales/s {b:.1} → {c:.1} ({}), beyond -{:.0}%",
+                    pct(b, c),
+                    tol.max_throughput_drop * 100.0
+                ));
+            }
+            // Reads are the other half of a read–write run's service: held to the same bound.
+            let reads =
+                |v: &[&Summary]| median(v.iter().map(|s| s.throughput.reads_per_s).collect());
+            let (b, c) = (reads(&base), reads(&cur));
+            if b > 0.0 && c < b * (1.0 - tol.max_throughput_drop) {
+                row.failures.push(format!(
+                    "median reads/s {b:.1} → {c:.1} ({}), beyond -{:.0}%",
                     pct(b, c),
                     tol.max_throughput_drop * 100.0
                 ));
@@ -393,6 +405,7 @@ mod tests {
             crate::check::Exclusion {
                 double_grant_incidents: s.double_grant_incidents,
                 lease_lost: s.lease_lost,
+                torn_reads: s.torn_reads,
             },
             &s.audit,
         );
