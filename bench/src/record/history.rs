@@ -87,6 +87,31 @@ pub fn read_history(
         .map(|l| serde_json::from_str::<HistoryLine<'static>>(&l?).map_err(std::io::Error::other)))
 }
 
+/// The most shared leases ([`HistoryLease::shared`]) of one key held at one moment in the
+/// history at `path`: above 1, readers really shared a key. Holds every shared lease's two
+/// ends in memory: for tests and inspection of a saved run, never for the recorder.
+pub fn max_shared_holders(path: &Path) -> std::io::Result<u64> {
+    // (key, time, +1 acquire / -1 release); at one time a release sorts first: touching leases
+    // are not held at once.
+    let mut ends: Vec<(String, u64, i64)> = Vec::new();
+    for line in read_history(path)? {
+        if let Some(l) = line?.lease.filter(|l| l.shared) {
+            ends.push((l.key.to_string(), l.acquired_us, 1));
+            ends.push((l.key.into_owned(), l.released_us, -1));
+        }
+    }
+    ends.sort();
+    let (mut most, mut held, mut key) = (0i64, 0i64, None::<String>);
+    for (k, _, delta) in ends {
+        if key.as_ref() != Some(&k) {
+            (held, key) = (0, Some(k));
+        }
+        held += delta;
+        most = most.max(held);
+    }
+    Ok(most as u64)
+}
+
 impl HistoryWriter {
     /// Creates (truncates) `path`.
     pub fn create(path: &Path, start: Instant) -> std::io::Result<Self> {

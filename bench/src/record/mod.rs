@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::check::{DoubleGrantChecker, DoubleGrants};
 
-pub use history::{HistoryLease, HistoryLine, HistoryWriter, read_history};
+pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome};
 pub use stats::{LatencySummary, Second, Stats, every_arrival};
 
