@@ -439,6 +439,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn torn_reads_and_fewer_reads_fail_a_read_write_run() {
+        let reads = |torn: u64, per_s: f64| {
+            let mut s = broken_lock("redis-rwlock", 0);
+            (s.reads, s.torn_reads, s.throughput.reads_per_s) = (9000, torn, per_s);
+            rejudge(&mut s);
+            s
+        };
+        let r = gate(&[reads(0, 900.0)], &[reads(4, 880.0)], TOL);
+        let f = failures(&r, "redis-rwlock");
+        assert!(
+            f.len() == 1 && f[0].contains("lock BROKEN") && f[0].contains("torn reads up to 4"),
+            "{f:?}"
+        );
+        let r = gate(&[reads(0, 900.0)], &[reads(0, 600.0)], TOL);
+        let f = failures(&r, "redis-rwlock");
+        assert!(
+            f.len() == 1 && f[0].contains("median reads/s 900.0 → 600.0"),
+            "{f:?}"
+        );
+    }
+
     /// Every summary the tests hold: the gate's notion of a violation is the tables' verdict.
     #[test]
     fn the_gate_and_the_tables_agree_on_every_fixture() {

@@ -477,6 +477,39 @@ mod tests {
         assert!(among_unstarted(&s, 0.5));
     }
 
+    #[test]
+    fn read_columns_appear_only_when_a_run_had_reads() {
+        let plain: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json"))
+                .expect("fixture");
+        assert!(!plain.had_reads(), "a summary from before reads has none");
+        let table = |rows: &[Summary]| {
+            let mut out = Vec::new();
+            print_table(&mut out, rows).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(!table(std::slice::from_ref(&plain)).contains("reads"));
+        let mut reads = plain.clone();
+        reads.strategy = "rw".into();
+        (reads.reads, reads.torn_reads, reads.throughput.reads_per_s) = (900, 3, 450.0);
+        let t = table(&[plain, reads]);
+        let header = t.lines().next().unwrap();
+        assert!(
+            header.contains("reads/s") && header.contains("torn reads"),
+            "{t}"
+        );
+        let row = |id: &str| {
+            t.lines()
+                .find(|l| l.starts_with(&format!("{id} ")))
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        };
+        // Columns 3 and 4: after attempts/s and sales/s.
+        assert_eq!(&row("rw")[3..5], ["450", "3"], "{t}");
+        assert_eq!(&row("mysql-atomic")[3..5], ["-", "-"], "{t}");
+    }
+
     /// Golden test of the summary schema: fixed parts in, the committed JSON out. A change in
     /// any field name, unit or rounding shows up here first. Regenerate deliberately with
     /// `UPDATE_GOLDEN=1 cargo test --lib golden` (and bump [`SCHEMA`] if it breaks readers).
