@@ -8,7 +8,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
-use lockbench::check::DoubleGrantChecker;
+use lockbench::check::{DoubleGrantChecker, Mode};
 use lockbench::record::{Completion, HistoryWriter, LeaseSpan, Outcome, Stats, read_history};
 
 fn completion(start: Instant, i: u64) -> Completion {
@@ -26,6 +26,7 @@ fn completion(start: Instant, i: u64) -> Completion {
         started: t + Duration::from_micros(i % 700),
         ended: t + Duration::from_micros(2000 + (i * 7919) % 50_000),
         release_failed: false,
+        read: false,
         lease: Some(LeaseSpan {
             key: format!("lockbench:lock:{}", i % 4),
             token: format!("0000beef-{i}"),
@@ -33,6 +34,7 @@ fn completion(start: Instant, i: u64) -> Completion {
             acquired: t + Duration::from_micros(800),
             released: t + Duration::from_micros(1800),
             lost: false,
+            shared: false,
         }),
     }
 }
@@ -104,9 +106,34 @@ fn double_grants(c: &mut Criterion) {
             let mut checker =
                 DoubleGrantChecker::new(Duration::from_secs(5), Duration::from_secs(1));
             for (k, t, a, r) in &leases {
-                checker.observe(k, t, *a, *r, *r);
+                checker.observe(k, t, (*a, *r), Mode::Exclusive, *r);
             }
             black_box(checker.finish())
+        })
+    });
+    // Readers of a read–write lock: 4 keys, 5 ms leases, ~12 readers holding each key at once
+    // (every pair overlapping, none a double grant). Must cost what exclusive leases cost.
+    let shared: Vec<(String, String, Instant, Instant)> = (0..N)
+        .map(|i| {
+            let a = t0 + Duration::from_micros(i * 100);
+            (
+                format!("k{}", i % 4),
+                format!("t{i}"),
+                a,
+                a + Duration::from_micros(5000),
+            )
+        })
+        .collect();
+    g.bench_function("1M shared leases, 12 readers per key at once", |b| {
+        b.iter(|| {
+            let mut checker =
+                DoubleGrantChecker::new(Duration::from_secs(5), Duration::from_secs(1));
+            for (k, t, a, r) in &shared {
+                checker.observe(k, t, (*a, *r), Mode::Shared, *r);
+            }
+            let found = checker.finish();
+            assert_eq!(found.count, 0);
+            black_box(found)
         })
     });
     g.finish();

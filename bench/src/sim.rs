@@ -10,7 +10,9 @@
 //! stock → hold for `critical_section.hold` → blind-write `read - 1` and insert the order →
 //! release, with the lease recorded into [`Purchase::lease`] the way `Locked` records it. So a
 //! lapse of mutual exclusion shows up as double grants and as lost updates in the audit.
-//! (`Locked` itself is tied to the MariaDB store's critical section, hence the copy here.)
+//! Reads (`load.read_fraction`) run the store's read section under the lock's read lease: a
+//! plain sim lock serves them exclusively, a read–write one ([`Sim::rwlock`]) lets readers
+//! share the key, and [`SimFault::ReaderIgnoresWriters`] breaks that on purpose.
 //!
 //! Deterministic where it can be: tokens come from the attempt number, faults fire on every
 //! n-th event, the schedule comes from the workload's seed. Time is real (the driver and the
@@ -34,7 +36,7 @@ use crate::record::{ErrorKind, Live, Outcome, Recorder};
 use crate::report::{ChaosParts, RunParts, Summary};
 use crate::strategy::{
     AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Store,
-    Strategy, StrategyError, StrategyInfo,
+    Strategy, StrategyError, StrategyInfo, read_outcome,
 };
 use crate::workload::Workload;
 
@@ -56,7 +58,14 @@ pub enum SimFault {
     /// Every n-th write loses its decrement while its order row is written: the lock holds,
     /// the store is corrupted (lost updates).
     LoseWrite { every: u64 },
+    /// A read–write lock whose every n-th read lease ignores writers: granted at once, without
+    /// waiting for a writer and without keeping one out (reader–writer double grants; a
+    /// writer's change under the read lease is a torn read). The store stays intact.
+    ReaderIgnoresWriters { every: u64 },
 }
+
+/// Permits of a key's semaphore: a reader takes one, a writer all of them.
+const PERMITS: u32 = 1 << 16;
 
 /// Counts events and says whether this one is an `every`-th.
 #[derive(Debug, Default)]
@@ -155,6 +164,8 @@ impl Store for SimStore {
 #[derive(Debug)]
 pub struct SimLock {
     fault: SimFault,
+    /// Readers share the key ([`Lock::acquire_read`]); otherwise reads take it exclusively.
+    rwlock: bool,
     keys: Mutex<HashMap<String, Arc<Semaphore>>>,
     /// Leases the lock still knows, by token: the permit, or `None` for a holder it let in
     /// twice (it does not know it did).
@@ -164,31 +175,40 @@ pub struct SimLock {
     timeout: Duration,
     contended: Every,
     grants: Every,
+    reads: Every,
 }
 
 impl SimLock {
-    /// A lock with `w`'s acquire timeout; `fault` applies if it is a lock fault.
-    pub fn new(fault: SimFault, w: &Workload) -> Self {
+    /// A lock with `w`'s acquire timeout; `fault` applies if it is a lock fault; `rwlock`:
+    /// readers share the key.
+    pub fn new(fault: SimFault, rwlock: bool, w: &Workload) -> Self {
         Self {
             fault,
+            rwlock,
             keys: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             acquire_timeout: w.lock.acquire_timeout,
             timeout: w.load.timeout,
             contended: Every::default(),
             grants: Every::default(),
+            reads: Every::default(),
         }
     }
 
     fn key(&self, key: &str) -> Arc<Semaphore> {
         let mut keys = self.keys.lock().expect("sim lock map is never poisoned");
         keys.entry(key.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(1)))
+            .or_insert_with(|| Arc::new(Semaphore::new(PERMITS as usize)))
             .clone()
     }
 
     fn held(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<OwnedSemaphorePermit>>> {
         self.held.lock().expect("sim lease map is never poisoned")
+    }
+
+    /// Whether anyone holds `sem`'s key.
+    fn is_held(sem: &Semaphore) -> bool {
+        sem.available_permits() < PERMITS as usize
     }
 
     /// Frees `token`'s lease; false if the lock no longer knew it (it expired). Synchronous, so
@@ -203,13 +223,13 @@ impl Lock for SimLock {
     async fn acquire(&self, _client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         let sem = self.key(key);
         if let SimFault::GrantTwice { every } = self.fault
-            && sem.available_permits() == 0
+            && Self::is_held(&sem)
             && self.contended.fires(every)
         {
             self.held().insert(token.to_string(), None);
             return Ok(Lease::new(key, token));
         }
-        let permit = tokio::time::timeout(self.acquire_timeout, sem.acquire_owned())
+        let permit = tokio::time::timeout(self.acquire_timeout, sem.acquire_many_owned(PERMITS))
             .await
             .map_err(|_| AcquireError::Busy)?
             .expect("sim semaphores are never closed");
@@ -221,6 +241,36 @@ impl Lock for SimLock {
             }
         }
         Ok(Lease::new(key, token))
+    }
+
+    /// A shared lease (one permit) when the lock is a read–write one; the exclusive lock
+    /// otherwise.
+    async fn acquire_read(
+        &self,
+        client: u32,
+        key: &str,
+        token: &str,
+    ) -> Result<Lease, AcquireError> {
+        if !self.rwlock {
+            return self.acquire(client, key, token).await;
+        }
+        let shared = |key, token| Lease {
+            shared: true,
+            ..Lease::new(key, token)
+        };
+        if let SimFault::ReaderIgnoresWriters { every } = self.fault
+            && self.reads.fires(every)
+        {
+            self.held().insert(token.to_string(), None);
+            return Ok(shared(key, token));
+        }
+        let sem = self.key(key);
+        let permit = tokio::time::timeout(self.acquire_timeout, sem.acquire_owned())
+            .await
+            .map_err(|_| AcquireError::Busy)?
+            .expect("sim semaphores are never closed");
+        self.held().insert(token.to_string(), Some(permit));
+        Ok(shared(key, token))
     }
 
     async fn release(&self, _client: u32, lease: &Lease) -> Result<bool, ErrorKind> {
@@ -237,7 +287,7 @@ impl Lock for SimLock {
 
     async fn stuck_locks(&self, _skus: u32) -> Result<u64, StrategyError> {
         let keys = self.keys.lock().expect("sim lock map is never poisoned");
-        Ok(keys.values().filter(|s| s.available_permits() == 0).count() as u64)
+        Ok(keys.values().filter(|s| Self::is_held(s)).count() as u64)
     }
 }
 
@@ -266,6 +316,17 @@ impl CriticalSection for SimStore {
     fn critical_section_bound(&self, hold: Duration) -> Duration {
         hold + Duration::from_millis(100)
     }
+
+    /// Stock, hold, stock again, as the MariaDB store does (the sim has no price).
+    async fn read_section(&self, p: &Purchase<'_>, hold: Duration) -> Outcome {
+        let stock = self.read(p.sku);
+        tokio::time::sleep(hold).await;
+        read_outcome(stock, self.read(p.sku))
+    }
+
+    fn read_section_bound(&self, hold: Duration) -> Duration {
+        hold + Duration::from_millis(100)
+    }
 }
 
 /// [`SimFault::NoLock`]: the critical section with no lock at all, like the `none` control.
@@ -281,6 +342,9 @@ impl Strategy for SimNoLock {
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
+        if p.read {
+            return self.store.read_section(p, self.hold).await.into();
+        }
         self.store
             .critical_section(p, "", None, self.hold)
             .await
@@ -296,6 +360,8 @@ pub struct Sim {
     pub fault: SimFault,
     /// Declared a control.
     pub control: bool,
+    /// A read–write lock: readers share a key (implied by [`SimFault::ReaderIgnoresWriters`]).
+    pub rwlock: bool,
 }
 
 impl Sim {
@@ -304,6 +370,15 @@ impl Sim {
         Self {
             fault,
             control: false,
+            rwlock: matches!(fault, SimFault::ReaderIgnoresWriters { .. }),
+        }
+    }
+
+    /// The same sim with a read–write lock: readers share a key, writers have it alone.
+    pub fn rwlock(self) -> Self {
+        Self {
+            rwlock: true,
+            ..self
         }
     }
 
@@ -355,7 +430,8 @@ impl Sim {
                 hold: w.critical_section.hold,
             })
         } else {
-            Arc::new(Locked::new(SimLock::new(self.fault, w), store.clone(), w))
+            let lock = SimLock::new(self.fault, self.rwlock, w);
+            Arc::new(Locked::new(lock, store.clone(), w))
         };
         Built {
             strategy,

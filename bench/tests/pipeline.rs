@@ -3,8 +3,8 @@
 //! must catch exactly what was injected, and nothing when nothing was. These runs test
 //! lockbench, never a lock.
 
-use lockbench::check::{LockVerdict, StoreVerdict};
-use lockbench::record::read_history;
+use lockbench::check::{LockVerdict, Mode, StoreVerdict};
+use lockbench::record::{max_shared_holders, read_history};
 use lockbench::report::Summary;
 use lockbench::sim::{self, Sim, SimFault};
 use lockbench::workload::Workload;
@@ -135,4 +135,116 @@ async fn the_history_holds_every_attempt_and_its_overlapping_leases() {
         "{pairs} vs {}",
         s.double_grants
     );
+}
+
+/// [`workload`] with 90% reads: 8 buyers, 400 attempts on one SKU with stock to spare, so
+/// writers keep writing among the readers all run long.
+fn read_workload() -> Workload {
+    let text = "seed = 13\n\
+         [inventory]\nskus = 1\nstock = 1000\n\
+         [load]\nmode = \"closed\"\nclients = 8\nduration = \"10s\"\nmax_attempts = 400\n\
+         read_fraction = 0.9\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    Workload::parse("reads.toml", text, &[]).expect("valid workload")
+}
+
+/// Runs `sim` on [`read_workload`]; returns the summary and the most readers that held the
+/// key at once (from the history).
+async fn run_reads(sim: Sim) -> (Summary, u64) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("history.jsonl");
+    let s = sim::run(sim, &read_workload(), Some(path.clone()))
+        .await
+        .expect("the sim never fails");
+    let lines: Vec<_> = read_history(&path)
+        .expect("history written")
+        .collect::<Result<_, _>>()
+        .expect("every line parses");
+    // Every read is marked, and every answered read carries the stock it saw.
+    let reads = lines.iter().filter(|l| l.read).count() as u64;
+    assert!(
+        reads > 300 && reads < s.attempts,
+        "{reads} of {}",
+        s.attempts
+    );
+    for l in lines
+        .iter()
+        .filter(|l| l.outcome == "read" || l.outcome == "torn_read")
+    {
+        assert!(l.read && l.stock.is_some(), "{l:?}");
+        assert_eq!(l.stock_later.is_some(), l.outcome == "torn_read", "{l:?}");
+    }
+    (s, max_shared_holders(&path).expect("history readable"))
+}
+
+/// The reads every read-heavy run must show: answered, as many as the history marked.
+fn assert_reads_answered(s: &Summary) {
+    assert_eq!(s.reads, s.outcomes["read"] + s.outcomes["torn_read"]);
+    assert!(s.reads > 300, "{:?}", s.outcomes);
+    assert!(
+        s.outcomes["sold"] > 10,
+        "writers wrote too: {:?}",
+        s.outcomes
+    );
+    assert!(s.throughput.reads_per_s > 0.0);
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_read_write_lock_lets_readers_share_and_is_judged_safe() {
+    let (s, shared) = run_reads(Sim::new(SimFault::None).rwlock()).await;
+    assert_reads_answered(&s);
+    assert!(
+        shared > 1,
+        "readers held the key together: {shared} at most"
+    );
+    assert_eq!(
+        (s.double_grants, s.torn_reads, s.lease_lost),
+        (0, 0, 0),
+        "{s:#?}"
+    );
+    assert_eq!(
+        (s.lock_verdict, s.store_verdict),
+        (Some(LockVerdict::Held), StoreVerdict::Intact)
+    );
+    assert_eq!(s.headline(), "safe");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_plain_lock_serves_reads_exclusively_and_is_judged_safe() {
+    let (s, shared) = run_reads(Sim::new(SimFault::None)).await;
+    assert_reads_answered(&s);
+    assert_eq!(shared, 0, "a plain lock grants no shared lease");
+    assert_eq!((s.double_grants, s.torn_reads), (0, 0), "{s:#?}");
+    assert_eq!(s.headline(), "safe");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_reader_that_ignores_writers_is_caught_by_overlaps_and_torn_reads() {
+    let leaky = Sim::new(SimFault::ReaderIgnoresWriters { every: 1 }).control();
+    let (s, _) = run_reads(leaky).await;
+    assert_reads_answered(&s);
+    assert!(
+        s.torn_reads > 0,
+        "a writer changed the stock under a read lock"
+    );
+    assert!(s.double_grant_incidents > 0);
+    assert!(
+        s.double_grant_examples
+            .iter()
+            .any(|o| o.first_mode != o.second_mode),
+        "reader–writer pairs among the examples: {:?}",
+        s.double_grant_examples
+    );
+    assert!(
+        s.double_grant_examples
+            .iter()
+            .all(|o| (o.first_mode, o.second_mode) != (Mode::Shared, Mode::Shared)),
+        "reader–reader pairs are never double grants"
+    );
+    // Reads write nothing: the lock broke, the store is intact.
+    assert_eq!(
+        (s.lock_verdict, s.store_verdict),
+        (Some(LockVerdict::Broken), StoreVerdict::Intact)
+    );
+    assert_eq!(s.headline(), "caught (control)");
 }

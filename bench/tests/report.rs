@@ -32,6 +32,7 @@ fn fake_stats(slow_from_s: u64) -> Stats {
             seq: i,
             client: (i % 8) as u32,
             sku: (i % 4) as u32,
+            read: false,
             outcome,
             intended: ended - Duration::from_micros(lat_us),
             started: ended - Duration::from_micros(lat_us / 2),

@@ -11,12 +11,15 @@
 //!   ever grant a key to two holders, or lose a lease while its holder worked?) and the
 //!   *store* (is the audited stock intact?). A lock that broke while the store survived by luck
 //!   is still broken: the next run may not be lucky.
+//! - a **torn read** is a read that saw the stock change while it held the read lock: a writer
+//!   changed it under the lock, so the lock did not exclude writers. It breaks the lock half
+//!   (the audit of the writes is unchanged: reads write nothing).
 
 mod double_grant;
 
 use serde::{Deserialize, Serialize};
 
-pub use double_grant::{DoubleGrantChecker, DoubleGrants, Overlap};
+pub use double_grant::{DoubleGrantChecker, DoubleGrants, Mode, Overlap};
 
 /// What the audit found for one SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,8 +87,9 @@ impl Safety {
 pub enum LockVerdict {
     /// No key was granted to two holders at once and no lease was lost while its holder worked.
     Held,
-    /// Mutual exclusion failed (a double grant or a lease lost while held) and nothing refused
-    /// the stale holder: an unfenced lock, or a fenced one whose store was corrupted anyway.
+    /// Mutual exclusion failed (a double grant, a lease lost while held, a torn read) and
+    /// nothing refused the stale holder: an unfenced lock, a fenced one whose store was
+    /// corrupted anyway, or any lock under which a read saw a writer's change.
     Broken,
     /// Mutual exclusion failed, but the lock is fenced and the store stayed intact: every stale
     /// write was refused.
@@ -109,6 +113,8 @@ pub struct Exclusion {
     pub double_grant_incidents: u64,
     /// Leases that ended before their holder released them.
     pub lease_lost: u64,
+    /// Reads that saw the stock change under their read lock.
+    pub torn_reads: u64,
 }
 
 /// The two-part verdict of one run.
@@ -130,9 +136,10 @@ impl Verdict {
             StoreVerdict::Corrupted
         };
         let lock = locks.then(|| {
-            if ex.double_grant_incidents == 0 && ex.lease_lost == 0 {
+            if ex.double_grant_incidents == 0 && ex.lease_lost == 0 && ex.torn_reads == 0 {
                 LockVerdict::Held
-            } else if fenced && store == StoreVerdict::Intact {
+            } else if fenced && store == StoreVerdict::Intact && ex.torn_reads == 0 {
+                // A fence refuses stale writes; a torn read was already served to its reader.
                 LockVerdict::BrokenFenced
             } else {
                 LockVerdict::Broken
@@ -225,7 +232,26 @@ mod tests {
         Exclusion {
             double_grant_incidents: incidents,
             lease_lost: lost,
+            torn_reads: 0,
         }
+    }
+
+    #[test]
+    fn a_torn_read_breaks_the_lock_and_fencing_does_not_excuse_it() {
+        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
+        let torn = Exclusion {
+            torn_reads: 1,
+            ..Exclusion::default()
+        };
+        for fenced in [false, true] {
+            let v = Verdict::judge(true, fenced, torn, &intact);
+            assert_eq!(v.lock, Some(LockVerdict::Broken), "fenced: {fenced}");
+            assert_eq!(v.store, StoreVerdict::Intact, "reads write nothing");
+            assert_eq!(v.headline(false), "UNSAFE");
+            assert_eq!(v.headline(true), "caught (control)");
+        }
+        let v = Verdict::judge(true, false, Exclusion::default(), &intact);
+        assert_eq!(v.lock, Some(LockVerdict::Held));
     }
 
     #[test]

@@ -88,6 +88,7 @@ pub async fn drive_part(
                     seq: slot.seq,
                     client,
                     sku: slot.sku,
+                    read: slot.read,
                     lease: &lease,
                 };
                 let attempt = tokio::time::timeout(bound, strategy.attempt(&p))
@@ -97,6 +98,7 @@ pub async fn drive_part(
                     seq: slot.seq,
                     client,
                     sku: slot.sku,
+                    read: slot.read,
                     outcome: attempt.outcome,
                     intended: slot.intended,
                     started,

@@ -51,6 +51,8 @@ pub(super) struct WireLease {
     acquired: u64,
     released: u64,
     lost: bool,
+    #[serde(default)]
+    shared: bool,
 }
 
 /// A completion on the wire.
@@ -59,6 +61,8 @@ pub(super) struct WireCompletion {
     seq: u64,
     client: u32,
     sku: u32,
+    #[serde(default)]
+    read: bool,
     outcome: Outcome,
     intended: u64,
     started: u64,
@@ -100,6 +104,7 @@ impl WireCompletion {
             seq: c.seq,
             client: c.client,
             sku: c.sku,
+            read: c.read,
             outcome: c.outcome,
             intended: ns(c.intended, start),
             started: ns(c.started, start),
@@ -112,6 +117,7 @@ impl WireCompletion {
                 acquired: ns(l.acquired, start),
                 released: ns(l.released, start),
                 lost: l.lost,
+                shared: l.shared,
             }),
         }
     }
@@ -122,6 +128,7 @@ impl WireCompletion {
             seq: self.seq,
             client: self.client,
             sku: self.sku,
+            read: self.read,
             outcome: self.outcome,
             intended: at(self.intended),
             started: at(self.started),
@@ -134,6 +141,7 @@ impl WireCompletion {
                 acquired: at(l.acquired),
                 released: at(l.released),
                 lost: l.lost,
+                shared: l.shared,
             }),
         }
     }
@@ -173,6 +181,7 @@ mod tests {
             seq: 3,
             client: 1,
             sku: 2,
+            read: false,
             outcome: Outcome::Failed(crate::record::ErrorKind::StaleToken),
             intended: at(1),
             started: at(2),
@@ -185,6 +194,7 @@ mod tests {
                 acquired: at(3),
                 released: at(8),
                 lost: true,
+                shared: false,
             }),
         };
         let line =
@@ -202,5 +212,49 @@ mod tests {
             (l.acquired, l.released, l.fence, l.lost),
             (b.acquired, b.released, b.fence, b.lost)
         );
+    }
+
+    #[test]
+    fn a_read_crosses_with_the_stock_it_saw_and_its_shared_lease() {
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let c = Completion {
+            seq: 4,
+            client: 0,
+            sku: 1,
+            read: true,
+            outcome: Outcome::TornRead { stock: 7, later: 6 },
+            intended: at(1),
+            started: at(1),
+            ended: at(5),
+            release_failed: false,
+            lease: Some(LeaseSpan {
+                key: "k".into(),
+                token: "r".into(),
+                fence: None,
+                acquired: at(2),
+                released: at(4),
+                lost: false,
+                shared: true,
+            }),
+        };
+        let line = serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap();
+        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
+            panic!("not a completion: {line}");
+        };
+        let back = back.into_completion(start);
+        assert!(back.read);
+        assert_eq!(back.outcome, Outcome::TornRead { stock: 7, later: 6 });
+        assert!(back.lease.unwrap().shared);
+        // A worker of an older build sends neither: a write with an exclusive lease.
+        let old = line
+            .replace(",\"read\":true", "")
+            .replace(",\"shared\":true", "");
+        assert_ne!(old, line);
+        let Event::Done(old) = serde_json::from_str(&old).unwrap() else {
+            panic!("not a completion: {old}");
+        };
+        let old = old.into_completion(start);
+        assert!(!old.read && !old.lease.unwrap().shared);
     }
 }

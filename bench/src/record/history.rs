@@ -27,8 +27,17 @@ pub struct HistoryLine<'a> {
     pub client: u32,
     /// Item.
     pub sku: u32,
+    /// The attempt was a read (`load.read_fraction`), whatever its outcome.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read: bool,
     /// Outcome class name.
     pub outcome: Cow<'a, str>,
+    /// The stock a read saw (`read` and `torn_read` outcomes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stock: Option<i64>,
+    /// The stock a torn read saw at the end of its hold (it differed from `stock`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stock_later: Option<i64>,
     /// Error kind of failed / unknown outcomes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Cow<'a, str>>,
@@ -63,6 +72,9 @@ pub struct HistoryLease<'a> {
     /// The lease ended before its holder released it.
     #[serde(default)]
     pub lost: bool,
+    /// A read lease of a read–write lock (others may share the key).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared: bool,
 }
 
 /// Reads `history.jsonl` back, one line at a time (never the whole file in memory).
@@ -73,6 +85,31 @@ pub fn read_history(
     Ok(file
         .lines()
         .map(|l| serde_json::from_str::<HistoryLine<'static>>(&l?).map_err(std::io::Error::other)))
+}
+
+/// The most shared leases ([`HistoryLease::shared`]) of one key held at one moment in the
+/// history at `path`: above 1, readers really shared a key. Holds every shared lease's two
+/// ends in memory: for tests and inspection of a saved run, never for the recorder.
+pub fn max_shared_holders(path: &Path) -> std::io::Result<u64> {
+    // (key, time, +1 acquire / -1 release); at one time a release sorts first: touching leases
+    // are not held at once.
+    let mut ends: Vec<(String, u64, i64)> = Vec::new();
+    for line in read_history(path)? {
+        if let Some(l) = line?.lease.filter(|l| l.shared) {
+            ends.push((l.key.to_string(), l.acquired_us, 1));
+            ends.push((l.key.into_owned(), l.released_us, -1));
+        }
+    }
+    ends.sort();
+    let (mut most, mut held, mut key) = (0i64, 0i64, None::<String>);
+    for (k, _, delta) in ends {
+        if key.as_ref() != Some(&k) {
+            (held, key) = (0, Some(k));
+        }
+        held += delta;
+        most = most.max(held);
+    }
+    Ok(most as u64)
 }
 
 impl HistoryWriter {
@@ -90,11 +127,15 @@ impl HistoryWriter {
 
     /// Appends one completion.
     pub fn write(&mut self, c: &Completion) -> std::io::Result<()> {
+        let seen = c.outcome.stock_seen();
         let line = HistoryLine {
             seq: c.seq,
             client: c.client,
             sku: c.sku,
+            read: c.read,
             outcome: Cow::Borrowed(c.outcome.name()),
+            stock: seen.map(|s| s.0),
+            stock_later: seen.and_then(|s| s.1),
             error: c.outcome.error().map(|k| Cow::Borrowed(k.name())),
             intended_us: self.us(c.intended),
             start_us: self.us(c.started),
@@ -107,6 +148,7 @@ impl HistoryWriter {
                 acquired_us: self.us(l.acquired),
                 released_us: self.us(l.released),
                 lost: l.lost,
+                shared: l.shared,
             }),
         };
         serde_json::to_writer(&mut self.out, &line)?;
@@ -137,6 +179,7 @@ mod tests {
             seq: 1,
             client: 2,
             sku: 3,
+            read: false,
             outcome: Outcome::Unknown(ErrorKind::Timeout),
             intended: at(10),
             started: at(20),
@@ -149,15 +192,30 @@ mod tests {
                 acquired: at(30),
                 released: at(80),
                 lost: false,
+                shared: false,
             }),
         };
         w.write(&c).unwrap();
         c.lease = None;
         c.outcome = Outcome::Sold;
         w.write(&c).unwrap();
+        c.read = true;
+        c.outcome = Outcome::TornRead { stock: 5, later: 4 };
+        c.lease = Some(LeaseSpan {
+            key: "k".into(),
+            token: "r".into(),
+            fence: None,
+            acquired: at(30),
+            released: at(80),
+            lost: false,
+            shared: true,
+        });
+        w.write(&c).unwrap();
+        c.outcome = Outcome::Read { stock: 4 };
+        w.write(&c).unwrap();
         w.finish().unwrap();
         let lines: Vec<HistoryLine> = read_history(&path).unwrap().map(Result::unwrap).collect();
-        assert_eq!(lines.len(), 2);
+        assert_eq!(lines.len(), 4);
         assert_eq!(
             (lines[0].outcome.as_ref(), lines[0].error.as_deref()),
             ("unknown", Some("timeout"))
@@ -165,5 +223,25 @@ mod tests {
         let l = lines[0].lease.as_ref().unwrap();
         assert_eq!((l.fence, l.acquired_us, l.released_us), (Some(7), 30, 80));
         assert_eq!((lines[1].lease.is_none(), lines[1].end_us), (true, 90));
+        assert_eq!((lines[1].read, lines[1].stock), (false, None));
+        let torn = &lines[2];
+        assert_eq!(
+            (
+                torn.read,
+                torn.outcome.as_ref(),
+                torn.stock,
+                torn.stock_later
+            ),
+            (true, "torn_read", Some(5), Some(4))
+        );
+        assert!(torn.lease.as_ref().unwrap().shared);
+        assert_eq!(
+            (
+                lines[3].outcome.as_ref(),
+                lines[3].stock,
+                lines[3].stock_later
+            ),
+            ("read", Some(4), None)
+        );
     }
 }

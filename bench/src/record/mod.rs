@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 
 use crate::check::{DoubleGrantChecker, DoubleGrants};
 
-pub use history::{HistoryLease, HistoryLine, HistoryWriter, read_history};
+pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome};
 pub use stats::{LatencySummary, Second, Stats, every_arrival};
 
@@ -60,6 +60,9 @@ pub struct LeaseSpan {
     /// The lease ended before its holder released it: release found it gone or owned by
     /// another, renewal found it expired, or its validity (Redlock) passed while held.
     pub lost: bool,
+    /// A read lease of a read–write lock ([`crate::strategy::Lease::shared`]): other shared
+    /// leases of the key may overlap it.
+    pub shared: bool,
 }
 
 /// One finished attempt.
@@ -69,8 +72,10 @@ pub struct Completion {
     pub seq: u64,
     /// Buyer loop that ran it.
     pub client: u32,
-    /// Item bought.
+    /// Item bought (or read).
     pub sku: u32,
+    /// The attempt was a read ([`crate::workload::pacing::Slot::read`]), whatever its outcome.
+    pub read: bool,
     /// What happened.
     pub outcome: Outcome,
     /// When the schedule wanted it to start (equals `started` in the closed loop).
@@ -142,7 +147,13 @@ impl Recorder {
                         live.sold.fetch_add(1, Ordering::Relaxed);
                     }
                     if let Some(l) = &c.lease {
-                        leases.observe(&l.key, &l.token, l.acquired, l.released, c.ended);
+                        leases.observe(
+                            &l.key,
+                            &l.token,
+                            (l.acquired, l.released),
+                            l.shared.into(),
+                            c.ended,
+                        );
                     }
                     match (&c.lease, c.outcome) {
                         (_, Outcome::SoldOut) => coverage.sold_out(c.sku),

@@ -58,11 +58,25 @@ pub enum Outcome {
     /// The lock was taken and released without touching the store
     /// (`critical_section.touch_store = false`: measuring the lock alone).
     Locked,
+    /// A read (`load.read_fraction`) checked the SKU's stock and price under the read lock and
+    /// saw `stock` both before and after its hold.
+    Read {
+        /// The stock it saw.
+        stock: i64,
+    },
+    /// A read saw the stock change while it held the read lock: a writer changed it under the
+    /// read lock, which therefore did not exclude writers (the lock is broken).
+    TornRead {
+        /// The stock it saw first.
+        stock: i64,
+        /// The stock it saw at the end of its hold.
+        later: i64,
+    },
 }
 
 impl Outcome {
     /// Number of outcome classes (histograms are kept per class).
-    pub const CLASSES: usize = 6;
+    pub const CLASSES: usize = 8;
     /// Class names in index order.
     pub const CLASS_NAMES: [&'static str; Self::CLASSES] = [
         "sold",
@@ -71,6 +85,8 @@ impl Outcome {
         "error",
         "unknown",
         "locked",
+        "read",
+        "torn_read",
     ];
 
     /// Index of this outcome's class.
@@ -82,6 +98,23 @@ impl Outcome {
             Self::Failed(_) => 3,
             Self::Unknown(_) => 4,
             Self::Locked => 5,
+            Self::Read { .. } => 6,
+            Self::TornRead { .. } => 7,
+        }
+    }
+
+    /// Class index of [`Outcome::Read`].
+    pub const READ: usize = 6;
+    /// Class index of [`Outcome::TornRead`].
+    pub const TORN_READ: usize = 7;
+
+    /// The stock a read saw (first, for a torn read), and the stock it saw at the end of its
+    /// hold when that differed.
+    pub fn stock_seen(self) -> Option<(i64, Option<i64>)> {
+        match self {
+            Self::Read { stock } => Some((stock, None)),
+            Self::TornRead { stock, later } => Some((stock, Some(later))),
+            _ => None,
         }
     }
 

@@ -165,6 +165,7 @@ mod tests {
             seq: 0,
             client: 0,
             sku: 0,
+            read: false,
             outcome,
             intended: t - Duration::from_millis(1),
             started: t - Duration::from_millis(1),

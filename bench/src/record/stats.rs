@@ -219,6 +219,7 @@ mod tests {
             seq: 0,
             client: 0,
             sku: 0,
+            read: false,
             outcome,
             intended: ended - Duration::from_millis(latency_ms),
             started: ended - Duration::from_millis(latency_ms),

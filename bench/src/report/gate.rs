@@ -240,6 +240,7 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                     .max()
                     .unwrap_or(0);
                 let leases = bad.iter().map(|s| s.lease_lost).max().unwrap_or(0);
+                let torn = bad.iter().map(|s| s.torn_reads).max().unwrap_or(0);
                 let verdicts: std::collections::BTreeSet<String> = bad
                     .iter()
                     .map(|s| {
@@ -253,7 +254,7 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                 row.failures.push(format!(
                     "was safe, now not in {} of {} runs ({}; oversell up to {worst}, lost \
                      updates up to {lost}, double-grant incidents up to {grants}, leases lost up \
-                     to {leases})",
+                     to {leases}, torn reads up to {torn})",
                     bad.len(),
                     cur.len(),
                     verdicts.into_iter().collect::<Vec<_>>().join("; ")
@@ -272,6 +273,17 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
             if b > 0.0 && c < b * (1.0 - tol.max_throughput_drop) {
                 row.failures.push(format!(
                     "median sales/s {b:.1} → {c:.1} ({}), beyond -{:.0}%",
+                    pct(b, c),
+                    tol.max_throughput_drop * 100.0
+                ));
+            }
+            // Reads are the other half of a read–write run's service: held to the same bound.
+            let reads =
+                |v: &[&Summary]| median(v.iter().map(|s| s.throughput.reads_per_s).collect());
+            let (b, c) = (reads(&base), reads(&cur));
+            if b > 0.0 && c < b * (1.0 - tol.max_throughput_drop) {
+                row.failures.push(format!(
+                    "median reads/s {b:.1} → {c:.1} ({}), beyond -{:.0}%",
                     pct(b, c),
                     tol.max_throughput_drop * 100.0
                 ));
@@ -393,6 +405,7 @@ mod tests {
             crate::check::Exclusion {
                 double_grant_incidents: s.double_grant_incidents,
                 lease_lost: s.lease_lost,
+                torn_reads: s.torn_reads,
             },
             &s.audit,
         );
@@ -422,6 +435,28 @@ mod tests {
         let f = failures(&r, "etcd-fenced");
         assert!(
             f.len() == 1 && f[0].contains("lock broken, fenced, store intact"),
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn torn_reads_and_fewer_reads_fail_a_read_write_run() {
+        let reads = |torn: u64, per_s: f64| {
+            let mut s = broken_lock("redis-rwlock", 0);
+            (s.reads, s.torn_reads, s.throughput.reads_per_s) = (9000, torn, per_s);
+            rejudge(&mut s);
+            s
+        };
+        let r = gate(&[reads(0, 900.0)], &[reads(4, 880.0)], TOL);
+        let f = failures(&r, "redis-rwlock");
+        assert!(
+            f.len() == 1 && f[0].contains("lock BROKEN") && f[0].contains("torn reads up to 4"),
+            "{f:?}"
+        );
+        let r = gate(&[reads(0, 900.0)], &[reads(0, 600.0)], TOL);
+        let f = failures(&r, "redis-rwlock");
+        assert!(
+            f.len() == 1 && f[0].contains("median reads/s 900.0 → 600.0"),
             "{f:?}"
         );
     }

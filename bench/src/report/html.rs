@@ -11,6 +11,7 @@ use super::needs::Needs;
 use super::saved::{Folder, ReportError, RunData, load_folder};
 use crate::check::Verdict;
 use crate::cluster::Provisioner;
+use crate::record::LatencySummary;
 use crate::strategy::Family;
 
 /// Renders `dir/report.html` and its charts (`dir/charts/`) from the results in `dir` (one
@@ -210,7 +211,7 @@ pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}
 .note{color:#a60}
 ul.plain{padding-left:1.2em;overflow-wrap:anywhere}ul.plain li{margin:.3em 0}
 a.num{color:inherit;text-decoration:underline dotted}
-a.bad{color:#c00;font-weight:bold}a.warn{color:#a06000;font-weight:bold}
+a.bad,td.bad{color:#c00;font-weight:bold}a.warn{color:#a06000;font-weight:bold}
 .gap{color:#555}
 :target{outline:2px solid #e9a100;background:#fff7d6}
 ";
@@ -454,6 +455,65 @@ fn headline(h: &mut String, runs: &[RunData]) {
     let _ = writeln!(h, "<h2>Results</h2>");
     headline_table(h, runs, &TableSpec::compare());
     let _ = writeln!(h, "<p><small>{HEADLINE_NOTE}</small></p>");
+    reads_table(h, runs);
+}
+
+/// The reads of the runs that had any (`load.read_fraction > 0`), under the headline: the
+/// other rows are not cluttered with empty read columns.
+pub(super) fn reads_table(h: &mut String, runs: &[RunData]) {
+    let with: Vec<&Summary> = runs
+        .iter()
+        .map(|r| &r.summary)
+        .filter(|s| s.had_reads())
+        .collect();
+    if with.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h3>Reads</h3>\n<table id=\"reads\">\n<thead><tr><th>strategy</th><th>read fraction</th>\
+         <th>reads</th><th>reads/s</th><th>torn reads</th><th>read p50 ms</th>\
+         <th>read p99 ms</th></tr></thead>\n<tbody>"
+    );
+    for s in with {
+        let fraction = s.workload.pointer("/load/read_fraction").cloned();
+        let read = s.latency_us_by_outcome.get("read");
+        let p = |f: fn(&LatencySummary) -> u64| read.map_or_else(|| "-".into(), |l| fmt_ms(f(l)));
+        let torn = if s.torn_reads > 0 {
+            " class=\"n bad\""
+        } else {
+            " class=\"n\""
+        };
+        let _ = writeln!(
+            h,
+            "<tr data-strategy=\"{}\"><td>{}</td>\
+             <td class=\"n\" data-field=\"workload.load.read_fraction\">{}</td>\
+             <td class=\"n\" data-field=\"reads\" data-value=\"{}\">{}</td>\
+             <td class=\"n\" data-field=\"throughput.reads_per_s\" data-value=\"{}\">{:.1}</td>\
+             <td{torn} data-field=\"torn_reads\" data-value=\"{}\">{}</td>\
+             <td class=\"n\" data-field=\"latency_us_by_outcome.read.p50\">{}</td>\
+             <td class=\"n\" data-field=\"latency_us_by_outcome.read.p99\">{}</td></tr>",
+            esc(&s.strategy),
+            esc(&s.strategy),
+            fraction.map_or_else(|| "-".into(), |f| f.to_string()),
+            s.reads,
+            s.reads,
+            s.throughput.reads_per_s,
+            s.throughput.reads_per_s,
+            s.torn_reads,
+            s.torn_reads,
+            p(|l| l.p50),
+            p(|l| l.p99),
+        );
+    }
+    let _ = writeln!(
+        h,
+        "</tbody>\n</table>\n<p><small>A read checks a SKU's stock and price under the read lock, \
+         holds for the business time, and reads the stock again. A torn read saw it change: a \
+         writer got in under the read lock, so the lock is BROKEN. Double grants count \
+         reader–writer and writer–writer overlaps; readers sharing a key are allowed. Read \
+         latency is from the intended start, torn reads apart.</small></p>"
+    );
 }
 
 /// What the headline columns mean.

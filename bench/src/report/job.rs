@@ -508,6 +508,7 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         },
     );
     let _ = writeln!(h, "<p><small>{}</small></p>", html::HEADLINE_NOTE);
+    html::reads_table(h, &part.runs);
     html::notes(h, &part.runs);
     let charts = charts::render_all(&part.runs, &part.dir.join("charts"))?;
     let rel = part

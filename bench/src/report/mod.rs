@@ -44,6 +44,9 @@ pub struct Throughput {
     /// Audited sales per second while there was stock: over `sold_out_s` when the stock ran
     /// out, else over `duration_s`.
     pub sales_per_s: f64,
+    /// Reads answered (torn or not) per second of `duration_s` (0 without reads).
+    #[serde(default)]
+    pub reads_per_s: f64,
 }
 
 /// Everything a run concluded. Written as `summary.json`; see README.md for the field list.
@@ -83,8 +86,14 @@ pub struct Summary {
     /// Leases that ended before their holder released them: release found the lock gone or
     /// another's, renewal found it expired, or Redlock's validity passed while it was held.
     pub lease_lost: u64,
-    /// The first few overlapping pairs.
+    /// The first few overlapping pairs, with the mode each lease held its key in.
     pub double_grant_examples: Vec<Overlap>,
+    /// Reads answered (`load.read_fraction`), torn ones included.
+    #[serde(default)]
+    pub reads: u64,
+    /// Reads that saw the stock change under their read lock: a writer got in (lock broken).
+    #[serde(default)]
+    pub torn_reads: u64,
     /// Share of each SKU's selling window during which some holder was inside its lease
     /// (see README "Utilization"); `null` for strategies without a lock.
     #[serde(default)]
@@ -103,7 +112,8 @@ pub struct Summary {
     pub attempts: u64,
     /// Attempts that definitely failed with an error.
     pub errors: u64,
-    /// Attempts per outcome class: sold, sold_out, lock_timeout, error, unknown (client view).
+    /// Attempts per outcome class: sold, sold_out, lock_timeout, error, unknown, locked, read,
+    /// torn_read (client view).
     pub outcomes: BTreeMap<String, u64>,
     /// Failed and unknown attempts by error kind.
     pub errors_by_kind: BTreeMap<String, BTreeMap<String, u64>>,
@@ -295,9 +305,11 @@ impl Summary {
             Exclusion {
                 double_grant_incidents: double_grants.incidents,
                 lease_lost: stats.lease_lost,
+                torn_reads: stats.count(Outcome::TORN_READ),
             },
             safety,
         );
+        let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
         let scheduled = attempts + drive.not_started;
         Self {
             schema: SCHEMA.into(),
@@ -317,6 +329,8 @@ impl Summary {
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
+            reads,
+            torn_reads: stats.count(Outcome::TORN_READ),
             utilization: info
                 .locks
                 .then(|| coverage.utilization(w.inventory.skus, drive.elapsed)),
@@ -340,6 +354,7 @@ impl Summary {
             throughput: Throughput {
                 attempts_per_s: per_s(attempts, duration_s),
                 sales_per_s: per_s(safety.sold, selling_s),
+                reads_per_s: per_s(reads, duration_s),
             },
             latency_us: LatencySummary::of(&every),
             latency_us_started: LatencySummary::of(&started),
@@ -416,6 +431,16 @@ impl Summary {
         }
     }
 
+    /// Whether the run had reads (`load.read_fraction > 0`): only then do tables show them.
+    pub fn had_reads(&self) -> bool {
+        self.reads > 0
+            || self
+                .workload
+                .pointer("/load/read_fraction")
+                .and_then(serde_json::Value::as_f64)
+                .is_some_and(|f| f > 0.0)
+    }
+
     /// One word for the row (see [`Verdict::headline`]).
     pub fn headline(&self) -> &'static str {
         self.verdict().headline(!self.claims_safety)
@@ -452,6 +477,39 @@ mod tests {
         assert!(among_unstarted(&s, 0.5));
     }
 
+    #[test]
+    fn read_columns_appear_only_when_a_run_had_reads() {
+        let plain: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json"))
+                .expect("fixture");
+        assert!(!plain.had_reads(), "a summary from before reads has none");
+        let table = |rows: &[Summary]| {
+            let mut out = Vec::new();
+            print_table(&mut out, rows).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(!table(std::slice::from_ref(&plain)).contains("reads"));
+        let mut reads = plain.clone();
+        reads.strategy = "rw".into();
+        (reads.reads, reads.torn_reads, reads.throughput.reads_per_s) = (900, 3, 450.0);
+        let t = table(&[plain, reads]);
+        let header = t.lines().next().unwrap();
+        assert!(
+            header.contains("reads/s") && header.contains("torn reads"),
+            "{t}"
+        );
+        let row = |id: &str| {
+            t.lines()
+                .find(|l| l.starts_with(&format!("{id} ")))
+                .unwrap()
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        };
+        // Columns 3 and 4: after attempts/s and sales/s.
+        assert_eq!(&row("rw")[3..5], ["450", "3"], "{t}");
+        assert_eq!(&row("mysql-atomic")[3..5], ["-", "-"], "{t}");
+    }
+
     /// Golden test of the summary schema: fixed parts in, the committed JSON out. A change in
     /// any field name, unit or rounding shows up here first. Regenerate deliberately with
     /// `UPDATE_GOLDEN=1 cargo test --lib golden` (and bump [`SCHEMA`] if it breaks readers).
@@ -481,6 +539,7 @@ mod tests {
                     intended: at(100 * i),
                     started: at(100 * i + 5),
                     ended: at(100 * i + 20 + i * i),
+                    read: false,
                     release_failed: i == 2,
                     lease: Some(LeaseSpan {
                         key: "k".into(),
@@ -489,6 +548,7 @@ mod tests {
                         acquired: at(100 * i + 6),
                         released: at(100 * i + 18),
                         lost: i == 3,
+                        shared: false,
                     }),
                 },
                 start,
@@ -523,6 +583,8 @@ mod tests {
                     first: "t0".into(),
                     second: "t1".into(),
                     overlap_us: 1500,
+                    first_mode: crate::check::Mode::Exclusive,
+                    second_mode: crate::check::Mode::Exclusive,
                 }],
             },
             stuck_locks: 0,

@@ -108,7 +108,7 @@ pub struct Step {
     /// Whether that percentile fell among arrivals never served within the load (its value is
     /// then a lower bound).
     pub latency_censored: bool,
-    /// Sold or "sold out" answers over every scheduled arrival.
+    /// Sold, "sold out", locked (the lock alone) or read answers over every scheduled arrival.
     pub served_fraction: f64,
     /// Folder of this step's results, relative to sweep.json.
     pub dir: String,
@@ -122,7 +122,8 @@ impl Step {
     /// never hidden by a low capacity.
     pub fn judge(summary: Summary, rate_per_s: f64, slo: &Slo, dir: String) -> Step {
         let scheduled = summary.attempts + summary.not_started;
-        let served: u64 = ["sold", "sold_out", "locked"]
+        // Reads are served too (a torn one was answered: safety is judged apart).
+        let served: u64 = ["sold", "sold_out", "locked", "read", "torn_read"]
             .iter()
             .filter_map(|k| summary.outcomes.get(*k))
             .sum();

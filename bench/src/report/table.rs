@@ -150,9 +150,11 @@ pub fn arrival_ms(s: &Summary, q: f64, us: u64) -> String {
 }
 
 /// Prints one row per summary: throughput, latency (ms, from intended start, over every
-/// scheduled arrival) and the two-part verdict.
+/// scheduled arrival) and the two-part verdict. Reads per second and torn reads get columns
+/// only when some run had reads (`-` in the rows of runs without).
 pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
-    let header = [
+    let reads = rows.iter().any(Summary::had_reads);
+    let mut header = vec![
         "strategy",
         "attempts/s",
         "sales/s",
@@ -177,10 +179,14 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
         "store",
         "verdict",
     ];
+    if reads {
+        // After sales/s: reads are the other half of what was served.
+        header.splice(3..3, ["reads/s", "torn reads"]);
+    }
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for s in rows {
         let timeouts = s.outcomes.get("lock_timeout").copied().unwrap_or(0);
-        lines.push(vec![
+        let mut line = vec![
             s.strategy.clone(),
             format!("{:.0}", s.throughput.attempts_per_s),
             format!("{:.0}", s.throughput.sales_per_s),
@@ -208,7 +214,19 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             Verdict::lock_text(s.lock_verdict).to_string(),
             Verdict::store_text(s.store_verdict).to_string(),
             s.headline().to_string(),
-        ]);
+        ];
+        if reads {
+            let cells = if s.had_reads() {
+                [
+                    format!("{:.0}", s.throughput.reads_per_s),
+                    s.torn_reads.to_string(),
+                ]
+            } else {
+                ["-".into(), "-".into()]
+            };
+            line.splice(3..3, cells);
+        }
+        lines.push(line);
     }
     render(out, &lines)?;
     for s in rows {

@@ -240,6 +240,13 @@ impl StrategyInfo {
                 what: "critical_section.touch_store = false (measuring the lock alone needs a lock)",
             });
         }
+        if w.load.read_fraction > 0.0 && !self.locks {
+            return Err(StrategyError::Unsupported {
+                id: self.id.into(),
+                what: "load.read_fraction > 0 (a read is judged by the lock it holds: torn reads \
+                       break the lock half of the verdict, and this strategy takes no lock)",
+            });
+        }
         Ok(())
     }
 

@@ -1,4 +1,5 @@
-//! Adapts any [`Lock`] into a [`Strategy`]: acquire, the shared critical section, release.
+//! Adapts any [`Lock`] into a [`Strategy`]: acquire, the shared critical section, release. A
+//! read ([`Purchase::read`]) takes [`Lock::acquire_read`] and runs the store's read section.
 //!
 //! The lease is owned by a guard from the moment acquire returns: it is recorded and the lock
 //! released on every way out of the attempt — a normal release, or the attempt cut at its bound
@@ -89,6 +90,7 @@ impl<L: Lock + 'static> Held<'_, L> {
             acquired: self.acquired,
             released,
             lost: known_lost || result == Ok(false),
+            shared: lease.shared,
         });
         result.is_err()
     }
@@ -109,6 +111,7 @@ impl<L: Lock + 'static> Drop for Held<'_, L> {
             acquired: self.acquired,
             released,
             lost: lease.known_lost(released),
+            shared: lease.shared,
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (lock, client) = (self.lock.clone(), self.client);
@@ -146,9 +149,12 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
         self.lock.close().await
     }
 
+    /// Acquire, the longer of the purchase and the read section, release.
     fn bound(&self) -> Duration {
         let section = if self.touch_store {
-            self.store.critical_section_bound(self.hold)
+            self.store
+                .critical_section_bound(self.hold)
+                .max(self.store.read_section_bound(self.hold))
         } else {
             Duration::ZERO
         };
@@ -159,12 +165,18 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
         let key = self.store.lock_key(p.sku);
         // `seq` is unique within the run, the nonce across runs.
         let token = format!("{:08x}-{}", self.nonce, p.seq);
-        let lease = match self.lock.acquire(p.client, &key, &token).await {
+        let acquired = if p.read {
+            self.lock.acquire_read(p.client, &key, &token).await
+        } else {
+            self.lock.acquire(p.client, &key, &token).await
+        };
+        let lease = match acquired {
             Ok(lease) => lease,
             Err(AcquireError::Busy) => return Outcome::LockTimeout.into(),
             Err(AcquireError::Failed(k)) => return Outcome::Failed(k).into(),
         };
-        let fence = if self.fenced {
+        // A read writes nothing, so there is nothing for a fence to refuse.
+        let fence = if self.fenced && !p.read {
             Some(
                 lease
                     .fence
@@ -183,12 +195,14 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
         };
         crate::chaos::failpoint("lock.after-acquire");
         holder::reached(Point::AfterAcquire);
-        let outcome = if self.touch_store {
+        let outcome = if !self.touch_store {
+            Outcome::Locked
+        } else if p.read {
+            self.store.read_section(p, self.hold).await
+        } else {
             self.store
                 .critical_section(p, &token, fence, self.hold)
                 .await
-        } else {
-            Outcome::Locked
         };
         holder::reached(Point::BeforeRelease);
         let release_failed = held.release().await;

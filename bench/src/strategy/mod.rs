@@ -52,6 +52,9 @@ pub struct Purchase<'a> {
     pub client: u32,
     /// Item to buy.
     pub sku: u32,
+    /// Check the stock and price under the read lock instead of buying
+    /// ([`CriticalSection::read_section`]); only strategies that take a lock are given reads.
+    pub read: bool,
     /// Where the attempt leaves the lease it held. The driver owns it, so a lease is recorded
     /// even when the attempt is cut at its bound and its future dropped mid-way.
     pub lease: &'a LeaseSlot,
@@ -307,10 +310,11 @@ pub trait Store: Send + Sync {
     async fn close(&self) {}
 }
 
-/// The work every lock protects: read the stock, hold, write `read - 1` and the order. The
-/// MariaDB store runs it for every real lock (and for `none`); the sim's store runs it in
-/// memory to test the harness itself through the same [`Locked`] adapter. Statically
-/// dispatched, so the attempt's path boxes no extra future.
+/// The work every lock protects: read the stock, hold, write `read - 1` and the order; and,
+/// for a read, the check of stock and price under the read lock. The MariaDB store runs it
+/// for every real lock (and for `none`); the sim's store runs it in memory to test the harness
+/// itself through the same [`Locked`] adapter. Statically dispatched, so the attempt's path
+/// boxes no extra future.
 pub trait CriticalSection: Send + Sync + 'static {
     /// The lock key of a SKU.
     fn lock_key(&self, sku: u32) -> String;
@@ -327,6 +331,28 @@ pub trait CriticalSection: Send + Sync + 'static {
 
     /// The longest [`Self::critical_section`] can take with `hold`.
     fn critical_section_bound(&self, hold: Duration) -> Duration;
+
+    /// A read under the read lock: reads `p.sku`'s stock and price, holds for the same business
+    /// time as a purchase, then reads the stock again. [`Outcome::Read`] with the stock seen,
+    /// or [`Outcome::TornRead`] when it changed in between: a writer changed it while the read
+    /// lock was held. Writes nothing, so an error is a definite failure, never unknown.
+    fn read_section(
+        &self,
+        p: &Purchase<'_>,
+        hold: Duration,
+    ) -> impl std::future::Future<Output = Outcome> + Send;
+
+    /// The longest [`Self::read_section`] can take with `hold`.
+    fn read_section_bound(&self, hold: Duration) -> Duration;
+}
+
+/// The outcome of a read that saw `stock`, then `later` at the end of its hold.
+pub fn read_outcome(stock: i64, later: i64) -> Outcome {
+    if later == stock {
+        Outcome::Read { stock }
+    } else {
+        Outcome::TornRead { stock, later }
+    }
 }
 
 /// Errors setting up a strategy or auditing its store.

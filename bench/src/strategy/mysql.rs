@@ -21,6 +21,9 @@ pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// MariaDB error number of a deadlock victim.
 pub const ER_LOCK_DEADLOCK: u16 = 1213;
 
+/// The price every SKU is seeded with: a read checks stock and price, and nothing changes it.
+pub const PRICE_CENTS: i64 = 1999;
+
 /// How long setup and audit statements may take (they touch every SKU).
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -56,6 +59,8 @@ pub struct MysqlStore {
 struct Sql {
     read: SqlStr,
     read_for_update: SqlStr,
+    read_price: SqlStr,
+    read_price_for_update: SqlStr,
     raise_fence: SqlStr,
     write: SqlStr,
     write_if_version: SqlStr,
@@ -76,6 +81,12 @@ impl Sql {
             read: s(format!("SELECT qty, version FROM {stock} WHERE sku = ?")),
             read_for_update: s(format!(
                 "SELECT qty, version FROM {stock} WHERE sku = ? FOR UPDATE"
+            )),
+            read_price: s(format!(
+                "SELECT qty, price_cents FROM {stock} WHERE sku = ?"
+            )),
+            read_price_for_update: s(format!(
+                "SELECT qty, price_cents FROM {stock} WHERE sku = ? FOR UPDATE"
             )),
             raise_fence: s(format!(
                 "UPDATE {stock} SET fence = GREATEST(fence, ?) WHERE sku = ?"
@@ -264,6 +275,33 @@ impl MysqlStore {
         Ok((row.try_get(0)?, row.try_get(1)?))
     }
 
+    /// The read section's statements on `con`: stock and price, `hold`, the stock again.
+    /// `locking` reads (`FOR UPDATE`) are for a caller inside a transaction, whose plain reads
+    /// would all see its first snapshot; on an autocommit connection each plain read sees the
+    /// latest commit, so a writer's change during the hold shows.
+    pub async fn check_stock(
+        &self,
+        con: &mut MySqlConnection,
+        sku: u32,
+        hold: Duration,
+        locking: bool,
+    ) -> Result<Outcome, ErrorKind> {
+        let first = if locking {
+            &self.sql.read_price_for_update
+        } else {
+            &self.sql.read_price
+        };
+        let read = sqlx::query(first.clone()).bind(sku).fetch_one(&mut *con);
+        let row = within(self.timeout, read, classify).await?;
+        let (stock, _price_cents): (i64, i64) = (
+            row.try_get(0).map_err(|e| classify(&e))?,
+            row.try_get(1).map_err(|e| classify(&e))?,
+        );
+        tokio::time::sleep(hold).await;
+        let (later, _) = within(self.timeout, self.read(con, sku, locking), classify).await?;
+        Ok(super::read_outcome(stock, later))
+    }
+
     /// Raises the SKU's fence to `fence` (never lowers it) before a fenced read, so a writer
     /// holding an older token is refused even if it writes *before* the newer holder does.
     pub async fn raise_fence(
@@ -380,6 +418,7 @@ impl Store for MysqlStore {
             .await?;
             con.execute(sqlx::AssertSqlSafe(format!(
                 "CREATE TABLE {stock_t} (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
+                 price_cents BIGINT NOT NULL DEFAULT {PRICE_CENTS}, \
                  version BIGINT NOT NULL DEFAULT 0, fence BIGINT UNSIGNED NOT NULL DEFAULT 0) \
                  ENGINE=InnoDB"
             )))
@@ -504,6 +543,23 @@ impl CriticalSection for MysqlStore {
     /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
     fn critical_section_bound(&self, hold: Duration) -> Duration {
         super::calls(7, self.timeout) + hold
+    }
+
+    /// Stock and price, hold, the stock again, each read the latest commit (autocommit).
+    async fn read_section(&self, p: &Purchase<'_>, hold: Duration) -> Outcome {
+        let mut con = match self.conn(p.client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        match self.check_stock(&mut con, p.sku, hold, false).await {
+            Ok(outcome) => outcome,
+            Err(k) => fail_and_drop(con, Outcome::Failed(k)),
+        }
+    }
+
+    /// The buyer's connection, two reads and `hold`.
+    fn read_section_bound(&self, hold: Duration) -> Duration {
+        super::calls(3, self.timeout) + hold
     }
 }
 

@@ -150,7 +150,8 @@ impl ForUpdate {
 #[async_trait]
 impl Strategy for ForUpdate {
     /// Connection and begin, the locking read (which may wait `lock_wait` for the row lock on
-    /// top of its call), the hold, then update, insert and commit or rollback.
+    /// top of its call), the hold, then update, insert and commit or rollback (a read: its two
+    /// reads around the hold, then rollback; no longer).
     fn bound(&self) -> Duration {
         let t = self.store.timeout;
         calls(2, t) + self.lock_wait + t + self.hold + calls(3, t)
@@ -202,9 +203,26 @@ impl Strategy for ForUpdate {
                 acquired,
                 released,
                 lost: false,
+                shared: false,
             });
             Attempt::from(outcome)
         };
+        if p.read && self.touch_store {
+            // A plain lock serves a read with its exclusive lock: the read section under the
+            // row lock, then the transaction is rolled back (nothing was written).
+            let checked = s.check_stock(&mut tx, p.sku, self.hold, true).await;
+            let released = Instant::now();
+            return match checked {
+                Ok(outcome) => {
+                    let _ = within(s.timeout, tx.rollback(), classify).await;
+                    held(outcome, released)
+                }
+                Err(k) => {
+                    drop(tx);
+                    held(fail_and_drop(con, Outcome::Failed(k)), released)
+                }
+            };
+        }
         if qty <= 0 || !self.touch_store {
             let released = Instant::now();
             let _ = within(s.timeout, tx.rollback(), classify).await;

@@ -88,6 +88,7 @@ struct RawLoad {
     duration: Option<String>,
     max_attempts: Option<i64>,
     timeout: Option<String>,
+    read_fraction: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,6 +181,9 @@ pub struct Load {
     /// Timeout of every single network call.
     #[serde(serialize_with = "human")]
     pub timeout: Duration,
+    /// Share of arrivals that are reads (check stock and price under the read lock) instead of
+    /// purchases, `0..=1`; each slot is marked from the seed ([`super::pacing::Slot::read`]).
+    pub read_fraction: f64,
 }
 
 /// `[critical_section]`
@@ -440,6 +444,14 @@ impl RawWorkload {
             .max_attempts
             .map(|m| f.positive_int("load.max_attempts", m, i64::MAX))
             .transpose()?;
+        let read_fraction = l.read_fraction.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&read_fraction) {
+            return Err(f.invalid(
+                "load.read_fraction",
+                read_fraction.to_string(),
+                "the share of arrivals that are reads, a number from 0 to 1 (e.g. 0.9)",
+            ));
+        }
         let load = Load {
             mode: l.mode.unwrap_or(LoadMode::Open),
             arrival: l.arrival.unwrap_or(Arrival::Poisson),
@@ -448,6 +460,7 @@ impl RawWorkload {
             duration: f.duration("load.duration", l.duration, "10s", false)?,
             max_attempts: max_attempts.map(|m| m as u64),
             timeout: f.duration("load.timeout", l.timeout, "1s", false)?,
+            read_fraction,
         };
         let critical_section = CriticalSection {
             touch_store: self.critical_section.touch_store.unwrap_or(true),
@@ -616,6 +629,38 @@ ttl = "1s"
             e.contains("half") && e.contains("open") && e.contains("closed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn read_fraction_defaults_to_zero_and_is_checked() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.load.read_fraction, 0.0);
+        let w = Workload::parse("w.toml", GOOD, &["load.read_fraction=0.9".to_string()]).unwrap();
+        assert_eq!(w.load.read_fraction, 0.9);
+        let w = Workload::parse("w.toml", "[load]\nread_fraction = 1\n", &[]).unwrap();
+        assert_eq!(w.load.read_fraction, 1.0);
+        let e = err("[load]\nread_fraction = 1.5\n", &[]);
+        assert_eq!(
+            e,
+            "w.toml: load.read_fraction = 1.5: expected the share of arrivals that are reads, a \
+             number from 0 to 1 (e.g. 0.9)"
+        );
+        let e = err(GOOD, &["load.read_fraction=-0.1"]);
+        assert!(
+            e.starts_with("--set load.read_fraction=-0.1: load.read_fraction = -0.1"),
+            "{e}"
+        );
+        let e = err(GOOD, &["load.read_fraction=nan"]);
+        assert!(e.starts_with("--set load.read_fraction=nan:"), "{e}");
+        let e = err("[load]\nread_fraction = \"most\"\n", &[]);
+        assert!(
+            e.starts_with("w.toml:") && e.contains("read_fraction"),
+            "{e}"
+        );
+        // Workers get the effective workload as TOML: it must read back the same.
+        let w = Workload::parse("w.toml", GOOD, &["load.read_fraction=0.25".to_string()]).unwrap();
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(back.load.read_fraction, 0.25);
     }
 
     #[test]

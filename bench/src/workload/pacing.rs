@@ -18,10 +18,16 @@ pub struct Slot {
     pub sku: u32,
     /// When it should start (open loop) or the moment it was handed out (closed loop).
     pub intended: Instant,
+    /// A read (check stock and price under the read lock) rather than a purchase, drawn from
+    /// the seed with probability `load.read_fraction`.
+    pub read: bool,
 }
 
 struct State {
     rng: ChaCha8Rng,
+    /// Draws the read marks, apart from `rng`: the arrivals and SKUs of a seed are the same
+    /// whatever the read fraction, so a run with reads differs from one without only in them.
+    reads: ChaCha8Rng,
     seq: u64,
     /// Seconds from the start of the next open-loop arrival.
     next_offset_s: f64,
@@ -35,6 +41,9 @@ fn gap(arrival: Arrival, rate: f64, rng: &mut ChaCha8Rng) -> f64 {
         Arrival::Poisson => -(1.0 - rng.random::<f64>()).ln() / rate,
     }
 }
+
+/// Seed offset of the read marks' generator (any constant unlike 0 gives another stream).
+const READ_STREAM: u64 = 0x7265_6164_7321; // "reads!"
 
 /// Which share of the load one process runs: slot `seq` and client `c` belong to part
 /// `seq % count` and `c % count`. One process runs the single part `{ index: 0, count: 1 }`.
@@ -65,6 +74,7 @@ pub struct Schedule {
     arrival: Arrival,
     rate: f64,
     skus: u32,
+    read_fraction: f64,
     duration_s: f64,
     max_attempts: u64,
     part: Part,
@@ -83,6 +93,7 @@ impl Schedule {
         Self {
             state: Mutex::new(State {
                 rng,
+                reads: ChaCha8Rng::seed_from_u64(w.seed ^ READ_STREAM),
                 seq: 0,
                 next_offset_s: first,
             }),
@@ -91,6 +102,7 @@ impl Schedule {
             arrival: w.load.arrival,
             rate: w.load.rate,
             skus: w.inventory.skus,
+            read_fraction: w.load.read_fraction,
             duration_s: w.load.duration.as_secs_f64(),
             max_attempts: w.load.max_attempts.unwrap_or(u64::MAX),
             part,
@@ -133,9 +145,16 @@ impl Schedule {
         } else {
             st.rng.random_range(0..self.skus)
         };
+        // Drawn only when reads are asked for, so the `reads` stream is consumed one per slot.
+        let read = self.read_fraction > 0.0 && st.reads.random::<f64>() < self.read_fraction;
         let seq = st.seq;
         st.seq += 1;
-        Some(Slot { seq, sku, intended })
+        Some(Slot {
+            seq,
+            sku,
+            intended,
+            read,
+        })
     }
 
     /// Drains the rest of an open-loop schedule, counting the arrivals that were due before
@@ -185,6 +204,72 @@ mod tests {
             a.iter().any(|x| x.1 == 3) && a.iter().all(|x| x.1 < 4),
             "skus drawn from 0..4"
         );
+    }
+
+    /// The schedule as it was drawn before reads existed, re-derived here from the seed: one
+    /// generator, the first gap, then per slot its gap and its SKU.
+    fn schedule_before_reads(w: &Workload, start: Instant) -> Vec<(u64, u32, Duration)> {
+        let mut rng = ChaCha8Rng::seed_from_u64(w.seed);
+        let mut at = gap(w.load.arrival, w.load.rate, &mut rng);
+        let mut out = Vec::new();
+        while at < w.load.duration.as_secs_f64() {
+            let intended = start + Duration::from_secs_f64(at);
+            at += gap(w.load.arrival, w.load.rate, &mut rng);
+            let sku = rng.random_range(0..w.inventory.skus);
+            out.push((out.len() as u64, sku, intended - start));
+        }
+        out
+    }
+
+    #[test]
+    fn reads_change_no_arrival_or_sku_and_are_drawn_from_the_seed() {
+        let start = Instant::now();
+        let none = all(&Schedule::new(&workload(&[]), start), start);
+        assert_eq!(none, schedule_before_reads(&workload(&[]), start));
+        let zero = all(
+            &Schedule::new(&workload(&["load.read_fraction=0.0"]), start),
+            start,
+        );
+        assert_eq!(none, zero);
+        let marks = |extra: &[&str]| -> Vec<bool> {
+            let s = Schedule::new(&workload(extra), start);
+            std::iter::from_fn(|| s.next(start))
+                .map(|x| x.read)
+                .collect()
+        };
+        assert!(marks(&[]).iter().all(|r| !r), "no reads by default");
+        let reads = Schedule::new(&workload(&["load.read_fraction=0.9"]), start);
+        let with_reads: Vec<_> = std::iter::from_fn(|| reads.next(start)).collect();
+        let same: Vec<_> = with_reads
+            .iter()
+            .map(|x| (x.seq, x.sku, x.intended - start))
+            .collect();
+        assert_eq!(same, none, "reads only mark slots: same times, same SKUs");
+        let a = marks(&["load.read_fraction=0.9"]);
+        assert_eq!(
+            a,
+            marks(&["load.read_fraction=0.9"]),
+            "same seed, same marks"
+        );
+        assert_ne!(a, marks(&["load.read_fraction=0.9", "seed=99"]));
+        let share = a.iter().filter(|r| **r).count() as f64 / a.len() as f64;
+        // ~2,000 slots: the sd of the share is ~0.007, so ±0.04 is > 5 sd.
+        assert!((share - 0.9).abs() < 0.04, "{share}");
+        assert!(marks(&["load.read_fraction=1.0"]).iter().all(|r| *r));
+        // Parts of a split load see the same marks as the whole.
+        let parts: Vec<bool> = (0..2)
+            .flat_map(|i| {
+                let s = Schedule::part(
+                    &workload(&["load.read_fraction=0.9"]),
+                    start,
+                    Part { index: i, count: 2 },
+                );
+                std::iter::from_fn(move || s.next(start)).map(|x| (x.seq, x.read))
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_values()
+            .collect();
+        assert_eq!(parts, a);
     }
 
     #[test]

@@ -582,3 +582,79 @@ pub fn libraries_available() -> bool {
         missing.is_empty(),
     )
 }
+
+// ---- Reads (`load.read_fraction`).
+
+/// [`CONTENTION`] with 90% reads and stock to spare (a read-heavy calm run: the stock must not
+/// sell out, so writers keep writing among the readers until the end).
+pub fn read_heavy() -> String {
+    CONTENTION
+        .replace("stock = 20", "stock = 100000")
+        .replace("timeout = \"2s\"", "timeout = \"2s\"\nread_fraction = 0.9")
+}
+
+/// A run with reads answered them, wrote among them, and no read saw a writer: zero torn reads,
+/// zero double grants, the lock held and the store intact.
+pub fn assert_reads_safe(s: &Summary) {
+    let id = &s.strategy;
+    assert!(s.had_reads(), "{id}: no reads asked for");
+    assert_eq!(
+        s.reads,
+        s.outcomes["read"] + s.outcomes["torn_read"],
+        "{id}: {:?}",
+        s.outcomes
+    );
+    assert!(s.reads > 20, "{id}: only {} reads answered", s.reads);
+    assert!(s.audit.sold > 0, "{id}: no write among the reads");
+    assert_eq!(s.torn_reads, 0, "{id}: a read saw a writer's change");
+    assert_eq!(s.double_grants, 0, "{id}: {:?}", s.double_grant_examples);
+    assert_eq!(
+        (
+            s.audit.oversell,
+            s.audit.lost_updates,
+            s.audit.inconsistent_skus
+        ),
+        (0, 0, 0),
+        "{id}"
+    );
+    assert_eq!(
+        s.lock_verdict,
+        Some(lockbench::check::LockVerdict::Held),
+        "{id}"
+    );
+    assert!(s.safe, "{id}");
+}
+
+/// A read lock that does not exclude writers was caught: reads were answered, and the run saw
+/// torn reads or reader–writer double grants, so the lock is BROKEN (the store intact: reads
+/// write nothing).
+#[allow(dead_code)] // for the control of a read–write lock (`redis-rwlock-leaky-read`)
+pub fn assert_leaky_reads_caught(s: &Summary) {
+    use lockbench::check::Mode;
+    let id = &s.strategy;
+    assert!(s.reads > 20, "{id}: only {} reads answered", s.reads);
+    let reader_writer = s
+        .double_grant_examples
+        .iter()
+        .any(|o| (o.first_mode == Mode::Shared) != (o.second_mode == Mode::Shared));
+    assert!(
+        s.torn_reads > 0 || reader_writer,
+        "{id}: torn reads {}, examples {:?}",
+        s.torn_reads,
+        s.double_grant_examples
+    );
+    assert_eq!(
+        s.lock_verdict,
+        Some(lockbench::check::LockVerdict::Broken),
+        "{id}"
+    );
+    assert_eq!(s.headline(), "caught (control)", "{id}");
+}
+
+/// The most readers that held one key at once in `dir`'s run of `strategy` (its history): above
+/// 1 for a read–write lock whose readers really shared, 0 for a plain lock.
+pub fn max_shared_holders(dir: &Path, strategy: &str) -> u64 {
+    let path = dir.join(strategy).join("history.jsonl");
+    lockbench::record::max_shared_holders(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}

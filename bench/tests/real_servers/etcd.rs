@@ -88,6 +88,7 @@ fn purchase(seq: u64, client: u32, lease: &LeaseSlot) -> Purchase<'_> {
         seq,
         client,
         sku: 0,
+        read: false,
         lease,
     }
 }

@@ -83,6 +83,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
             seq,
             client: seq as u32,
             sku: 0,
+            read: false,
             lease,
         };
         let slot = LeaseSlot::default();
@@ -155,6 +156,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
         seq: 1,
         client: 0,
         sku: 0,
+        read: false,
         lease: &lease,
     };
     for new_writes_first in [true, false] {
@@ -468,6 +470,7 @@ async fn switch_master_moves_sentinel_wait_before_any_call_fails() {
             seq,
             client: 0,
             sku: 0,
+            read: false,
             lease: &slot,
         };
         b.strategy.attempt(&p).await.outcome
