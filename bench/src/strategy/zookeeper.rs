@@ -620,3 +620,51 @@ impl Lock for ZkLock {
         self.close_sessions().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn writers_wait_for_the_node_before_readers_for_the_first_writer_before() {
+        // Listing order is arbitrary; only the sequence after the marker counts.
+        let children = names(&[
+            "_c_b-__WRIT__0000000004",
+            "_c_a-__READ__0000000001",
+            "_c_d-__READ__0000000005",
+            "_c_c-__WRIT__0000000003",
+            "_c_e-__READ__0000000002",
+        ]);
+        let blocker = |role: Role, seq| role.blocker(&children, seq).map(String::as_str);
+        // Readers before any writer hold together.
+        assert_eq!(blocker(Role::Read, "0000000001"), None);
+        assert_eq!(blocker(Role::Read, "0000000002"), None);
+        // A reader behind writers watches the first of them.
+        assert_eq!(
+            blocker(Role::Read, "0000000005"),
+            Some("_c_c-__WRIT__0000000003")
+        );
+        // A writer watches the node just before its own, reader or writer.
+        assert_eq!(
+            blocker(Role::Write, "0000000003"),
+            Some("_c_e-__READ__0000000002")
+        );
+        assert_eq!(
+            blocker(Role::Write, "0000000004"),
+            Some("_c_c-__WRIT__0000000003")
+        );
+        // The mutex's nodes sort the same way.
+        let mutex = names(&["_c_x-lock-0000000007", "_c_y-lock-0000000006"]);
+        assert_eq!(
+            Role::Mutex
+                .blocker(&mutex, "0000000007")
+                .map(String::as_str),
+            Some("_c_y-lock-0000000006")
+        );
+        assert_eq!(Role::Mutex.blocker(&mutex, "0000000006"), None);
+    }
+}

@@ -15,6 +15,7 @@ mod etcd;
 mod libraries;
 mod lifecycle;
 mod locks;
+mod rwlocks;
 mod sweep;
 mod target;
 mod ttl;
