@@ -110,6 +110,29 @@ async fn redis_rwlock_shares_reads_excludes_writes_and_its_leaky_control_does_no
         h.to_writer, h.to_reader
     );
 
+    // A writer's release wakes every waiting reader (Redisson's read-unlock message), within
+    // milliseconds. With one wake-up per release the second reader slept until its 5 s acquire
+    // timeout and gave up (seen once with the wake-all removed; once both got in: a race).
+    let w = rw.acquire(0, &key(5), "w").await.unwrap();
+    let readers: Vec<_> = (1..=2)
+        .map(|i| {
+            let (rw, key) = (rw.clone(), key(5));
+            tokio::spawn(async move { rw.acquire_read(i, &key, &format!("r{i}")).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    assert_eq!(rw.release(0, &w).await, Ok(true));
+    for (i, r) in readers.into_iter().enumerate() {
+        let r = r.await.unwrap().expect("every waiting reader gets in");
+        assert_eq!(rw.release(i as u32 + 1, &r).await, Ok(true));
+    }
+    let woken = released.elapsed();
+    assert!(
+        woken < Duration::from_secs(2),
+        "readers woke {woken:?} after the writer left"
+    );
+
     // A reader re-enters; the key stays read-locked until its last level is released.
     let busy = lock("redis-rwlock", ep, "10s", "200ms").await;
     let r = rw.acquire_read(0, &key(1), "r").await.unwrap();
