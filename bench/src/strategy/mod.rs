@@ -24,6 +24,7 @@ mod mysql_strategies;
 mod redis_conn;
 mod redis_lua_decr;
 pub mod redis_reentrant;
+mod redis_rwlock;
 mod redis_setnx;
 pub mod redlock;
 mod registry;

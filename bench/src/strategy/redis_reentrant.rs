@@ -55,25 +55,23 @@ pub enum Released {
     Free,
 }
 
-/// The reentrant Redis lock.
-pub struct Reentrant {
+/// What the Redisson-style hash locks share (this one and the read–write lock of
+/// `redis_rwlock`): a connection per buyer, the lease time, the waiter, and how a script is
+/// called and its reply read.
+pub(super) struct HashLock {
     cons: Vec<Con>,
-    acquire: redis::Script,
-    release: redis::Script,
     ttl_ms: u64,
     waiter: Waiter,
     timeout: Duration,
 }
 
-impl Reentrant {
+impl HashLock {
     /// Connects to the single Redis of `s`, waiting as its [`Setup::waiter`] says.
-    pub async fn connect(s: Setup<'_>) -> Result<Self, StrategyError> {
+    pub(super) async fn connect(s: Setup<'_>) -> Result<Self, StrategyError> {
         let (addr, auth) = (s.redis()?, s.ep.redis_auth.as_ref());
         let nodes = vec![super::wait::fixed(addr)];
         Ok(Self {
             cons: connections(addr, auth, s.w).await?,
-            acquire: redis::Script::new(ACQUIRE),
-            release: redis::Script::new(RELEASE),
             ttl_ms: s.w.lock.ttl.as_millis() as u64,
             waiter: s.waiter()?.subscribe(nodes, auth, &s.ep.prefix).await?,
             timeout: s.w.load.timeout,
@@ -84,14 +82,16 @@ impl Reentrant {
         self.cons[client as usize % self.cons.len()].clone()
     }
 
-    /// One try to take or re-enter the lock.
-    pub async fn try_enter(
+    /// One try of `script` (KEYS[1] = `key`, ARGV = owner, ttl in ms): the owner's new count,
+    /// or how long the others hold it.
+    pub(super) async fn enter(
         &self,
         client: u32,
+        script: &redis::Script,
         key: &str,
         owner: &str,
     ) -> Result<Entered, ErrorKind> {
-        let mut call = self.acquire.key(key);
+        let mut call = script.key(key);
         call.arg(owner).arg(self.ttl_ms);
         let n: i64 = within(
             self.timeout,
@@ -106,13 +106,38 @@ impl Reentrant {
         })
     }
 
-    /// Leaves one level.
-    pub async fn leave(&self, client: u32, key: &str, owner: &str) -> Result<Released, ErrorKind> {
-        let mut call = self.release.key(key);
+    /// Takes the lock with `script`, waiting for its holders as the waiter says.
+    pub(super) async fn acquire(
+        &self,
+        client: u32,
+        script: &redis::Script,
+        key: &str,
+        owner: &str,
+    ) -> Result<(), AcquireError> {
+        let enter = || async {
+            Ok(match self.enter(client, script, key, owner).await? {
+                Entered::Count(_) => Try::Acquired,
+                Entered::Busy(left) => Try::Busy(left),
+            })
+        };
+        self.waiter.until_acquired(key, enter).await
+    }
+
+    /// One release of `script` (KEYS[1] = `key`, KEYS[2] = the release channel when waiters
+    /// listen; ARGV = owner, ttl in ms, `message`: what a final release publishes).
+    pub(super) async fn leave(
+        &self,
+        client: u32,
+        script: &redis::Script,
+        key: &str,
+        owner: &str,
+        message: &str,
+    ) -> Result<Released, ErrorKind> {
+        let mut call = script.key(key);
         if let Some(channel) = self.waiter.channel(key) {
             call.key(channel);
         }
-        call.arg(owner).arg(self.ttl_ms);
+        call.arg(owner).arg(self.ttl_ms).arg(message);
         let r: i64 = within(
             self.timeout,
             call.invoke_async(&mut self.con(client)),
@@ -125,29 +150,66 @@ impl Reentrant {
             _ => Released::NotOwner,
         })
     }
+
+    /// The last try's script call may start just before the deadline.
+    pub(super) fn acquire_bound(&self) -> Duration {
+        self.waiter.acquire_timeout() + self.timeout
+    }
+
+    /// One script call.
+    pub(super) fn release_bound(&self) -> Duration {
+        self.timeout
+    }
+}
+
+/// The reentrant Redis lock.
+pub struct Reentrant {
+    hash: HashLock,
+    acquire: redis::Script,
+    release: redis::Script,
+}
+
+impl Reentrant {
+    /// Connects to the single Redis of `s`, waiting as its [`Setup::waiter`] says.
+    pub async fn connect(s: Setup<'_>) -> Result<Self, StrategyError> {
+        Ok(Self {
+            hash: HashLock::connect(s).await?,
+            acquire: redis::Script::new(ACQUIRE),
+            release: redis::Script::new(RELEASE),
+        })
+    }
+
+    /// One try to take or re-enter the lock.
+    pub async fn try_enter(
+        &self,
+        client: u32,
+        key: &str,
+        owner: &str,
+    ) -> Result<Entered, ErrorKind> {
+        self.hash.enter(client, &self.acquire, key, owner).await
+    }
+
+    /// Leaves one level (a final release publishes the owner, waking one waiter).
+    pub async fn leave(&self, client: u32, key: &str, owner: &str) -> Result<Released, ErrorKind> {
+        self.hash
+            .leave(client, &self.release, key, owner, owner)
+            .await
+    }
 }
 
 #[async_trait]
 impl Lock for Reentrant {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
-        let enter = || async {
-            Ok(match self.try_enter(client, key, token).await? {
-                Entered::Count(_) => Try::Acquired,
-                Entered::Busy(left) => Try::Busy(left),
-            })
-        };
-        self.waiter.until_acquired(key, enter).await?;
+        self.hash.acquire(client, &self.acquire, key, token).await?;
         Ok(Lease::new(key, token))
     }
 
-    /// The last try's script call may start just before the deadline.
     fn acquire_bound(&self) -> Duration {
-        self.waiter.acquire_timeout() + self.timeout
+        self.hash.acquire_bound()
     }
 
-    /// One script call.
     fn release_bound(&self) -> Duration {
-        self.timeout
+        self.hash.release_bound()
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {

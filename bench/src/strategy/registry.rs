@@ -5,7 +5,7 @@
 use super::entry::{Built, StrategyInfo};
 use super::{
     StrategyError, etcd, mysql_lock_table, mysql_strategies, redis_lua_decr, redis_reentrant,
-    redis_setnx, redlock, zookeeper,
+    redis_rwlock, redis_setnx, redlock, zookeeper,
 };
 use crate::cluster::Endpoints;
 
@@ -26,15 +26,18 @@ pub const ALL: &[StrategyInfo] = &[
     redis_setnx::WATCHDOG,
     redis_setnx::FENCED,
     redis_reentrant::REENTRANT,
+    redis_rwlock::RWLOCK,
     redlock::REDLOCK,
     redis_setnx::SENTINEL,
     redis_setnx::SENTINEL_WAIT,
     redis_setnx::GET_DEL,
     redis_setnx::SETNX_EXPIRE,
+    redis_rwlock::LEAKY_READ,
     redis_lua_decr::LUA_DECR,
     zookeeper::ZOOKEEPER,
     etcd::ETCD,
     zookeeper::ZOOKEEPER_FENCED,
+    zookeeper::ZOOKEEPER_RWLOCK,
     etcd::ETCD_FENCED,
 ];
 

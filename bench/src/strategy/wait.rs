@@ -1,7 +1,8 @@
 //! How a buyer waits for a busy lock that has no server-side queue (the Redis locks and the
 //! lock table), the way the library each recipe comes from waits:
 //! - `notify` (Redisson's RLock): the release publishes on the lock's channel; a waiter wakes on
-//!   it, or after the lock's remaining TTL if no release comes (its holder died);
+//!   it, or after the lock's remaining TTL if no release comes (its holder died); a writer's
+//!   release of a read–write lock wakes them all ([`WAKE_ALL`]);
 //! - `poll` (redis-py, node-redlock, Spring's JdbcLockRegistry): sleep `poll_interval` ±
 //!   `poll_jitter` between tries.
 //!
@@ -276,6 +277,12 @@ fn pass_on(wake: &Option<Arc<Notify>>, woken: bool) {
     }
 }
 
+/// A release message that wakes every waiter of the key in each process, not one: Redisson's
+/// read–write lock sends it when a writer frees the key, since all the readers waiting may now
+/// share it. (Any other message wakes one waiter.) Waiters that are trying at that moment miss
+/// it, as in Redisson, except the one that finds the permit left by the usual wake-up.
+pub const WAKE_ALL: &str = "wake-all";
+
 /// One subscription per Redis node to every release channel of the run (`<prefix>:*`), and
 /// the waiters of each channel in this process. Like Redisson, a message wakes one waiter of
 /// the process (`Notify::notify_one`: with none waiting, the next one to wait returns at
@@ -366,7 +373,7 @@ async fn connect(
         .map_err(StrategyError::Redis)
 }
 
-/// Wakes one waiter per message until the subscription breaks or the node's address moves.
+/// Wakes one waiter per message ([`WAKE_ALL`]: every waiter) until the subscription breaks or the node's address moves.
 async fn listen(
     pubsub: redis::aio::PubSub,
     addr: &mut watch::Receiver<SocketAddr>,
@@ -379,6 +386,9 @@ async fn listen(
                 Some(m) => {
                     let w = waiters.lock().expect("never poisoned");
                     if let Some(n) = w.get(m.get_channel_name()) {
+                        if m.get_payload_bytes() == WAKE_ALL.as_bytes() {
+                            n.notify_waiters();
+                        }
                         n.notify_one();
                     }
                 }

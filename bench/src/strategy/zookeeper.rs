@@ -9,6 +9,13 @@
 //! is the node's creation zxid, which grows with every write to the ensemble, so it grows
 //! with each new holder of a key.
 //!
+//! `zookeeper-rwlock` is Curator's `InterProcessReadWriteLock` on the same machinery: the node
+//! names carry a read or write marker (`__READ__`, `__WRIT__`) and contenders are ordered by
+//! sequence number whatever their marker. A writer holds once its node is the lowest of all and
+//! watches the node just before its own; a reader holds once no write node precedes it and
+//! watches the first write node before its own. Readers therefore share the key, and a reader
+//! that arrives after a waiting writer queues behind it (Curator's recipe is fair to writers).
+//!
 //! Why not the crate's `Client::lock`: it is Curator-compatible, but its retries on connection
 //! loss are unbounded and its clean-up after a cancelled acquire runs unawaited in the
 //! background; here every call is bounded and the clean-up is part of the attempt.
@@ -57,6 +64,23 @@ pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
     },
 };
 
+/// `zookeeper-rwlock`.
+pub const ZOOKEEPER_RWLOCK: StrategyInfo = StrategyInfo {
+    id: "zookeeper-rwlock",
+    about: "ZooKeeper read-write lock (Curator InterProcessReadWriteLock): __READ__ / __WRIT__ \
+            sequential nodes; readers share, a writer waits for every node before it",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.mariadb().await?;
+            let addrs = s.members(&s.ep.zookeeper, "ZooKeeper")?;
+            let auth = s.ep.zookeeper_auth.as_ref();
+            let lock = ZkLock::connect(&addrs, auth, &s.ep.prefix, s.w).await?;
+            Ok(s.locked(lock.read_write(), store))
+        })
+    },
+    ..ZOOKEEPER
+};
+
 /// `zookeeper-fenced`.
 pub const ZOOKEEPER_FENCED: StrategyInfo = StrategyInfo {
     id: "zookeeper-fenced",
@@ -65,8 +89,47 @@ pub const ZOOKEEPER_FENCED: StrategyInfo = StrategyInfo {
     ..ZOOKEEPER
 };
 
-/// Curator's lock-node name; the sequence number follows it.
-const LOCK_NAME: &str = "lock-";
+/// What a contender's node stands for, and so which nodes it waits behind (Curator's lock
+/// drivers). The node's name carries the role's marker; the sequence number follows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// `InterProcessMutex`: waits for every node before its own.
+    Mutex,
+    /// The write lock of `InterProcessReadWriteLock`: waits for every node before its own.
+    Write,
+    /// Its read lock: waits only for write nodes before its own.
+    Read,
+}
+
+impl Role {
+    const ALL: [Role; 3] = [Role::Mutex, Role::Write, Role::Read];
+
+    /// Curator's lock-node names (the two of the read–write lock have the same length).
+    fn marker(self) -> &'static str {
+        match self {
+            Role::Mutex => "lock-",
+            Role::Write => "__WRIT__",
+            Role::Read => "__READ__",
+        }
+    }
+
+    /// The node a contender with sequence `mine` must wait for among `children`, or `None`
+    /// once it holds the lock: the node just before its own (mutex, writer), or the first
+    /// write node before its own (reader).
+    fn blocker<'a>(self, children: &'a [String], mine: &str) -> Option<&'a String> {
+        let before = children
+            .iter()
+            .filter_map(|c| sequence(c).map(|s| (s, c)))
+            .filter(|(s, _)| *s < mine);
+        match self {
+            Role::Mutex | Role::Write => before.max_by_key(|(s, _)| *s),
+            Role::Read => before
+                .filter(|(_, c)| c.contains(Role::Write.marker()))
+                .min_by_key(|(s, _)| *s),
+        }
+        .map(|(_, c)| c)
+    }
+}
 
 /// At most this many sessions; buyers beyond it share one (the unique `_c_<uuid>` prefix of
 /// each node keeps contenders on one session apart, as in Curator).
@@ -111,6 +174,9 @@ pub struct ZkLock {
     orphans: Mutex<Vec<Orphan>>,
     /// Parent of every lock's directory: `/<prefix>/locks`.
     root: String,
+    /// Curator's read–write recipe: writes take write nodes, reads read nodes (else every
+    /// acquire is the mutex's).
+    read_write: bool,
 }
 
 /// Classifies a ZooKeeper error: an error reply is definite; a lost connection or session is
@@ -127,9 +193,11 @@ pub fn classify(e: &ZkError) -> ErrorKind {
     }
 }
 
-/// The sequence part of a lock node's name (Curator sorts contenders by it).
+/// The sequence part of a lock node's name, after its marker (Curator sorts contenders by it).
 fn sequence(name: &str) -> Option<&str> {
-    name.rsplit_once(LOCK_NAME).map(|(_, seq)| seq)
+    Role::ALL
+        .iter()
+        .find_map(|r| name.rsplit_once(r.marker()).map(|(_, seq)| seq))
 }
 
 /// Pause between attempts to open a session at setup.
@@ -160,6 +228,7 @@ impl ZkLock {
             held: Mutex::new(HashMap::new()),
             orphans: Mutex::new(Vec::new()),
             root: format!("{}/locks", prefix.zk_root()),
+            read_write: false,
         };
         // The client gives up on a session the ensemble does not establish within the session
         // timeout (the lock ttl, 2 s in the chaos workloads): a starved JVM can take longer.
@@ -187,6 +256,12 @@ impl ZkLock {
             .map(|c| tokio::sync::Mutex::new(Some(c)))
             .collect();
         Ok(lock)
+    }
+
+    /// The read–write lock (`zookeeper-rwlock`) on the same sessions.
+    pub fn read_write(mut self) -> Self {
+        self.read_write = true;
+        self
     }
 
     fn connector(&self) -> zookeeper_client::Connector {
@@ -388,30 +463,28 @@ impl ZkLock {
         let _ = tokio::time::timeout(self.session_timeout.max(self.timeout), closed).await;
     }
 
-    /// Waits until our node is the first under `parent`, watching only its predecessor.
-    /// `Ok(false)`: `deadline` passed first.
+    /// Waits until no node under `parent` blocks ours ([`Role::blocker`]), watching only the
+    /// one that does. `Ok(false)`: `deadline` passed first.
     async fn wait_turn(
         &self,
         zk: &Client,
         parent: &str,
         path: &str,
+        role: Role,
         deadline: tokio::time::Instant,
     ) -> Result<bool, ErrorKind> {
         let me = path.rsplit_once('/').map(|(_, n)| n).unwrap_or(path);
         let my_seq = sequence(me).ok_or(ErrorKind::Server)?;
-        // Each round ends with the predecessor gone or the deadline passed; a predecessor can
-        // only be replaced by an older one, so the rounds are bounded by the queue ahead.
+        // Each round ends with the blocker gone or the deadline passed; a blocker can only be
+        // replaced by an older node, so the rounds are bounded by the queue ahead.
         loop {
             if tokio::time::Instant::now() >= deadline {
                 return Ok(false);
             }
             let children = within(self.timeout, zk.list_children(parent), classify).await?;
-            let predecessor = children
-                .iter()
-                .filter_map(|c| sequence(c).map(|s| (s, c)))
-                .filter(|(s, _)| *s < my_seq)
-                .max_by_key(|(s, _)| *s)
-                .map(|(_, c)| format!("{parent}/{c}"));
+            let predecessor = role
+                .blocker(&children, my_seq)
+                .map(|c| format!("{parent}/{c}"));
             if !children.iter().any(|c| c == me) {
                 // Our ephemeral node is gone: the session expired while we queued.
                 return Err(ErrorKind::Connection);
@@ -436,21 +509,25 @@ impl ZkLock {
             }
         }
     }
-}
 
-#[async_trait]
-impl Lock for ZkLock {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    /// Takes the lock on `key` in `role`: creates our node, waits for our turn, remembers it.
+    async fn take(
+        &self,
+        client: u32,
+        key: &str,
+        token: &str,
+        role: Role,
+    ) -> Result<Lease, AcquireError> {
         let deadline = tokio::time::Instant::now() + self.acquire_timeout;
         let zk = self.session(client).await.map_err(AcquireError::Failed)?;
         self.delete_orphans(&zk).await;
         let parent = format!("{}/{key}", self.root);
-        let prefix = format!("{parent}/_c_{}-{LOCK_NAME}", uuid::Uuid::new_v4());
+        let prefix = format!("{parent}/_c_{}-{}", uuid::Uuid::new_v4(), role.marker());
         let (path, czxid) = self
             .create_node(client, &zk, &parent, &prefix, token)
             .await
             .map_err(AcquireError::Failed)?;
-        match self.wait_turn(&zk, &parent, &path, deadline).await {
+        match self.wait_turn(&zk, &parent, &path, role, deadline).await {
             Ok(true) => {}
             Ok(false) => {
                 self.abandon(client, &zk, &path).await;
@@ -467,7 +544,33 @@ impl Lock for ZkLock {
             .insert(token.to_string(), Held { path, session: zk });
         let mut lease = Lease::new(key, token);
         lease.fence = Some(czxid as u64);
+        lease.shared = role == Role::Read;
         Ok(lease)
+    }
+}
+
+#[async_trait]
+impl Lock for ZkLock {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+        let role = if self.read_write {
+            Role::Write
+        } else {
+            Role::Mutex
+        };
+        self.take(client, key, token, role).await
+    }
+
+    async fn acquire_read(
+        &self,
+        client: u32,
+        key: &str,
+        token: &str,
+    ) -> Result<Lease, AcquireError> {
+        if self.read_write {
+            self.take(client, key, token, Role::Read).await
+        } else {
+            self.acquire(client, key, token).await
+        }
     }
 
     /// The session (a connect), deleting orphans (a listing and a delete) and the node
@@ -515,5 +618,53 @@ impl Lock for ZkLock {
 
     async fn close(&self) {
         self.close_sessions().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn writers_wait_for_the_node_before_readers_for_the_first_writer_before() {
+        // Listing order is arbitrary; only the sequence after the marker counts.
+        let children = names(&[
+            "_c_b-__WRIT__0000000004",
+            "_c_a-__READ__0000000001",
+            "_c_d-__READ__0000000005",
+            "_c_c-__WRIT__0000000003",
+            "_c_e-__READ__0000000002",
+        ]);
+        let blocker = |role: Role, seq| role.blocker(&children, seq).map(String::as_str);
+        // Readers before any writer hold together.
+        assert_eq!(blocker(Role::Read, "0000000001"), None);
+        assert_eq!(blocker(Role::Read, "0000000002"), None);
+        // A reader behind writers watches the first of them.
+        assert_eq!(
+            blocker(Role::Read, "0000000005"),
+            Some("_c_c-__WRIT__0000000003")
+        );
+        // A writer watches the node just before its own, reader or writer.
+        assert_eq!(
+            blocker(Role::Write, "0000000003"),
+            Some("_c_e-__READ__0000000002")
+        );
+        assert_eq!(
+            blocker(Role::Write, "0000000004"),
+            Some("_c_c-__WRIT__0000000003")
+        );
+        // The mutex's nodes sort the same way.
+        let mutex = names(&["_c_x-lock-0000000007", "_c_y-lock-0000000006"]);
+        assert_eq!(
+            Role::Mutex
+                .blocker(&mutex, "0000000007")
+                .map(String::as_str),
+            Some("_c_y-lock-0000000006")
+        );
+        assert_eq!(Role::Mutex.blocker(&mutex, "0000000006"), None);
     }
 }

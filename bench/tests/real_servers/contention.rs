@@ -82,6 +82,10 @@ safe_under_contention! {
     mysql_lock_table_is_safe_under_contention => "mysql-lock-table",
     mysql_lock_table_fenced_is_safe_under_contention => "mysql-lock-table-fenced",
     redis_reentrant_is_safe_under_contention => "redis-reentrant",
+    redis_rwlock_is_safe_under_contention => "redis-rwlock",
+    // Every attempt writes here (no `read_fraction`): the control's leak is in its read lock
+    // only, so its writers must be safe; `rwlocks.rs` shows the leak.
+    redis_rwlock_leaky_read_writes_are_safe_under_contention => "redis-rwlock-leaky-read",
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -196,6 +200,15 @@ async fn fenced_consensus_locks_are_safe_under_contention() {
     for id in ["zookeeper-fenced", "etcd-fenced"] {
         assert_consensus_lock_safe(id).await;
     }
+}
+
+/// Every attempt writes (no `read_fraction`): the write lock alone, its czxid growing.
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_rwlock_is_safe_under_contention() {
+    if !consensus_servers_available() {
+        return;
+    }
+    assert_consensus_lock_safe("zookeeper-rwlock").await;
 }
 
 /// Holds longer than waiters wait: most attempts give up with `lock_timeout`. A waiter that

@@ -16,6 +16,7 @@ mod libraries;
 mod lifecycle;
 mod locks;
 mod reads;
+mod rwlocks;
 mod sweep;
 mod target;
 mod ttl;

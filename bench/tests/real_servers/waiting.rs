@@ -138,6 +138,7 @@ safe_in_other_wait_mode! {
     redis_setnx_fenced_is_safe_waiting_by_notify => ("redis-setnx-fenced", "notify"),
     redis_setnx_watchdog_is_safe_waiting_by_poll => ("redis-setnx-watchdog", "poll"),
     redis_reentrant_is_safe_waiting_by_poll => ("redis-reentrant", "poll"),
+    redis_rwlock_is_safe_waiting_by_poll => ("redis-rwlock", "poll"),
     redlock_is_safe_waiting_by_notify => ("redlock", "notify"),
     redis_sentinel_is_safe_waiting_by_notify => ("redis-sentinel", "notify"),
 }
