@@ -628,7 +628,6 @@ pub fn assert_reads_safe(s: &Summary) {
 /// A read lock that does not exclude writers was caught: reads were answered, and the run saw
 /// torn reads or reader–writer double grants, so the lock is BROKEN (the store intact: reads
 /// write nothing).
-#[allow(dead_code)] // for the control of a read–write lock (`redis-rwlock-leaky-read`)
 pub fn assert_leaky_reads_caught(s: &Summary) {
     use lockbench::check::Mode;
     let id = &s.strategy;

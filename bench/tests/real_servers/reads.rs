@@ -7,7 +7,8 @@ use lockbench::run::run;
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{
-    assert_reads_safe, max_shared_holders, read_heavy, run_options, run_strategy, servers_available,
+    assert_leaky_reads_caught, assert_reads_safe, max_shared_holders, read_heavy, run_options,
+    run_strategy, servers_available,
 };
 
 /// `redis-setnx-watchdog` (through `Locked`) and `mysql-for-update` (its own row-lock
@@ -50,4 +51,34 @@ async fn a_strategy_without_a_lock_refuses_reads_before_any_server_starts() {
         assert!(err.to_string().contains("read_fraction"), "{id}: {err}");
         assert!(!dir.path().join(id).join("summary.json").exists(), "{id}");
     }
+}
+
+/// The read–write locks at 90% reads under contention: readers really share a key (more than
+/// one holds it at once), no reader ever sees a writer's change, no writer overlaps anyone,
+/// the store is intact.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_read_write_locks_share_reads_and_stay_safe_under_contention() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for id in ["redis-rwlock", "zookeeper-rwlock"] {
+        let s = run_strategy(id, &read_heavy(), dir.path()).await;
+        assert_reads_safe(&s);
+        let shared = max_shared_holders(dir.path(), id);
+        assert!(shared > 1, "{id}: readers never shared a key ({shared})");
+    }
+}
+
+/// The control whose read lock does not exclude writers, in its trigger scenario (reads beside
+/// writes on few keys): the checker catches it (torn reads or reader–writer overlaps, lock
+/// BROKEN), while the same run's writes alone would have left the store intact.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_lock_that_does_not_exclude_writers_is_caught() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let s = run_strategy("redis-rwlock-leaky-read", &read_heavy(), dir.path()).await;
+    assert_leaky_reads_caught(&s);
 }
