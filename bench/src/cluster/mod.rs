@@ -825,7 +825,8 @@ impl OwnedCluster {
             .await
             .map_err(err)?;
         let find = |a: SocketAddr| self.nodes.iter().find(|n| n.addr == a);
-        let master = find(master).ok_or_else(|| err(format!("{master} is not a node of this run")))?;
+        let master =
+            find(master).ok_or_else(|| err(format!("{master} is not a node of this run")))?;
         Ok((master, replicas.into_iter().filter_map(find).collect()))
     }
 

@@ -36,11 +36,6 @@ impl Placement {
             Some(1)
         } else if let Some(n) = name.strip_prefix("redis-replica-") {
             n.parse::<usize>().ok().map(|n| n + 1)
-        } else if let Some(n) = name.strip_prefix("redis-cluster-") {
-            // Six nodes on five hosts: node 6 (a replica) shares host 1.
-            n.parse::<usize>()
-                .ok()
-                .map(|n| (n - 1) % self.servers.len().max(1) + 1)
         } else if name == "mariadb" {
             None
         } else {

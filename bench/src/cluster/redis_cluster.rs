@@ -87,7 +87,12 @@ fn slot_range(i: usize) -> (u16, u16) {
 /// cluster bus port each: the default bus port, client + 10000, may be taken or out of range).
 pub(super) fn port_names() -> Vec<String> {
     (1..=NODES)
-        .flat_map(|i| [format!("redis-cluster-{i}"), format!("redis-cluster-{i} (bus)")])
+        .flat_map(|i| {
+            [
+                format!("redis-cluster-{i}"),
+                format!("redis-cluster-{i} (bus)"),
+            ]
+        })
         .collect()
 }
 
@@ -135,7 +140,11 @@ fn field<'a>(kv: &'a [(String, String)], key: &str) -> &'a str {
 /// `cluster_state:ok` and all 16384 slots served, and every master's replicas are online and
 /// at its replication offset. `masters` asks for at least that many masters, each with a
 /// replica (lockbench's own cluster); 0 accepts any shape (servers lockbench does not own).
-pub async fn ready(addrs: &[SocketAddr], auth: Option<&Auth>, masters: usize) -> Result<(), String> {
+pub async fn ready(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    masters: usize,
+) -> Result<(), String> {
     let mut master_count = 0;
     for &a in addrs {
         let c = info(a, auth, "cluster").await?;
@@ -357,7 +366,10 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
     let deadline = tokio::time::Instant::now() + super::READY_TIMEOUT;
     for (i, n) in nodes.iter().enumerate().skip(MASTERS) {
         let master = &ids[i - MASTERS];
-        let replicate = redis::cmd("CLUSTER").arg("REPLICATE").arg(master).to_owned();
+        let replicate = redis::cmd("CLUSTER")
+            .arg("REPLICATE")
+            .arg(master)
+            .to_owned();
         loop {
             match query::<()>(n.addr, None, &replicate).await {
                 Ok(()) => break,

@@ -19,14 +19,12 @@ use async_trait::async_trait;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 
-use super::redis_lua_decr::LuaDecr;
 use super::mysql::SharedStore;
 use super::redis_conn::classify;
+use super::redis_lua_decr::LuaDecr;
 use super::redis_setnx::{RENEW, UNLOCK};
 use super::wait::{Try, WaitDefault, Waiter};
-use super::{
-    AcquireError, CriticalSection, Lease, Lock, Locked, Purchase, StrategyError, within,
-};
+use super::{AcquireError, CriticalSection, Lease, Lock, Locked, Purchase, StrategyError, within};
 use crate::cluster::redis_cluster::{sku_key, slot};
 use crate::cluster::{Endpoints, Prefix};
 use crate::record::{ErrorKind, Outcome};
@@ -90,11 +88,20 @@ pub const LUA_DECR: StrategyInfo = StrategyInfo {
 /// At most this many cluster connections (each multiplexes one socket per node); buyers
 /// beyond it share.
 const MAX_CONNECTIONS: u32 = 8;
+/// Retries of one command inside the cluster client: one redirect after a failover, and one
+/// more for a redirect met on the way.
+const CLIENT_RETRIES: u32 = 2;
 
 /// Cluster connections to the nodes of `ep`, each call bounded by the workload's timeout.
-/// No retries inside the client: a command that failed may have run (a SET NX, a decrement),
-/// and is never sent again; the client still reloads its slot map after the failure.
-async fn connections(ep: &Endpoints, w: &Workload) -> Result<Vec<ClusterConnection>, StrategyError> {
+/// The client follows MOVED / ASK redirects (a slot moved by a failover) as every cluster
+/// client does, which takes retries: [`CLIENT_RETRIES`]. The same retries resend a command
+/// after a broken connection, where it may have run: a resent SET NX then finds our own key
+/// (the lock looks busy and frees at its ttl), a resent decrement sells twice and appends two
+/// orders (the audit counts both). Every call stays cut at `load.timeout`.
+async fn connections(
+    ep: &Endpoints,
+    w: &Workload,
+) -> Result<Vec<ClusterConnection>, StrategyError> {
     if ep.redis_cluster.is_empty() {
         return Err(StrategyError::Missing {
             id: "redis-cluster".into(),
@@ -109,7 +116,7 @@ async fn connections(ep: &Endpoints, w: &Workload) -> Result<Vec<ClusterConnecti
     let mut b = redis::cluster::ClusterClientBuilder::new(nodes)
         .connection_timeout(w.load.timeout)
         .response_timeout(w.load.timeout)
-        .retries(0);
+        .retries(CLIENT_RETRIES);
     if let Some(a) = &ep.redis_auth {
         b = b.password(&a.password);
         if let Some(u) = &a.username {
@@ -119,12 +126,9 @@ async fn connections(ep: &Endpoints, w: &Workload) -> Result<Vec<ClusterConnecti
     let client = b.build()?;
     let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
     let connect = (0..n).map(|_| client.get_async_connection());
-    let all = tokio::time::timeout(
-        super::SETUP_TIMEOUT,
-        futures::future::try_join_all(connect),
-    )
-    .await
-    .map_err(|_| StrategyError::Timeout("connect to the Redis Cluster"))??;
+    let all = tokio::time::timeout(super::SETUP_TIMEOUT, futures::future::try_join_all(connect))
+        .await
+        .map_err(|_| StrategyError::Timeout("connect to the Redis Cluster"))??;
     Ok(all)
 }
 
@@ -215,7 +219,12 @@ impl ClusterSetNx {
     ) -> Result<Vec<redis::Value>, ErrorKind> {
         let mut con = self.con(client);
         let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot(key), SlotAddr::Master));
-        within(self.timeout, con.route_pipeline(p, 0, count, route), classify).await
+        within(
+            self.timeout,
+            con.route_pipeline(p, 0, count, route),
+            classify,
+        )
+        .await
     }
 
     /// WAIT's own timeout: half the call's, at least 1 ms (0 would block forever).
@@ -322,7 +331,8 @@ impl Lock for ClusterSetNx {
         let mut call = self.unlock.key(&lease.key);
         call.arg(&lease.token);
         let mut con = self.con(client);
-        let deleted = within(self.timeout, call.invoke_async::<i64>(&mut con), classify).await? == 1;
+        let deleted =
+            within(self.timeout, call.invoke_async::<i64>(&mut con), classify).await? == 1;
         if self.wait_replicas && deleted {
             let mut p = redis::pipe();
             p.cmd("WAIT").arg(1).arg(self.wait_ms());

@@ -97,7 +97,13 @@ impl LuaDecr {
         w: &Workload,
     ) -> Result<Self, StrategyError> {
         let cons = connections(addr, auth, w).await?;
-        Ok(Self::on(cons, prefix, w, |p, what, sku| p.key(what, sku), 1000))
+        Ok(Self::on(
+            cons,
+            prefix,
+            w,
+            |p, what, sku| p.key(what, sku),
+            1000,
+        ))
     }
 }
 
