@@ -164,6 +164,19 @@ pub async fn ready(
                 field(&kv, "cluster_slots_ok")
             ));
         }
+        if masters > 0 {
+            // Every node also knows every master's replica (gossip may lag the replication).
+            let ranges = slot_ranges(a, auth).await?;
+            let with_replica = ranges
+                .iter()
+                .filter(|(_, _, nodes)| nodes.len() > 1)
+                .count();
+            if with_replica < masters {
+                return Err(format!(
+                    "{a} sees {with_replica} of {masters} masters with a replica"
+                ));
+            }
+        }
         let r = info(a, auth, "replication").await?;
         if field(&r, "role") != "master" {
             continue;
@@ -210,29 +223,17 @@ pub async fn slot_owners(
 ) -> Result<(SocketAddr, Vec<SocketAddr>), String> {
     let mut last = String::from("no node to ask");
     for &a in addrs {
-        let ranges: Vec<redis::Value> =
-            match query(a, auth, redis::cmd("CLUSTER").arg("SLOTS")).await {
-                Ok(r) => r,
-                Err(e) => {
-                    last = e;
-                    continue;
-                }
-            };
-        for range in ranges {
-            let redis::Value::Array(items) = range else {
-                continue;
-            };
-            let num = |v: Option<&redis::Value>| match v {
-                Some(redis::Value::Int(n)) => Some(*n),
-                _ => None,
-            };
-            let (Some(lo), Some(hi)) = (num(items.first()), num(items.get(1))) else {
-                continue;
-            };
-            if !(lo..=hi).contains(&i64::from(slot)) {
+        let ranges = match slot_ranges(a, auth).await {
+            Ok(r) => r,
+            Err(e) => {
+                last = e;
                 continue;
             }
-            let nodes: Vec<SocketAddr> = items[2..].iter().filter_map(node_addr).collect();
+        };
+        for (lo, hi, nodes) in ranges {
+            if !(lo..=hi).contains(&slot) {
+                continue;
+            }
             if let Some((master, replicas)) = nodes.split_first() {
                 return Ok((*master, replicas.to_vec()));
             }
@@ -240,6 +241,28 @@ pub async fn slot_owners(
         last = format!("{a}: no master serves slot {slot}");
     }
     Err(last)
+}
+
+/// `CLUSTER SLOTS` of the node at `addr`: each range with its master, then its replicas.
+async fn slot_ranges(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<Vec<(u16, u16, Vec<SocketAddr>)>, String> {
+    let ranges: Vec<redis::Value> = query(addr, auth, redis::cmd("CLUSTER").arg("SLOTS")).await?;
+    let num = |v: Option<&redis::Value>| match v {
+        Some(redis::Value::Int(n)) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    Ok(ranges
+        .iter()
+        .filter_map(|range| {
+            let redis::Value::Array(items) = range else {
+                return None;
+            };
+            let (lo, hi) = (num(items.first())?, num(items.get(1))?);
+            Some((lo, hi, items[2..].iter().filter_map(node_addr).collect()))
+        })
+        .collect())
 }
 
 /// `[ip, port, id, …]` of a `CLUSTER SLOTS` entry.
