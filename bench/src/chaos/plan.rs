@@ -754,6 +754,24 @@ heal = "b"
     }
 
     #[test]
+    fn a_cluster_slot_fault_names_its_sku() {
+        let text = "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nservice = \"redis-cluster\"\n\
+                    sku = 5\nat = \"1s\"\nduration = \"1s\"\n";
+        let plan = ChaosPlan::parse("c.toml", text, &workload()).unwrap();
+        let f = &plan.faults[0];
+        assert_eq!(
+            f.fault,
+            Fault::Kill(Servers {
+                nodes: NodeSet::Master,
+                service: Some(Service::RedisCluster),
+                sku: Some(5),
+            })
+        );
+        assert_eq!(f.label(), "kill redis-cluster master of sku 5");
+        assert_eq!(serde_json::to_value(f).unwrap()["sku"], 5);
+    }
+
+    #[test]
     fn every_name_parses_back_to_its_value() {
         fn round_trip<T>(all: &[T])
         where
@@ -820,6 +838,17 @@ heal = "b"
                 "only `pause`",
             ),
             (format!("{base}jump = \"+1s\"\n"), "only clock faults"),
+            (
+                format!("{base}sku = 3\n"),
+                "fault[0].sku = set: expected no value: only a Redis Cluster's slot master",
+            ),
+            (
+                format!(
+                    "{}service = \"redis\"\n",
+                    base.replace("\"one\"", "\"replica\"")
+                ),
+                "fault[0].target = replica: expected a target of this service",
+            ),
             (
                 format!("{base}point = \"after-read\"\n"),
                 "fault[0].point = set: expected no value: only pauses of the holder take it",
