@@ -666,9 +666,9 @@ fn a_lock_lost_in_a_cluster_failover_is_caught_and_wait_keeps_it() {
         "--set",
         "inventory.skus=1",
         "--set",
-        "lock.ttl=\"4s\"",
+        "lock.ttl=\"6s\"",
         "--set",
-        "load.duration=10s",
+        "load.duration=11s",
     ];
     let all = compare_json(
         "redis-cluster-setnx,redis-cluster-setnx-wait",
@@ -678,6 +678,15 @@ fn a_lock_lost_in_a_cluster_failover_is_caught_and_wait_keeps_it() {
     for s in &all {
         assert_servers_gone(s);
         for f in &s.faults {
+            // With WAIT no lock is granted from the cut to the end of the load, so the armed
+            // holder pause may find no holder; every server fault started and healed.
+            let no_holder = f
+                .note
+                .as_deref()
+                .is_some_and(|n| n.contains("acquired no lock"));
+            if f.label == "pause holder" && s.strategy == "redis-cluster-setnx-wait" && no_holder {
+                continue;
+            }
             assert!(f.note.is_none(), "{}: {f:?}", s.strategy);
             assert!(f.healed_s.is_some(), "{}: {f:?}", s.strategy);
         }
