@@ -83,6 +83,8 @@ struct RawFault {
     heal: Option<String>,
     timeout: Option<String>,
     point: Option<String>,
+    /// On a Redis Cluster: the SKU whose slot's master or replica is hit.
+    sku: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -106,9 +108,10 @@ struct Extras<'a> {
     rate: Option<f64>,
     clients: Option<&'a str>,
     point: Option<&'a str>,
+    sku: Option<u32>,
 }
 
-const SERVICES: &str = "one of \"mariadb\", \"redis\", \"zookeeper\", \"etcd\"";
+const SERVICES: &str = "one of \"mariadb\", \"redis\", \"redis-cluster\", \"zookeeper\", \"etcd\"";
 const POINTS: &str = "one of \"after-read\" (the default), \"after-acquire\", \"before-release\"";
 const SPAN: &str =
     "a duration such as \"500ms\" or \"2s\", or a multiple of the lock ttl such as \"3x ttl\"";
@@ -210,6 +213,7 @@ impl Validator<'_> {
                 rate: f.rate,
                 clients: f.clients.as_deref(),
                 point: f.point.as_deref(),
+                sku: f.sku,
             };
             self.aim(&field, kind, target, service, &extras)?
         };
@@ -291,7 +295,29 @@ impl Validator<'_> {
             Target::Client => return Ok(Fault::PauseClient(ClientPause::Any)),
             Target::Nodes(n) => n,
         };
-        let servers = Servers { nodes, service };
+        let slot_target = matches!(nodes, NodeSet::Master | NodeSet::Leader | NodeSet::Replica);
+        let cluster = service.is_none_or(|s| s == Service::RedisCluster);
+        if x.sku.is_some() && !(slot_target && cluster) {
+            return Err(self.invalid(
+                &field("sku"),
+                "set",
+                "no value: only a Redis Cluster's slot master or replica takes it (target = \
+                 \"master\" or \"replica\", service = \"redis-cluster\")",
+            ));
+        }
+        if nodes == NodeSet::Replica && !cluster {
+            return Err(self.invalid(
+                &field("target"),
+                target,
+                "a target of this service: \"replica\" is the replica of a Redis Cluster slot \
+                 (service = \"redis-cluster\")",
+            ));
+        }
+        let servers = Servers {
+            nodes,
+            service,
+            sku: x.sku,
+        };
         Ok(match kind {
             FaultKind::Kill => Fault::Kill(servers),
             FaultKind::Pause => Fault::Pause(servers),

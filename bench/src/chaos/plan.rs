@@ -103,10 +103,13 @@ pub enum NodeSet {
     Majority,
     /// Every node of the service.
     All,
+    /// The replica of a Redis Cluster slot's master (the slot of the fault's `sku`).
+    Replica,
 }
 
 enum_names!(NodeSet {
     Master = "master",
+    Replica = "replica",
     Leader = "leader",
     One = "one",
     Minority = "minority",
@@ -132,7 +135,7 @@ impl Target {
 
     /// Every name: the [`NodeSet`]s, then the clients.
     pub const NAMES: &'static [&'static str] = &[
-        "master", "leader", "one", "minority", "majority", "all", "holder", "client",
+        "master", "replica", "leader", "one", "minority", "majority", "all", "holder", "client",
     ];
 
     /// The name in chaos files and summaries.
@@ -186,6 +189,9 @@ pub struct Servers {
     pub nodes: NodeSet,
     /// Which service; `None`: the strategy's lock service.
     pub service: Option<Service>,
+    /// On a Redis Cluster, whose slot's master or replica (`sku = N` in the file; `None`:
+    /// SKU 0).
+    pub sku: Option<u32>,
 }
 
 /// Which client process a pause stops.
@@ -302,6 +308,8 @@ struct FlatFault<'a> {
     command: Option<&'a CommandFault>,
     #[serde(skip_serializing_if = "Option::is_none")]
     point: Option<Point>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sku: Option<u32>,
 }
 
 impl Serialize for FaultSpec {
@@ -330,6 +338,7 @@ impl Serialize for FaultSpec {
                 Fault::PauseClient(ClientPause::Holder(p)) => Some(*p),
                 _ => None,
             },
+            sku: f.servers().and_then(|s| s.sku),
         }
         .serialize(s)
     }
@@ -341,10 +350,15 @@ impl FaultSpec {
         let kind = self.fault.kind();
         match (&self.fault, self.fault.target()) {
             (Fault::Command(c), _) => format!("command `{}`", short(&c.run)),
-            (f, Some(target)) => match f.servers().and_then(|s| s.service) {
-                Some(s) => format!("{kind} {s} {target}"),
-                None => format!("{kind} {target}"),
-            },
+            (f, Some(target)) => {
+                let of_sku = (f.servers().and_then(|s| s.sku))
+                    .map(|k| format!(" of sku {k}"))
+                    .unwrap_or_default();
+                match f.servers().and_then(|s| s.service) {
+                    Some(s) => format!("{kind} {s} {target}{of_sku}"),
+                    None => format!("{kind} {target}{of_sku}"),
+                }
+            }
             (_, None) => kind.to_string(),
         }
     }
@@ -740,6 +754,24 @@ heal = "b"
     }
 
     #[test]
+    fn a_cluster_slot_fault_names_its_sku() {
+        let text = "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nservice = \"redis-cluster\"\n\
+                    sku = 5\nat = \"1s\"\nduration = \"1s\"\n";
+        let plan = ChaosPlan::parse("c.toml", text, &workload()).unwrap();
+        let f = &plan.faults[0];
+        assert_eq!(
+            f.fault,
+            Fault::Kill(Servers {
+                nodes: NodeSet::Master,
+                service: Some(Service::RedisCluster),
+                sku: Some(5),
+            })
+        );
+        assert_eq!(f.label(), "kill redis-cluster master of sku 5");
+        assert_eq!(serde_json::to_value(f).unwrap()["sku"], 5);
+    }
+
+    #[test]
     fn every_name_parses_back_to_its_value() {
         fn round_trip<T>(all: &[T])
         where
@@ -806,6 +838,17 @@ heal = "b"
                 "only `pause`",
             ),
             (format!("{base}jump = \"+1s\"\n"), "only clock faults"),
+            (
+                format!("{base}sku = 3\n"),
+                "fault[0].sku = set: expected no value: only a Redis Cluster's slot master",
+            ),
+            (
+                format!(
+                    "{}service = \"redis\"\n",
+                    base.replace("\"one\"", "\"replica\"")
+                ),
+                "fault[0].target = replica: expected a target of this service",
+            ),
             (
                 format!("{base}point = \"after-read\"\n"),
                 "fault[0].point = set: expected no value: only pauses of the holder take it",

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::plan::{
     ChaosPlan, ClientPause, ClientSide, CommandFault, Fault, FaultSpec, NodeSet, Servers,
 };
-use crate::cluster::{OwnedCluster, Service};
+use crate::cluster::{OwnedCluster, Service, redis_cluster};
 use crate::record::phases::Boundaries;
 
 /// What became of one planned fault.
@@ -38,6 +38,9 @@ pub struct FaultRecord {
     pub healed: Option<Instant>,
     /// Why it did not happen as planned, or what went wrong while healing it.
     pub note: Option<String>,
+    /// When a replica of the Redis Cluster slot whose master it hit first answered as master
+    /// (polled every [`PROMOTION_POLL`]); `None`: no promotion was seen, or not such a fault.
+    pub promoted: Option<Instant>,
 }
 
 impl FaultRecord {
@@ -97,9 +100,11 @@ pub async fn run_faults(
             started: None,
             healed: None,
             note: None,
+            promoted: None,
         })
         .collect();
     let mut states: Vec<State> = plan.faults.iter().map(|_| State::Pending).collect();
+    let mut watchers: Vec<Option<Promotion>> = plan.faults.iter().map(|_| None).collect();
     let mut paused = t.paused.take();
     loop {
         // The next thing due: an injection or a heal.
@@ -142,7 +147,9 @@ pub async fn run_faults(
         for i in 0..states.len() {
             match states[i] {
                 State::Pending if start + records[i].spec.at <= now => {
-                    states[i] = inject(&mut records[i], t, boundaries, seed).await;
+                    let (state, watch) = inject(&mut records[i], t, boundaries, seed).await;
+                    states[i] = state;
+                    watchers[i] = watch;
                 }
                 State::Active { heal_at, worker } if heal_at <= now => {
                     heal(&mut records[i], t, worker, boundaries).await;
@@ -173,20 +180,59 @@ pub async fn run_faults(
         }
         *state = State::Done;
     }
+    // Each watcher ends by itself (a promotion seen, or its deadline).
+    for (r, w) in records.iter_mut().zip(watchers) {
+        if let Some(w) = w {
+            r.promoted = w.await.ok().flatten();
+        }
+    }
     records
 }
 
-/// Starts one fault; returns its new state.
+/// A task polling for the promotion of a replica: when it saw one.
+type Promotion = tokio::task::JoinHandle<Option<Instant>>;
+
+/// How often a promotion watcher asks the replicas for their role.
+pub const PROMOTION_POLL: Duration = Duration::from_millis(50);
+/// How long after the fault's planned heal a watcher keeps looking for a promotion (the
+/// cluster's node timeout is 1 s, an election takes about as long again).
+const PROMOTION_WAIT: Duration = Duration::from_secs(3);
+
+/// Polls `candidates` that are not masters yet until one answers `ROLE` as master, at most
+/// until `heal_at` + [`PROMOTION_WAIT`].
+fn watch_promotion(candidates: Vec<std::net::SocketAddr>, heal_at: Instant) -> Promotion {
+    tokio::spawn(async move {
+        let deadline = heal_at + PROMOTION_WAIT;
+        let masters = futures::future::join_all(
+            (candidates.iter()).map(|a| redis_cluster::is_master(*a, None)),
+        )
+        .await;
+        let replicas: Vec<std::net::SocketAddr> = (candidates.into_iter().zip(masters))
+            .filter_map(|(a, master)| (!master).then_some(a))
+            .collect();
+        while Instant::now() < deadline {
+            for r in &replicas {
+                if redis_cluster::is_master(*r, None).await {
+                    return Some(Instant::now());
+                }
+            }
+            tokio::time::sleep(PROMOTION_POLL).await;
+        }
+        None
+    })
+}
+
+/// Starts one fault; returns its new state, and the watcher of a promotion it may cause.
 async fn inject(
     r: &mut FaultRecord,
     t: &mut Reach<'_>,
     boundaries: &Boundaries,
     seed: u64,
-) -> State {
+) -> (State, Option<Promotion>) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0xfa17_0000 ^ r.spec.id as u64);
     match r.spec.fault.clone() {
-        Fault::Command(c) => start_command(r, t, &c, boundaries).await,
-        Fault::PauseClient(p) => pause_client(r, t, p, boundaries, &mut rng),
+        Fault::Command(c) => (start_command(r, t, &c, boundaries).await, None),
+        Fault::PauseClient(p) => (pause_client(r, t, p, boundaries, &mut rng), None),
         Fault::Kill(s)
         | Fault::Pause(s)
         | Fault::Clock { servers: s, .. }
@@ -250,24 +296,25 @@ fn pause_client(
     }
 }
 
-/// Kills, pauses, skews or cuts the server nodes `servers` names right now.
+/// Kills, pauses, skews or cuts the server nodes `servers` names right now; a kill, pause or
+/// partition of a Redis Cluster slot's master starts watching its replicas for a promotion.
 async fn hit_servers(
     r: &mut FaultRecord,
     t: &mut Reach<'_>,
     servers: Servers,
     boundaries: &Boundaries,
     rng: &mut ChaCha8Rng,
-) -> State {
+) -> (State, Option<Promotion>) {
     let service = servers.service.unwrap_or(t.service);
     let Some(cluster) = t.cluster.as_deref_mut() else {
         r.note = Some("no servers of this run's own to hit (external target)".into());
-        return State::Done;
+        return (State::Done, None);
     };
-    let nodes = match pick_nodes(cluster, service, servers.nodes, rng).await {
+    let (nodes, replicas) = match pick_nodes(cluster, service, servers, rng).await {
         Ok(n) => n,
         Err(e) => {
             r.note = Some(e);
-            return State::Done;
+            return (State::Done, None);
         }
     };
     let mut errors = Vec::new();
@@ -305,10 +352,20 @@ async fn hit_servers(
     if !errors.is_empty() {
         r.note = Some(errors.join("; "));
     }
-    State::Active {
-        heal_at: at + r.spec.duration,
-        worker: None,
-    }
+    let heal_at = at + r.spec.duration;
+    let watch = match r.spec.fault {
+        Fault::Kill(_) | Fault::Pause(_) | Fault::Partition { .. } if !replicas.is_empty() => {
+            Some(watch_promotion(replicas, heal_at))
+        }
+        _ => None,
+    };
+    (
+        State::Active {
+            heal_at,
+            worker: None,
+        },
+        watch,
+    )
 }
 
 /// Ends one fault.
@@ -373,8 +430,50 @@ async fn run_command(
 /// How long a fault on the leader waits for an election to end before it is skipped.
 const LEADER_WAIT: Duration = Duration::from_secs(10);
 
-/// The nodes of `service` that `set` names right now.
+/// The nodes of `service` that `servers` names right now; for the master of a Redis Cluster
+/// slot, also the addresses of its replicas (whose promotion is watched).
 async fn pick_nodes(
+    cluster: &OwnedCluster,
+    service: Service,
+    servers: Servers,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Vec<String>, Vec<std::net::SocketAddr>), String> {
+    let set = servers.nodes;
+    if service == Service::RedisCluster
+        && matches!(set, NodeSet::Master | NodeSet::Leader | NodeSet::Replica)
+    {
+        let sku = servers.sku.unwrap_or(0);
+        let (master, replicas) = cluster.slot_nodes(sku).await.map_err(|e| e.to_string())?;
+        if set == NodeSet::Replica {
+            if replicas.is_empty() {
+                return Err(format!("the master of sku {sku}'s slot has no replica now"));
+            }
+            return Ok((
+                replicas.iter().map(|n| n.name.clone()).collect(),
+                Vec::new(),
+            ));
+        }
+        // Any other node may be the one promoted: the slot's replica may be flagged failed
+        // (cut off, paused) and so be missing from the slot map. The watcher drops the nodes
+        // that are masters already.
+        let watched = (cluster.nodes().iter())
+            .filter(|n| n.service == service && n.addr != master.addr)
+            .map(|n| n.addr)
+            .collect();
+        return Ok((vec![master.name.clone()], watched));
+    }
+    if set == NodeSet::Replica {
+        return Err(format!(
+            "`replica` names a Redis Cluster slot's replica; this fault hits {service}"
+        ));
+    }
+    pick_set(cluster, service, set, rng)
+        .await
+        .map(|n| (n, Vec::new()))
+}
+
+/// The nodes of `service` that `set` names right now.
+async fn pick_set(
     cluster: &OwnedCluster,
     service: Service,
     set: NodeSet,
@@ -412,6 +511,7 @@ async fn pick_nodes(
                 }
             }
         }
+        NodeSet::Replica => unreachable!("pick_nodes answers replicas"),
         NodeSet::One => 1,
         NodeSet::Minority => (n - 1) / 2,
         NodeSet::Majority => n / 2 + 1,

@@ -92,7 +92,7 @@ impl Images {
     /// The images `needs` uses, with the variable that overrides each.
     fn needed(&self, needs: Needs) -> Vec<(&str, &'static str)> {
         let mut out = Vec::new();
-        if needs.redis_nodes() > 0 || needs.sentinel {
+        if needs.redis_nodes() > 0 || needs.sentinel || needs.redis_cluster {
             out.push((self.redis.as_str(), "LOCKBENCH_IMAGE_REDIS"));
         }
         if needs.mariadb {

@@ -154,7 +154,7 @@ pub(super) async fn read(
     };
     Some(match service {
         Service::Sentinel => return None,
-        Service::Redis => {
+        Service::Redis | Service::RedisCluster => {
             match bounded(super::redis::persistence(addr, ep.redis_auth.as_ref())).await {
                 Ok(kv) => {
                     let get = |k: &str| {

@@ -24,6 +24,7 @@ pub mod net;
 mod ports;
 mod process;
 pub mod redis;
+pub mod redis_cluster;
 pub mod sentinel;
 pub mod target;
 mod zookeeper;
@@ -181,6 +182,8 @@ pub enum Service {
     Redis,
     /// A Redis Sentinel.
     Sentinel,
+    /// A node of a Redis Cluster (master or replica; roles change on failover).
+    RedisCluster,
     /// A member of a 3-node ZooKeeper ensemble.
     Zookeeper,
     /// A member of a 3-node etcd cluster.
@@ -191,6 +194,7 @@ enum_names!(Service {
     Mariadb = "mariadb",
     Redis = "redis",
     Sentinel = "sentinel",
+    RedisCluster = "redis-cluster",
     Zookeeper = "zookeeper",
     Etcd = "etcd",
 });
@@ -206,6 +210,8 @@ pub struct Needs {
     pub redlock: bool,
     /// A Redis master, two replicas and three Sentinels.
     pub sentinel: bool,
+    /// A Redis Cluster: three masters, each with a replica.
+    pub redis_cluster: bool,
     /// A 3-node ZooKeeper ensemble.
     pub zookeeper: bool,
     /// A 3-node etcd cluster.
@@ -219,6 +225,7 @@ impl Needs {
         redis: false,
         redlock: false,
         sentinel: false,
+        redis_cluster: false,
         zookeeper: false,
         etcd: false,
     };
@@ -230,6 +237,7 @@ impl Needs {
             (self.redis, "redis"),
             (self.redlock, "redis×5"),
             (self.sentinel, "sentinel"),
+            (self.redis_cluster, "redis-cluster"),
             (self.zookeeper, "zookeeper"),
             (self.etcd, "etcd"),
         ]
@@ -245,6 +253,7 @@ impl Needs {
             redis: self.redis || o.redis,
             redlock: self.redlock || o.redlock,
             sentinel: self.sentinel || o.sentinel,
+            redis_cluster: self.redis_cluster || o.redis_cluster,
             zookeeper: self.zookeeper || o.zookeeper,
             etcd: self.etcd || o.etcd,
         }
@@ -359,6 +368,10 @@ pub struct Endpoints {
     /// Sentinels of the replicated Redis (the master is found through them).
     #[serde(default)]
     pub sentinels: Vec<SocketAddr>,
+    /// Nodes of the Redis Cluster, masters and replicas (empty when not needed); a client
+    /// learns the slot map from any of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redis_cluster: Vec<SocketAddr>,
     /// Client addresses of the ZooKeeper ensemble (empty when not needed).
     #[serde(default)]
     pub zookeeper: Vec<SocketAddr>,
@@ -494,6 +507,7 @@ enum Set {
     /// Standalone Redis `redis-N`.
     Redis(usize),
     Sentinel,
+    RedisCluster,
     Zookeeper,
     Etcd,
 }
@@ -526,6 +540,7 @@ impl Set {
         sets.extend((1..=needs.redis_nodes()).map(Set::Redis));
         for (needed, set) in [
             (needs.sentinel, Set::Sentinel),
+            (needs.redis_cluster, Set::RedisCluster),
             (needs.zookeeper, Set::Zookeeper),
             (needs.etcd, Set::Etcd),
         ] {
@@ -542,6 +557,7 @@ impl Set {
             Set::Mariadb => mariadb::check_installed(),
             Set::Redis(_) => redis::check_installed(),
             Set::Sentinel => redis::check_installed().and_then(|()| sentinel::check_installed()),
+            Set::RedisCluster => redis::check_installed(),
             Set::Zookeeper => zookeeper::check_installed(),
             Set::Etcd => etcd::check_installed(),
         }
@@ -553,6 +569,7 @@ impl Set {
             Set::Mariadb => vec![mariadb::NAME.into()],
             Set::Redis(i) => vec![format!("redis-{i}")],
             Set::Sentinel => sentinel::port_names(),
+            Set::RedisCluster => redis_cluster::port_names(),
             Set::Zookeeper => zookeeper::port_names(),
             Set::Etcd => etcd::port_names(),
         }
@@ -576,6 +593,7 @@ impl Set {
                 ])
             }
             Set::Sentinel => Started::nodes(sentinel::start(l, aof).await?),
+            Set::RedisCluster => Started::nodes(redis_cluster::start(l, aof).await?),
             Set::Zookeeper => Started::nodes(zookeeper::start(l).await?),
             Set::Etcd => {
                 let members = etcd::start(l).await?;
@@ -699,6 +717,7 @@ impl OwnedCluster {
             match (n.service, n.role) {
                 (Service::Redis, Role::Primary) => ep.redis.push(n.addr),
                 (Service::Sentinel, _) => ep.sentinels.push(n.addr),
+                (Service::RedisCluster, _) => ep.redis_cluster.push(n.addr),
                 (Service::Zookeeper, _) => ep.zookeeper.push(n.addr),
                 (Service::Etcd, _) => ep.etcd.push(n.addr),
                 _ => {}
@@ -751,6 +770,12 @@ impl OwnedCluster {
             Service::Mariadb | Service::Redis => {
                 Ok(members.into_iter().find(|n| n.role == Role::Primary))
             }
+            Service::RedisCluster => Err(ClusterError::Leader {
+                service,
+                detail: "a Redis Cluster has a master per slot range: name a SKU (`sku = N`) \
+                         and its slot's master"
+                    .into(),
+            }),
             Service::Sentinel => Err(ClusterError::Leader {
                 service,
                 detail: "sentinels elect no leader of their own here; ask for the Redis master"
@@ -785,6 +810,24 @@ impl OwnedCluster {
                 Ok(members.into_iter().find(|n| n.name == name))
             }
         }
+    }
+
+    /// The Redis Cluster nodes serving SKU `sku`'s slot now: its master and its replicas, as
+    /// the first node that answers says (a failover moves them).
+    pub async fn slot_nodes(&self, sku: u32) -> Result<(&Node, Vec<&Node>), ClusterError> {
+        let addrs = &self.endpoints.redis_cluster;
+        let slot = redis_cluster::sku_slot(sku);
+        let err = |detail: String| ClusterError::Leader {
+            service: Service::RedisCluster,
+            detail,
+        };
+        let (master, replicas) = redis_cluster::slot_owners(addrs, None, slot)
+            .await
+            .map_err(err)?;
+        let find = |a: SocketAddr| self.nodes.iter().find(|n| n.addr == a);
+        let master =
+            find(master).ok_or_else(|| err(format!("{master} is not a node of this run")))?;
+        Ok((master, replicas.into_iter().filter_map(find).collect()))
     }
 
     /// Node descriptions for results.

@@ -16,8 +16,8 @@ use std::sync::{Mutex, OnceLock};
 
 use super::ClusterError;
 
-/// Server hosts (enough for a 5-node Redlock set).
-pub const SERVER_HOSTS: usize = 5;
+/// Server hosts (enough for a 6-node Redis Cluster, one node per host).
+pub const SERVER_HOSTS: usize = 6;
 /// Client hosts (one per worker process).
 pub const CLIENT_HOSTS: usize = 8;
 

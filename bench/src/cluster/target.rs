@@ -40,6 +40,7 @@ struct RawTarget {
     mysql: Option<RawMysql>,
     redis: Option<RawAuthNodes>,
     sentinel: Option<RawSentinel>,
+    redis_cluster: Option<RawAuthNodes>,
     zookeeper: Option<RawAuthNodes>,
     etcd: Option<RawAuthNodes>,
 }
@@ -131,6 +132,19 @@ impl ExternalTarget {
             ep.sentinel_master = x.master.clone();
             ep.sentinel_auth = r.auth("sentinel", &x.username, &x.password_env)?;
         }
+        if let Some(x) = &raw.redis_cluster {
+            ep.redis_cluster = r.addrs("redis_cluster.nodes", &x.nodes)?;
+            if let Some(a) = r.auth("redis_cluster", &x.username, &x.password_env)? {
+                if ep.redis_auth.is_some() {
+                    return Err(r.bad(
+                        "redis_cluster.password_env",
+                        "set",
+                        "one Redis login: in [redis] or in [redis_cluster], not both",
+                    ));
+                }
+                ep.redis_auth = Some(a);
+            }
+        }
         if let Some(x) = &raw.zookeeper {
             ep.zookeeper = r.addrs("zookeeper.nodes", &x.nodes)?;
             ep.zookeeper_auth = r.auth("zookeeper", &x.username, &x.password_env)?;
@@ -198,6 +212,13 @@ impl ExternalTarget {
             out.sentinel_master = ep.sentinel_master.clone();
             out.sentinel_auth = ep.sentinel_auth.clone();
             // The master the sentinels name is a Redis server like the others.
+            out.redis_auth = ep.redis_auth.clone();
+        }
+        if needs.redis_cluster {
+            if ep.redis_cluster.is_empty() {
+                return Err(missing("[redis_cluster]", "a Redis Cluster"));
+            }
+            out.redis_cluster = ep.redis_cluster.clone();
             out.redis_auth = ep.redis_auth.clone();
         }
         if needs.zookeeper {
@@ -456,6 +477,9 @@ pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
     for addr in redis_servers(ep).await? {
         claim_redis(addr, ep.redis_auth.as_ref(), p).await?;
     }
+    if !ep.redis_cluster.is_empty() {
+        claim_redis_cluster(&ep.redis_cluster, ep.redis_auth.as_ref(), p).await?;
+    }
     if !ep.zookeeper.is_empty() {
         claim_zookeeper(&ep.zookeeper, ep.zookeeper_auth.as_ref(), p).await?;
     }
@@ -518,6 +542,83 @@ async fn claim_redis(
     })
     .await
     .map_err(err)?;
+    Ok(())
+}
+
+/// [`claim`] on a Redis Cluster lockbench does not own: it must be ready as it is (every slot
+/// served, every replica in sync; lockbench never reshapes it), and no node may hold keys
+/// under the prefix without the owner key, which goes wherever its slot lives.
+async fn claim_redis_cluster(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err("redis_cluster", e);
+    bounded(
+        "check the cluster is ready",
+        super::redis_cluster::ready(addrs, auth, 0),
+    )
+    .await
+    .map_err(|e| target_err("redis_cluster", format!("not a ready cluster: {e}")))?;
+    let mut found = Vec::new();
+    for &addr in addrs {
+        let mut con = bounded("connect", redis_con(addr, auth))
+            .await
+            .map_err(err)?;
+        found.extend(
+            bounded("scan keys", redis_keys(&mut con, p, 100))
+                .await
+                .map_err(err)?,
+        );
+    }
+    if !found.is_empty() && !found.contains(&p.owner_key()) {
+        return Err(foreign("redis_cluster", p, &found));
+    }
+    // The node that owns the owner key's slot answers; the others redirect.
+    let slot = super::redis_cluster::slot(&p.owner_key());
+    let (master, _) = bounded(
+        "find the owner key's master",
+        super::redis_cluster::slot_owners(addrs, auth, slot),
+    )
+    .await
+    .map_err(err)?;
+    let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
+    bounded("mark the prefix", async {
+        let mut con = redis_con(master, auth).await?;
+        set.query_async::<()>(&mut con)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(err)
+}
+
+/// Deletes the prefix's keys from every master of a Redis Cluster, one key at a time (keys of
+/// different slots cannot go in one DEL); replicas follow their masters.
+async fn wipe_redis_cluster(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), String> {
+    for &addr in addrs {
+        if !super::redis_cluster::is_master(addr, auth).await {
+            continue;
+        }
+        let mut con = redis_con(addr, auth).await?;
+        loop {
+            let keys = redis_keys(&mut con, p, 1000).await?;
+            if keys.is_empty() {
+                break;
+            }
+            for k in keys {
+                redis::cmd("DEL")
+                    .arg(k)
+                    .query_async::<()>(&mut con)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -642,6 +743,12 @@ pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
         }
         Err(e) => failures.push(e.to_string()),
     }
+    if !ep.redis_cluster.is_empty() {
+        let wipe = wipe_redis_cluster(&ep.redis_cluster, ep.redis_auth.as_ref(), p);
+        if let Err(e) = bounded("delete keys", wipe).await {
+            failures.push(format!("redis_cluster: {e}"));
+        }
+    }
     if !ep.zookeeper.is_empty() {
         let wipe = async {
             let zk = zk_client(&ep.zookeeper, ep.zookeeper_auth.as_ref()).await?;
@@ -762,6 +869,16 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
             Service::Redis,
             Role::Master,
             addr,
+            v,
+        ));
+    }
+    for (i, a) in ep.redis_cluster.iter().enumerate() {
+        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
+        out.push(node(
+            format!("redis-cluster-{}", i + 1),
+            Service::RedisCluster,
+            Role::Member,
+            *a,
             v,
         ));
     }

@@ -29,6 +29,10 @@ pub struct FaultSummary {
     pub first_served_after_start_s: Option<f64>,
     /// From the heal to the first served attempt after it: the recovery time.
     pub recovery_s: Option<f64>,
+    /// From the start of the fault to the moment a replica of the Redis Cluster slot whose
+    /// master it hit answered as master (`null`: no promotion seen, or not such a fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_s: Option<f64>,
     /// Longest stretch without any served attempt overlapping the fault and its recovery
     /// (stretches under 5 ms are not tracked and count as 0).
     pub unavailable_s: Option<f64>,
@@ -102,6 +106,10 @@ pub fn summarize(
                 healed_s: r.healed.map(|t| secs(t, start)),
                 first_served_after_start_s: r.started.and_then(first_after).map(s),
                 recovery_s: recovery.map(s),
+                promotion_s: r
+                    .started
+                    .zip(r.promoted)
+                    .map(|(a, b)| s(b.saturating_duration_since(a))),
                 unavailable_s: unavailable.map(s),
                 note: r.note.clone(),
             }

@@ -645,6 +645,7 @@ pub(super) mod fixtures {
             healed_s: Some(4.0),
             first_served_after_start_s: Some(0.1),
             recovery_s: recovery,
+            promotion_s: None,
             unavailable_s: Some(0.5),
             note: None,
         }

@@ -714,7 +714,8 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
         h,
         "<div class=\"scroll\"><table id=\"{}\">\n<thead><tr><th>strategy</th><th>fault</th>\
          <th>hit</th><th>started s</th><th>healed s</th><th>first served after start s</th>\
-         <th>recovery s</th><th>unavailable s</th><th>note</th></tr></thead>\n<tbody>",
+         <th>recovery s</th><th>promotion s</th><th>unavailable s</th><th>note</th></tr>\
+         </thead>\n<tbody>",
         esc(id)
     );
     for r in runs {
@@ -724,7 +725,7 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
                 "<tr class=\"fault\" data-strategy=\"{}\" data-fault=\"{}\" data-started=\"{}\" \
                  data-healed=\"{}\"><td>{}</td><td>{} {}</td><td>{}</td><td class=\"n\">{}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                 <td class=\"n\">{}</td><td>{}</td></tr>",
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
                 esc(&r.summary.strategy),
                 f.id,
                 f.started_s.map(|v| v.to_string()).unwrap_or_default(),
@@ -737,6 +738,7 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
                 secs(f.healed_s),
                 secs(f.first_served_after_start_s),
                 secs(f.recovery_s),
+                secs(f.promotion_s),
                 secs(f.unavailable_s),
                 esc(f.note.as_deref().unwrap_or(""))
             );

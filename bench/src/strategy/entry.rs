@@ -111,7 +111,7 @@ impl StrategyInfo {
             Family::Libraries
         } else if n.zookeeper || n.etcd {
             Family::Consensus
-        } else if n.redlock || n.sentinel {
+        } else if n.redlock || n.sentinel || n.redis_cluster {
             Family::RedisMulti
         } else if n.redis {
             Family::RedisSingle
@@ -258,6 +258,8 @@ impl StrategyInfo {
             Service::Etcd
         } else if n.zookeeper {
             Service::Zookeeper
+        } else if n.redis_cluster {
+            Service::RedisCluster
         } else if n.redis || n.redlock || n.sentinel {
             Service::Redis
         } else {
@@ -295,6 +297,17 @@ pub mod needs {
     pub const MARIADB_SENTINEL: Needs = Needs {
         mariadb: true,
         sentinel: true,
+        ..Needs::NONE
+    };
+    /// A Redis Cluster alone (the stock in the cluster).
+    pub const REDIS_CLUSTER: Needs = Needs {
+        redis_cluster: true,
+        ..Needs::NONE
+    };
+    /// MariaDB and a Redis Cluster.
+    pub const MARIADB_REDIS_CLUSTER: Needs = Needs {
+        mariadb: true,
+        redis_cluster: true,
         ..Needs::NONE
     };
     /// MariaDB and five independent Redis.

@@ -21,6 +21,7 @@ mod locked;
 pub mod mysql;
 pub mod mysql_lock_table;
 mod mysql_strategies;
+mod redis_cluster;
 mod redis_conn;
 mod redis_lua_decr;
 pub mod redis_reentrant;

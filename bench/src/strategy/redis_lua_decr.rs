@@ -45,12 +45,47 @@ pub const DECREMENT: &str = include_str!("lua/decrement.lua");
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Strategy and store in one: the script is the whole purchase.
-pub struct LuaDecr {
-    cons: Vec<Con>,
+/// Strategy and store in one: the script is the whole purchase. On one Redis (`C` = [`Con`])
+/// or on a Redis Cluster (`C` = its cluster connection, keys from [`LuaDecr::on`]).
+pub struct LuaDecr<C = Con> {
+    cons: Vec<C>,
     script: redis::Script,
     timeout: Duration,
     prefix: Prefix,
+    /// Key `what` of a SKU: `<p>:<what>:<sku>`, or hash-tagged on a cluster.
+    key: fn(&Prefix, &str, u32) -> String,
+    /// SKUs per pipeline of prepare and audit (a cluster pipeline stays in one slot: 1).
+    batch: usize,
+}
+
+impl<C> LuaDecr<C> {
+    /// The strategy over connections `cons`, naming keys with `key`, `batch` SKUs per pipeline.
+    pub fn on(
+        cons: Vec<C>,
+        prefix: &Prefix,
+        w: &Workload,
+        key: fn(&Prefix, &str, u32) -> String,
+        batch: usize,
+    ) -> Self {
+        Self {
+            cons,
+            script: redis::Script::new(DECREMENT),
+            timeout: w.load.timeout,
+            prefix: prefix.clone(),
+            key,
+            batch,
+        }
+    }
+
+    /// The stock key of a SKU.
+    fn stock_key(&self, sku: u32) -> String {
+        (self.key)(&self.prefix, "stock", sku)
+    }
+
+    /// The orders list of a SKU.
+    fn orders_key(&self, sku: u32) -> String {
+        (self.key)(&self.prefix, "orders", sku)
+    }
 }
 
 impl LuaDecr {
@@ -61,27 +96,19 @@ impl LuaDecr {
         prefix: &Prefix,
         w: &Workload,
     ) -> Result<Self, StrategyError> {
-        Ok(Self {
-            cons: connections(addr, auth, w).await?,
-            script: redis::Script::new(DECREMENT),
-            timeout: w.load.timeout,
-            prefix: prefix.clone(),
-        })
-    }
-
-    /// The stock key of a SKU.
-    fn stock_key(&self, sku: u32) -> String {
-        self.prefix.key("stock", sku)
-    }
-
-    /// The orders list of a SKU.
-    fn orders_key(&self, sku: u32) -> String {
-        self.prefix.key("orders", sku)
+        let cons = connections(addr, auth, w).await?;
+        Ok(Self::on(
+            cons,
+            prefix,
+            w,
+            |p, what, sku| p.key(what, sku),
+            1000,
+        ))
     }
 }
 
 #[async_trait]
-impl Strategy for LuaDecr {
+impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> Strategy for LuaDecr<C> {
     /// One script call.
     fn bound(&self) -> Duration {
         self.timeout
@@ -103,11 +130,11 @@ impl Strategy for LuaDecr {
 }
 
 #[async_trait]
-impl Store for LuaDecr {
+impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> Store for LuaDecr<C> {
     async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
         let mut con = self.cons[0].clone();
         let work = async {
-            for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
+            for chunk in (0..skus).collect::<Vec<_>>().chunks(self.batch) {
                 let mut pipe = redis::pipe();
                 for &sku in chunk {
                     pipe.del(self.orders_key(sku))
@@ -130,7 +157,7 @@ impl Store for LuaDecr {
         let con = self.cons[0].clone();
         let work = async {
             let mut out = Vec::with_capacity(skus as usize);
-            for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
+            for chunk in (0..skus).collect::<Vec<_>>().chunks(self.batch) {
                 let mut pipe = redis::pipe();
                 for &sku in chunk {
                     pipe.get(self.stock_key(sku)).llen(self.orders_key(sku));

@@ -143,9 +143,9 @@ async fn build(s: Setup<'_>, flavor: Flavor) -> Result<Built, StrategyError> {
 /// Deletes the key only if it still holds our token: a plain DEL could remove a lock that
 /// expired and was taken by someone else. With a second key (the release channel), publishes
 /// the release there for `notify` waiters.
-const UNLOCK: &str = include_str!("lua/unlock.lua");
+pub(super) const UNLOCK: &str = include_str!("lua/unlock.lua");
 /// Extends the lease only if the key still holds our token.
-const RENEW: &str = include_str!("lua/renew.lua");
+pub(super) const RENEW: &str = include_str!("lua/renew.lua");
 
 /// How a [`SetNx`] lock releases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,8 +4,8 @@
 
 use super::entry::{Built, StrategyInfo};
 use super::{
-    StrategyError, etcd, mysql_lock_table, mysql_strategies, redis_lua_decr, redis_reentrant,
-    redis_rwlock, redis_setnx, redlock, zookeeper,
+    StrategyError, etcd, mysql_lock_table, mysql_strategies, redis_cluster, redis_lua_decr,
+    redis_reentrant, redis_rwlock, redis_setnx, redlock, zookeeper,
 };
 use crate::cluster::Endpoints;
 
@@ -30,6 +30,9 @@ pub const ALL: &[StrategyInfo] = &[
     redlock::REDLOCK,
     redis_setnx::SENTINEL,
     redis_setnx::SENTINEL_WAIT,
+    redis_cluster::SETNX,
+    redis_cluster::SETNX_WAIT,
+    redis_cluster::LUA_DECR,
     redis_setnx::GET_DEL,
     redis_setnx::SETNX_EXPIRE,
     redis_rwlock::LEAKY_READ,

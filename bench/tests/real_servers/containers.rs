@@ -141,6 +141,29 @@ fn containers_measure_the_strategies_and_leave_nothing_behind() {
     );
 }
 
+/// A Redis Cluster in containers: six nodes formed on the run's Docker network (default bus
+/// ports), ready, and redis-cluster-setnx safe on it. (Not run where this was written: no
+/// Docker daemon there.)
+#[test]
+fn containers_start_a_ready_redis_cluster() {
+    if !docker_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload_file(dir.path(), CONTENTION);
+    let all = compare(
+        dir.path(),
+        "redis-cluster-setnx",
+        &["--workload", w.to_str().unwrap()],
+    );
+    assert_safe_under_contention(&all[0]);
+    let nodes = all[0]
+        .servers
+        .iter()
+        .filter(|n| n.name.starts_with("redis-cluster-"));
+    assert_eq!(nodes.count(), 6, "{:?}", all[0].servers);
+}
+
 /// One plan, three faults on the lock service's leader in turn: pause (freezer), kill and
 /// restart, disconnect from the network. Each heals and sales resume (after each one for
 /// Redis): the client keeps the address it started with, so the node came back at it.

@@ -7,6 +7,7 @@
 
 mod chaos;
 mod cli;
+mod cluster;
 mod common;
 mod containers;
 mod contention;

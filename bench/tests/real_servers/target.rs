@@ -779,3 +779,66 @@ fn sentinel_logins_reach_the_master_through_a_failover() {
     }
     serve.stop();
 }
+
+/// A target file naming the nodes of a Redis Cluster (here one `lockbench serve` formed): it is
+/// checked to be a ready cluster and used as it is; the run is safe, lists the six nodes, and
+/// leaves no key under its prefix on any of them.
+#[test]
+fn a_target_file_naming_a_redis_cluster_is_accepted_and_left_clean() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let serve = Serve::start(&dir.path().join("serve"), "redis-cluster-setnx");
+    let f = serve.file();
+    let (ep, mysql) = (&f["endpoints"], &f["endpoints"]["mysql"]);
+    let nodes: Vec<SocketAddr> = (ep["redis_cluster"].as_array().unwrap().iter())
+        .map(|a| a.as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(nodes.len(), 6, "{ep}");
+    let quoted: Vec<String> = nodes.iter().map(|a| format!("\"{a}\"")).collect();
+    let text = format!(
+        "prefix = \"{PREFIX}\"\n[mysql]\ndsn = \"mysql://{}@{}/{}\"\npassword_env = \"{PASSWORD_ENV}\"\n\
+         [redis_cluster]\nnodes = [{}]\n",
+        mysql["user"].as_str().unwrap(),
+        mysql["addr"].as_str().unwrap(),
+        mysql["database"].as_str().unwrap(),
+        quoted.join(", "),
+    );
+    let target = dir.path().join("target.toml");
+    std::fs::write(&target, text).unwrap();
+    let w = workload_file(dir.path(), WORKLOAD);
+    let s = run_json(
+        lockbench()
+            .env(PASSWORD_ENV, f["mysql_password"].as_str().unwrap())
+            .args([
+                "run",
+                "--json",
+                "--strategy",
+                "redis-cluster-setnx",
+                "--target",
+            ])
+            .arg(&target)
+            .arg("--workload")
+            .arg(&w)
+            .arg("--out")
+            .arg(dir.path().join("out")),
+    );
+    assert_eq!(s.provisioner, Provisioner::Target);
+    assert!(s.safe && s.audit.sold > 0, "{:?}", s.audit);
+    let cluster_nodes = s
+        .servers
+        .iter()
+        .filter(|n| n.service == Service::RedisCluster);
+    assert_eq!(cluster_nodes.count(), 6, "{:?}", s.servers);
+    for a in nodes {
+        let client = redis::Client::open(format!("redis://{a}")).unwrap();
+        let mut con = client.get_connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{PREFIX}:*"))
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(keys, Vec::<String>::new(), "{a} keeps keys of the run");
+    }
+    serve.stop();
+}

@@ -1,0 +1,460 @@
+//! A Redis Cluster: 16,384 hash slots over three masters, each with one replica (six
+//! `redis-server --cluster-enabled yes` nodes), formed with CLUSTER commands so the same code
+//! forms it from local processes and from containers.
+//!
+//! Each node keeps its `nodes.conf` in its own data directory: a killed master restarts with
+//! its identity, learns that its replica was promoted, and rejoins as a replica of it.
+//! `cluster-node-timeout` is 1 s (the default is 15 s) so that a failover (timeout, then a
+//! replica election of ~0.5–1 s) ends inside a chaos window of a few seconds.
+//! `cluster-require-full-coverage` keeps its default (`yes`): while a slot has no master, the
+//! whole cluster refuses queries, as a stock deployment does.
+//!
+//! Keys of one SKU carry the hash tag `{sku<N>}` ([`sku_key`]), so a SKU's lock, stock and
+//! orders live in one slot, on one master; [`sku_slot`] says which.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::backend::{Launcher, wait_ready};
+use super::redis::Appendfsync;
+use super::{Auth, ClusterError, Node, Prefix, Role, Service};
+
+/// Hash slots of a Redis Cluster.
+pub const SLOTS: u16 = 16_384;
+/// Masters of the cluster lockbench starts; each has one replica.
+pub const MASTERS: usize = 3;
+/// Nodes of the cluster lockbench starts: masters `redis-cluster-1..3`, then their replicas
+/// `redis-cluster-4..6` (node `i + 3` replicates node `i`).
+pub const NODES: usize = 2 * MASTERS;
+/// How long a node may not answer before the others mark it failing (see the module doc).
+const NODE_TIMEOUT_MS: u64 = 1000;
+/// One query to a node while forming, probing or failing over.
+const QUERY: Duration = Duration::from_secs(1);
+
+/// CRC16-CCITT (XMODEM), the checksum Redis Cluster hashes keys with.
+fn crc16(data: &[u8]) -> u16 {
+    let mut crc: u16 = 0;
+    for &b in data {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc
+}
+
+/// The slot of `key`: CRC16 of its hash tag (the text between the first `{` and the next `}`,
+/// if not empty) or of the whole key, mod 16384.
+pub fn slot(key: &str) -> u16 {
+    let hashed = key
+        .find('{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.find('}').map(|close| &rest[..close])
+        })
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    crc16(hashed.as_bytes()) % SLOTS
+}
+
+/// Key `<p>:<what>:{sku<N>}`: every key of one SKU hashes to [`sku_slot`].
+pub fn sku_key(prefix: &Prefix, what: &str, sku: u32) -> String {
+    prefix.key(what, format!("{{sku{sku}}}"))
+}
+
+/// The slot that holds SKU `sku`'s keys.
+pub fn sku_slot(sku: u32) -> u16 {
+    slot(&format!("{{sku{sku}}}"))
+}
+
+/// The slots master `i` (0-based) of lockbench's cluster is given: three even ranges.
+fn slot_range(i: usize) -> (u16, u16) {
+    let per = SLOTS as usize / MASTERS;
+    let lo = i * per;
+    let hi = if i + 1 == MASTERS {
+        SLOTS as usize - 1
+    } else {
+        (i + 1) * per - 1
+    };
+    (lo as u16, hi as u16)
+}
+
+/// Node names, masters first; the names local ports are reserved under (a client port and a
+/// cluster bus port each: the default bus port, client + 10000, may be taken or out of range).
+pub(super) fn port_names() -> Vec<String> {
+    (1..=NODES)
+        .flat_map(|i| {
+            [
+                format!("redis-cluster-{i}"),
+                format!("redis-cluster-{i} (bus)"),
+            ]
+        })
+        .collect()
+}
+
+/// Runs `cmd` on the node at `addr`, bounded by [`QUERY`].
+async fn query<T: redis::FromRedisValue>(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    cmd: &redis::Cmd,
+) -> Result<T, String> {
+    let q = async {
+        let client = super::redis::client(addr, auth).map_err(|e| e.to_string())?;
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| e.to_string())?;
+        cmd.query_async(&mut con).await.map_err(|e| e.to_string())
+    };
+    match tokio::time::timeout(QUERY, q).await {
+        Ok(r) => r.map_err(|e| format!("{addr}: {e}")),
+        Err(_) => Err(format!("{addr}: no answer within {QUERY:?}")),
+    }
+}
+
+/// `INFO <section>` of the node at `addr` as `key:value` pairs.
+async fn info(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    section: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let text: String = query(addr, auth, redis::cmd("INFO").arg(section)).await?;
+    Ok(text
+        .lines()
+        .filter_map(|l| l.trim().split_once(':'))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect())
+}
+
+fn field<'a>(kv: &'a [(String, String)], key: &str) -> &'a str {
+    kv.iter()
+        .find(|(k, _)| k == key)
+        .map_or("", |(_, v)| v.as_str())
+}
+
+/// Ok when the cluster the nodes `addrs` belong to is ready: every node answers with
+/// `cluster_state:ok` and all 16384 slots served, and every master's replicas are online and
+/// at its replication offset. `masters` asks for at least that many masters, each with a
+/// replica (lockbench's own cluster); 0 accepts any shape (servers lockbench does not own).
+pub async fn ready(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    masters: usize,
+) -> Result<(), String> {
+    let mut master_count = 0;
+    for &a in addrs {
+        let c = info(a, auth, "cluster").await?;
+        if field(&c, "cluster_enabled") != "1" {
+            return Err(format!("{a} is not a cluster node (cluster_enabled:0)"));
+        }
+        let state: String = query(a, auth, redis::cmd("CLUSTER").arg("INFO")).await?;
+        let kv: Vec<(String, String)> = state
+            .lines()
+            .filter_map(|l| l.trim().split_once(':'))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        if field(&kv, "cluster_state") != "ok" || field(&kv, "cluster_slots_ok") != "16384" {
+            return Err(format!(
+                "{a}: cluster_state:{}, {} of 16384 slots ok",
+                field(&kv, "cluster_state"),
+                field(&kv, "cluster_slots_ok")
+            ));
+        }
+        if masters > 0 {
+            // Every node also knows every master's replica (gossip may lag the replication).
+            let ranges = slot_ranges(a, auth).await?;
+            let with_replica = ranges
+                .iter()
+                .filter(|(_, _, nodes)| nodes.len() > 1)
+                .count();
+            if with_replica < masters {
+                return Err(format!(
+                    "{a} sees {with_replica} of {masters} masters with a replica"
+                ));
+            }
+        }
+        let r = info(a, auth, "replication").await?;
+        if field(&r, "role") != "master" {
+            continue;
+        }
+        master_count += 1;
+        replicas_in_sync(a, &r, usize::from(masters > 0))?;
+    }
+    if master_count < masters {
+        return Err(format!("{master_count} of {masters} masters"));
+    }
+    Ok(())
+}
+
+/// Ok when the master at `addr` (its `INFO replication`, `r`) has at least `min` replicas and
+/// every replica is online at the master's offset.
+fn replicas_in_sync(addr: SocketAddr, r: &[(String, String)], min: usize) -> Result<(), String> {
+    let offset = field(r, "master_repl_offset");
+    let replicas: Vec<&str> = r
+        .iter()
+        .filter(|(k, _)| k.starts_with("slave") && k[5..].parse::<u32>().is_ok())
+        .map(|(_, v)| v.as_str())
+        .collect();
+    if replicas.len() < min {
+        return Err(format!("master {addr} has {} replicas", replicas.len()));
+    }
+    for line in replicas {
+        let online = line.contains("state=online");
+        let synced = line.contains(&format!("offset={offset},"));
+        if !(online && synced) {
+            return Err(format!(
+                "master {addr} (offset {offset}): replica not in sync: {line}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The master and replicas serving `slot`, as the first node of `addrs` that answers
+/// `CLUSTER SHARDS`-style `CLUSTER SLOTS` says.
+pub async fn slot_owners(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    slot: u16,
+) -> Result<(SocketAddr, Vec<SocketAddr>), String> {
+    let mut last = String::from("no node to ask");
+    for &a in addrs {
+        let ranges = match slot_ranges(a, auth).await {
+            Ok(r) => r,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        for (lo, hi, nodes) in ranges {
+            if !(lo..=hi).contains(&slot) {
+                continue;
+            }
+            if let Some((master, replicas)) = nodes.split_first() {
+                return Ok((*master, replicas.to_vec()));
+            }
+        }
+        last = format!("{a}: no master serves slot {slot}");
+    }
+    Err(last)
+}
+
+/// `CLUSTER SLOTS` of the node at `addr`: each range with its master, then its replicas.
+async fn slot_ranges(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<Vec<(u16, u16, Vec<SocketAddr>)>, String> {
+    let ranges: Vec<redis::Value> = query(addr, auth, redis::cmd("CLUSTER").arg("SLOTS")).await?;
+    let num = |v: Option<&redis::Value>| match v {
+        Some(redis::Value::Int(n)) => u16::try_from(*n).ok(),
+        _ => None,
+    };
+    Ok(ranges
+        .iter()
+        .filter_map(|range| {
+            let redis::Value::Array(items) = range else {
+                return None;
+            };
+            let (lo, hi) = (num(items.first())?, num(items.get(1))?);
+            Some((lo, hi, items[2..].iter().filter_map(node_addr).collect()))
+        })
+        .collect())
+}
+
+/// `[ip, port, id, …]` of a `CLUSTER SLOTS` entry.
+fn node_addr(v: &redis::Value) -> Option<SocketAddr> {
+    let redis::Value::Array(f) = v else {
+        return None;
+    };
+    let ip = match f.first()? {
+        redis::Value::BulkString(b) => String::from_utf8_lossy(b).to_string(),
+        redis::Value::SimpleString(s) => s.clone(),
+        _ => return None,
+    };
+    let redis::Value::Int(port) = f.get(1)? else {
+        return None;
+    };
+    format!("{ip}:{port}").parse().ok()
+}
+
+/// Whether the node at `addr` answers `ROLE` as a master.
+pub async fn is_master(addr: SocketAddr, auth: Option<&Auth>) -> bool {
+    let role: Result<Vec<redis::Value>, String> = query(addr, auth, &redis::cmd("ROLE")).await;
+    matches!(role.as_deref(), Ok([redis::Value::BulkString(b), ..]) if b == b"master")
+}
+
+/// Flags of the cluster nodes: a small node timeout, `nodes.conf` in the node's `--dir`, a
+/// bus port of its own when given, and an immediate full sync for a new replica.
+fn cluster_flags(bus_port: Option<u16>) -> Vec<String> {
+    let mut f: Vec<String> = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        &NODE_TIMEOUT_MS.to_string(),
+        "--repl-diskless-sync-delay",
+        "0",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    if let Some(p) = bus_port {
+        f.extend(["--cluster-port".to_string(), p.to_string()]);
+    }
+    f
+}
+
+/// Starts the six nodes with persistence `aof`, forms the cluster (slots, MEET, REPLICATE)
+/// and waits until it is ready ([`ready`]).
+pub(super) async fn start(l: Launcher<'_>, aof: Appendfsync) -> Result<Vec<Node>, ClusterError> {
+    let starts = (1..=NODES).map(|i| async move {
+        let name = format!("redis-cluster-{i}");
+        let bus = match l {
+            Launcher::Local(local) => Some(local.addr(&format!("{name} (bus)")).port()),
+            Launcher::Containers(_) => None,
+        };
+        let role = if i <= MASTERS {
+            Role::Master
+        } else {
+            Role::Replica
+        };
+        let mut node = super::redis::start(l, &name, role, aof, &cluster_flags(bus), false).await?;
+        node.service = Service::RedisCluster;
+        Ok::<_, ClusterError>((node, bus))
+    });
+    let mut nodes = Vec::with_capacity(NODES);
+    let mut first_bus = None;
+    let mut failed = None;
+    for n in futures::future::join_all(starts).await {
+        match n {
+            Ok((n, bus)) => {
+                first_bus = first_bus.or(bus);
+                nodes.push(n)
+            }
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    form(&nodes, first_bus)
+        .await
+        .map_err(|detail| ClusterError::Setup {
+            node: "redis-cluster".into(),
+            what: "form the cluster".into(),
+            detail,
+        })?;
+    let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+    let mut watch: Vec<&mut dyn super::NodeServer> =
+        nodes.iter_mut().map(|n| &mut *n.server).collect();
+    wait_ready("redis-cluster", &mut watch, || ready(&addrs, None, MASTERS)).await?;
+    Ok(nodes)
+}
+
+/// Gives each master its slot range, introduces every node to the first (whose bus port is
+/// `bus`, when not the default), and, once every node knows the others, makes node `i + 3` a
+/// replica of node `i`.
+async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
+    let mut ids = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        ids.push(query::<String>(n.addr, None, redis::cmd("CLUSTER").arg("MYID")).await?);
+    }
+    for (i, n) in nodes.iter().take(MASTERS).enumerate() {
+        let (lo, hi) = slot_range(i);
+        let add = redis::cmd("CLUSTER")
+            .arg("ADDSLOTSRANGE")
+            .arg(lo)
+            .arg(hi)
+            .to_owned();
+        query::<()>(n.addr, None, &add).await?;
+    }
+    let first = nodes[0].addr;
+    for n in &nodes[1..] {
+        let mut meet = redis::cmd("CLUSTER")
+            .arg("MEET")
+            .arg(first.ip().to_string())
+            .arg(first.port())
+            .to_owned();
+        if let Some(b) = bus {
+            meet.arg(b);
+        }
+        query::<()>(n.addr, None, &meet).await?;
+    }
+    // REPLICATE needs the master known to the replica; gossip takes a few heartbeats.
+    let deadline = tokio::time::Instant::now() + super::READY_TIMEOUT;
+    for (i, n) in nodes.iter().enumerate().skip(MASTERS) {
+        let master = &ids[i - MASTERS];
+        let replicate = redis::cmd("CLUSTER")
+            .arg("REPLICATE")
+            .arg(master)
+            .to_owned();
+        loop {
+            match query::<()>(n.addr, None, &replicate).await {
+                Ok(()) => break,
+                Err(e) if tokio::time::Instant::now() > deadline => {
+                    return Err(format!("{}: CLUSTER REPLICATE: {e}", n.name));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crc16_matches_the_redis_cluster_test_vector() {
+        // The specification's example: CRC16 of "123456789" is 0x31C3.
+        assert_eq!(crc16(b"123456789"), 0x31C3);
+        // Hash tags: only the text inside the first {...} counts; an empty tag does not.
+        assert_eq!(slot("a:{user1000}:following"), slot("user1000"));
+        assert_eq!(slot("foo{}{bar}"), crc16(b"foo{}{bar}") % SLOTS);
+        // The redis crate's own slot function agrees.
+        for key in ["lockbench:lock:{sku0}", "x{}", "plain", "{sku15}"] {
+            let theirs = format!("{:?}", redis::cluster_routing::Slot::for_key(key));
+            assert_eq!(theirs, format!("Slot({})", slot(key)), "{key}");
+        }
+    }
+
+    #[test]
+    fn a_skus_keys_share_a_slot_and_sixteen_skus_use_every_master() {
+        let p = Prefix::default();
+        assert_eq!(sku_key(&p, "lock", 3), "lockbench:lock:{sku3}");
+        for sku in 0..16 {
+            let s = sku_slot(sku);
+            for what in ["lock", "stock", "orders"] {
+                assert_eq!(slot(&sku_key(&p, what, sku)), s);
+            }
+        }
+        let master = |sku: u32| {
+            let s = sku_slot(sku);
+            (0..MASTERS)
+                .find(|&i| {
+                    let (lo, hi) = slot_range(i);
+                    (lo..=hi).contains(&s)
+                })
+                .expect("every slot has a master")
+        };
+        let per_master: Vec<Vec<u32>> = (0..MASTERS)
+            .map(|m| (0..16).filter(|&sku| master(sku) == m).collect())
+            .collect();
+        // Which SKU lands where (slot ranges 0-5460, 5461-10921, 10922-16383).
+        assert_eq!(
+            per_master,
+            [
+                vec![2, 3, 6, 7, 10, 14],
+                vec![1, 5, 9, 11, 12, 15],
+                vec![0, 4, 8, 13]
+            ]
+        );
+        assert_eq!(slot_range(2), (10922, 16383));
+    }
+}
