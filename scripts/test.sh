@@ -34,7 +34,7 @@ ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
 STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
-PAIRS="redis-setnx-watchdog=redis-setnx" SETS="inventory.skus=4" SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
+PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
   bash scripts/versus.sh >/dev/null
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
