@@ -478,7 +478,8 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
     )
     .await;
     let recording = recorder.finish().await?;
-    let audited = crate::run::audit(&built, w).await?;
+    let sold = recording.stats.count(crate::record::Outcome::Sold.class());
+    let audited = crate::run::audit(&built, w, sold).await?;
     Ok(Summary::new(RunParts {
         info: &info,
         workload: w,

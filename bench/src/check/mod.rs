@@ -47,6 +47,12 @@ pub struct Safety {
     pub lost_updates: u64,
     /// SKUs whose `sold + final != initial` or whose final stock is negative.
     pub inconsistent_skus: u64,
+    /// Sales a buyer was told succeeded (outcome `sold`) beyond the orders the store holds:
+    /// acknowledged writes the store lost with their decrement, which leaves every SKU
+    /// consistent (a failover to a replica that lacked them, a restart). A lower bound: an
+    /// attempt of unknown outcome whose order landed hides one.
+    #[serde(default)]
+    pub lost_sales: u64,
 }
 
 impl Safety {
@@ -60,6 +66,7 @@ impl Safety {
             oversell: 0,
             lost_updates: 0,
             inconsistent_skus: 0,
+            lost_sales: 0,
         };
         for a in audits {
             let sold = a.sold as i128;
@@ -75,9 +82,19 @@ impl Safety {
         s
     }
 
-    /// No oversell, no lost update, every SKU consistent.
+    /// Counts the sales buyers were told of (`sold` outcomes, from the recorder) that the store
+    /// does not hold ([`Self::lost_sales`]).
+    pub fn with_acknowledged(mut self, acknowledged_sales: u64) -> Self {
+        self.lost_sales = acknowledged_sales.saturating_sub(self.sold);
+        self
+    }
+
+    /// No oversell, no lost update, every SKU consistent, no acknowledged sale lost.
     pub fn is_intact(&self) -> bool {
-        self.oversell == 0 && self.lost_updates == 0 && self.inconsistent_skus == 0
+        self.oversell == 0
+            && self.lost_updates == 0
+            && self.inconsistent_skus == 0
+            && self.lost_sales == 0
     }
 }
 
@@ -309,5 +326,19 @@ mod tests {
         let s = Safety::judge(10, &[audit(0, 5, 3)]);
         assert_eq!((s.oversell, s.lost_updates, s.inconsistent_skus), (0, 0, 1));
         assert!(!s.is_intact());
+    }
+
+    #[test]
+    fn acknowledged_sales_lost_with_their_decrement_corrupt_a_consistent_store() {
+        // A failover lost the last 3 sales whole (decrement and order): every SKU adds up.
+        let s = Safety::judge(10, &[audit(0, 5, 5)]);
+        assert!(s.is_intact());
+        let told_8 = s.with_acknowledged(8);
+        assert_eq!((told_8.inconsistent_skus, told_8.lost_sales), (0, 3));
+        assert!(!told_8.is_intact());
+        let v = Verdict::judge(false, false, ex(0, 0), &told_8);
+        assert_eq!(v.store, StoreVerdict::Corrupted);
+        // More orders than acknowledgements is not a loss: unknown outcomes that landed.
+        assert!(s.with_acknowledged(4).is_intact());
     }
 }

@@ -75,7 +75,7 @@ pub struct Summary {
     /// The effective workload (file plus `--set` overrides, defaults filled in).
     pub workload: serde_json::Value,
     /// The audit: `initial_stock`, `final_stock`, `sold`, `oversell`, `lost_updates`,
-    /// `inconsistent_skus` (flattened into the top level of the JSON).
+    /// `inconsistent_skus`, `lost_sales` (flattened into the top level of the JSON).
     #[serde(flatten)]
     pub audit: Safety,
     /// Pairs of leases on one lock key that overlapped in time (lost mutual exclusion).
@@ -561,6 +561,7 @@ mod tests {
             oversell: 1,
             lost_updates: 1,
             inconsistent_skus: 1,
+            lost_sales: 0,
         };
         let summary = Summary::new(RunParts {
             info: crate::strategy::find("redis-setnx").expect("known"),

@@ -117,7 +117,11 @@ async fn run_planned(
     // Written before the audit, which needs the servers: a server that died mid-run fails the
     // audit, and what was measured must survive that.
     let chaos = measurements(plan, &measured)?;
-    let audited = audit(&built, plan.workload()).await?;
+    let sold = measured
+        .recording
+        .stats
+        .count(crate::record::Outcome::Sold.class());
+    let audited = audit(&built, plan.workload(), sold).await?;
     let cost = LockCost {
         writes: writes_before
             .zip(writes_after)
@@ -342,11 +346,16 @@ pub struct Audited {
     pub stuck_locks: u64,
 }
 
-/// Reads the store back and judges it (never client counters).
-pub async fn audit(built: &Built, w: &Workload) -> Result<Audited, StrategyError> {
+/// Reads the store back and judges it (never client counters: the `acknowledged_sales` buyers
+/// were told of only reveal sales the store lost whole, see [`Safety::lost_sales`]).
+pub async fn audit(
+    built: &Built,
+    w: &Workload,
+    acknowledged_sales: u64,
+) -> Result<Audited, StrategyError> {
     let audits = built.store.audit(w.inventory.skus).await?;
     Ok(Audited {
-        safety: Safety::judge(w.inventory.stock, &audits),
+        safety: Safety::judge(w.inventory.stock, &audits).with_acknowledged(acknowledged_sales),
         stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
     })
 }
