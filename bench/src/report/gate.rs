@@ -241,6 +241,7 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                     .unwrap_or(0);
                 let leases = bad.iter().map(|s| s.lease_lost).max().unwrap_or(0);
                 let torn = bad.iter().map(|s| s.torn_reads).max().unwrap_or(0);
+                let sales = bad.iter().map(|s| s.audit.lost_sales).max().unwrap_or(0);
                 let verdicts: std::collections::BTreeSet<String> = bad
                     .iter()
                     .map(|s| {
@@ -253,8 +254,8 @@ pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateRe
                     .collect();
                 row.failures.push(format!(
                     "was safe, now not in {} of {} runs ({}; oversell up to {worst}, lost \
-                     updates up to {lost}, double-grant incidents up to {grants}, leases lost up \
-                     to {leases}, torn reads up to {torn})",
+                     updates up to {lost}, lost sales up to {sales}, double-grant incidents up to \
+                     {grants}, leases lost up to {leases}, torn reads up to {torn})",
                     bad.len(),
                     cur.len(),
                     verdicts.into_iter().collect::<Vec<_>>().join("; ")
