@@ -167,7 +167,10 @@ impl Shared {
 type Stdin = Arc<tokio::sync::Mutex<Option<ChildStdin>>>;
 
 /// Ids of releases the reader sends for grants whose caller gave up (far from the callers').
-const LATE_IDS: u64 = u64::MAX / 2;
+/// Below 2^53, like every id: a JavaScript number holds integers exactly only up to there, a
+/// Java `long` up to 2^63 − 1 (ids from u64::MAX / 2 on overflowed the Curator adapter's
+/// `asLong()` and broke `lib:curator-fenced` in CI).
+const LATE_IDS: u64 = 1 << 52;
 
 /// A running adapter.
 pub struct AdapterProcess {
