@@ -79,9 +79,45 @@ pub enum Command {
     /// `lockbench adapter-check --lib redis-py` checks a shipped adapter;
     /// `lockbench adapter-check --servers redis -- python3 my_adapter.py` checks your own.
     AdapterCheck(AdapterCheckArgs),
-    /// Internal: one client worker process of a run (spawned by `run`, driven over stdin).
-    #[command(hide = true)]
-    Worker,
+    /// Run the buyers of one strategy with workers on other hosts: `run`, but instead of
+    /// starting its workers it listens on --listen and waits for --workers agents
+    /// (`lockbench worker --connect`) that know the token in LOCKBENCH_TOKEN.
+    ///
+    /// Without --target the servers listen on this host's loopback, so the workers must run
+    /// here too; with --target every worker reaches the target's servers itself (their
+    /// passwords come from each worker's LOCKBENCH_<SERVICE>_PASSWORD variables).
+    Coordinate(CoordinateArgs),
+    /// A client worker. With --connect: the agent of a worker on another host (see
+    /// `coordinate`), which runs this worker's part of the coordinator's load and exits when it
+    /// is done. Without: the load process of a local run, driven over stdin (internal).
+    Worker(WorkerArgs),
+}
+
+/// `lockbench coordinate`
+#[derive(Debug, Args)]
+pub struct CoordinateArgs {
+    /// Address to listen on for workers, e.g. 0.0.0.0:7400.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// How long to wait for every worker to connect and be ready.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration)]
+    pub wait: std::time::Duration,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `lockbench worker`
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The coordinator, HOST:PORT (`lockbench coordinate --listen`). The shared token comes
+    /// from LOCKBENCH_TOKEN; server passwords from LOCKBENCH_<SERVICE>_PASSWORD (MYSQL, REDIS,
+    /// SENTINEL, ETCD, ZOOKEEPER).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    /// This worker's index, 0..N; each index runs once. Default: JOB_COMPLETION_INDEX, which a
+    /// Kubernetes Indexed Job sets.
+    #[arg(long, env = "JOB_COMPLETION_INDEX", requires = "connect")]
+    pub index: Option<u32>,
 }
 
 /// `lockbench serve`
@@ -259,6 +295,15 @@ pub struct Common {
     /// the network (each worker is a client host of its own).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub workers: u32,
+    /// How the workers are reached: `pipe` (their stdin and stdout) or `tcp` (the agents of
+    /// `lockbench worker --connect`, started here, over TCP with a fresh token: what
+    /// `lockbench coordinate` does with workers on other hosts, on this one).
+    #[arg(long, value_enum, default_value_t = crate::clients::WorkerLink::Pipe)]
+    pub worker_link: crate::clients::WorkerLink,
+    /// Put the servers and each worker on hosts of their own (network namespaces on a bridge
+    /// of this run), as partition faults do, without any fault. Needs root and --workers.
+    #[arg(long)]
+    pub private_network: bool,
 }
 
 /// `lockbench run`
@@ -363,7 +408,7 @@ pub struct CompareArgs {
 /// crate's events in the run's `logs/lockbench.log`; a worker logs everything to its stderr.
 pub fn init_tracing(cli: &Cli) {
     let output = match cli.command {
-        Command::Worker => crate::logging::Output::WorkerStderr,
+        Command::Worker(_) => crate::logging::Output::WorkerStderr,
         _ => crate::logging::Output::Terminal,
     };
     crate::logging::init(cli.verbose, output);
@@ -387,7 +432,20 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Worker => {
+        Command::Coordinate(args) => with_runtime(|cancel| cmd_coordinate(args, cancel)),
+        Command::Worker(WorkerArgs {
+            connect: Some(addr),
+            index,
+        }) => {
+            let index = index.context(
+                "--index (or JOB_COMPLETION_INDEX) is needed with --connect: which worker this is",
+            )?;
+            let rt = tokio::runtime::Runtime::new().context("start the tokio runtime")?;
+            rt.block_on(crate::clients::agent::agent_main(&addr, index))
+                .with_context(|| format!("worker {index}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Worker(_) => {
             // Started as /proc/self/exe (see `WorkerSet::start`), which ps and pgrep would
             // show as `exe`; threads started from here inherit the name.
             let _ = nix::sys::prctl::set_name(c"lockbench");
@@ -559,12 +617,35 @@ fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
 }
 
 async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    run_with(args, None, cancel).await
+}
+
+async fn cmd_coordinate(
+    args: CoordinateArgs,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    let link = crate::clients::WorkerLink::Remote {
+        listen: args.listen,
+        wait: args.wait,
+    };
+    run_with(args.run, Some(link), cancel).await
+}
+
+/// `run`, with its workers reached as `link` says (default: `--worker-link`).
+async fn run_with(
+    args: RunArgs,
+    link: Option<crate::clients::WorkerLink>,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
     // Validate everything before any server starts.
     let workload = load_workload(&args.common)?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
-    let opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
+    let mut opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
+    if let Some(link) = link {
+        opts.worker_link = link;
+    }
     opts.plan()?;
     let summary = match run(&opts, &cancel).await {
         Ok(s) => s,
@@ -574,11 +655,18 @@ async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<Exi
     print(std::slice::from_ref(&summary), args.common.json)?;
     eprintln!("results: {}", opts.out.display());
     write_report(&opts.out);
-    Ok(if summary.interrupted {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else {
-        ExitCode::SUCCESS
-    })
+    if summary.interrupted {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    if !summary.worker_failures.is_empty() {
+        // The totals hold what the workers reported, but not their whole share of the load.
+        anyhow::bail!(
+            "{} worker failure(s), results written but incomplete: {}",
+            summary.worker_failures.len(),
+            summary.worker_failures.join("; ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_options(
@@ -594,6 +682,8 @@ fn run_options(
         workload,
         chaos,
         workers: c.workers,
+        worker_link: c.worker_link,
+        private_network: c.private_network,
         workload_file: c.workload.display().to_string(),
         out,
         base_port: c.base_port,

@@ -4,11 +4,36 @@
 //!   workload's schedule and a sink for completions, so the same loop runs in the coordinator
 //!   or in a worker process.
 //! - [`protocol`]: what coordinator and worker processes say to each other (JSON lines).
-//! - [`worker`]: `lockbench worker`, the worker process's side.
-//! - [`workers`]: the coordinator's side: starts workers, forwards their completions, and
-//!   lets the chaos runner pause them ([`crate::chaos::ClientProcesses`]).
+//! - [`worker`]: `lockbench worker`, the load process's side.
+//! - [`link`]: the TCP link's handshake (a shared token, never sent).
+//! - [`agent`]: `lockbench worker --connect`, which runs a load process for a coordinator
+//!   reached over TCP, possibly on another host.
+//! - [`workers`]: the coordinator's side: starts or admits workers, forwards their results,
+//!   and lets the chaos runner pause them ([`crate::chaos::ClientProcesses`]).
 
+pub mod agent;
 pub mod driver;
+pub mod link;
 pub mod protocol;
 pub mod worker;
 pub mod workers;
+
+/// How a run reaches its worker processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WorkerLink {
+    /// Load processes this process starts, over their stdin and stdout.
+    #[default]
+    Pipe,
+    /// Agents this process starts on this host (in the run's network namespaces when it has
+    /// them), over TCP with the same messages and a fresh token: the transport of remote
+    /// workers, tried on one machine.
+    Tcp,
+    /// Agents on other hosts that connect to `lockbench coordinate --listen`.
+    #[value(skip)]
+    Remote {
+        /// Where to listen.
+        listen: std::net::SocketAddr,
+        /// How long to wait for every worker.
+        wait: std::time::Duration,
+    },
+}

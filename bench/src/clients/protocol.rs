@@ -28,7 +28,20 @@ pub struct Job {
     pub part: Part,
     /// Added to the bound of an attempt (longest planned pause of a client).
     pub extra_bound_ms: u64,
+    /// The passwords are not in `endpoints` (they never cross a TCP link): read them from the
+    /// worker's environment ([`PASSWORD_ENV`]).
+    #[serde(default)]
+    pub passwords_from_env: bool,
 }
+
+/// Where a worker reached over TCP finds each service's password: (service, variable).
+pub const PASSWORD_ENV: [(&str, &str); 5] = [
+    ("mysql", "LOCKBENCH_MYSQL_PASSWORD"),
+    ("redis", "LOCKBENCH_REDIS_PASSWORD"),
+    ("sentinel", "LOCKBENCH_SENTINEL_PASSWORD"),
+    ("etcd", "LOCKBENCH_ETCD_PASSWORD"),
+    ("zookeeper", "LOCKBENCH_ZOOKEEPER_PASSWORD"),
+];
 
 /// Coordinator → worker.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -40,6 +53,12 @@ pub enum Control {
     ArmHolderPause(Option<crate::chaos::holder::Point>),
     /// End the load now (Ctrl-C).
     Stop,
+    /// For the agent of a TCP link: answer with [`Event::Pong`] at once (clock offset).
+    Ping { id: u64 },
+    /// For the agent: stop (SIGSTOP) the load process's whole group.
+    Pause,
+    /// For the agent: resume (SIGCONT) it.
+    Resume,
 }
 
 /// A lease on the wire.
@@ -86,12 +105,26 @@ pub(super) enum Event {
         broken: Option<String>,
     },
     Failed(String),
+    /// The agent's answer to [`Control::Ping`]: its CLOCK_MONOTONIC when it answered.
+    Pong { id: u64, t_ns: u64 },
 }
 
+/// CLOCK_MONOTONIC in ns (shifted by the test knob [`CLOCK_SHIFT_ENV`], to play another host).
 pub(crate) fn monotonic_ns() -> u64 {
+    static SHIFT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let shift = *SHIFT.get_or_init(|| {
+        std::env::var(CLOCK_SHIFT_ENV)
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .map_or(0, |ms| ms * 1_000_000)
+    });
     let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always there");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64 + shift
 }
+
+/// Test knob: milliseconds added to this process's clock readings (with
+/// [`super::link::FAKE_BOOT_ID_ENV`], a worker on this host plays one on another host).
+pub const CLOCK_SHIFT_ENV: &str = "LOCKBENCH_TEST_CLOCK_SHIFT_MS";
 
 pub(super) fn ns(t: Instant, start: Instant) -> u64 {
     t.saturating_duration_since(start).as_nanos() as u64

@@ -26,6 +26,9 @@ pub async fn worker_main() -> anyhow::Result<()> {
     let w =
         Workload::parse("<coordinator>", &job.workload, &[]).map_err(|e| fail(e.to_string()))?;
     let mut file = job.endpoints;
+    if job.passwords_from_env {
+        file.passwords_from_env();
+    }
     file.restore_passwords();
     let endpoints = file.endpoints;
     // A library's adapter stops with this process when the chaos plan pauses it.
@@ -50,7 +53,7 @@ pub async fn worker_main() -> anyhow::Result<()> {
             Some(l) => match serde_json::from_str(&l)? {
                 Control::Start { origin_ns } => break origin_ns,
                 Control::Stop => return Ok(()),
-                Control::ArmHolderPause(_) => {}
+                _ => {}
             },
             None => return Ok(()), // the coordinator is gone
         }

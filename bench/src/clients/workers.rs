@@ -1,6 +1,12 @@
-//! The coordinator's side of worker processes: start them (each in its client host's network
-//! namespace when the run has a private network), forward their completions to the recorder,
-//! and pause, resume or arm them for the chaos runner ([`crate::chaos::ClientProcesses`]).
+//! The coordinator's side of workers: start them, forward their results to the recorder, and
+//! pause, resume or arm them for the chaos runner ([`crate::chaos::ClientProcesses`]).
+//!
+//! A worker is reached one of two ways, with the same messages ([`super::protocol`]):
+//! - over pipes: the load process is this process's child (each in its client host's network
+//!   namespace when the run has a private network), paused by signals to its process group;
+//! - over TCP ([`super::link`]): an agent (`lockbench worker --connect`) that this process
+//!   started or that connected from another host runs the load process and pauses it when
+//!   told. The coordinator estimates its clock offset by ping ([`super::clock`]).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -11,10 +17,12 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::link::{self, Challenge, Hello, Verdict};
 use super::protocol::{Control, Event, Job, monotonic_ns, ns};
 use crate::chaos::ClientProcesses;
 use crate::chaos::holder::Point;
@@ -23,34 +31,98 @@ use crate::workload::pacing::Part;
 
 /// How long workers may take to connect to the servers.
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a connection may take to prove itself.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Pings at ready; the one with the shortest round trip bounds the offset best.
+const READY_PINGS: u64 = 16;
+/// Pings during the load (the offset may drift).
+const PING_EVERY: Duration = Duration::from_secs(1);
+/// After the load's bound, how long workers get to send what they have after a Stop.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
-struct Handle {
-    pid: Pid,
+/// A load process started by this process (or by an agent), spoken to over its stdin.
+pub(super) struct LoadProcess {
+    /// Its pid, which leads its process group.
+    pub pid: Pid,
     stdin: Mutex<std::fs::File>,
+}
+
+impl LoadProcess {
+    /// Writes one line (a few bytes into a pipe: never blocks, even when it is stopped).
+    pub fn send_line(&self, line: &[u8]) -> std::io::Result<()> {
+        let mut stdin = self.stdin.lock().expect("stdin lock is never poisoned");
+        stdin.write_all(line)?;
+        stdin.write_all(b"\n")
+    }
+}
+
+/// How the coordinator reaches one worker.
+enum Reach {
+    /// A child load process: controls into its stdin, pauses by signal.
+    Pipe(LoadProcess),
+    /// An agent over TCP: everything is a message, which its writer task sends.
+    Tcp(mpsc::UnboundedSender<Vec<u8>>),
 }
 
 /// The coordinator's grip on running workers, shared with the chaos runner.
 pub struct WorkerControl {
-    workers: Vec<Handle>,
+    workers: Vec<Reach>,
     paused_tx: mpsc::UnboundedSender<usize>,
+    /// Per TCP worker, the pings in flight: (id, sent at).
+    pings: Mutex<Vec<Vec<(u64, u64)>>>,
 }
 
 impl WorkerControl {
     fn send(&self, k: usize, c: Control) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(&c).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        // A few bytes into a pipe: never blocks, even when the worker is stopped.
-        self.workers[k]
-            .stdin
-            .lock()
-            .expect("stdin lock is never poisoned")
-            .write_all(&line)
+        let line = serde_json::to_vec(&c).map_err(std::io::Error::other)?;
+        match &self.workers[k] {
+            Reach::Pipe(p) => p.send_line(&line),
+            Reach::Tcp(tx) => {
+                let mut line = line;
+                line.push(b'\n');
+                tx.send(line)
+                    .map_err(|_| std::io::Error::other("the link to this worker is closed"))
+            }
+        }
+    }
+
+    fn signal(&self, k: usize, sig: Signal) -> std::io::Result<()> {
+        match &self.workers[k] {
+            Reach::Pipe(p) => Ok(killpg(p.pid, sig)?),
+            Reach::Tcp(_) => self.send(
+                k,
+                if sig == Signal::SIGSTOP {
+                    Control::Pause
+                } else {
+                    Control::Resume
+                },
+            ),
+        }
     }
 
     fn resume_all(&self) {
-        for w in &self.workers {
-            let _ = killpg(w.pid, Signal::SIGCONT);
+        for k in 0..self.workers.len() {
+            let _ = self.signal(k, Signal::SIGCONT);
         }
+    }
+
+    /// Sends a ping to every TCP worker, remembering when.
+    fn ping_all(&self, id: u64) {
+        let mut pings = self.pings.lock().expect("pings lock is never poisoned");
+        for k in 0..self.workers.len() {
+            if matches!(self.workers[k], Reach::Tcp(_)) && self.send(k, Control::Ping { id }).is_ok()
+            {
+                pings[k].push((id, monotonic_ns()));
+            }
+        }
+    }
+
+    /// The ping `id` of worker `k` came back: (sent, now).
+    fn pong(&self, k: usize, id: u64) -> Option<(u64, u64)> {
+        let now = monotonic_ns();
+        let mut pings = self.pings.lock().expect("pings lock is never poisoned");
+        let i = pings[k].iter().position(|p| p.0 == id)?;
+        Some((pings[k].swap_remove(i).1, now))
     }
 }
 
@@ -61,11 +133,11 @@ impl ClientProcesses for WorkerControl {
 
     /// The worker's whole process group: a library's adapter stops with it.
     fn pause(&self, k: usize) -> std::io::Result<()> {
-        Ok(killpg(self.workers[k].pid, Signal::SIGSTOP)?)
+        self.signal(k, Signal::SIGSTOP)
     }
 
     fn resume(&self, k: usize) -> std::io::Result<()> {
-        Ok(killpg(self.workers[k].pid, Signal::SIGCONT)?)
+        self.signal(k, Signal::SIGCONT)
     }
 
     fn arm_holder_pause(&self, k: usize, point: Option<Point>) -> std::io::Result<()> {
@@ -73,14 +145,30 @@ impl ClientProcesses for WorkerControl {
     }
 }
 
-/// Running worker processes. Dropping it kills them (and a coordinator that dies takes them
-/// along: they have PR_SET_PDEATHSIG).
+/// Lines from one worker: a child's stdout or a TCP link.
+type Lines = tokio::io::Lines<Box<dyn AsyncBufRead + Send + Unpin>>;
+
+/// Running workers. Dropping it kills the processes this process started (and a coordinator
+/// that dies takes them along: they have PR_SET_PDEATHSIG; remote agents see their link close).
 pub struct WorkerSet {
     children: Vec<tokio::process::Child>,
-    outputs: Vec<tokio::io::Lines<BufReader<tokio::process::ChildStdout>>>,
+    outputs: Vec<Lines>,
     control: Arc<WorkerControl>,
     /// Which worker stopped itself (holder pause) or was stopped.
     pub paused: Option<mpsc::UnboundedReceiver<usize>>,
+    /// Each worker's clock, as the pings measured it.
+    clocks: Arc<Mutex<Vec<Clock>>>,
+    /// Connections refused after the start (late, a second one with an index, bad token).
+    refused: Arc<Mutex<Vec<String>>>,
+    acceptor: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for WorkerSet {
+    fn drop(&mut self) {
+        if let Some(a) = self.acceptor.take() {
+            a.abort();
+        }
+    }
 }
 
 /// Errors starting workers.
@@ -93,68 +181,214 @@ pub enum WorkerError {
         what: &'static str,
         detail: String,
     },
+    /// Not every worker connected in time.
+    #[error("workers {missing:?} of {count} did not connect within {waited:?}{refused}")]
+    Missing {
+        missing: Vec<u32>,
+        count: u32,
+        waited: Duration,
+        /// Connections refused meanwhile, if any (": …").
+        refused: String,
+    },
+}
+
+/// Where the load processes of a TCP run come from.
+pub enum Agents<'a> {
+    /// This process starts them: `lockbench worker --connect` on this host, worker K in network
+    /// namespace `netns[K]` when given, stderr into `log_dir/worker-K.log`.
+    Local { log_dir: &'a Path, netns: &'a [PathBuf] },
+    /// They connect from elsewhere (`lockbench coordinate`), within `wait`.
+    Remote { wait: Duration },
+}
+
+/// A worker's clock as its pings measured it.
+#[derive(Debug, Clone, Default)]
+pub struct Clock {
+    /// Same boot id as the coordinator: one CLOCK_MONOTONIC, offset exactly 0.
+    pub same_host: bool,
+    /// The host name the agent gave.
+    pub host: String,
+    /// (sent, answered, received) in ns, coordinator / worker / coordinator clock.
+    pub samples: Vec<(u64, u64, u64)>,
+    /// How many of `samples` were taken at ready (the offset used for the run comes from them).
+    pub at_ready: usize,
+}
+
+impl Clock {
+    /// The offset (worker − coordinator, ns) the run maps this worker's times with.
+    pub fn offset_ns(&self) -> i64 {
+        if self.same_host {
+            return 0;
+        }
+        self.samples[..self.at_ready]
+            .iter()
+            .min_by_key(|(a, _, c)| c - a)
+            .map_or(0, |&(a, w, c)| w as i64 - ((a + c) / 2) as i64)
+    }
 }
 
 impl WorkerSet {
-    /// Starts `count` workers running `job`'s parts (stderr into `log_dir/worker-K.log`) and
-    /// waits until each is connected to the servers. Worker K runs in network namespace
-    /// `netns[K]` when given (a client host of the run's private network).
+    /// Starts `count` load processes over pipes running `job`'s parts (stderr into
+    /// `log_dir/worker-K.log`) and waits until each is connected to the servers. Worker K runs
+    /// in network namespace `netns[K]` when given (a client host of the run's private network).
     pub async fn start(
         job: &Job,
         count: u32,
         log_dir: &Path,
         netns: &[PathBuf],
     ) -> Result<Self, WorkerError> {
-        // Workers must speak this build's protocol: on Linux, /proc/self/exe is this very
-        // build even when the file was replaced or removed since it started (a rebuild, an
-        // upgrade mid-run); its path would then name another build or nothing.
-        let own = Path::new("/proc/self/exe");
-        let exe = if own.exists() {
-            own.to_path_buf()
-        } else {
-            std::env::current_exe().map_err(|e| WorkerError::Io {
-                index: 0,
-                what: "find own executable",
-                detail: e.to_string(),
-            })?
-        };
-        let (paused_tx, paused_rx) = mpsc::unbounded_channel();
+        let exe = own_exe().map_err(|e| io_err(0, "find own executable", e))?;
         let mut children = Vec::new();
         let mut outputs = Vec::new();
-        let mut handles = Vec::new();
+        let mut reach = Vec::new();
         for k in 0..count {
-            let (child, stdout, handle) =
-                spawn(&exe, job, Part { index: k, count }, log_dir, netns)?;
+            let io = |what| move |e| io_err(k as usize, what, e);
+            let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))
+                .map_err(io("create log"))?;
+            let ns = netns.get(k as usize).map(PathBuf::as_path);
+            let (child, stdout, handle) = spawn_load(&exe, log.into(), ns).map_err(io("spawn"))?;
+            let part_job = Job {
+                part: Part { index: k, count },
+                ..job.clone()
+            };
+            let line = serde_json::to_vec(&part_job).map_err(|e| io("job")(e.into()))?;
+            handle.send_line(&line).map_err(io("send job"))?;
             children.push(child);
-            outputs.push(BufReader::new(stdout).lines());
-            handles.push(handle);
+            let stdout: Box<dyn AsyncBufRead + Send + Unpin> = Box::new(BufReader::new(stdout));
+            outputs.push(stdout.lines());
+            reach.push(Reach::Pipe(handle));
         }
         for (k, out) in outputs.iter_mut().enumerate() {
-            let err = |detail: String| WorkerError::Io {
-                index: k,
-                what: "connect to the servers",
-                detail,
-            };
-            let line = tokio::time::timeout(READY_TIMEOUT, out.next_line())
-                .await
-                .map_err(|_| err(format!("not ready after {READY_TIMEOUT:?}")))?
-                .map_err(|e| err(e.to_string()))?
-                .ok_or_else(|| err("exited (see its log)".into()))?;
-            match serde_json::from_str::<Event>(&line) {
-                Ok(Event::Ready) => {}
-                Ok(Event::Failed(e)) => return Err(err(e)),
-                _ => return Err(err(format!("unexpected first line {line:?}"))),
+            await_ready(k, out).await?;
+        }
+        let clocks = (0..count)
+            .map(|_| Clock {
+                same_host: true,
+                ..Clock::default()
+            })
+            .collect();
+        Ok(Self::assemble(children, outputs, reach, clocks, None))
+    }
+
+    /// Waits on `listener` for `count` agents — started here or connecting from other hosts
+    /// (see [`Agents`]) — that prove they know `token`; measures each one's clock, sends it its
+    /// part of `job` (without passwords: each worker reads them from its environment) and waits
+    /// until it is connected to the servers. Connections after that are refused and reported.
+    pub async fn start_tcp(
+        listener: TcpListener,
+        job: &Job,
+        count: u32,
+        token: String,
+        agents: Agents<'_>,
+    ) -> Result<Self, WorkerError> {
+        let addr = listener
+            .local_addr()
+            .map_err(|e| io_err(0, "listen", e))?;
+        let mut children = Vec::new();
+        let wait = match agents {
+            Agents::Local { log_dir, netns } => {
+                let exe = own_exe().map_err(|e| io_err(0, "find own executable", e))?;
+                for k in 0..count {
+                    let ns = netns.get(k as usize).map(PathBuf::as_path);
+                    let child = spawn_agent(&exe, addr, k, &token, job, log_dir, ns)
+                        .map_err(|e| io_err(k as usize, "spawn", e))?;
+                    children.push(child);
+                }
+                READY_TIMEOUT
+            }
+            Agents::Remote { wait } => wait,
+        };
+        let state = Arc::new(Mutex::new(Admission {
+            taken: vec![false; count as usize],
+            started: false,
+        }));
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let (links_tx, mut links_rx) = mpsc::unbounded_channel();
+        let acceptor = tokio::spawn(accept(
+            listener,
+            token,
+            state.clone(),
+            refused.clone(),
+            links_tx,
+        ));
+        let job = Job {
+            endpoints: job.endpoints.clone().without_passwords(),
+            passwords_from_env: true,
+            ..job.clone()
+        };
+        let mut slots: Vec<Option<(Lines, Reach, Clock)>> = (0..count).map(|_| None).collect();
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut pending = tokio::task::JoinSet::new();
+        let mut connected = 0;
+        while connected < count {
+            tokio::select! {
+                link = links_rx.recv() => {
+                    let Some(link) = link else { break };
+                    let job = Job { part: Part { index: link.index, count }, ..job.clone() };
+                    pending.spawn(prepare(link, job));
+                }
+                done = pending.join_next(), if !pending.is_empty() => {
+                    match done.expect("not empty") {
+                        Ok(Ok((k, lines, reach, clock))) => {
+                            slots[k as usize] = Some((lines, reach, clock));
+                            connected += 1;
+                        }
+                        Ok(Err(e)) => return Err(e),
+                        Err(e) => return Err(io_err(0, "prepare", std::io::Error::other(e))),
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => break,
             }
         }
-        Ok(Self {
+        if connected < count {
+            acceptor.abort();
+            let missing = (0..count).filter(|k| slots[*k as usize].is_none()).collect();
+            let refused = refused.lock().expect("never poisoned").join("; ");
+            return Err(WorkerError::Missing {
+                missing,
+                count,
+                waited: wait,
+                refused: if refused.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (refused: {refused})")
+                },
+            });
+        }
+        state.lock().expect("never poisoned").started = true;
+        let (mut outputs, mut reach, mut clocks) = (Vec::new(), Vec::new(), Vec::new());
+        for (lines, r, c) in slots.into_iter().flatten() {
+            outputs.push(lines);
+            reach.push(r);
+            clocks.push(c);
+        }
+        let mut set = Self::assemble(children, outputs, reach, clocks, Some(acceptor));
+        set.refused = refused;
+        Ok(set)
+    }
+
+    fn assemble(
+        children: Vec<tokio::process::Child>,
+        outputs: Vec<Lines>,
+        reach: Vec<Reach>,
+        clocks: Vec<Clock>,
+        acceptor: Option<tokio::task::JoinHandle<()>>,
+    ) -> Self {
+        let (paused_tx, paused_rx) = mpsc::unbounded_channel();
+        let n = reach.len();
+        Self {
             children,
             outputs,
             control: Arc::new(WorkerControl {
-                workers: handles,
+                workers: reach,
                 paused_tx,
+                pings: Mutex::new(vec![Vec::new(); n]),
             }),
             paused: Some(paused_rx),
-        })
+            clocks: Arc::new(Mutex::new(clocks)),
+            refused: Arc::new(Mutex::new(Vec::new())),
+            acceptor,
+        }
     }
 
     /// The handle the chaos runner uses.
@@ -162,27 +396,44 @@ impl WorkerSet {
         self.control.clone()
     }
 
+    /// Each worker's clock so far.
+    pub fn clocks(&self) -> Vec<Clock> {
+        self.clocks.lock().expect("never poisoned").clone()
+    }
+
     /// Starts the load at `start` and forwards every completion to `sink` until all workers
-    /// finished. A worker that dies is reported in `failures`, not waited for.
+    /// finished, or `limit` after the start (then they are stopped, and cut `STOP_GRACE`
+    /// later). A worker that dies, disconnects or does not finish is reported in the failures
+    /// (its results until then are kept), as is every connection refused.
     pub async fn drive(
         mut self,
         start: Instant,
         sink: mpsc::Sender<Completion>,
         cancel: CancellationToken,
-    ) -> (DriveReport, Vec<String>) {
+        limit: Duration,
+    ) -> (DriveReport, Vec<String>, Vec<Clock>) {
         let origin_ns = monotonic_ns() - ns(Instant::now(), start);
         let mut failures = Vec::new();
-        for k in 0..self.control.len() {
+        let offsets: Vec<i64> = self.clocks().iter().map(Clock::offset_ns).collect();
+        for (k, offset) in offsets.iter().enumerate() {
+            // The start on the worker's own clock.
+            let origin_ns = origin_ns.saturating_add_signed(*offset);
             if let Err(e) = self.control.send(k, Control::Start { origin_ns }) {
                 failures.push(format!("worker {k}: start: {e}"));
             }
         }
         let mut readers = tokio::task::JoinSet::new();
         for (k, mut out) in self.outputs.drain(..).enumerate() {
-            let (sink, paused) = (sink.clone(), self.control.paused_tx.clone());
+            let (sink, control, clocks) =
+                (sink.clone(), self.control.clone(), self.clocks.clone());
             readers.spawn(async move {
                 let mut finished = None;
-                while let Ok(Some(line)) = out.next_line().await {
+                loop {
+                    let line = match out.next_line().await {
+                        Ok(Some(line)) => line,
+                        Ok(None) => break,
+                        Err(e) => return (k, Err(format!("link broken: {e}"))),
+                    };
                     match serde_json::from_str::<Event>(&line) {
                         Ok(Event::Done(c)) => {
                             if sink.send(c.into_completion(start)).await.is_err() {
@@ -190,7 +441,14 @@ impl WorkerSet {
                             }
                         }
                         Ok(Event::Paused) => {
-                            let _ = paused.send(k);
+                            let _ = control.paused_tx.send(k);
+                        }
+                        Ok(Event::Pong { id, t_ns }) => {
+                            if let Some((sent, got)) = control.pong(k, id) {
+                                clocks.lock().expect("never poisoned")[k]
+                                    .samples
+                                    .push((sent, t_ns, got));
+                            }
                         }
                         Ok(Event::Finished {
                             not_started,
@@ -203,7 +461,10 @@ impl WorkerSet {
                 }
                 (
                     k,
-                    finished.ok_or_else(|| "ended without finishing".to_string()),
+                    finished.ok_or_else(|| {
+                        "disconnected before finishing (its results until then are counted)"
+                            .to_string()
+                    }),
                 )
             });
         }
@@ -219,30 +480,67 @@ impl WorkerSet {
                 control.resume_all();
             })
         };
-        let collect = async {
-            let mut report = DriveReport {
-                elapsed: Duration::ZERO,
-                not_started: 0,
-                cancelled: false,
-                broken: Vec::new(),
-            };
-            while let Some(joined) = readers.join_next().await {
-                match joined {
-                    Ok((k, Ok((not_started, cancelled, broken)))) => {
-                        report.not_started += not_started;
-                        report.cancelled |= cancelled;
-                        if let Some(b) = broken {
-                            report.broken.push(format!("worker {k}: {b}"));
-                        }
-                    }
-                    Ok((k, Err(e))) => failures.push(format!("worker {k}: {e}")),
-                    Err(e) => failures.push(format!("worker reader: {e}")),
+        let pinger = {
+            let control = self.control.clone();
+            tokio::spawn(async move {
+                for id in READY_PINGS.. {
+                    tokio::time::sleep(PING_EVERY).await;
+                    control.ping_all(id);
                 }
-            }
-            report
+            })
         };
-        let mut report = collect.await;
+        let mut report = DriveReport {
+            elapsed: Duration::ZERO,
+            not_started: 0,
+            cancelled: false,
+            broken: Vec::new(),
+        };
+        let mut done = vec![false; self.control.len()];
+        let stop_at = tokio::time::Instant::from_std(start + limit);
+        let mut cut_at = None;
+        loop {
+            let joined = tokio::select! {
+                j = readers.join_next() => match j { Some(j) => j, None => break },
+                _ = tokio::time::sleep_until(stop_at), if cut_at.is_none() => {
+                    // Past the bound of the load: ask for what they have, then cut.
+                    for k in (0..done.len()).filter(|k| !done[*k]) {
+                        let _ = self.control.send(k, Control::Stop);
+                        let _ = self.control.signal(k, Signal::SIGCONT);
+                    }
+                    cut_at = Some(tokio::time::Instant::now() + STOP_GRACE);
+                    continue;
+                }
+                _ = tokio::time::sleep_until(cut_at.unwrap_or(stop_at)), if cut_at.is_some() => {
+                    readers.abort_all();
+                    for k in (0..done.len()).filter(|k| !done[*k]) {
+                        failures.push(format!(
+                            "worker {k}: did not finish within {:?} of the start (cut; its \
+                             results until then are counted)",
+                            limit + STOP_GRACE
+                        ));
+                    }
+                    break;
+                }
+            };
+            match joined {
+                Ok((k, Ok((not_started, cancelled, broken)))) => {
+                    done[k] = true;
+                    report.not_started += not_started;
+                    report.cancelled |= cancelled;
+                    if let Some(b) = broken {
+                        report.broken.push(format!("worker {k}: {b}"));
+                    }
+                }
+                Ok((k, Err(e))) => {
+                    done[k] = true;
+                    failures.push(format!("worker {k}: {e}"));
+                }
+                Err(e) if e.is_cancelled() => {}
+                Err(e) => failures.push(format!("worker reader: {e}")),
+            }
+        }
         stop.abort();
+        pinger.abort();
         report.elapsed = start.elapsed();
         for (k, child) in self.children.iter_mut().enumerate() {
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
@@ -254,45 +552,279 @@ impl WorkerSet {
                 }
             }
         }
-        (report, failures)
+        failures.extend(self.refused.lock().expect("never poisoned").drain(..));
+        (report, failures, self.clocks())
     }
 }
 
-type Output = tokio::process::ChildStdout;
+fn io_err(index: usize, what: &'static str, e: std::io::Error) -> WorkerError {
+    WorkerError::Io {
+        index,
+        what,
+        detail: e.to_string(),
+    }
+}
 
-/// Starts worker `part.index` (stderr into `log_dir/worker-K.log`, in network namespace
-/// `netns[K]` when given) and sends it its job.
-fn spawn(
-    exe: &Path,
-    job: &Job,
-    part: Part,
-    log_dir: &Path,
-    netns: &[PathBuf],
-) -> Result<(tokio::process::Child, Output, Handle), WorkerError> {
-    let k = part.index;
-    let io = |what: &'static str| {
-        move |e: std::io::Error| WorkerError::Io {
-            index: k as usize,
-            what,
-            detail: e.to_string(),
+/// Waits for a worker's first line: ready, or why not.
+async fn await_ready(k: usize, out: &mut Lines) -> Result<(), WorkerError> {
+    let err = |detail: String| WorkerError::Io {
+        index: k,
+        what: "connect to the servers",
+        detail,
+    };
+    let line = tokio::time::timeout(READY_TIMEOUT, out.next_line())
+        .await
+        .map_err(|_| err(format!("not ready after {READY_TIMEOUT:?}")))?
+        .map_err(|e| err(e.to_string()))?
+        .ok_or_else(|| err("exited (see its log)".into()))?;
+    match serde_json::from_str::<Event>(&line) {
+        Ok(Event::Ready) => Ok(()),
+        Ok(Event::Failed(e)) => Err(err(e)),
+        _ => Err(err(format!("unexpected first line {line:?}"))),
+    }
+}
+
+/// Which indices are connected, and whether the load started.
+struct Admission {
+    taken: Vec<bool>,
+    started: bool,
+}
+
+/// A connection that proved itself and claimed a free index.
+struct Link {
+    index: u32,
+    hello: Hello,
+    rd: BufReader<tokio::net::tcp::OwnedReadHalf>,
+    wr: tokio::net::tcp::OwnedWriteHalf,
+}
+
+/// Accepts connections for as long as the set lives: admits the first agent of each index
+/// before the start; refuses (and reports) every other.
+async fn accept(
+    listener: TcpListener,
+    token: String,
+    state: Arc<Mutex<Admission>>,
+    refused: Arc<Mutex<Vec<String>>>,
+    links: mpsc::UnboundedSender<Link>,
+) {
+    let own_boot = link::boot_id();
+    let _ = own_boot;
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let (token, state, refused, links) =
+            (token.clone(), state.clone(), refused.clone(), links.clone());
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            let (rd, wr) = stream.into_split();
+            let verdict =
+                tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(rd, wr, &token, &state)).await;
+            match verdict {
+                Ok(Ok(link)) => {
+                    let _ = links.send(link);
+                }
+                Ok(Err(why)) => refused
+                    .lock()
+                    .expect("never poisoned")
+                    .push(format!("connection from {peer} refused: {why}")),
+                Err(_) => refused.lock().expect("never poisoned").push(format!(
+                    "connection from {peer} refused: no handshake within {HANDSHAKE_TIMEOUT:?}"
+                )),
+            }
+        });
+    }
+}
+
+/// The coordinator's side of the handshake; `Err` says why the connection was refused.
+async fn handshake(
+    rd: tokio::net::tcp::OwnedReadHalf,
+    mut wr: tokio::net::tcp::OwnedWriteHalf,
+    token: &str,
+    state: &Mutex<Admission>,
+) -> Result<Link, String> {
+    let mut rd = BufReader::new(rd);
+    let nonce = link::nonce();
+    let challenge = Challenge {
+        version: link::PROTOCOL_VERSION,
+        nonce: nonce.clone(),
+    };
+    link::send(&mut wr, &challenge)
+        .await
+        .map_err(|e| e.to_string())?;
+    let hello: Hello = link::recv(&mut rd).await.map_err(|e| e.to_string())?;
+    let verdict = if hello.version != link::PROTOCOL_VERSION {
+        Err(format!(
+            "protocol {} (this coordinator speaks {}): run the same lockbench build",
+            hello.version,
+            link::PROTOCOL_VERSION
+        ))
+    } else if !link::verify_worker(token, &nonce, hello.index, &hello.mac) {
+        Err(format!("worker {} does not know {}", hello.index, link::TOKEN_ENV))
+    } else {
+        let mut s = state.lock().expect("never poisoned");
+        let k = hello.index as usize;
+        if s.started {
+            Err(format!("worker {k} connected late: the load had started"))
+        } else if k >= s.taken.len() {
+            Err(format!(
+                "worker index {k} is out of range (0..{})",
+                s.taken.len()
+            ))
+        } else if s.taken[k] {
+            Err(format!(
+                "worker {k} connected twice: the second connection is refused, the first kept"
+            ))
+        } else {
+            s.taken[k] = true;
+            Ok(())
         }
     };
-    let log =
-        std::fs::File::create(log_dir.join(format!("worker-{k}.log"))).map_err(io("create log"))?;
+    match verdict {
+        Ok(()) => {
+            let welcome = Verdict::Welcome {
+                mac: link::coordinator_mac(token, &hello.nonce),
+            };
+            link::send(&mut wr, &welcome)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Link {
+                index: hello.index,
+                hello,
+                rd,
+                wr,
+            })
+        }
+        Err(reason) => {
+            let _ = link::send(
+                &mut wr,
+                &Verdict::Rejected {
+                    reason: reason.clone(),
+                },
+            )
+            .await;
+            Err(reason)
+        }
+    }
+}
+
+/// Measures an admitted agent's clock, sends it its job and waits until it is ready; then
+/// hands its link to a writer task.
+async fn prepare(
+    mut link: Link,
+    job: Job,
+) -> Result<(u32, Lines, Reach, Clock), WorkerError> {
+    let k = link.index;
+    let io = |what| move |e| io_err(k as usize, what, e);
+    let mut clock = Clock {
+        same_host: !link.hello.boot_id.is_empty() && link.hello.boot_id == link::boot_id(),
+        host: link.hello.host.clone(),
+        ..Clock::default()
+    };
+    for id in 0..READY_PINGS {
+        let sent = monotonic_ns();
+        link::send(&mut link.wr, &Control::Ping { id })
+            .await
+            .map_err(io("ping"))?;
+        match link::recv::<Event>(&mut link.rd).await.map_err(io("ping"))? {
+            Event::Pong { id: got, t_ns } if got == id => {
+                clock.samples.push((sent, t_ns, monotonic_ns()));
+            }
+            other => {
+                return Err(io("ping")(std::io::Error::other(format!(
+                    "answered {other:?}"
+                ))));
+            }
+        }
+    }
+    clock.at_ready = clock.samples.len();
+    link::send(&mut link.wr, &job)
+        .await
+        .map_err(io("send job"))?;
+    let rd: Box<dyn AsyncBufRead + Send + Unpin> = Box::new(link.rd);
+    let mut lines = rd.lines();
+    await_ready(k as usize, &mut lines).await?;
+    let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let mut wr = link.wr;
+    tokio::spawn(async move {
+        while let Some(l) = rx.recv().await {
+            if wr.write_all(&l).await.is_err() {
+                break;
+            }
+        }
+    });
+    Ok((k, lines, Reach::Tcp(tx), clock))
+}
+
+/// This very build: on Linux, /proc/self/exe is it even when the file was replaced or removed
+/// since it started (a rebuild, an upgrade mid-run); its path would then name another build.
+pub(super) fn own_exe() -> std::io::Result<PathBuf> {
+    let own = Path::new("/proc/self/exe");
+    if own.exists() {
+        Ok(own.to_path_buf())
+    } else {
+        std::env::current_exe()
+    }
+}
+
+/// Starts a load process (`lockbench worker`, speaking over its stdin and stdout) in a process
+/// group of its own, in network namespace `netns` when given.
+pub(super) fn spawn_load(
+    exe: &Path,
+    stderr: Stdio,
+    netns: Option<&Path>,
+) -> std::io::Result<(tokio::process::Child, tokio::process::ChildStdout, LoadProcess)> {
     let mut cmd = std::process::Command::new(exe);
     cmd.arg0("lockbench")
         .arg("worker")
+        // An Indexed Job's index is the agent's, not an argument of the load process.
+        .env_remove("JOB_COMPLETION_INDEX")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(log)
-        // Its own group: a Ctrl-C in the terminal reaches the coordinator only, which then
-        // stops the workers in order.
-        .process_group(0);
-    let ns = netns
-        .get(k as usize)
-        .map(std::fs::File::open)
-        .transpose()
-        .map_err(io("open its network namespace"))?;
+        .stderr(stderr);
+    in_own_group(&mut cmd, netns)?;
+    let mut child = tokio::process::Command::from(cmd)
+        .kill_on_drop(true)
+        .spawn()?;
+    let stdin = child.stdin.take().expect("piped");
+    let stdout = child.stdout.take().expect("piped");
+    let stdin = std::fs::File::from(stdin.into_owned_fd()?);
+    let handle = LoadProcess {
+        pid: Pid::from_raw(child.id().expect("just spawned") as i32),
+        stdin: Mutex::new(stdin),
+    };
+    Ok((child, stdout, handle))
+}
+
+/// Starts the agent of worker `k` on this host, connecting to `addr` with `token`; the job's
+/// passwords go into its environment, never over the link.
+fn spawn_agent(
+    exe: &Path,
+    addr: std::net::SocketAddr,
+    k: u32,
+    token: &str,
+    job: &Job,
+    log_dir: &Path,
+    netns: Option<&Path>,
+) -> std::io::Result<tokio::process::Child> {
+    let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg0("lockbench")
+        .args(["worker", "--connect", &addr.to_string(), "--index", &k.to_string()])
+        .env(link::TOKEN_ENV, token)
+        .envs(job.endpoints.password_env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    in_own_group(&mut cmd, netns)?;
+    tokio::process::Command::from(cmd).kill_on_drop(true).spawn()
+}
+
+/// Its own process group (a Ctrl-C in the terminal reaches the coordinator only, which then
+/// stops the workers in order), in `netns` when given, and killed when its parent dies.
+fn in_own_group(cmd: &mut std::process::Command, netns: Option<&Path>) -> std::io::Result<()> {
+    cmd.process_group(0);
+    let ns = netns.map(std::fs::File::open).transpose()?;
     // SAFETY: setns and prctl are plain syscalls on memory the child owns (the fd was opened
     // before fork).
     unsafe {
@@ -303,29 +835,5 @@ fn spawn(
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
         });
     }
-    let mut child = tokio::process::Command::from(cmd)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(io("spawn"))?;
-    let stdin = child.stdin.take().expect("piped");
-    let stdout = child.stdout.take().expect("piped");
-    let stdin = std::fs::File::from(stdin.into_owned_fd().map_err(io("stdin"))?);
-    let handle = Handle {
-        pid: Pid::from_raw(child.id().expect("just spawned") as i32),
-        stdin: Mutex::new(stdin),
-    };
-    let part_job = Job {
-        part,
-        ..job.clone()
-    };
-    let mut line =
-        serde_json::to_vec(&part_job).map_err(|e| io("job")(std::io::Error::other(e)))?;
-    line.push(b'\n');
-    handle
-        .stdin
-        .lock()
-        .expect("fresh")
-        .write_all(&line)
-        .map_err(io("send job"))?;
-    Ok((child, stdout, handle))
+    Ok(())
 }

@@ -36,6 +36,22 @@ const SERVER_FLAGS: [&str; 5] = [
     "--max-connections=2000",
 ];
 
+/// The password of the user lockbench creates: LOCKBENCH_MYSQL_PASSWORD when set (workers on
+/// other hosts of `lockbench coordinate` read it from there: it never crosses their link), a
+/// fresh random one otherwise.
+fn password() -> Result<String, ClusterError> {
+    let var = crate::clients::protocol::PASSWORD_ENV[0].1;
+    match std::env::var(var) {
+        Ok(p) if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => Ok(p),
+        Ok(_) => Err(ClusterError::Setup {
+            node: NAME.into(),
+            what: format!("password from {var}"),
+            detail: "expected letters, digits, `_` or `-` (it goes into a SQL statement)".into(),
+        }),
+        Err(_) => Ok(uuid::Uuid::new_v4().simple().to_string()),
+    }
+}
+
 /// The statements that create the database and the user with `password`. DDL cannot take
 /// bind parameters; the values are our own constants and a hex uuid (or a printf `%s`).
 fn grants(password: &str) -> [String; 3] {
@@ -125,7 +141,7 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
         .socket(dir.join("mysqld.sock"))
         .username("root")
         .ssl_mode(MySqlSslMode::Disabled);
-    let password = uuid::Uuid::new_v4().simple().to_string();
+    let password = password()?;
     let version = wait_ready(NAME, &mut [&mut process], || version(root.clone())).await?;
 
     let setup = |detail: sqlx::Error| ClusterError::Setup {
@@ -159,7 +175,7 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
 /// container), writes an init file with the grants and runs `mariadbd`. The socket goes to
 /// /tmp: /run/mysqld need not exist in the image.
 async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), ClusterError> {
-    let password = uuid::Uuid::new_v4().simple().to_string();
+    let password = password()?;
     // printf's format: `%` doubled, the password its one argument.
     let init: String = grants("@PASSWORD@")
         .iter()

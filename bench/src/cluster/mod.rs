@@ -1020,6 +1020,52 @@ impl EndpointsFile {
         Ok(file)
     }
 
+    /// Removes the passwords carried beside the endpoints (for a link that must not carry
+    /// them: the worker reads them with [`Self::passwords_from_env`]).
+    pub fn without_passwords(mut self) -> Self {
+        for pw in self.passwords_mut() {
+            *pw = None;
+        }
+        self
+    }
+
+    /// The passwords as `(variable, password)`: a worker's environment
+    /// ([`crate::clients::protocol::PASSWORD_ENV`] names the variables).
+    pub fn password_env(&self) -> Vec<(&'static str, String)> {
+        let all = [
+            &self.mysql_password,
+            &self.redis_password,
+            &self.sentinel_password,
+            &self.etcd_password,
+            &self.zookeeper_password,
+        ];
+        crate::clients::protocol::PASSWORD_ENV
+            .iter()
+            .zip(all)
+            .filter_map(|((_, var), p)| Some((*var, p.clone()?)))
+            .collect()
+    }
+
+    /// Reads the passwords from this process's environment
+    /// ([`crate::clients::protocol::PASSWORD_ENV`]); unset variables leave no password.
+    pub fn passwords_from_env(&mut self) {
+        let vars = crate::clients::protocol::PASSWORD_ENV.map(|(_, v)| std::env::var(v).ok());
+        for (pw, var) in self.passwords_mut().into_iter().zip(vars) {
+            *pw = var;
+        }
+    }
+
+    /// In the order of [`crate::clients::protocol::PASSWORD_ENV`].
+    fn passwords_mut(&mut self) -> [&mut Option<String>; 5] {
+        [
+            &mut self.mysql_password,
+            &mut self.redis_password,
+            &mut self.sentinel_password,
+            &mut self.etcd_password,
+            &mut self.zookeeper_password,
+        ]
+    }
+
     /// Puts the passwords carried beside the endpoints back into them (after deserialising:
     /// the endpoints never serialise a password).
     pub fn restore_passwords(&mut self) {

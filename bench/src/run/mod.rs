@@ -20,7 +20,11 @@ use crate::chaos::{ClientProcesses, FaultRecord, run_faults};
 use crate::check::Safety;
 use crate::clients::driver;
 use crate::clients::protocol::Job;
-use crate::clients::workers::{WorkerError, WorkerSet};
+use crate::clients::WorkerLink;
+use crate::clients::link;
+use crate::clients::workers::Clock;
+use crate::clients::workers::{Agents, WorkerError, WorkerSet};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use crate::cluster::target;
 use crate::cluster::{ClusterError, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner};
 use crate::record::phases::Boundaries;
@@ -207,13 +211,12 @@ async fn clients(
         endpoints: EndpointsFile::new(servers.endpoints.clone(), servers.nodes.clone()),
         part: Part::WHOLE,
         extra_bound_ms: plan.extra_bound.as_millis() as u64,
+        passwords_from_env: false,
     };
     let logs = plan.opts.out.join("logs");
     std::fs::create_dir_all(&logs).map_err(write_err(&logs))?;
-    let hosts: Vec<PathBuf> = servers
-        .cluster
-        .as_ref()
-        .and_then(|c| c.network())
+    let network = servers.cluster.as_ref().and_then(|c| c.network());
+    let hosts: Vec<PathBuf> = network
         .map(|n| {
             n.clients
                 .iter()
@@ -221,11 +224,50 @@ async fn clients(
                 .collect()
         })
         .unwrap_or_default();
+    let n = plan.workers;
+    let started = async {
+        match plan.opts.worker_link {
+            WorkerLink::Pipe => WorkerSet::start(&job, n, &logs, &hosts).await,
+            WorkerLink::Tcp => {
+                // Workers in the run's namespaces reach this process across its bridge.
+                let ip = network.map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |n| n.gateway);
+                let listener = listen(SocketAddr::new(ip, 0)).await?;
+                let agents = Agents::Local {
+                    log_dir: &logs,
+                    netns: &hosts,
+                };
+                WorkerSet::start_tcp(listener, &job, n, link::fresh_token(), agents).await
+            }
+            WorkerLink::Remote { listen: addr, wait } => {
+                let token = link::token_from_env().map_err(|detail| WorkerError::Io {
+                    index: 0,
+                    what: "authenticate",
+                    detail,
+                })?;
+                let listener = listen(addr).await?;
+                tracing::info!(%addr, workers = n, "waiting for workers");
+                WorkerSet::start_tcp(listener, &job, n, token, Agents::Remote { wait }).await
+            }
+        }
+    };
     Ok(Some(tokio::select! {
-        s = WorkerSet::start(&job, plan.workers, &logs, &hosts) => s?,
+        s = started => s?,
         _ = cancel.cancelled() => return Err(RunError::Interrupted),
     }))
 }
+
+async fn listen(addr: SocketAddr) -> Result<tokio::net::TcpListener, WorkerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| WorkerError::Io {
+            index: 0,
+            what: "listen",
+            detail: format!("{addr}: {e}"),
+        })
+}
+
+/// How long workers may take past the load's bound to report (a flush period and the link).
+const LINGER: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Where [`consensus_writes`] come from.
 const CONSENSUS_WRITES_SOURCE: &str =
@@ -257,6 +299,8 @@ struct LockCost {
 struct Measured {
     drive: DriveReport,
     worker_failures: Vec<String>,
+    /// Each worker's clock, as its pings measured it (none without workers).
+    clocks: Vec<Clock>,
     faults: Vec<FaultRecord>,
     recording: Recording,
     start: Instant,
@@ -301,11 +345,16 @@ async fn load(
     let load_done = cancel.child_token();
     let buyers = async {
         let result = match workers {
-            Some(set) => set.drive(start, sink, cancel.clone()).await,
+            Some(set) => {
+                // Attempts start until the duration ends and each is cut at its bound; then
+                // a worker has a few seconds to send what it holds.
+                let limit = w.load.duration + built.strategy.bound() + plan.extra_bound + LINGER;
+                set.drive(start, sink, cancel.clone(), limit).await
+            }
             None => {
                 let strategy = built.strategy.clone();
                 let report = driver::drive(strategy, w, start, sink, cancel.clone()).await;
-                (report, Vec::new())
+                (report, Vec::new(), Vec::new())
             }
         };
         load_done.cancel();
@@ -319,7 +368,7 @@ async fn load(
             _ => Vec::new(),
         }
     };
-    let ((drive, worker_failures), faults) = tokio::join!(buyers, faults);
+    let ((drive, worker_failures, clocks), faults) = tokio::join!(buyers, faults);
     drop(reach);
     let end = Instant::now();
     for f in &worker_failures {
@@ -330,6 +379,7 @@ async fn load(
     Ok(Measured {
         drive,
         worker_failures,
+        clocks,
         faults,
         recording,
         start,

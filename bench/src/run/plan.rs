@@ -29,6 +29,11 @@ pub struct RunOptions {
     /// Worker processes for the buyers (0: in this process, unless the chaos plan pauses
     /// clients, which needs [`DEFAULT_WORKERS`]).
     pub workers: u32,
+    /// How the workers are reached.
+    pub worker_link: crate::clients::WorkerLink,
+    /// Servers and workers on hosts of their own (the network partition faults use), with or
+    /// without faults.
+    pub private_network: bool,
     /// Where the workload came from (recorded in the summary).
     pub workload_file: String,
     /// Results folder (created).
@@ -100,6 +105,20 @@ impl<'a> Plan<'a> {
             (0, true) => DEFAULT_WORKERS.min(w.load.clients),
             (n, _) => n.min(w.load.clients),
         };
+        let remote = matches!(opts.worker_link, crate::clients::WorkerLink::Remote { .. });
+        if remote && opts.workers == 0 {
+            return Err(RunError::Options(
+                "lockbench coordinate needs --workers N (N >= 1): how many agents connect".into(),
+            ));
+        }
+        if remote && (opts.private_network || chaos.is_some_and(ChaosPlan::needs_network)) {
+            return Err(RunError::Options(
+                "partition faults put each worker into a network namespace of this run, which \
+                 remote workers cannot join: drop the partitions, or use `lockbench run \
+                 --worker-link tcp` on one host"
+                    .into(),
+            ));
+        }
         if needs_workers && workers < 2 {
             return Err(RunError::Options(format!(
                 "the chaos plan pauses a client process: that needs at least 2 workers (and \
@@ -114,8 +133,17 @@ impl<'a> Plan<'a> {
         cluster.provisioner = opts.provision;
         // Containers are partitioned on their own Docker network; only local processes need
         // namespaces for that.
-        cluster.network =
-            opts.provision == Provisioner::Local && chaos.is_some_and(ChaosPlan::needs_network);
+        if opts.private_network
+            && (opts.provisioner() != Provisioner::Local || opts.endpoints.is_some() || workers == 0)
+        {
+            return Err(RunError::Options(
+                "--private-network needs servers this run starts as local processes and \
+                 --workers N (each worker is a host of its own)"
+                    .into(),
+            ));
+        }
+        cluster.network = opts.provision == Provisioner::Local
+            && (opts.private_network || chaos.is_some_and(ChaosPlan::needs_network));
         if cluster.network {
             workers = workers.min(crate::cluster::net::CLIENT_HOSTS as u32);
         }

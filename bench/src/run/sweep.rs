@@ -143,6 +143,8 @@ fn step_options(opts: &SweepOptions, id: &str, rate: f64, dir: &str, ep: &Path) 
         workload: step_workload(&opts.workload, rate, &opts.search),
         chaos: None,
         workers: 0,
+        worker_link: crate::clients::WorkerLink::Pipe,
+        private_network: false,
         workload_file: opts.workload_file.clone(),
         out: opts.out.join(dir),
         base_port: None,

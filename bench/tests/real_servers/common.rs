@@ -108,6 +108,8 @@ pub fn run_options(strategy: &str, workload: &str, out: PathBuf) -> RunOptions {
         progress: false,
         chaos: None,
         workers: 0,
+        worker_link: lockbench::clients::WorkerLink::Pipe,
+        private_network: false,
     }
 }
 
