@@ -50,6 +50,10 @@ PAIRS=lib:example=redis-setnx SKIP_CHAOS=1 OUT="$lib_out" bash scripts/libraries
   --set load.duration=1s >/dev/null
 rm -rf "$lib_out"
 "$LOCKBENCH_BIN" adapter-check --lib example >/dev/null
+remote_out=$(mktemp -d)
+WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set load.rate=100 \
+  --set inventory.skus=50 >/dev/null
+rm -rf "$remote_out"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, versus, chaos, ci-gate, libraries, adapter-check" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, versus, chaos, ci-gate, libraries, adapter-check, remote" >&2
 cargo test --workspace
