@@ -52,7 +52,10 @@ pub async fn agent_main(addr: &str, index: u32) -> anyhow::Result<()> {
     match link::recv::<Verdict>(&mut rd).await? {
         Verdict::Welcome { mac } if link::verify_coordinator(&token, &nonce, &mac) => {}
         Verdict::Welcome { .. } => {
-            anyhow::bail!("the coordinator at {addr} does not know {}", link::TOKEN_ENV)
+            anyhow::bail!(
+                "the coordinator at {addr} does not know {}",
+                link::TOKEN_ENV
+            )
         }
         Verdict::Rejected { reason } => anyhow::bail!("coordinator {addr} refused: {reason}"),
     }

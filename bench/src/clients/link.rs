@@ -97,7 +97,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -108,10 +108,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 
 /// The agent's proof: HMAC(token, "worker", coordinator nonce, index).
 pub fn worker_mac(token: &str, nonce: &str, index: u32) -> String {
-    let m = mac_of(
-        token,
-        &[b"worker", nonce.as_bytes(), &index.to_le_bytes()],
-    );
+    let m = mac_of(token, &[b"worker", nonce.as_bytes(), &index.to_le_bytes()]);
     hex(&m.finalize().into_bytes())
 }
 
@@ -124,10 +121,7 @@ pub fn coordinator_mac(token: &str, nonce: &str) -> String {
 
 /// Checks an agent's proof in constant time.
 pub fn verify_worker(token: &str, nonce: &str, index: u32, mac: &str) -> bool {
-    let m = mac_of(
-        token,
-        &[b"worker", nonce.as_bytes(), &index.to_le_bytes()],
-    );
+    let m = mac_of(token, &[b"worker", nonce.as_bytes(), &index.to_le_bytes()]);
     unhex(mac).is_some_and(|b| m.verify_slice(&b).is_ok())
 }
 
@@ -167,7 +161,10 @@ pub async fn recv<T: for<'de> Deserialize<'de>>(
     serde_json::from_str(line.trim_end()).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("not a lockbench handshake line ({e}): {:?}", line.trim_end()),
+            format!(
+                "not a lockbench handshake line ({e}): {:?}",
+                line.trim_end()
+            ),
         )
     })
 }

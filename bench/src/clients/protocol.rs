@@ -106,7 +106,10 @@ pub(super) enum Event {
     },
     Failed(String),
     /// The agent's answer to [`Control::Ping`]: its CLOCK_MONOTONIC when it answered.
-    Pong { id: u64, t_ns: u64 },
+    Pong {
+        id: u64,
+        t_ns: u64,
+    },
 }
 
 /// CLOCK_MONOTONIC in ns (shifted by the test knob [`CLOCK_SHIFT_ENV`], to play another host).

@@ -110,7 +110,8 @@ impl WorkerControl {
     fn ping_all(&self, id: u64) {
         let mut pings = self.pings.lock().expect("pings lock is never poisoned");
         for k in 0..self.workers.len() {
-            if matches!(self.workers[k], Reach::Tcp(_)) && self.send(k, Control::Ping { id }).is_ok()
+            if matches!(self.workers[k], Reach::Tcp(_))
+                && self.send(k, Control::Ping { id }).is_ok()
             {
                 pings[k].push((id, monotonic_ns()));
             }
@@ -196,7 +197,10 @@ pub enum WorkerError {
 pub enum Agents<'a> {
     /// This process starts them: `lockbench worker --connect` on this host, worker K in network
     /// namespace `netns[K]` when given, stderr into `log_dir/worker-K.log`.
-    Local { log_dir: &'a Path, netns: &'a [PathBuf] },
+    Local {
+        log_dir: &'a Path,
+        netns: &'a [PathBuf],
+    },
     /// They connect from elsewhere (`lockbench coordinate`), within `wait`.
     Remote { wait: Duration },
 }
@@ -281,9 +285,7 @@ impl WorkerSet {
         token: String,
         agents: Agents<'_>,
     ) -> Result<Self, WorkerError> {
-        let addr = listener
-            .local_addr()
-            .map_err(|e| io_err(0, "listen", e))?;
+        let addr = listener.local_addr().map_err(|e| io_err(0, "listen", e))?;
         let mut children = Vec::new();
         let wait = match agents {
             Agents::Local { log_dir, netns } => {
@@ -342,7 +344,9 @@ impl WorkerSet {
         }
         if connected < count {
             acceptor.abort();
-            let missing = (0..count).filter(|k| slots[*k as usize].is_none()).collect();
+            let missing = (0..count)
+                .filter(|k| slots[*k as usize].is_none())
+                .collect();
             let refused = refused.lock().expect("never poisoned").join("; ");
             return Err(WorkerError::Missing {
                 missing,
@@ -424,8 +428,7 @@ impl WorkerSet {
         }
         let mut readers = tokio::task::JoinSet::new();
         for (k, mut out) in self.outputs.drain(..).enumerate() {
-            let (sink, control, clocks) =
-                (sink.clone(), self.control.clone(), self.clocks.clone());
+            let (sink, control, clocks) = (sink.clone(), self.control.clone(), self.clocks.clone());
             readers.spawn(async move {
                 let mut finished = None;
                 loop {
@@ -607,8 +610,6 @@ async fn accept(
     refused: Arc<Mutex<Vec<String>>>,
     links: mpsc::UnboundedSender<Link>,
 ) {
-    let own_boot = link::boot_id();
-    let _ = own_boot;
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
@@ -660,7 +661,11 @@ async fn handshake(
             link::PROTOCOL_VERSION
         ))
     } else if !link::verify_worker(token, &nonce, hello.index, &hello.mac) {
-        Err(format!("worker {} does not know {}", hello.index, link::TOKEN_ENV))
+        Err(format!(
+            "worker {} does not know {}",
+            hello.index,
+            link::TOKEN_ENV
+        ))
     } else {
         let mut s = state.lock().expect("never poisoned");
         let k = hello.index as usize;
@@ -710,10 +715,7 @@ async fn handshake(
 
 /// Measures an admitted agent's clock, sends it its job and waits until it is ready; then
 /// hands its link to a writer task.
-async fn prepare(
-    mut link: Link,
-    job: Job,
-) -> Result<(u32, Lines, Reach, Clock), WorkerError> {
+async fn prepare(mut link: Link, job: Job) -> Result<(u32, Lines, Reach, Clock), WorkerError> {
     let k = link.index;
     let io = |what| move |e| io_err(k as usize, what, e);
     let mut clock = Clock {
@@ -726,7 +728,10 @@ async fn prepare(
         link::send(&mut link.wr, &Control::Ping { id })
             .await
             .map_err(io("ping"))?;
-        match link::recv::<Event>(&mut link.rd).await.map_err(io("ping"))? {
+        match link::recv::<Event>(&mut link.rd)
+            .await
+            .map_err(io("ping"))?
+        {
             Event::Pong { id: got, t_ns } if got == id => {
                 clock.samples.push((sent, t_ns, monotonic_ns()));
             }
@@ -773,7 +778,11 @@ pub(super) fn spawn_load(
     exe: &Path,
     stderr: Stdio,
     netns: Option<&Path>,
-) -> std::io::Result<(tokio::process::Child, tokio::process::ChildStdout, LoadProcess)> {
+) -> std::io::Result<(
+    tokio::process::Child,
+    tokio::process::ChildStdout,
+    LoadProcess,
+)> {
     let mut cmd = std::process::Command::new(exe);
     cmd.arg0("lockbench")
         .arg("worker")
@@ -810,14 +819,22 @@ fn spawn_agent(
     let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg0("lockbench")
-        .args(["worker", "--connect", &addr.to_string(), "--index", &k.to_string()])
+        .args([
+            "worker",
+            "--connect",
+            &addr.to_string(),
+            "--index",
+            &k.to_string(),
+        ])
         .env(link::TOKEN_ENV, token)
         .envs(job.endpoints.password_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(log);
     in_own_group(&mut cmd, netns)?;
-    tokio::process::Command::from(cmd).kill_on_drop(true).spawn()
+    tokio::process::Command::from(cmd)
+        .kill_on_drop(true)
+        .spawn()
 }
 
 /// Its own process group (a Ctrl-C in the terminal reaches the coordinator only, which then

@@ -42,7 +42,13 @@ const SERVER_FLAGS: [&str; 5] = [
 fn password() -> Result<String, ClusterError> {
     let var = crate::clients::protocol::PASSWORD_ENV[0].1;
     match std::env::var(var) {
-        Ok(p) if !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') => Ok(p),
+        Ok(p)
+            if !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') =>
+        {
+            Ok(p)
+        }
         Ok(_) => Err(ClusterError::Setup {
             node: NAME.into(),
             what: format!("password from {var}"),

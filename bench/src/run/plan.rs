@@ -119,6 +119,12 @@ impl<'a> Plan<'a> {
                     .into(),
             ));
         }
+        if opts.worker_link == crate::clients::WorkerLink::Tcp && workers == 0 {
+            return Err(RunError::Options(
+                "--worker-link tcp needs --workers N: the buyers run in this process otherwise"
+                    .into(),
+            ));
+        }
         if needs_workers && workers < 2 {
             return Err(RunError::Options(format!(
                 "the chaos plan pauses a client process: that needs at least 2 workers (and \
@@ -134,7 +140,9 @@ impl<'a> Plan<'a> {
         // Containers are partitioned on their own Docker network; only local processes need
         // namespaces for that.
         if opts.private_network
-            && (opts.provisioner() != Provisioner::Local || opts.endpoints.is_some() || workers == 0)
+            && (opts.provisioner() != Provisioner::Local
+                || opts.endpoints.is_some()
+                || workers == 0)
         {
             return Err(RunError::Options(
                 "--private-network needs servers this run starts as local processes and \

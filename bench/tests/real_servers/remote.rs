@@ -27,7 +27,14 @@ const TOKEN: &str = "0123456789abcdef0123456789abcdef";
 fn run(dir: &Path, name: &str, args: &[&str]) -> Summary {
     run_json(
         lockbench()
-            .args(["run", "--json", "--strategy", "redis-setnx", "--workers", "4"])
+            .args([
+                "run",
+                "--json",
+                "--strategy",
+                "redis-setnx",
+                "--workers",
+                "4",
+            ])
             .args(LOAD)
             .args(args)
             .arg("--out")
@@ -40,7 +47,12 @@ fn assert_same_totals(pipe: &Summary, tcp: &Summary) {
     assert!(tcp.attempts > 400, "{}", tcp.attempts);
     assert_eq!(
         (tcp.attempts, tcp.not_started, &tcp.outcomes, tcp.audit.sold),
-        (pipe.attempts, pipe.not_started, &pipe.outcomes, pipe.audit.sold),
+        (
+            pipe.attempts,
+            pipe.not_started,
+            &pipe.outcomes,
+            pipe.audit.sold
+        ),
         "tcp vs pipe"
     );
     for s in [pipe, tcp] {
@@ -71,7 +83,10 @@ fn tcp_workers_give_the_totals_of_pipe_workers_on_the_same_seed() {
 #[test]
 fn workers_in_the_runs_namespaces_reach_the_coordinator_across_its_bridge() {
     if !require("MariaDB + Redis", servers_available())
-        || !require("root (network namespaces)", nix::unistd::geteuid().is_root())
+        || !require(
+            "root (network namespaces)",
+            nix::unistd::geteuid().is_root(),
+        )
     {
         return;
     }
@@ -180,7 +195,10 @@ fn coordinate_admits_each_index_once_and_reports_every_other_connection() {
     // The impostor is refused first: the real worker 1 only comes once it has given up.
     let (code, err) = wait_exit(impostor);
     assert_ne!(code, 0);
-    assert!(err.contains("refused") && err.contains("LOCKBENCH_TOKEN"), "{err}");
+    assert!(
+        err.contains("refused") && err.contains("LOCKBENCH_TOKEN"),
+        "{err}"
+    );
     let one = agent(port, 1, TOKEN, &[]);
     await_load(dir.path(), &mut c);
     let late = agent(port, 1, TOKEN, &[]);
@@ -194,7 +212,10 @@ fn coordinate_admits_each_index_once_and_reports_every_other_connection() {
     let failures = s.worker_failures.join("\n");
     assert_eq!(s.worker_failures.len(), 3, "{failures}");
     assert!(failures.contains("worker 0 connected twice"), "{failures}");
-    assert!(failures.contains("does not know LOCKBENCH_TOKEN"), "{failures}");
+    assert!(
+        failures.contains("does not know LOCKBENCH_TOKEN"),
+        "{failures}"
+    );
     assert!(failures.contains("worker 1 connected late"), "{failures}");
     // None of them touched the totals: the two admitted workers ran the whole schedule.
     let pipe = run(dir.path(), "pipe", &[]);
@@ -321,7 +342,12 @@ fn a_remote_worker_paused_from_outside_is_resumed_and_its_buyers_wait_it_out() {
         dir.path(),
         port,
         2,
-        &["--chaos", chaos.to_str().unwrap(), "--set", "load.duration=5s"],
+        &[
+            "--chaos",
+            chaos.to_str().unwrap(),
+            "--set",
+            "load.duration=5s",
+        ],
     );
     let agents: Vec<Child> = (0..2).map(|k| agent(port, k, TOKEN, ELSEWHERE)).collect();
     await_load(dir.path(), &mut c);
