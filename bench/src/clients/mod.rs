@@ -1,5 +1,7 @@
 //! Clients: the buyers that carry the workload out against a strategy.
 //!
+//! - [`clock`]: how far each worker's clock is from the coordinator's, estimated by ping, and
+//!   how sure of it we are (pure logic).
 //! - [`driver`]: the buyers' loop. It needs only a [`crate::strategy::Strategy`], the
 //!   workload's schedule and a sink for completions, so the same loop runs in the coordinator
 //!   or in a worker process.
@@ -8,6 +10,7 @@
 //! - [`workers`]: the coordinator's side: starts workers, forwards their completions, and
 //!   lets the chaos runner pause them ([`crate::chaos::ClientProcesses`]).
 
+pub mod clock;
 pub mod driver;
 pub mod protocol;
 pub mod worker;

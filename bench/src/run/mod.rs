@@ -416,6 +416,7 @@ fn results(
             workers: plan.workers,
             worker_failures: m.worker_failures,
         },
+        clocks: Vec::new(),
     });
     let mut summary = summary;
     summary.consensus_writes = cost
