@@ -495,5 +495,6 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
         target_file: None,
         started_at,
         chaos: ChaosParts::default(),
+        clocks: Vec::new(),
     }))
 }

@@ -10,11 +10,26 @@
 //! of the run) and counts overlapping pairs per key, and *incidents*: the leases a later grant
 //! of the same key overlapped. A holder paused past its lease while 80 others took the key in
 //! turn is 80 pairs and one incident: one stale holder.
+//!
+//! Leases come from clock domains ([`super::clock`]): the coordinator's host (domain 0, exact)
+//! and each remote worker, whose times were mapped onto the coordinator's clock with an offset
+//! known only within an uncertainty. Two leases of one domain compare exactly, as above. Two
+//! leases of different domains `a`, `b` are a double grant only when they overlap by more than
+//! `u_a + u_b`, read from the [`ClockTable`] when the pair is seen: a shorter overlap may be
+//! clock error. Such overlaps are not dropped: they are counted apart
+//! ([`DoubleGrants::within_clock_uncertainty`], with the largest), and a cross-domain double
+//! grant carries the bound it beat.
+//! The bound read is the one the pings had established by then: it covers a lease when a
+//! ping round after the lease's end was folded in before the lease is observed (beyond the
+//! last ping, only the few ppm of drift since are outside it).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+
+use super::clock::{COORDINATOR, ClockTable};
 
 /// How many overlapping pairs are kept as examples for the report.
 const EXAMPLES: usize = 5;
@@ -68,12 +83,18 @@ pub struct Overlap {
     /// How `second` held the key.
     #[serde(default)]
     pub second_mode: Mode,
+    /// For leases timed on different clocks: the sum of the two clocks' uncertainties, µs
+    /// (rounded down like `overlap_us`): a double grant beat it, an overlap within clock
+    /// uncertainty did not. Absent for leases of one clock (exact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_uncertainty_us: Option<u64>,
 }
 
 /// What the checker found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DoubleGrants {
-    /// Overlapping pairs of leases on the same key (not both shared).
+    /// Overlapping pairs of leases on the same key (not both shared); for leases timed on
+    /// different clocks, overlapping by more than the clocks' uncertainty.
     pub count: u64,
     /// Leases overlapped by a lease of the same key acquired after them (the stale holders);
     /// every overlapping pair has one, so this is > 0 exactly when `count` is.
@@ -81,10 +102,24 @@ pub struct DoubleGrants {
     pub incidents: u64,
     /// The first few pairs.
     pub examples: Vec<Overlap>,
+    /// Pairs (counted in `count`) of leases timed on different clocks that overlapped by more
+    /// than the two clocks' uncertainty.
+    #[serde(default)]
+    pub cross_host: u64,
+    /// Pairs of leases timed on different clocks (not both shared) that overlapped by no more
+    /// than the two clocks' uncertainty: perhaps a double grant, perhaps clock error. Not in
+    /// `count`.
+    #[serde(default)]
+    pub within_clock_uncertainty: u64,
+    /// The longest of those overlaps, with the uncertainty it fell within.
+    #[serde(default)]
+    pub within_clock_uncertainty_largest: Option<Overlap>,
 }
 
 struct Held {
     token: String,
+    /// The clock domain the lease was timed on.
+    domain: u32,
     acquired: Instant,
     released: Instant,
     /// Already counted as an incident (a later grant overlapped it).
@@ -118,6 +153,8 @@ pub struct DoubleGrantChecker {
     horizon: Duration,
     /// Tolerance for completions arriving out of `ended` order.
     slack: Duration,
+    /// Uncertainty of each clock domain; `None`: every domain exact.
+    clocks: Option<Arc<ClockTable>>,
     found: DoubleGrants,
 }
 
@@ -125,6 +162,7 @@ pub struct DoubleGrantChecker {
 struct New<'a> {
     key: &'a str,
     token: &'a str,
+    domain: u32,
     acquired: Instant,
     released: Instant,
     mode: Mode,
@@ -139,8 +177,16 @@ impl DoubleGrantChecker {
             by_key: HashMap::new(),
             horizon,
             slack,
+            clocks: None,
             found: DoubleGrants::default(),
         }
+    }
+
+    /// Reads the uncertainty of each clock domain from `clocks` (kept up to date by the pings
+    /// while the run goes) when it compares leases of different domains.
+    pub fn with_clocks(mut self, clocks: Arc<ClockTable>) -> Self {
+        self.clocks = Some(clocks);
+        self
     }
 
     /// Adds one lease of `key`, held `(acquired, released)` in `mode`; `ended` is when its
@@ -156,6 +202,22 @@ impl DoubleGrantChecker {
         &mut self,
         key: &str,
         token: &str,
+        span: (Instant, Instant),
+        mode: Mode,
+        ended: Instant,
+    ) {
+        self.observe_in(COORDINATOR, key, token, span, mode, ended);
+    }
+
+    /// [`Self::observe`] for a lease timed on clock `domain` (0: the coordinator's host) and
+    /// mapped onto the coordinator's clock. Against a lease of another domain, an overlap
+    /// counts only beyond the two domains' uncertainty (two atomic loads per overlapping
+    /// pair; same-domain pairs read nothing).
+    pub fn observe_in(
+        &mut self,
+        domain: u32,
+        key: &str,
+        token: &str,
         (acquired, released): (Instant, Instant),
         mode: Mode,
         ended: Instant,
@@ -167,19 +229,28 @@ impl DoubleGrantChecker {
         let mut new = New {
             key,
             token,
+            domain,
             acquired,
             released,
             mode,
             overlapped: false,
         };
+        let clocks = self.clocks.as_deref();
         Self::compare(
             &mut self.found,
+            clocks,
             &mut held.exclusive,
             Mode::Exclusive,
             &mut new,
         );
         if mode == Mode::Exclusive {
-            Self::compare(&mut self.found, &mut held.shared, Mode::Shared, &mut new);
+            Self::compare(
+                &mut self.found,
+                clocks,
+                &mut held.shared,
+                Mode::Shared,
+                &mut new,
+            );
         }
         let queue = held.of(mode);
         // Completions arrive in nearly release order: the slot is at or near the end.
@@ -191,6 +262,7 @@ impl DoubleGrantChecker {
             at,
             Held {
                 token: token.to_string(),
+                domain,
                 acquired,
                 released,
                 overlapped: new.overlapped,
@@ -207,7 +279,13 @@ impl DoubleGrantChecker {
     }
 
     /// Counts the overlaps of `new` with the leases of `queue` (held in `mode`).
-    fn compare(found: &mut DoubleGrants, queue: &mut VecDeque<Held>, mode: Mode, new: &mut New) {
+    fn compare(
+        found: &mut DoubleGrants,
+        clocks: Option<&ClockTable>,
+        queue: &mut VecDeque<Held>,
+        mode: Mode,
+        new: &mut New,
+    ) {
         for other in queue.iter_mut().rev() {
             if other.released <= new.acquired {
                 break;
@@ -216,6 +294,36 @@ impl DoubleGrantChecker {
             let end = new.released.min(other.released);
             if start >= end {
                 continue;
+            }
+            let overlap = end - start;
+            // Different clocks: the overlap must beat what their mapping may be off by.
+            let bound = (other.domain != new.domain).then(|| {
+                clocks.map_or(Duration::ZERO, |c| {
+                    let ns = c
+                        .uncertainty_ns(other.domain)
+                        .saturating_add(c.uncertainty_ns(new.domain));
+                    Duration::from_nanos(ns)
+                })
+            });
+            let example = |o: &Held| Overlap {
+                key: new.key.to_string(),
+                first: o.token.clone(),
+                second: new.token.to_string(),
+                overlap_us: overlap.as_micros() as u64,
+                first_mode: mode,
+                second_mode: new.mode,
+                clock_uncertainty_us: bound.map(|b| b.as_micros() as u64),
+            };
+            if let Some(bound) = bound {
+                if overlap <= bound {
+                    found.within_clock_uncertainty += 1;
+                    let largest = found.within_clock_uncertainty_largest.as_ref();
+                    if largest.is_none_or(|l| overlap.as_micros() as u64 > l.overlap_us) {
+                        found.within_clock_uncertainty_largest = Some(example(other));
+                    }
+                    continue;
+                }
+                found.cross_host += 1;
             }
             found.count += 1;
             // The one granted first is the stale holder (ties: the one seen first).
@@ -229,14 +337,7 @@ impl DoubleGrantChecker {
                 found.incidents += 1;
             }
             if found.examples.len() < EXAMPLES {
-                found.examples.push(Overlap {
-                    key: new.key.to_string(),
-                    first: other.token.clone(),
-                    second: new.token.to_string(),
-                    overlap_us: (end - start).as_micros() as u64,
-                    first_mode: mode,
-                    second_mode: new.mode,
-                });
+                found.examples.push(example(other));
             }
         }
     }
@@ -329,6 +430,7 @@ mod tests {
                 overlap_us: 30_000,
                 first_mode: Mode::Exclusive,
                 second_mode: Mode::Exclusive,
+                clock_uncertainty_us: None,
             }
         );
     }
@@ -515,5 +617,137 @@ mod tests {
         // One lease per ms, horizon + slack = 1.05 s.
         assert!(c.retained() <= 1_100, "{}", c.retained());
         assert_eq!(c.finish().count, 0);
+    }
+
+    /// A checker reading a table where worker domains 1 and 2 are each 1 ms uncertain.
+    fn two_remote_domains() -> (DoubleGrantChecker, Arc<ClockTable>) {
+        let table = Arc::new(ClockTable::new(3));
+        table.set_uncertainty_ns(1, 1_000_000);
+        table.set_uncertainty_ns(2, 1_000_000);
+        (checker().with_clocks(table.clone()), table)
+    }
+
+    /// On key `k`: lease `a` of domain `da` held [0, 10] ms and lease `b` of domain `db`
+    /// from `us` µs before its end: they share `us` µs.
+    fn pair_on(
+        c: &mut DoubleGrantChecker,
+        k: &str,
+        (da, ma): (u32, Mode),
+        (db, mb): (u32, Mode),
+        us: u64,
+    ) {
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        c.observe_in(da, k, "a", (at(0), at(10_000)), ma, at(10_001));
+        c.observe_in(db, k, "b", (at(10_000 - us), at(20_000)), mb, at(20_001));
+    }
+
+    fn pair(c: &mut DoubleGrantChecker, a: (u32, Mode), b: (u32, Mode), us: u64) {
+        pair_on(c, "k", a, b, us);
+    }
+
+    #[test]
+    fn across_clocks_an_overlap_counts_only_beyond_both_uncertainties() {
+        use Mode::Exclusive as W;
+        // 3 ms against 1 + 1 ms: a double grant, carrying the bound it beat.
+        let (mut c, _) = two_remote_domains();
+        pair(&mut c, (1, W), (2, W), 3_000);
+        let found = c.finish();
+        assert_eq!((found.count, found.incidents, found.cross_host), (1, 1, 1));
+        assert_eq!(found.within_clock_uncertainty, 0);
+        let e = &found.examples[0];
+        assert_eq!((e.overlap_us, e.clock_uncertainty_us), (3_000, Some(2_000)));
+        // 1.5 ms, and exactly 2 ms: within the uncertainty, not counted, but shown.
+        for us in [1_500, 2_000] {
+            let (mut c, _) = two_remote_domains();
+            pair(&mut c, (1, W), (2, W), us);
+            let found = c.finish();
+            assert_eq!((found.count, found.incidents, found.cross_host), (0, 0, 0));
+            assert_eq!(found.within_clock_uncertainty, 1);
+            let largest = found.within_clock_uncertainty_largest.expect("kept");
+            assert_eq!(
+                (largest.overlap_us, largest.clock_uncertainty_us),
+                (us, Some(2_000))
+            );
+        }
+        // Against the coordinator's host (exact): only the worker's 1 ms.
+        let (mut c, _) = two_remote_domains();
+        pair(&mut c, (COORDINATOR, W), (1, W), 1_500);
+        assert_eq!(c.finish().examples[0].clock_uncertainty_us, Some(1_000));
+    }
+
+    #[test]
+    fn one_clock_is_exact_whatever_its_uncertainty() {
+        let (mut c, _) = two_remote_domains();
+        pair(&mut c, (2, Mode::Exclusive), (2, Mode::Exclusive), 1);
+        let found = c.finish();
+        assert_eq!((found.count, found.cross_host), (1, 0));
+        assert_eq!(found.examples[0].overlap_us, 1);
+        assert_eq!(found.examples[0].clock_uncertainty_us, None);
+        // `observe` is domain 0: exact, as before clocks existed.
+        let (mut c, _) = two_remote_domains();
+        let t0 = Instant::now();
+        c.observe(
+            "k",
+            "a",
+            (ms(t0, 0), ms(t0, 10)),
+            Mode::Exclusive,
+            ms(t0, 11),
+        );
+        c.observe(
+            "k",
+            "b",
+            (ms(t0, 9), ms(t0, 20)),
+            Mode::Exclusive,
+            ms(t0, 21),
+        );
+        assert_eq!(c.finish().count, 1);
+    }
+
+    #[test]
+    fn across_clocks_readers_still_share_and_a_writer_is_judged_by_the_bound() {
+        use Mode::{Exclusive as W, Shared as R};
+        let (mut c, _) = two_remote_domains();
+        pair(&mut c, (1, R), (2, R), 5_000);
+        assert_eq!(c.finish(), DoubleGrants::default());
+        let (mut c, _) = two_remote_domains();
+        pair(&mut c, (1, R), (2, W), 5_000);
+        let found = c.finish();
+        assert_eq!((found.count, found.cross_host), (1, 1));
+        assert_eq!(
+            (found.examples[0].first_mode, found.examples[0].second_mode),
+            (R, W)
+        );
+        let (mut c, _) = two_remote_domains();
+        pair(&mut c, (1, W), (2, R), 1_000);
+        assert_eq!(c.finish().within_clock_uncertainty, 1);
+    }
+
+    #[test]
+    fn the_table_is_read_when_a_pair_is_seen() {
+        use Mode::Exclusive as W;
+        let (mut c, table) = two_remote_domains();
+        pair_on(&mut c, "k1", (1, W), (2, W), 3_000);
+        // A ping found domain 2 off by up to 5 ms: the same overlap is now within 6 ms.
+        table.set_uncertainty_ns(2, 5_000_000);
+        pair_on(&mut c, "k2", (1, W), (2, W), 3_000);
+        let found = c.finish();
+        assert_eq!((found.count, found.within_clock_uncertainty), (1, 1));
+        assert_eq!(
+            found
+                .within_clock_uncertainty_largest
+                .unwrap()
+                .clock_uncertainty_us,
+            Some(6_000)
+        );
+    }
+
+    #[test]
+    fn without_a_table_every_clock_is_exact() {
+        let mut c = checker();
+        pair(&mut c, (1, Mode::Exclusive), (2, Mode::Exclusive), 1);
+        let found = c.finish();
+        assert_eq!((found.count, found.cross_host), (1, 1));
+        assert_eq!(found.examples[0].clock_uncertainty_us, Some(0));
     }
 }

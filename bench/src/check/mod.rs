@@ -14,11 +14,15 @@
 //! - a **torn read** is a read that saw the stock change while it held the read lock: a writer
 //!   changed it under the lock, so the lock did not exclude writers. It breaks the lock half
 //!   (the audit of the writes is unchanged: reads write nothing).
+//! - leases timed on different hosts' clocks overlap as a double grant only beyond the clocks'
+//!   uncertainty ([`ClockTable`]); shorter overlaps are counted apart, never dropped.
 
+mod clock;
 mod double_grant;
 
 use serde::{Deserialize, Serialize};
 
+pub use clock::{COORDINATOR, ClockTable, WorkerClock};
 pub use double_grant::{DoubleGrantChecker, DoubleGrants, Mode, Overlap};
 
 /// What the audit found for one SKU.

@@ -169,16 +169,10 @@ pub async fn recv<T: for<'de> Deserialize<'de>>(
     })
 }
 
-/// The boot id an agent reports: this host's, or the test knob's [`FAKE_BOOT_ID_ENV`].
+/// The boot id an agent reports: this host's, or the test knob's [`FAKE_BOOT_ID_ENV`] (empty
+/// when unreadable: then no coordinator counts it as its own host).
 pub fn reported_boot_id() -> String {
-    std::env::var(FAKE_BOOT_ID_ENV).unwrap_or_else(|_| boot_id())
-}
-
-/// This host's boot id (empty when unreadable: then no worker counts as this host).
-pub fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::env::var(FAKE_BOOT_ID_ENV).unwrap_or_else(|_| super::clock::boot_id().unwrap_or_default())
 }
 
 /// Test knob: a worker that reports this boot id is treated as another host (its clock offset

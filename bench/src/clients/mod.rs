@@ -1,5 +1,7 @@
 //! Clients: the buyers that carry the workload out against a strategy.
 //!
+//! - [`clock`]: how far each worker's clock is from the coordinator's, estimated by ping, and
+//!   how sure of it we are (pure logic).
 //! - [`driver`]: the buyers' loop. It needs only a [`crate::strategy::Strategy`], the
 //!   workload's schedule and a sink for completions, so the same loop runs in the coordinator
 //!   or in a worker process.
@@ -12,6 +14,7 @@
 //!   and lets the chaos runner pause them ([`crate::chaos::ClientProcesses`]).
 
 pub mod agent;
+pub mod clock;
 pub mod driver;
 pub mod link;
 pub mod protocol;

@@ -22,10 +22,12 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::clock::{self, ClockTrack, Sample, WorkerClock};
 use super::link::{self, Challenge, Hello, Verdict};
 use super::protocol::{Control, Event, Job, monotonic_ns, ns};
 use crate::chaos::ClientProcesses;
 use crate::chaos::holder::Point;
+use crate::check::{COORDINATOR, ClockTable};
 use crate::record::{Completion, DriveReport};
 use crate::workload::pacing::Part;
 
@@ -35,8 +37,11 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Pings at ready; the one with the shortest round trip bounds the offset best.
 const READY_PINGS: u64 = 16;
-/// Pings during the load (the offset may drift).
+/// A round of pings during the load (the offset may drift): its tightest answer counts, so
+/// one delayed answer does not widen the bound.
 const PING_EVERY: Duration = Duration::from_secs(1);
+/// Pings per round, sent back to back.
+const PINGS_PER_ROUND: u64 = 3;
 /// After the load's bound, how long workers get to send what they have after a Stop.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -158,7 +163,9 @@ pub struct WorkerSet {
     /// Which worker stopped itself (holder pause) or was stopped.
     pub paused: Option<mpsc::UnboundedReceiver<usize>>,
     /// Each worker's clock, as the pings measured it.
-    clocks: Arc<Mutex<Vec<Clock>>>,
+    clocks: Arc<Mutex<Vec<ClockTrack>>>,
+    /// Each remote worker's uncertainty, live, for the double-grant check.
+    table: Arc<ClockTable>,
     /// Connections refused after the start (late, a second one with an index, bad token).
     refused: Arc<Mutex<Vec<String>>>,
     acceptor: Option<tokio::task::JoinHandle<()>>,
@@ -205,32 +212,6 @@ pub enum Agents<'a> {
     Remote { wait: Duration },
 }
 
-/// A worker's clock as its pings measured it.
-#[derive(Debug, Clone, Default)]
-pub struct Clock {
-    /// Same boot id as the coordinator: one CLOCK_MONOTONIC, offset exactly 0.
-    pub same_host: bool,
-    /// The host name the agent gave.
-    pub host: String,
-    /// (sent, answered, received) in ns, coordinator / worker / coordinator clock.
-    pub samples: Vec<(u64, u64, u64)>,
-    /// How many of `samples` were taken at ready (the offset used for the run comes from them).
-    pub at_ready: usize,
-}
-
-impl Clock {
-    /// The offset (worker − coordinator, ns) the run maps this worker's times with.
-    pub fn offset_ns(&self) -> i64 {
-        if self.same_host {
-            return 0;
-        }
-        self.samples[..self.at_ready]
-            .iter()
-            .min_by_key(|(a, _, c)| c - a)
-            .map_or(0, |&(a, w, c)| w as i64 - ((a + c) / 2) as i64)
-    }
-}
-
 impl WorkerSet {
     /// Starts `count` load processes over pipes running `job`'s parts (stderr into
     /// `log_dir/worker-K.log`) and waits until each is connected to the servers. Worker K runs
@@ -265,12 +246,7 @@ impl WorkerSet {
         for (k, out) in outputs.iter_mut().enumerate() {
             await_ready(k, out).await?;
         }
-        let clocks = (0..count)
-            .map(|_| Clock {
-                same_host: true,
-                ..Clock::default()
-            })
-            .collect();
+        let clocks = (0..count).map(|_| ClockTrack::same_host()).collect();
         Ok(Self::assemble(children, outputs, reach, clocks, None))
     }
 
@@ -318,7 +294,7 @@ impl WorkerSet {
             passwords_from_env: true,
             ..job.clone()
         };
-        let mut slots: Vec<Option<(Lines, Reach, Clock)>> = (0..count).map(|_| None).collect();
+        let mut slots: Vec<Option<(Lines, Reach, ClockTrack)>> = (0..count).map(|_| None).collect();
         let deadline = tokio::time::Instant::now() + wait;
         let mut pending = tokio::task::JoinSet::new();
         let mut connected = 0;
@@ -375,11 +351,17 @@ impl WorkerSet {
         children: Vec<tokio::process::Child>,
         outputs: Vec<Lines>,
         reach: Vec<Reach>,
-        clocks: Vec<Clock>,
+        clocks: Vec<ClockTrack>,
         acceptor: Option<tokio::task::JoinHandle<()>>,
     ) -> Self {
         let (paused_tx, paused_rx) = mpsc::unbounded_channel();
         let n = reach.len();
+        let table = Arc::new(ClockTable::new(n as u32 + 1));
+        for (k, c) in clocks.iter().enumerate() {
+            if !c.is_same_host() {
+                table.set_uncertainty_ns(k as u32 + 1, c.uncertainty_ns());
+            }
+        }
         Self {
             children,
             outputs,
@@ -390,6 +372,7 @@ impl WorkerSet {
             }),
             paused: Some(paused_rx),
             clocks: Arc::new(Mutex::new(clocks)),
+            table,
             refused: Arc::new(Mutex::new(Vec::new())),
             acceptor,
         }
@@ -400,9 +383,32 @@ impl WorkerSet {
         self.control.clone()
     }
 
-    /// Each worker's clock so far.
-    pub fn clocks(&self) -> Vec<Clock> {
-        self.clocks.lock().expect("never poisoned").clone()
+    /// Each worker's clock so far, for summary.json.
+    pub fn clocks(&self) -> Vec<WorkerClock> {
+        let clocks = self.clocks.lock().expect("never poisoned");
+        (0..clocks.len())
+            .map(|k| clocks[k].summary(k as u32))
+            .collect()
+    }
+
+    /// The uncertainty of each clock domain, updated as pings come back.
+    pub fn clock_table(&self) -> Arc<ClockTable> {
+        self.table.clone()
+    }
+
+    /// The clock domain of worker `k`'s leases: 0 (the coordinator's clock) for a worker on
+    /// this host, its own for a worker elsewhere.
+    pub fn domains(&self) -> Vec<u32> {
+        let clocks = self.clocks.lock().expect("never poisoned");
+        (0..clocks.len())
+            .map(|k| {
+                if clocks[k].is_same_host() {
+                    COORDINATOR
+                } else {
+                    k as u32 + 1
+                }
+            })
+            .collect()
     }
 
     /// Starts the load at `start` and forwards every completion to `sink` until all workers
@@ -415,10 +421,13 @@ impl WorkerSet {
         sink: mpsc::Sender<Completion>,
         cancel: CancellationToken,
         limit: Duration,
-    ) -> (DriveReport, Vec<String>, Vec<Clock>) {
+    ) -> (DriveReport, Vec<String>, Vec<WorkerClock>) {
         let origin_ns = monotonic_ns() - ns(Instant::now(), start);
         let mut failures = Vec::new();
-        let offsets: Vec<i64> = self.clocks().iter().map(Clock::offset_ns).collect();
+        let offsets: Vec<i64> = {
+            let clocks = self.clocks.lock().expect("never poisoned");
+            clocks.iter().map(ClockTrack::offset_ns).collect()
+        };
         for (k, offset) in offsets.iter().enumerate() {
             // The start on the worker's own clock.
             let origin_ns = origin_ns.saturating_add_signed(*offset);
@@ -428,7 +437,13 @@ impl WorkerSet {
         }
         let mut readers = tokio::task::JoinSet::new();
         for (k, mut out) in self.outputs.drain(..).enumerate() {
-            let (sink, control, clocks) = (sink.clone(), self.control.clone(), self.clocks.clone());
+            let (sink, control, clocks, table) = (
+                sink.clone(),
+                self.control.clone(),
+                self.clocks.clone(),
+                self.table.clone(),
+            );
+            let mut round: Vec<Sample> = Vec::new();
             readers.spawn(async move {
                 let mut finished = None;
                 loop {
@@ -447,10 +462,19 @@ impl WorkerSet {
                             let _ = control.paused_tx.send(k);
                         }
                         Ok(Event::Pong { id, t_ns }) => {
-                            if let Some((sent, got)) = control.pong(k, id) {
-                                clocks.lock().expect("never poisoned")[k]
-                                    .samples
-                                    .push((sent, t_ns, got));
+                            let Some((sent, got)) = control.pong(k, id) else {
+                                continue;
+                            };
+                            round.extend(Sample::new(sent, t_ns, got));
+                            // A round's last answer: its tightest sample moves the bound.
+                            if id % PINGS_PER_ROUND == PINGS_PER_ROUND - 1 {
+                                let mut clocks = clocks.lock().expect("never poisoned");
+                                let c = &mut clocks[k];
+                                c.observe(&round);
+                                round.clear();
+                                if !c.is_same_host() {
+                                    table.set_uncertainty_ns(k as u32 + 1, c.uncertainty_ns());
+                                }
                             }
                         }
                         Ok(Event::Finished {
@@ -486,9 +510,11 @@ impl WorkerSet {
         let pinger = {
             let control = self.control.clone();
             tokio::spawn(async move {
-                for id in READY_PINGS.. {
+                for round in 1.. {
                     tokio::time::sleep(PING_EVERY).await;
-                    control.ping_all(id);
+                    for i in 0..PINGS_PER_ROUND {
+                        control.ping_all(round * PINGS_PER_ROUND + i);
+                    }
                 }
             })
         };
@@ -715,14 +741,10 @@ async fn handshake(
 
 /// Measures an admitted agent's clock, sends it its job and waits until it is ready; then
 /// hands its link to a writer task.
-async fn prepare(mut link: Link, job: Job) -> Result<(u32, Lines, Reach, Clock), WorkerError> {
+async fn prepare(mut link: Link, job: Job) -> Result<(u32, Lines, Reach, ClockTrack), WorkerError> {
     let k = link.index;
     let io = |what| move |e| io_err(k as usize, what, e);
-    let mut clock = Clock {
-        same_host: !link.hello.boot_id.is_empty() && link.hello.boot_id == link::boot_id(),
-        host: link.hello.host.clone(),
-        ..Clock::default()
-    };
+    let mut samples = Vec::new();
     for id in 0..READY_PINGS {
         let sent = monotonic_ns();
         link::send(&mut link.wr, &Control::Ping { id })
@@ -733,7 +755,7 @@ async fn prepare(mut link: Link, job: Job) -> Result<(u32, Lines, Reach, Clock),
             .map_err(io("ping"))?
         {
             Event::Pong { id: got, t_ns } if got == id => {
-                clock.samples.push((sent, t_ns, monotonic_ns()));
+                samples.extend(Sample::new(sent, t_ns, monotonic_ns()));
             }
             other => {
                 return Err(io("ping")(std::io::Error::other(format!(
@@ -742,7 +764,17 @@ async fn prepare(mut link: Link, job: Job) -> Result<(u32, Lines, Reach, Clock),
             }
         }
     }
-    clock.at_ready = clock.samples.len();
+    let same_host = clock::same_host(&link.hello.boot_id);
+    let clock = ClockTrack::at_ready(same_host, &samples)
+        .ok_or_else(|| io("ping")(std::io::Error::other("no ping came back")))?;
+    tracing::info!(
+        worker = k,
+        host = link.hello.host,
+        same_host,
+        offset_ns = clock.offset_ns(),
+        uncertainty_ns = clock.uncertainty_ns(),
+        "worker admitted"
+    );
     link::send(&mut link.wr, &job)
         .await
         .map_err(io("send job"))?;

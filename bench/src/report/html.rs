@@ -548,6 +548,9 @@ pub(super) fn notes(h: &mut String, runs: &[RunData]) {
                 s.stuck_locks
             )));
         }
+        if let Some(note) = s.clock_note() {
+            notes.push(n(note));
+        }
         if s.interrupted {
             notes.push(n("interrupted before the end of the load".into()));
         }

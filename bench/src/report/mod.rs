@@ -26,7 +26,9 @@ pub use needs::Needs;
 pub use saved::ReportError;
 pub use table::{print_faults, print_table};
 
-use crate::check::{DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict};
+use crate::check::{
+    DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict, WorkerClock,
+};
 use crate::cluster::{NodeInfo, Provisioner};
 use crate::record::utilization::{Coverage, Utilization};
 use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
@@ -78,7 +80,8 @@ pub struct Summary {
     /// `inconsistent_skus`, `lost_sales` (flattened into the top level of the JSON).
     #[serde(flatten)]
     pub audit: Safety,
-    /// Pairs of leases on one lock key that overlapped in time (lost mutual exclusion).
+    /// Pairs of leases on one lock key that overlapped in time (lost mutual exclusion); leases
+    /// timed on different hosts' clocks only beyond the clocks' uncertainty.
     pub double_grants: u64,
     /// Leases that a later grant of the same key overlapped: one per stale holder, however
     /// many later holders overlapped it.
@@ -86,8 +89,24 @@ pub struct Summary {
     /// Leases that ended before their holder released them: release found the lock gone or
     /// another's, renewal found it expired, or Redlock's validity passed while it was held.
     pub lease_lost: u64,
-    /// The first few overlapping pairs, with the mode each lease held its key in.
+    /// The first few overlapping pairs, with the mode each lease held its key in (and, for
+    /// leases timed on different hosts' clocks, the clock uncertainty the overlap beat).
     pub double_grant_examples: Vec<Overlap>,
+    /// Of `double_grants`, the pairs of leases timed on different hosts' clocks: each overlapped
+    /// by more than the two clocks' uncertainty.
+    #[serde(default)]
+    pub double_grants_cross_host: u64,
+    /// Pairs of leases timed on different hosts' clocks that overlapped by no more than the two
+    /// clocks' uncertainty: perhaps a double grant, perhaps clock error; not in `double_grants`.
+    #[serde(default)]
+    pub within_clock_uncertainty: u64,
+    /// The longest of those overlaps, with the uncertainty it fell within.
+    #[serde(default)]
+    pub within_clock_uncertainty_largest: Option<Overlap>,
+    /// Each worker's clock: its offset from the coordinator's, how far its mapping may have
+    /// been off, how far it drifted (empty without workers).
+    #[serde(default)]
+    pub clocks: Vec<WorkerClock>,
     /// Reads answered (`load.read_fraction`), torn ones included.
     #[serde(default)]
     pub reads: u64,
@@ -247,6 +266,8 @@ pub struct RunParts<'a> {
     pub started_at: std::time::SystemTime,
     /// Chaos file, fault and phase summaries, workers.
     pub chaos: ChaosParts,
+    /// Each worker's clock (empty without workers).
+    pub clocks: Vec<WorkerClock>,
 }
 
 /// The chaos side of a run, for [`Summary::new`].
@@ -282,6 +303,7 @@ impl Summary {
             target_file,
             started_at,
             chaos,
+            clocks,
         } = p;
         let duration_s = drive.elapsed.as_secs_f64();
         let sold_out_s = stats
@@ -329,6 +351,12 @@ impl Summary {
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
+            double_grants_cross_host: double_grants.cross_host,
+            within_clock_uncertainty: double_grants.within_clock_uncertainty,
+            within_clock_uncertainty_largest: double_grants
+                .within_clock_uncertainty_largest
+                .clone(),
+            clocks,
             reads,
             torn_reads: stats.count(Outcome::TORN_READ),
             utilization: info
@@ -445,6 +473,26 @@ impl Summary {
     pub fn headline(&self) -> &'static str {
         self.verdict().headline(!self.claims_safety)
     }
+
+    /// The note for overlaps of leases on different hosts' clocks that the clocks'
+    /// uncertainty may explain (not counted as double grants); `None` without any.
+    pub fn clock_note(&self) -> Option<String> {
+        let largest = self.within_clock_uncertainty_largest.as_ref();
+        (self.within_clock_uncertainty > 0).then(|| {
+            let largest = largest.map_or_else(String::new, |o| {
+                format!(
+                    " (the longest {} µs within {} µs)",
+                    o.overlap_us,
+                    o.clock_uncertainty_us.unwrap_or(0)
+                )
+            });
+            format!(
+                "{} lease overlap(s) across hosts within clock uncertainty{largest}, not counted \
+                 as double grants",
+                self.within_clock_uncertainty
+            )
+        })
+    }
 }
 
 fn round1(x: f64) -> f64 {
@@ -508,6 +556,36 @@ mod tests {
         // Columns 3 and 4: after attempts/s and sales/s.
         assert_eq!(&row("rw")[3..5], ["450", "3"], "{t}");
         assert_eq!(&row("mysql-atomic")[3..5], ["-", "-"], "{t}");
+    }
+
+    #[test]
+    fn overlaps_within_clock_uncertainty_are_a_note_not_a_double_grant() {
+        let mut s: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json"))
+                .expect("a summary from before clocks loads");
+        assert_eq!((s.within_clock_uncertainty, s.clocks.len()), (0, 0));
+        assert_eq!(s.clock_note(), None);
+        s.within_clock_uncertainty = 2;
+        s.within_clock_uncertainty_largest = Some(Overlap {
+            key: "k".into(),
+            first: "a".into(),
+            second: "b".into(),
+            overlap_us: 900,
+            first_mode: crate::check::Mode::Exclusive,
+            second_mode: crate::check::Mode::Exclusive,
+            clock_uncertainty_us: Some(1_500),
+        });
+        let mut out = Vec::new();
+        print_table(&mut out, std::slice::from_ref(&s)).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.contains(&format!(
+                "note: {}: 2 lease overlap(s) across hosts within clock uncertainty (the longest \
+                 900 µs within 1500 µs), not counted as double grants",
+                s.strategy
+            )),
+            "{out}"
+        );
     }
 
     /// Golden test of the summary schema: fixed parts in, the committed JSON out. A change in
@@ -586,7 +664,19 @@ mod tests {
                     overlap_us: 1500,
                     first_mode: crate::check::Mode::Exclusive,
                     second_mode: crate::check::Mode::Exclusive,
+                    clock_uncertainty_us: Some(1_000),
                 }],
+                cross_host: 1,
+                within_clock_uncertainty: 3,
+                within_clock_uncertainty_largest: Some(Overlap {
+                    key: "k".into(),
+                    first: "t2".into(),
+                    second: "t3".into(),
+                    overlap_us: 700,
+                    first_mode: crate::check::Mode::Exclusive,
+                    second_mode: crate::check::Mode::Shared,
+                    clock_uncertainty_us: Some(1_000),
+                }),
             },
             stuck_locks: 0,
             servers: Vec::new(),
@@ -594,6 +684,24 @@ mod tests {
             target_file: None,
             started_at: UNIX_EPOCH + Duration::from_secs(1_800_000_000),
             chaos: ChaosParts::default(),
+            clocks: vec![
+                WorkerClock {
+                    worker: 0,
+                    same_host: true,
+                    offset_us: 0,
+                    uncertainty_us: 0,
+                    drift_us: 0,
+                    pings: 4,
+                },
+                WorkerClock {
+                    worker: 1,
+                    same_host: false,
+                    offset_us: -1_234,
+                    uncertainty_us: 500,
+                    drift_us: 12,
+                    pings: 65,
+                },
+            ],
         });
         let mut got = serde_json::to_value(&summary).expect("serialises");
         // The only field that is not a function of the parts.

@@ -259,6 +259,9 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
                 s.strategy, c.writes
             )?;
         }
+        if let Some(note) = s.clock_note() {
+            writeln!(out, "note: {}: {note}", s.strategy)?;
+        }
         if s.interrupted {
             writeln!(
                 out,

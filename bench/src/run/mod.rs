@@ -19,10 +19,10 @@ use crate::chaos::runner::Reach;
 use crate::chaos::{ClientProcesses, FaultRecord, run_faults};
 use crate::check::Safety;
 use crate::clients::WorkerLink;
+use crate::clients::clock::WorkerClock;
 use crate::clients::driver;
 use crate::clients::link;
 use crate::clients::protocol::Job;
-use crate::clients::workers::Clock;
 use crate::clients::workers::{Agents, WorkerError, WorkerSet};
 use crate::cluster::target;
 use crate::cluster::{ClusterError, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner};
@@ -300,8 +300,7 @@ struct Measured {
     drive: DriveReport,
     worker_failures: Vec<String>,
     /// Each worker's clock, as its pings measured it (none without workers).
-    #[allow(dead_code)] // goes into summary.json once the clock estimate lands
-    clocks: Vec<Clock>,
+    clocks: Vec<WorkerClock>,
     faults: Vec<FaultRecord>,
     recording: Recording,
     start: Instant,
@@ -467,6 +466,7 @@ fn results(
             workers: plan.workers,
             worker_failures: m.worker_failures,
         },
+        clocks: m.clocks,
     });
     let mut summary = summary;
     summary.consensus_writes = cost
