@@ -71,6 +71,11 @@ fn tcp_workers_give_the_totals_of_pipe_workers_on_the_same_seed() {
     let pipe = run(dir.path(), "pipe", &[]);
     let tcp = run(dir.path(), "tcp", &["--worker-link", "tcp"]);
     assert_same_totals(&pipe, &tcp);
+    // One host: one clock, exact.
+    assert_eq!(tcp.clocks.len(), 4);
+    for c in &tcp.clocks {
+        assert!(c.same_host && c.offset_us == 0 && c.uncertainty_us == 0, "{c:?}");
+    }
     for k in 0..4 {
         let log = std::fs::read_to_string(dir.path().join(format!("tcp/logs/worker-{k}.log")));
         assert!(
@@ -312,13 +317,30 @@ fn a_paused_remote_holder_is_resumed_and_its_lost_lock_is_caught_across_hosts() 
     // 2x the 2 s ttl of workloads/chaos.toml.
     let paused = f.healed_s.unwrap() - f.started_s.unwrap();
     assert!((3.99..5.5).contains(&paused), "paused {paused}s");
+    // Each clock 500 ms ahead was found, within the bound the pings give.
+    assert_eq!(s.clocks.len(), 4);
+    for c in &s.clocks {
+        assert!(!c.same_host, "{c:?}");
+        assert!(
+            (c.offset_us - 500_000).unsigned_abs() <= c.uncertainty_us,
+            "{c:?}"
+        );
+        assert!(c.uncertainty_us < 100_000, "{c:?}");
+    }
     // The lease lapsed under the paused holder on one "host" and a holder on another took it:
     // seconds of overlap, far beyond the clocks' uncertainty.
     assert!(
-        s.double_grant_incidents > 0 && s.lease_lost > 0 && !s.safe,
-        "incidents {} / leases lost {}",
+        s.double_grant_incidents > 0 && s.double_grants_cross_host > 0 && s.lease_lost > 0,
+        "incidents {} / cross-host {} / leases lost {}",
         s.double_grant_incidents,
+        s.double_grants_cross_host,
         s.lease_lost
+    );
+    assert!(!s.safe);
+    let example = &s.double_grant_examples[0];
+    assert!(
+        example.clock_uncertainty_us.is_some_and(|u| example.overlap_us > u),
+        "{example:?}"
     );
     for a in agents {
         assert_eq!(wait_exit(a).0, 0);
