@@ -7,8 +7,10 @@
 //! - [`worker`]: `lockbench worker`, the worker process's side.
 //! - [`workers`]: the coordinator's side: starts workers, forwards their completions, and
 //!   lets the chaos runner pause them ([`crate::chaos::ClientProcesses`]).
+//! - [`k8s`]: `lockbench k8s render`, Kubernetes manifests for a coordinator and its workers.
 
 pub mod driver;
+pub mod k8s;
 pub mod protocol;
 pub mod worker;
 pub mod workers;
