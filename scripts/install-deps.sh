@@ -21,15 +21,17 @@ declare -A NEED=(
   [cc]=gcc
 )
 
-# `--for-tests`: also what only the test suite needs (a browser to load report.html, and the
-# real lock libraries, whose adapters the tests run).
+# `--for-tests`: also what only the test suite needs (a browser to load report.html, the real
+# lock libraries, whose adapters the tests run, and kubernetes-validate from PyPI into
+# scripts/kubernetes-validate/.venv, which checks the manifests of `lockbench k8s render`).
 # `--adapters`: the lock libraries behind `--strategy lib:<name>` (adapters/): Python, Node.js
 # and Java runtimes from Debian, Curator's jars from Debian, the pinned PyPI and npm packages
 # into adapters/python/.venv and adapters/node/node_modules.
 adapters=""
+for_tests=""
 for arg in "$@"; do
   case "$arg" in
-    --for-tests) NEED[chromium]=chromium; adapters=1 ;;
+    --for-tests) NEED[chromium]=chromium; adapters=1; for_tests=1 ;;
     --adapters) adapters=1 ;;
     *) echo "install-deps: unknown option $arg (expected --for-tests or --adapters)" >&2; exit 2 ;;
   esac
@@ -102,5 +104,8 @@ if [ -n "$adapters" ]; then
   for lang in python node curator; do
     if [ -f "$here/adapters/$lang/install.sh" ]; then sh "$here/adapters/$lang/install.sh" >&2; fi
   done
+fi
+if [ -n "$for_tests" ]; then
+  sh "$(cd "$(dirname "$0")" && pwd)/kubernetes-validate/install.sh" >&2
 fi
 echo "install-deps: servers and tools present" >&2

@@ -91,6 +91,9 @@ pub enum Command {
     /// `coordinate`), which runs this worker's part of the coordinator's load and exits when it
     /// is done. Without: the load process of a local run, driven over stdin (internal).
     Worker(WorkerArgs),
+    /// Kubernetes: manifests for a run whose workers are pods of a cluster.
+    #[command(subcommand)]
+    K8s(crate::clients::k8s::K8sCommand),
 }
 
 /// `lockbench coordinate`
@@ -427,6 +430,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
         Command::AdapterCheck(args) => with_runtime(|cancel| cmd_adapter_check(args, cancel)),
+        Command::K8s(crate::clients::k8s::K8sCommand::Render(args)) => cmd_k8s_render(args),
         Command::Report(args) => {
             let path = report::write_report_with(&args.dir, args.needs.as_ref())?;
             println!("{}", path.display());
@@ -1003,6 +1007,46 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
         eprintln!("lockbench: sweep incomplete for: {}", failed.join(", "));
         return Ok(ExitCode::from(EXIT_PARTIAL));
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `k8s render`: the files and every check `coordinate` makes before it starts anything, then
+/// the manifests.
+fn cmd_k8s_render(args: crate::clients::k8s::RenderArgs) -> anyhow::Result<ExitCode> {
+    use crate::clients::k8s;
+    let inputs = k8s::Inputs::load(&args)?;
+    let opts = RunOptions {
+        strategy: args.strategy.clone(),
+        workload: inputs.workload.clone(),
+        chaos: inputs.chaos.as_ref().map(|(plan, _)| plan.clone()),
+        workers: args.workers,
+        worker_link: crate::clients::WorkerLink::Remote {
+            listen: std::net::SocketAddr::from(([0, 0, 0, 0], args.port)),
+            wait: std::time::Duration::from_secs(120),
+        },
+        private_network: false,
+        workload_file: args.workload.display().to_string(),
+        out: PathBuf::new(),
+        base_port: None,
+        endpoints: None,
+        provision: Provisioner::Local,
+        target: Some(inputs.target.checked.clone()),
+        history: false,
+        progress: false,
+    };
+    let plan = opts.plan()?;
+    if plan.workers != args.workers {
+        bail!(
+            "--workers {}: expected at most load.clients = {} (each worker runs at least one buyer)",
+            args.workers,
+            inputs.workload.load.clients
+        );
+    }
+    inputs
+        .target
+        .checked
+        .endpoints_for(&args.strategy, plan.info.needs)?;
+    k8s::write(&args, &inputs)?;
     Ok(ExitCode::SUCCESS)
 }
 

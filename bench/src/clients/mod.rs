@@ -12,10 +12,12 @@
 //!   reached over TCP, possibly on another host.
 //! - [`workers`]: the coordinator's side: starts or admits workers, forwards their results,
 //!   and lets the chaos runner pause them ([`crate::chaos::ClientProcesses`]).
+//! - [`k8s`]: `lockbench k8s render`, Kubernetes manifests for a coordinator and its workers.
 
 pub mod agent;
 pub mod clock;
 pub mod driver;
+pub mod k8s;
 pub mod link;
 pub mod protocol;
 pub mod worker;

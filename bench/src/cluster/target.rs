@@ -80,12 +80,7 @@ const DSN_FORM: &str = "\"mysql://USER@HOST:PORT/DATABASE\" (the password goes i
 impl ExternalTarget {
     /// Reads and validates `path`.
     pub fn load(path: &Path) -> Result<Self, ClusterError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ClusterError::Target {
-            file: file.clone(),
-            field: "-".into(),
-            problem: format!("cannot read target file: {e}"),
-        })?;
+        let (file, text) = read(path)?;
         Self::parse(&file, &text, |k| std::env::var(k).ok())
     }
 
@@ -95,7 +90,22 @@ impl ExternalTarget {
         text: &str,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, ClusterError> {
-        let r = Reader { file, env: &env };
+        let env = |var: &str| {
+            env(var)
+                .ok_or_else(|| format!("the name of a set environment variable (export {var}=…)"))
+        };
+        Self::parse_with(file, text, &env, &resolve)
+    }
+
+    /// [`Self::parse`], with `env` giving a password variable's value (or the form expected of
+    /// its name) and `resolve` turning each `host:port` into an address.
+    fn parse_with(
+        file: &str,
+        text: &str,
+        env: &dyn Fn(&str) -> Result<String, String>,
+        resolve: &dyn Fn(&str) -> Result<SocketAddr, String>,
+    ) -> Result<Self, ClusterError> {
+        let r = Reader { file, env, resolve };
         let raw: RawTarget = toml::from_str(text).map_err(|e| ClusterError::Target {
             file: file.to_string(),
             field: "-".into(),
@@ -112,7 +122,7 @@ impl ExternalTarget {
         if let Some(m) = &raw.mysql {
             let (user, host, database) = parse_dsn(&m.dsn)
                 .ok_or_else(|| r.bad("mysql.dsn", &format!("{:?}", m.dsn), DSN_FORM))?;
-            let addr = resolve(host).map_err(|e| r.bad("mysql.dsn", &e, DSN_FORM))?;
+            let addr = (r.resolve)(host).map_err(|e| r.bad("mysql.dsn", &e, DSN_FORM))?;
             let password = r.password("mysql", &m.password_env)?.unwrap_or_default();
             ep.mysql = Some(MysqlEndpoint {
                 addr,
@@ -239,10 +249,103 @@ impl ExternalTarget {
     }
 }
 
+/// A target file read away from its network, for manifests that run lockbench inside it
+/// (`lockbench k8s render`): every rule of [`ExternalTarget::parse`] holds, except that host
+/// names are checked for form only (a cluster's names resolve only inside it) and no password
+/// is read: only the names of the variables that will hold them.
+#[derive(Debug, Clone)]
+pub struct OfflineTarget {
+    /// The file as read. It holds no password: `password_env` only names a variable.
+    pub text: String,
+    /// For checks only, never to connect: every address is `0.0.0.0:<port>`, every password
+    /// empty.
+    pub checked: ExternalTarget,
+    /// The variable each login reads its password from.
+    pub password_vars: PasswordVars,
+}
+
+/// The environment variable each login of a target file reads its password from (the
+/// table's `password_env`); `None`: no password.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PasswordVars {
+    /// `[mysql]`.
+    pub mysql: Option<String>,
+    /// `[redis]` or `[redis_cluster]` (one Redis login serves both).
+    pub redis: Option<String>,
+    /// `[sentinel]`.
+    pub sentinel: Option<String>,
+    /// `[etcd]`.
+    pub etcd: Option<String>,
+    /// `[zookeeper]`.
+    pub zookeeper: Option<String>,
+}
+
+impl OfflineTarget {
+    /// Reads and validates `path` (see [`OfflineTarget`]).
+    pub fn load(path: &Path) -> Result<Self, ClusterError> {
+        let (file, text) = read(path)?;
+        Self::parse(&file, &text)
+    }
+
+    /// Validates target text (see [`OfflineTarget`]); `file` names it in errors.
+    pub fn parse(file: &str, text: &str) -> Result<Self, ClusterError> {
+        // Each login's password is the name of its variable, which says where it comes from.
+        let env = |var: &str| {
+            is_env_name(var).then(|| var.to_string()).ok_or_else(|| {
+                "an environment variable name: ASCII letters, digits and `_`, not starting \
+                 with a digit (it also names a key of a Kubernetes Secret)"
+                    .to_string()
+            })
+        };
+        let named = ExternalTarget::parse_with(file, text, &env, &unresolved)?;
+        let mut ep = named.endpoints;
+        let take = |a: &mut Option<Auth>| a.as_mut().map(|a| std::mem::take(&mut a.password));
+        let mysql = ep.mysql.as_mut().map(|m| std::mem::take(&mut m.password));
+        let password_vars = PasswordVars {
+            // A MySQL login without `password_env` has an empty password.
+            mysql: mysql.filter(|v| !v.is_empty()),
+            redis: take(&mut ep.redis_auth),
+            sentinel: take(&mut ep.sentinel_auth),
+            etcd: take(&mut ep.etcd_auth),
+            zookeeper: take(&mut ep.zookeeper_auth),
+        };
+        let checked = ExternalTarget {
+            file: named.file,
+            endpoints: ep,
+        };
+        Ok(Self {
+            text: text.to_string(),
+            checked,
+            password_vars,
+        })
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`: a name every shell and a Secret key accept.
+fn is_env_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The text of the target file at `path`, and its name for errors.
+fn read(path: &Path) -> Result<(String, String), ClusterError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ClusterError::Target {
+        file: file.clone(),
+        field: "-".into(),
+        problem: format!("cannot read target file: {e}"),
+    })?;
+    Ok((file, text))
+}
+
 /// Reads the tables of one target file: every error names the file and the field.
 struct Reader<'a> {
     file: &'a str,
-    env: &'a dyn Fn(&str) -> Option<String>,
+    env: &'a dyn Fn(&str) -> Result<String, String>,
+    resolve: &'a dyn Fn(&str) -> Result<SocketAddr, String>,
 }
 
 impl Reader<'_> {
@@ -262,7 +365,9 @@ impl Reader<'_> {
         nodes
             .iter()
             .enumerate()
-            .map(|(i, n)| resolve(n).map_err(|e| self.bad(&format!("{field}[{i}]"), &e, ADDR_FORM)))
+            .map(|(i, n)| {
+                (self.resolve)(n).map_err(|e| self.bad(&format!("{field}[{i}]"), &e, ADDR_FORM))
+            })
             .collect()
     }
 
@@ -270,11 +375,11 @@ impl Reader<'_> {
     fn password(&self, table: &str, var: &Option<String>) -> Result<Option<String>, ClusterError> {
         var.as_ref()
             .map(|var| {
-                (self.env)(var).ok_or_else(|| {
+                (self.env)(var).map_err(|expected| {
                     self.bad(
                         &format!("{table}.password_env"),
                         &format!("{var:?}"),
-                        &format!("the name of a set environment variable (export {var}=…)"),
+                        &expected,
                     )
                 })
             })
@@ -313,6 +418,17 @@ fn parse_dsn(dsn: &str) -> Option<(&str, &str, &str)> {
     let (host, database) = rest.split_once('/')?;
     let ok = |s: &str| !s.is_empty() && !s.contains([':', '/', '@', '?']);
     (ok(user) && !host.is_empty() && ok(database)).then_some((user, host, database))
+}
+
+/// `host:port` checked for its form only, as `0.0.0.0:port` (see [`OfflineTarget`]).
+fn unresolved(hostport: &str) -> Result<SocketAddr, String> {
+    let bad = || format!("{hostport:?} (not host:port)");
+    let (host, port) = hostport.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || host.contains(['/', '@', ' ']) {
+        return Err(bad());
+    }
+    Ok(SocketAddr::from(([0, 0, 0, 0], port)))
 }
 
 fn resolve(hostport: &str) -> Result<SocketAddr, String> {
@@ -1066,6 +1182,54 @@ mod tests {
         for s in crate::strategy::ALL {
             t.endpoints_for(s.id, s.needs)
                 .unwrap_or_else(|e| panic!("{}: {e}", s.id));
+        }
+    }
+
+    #[test]
+    fn an_offline_target_names_its_password_variables_and_resolves_nothing() {
+        // Names of a cluster's network, variables unset here: both are fine away from it.
+        let text = "[mysql]\ndsn = \"mysql://bench@db.shop.svc:3306/shop\"\npassword_env = \"DB_PW\"\n\
+             [redis_cluster]\nnodes = [\"redis-0.redis.shop.svc.cluster.local:7000\"]\n\
+             password_env = \"RC_PW\"\n\
+             [etcd]\nnodes = [\"http://etcd.shop.svc:2379\"]\nusername = \"root\"\npassword_env = \"ETCD_PW\"\n";
+        let t = OfflineTarget::parse("t.toml", text).unwrap();
+        assert_eq!(
+            t.password_vars,
+            PasswordVars {
+                mysql: Some("DB_PW".into()),
+                redis: Some("RC_PW".into()),
+                etcd: Some("ETCD_PW".into()),
+                ..PasswordVars::default()
+            }
+        );
+        assert_eq!(t.text, text);
+        let ep = &t.checked.endpoints;
+        assert_eq!(ep.mysql.as_ref().unwrap().password, "");
+        assert_eq!(ep.etcd_auth.as_ref().unwrap().password, "");
+        assert_eq!(ep.redis_cluster[0].port(), 7000);
+        let needs = crate::strategy::find("etcd").unwrap().needs;
+        t.checked.endpoints_for("etcd", needs).unwrap();
+        for (text, want) in [
+            (
+                "[redis]\nnodes = [\"redis:x\"]\n",
+                "t.toml: redis.nodes[0]: \"redis:x\"",
+            ),
+            ("[redis]\nnodes = [\"redis\"]\n", "t.toml: redis.nodes[0]"),
+            ("[redis]\nnodes = [\":6379\"]\n", "t.toml: redis.nodes[0]"),
+            (
+                "[redis]\nnodes = [\"r:1\"]\npassword_env = \"MY-PW\"\n",
+                "t.toml: redis.password_env: \"MY-PW\": expected an environment variable name",
+            ),
+            (
+                "[etcd]\nnodes = [\"e:1\"]\npassword_env = \"PW\"\n",
+                "t.toml: etcd.username: missing",
+            ),
+            ("[redis]\nnode = [\"r:1\"]\n", "unknown field `node`"),
+        ] {
+            let e = OfflineTarget::parse("t.toml", text)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{text:?}: {e}");
         }
     }
 

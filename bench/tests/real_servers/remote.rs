@@ -74,7 +74,10 @@ fn tcp_workers_give_the_totals_of_pipe_workers_on_the_same_seed() {
     // One host: one clock, exact.
     assert_eq!(tcp.clocks.len(), 4);
     for c in &tcp.clocks {
-        assert!(c.same_host && c.offset_us == 0 && c.uncertainty_us == 0, "{c:?}");
+        assert!(
+            c.same_host && c.offset_us == 0 && c.uncertainty_us == 0,
+            "{c:?}"
+        );
     }
     for k in 0..4 {
         let log = std::fs::read_to_string(dir.path().join(format!("tcp/logs/worker-{k}.log")));
@@ -339,7 +342,9 @@ fn a_paused_remote_holder_is_resumed_and_its_lost_lock_is_caught_across_hosts() 
     assert!(!s.safe);
     let example = &s.double_grant_examples[0];
     assert!(
-        example.clock_uncertainty_us.is_some_and(|u| example.overlap_us > u),
+        example
+            .clock_uncertainty_us
+            .is_some_and(|u| example.overlap_us > u),
         "{example:?}"
     );
     for a in agents {
