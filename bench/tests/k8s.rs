@@ -35,14 +35,14 @@ fn lockbench(args: &[&str]) -> Output {
         .expect("run lockbench")
 }
 
-/// The arguments of the README's `lockbench k8s render` command (section "Across machines:
-/// Kubernetes"), without its `> FILE` redirection: CI runs exactly what the README shows.
+/// The arguments of the README's `lockbench k8s render` command (section "Kubernetes: workers
+/// as an Indexed Job"), without its `> FILE` redirection: CI runs exactly what the README shows.
 fn readme_render_args() -> Vec<String> {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let section = readme
-        .split("\n## ")
-        .find(|s| s.starts_with("Across machines: Kubernetes"))
-        .expect("README has a section \"Across machines: Kubernetes\"");
+        .split("\n### ")
+        .find(|s| s.starts_with("Kubernetes: workers as an Indexed Job"))
+        .expect("README has a section \"Kubernetes: workers as an Indexed Job\"");
     let line = section
         .lines()
         .find(|l| l.starts_with("lockbench k8s render "))
