@@ -18,7 +18,8 @@ use tokio_util::sync::CancellationToken;
 use super::protocol::{Control, Event, Job, monotonic_ns, ns};
 use crate::chaos::ClientProcesses;
 use crate::chaos::holder::Point;
-use crate::record::{Completion, DriveReport};
+use crate::record::phases::Boundaries;
+use crate::record::{DriveReport, Input};
 use crate::workload::pacing::Part;
 
 /// How long workers may take to connect to the servers.
@@ -162,12 +163,14 @@ impl WorkerSet {
         self.control.clone()
     }
 
-    /// Starts the load at `start` and forwards every completion to `sink` until all workers
-    /// finished. A worker that dies is reported in `failures`, not waited for.
+    /// Starts the load at `start`, tells the workers of each fault boundary marked in
+    /// `boundaries`, and forwards what they measured to `sink` until all of them finished. A
+    /// worker that dies is reported in `failures`, not waited for.
     pub async fn drive(
         mut self,
         start: Instant,
-        sink: mpsc::Sender<Completion>,
+        sink: mpsc::Sender<Input>,
+        boundaries: Arc<Boundaries>,
         cancel: CancellationToken,
     ) -> (DriveReport, Vec<String>) {
         let origin_ns = monotonic_ns() - ns(Instant::now(), start);
@@ -177,28 +180,41 @@ impl WorkerSet {
                 failures.push(format!("worker {k}: start: {e}"));
             }
         }
+        let forward = tokio::spawn(forward_boundaries(
+            boundaries.subscribe(),
+            self.control.clone(),
+            start,
+        ));
         let mut readers = tokio::task::JoinSet::new();
         for (k, mut out) in self.outputs.drain(..).enumerate() {
             let (sink, paused) = (sink.clone(), self.control.paused_tx.clone());
             readers.spawn(async move {
                 let mut finished = None;
                 while let Ok(Some(line)) = out.next_line().await {
-                    match serde_json::from_str::<Event>(&line) {
-                        Ok(Event::Done(c)) => {
-                            if sink.send(c.into_completion(start)).await.is_err() {
-                                break;
-                            }
-                        }
+                    let input = match serde_json::from_str::<Event>(&line) {
+                        Ok(Event::Interval(i)) => match i.decode(start, k) {
+                            Ok(batch) => Input::Batch(batch),
+                            Err(e) => return (k, Err(format!("undecodable interval: {e}"))),
+                        },
+                        Ok(Event::Done(c)) => Input::History(c.into_completion(start)),
                         Ok(Event::Paused) => {
                             let _ = paused.send(k);
+                            continue;
                         }
                         Ok(Event::Finished {
                             not_started,
                             cancelled,
                             broken,
-                        }) => finished = Some((not_started, cancelled, broken)),
+                            elapsed_ns,
+                        }) => {
+                            finished = Some((not_started, cancelled, broken, elapsed_ns));
+                            continue;
+                        }
                         Ok(Event::Failed(e)) => return (k, Err(e)),
-                        Ok(Event::Ready) | Err(_) => {}
+                        Ok(Event::Ready) | Err(_) => continue,
+                    };
+                    if sink.send(input).await.is_err() {
+                        break;
                     }
                 }
                 (
@@ -226,24 +242,34 @@ impl WorkerSet {
                 cancelled: false,
                 broken: Vec::new(),
             };
+            // From the workers' last attempts: each waits a moment before its last interval.
+            let mut elapsed = Some(Duration::ZERO);
             while let Some(joined) = readers.join_next().await {
                 match joined {
-                    Ok((k, Ok((not_started, cancelled, broken)))) => {
+                    Ok((k, Ok((not_started, cancelled, broken, elapsed_ns)))) => {
+                        elapsed = elapsed.zip(elapsed_ns).map(|(e, n)| e.max(Duration::from_nanos(n)));
                         report.not_started += not_started;
                         report.cancelled |= cancelled;
                         if let Some(b) = broken {
                             report.broken.push(format!("worker {k}: {b}"));
                         }
                     }
-                    Ok((k, Err(e))) => failures.push(format!("worker {k}: {e}")),
-                    Err(e) => failures.push(format!("worker reader: {e}")),
+                    Ok((k, Err(e))) => {
+                        elapsed = None;
+                        failures.push(format!("worker {k}: {e}"))
+                    }
+                    Err(e) => {
+                        elapsed = None;
+                        failures.push(format!("worker reader: {e}"))
+                    }
                 }
             }
+            report.elapsed = elapsed.unwrap_or_else(|| start.elapsed());
             report
         };
-        let mut report = collect.await;
+        let report = collect.await;
         stop.abort();
-        report.elapsed = start.elapsed();
+        forward.abort();
         for (k, child) in self.children.iter_mut().enumerate() {
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
@@ -255,6 +281,28 @@ impl WorkerSet {
             }
         }
         (report, failures)
+    }
+}
+
+/// Tells every worker of each boundary marked in `marks` (ns since `start`), in order.
+async fn forward_boundaries(
+    mut marks: tokio::sync::watch::Receiver<Vec<Instant>>,
+    control: Arc<WorkerControl>,
+    start: Instant,
+) {
+    let mut sent = 0;
+    loop {
+        let new: Vec<Instant> = marks.borrow_and_update()[sent..].to_vec();
+        for b in &new {
+            for k in 0..control.len() {
+                // A worker that is gone is reported by its reader.
+                let _ = control.send(k, Control::Boundary { at_ns: ns(*b, start) });
+            }
+        }
+        sent += new.len();
+        if marks.changed().await.is_err() {
+            return;
+        }
     }
 }
 

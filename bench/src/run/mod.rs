@@ -207,6 +207,7 @@ async fn clients(
         endpoints: EndpointsFile::new(servers.endpoints.clone(), servers.nodes.clone()),
         part: Part::WHOLE,
         extra_bound_ms: plan.extra_bound.as_millis() as u64,
+        history: plan.opts.history,
     };
     let logs = plan.opts.out.join("logs");
     std::fs::create_dir_all(&logs).map_err(write_err(&logs))?;
@@ -301,7 +302,10 @@ async fn load(
     let load_done = cancel.child_token();
     let buyers = async {
         let result = match workers {
-            Some(set) => set.drive(start, sink, cancel.clone()).await,
+            Some(set) => {
+                let marks = boundaries.clone();
+                set.drive(start, sink, marks, cancel.clone()).await
+            }
             None => {
                 let strategy = built.strategy.clone();
                 let report = driver::drive(strategy, w, start, sink, cancel.clone()).await;
