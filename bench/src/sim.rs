@@ -477,7 +477,7 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
         CancellationToken::new(),
     )
     .await;
-    let recording = recorder.finish().await?;
+    let recording = recorder.finish(start + drive.elapsed).await?;
     let sold = recording.stats.count(crate::record::Outcome::Sold.class());
     let audited = crate::run::audit(&built, w, sold).await?;
     Ok(Summary::new(RunParts {

@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver;
 use super::protocol::{Control, Event, Job, WireCompletion, emit, monotonic_ns};
+use crate::record::Completion;
 use crate::record::partial::{FLUSH, WorkerFold};
 use crate::record::phases::Boundaries;
-use crate::record::Completion;
 use crate::workload::Workload;
 
 /// `lockbench worker`: runs one part of the load as the coordinator on stdin tells it.
@@ -156,6 +156,9 @@ async fn write_intervals(
     if let Some(ripe) = fold.ripe_at() {
         tokio::time::sleep_until(ripe.into()).await;
     }
-    emit(&mut buf, &Event::Interval(Box::new(fold.finish(Instant::now()))))?;
+    emit(
+        &mut buf,
+        &Event::Interval(Box::new(fold.finish(Instant::now()))),
+    )?;
     send(&mut buf)
 }

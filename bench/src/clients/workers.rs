@@ -193,7 +193,7 @@ impl WorkerSet {
                 while let Ok(Some(line)) = out.next_line().await {
                     let input = match serde_json::from_str::<Event>(&line) {
                         Ok(Event::Interval(i)) => match i.decode(start, k) {
-                            Ok(batch) => Input::Batch(batch),
+                            Ok(batch) => Input::Batch(Box::new(batch)),
                             Err(e) => return (k, Err(format!("undecodable interval: {e}"))),
                         },
                         Ok(Event::Done(c)) => Input::History(c.into_completion(start)),
@@ -247,7 +247,9 @@ impl WorkerSet {
             while let Some(joined) = readers.join_next().await {
                 match joined {
                     Ok((k, Ok((not_started, cancelled, broken, elapsed_ns)))) => {
-                        elapsed = elapsed.zip(elapsed_ns).map(|(e, n)| e.max(Duration::from_nanos(n)));
+                        elapsed = elapsed
+                            .zip(elapsed_ns)
+                            .map(|(e, n)| e.max(Duration::from_nanos(n)));
                         report.not_started += not_started;
                         report.cancelled |= cancelled;
                         if let Some(b) = broken {
@@ -296,7 +298,12 @@ async fn forward_boundaries(
         for b in &new {
             for k in 0..control.len() {
                 // A worker that is gone is reported by its reader.
-                let _ = control.send(k, Control::Boundary { at_ns: ns(*b, start) });
+                let _ = control.send(
+                    k,
+                    Control::Boundary {
+                        at_ns: ns(*b, start),
+                    },
+                );
             }
         }
         sent += new.len();

@@ -8,6 +8,8 @@
 //! with the run's seconds, never with its attempts.
 
 mod history;
+#[cfg(test)]
+mod merge_tests;
 mod outcome;
 pub mod partial;
 pub mod phases;
@@ -125,7 +127,7 @@ pub enum Input {
     /// An attempt of a buyer in this process: recorded (and written to the history).
     Completion(Completion),
     /// A worker process's interval: merged.
-    Batch(Batch),
+    Batch(Box<Batch>),
     /// An attempt of a worker process, for the history only: its measurements come in the
     /// worker's batches.
     History(Completion),
@@ -306,7 +308,7 @@ impl Ingest {
 
 /// Handle to the recorder task.
 pub struct Recorder {
-    task: tokio::task::JoinHandle<std::io::Result<Recording>>,
+    task: tokio::task::JoinHandle<std::io::Result<Ingest>>,
 }
 
 impl Recorder {
@@ -331,13 +333,14 @@ impl Recorder {
                     ingest.input(&input)?;
                 }
             }
-            ingest.finish(Instant::now())
+            Ok(ingest)
         });
         Ok((tx, Self { task }))
     }
 
-    /// Waits until every sender is dropped and returns what was recorded.
-    pub async fn finish(self) -> std::io::Result<Recording> {
-        self.task.await.map_err(std::io::Error::other)?
+    /// Waits until every sender is dropped and returns what was recorded; `end` is when the
+    /// load ended (it closes a stretch without a served attempt that lasts until the end).
+    pub async fn finish(self, end: Instant) -> std::io::Result<Recording> {
+        self.task.await.map_err(std::io::Error::other)??.finish(end)
     }
 }

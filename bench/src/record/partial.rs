@@ -164,14 +164,24 @@ impl WorkerFold {
         {
             let mut log = HlogWriter::new(&mut hlog, &mut self.serializer);
             for (i, h) in self.stats.latency.iter().enumerate() {
-                log.write(h, from, span, &format!("latency.{}", Outcome::CLASS_NAMES[i]));
+                log.write(
+                    h,
+                    from,
+                    span,
+                    &format!("latency.{}", Outcome::CLASS_NAMES[i]),
+                );
             }
             log.write(&self.stats.service, from, span, "service");
             let dirty = self.dirty_from.min(self.stats.timeline.len());
             for (i, s) in self.stats.timeline.iter_mut().enumerate().skip(dirty) {
                 if s.attempts() > 0 {
                     let second = Duration::from_secs(i as u64);
-                    log.write(&s.latency, second, Duration::from_secs(1), &format!("second.{i}"));
+                    log.write(
+                        &s.latency,
+                        second,
+                        Duration::from_secs(1),
+                        &format!("second.{i}"),
+                    );
                     seconds.push((i as u32, s.counts));
                     *s = Second::new();
                 }
@@ -252,7 +262,12 @@ impl<'a> HlogWriter<'a> {
             return;
         }
         self.log
-            .write_histogram(h, from, span, Some(Tag::new(tag).expect("tags have no , or space")))
+            .write_histogram(
+                h,
+                from,
+                span,
+                Some(Tag::new(tag).expect("tags have no , or space")),
+            )
             .expect("a histogram of counts serialises into memory");
     }
 }
@@ -447,12 +462,20 @@ impl Table {
 /// A token split into the part before its trailing digits and those digits (at most 19, so
 /// they fit a u64; their count keeps leading zeros).
 fn split_token(token: &str) -> (&str, Option<(u64, u8)>) {
-    let digits = token.bytes().rev().take_while(u8::is_ascii_digit).count().min(19);
+    let digits = token
+        .bytes()
+        .rev()
+        .take_while(u8::is_ascii_digit)
+        .count()
+        .min(19);
     if digits == 0 {
         return (token, None);
     }
     let (head, tail) = token.split_at(token.len() - digits);
-    (head, Some((tail.parse().expect("ASCII digits"), digits as u8)))
+    (
+        head,
+        Some((tail.parse().expect("ASCII digits"), digits as u8)),
+    )
 }
 
 impl LeaseWriter {
@@ -461,7 +484,11 @@ impl LeaseWriter {
         let flags = (if l.lost { LOST } else { 0 })
             | (if l.shared { SHARED } else { 0 })
             | (if c.outcome == Outcome::Sold { SOLD } else { 0 })
-            | (if c.outcome == Outcome::SoldOut { FOUND_SOLD_OUT } else { 0 })
+            | (if c.outcome == Outcome::SoldOut {
+                FOUND_SOLD_OUT
+            } else {
+                0
+            })
             | (if l.fence.is_some() { FENCE } else { 0 })
             | (if number.is_some() { NUMBERED } else { 0 });
         let (ended, released, acquired) = (
@@ -710,7 +737,10 @@ impl Interval {
                 .deserialize(&mut raw.as_slice())
                 .map_err(|e| bad(format!("{e:?}")))?;
             let (kind, rest) = tag.split_once('.').unwrap_or((tag, ""));
-            let n = || rest.parse::<usize>().map_err(|_| BatchError::Tag(tag.into()));
+            let n = || {
+                rest.parse::<usize>()
+                    .map_err(|_| BatchError::Tag(tag.into()))
+            };
             match kind {
                 "latency" => {
                     let class = Outcome::CLASS_NAMES
@@ -720,8 +750,20 @@ impl Interval {
                     stats.latency[class] = hist;
                 }
                 "service" => stats.service = hist,
-                "second" => seconds.push((n()?, Second { counts: [0; 8], latency: hist })),
-                "phase" => segments.push((n()?, Segment { counts: [0; 8], latency: hist })),
+                "second" => seconds.push((
+                    n()?,
+                    Second {
+                        counts: [0; 8],
+                        latency: hist,
+                    },
+                )),
+                "phase" => segments.push((
+                    n()?,
+                    Segment {
+                        counts: [0; 8],
+                        latency: hist,
+                    },
+                )),
                 _ => return Err(BatchError::Tag(tag.into())),
             }
         }
@@ -797,4 +839,128 @@ fn fill_counts<T>(
         *mine = *c;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_split_and_join_back_exactly() {
+        for token in [
+            "b0",
+            "b10",
+            "0000beef-123456",
+            "lock-0000000012",
+            "x-00",
+            "007",
+            "tok",
+            "",
+            "12345678901234567890123",
+            "a-18446744073709551615",
+        ] {
+            let (head, number) = split_token(token);
+            let mut back = head.to_string();
+            if let Some((n, digits)) = number {
+                push_digits(&mut back, n, digits);
+            }
+            assert_eq!(back, token);
+        }
+        assert_eq!(split_token("b10"), ("b", Some((10, 2))));
+        assert_eq!(split_token("tok"), ("tok", None));
+    }
+
+    #[test]
+    fn lease_rows_read_back_as_written() {
+        let start = Instant::now();
+        let at = |us: u64| start + Duration::from_micros(us);
+        let mut w = LeaseWriter::default();
+        let mut written = Vec::new();
+        for i in 0..300u64 {
+            // Out of end order now and then: deltas go negative.
+            let end = 1_000 + (i * 37) % 500 + i * 10;
+            let outcome = [Outcome::Sold, Outcome::SoldOut, Outcome::Locked][i as usize % 3];
+            let c = Completion {
+                seq: i,
+                client: 0,
+                sku: (i % 7) as u32,
+                read: false,
+                outcome,
+                intended: at(end - 900),
+                started: at(end - 800),
+                ended: at(end),
+                release_failed: false,
+                lease: Some(LeaseSpan {
+                    key: format!("k{}", i % 5),
+                    token: [format!("b{i}"), format!("n-{i:06}"), "plain".into()][i as usize % 3]
+                        .clone(),
+                    fence: (i % 2 == 0).then_some(i * 1_000_000_007),
+                    acquired: at(end - 700 + i % 3),
+                    released: at(end - 10),
+                    lost: i % 11 == 0,
+                    shared: i % 4 == 0,
+                }),
+            };
+            w.push(&c, c.lease.as_ref().unwrap(), start);
+            written.push(c);
+        }
+        let wire = w.take();
+        assert_eq!((wire.keys.len(), wire.tokens.len()), (5, 3));
+        let leases = Leases {
+            keys: wire.keys,
+            tokens: wire.tokens,
+            count: wire.count,
+            rows: base64::engine::general_purpose::STANDARD
+                .decode(&wire.rows)
+                .unwrap(),
+        };
+        let mut read = 0;
+        leases
+            .for_each(start, |l| {
+                let c = &written[read];
+                let lease = c.lease.as_ref().unwrap();
+                assert_eq!((l.key, l.token), (lease.key.as_str(), lease.token.as_str()));
+                assert_eq!(
+                    (l.sku, l.acquired, l.released, l.ended),
+                    (c.sku, lease.acquired, lease.released, c.ended)
+                );
+                assert_eq!(
+                    (l.shared, l.sold, l.found_sold_out),
+                    (
+                        lease.shared,
+                        c.outcome == Outcome::Sold,
+                        c.outcome == Outcome::SoldOut
+                    )
+                );
+                read += 1;
+            })
+            .unwrap();
+        assert_eq!(read, 300);
+        let mut cut = leases.clone();
+        cut.rows.pop();
+        assert!(
+            cut.for_each(start, |_| {}).is_err(),
+            "a cut row is an error"
+        );
+    }
+
+    #[test]
+    fn a_boundary_later_than_the_recall_counts_every_completion() {
+        let mut ends = RecentEnds::new();
+        for m in 0..20_000u64 {
+            ends.add(m * 1_000_000 + 500);
+        }
+        assert_eq!(ends.since(20_000 * 1_000_000), 0, "after every end");
+        assert_eq!(ends.since(19_990 * 1_000_000), 10);
+        assert_eq!(
+            ends.since(19_990 * 1_000_000 + 501),
+            10,
+            "to the millisecond"
+        );
+        assert_eq!(
+            ends.since(100 * 1_000_000),
+            20_000,
+            "beyond the recall: all of them"
+        );
+    }
 }

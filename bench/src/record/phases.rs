@@ -255,7 +255,7 @@ impl PhaseRecorder {
         let seg = &mut d.segments[i];
         seg.counts[c.outcome.class()] += 1;
         let us = c.ended.saturating_duration_since(c.intended).as_micros() as u64;
-        seg.latency.saturating_record(us.max(1));
+        super::stats::put(&mut seg.latency, us);
         if !matches!(c.outcome, Outcome::Sold | Outcome::SoldOut) {
             return;
         }
@@ -419,5 +419,51 @@ mod tests {
         let d = r.finish(start + Duration::from_secs(6));
         let ms = |m| Some(start + Duration::from_millis(m));
         assert_eq!(d.first_served, [ms(3000), ms(4200)]);
+    }
+
+    #[test]
+    fn the_gaps_of_every_workers_spans_are_the_gaps_of_all_served_ends() {
+        use rand::{RngExt, SeedableRng};
+        let start = Instant::now();
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(9);
+        for _ in 0..200 {
+            let end = start + Duration::from_millis(500);
+            // Served ends of 8 workers, 2–10 ms apart on average: gaps of every length near GAP.
+            let n = rng.random_range(0..300);
+            let ends: Vec<(usize, Instant)> = (0..n)
+                .map(|_| {
+                    let us = rng.random_range(0..500_000u64);
+                    (rng.random_range(0..8), start + Duration::from_micros(us))
+                })
+                .collect();
+            // By definition: consecutive served ends more than GAP apart.
+            let mut sorted: Vec<Instant> = ends.iter().map(|e| e.1).collect();
+            sorted.sort();
+            let mut expected = Vec::new();
+            let mut last = start;
+            for t in sorted.iter().copied().chain([end]) {
+                if t > last + GAP {
+                    expected.push((last, t));
+                }
+                last = last.max(t);
+            }
+            // Each worker's spans, drained at arbitrary points, its ends out of order at times.
+            let mut union = Served::default();
+            let mut workers = vec![Served::default(); 8];
+            for (k, t) in &ends {
+                workers[*k].insert((*t, *t));
+                if rng.random_bool(0.05) {
+                    for s in workers[*k].drain() {
+                        union.insert(s);
+                    }
+                }
+            }
+            for w in &mut workers {
+                for s in w.drain() {
+                    union.insert(s);
+                }
+            }
+            assert_eq!(union.gaps(start, end), expected);
+        }
     }
 }

@@ -151,6 +151,16 @@ pub(super) fn growing_hist(sigfig: u8) -> Histogram<u64> {
     h
 }
 
+/// Records `us` (at least 1) into `h`, which grows to fit it (`saturating_record` would clamp
+/// it to the histogram's current range, the 2 µs of a new [`growing_hist`]).
+pub(super) fn put(h: &mut Histogram<u64>, us: u64) {
+    let us = us.max(1);
+    if h.record(us).is_err() {
+        // Only when growing failed (a count array beyond usize): the largest value it holds.
+        h.saturating_record(us);
+    }
+}
+
 impl Stats {
     /// Empty statistics.
     pub fn new() -> Self {
@@ -171,8 +181,8 @@ impl Stats {
         let class = c.outcome.class();
         let latency_us = c.ended.saturating_duration_since(c.intended).as_micros() as u64;
         let service_us = c.ended.saturating_duration_since(c.started).as_micros() as u64;
-        self.latency[class].saturating_record(latency_us.max(1));
-        self.service.saturating_record(service_us.max(1));
+        put(&mut self.latency[class], latency_us);
+        put(&mut self.service, service_us);
         match c.outcome {
             Outcome::Failed(k) => self.failed[k as usize] += 1,
             Outcome::Unknown(k) => self.unknown[k as usize] += 1,
@@ -191,7 +201,7 @@ impl Stats {
         }
         let s = &mut self.timeline[sec];
         s.counts[class] += 1;
-        s.latency.saturating_record(latency_us.max(1));
+        put(&mut s.latency, latency_us);
     }
 
     /// Adds `other` into `self` (used to combine buyers recorded elsewhere).

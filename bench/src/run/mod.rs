@@ -325,11 +325,13 @@ async fn load(
     };
     let ((drive, worker_failures), faults) = tokio::join!(buyers, faults);
     drop(reach);
-    let end = Instant::now();
+    // The load ended with its last attempt, or with a heal after it (not when the workers'
+    // last intervals arrived, a moment later).
+    let end = (faults.iter().filter_map(|f| f.healed)).fold(start + drive.elapsed, Instant::max);
     for f in &worker_failures {
         tracing::warn!("{f}");
     }
-    let recording = recorder.finish().await.map_err(write_err(out))?;
+    let recording = recorder.finish(end).await.map_err(write_err(out))?;
     drop(bar);
     Ok(Measured {
         drive,
