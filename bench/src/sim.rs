@@ -468,6 +468,7 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
         built.strategy.bound(),
         Arc::new(Live::default()),
         Arc::new(Boundaries::default()),
+        None,
     )?;
     let drive = driver::drive(
         built.strategy.clone(),
@@ -477,7 +478,7 @@ pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Sum
         CancellationToken::new(),
     )
     .await;
-    let recording = recorder.finish().await?;
+    let recording = recorder.finish(start + drive.elapsed).await?;
     let sold = recording.stats.count(crate::record::Outcome::Sold.class());
     let audited = crate::run::audit(&built, w, sold).await?;
     Ok(Summary::new(RunParts {

@@ -19,12 +19,13 @@ use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
 use crate::workload::pacing::{Part, Schedule};
 use crate::workload::{LoadMode, Workload};
 
-/// Runs the load against `strategy` from `start` and returns when every buyer has stopped.
-pub async fn drive(
+/// Runs the load against `strategy` from `start` and returns when every buyer has stopped;
+/// each completion goes to `sink` (the recorder's [`crate::record::Input`], or a worker's fold).
+pub async fn drive<T: From<Completion> + Send + 'static>(
     strategy: Arc<dyn Strategy>,
     w: &Workload,
     start: Instant,
-    sink: mpsc::Sender<Completion>,
+    sink: mpsc::Sender<T>,
     cancel: CancellationToken,
 ) -> DriveReport {
     drive_part(
@@ -41,13 +42,13 @@ pub async fn drive(
 
 /// [`drive`] for one [`Part`] of the load (a worker process); `extra_bound` lengthens the bound
 /// of an attempt by the longest pause the chaos plan may inflict on this process.
-pub async fn drive_part(
+pub async fn drive_part<T: From<Completion> + Send + 'static>(
     strategy: Arc<dyn Strategy>,
     w: &Workload,
     part: Part,
     extra_bound: Duration,
     start: Instant,
-    sink: mpsc::Sender<Completion>,
+    sink: mpsc::Sender<T>,
     cancel: CancellationToken,
 ) -> DriveReport {
     let schedule = Arc::new(Schedule::part(w, start, part));
@@ -106,7 +107,7 @@ pub async fn drive_part(
                     release_failed: attempt.release_failed,
                     lease: lease.take(),
                 };
-                if sink.send(completion).await.is_err() {
+                if sink.send(completion.into()).await.is_err() {
                     break; // the recorder is gone: nothing more can be recorded
                 }
             }

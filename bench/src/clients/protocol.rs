@@ -1,9 +1,11 @@
 //! The coordinator ↔ worker protocol, one JSON value per line. Coordinator → worker (stdin):
-//! a [`Job`], then [`Control`] messages. Worker → coordinator (stdout): `Event`s — `Ready`
-//! once connected, one `Done` (the completion) per attempt, `Paused` just before it stops
-//! itself, `Finished` at the end. Times cross the process boundary as nanoseconds since the
-//! start of the load, which both sides derive from CLOCK_MONOTONIC (system-wide on Linux), so
-//! leases of different processes stay comparable for the double-grant check.
+//! a [`Job`], then [`Control`] messages. Worker → coordinator (stdout): [`Event`]s — `Ready`
+//! once connected, an `Interval` every [`crate::record::partial::FLUSH`] (what its attempts
+//! measured, folded: [`crate::record::partial`]), with `--history` also one `Done` (the
+//! completion) per attempt, `Paused` just before it stops itself, `Finished` at the end. Times
+//! cross the process boundary as nanoseconds since the start of the load, which both sides
+//! derive from CLOCK_MONOTONIC (system-wide on Linux), so leases of different processes stay
+//! comparable for the double-grant check.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
@@ -12,7 +14,7 @@ use nix::time::{ClockId, clock_gettime};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::EndpointsFile;
-use crate::record::{Completion, LeaseSpan, Outcome};
+use crate::record::{Completion, Interval, LeaseSpan, Outcome};
 use crate::workload::pacing::Part;
 
 /// What a worker runs.
@@ -32,6 +34,9 @@ pub struct Job {
     /// worker's environment ([`PASSWORD_ENV`]).
     #[serde(default)]
     pub passwords_from_env: bool,
+    /// Also send one `Done` per attempt (for `history.jsonl`).
+    #[serde(default)]
+    pub history: bool,
 }
 
 /// Where a worker reached over TCP finds each service's password: (service, variable).
@@ -59,6 +64,9 @@ pub enum Control {
     Pause,
     /// For the agent: resume (SIGCONT) it.
     Resume,
+    /// A fault boundary was marked, this long after the load's start: completions that end
+    /// after it belong to the next phase.
+    Boundary { at_ns: u64 },
 }
 
 /// A lease on the wire.
@@ -76,7 +84,7 @@ pub(super) struct WireLease {
 
 /// A completion on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(super) struct WireCompletion {
+pub struct WireCompletion {
     seq: u64,
     client: u32,
     sku: u32,
@@ -93,23 +101,33 @@ pub(super) struct WireCompletion {
 /// Worker → coordinator.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(super) enum Event {
+pub enum Event {
+    /// Connected to the servers, waiting for the start.
     Ready,
+    /// One attempt (only when the job asks for the history).
     Done(WireCompletion),
+    /// What the attempts measured since the previous interval.
+    Interval(Box<Interval>),
+    /// About to stop itself (a holder pause).
     Paused,
+    /// The load is over; every interval was sent.
     Finished {
+        /// Arrivals it never started.
         not_started: u64,
+        /// Ended by a Stop.
         cancelled: bool,
         /// Why the strategy's client broke (an adapter), if it did.
         #[serde(default)]
         broken: Option<String>,
+        /// From the start of the load until its last attempt ended (its last interval waits
+        /// [`crate::record::partial::LAG`] more).
+        #[serde(default)]
+        elapsed_ns: Option<u64>,
     },
+    /// It could not run the job.
     Failed(String),
     /// The agent's answer to [`Control::Ping`]: its CLOCK_MONOTONIC when it answered.
-    Pong {
-        id: u64,
-        t_ns: u64,
-    },
+    Pong { id: u64, t_ns: u64 },
 }
 
 /// CLOCK_MONOTONIC in ns (shifted by the test knob [`CLOCK_SHIFT_ENV`], to play another host).
@@ -135,7 +153,7 @@ pub(super) fn ns(t: Instant, start: Instant) -> u64 {
 
 impl WireCompletion {
     /// Takes the completion by value: its key and token move, no copy per attempt.
-    pub(super) fn from(c: Completion, start: Instant) -> Self {
+    pub fn from(c: Completion, start: Instant) -> Self {
         Self {
             seq: c.seq,
             client: c.client,
@@ -158,7 +176,8 @@ impl WireCompletion {
         }
     }
 
-    pub(super) fn into_completion(self, start: Instant) -> Completion {
+    /// The completion, its times from `start`.
+    pub fn into_completion(self, start: Instant) -> Completion {
         let at = |n: u64| start + Duration::from_nanos(n);
         Completion {
             seq: self.seq,
@@ -183,7 +202,8 @@ impl WireCompletion {
     }
 }
 
-pub(super) fn emit(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
+/// Writes one event as a line.
+pub fn emit(out: &mut impl Write, e: &Event) -> std::io::Result<()> {
     serde_json::to_writer(&mut *out, e)?;
     out.write_all(b"\n")
 }

@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 use super::driver;
 use super::protocol::{Control, Event, Job, WireCompletion, emit, monotonic_ns};
 use crate::record::Completion;
+use crate::record::partial::{FLUSH, WorkerFold};
+use crate::record::phases::Boundaries;
 use crate::workload::Workload;
 
 /// `lockbench worker`: runs one part of the load as the coordinator on stdin tells it.
@@ -60,35 +62,27 @@ pub async fn worker_main() -> anyhow::Result<()> {
     };
     let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(origin_ns));
     let cancel = CancellationToken::new();
+    let boundaries = std::sync::Arc::new(Boundaries::default());
     let control = {
-        let cancel = cancel.clone();
+        let (cancel, boundaries) = (cancel.clone(), boundaries.clone());
         tokio::spawn(async move {
             while let Ok(Some(l)) = lines.next_line().await {
                 match serde_json::from_str(&l) {
                     Ok(Control::ArmHolderPause(on)) => crate::chaos::holder::arm(on),
-                    Ok(Control::Stop) => break,
+                    Ok(Control::Boundary { at_ns }) => {
+                        boundaries.push(start + Duration::from_nanos(at_ns));
+                    }
+                    // Boundaries may still come while the last interval waits.
+                    Ok(Control::Stop) => cancel.cancel(),
                     _ => {}
                 }
             }
-            // Stop, or the coordinator closed our stdin (it is gone): end the load.
+            // The coordinator closed our stdin (it is gone): end the load.
             cancel.cancel();
         })
     };
-    let (tx, mut rx) = mpsc::channel::<Completion>(4096);
-    let writer = tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(256);
-        let mut buf = Vec::with_capacity(1 << 16);
-        while rx.recv_many(&mut batch, 256).await > 0 {
-            buf.clear();
-            for c in batch.drain(..) {
-                emit(&mut buf, &Event::Done(WireCompletion::from(c, start)))?;
-            }
-            let mut out = std::io::stdout().lock();
-            out.write_all(&buf)?;
-            out.flush()?;
-        }
-        std::io::Result::Ok(())
-    });
+    let (tx, rx) = mpsc::channel::<Completion>(4096);
+    let writer = tokio::spawn(write_intervals(rx, start, boundaries, job.history));
     let extra = Duration::from_millis(job.extra_bound_ms);
     let report = driver::drive_part(
         built.strategy.clone(),
@@ -109,8 +103,65 @@ pub async fn worker_main() -> anyhow::Result<()> {
             not_started: report.not_started,
             cancelled: report.cancelled,
             broken: report.broken.into_iter().next(),
+            elapsed_ns: Some(report.elapsed.as_nanos() as u64),
         },
     )?;
     out.flush()?;
     Ok(())
+}
+
+/// Folds the completions from `rx` and writes an interval every [`FLUSH`] (with `history`,
+/// also each completion as it comes); the last one once every completion is
+/// [`crate::record::partial::LAG`] old, so a boundary marked just before the end still reaches
+/// the fold in time.
+async fn write_intervals(
+    mut rx: mpsc::Receiver<Completion>,
+    start: Instant,
+    boundaries: std::sync::Arc<Boundaries>,
+    history: bool,
+) -> std::io::Result<()> {
+    let mut fold = WorkerFold::new(start, boundaries);
+    let mut tick = tokio::time::interval(FLUSH);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut batch = Vec::with_capacity(256);
+    let mut buf = Vec::with_capacity(1 << 16);
+    let send = |buf: &mut Vec<u8>| {
+        let mut out = std::io::stdout().lock();
+        out.write_all(buf)?;
+        buf.clear();
+        out.flush()
+    };
+    loop {
+        tokio::select! {
+            n = rx.recv_many(&mut batch, 256) => {
+                if n == 0 {
+                    break;
+                }
+                for c in batch.drain(..) {
+                    if history {
+                        emit(&mut buf, &Event::Done(WireCompletion::from(c.clone(), start)))?;
+                    }
+                    fold.push(c);
+                }
+                if !buf.is_empty() {
+                    send(&mut buf)?;
+                }
+            }
+            _ = tick.tick() => {
+                let interval = fold.flush(Instant::now());
+                if !interval.is_empty() {
+                    emit(&mut buf, &Event::Interval(Box::new(interval)))?;
+                    send(&mut buf)?;
+                }
+            }
+        }
+    }
+    if let Some(ripe) = fold.ripe_at() {
+        tokio::time::sleep_until(ripe.into()).await;
+    }
+    emit(
+        &mut buf,
+        &Event::Interval(Box::new(fold.finish(Instant::now()))),
+    )?;
+    send(&mut buf)
 }

@@ -28,7 +28,8 @@ use super::protocol::{Control, Event, Job, monotonic_ns, ns};
 use crate::chaos::ClientProcesses;
 use crate::chaos::holder::Point;
 use crate::check::{COORDINATOR, ClockTable};
-use crate::record::{Completion, DriveReport};
+use crate::record::phases::Boundaries;
+use crate::record::{DriveReport, Input};
 use crate::workload::pacing::Part;
 
 /// How long workers may take to connect to the servers.
@@ -411,14 +412,16 @@ impl WorkerSet {
             .collect()
     }
 
-    /// Starts the load at `start` and forwards every completion to `sink` until all workers
-    /// finished, or `limit` after the start (then they are stopped, and cut `STOP_GRACE`
-    /// later). A worker that dies, disconnects or does not finish is reported in the failures
-    /// (its results until then are kept), as is every connection refused.
+    /// Starts the load at `start`, tells the workers of each fault boundary marked in
+    /// `boundaries`, and forwards what they measured to `sink` until all of them finished, or
+    /// `limit` after the start (then they are stopped, and cut `STOP_GRACE` later). A worker
+    /// that dies, disconnects or does not finish is reported in the failures (its results until
+    /// then are kept), as is every connection refused.
     pub async fn drive(
         mut self,
         start: Instant,
-        sink: mpsc::Sender<Completion>,
+        sink: mpsc::Sender<Input>,
+        boundaries: Arc<Boundaries>,
         cancel: CancellationToken,
         limit: Duration,
     ) -> (DriveReport, Vec<String>, Vec<WorkerClock>) {
@@ -435,65 +438,22 @@ impl WorkerSet {
                 failures.push(format!("worker {k}: start: {e}"));
             }
         }
+        let forward = tokio::spawn(forward_boundaries(
+            boundaries.subscribe(),
+            self.control.clone(),
+            start,
+        ));
         let mut readers = tokio::task::JoinSet::new();
-        for (k, mut out) in self.outputs.drain(..).enumerate() {
-            let (sink, control, clocks, table) = (
-                sink.clone(),
-                self.control.clone(),
-                self.clocks.clone(),
-                self.table.clone(),
-            );
-            let mut round: Vec<Sample> = Vec::new();
-            readers.spawn(async move {
-                let mut finished = None;
-                loop {
-                    let line = match out.next_line().await {
-                        Ok(Some(line)) => line,
-                        Ok(None) => break,
-                        Err(e) => return (k, Err(format!("link broken: {e}"))),
-                    };
-                    match serde_json::from_str::<Event>(&line) {
-                        Ok(Event::Done(c)) => {
-                            if sink.send(c.into_completion(start)).await.is_err() {
-                                break;
-                            }
-                        }
-                        Ok(Event::Paused) => {
-                            let _ = control.paused_tx.send(k);
-                        }
-                        Ok(Event::Pong { id, t_ns }) => {
-                            let Some((sent, got)) = control.pong(k, id) else {
-                                continue;
-                            };
-                            round.extend(Sample::new(sent, t_ns, got));
-                            // A round's last answer: its tightest sample moves the bound.
-                            if id % PINGS_PER_ROUND == PINGS_PER_ROUND - 1 {
-                                let mut clocks = clocks.lock().expect("never poisoned");
-                                let c = &mut clocks[k];
-                                c.observe(&round);
-                                round.clear();
-                                if !c.is_same_host() {
-                                    table.set_uncertainty_ns(k as u32 + 1, c.uncertainty_ns());
-                                }
-                            }
-                        }
-                        Ok(Event::Finished {
-                            not_started,
-                            cancelled,
-                            broken,
-                        }) => finished = Some((not_started, cancelled, broken)),
-                        Ok(Event::Failed(e)) => return (k, Err(e)),
-                        Ok(Event::Ready) | Err(_) => {}
-                    }
-                }
-                (
-                    k,
-                    finished.ok_or_else(|| {
-                        "disconnected before finishing (its results until then are counted)"
-                            .to_string()
-                    }),
-                )
-            });
+        for (k, out) in self.outputs.drain(..).enumerate() {
+            let reader = Reader {
+                k,
+                start,
+                sink: sink.clone(),
+                control: self.control.clone(),
+                clocks: self.clocks.clone(),
+                table: self.table.clone(),
+            };
+            readers.spawn(reader.run(out));
         }
         drop(sink);
         let stop = {
@@ -524,6 +484,8 @@ impl WorkerSet {
             cancelled: false,
             broken: Vec::new(),
         };
+        // From the workers' last attempts: each waits a moment before its last interval.
+        let mut elapsed = Some(Duration::ZERO);
         let mut done = vec![false; self.control.len()];
         let stop_at = tokio::time::Instant::from_std(start + limit);
         let mut cut_at = None;
@@ -541,6 +503,7 @@ impl WorkerSet {
                 }
                 _ = tokio::time::sleep_until(cut_at.unwrap_or(stop_at)), if cut_at.is_some() => {
                     readers.abort_all();
+                    elapsed = None;
                     for k in (0..done.len()).filter(|k| !done[*k]) {
                         failures.push(format!(
                             "worker {k}: did not finish within {:?} of the start (cut; its \
@@ -552,25 +515,33 @@ impl WorkerSet {
                 }
             };
             match joined {
-                Ok((k, Ok((not_started, cancelled, broken)))) => {
+                Ok((k, Ok(f))) => {
                     done[k] = true;
-                    report.not_started += not_started;
-                    report.cancelled |= cancelled;
-                    if let Some(b) = broken {
+                    elapsed = elapsed
+                        .zip(f.elapsed_ns)
+                        .map(|(e, n)| e.max(Duration::from_nanos(n)));
+                    report.not_started += f.not_started;
+                    report.cancelled |= f.cancelled;
+                    if let Some(b) = f.broken {
                         report.broken.push(format!("worker {k}: {b}"));
                     }
                 }
                 Ok((k, Err(e))) => {
                     done[k] = true;
+                    elapsed = None;
                     failures.push(format!("worker {k}: {e}"));
                 }
                 Err(e) if e.is_cancelled() => {}
-                Err(e) => failures.push(format!("worker reader: {e}")),
+                Err(e) => {
+                    elapsed = None;
+                    failures.push(format!("worker reader: {e}"));
+                }
             }
         }
+        report.elapsed = elapsed.unwrap_or_else(|| start.elapsed());
         stop.abort();
         pinger.abort();
-        report.elapsed = start.elapsed();
+        forward.abort();
         for (k, child) in self.children.iter_mut().enumerate() {
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
@@ -586,11 +557,127 @@ impl WorkerSet {
     }
 }
 
+/// What a worker said when it finished.
+struct Finished {
+    not_started: u64,
+    cancelled: bool,
+    broken: Option<String>,
+    elapsed_ns: Option<u64>,
+}
+
+/// Reads one worker's lines: its measurements to the recorder, its pauses to the chaos
+/// runner, its pongs into its clock.
+struct Reader {
+    k: usize,
+    start: Instant,
+    sink: mpsc::Sender<Input>,
+    control: Arc<WorkerControl>,
+    clocks: Arc<Mutex<Vec<ClockTrack>>>,
+    table: Arc<ClockTable>,
+}
+
+impl Reader {
+    async fn run(self, mut out: Lines) -> (usize, Result<Finished, String>) {
+        let k = self.k;
+        let mut finished = None;
+        let mut round: Vec<Sample> = Vec::new();
+        loop {
+            let line = match out.next_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => break,
+                Err(e) => return (k, Err(format!("link broken: {e}"))),
+            };
+            let input = match serde_json::from_str::<Event>(&line) {
+                Ok(Event::Interval(i)) => match i.decode(self.start, k) {
+                    Ok(batch) => Input::Batch(Box::new(batch)),
+                    Err(e) => return (k, Err(format!("undecodable interval: {e}"))),
+                },
+                Ok(Event::Done(c)) => Input::History(c.into_completion(self.start)),
+                Ok(Event::Paused) => {
+                    let _ = self.control.paused_tx.send(k);
+                    continue;
+                }
+                Ok(Event::Pong { id, t_ns }) => {
+                    if let Some((sent, got)) = self.control.pong(k, id) {
+                        round.extend(Sample::new(sent, t_ns, got));
+                    }
+                    // A round's last answer: its tightest sample moves the bound.
+                    if id % PINGS_PER_ROUND == PINGS_PER_ROUND - 1 {
+                        self.observe(&round);
+                        round.clear();
+                    }
+                    continue;
+                }
+                Ok(Event::Finished {
+                    not_started,
+                    cancelled,
+                    broken,
+                    elapsed_ns,
+                }) => {
+                    finished = Some(Finished {
+                        not_started,
+                        cancelled,
+                        broken,
+                        elapsed_ns,
+                    });
+                    continue;
+                }
+                Ok(Event::Failed(e)) => return (k, Err(e)),
+                Ok(Event::Ready) | Err(_) => continue,
+            };
+            if self.sink.send(input).await.is_err() {
+                break;
+            }
+        }
+        let finished = finished.ok_or_else(|| {
+            "disconnected before finishing (its results until then are counted)".to_string()
+        });
+        (k, finished)
+    }
+
+    fn observe(&self, round: &[Sample]) {
+        let mut clocks = self.clocks.lock().expect("never poisoned");
+        let c = &mut clocks[self.k];
+        c.observe(round);
+        if !c.is_same_host() {
+            self.table
+                .set_uncertainty_ns(self.k as u32 + 1, c.uncertainty_ns());
+        }
+    }
+}
+
 fn io_err(index: usize, what: &'static str, e: std::io::Error) -> WorkerError {
     WorkerError::Io {
         index,
         what,
         detail: e.to_string(),
+    }
+}
+
+/// Tells every worker of each boundary marked in `marks` (ns since `start`), in order.
+async fn forward_boundaries(
+    mut marks: tokio::sync::watch::Receiver<Vec<Instant>>,
+    control: Arc<WorkerControl>,
+    start: Instant,
+) {
+    let mut sent = 0;
+    loop {
+        let new: Vec<Instant> = marks.borrow_and_update()[sent..].to_vec();
+        for b in &new {
+            for k in 0..control.len() {
+                // A worker that is gone is reported by its reader.
+                let _ = control.send(
+                    k,
+                    Control::Boundary {
+                        at_ns: ns(*b, start),
+                    },
+                );
+            }
+        }
+        sent += new.len();
+        if marks.changed().await.is_err() {
+            return;
+        }
     }
 }
 

@@ -1,11 +1,17 @@
 //! Record: what happened, on one monotonic clock.
 //!
-//! Buyers send one [`Completion`] per attempt to the recorder task ([`Recorder::spawn`]), which
-//! folds it into [`Stats`] (HdrHistograms per outcome, a per-second timeline) and, if asked,
-//! streams it to a JSONL history. Memory grows with the run's seconds, never with its attempts.
+//! Buyers in this process send one [`Completion`] per attempt to the recorder task
+//! ([`Recorder::spawn`]); worker processes fold theirs themselves and send a [`Batch`] per
+//! interval ([`partial`]). The recorder ([`Ingest`]) folds both into [`Stats`] (HdrHistograms
+//! per outcome, a per-second timeline), the phases, the double-grant checker and the
+//! utilization tracker, and, if asked, streams completions to a JSONL history. Memory grows
+//! with the run's seconds, never with its attempts.
 
 mod history;
+#[cfg(test)]
+mod merge_tests;
 mod outcome;
+pub mod partial;
 pub mod phases;
 mod stats;
 pub mod utilization;
@@ -21,13 +27,17 @@ use crate::check::{DoubleGrantChecker, DoubleGrants};
 
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome};
+pub use partial::{Batch, BatchError, Interval, WorkerFold};
 pub use stats::{LatencySummary, Second, Stats, every_arrival};
 
 /// How many completions may wait for the recorder before buyers are slowed down.
 const QUEUE: usize = 64 * 1024;
-/// How far out of completion order events may reach the recorder (worker processes flush
-/// every batch, so their events lag by milliseconds).
-const ORDER_SLACK: Duration = Duration::from_secs(1);
+/// How far out of completion order leases may reach the recorder: a worker's lease waits
+/// [`partial::LAG`] before it is folded and up to [`partial::FLUSH`] before it is sent, then
+/// crosses the network; a second more for a busy machine.
+const ORDER_SLACK: Duration = Duration::from_millis(
+    partial::LAG.as_millis() as u64 + partial::FLUSH.as_millis() as u64 + 1_000,
+);
 
 /// What the driver itself observed.
 #[derive(Debug, Clone)]
@@ -111,80 +121,251 @@ pub struct Recording {
     pub coverage: utilization::Coverage,
 }
 
+/// What reaches the recorder.
+#[derive(Debug)]
+pub enum Input {
+    /// An attempt of a buyer in this process: recorded (and written to the history).
+    Completion(Completion),
+    /// A worker process's interval: merged.
+    Batch(Box<Batch>),
+    /// An attempt of a worker process, for the history only: its measurements come in the
+    /// worker's batches.
+    History(Completion),
+}
+
+impl From<Completion> for Input {
+    fn from(c: Completion) -> Self {
+        Self::Completion(c)
+    }
+}
+
+/// The recorder's state: folds inputs in, one at a time (the recorder task runs it; tests and
+/// benchmarks call it directly).
+pub struct Ingest {
+    start: Instant,
+    stats: Stats,
+    leases: DoubleGrantChecker,
+    coverage: utilization::CoverageTracker,
+    phases: phases::PhaseRecorder,
+    history: Option<HistoryWriter>,
+    live: Arc<Live>,
+    /// Worker K's clock domain (empty: every lease on the coordinator's clock).
+    domains: Vec<u32>,
+}
+
+/// A lease as the checks see it.
+struct LeaseSeen<'a> {
+    key: &'a str,
+    token: &'a str,
+    sku: u32,
+    held: (Instant, Instant),
+    ended: Instant,
+    shared: bool,
+    sold: bool,
+    found_sold_out: bool,
+}
+
+impl Ingest {
+    /// A recorder for a load that started at `start`; `history` (if any) receives one line per
+    /// attempt; `horizon` bounds one attempt (for the streaming checks); measurements are split
+    /// at the fault `boundaries`.
+    pub fn new(
+        start: Instant,
+        history: Option<HistoryWriter>,
+        horizon: Duration,
+        live: Arc<Live>,
+        boundaries: Arc<phases::Boundaries>,
+    ) -> Self {
+        Self {
+            start,
+            stats: Stats::new(),
+            leases: DoubleGrantChecker::new(horizon, ORDER_SLACK),
+            coverage: utilization::CoverageTracker::new(horizon, ORDER_SLACK),
+            phases: phases::PhaseRecorder::new(boundaries, start),
+            history,
+            live,
+            domains: Vec::new(),
+        }
+    }
+
+    /// Times the leases of worker `k` on clock domain `clocks.domains[k]`, whose uncertainty
+    /// `clocks.table` holds (see [`crate::check::ClockTable`]); without it every clock is one.
+    pub fn with_clocks(mut self, clocks: WorkerClocks) -> Self {
+        self.leases = self.leases.with_clocks(clocks.table);
+        self.domains = clocks.domains;
+        self
+    }
+
+    /// Picks up fault boundaries marked since the last call (once per handful of inputs).
+    pub fn refresh(&mut self) {
+        self.phases.refresh();
+    }
+
+    /// Folds one input in.
+    pub fn input(&mut self, input: &Input) -> std::io::Result<()> {
+        match input {
+            Input::Completion(c) => self.completion(c),
+            Input::Batch(b) => self.batch(b).map_err(std::io::Error::other),
+            Input::History(c) => self.history(c),
+        }
+    }
+
+    /// Records one attempt of a buyer in this process.
+    pub fn completion(&mut self, c: &Completion) -> std::io::Result<()> {
+        self.stats.record(c, self.start);
+        self.phases.record(c);
+        self.live.attempts.fetch_add(1, Ordering::Relaxed);
+        if c.outcome == Outcome::Sold {
+            self.live.sold.fetch_add(1, Ordering::Relaxed);
+        }
+        if c.outcome == Outcome::SoldOut {
+            self.coverage.sold_out(c.sku);
+        }
+        if let Some(l) = &c.lease {
+            self.observe_lease(
+                None,
+                LeaseSeen {
+                    key: &l.key,
+                    token: &l.token,
+                    sku: c.sku,
+                    held: (l.acquired, l.released),
+                    ended: c.ended,
+                    shared: l.shared,
+                    sold: c.outcome == Outcome::Sold,
+                    found_sold_out: c.outcome == Outcome::SoldOut,
+                },
+            );
+        }
+        self.history(c)
+    }
+
+    /// Writes one attempt to the history (when there is one), nothing else.
+    pub fn history(&mut self, c: &Completion) -> std::io::Result<()> {
+        match self.history.as_mut() {
+            Some(w) => w.write(c),
+            None => Ok(()),
+        }
+    }
+
+    /// Merges one worker's interval.
+    pub fn batch(&mut self, b: &Batch) -> Result<(), BatchError> {
+        self.stats.merge(&b.stats);
+        for (i, s) in &b.seconds {
+            self.stats.add_second(*i, s);
+        }
+        self.phases.merge(&b.phases);
+        if b.misfiled > 0 {
+            tracing::warn!(
+                worker = b.worker,
+                "a fault boundary reached the worker late: up to {} completions may be filed \
+                 in the phase before it",
+                b.misfiled
+            );
+            self.phases.misfiled(b.misfiled);
+        }
+        self.live
+            .attempts
+            .fetch_add(b.stats.attempts(), Ordering::Relaxed);
+        self.live
+            .sold
+            .fetch_add(b.stats.count(Outcome::Sold.class()), Ordering::Relaxed);
+        for sku in &b.sold_out {
+            self.coverage.sold_out(*sku);
+        }
+        let (start, worker) = (self.start, b.worker);
+        b.leases.for_each(start, |l| {
+            self.observe_lease(
+                Some(worker),
+                LeaseSeen {
+                    key: l.key,
+                    token: l.token,
+                    sku: l.sku,
+                    held: (l.acquired, l.released),
+                    ended: l.ended,
+                    shared: l.shared,
+                    sold: l.sold,
+                    found_sold_out: l.found_sold_out,
+                },
+            )
+        })
+    }
+
+    /// One lease into the double-grant check and the utilization. `worker`: the process whose
+    /// clock took its times (`None`: this one); leases of different clocks are compared as if
+    /// on one (true on one host: CLOCK_MONOTONIC is system-wide).
+    fn observe_lease(&mut self, worker: Option<usize>, l: LeaseSeen<'_>) {
+        let domain = worker
+            .and_then(|k| self.domains.get(k).copied())
+            .unwrap_or(crate::check::COORDINATOR);
+        self.leases
+            .observe_in(domain, l.key, l.token, l.held, l.shared.into(), l.ended);
+        // A lease of an attempt that found its SKU sold out lies after the selling window.
+        if !l.found_sold_out {
+            self.coverage.observe_lease(l.sku, l.held, l.ended, l.sold);
+        }
+    }
+
+    /// Everything recorded; `end` is when the load ended.
+    pub fn finish(self, end: Instant) -> std::io::Result<Recording> {
+        if let Some(w) = self.history {
+            w.finish()?;
+        }
+        Ok(Recording {
+            stats: self.stats,
+            double_grants: self.leases.finish(),
+            phases: self.phases.finish(end),
+            coverage: self.coverage.finish(self.start),
+        })
+    }
+}
+
+/// The clocks of a run's worker processes, for the double-grant check.
+pub struct WorkerClocks {
+    /// Each clock domain's uncertainty, live.
+    pub table: Arc<crate::check::ClockTable>,
+    /// Worker K's clock domain.
+    pub domains: Vec<u32>,
+}
+
 /// Handle to the recorder task.
 pub struct Recorder {
-    task: tokio::task::JoinHandle<std::io::Result<Recording>>,
+    task: tokio::task::JoinHandle<std::io::Result<Ingest>>,
 }
 
 impl Recorder {
-    /// Starts the recorder; `history` (if any) receives one JSON line per completion;
-    /// `horizon` bounds one attempt (for the streaming double-grant check); measurements are
-    /// also split at the fault `boundaries`.
+    /// Starts the recorder ([`Ingest::new`] says what the arguments are).
     pub fn spawn(
         start: Instant,
         history: Option<PathBuf>,
         horizon: Duration,
         live: Arc<Live>,
         boundaries: Arc<phases::Boundaries>,
-    ) -> std::io::Result<(mpsc::Sender<Completion>, Self)> {
-        let mut writer = history
+        clocks: Option<WorkerClocks>,
+    ) -> std::io::Result<(mpsc::Sender<Input>, Self)> {
+        let writer = history
             .map(|p| HistoryWriter::create(&p, start))
             .transpose()?;
-        let (tx, mut rx) = mpsc::channel::<Completion>(QUEUE);
+        let (tx, mut rx) = mpsc::channel::<Input>(QUEUE);
         let task = tokio::spawn(async move {
-            let mut stats = Stats::new();
-            let mut leases = DoubleGrantChecker::new(horizon, ORDER_SLACK);
-            let mut coverage = utilization::CoverageTracker::new(horizon, ORDER_SLACK);
-            let mut phases = phases::PhaseRecorder::new(boundaries, start);
+            let mut ingest = Ingest::new(start, writer, horizon, live, boundaries);
+            if let Some(c) = clocks {
+                ingest = ingest.with_clocks(c);
+            }
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {
-                phases.refresh();
-                for c in batch.drain(..) {
-                    stats.record(&c, start);
-                    phases.record(&c);
-                    live.attempts.fetch_add(1, Ordering::Relaxed);
-                    if c.outcome == Outcome::Sold {
-                        live.sold.fetch_add(1, Ordering::Relaxed);
-                    }
-                    if let Some(l) = &c.lease {
-                        leases.observe(
-                            &l.key,
-                            &l.token,
-                            (l.acquired, l.released),
-                            l.shared.into(),
-                            c.ended,
-                        );
-                    }
-                    match (&c.lease, c.outcome) {
-                        (_, Outcome::SoldOut) => coverage.sold_out(c.sku),
-                        (Some(l), o) => coverage.observe_lease(
-                            c.sku,
-                            (l.acquired, l.released),
-                            c.ended,
-                            o == Outcome::Sold,
-                        ),
-                        (None, _) => {}
-                    }
-                    if let Some(w) = writer.as_mut() {
-                        w.write(&c)?;
-                    }
+                ingest.refresh();
+                for input in batch.drain(..) {
+                    ingest.input(&input)?;
                 }
             }
-            if let Some(w) = writer {
-                w.finish()?;
-            }
-            Ok(Recording {
-                stats,
-                double_grants: leases.finish(),
-                phases: phases.finish(Instant::now()),
-                coverage: coverage.finish(start),
-            })
+            Ok(ingest)
         });
         Ok((tx, Self { task }))
     }
 
-    /// Waits until every sender is dropped and returns what was recorded.
-    pub async fn finish(self) -> std::io::Result<Recording> {
-        self.task.await.map_err(std::io::Error::other)?
+    /// Waits until every sender is dropped and returns what was recorded; `end` is when the
+    /// load ended (it closes a stretch without a served attempt that lasts until the end).
+    pub async fn finish(self, end: Instant) -> std::io::Result<Recording> {
+        self.task.await.map_err(std::io::Error::other)??.finish(end)
     }
 }

@@ -74,12 +74,36 @@ pub struct Second {
 }
 
 impl Second {
-    fn new() -> Self {
+    /// An empty second.
+    pub fn new() -> Self {
         // Two significant digits keep a second at a few KiB; percentiles per second are a trend.
+        // It starts at the smallest size and grows to the latencies it records: an empty
+        // second costs 2 KiB, not the 20 KiB of a 60 s range.
         Self {
             counts: [0; Outcome::CLASSES],
-            latency: hist(2),
+            latency: growing_hist(2),
         }
+    }
+
+    /// Attempts completed in this second.
+    pub fn attempts(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// Adds `other` (the same second, recorded elsewhere) into `self`.
+    pub fn add(&mut self, other: &Second) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts) {
+            *a += b;
+        }
+        self.latency
+            .add(&other.latency)
+            .expect("auto-resizing histograms always add");
+    }
+}
+
+impl Default for Second {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
@@ -118,6 +142,25 @@ pub(super) fn hist(sigfig: u8) -> Histogram<u64> {
     h
 }
 
+/// A histogram of µs values that starts at the smallest size and grows to the largest value it
+/// records (bucket for bucket the same as [`hist`] of the same `sigfig`): for the many small
+/// histograms (seconds, segments, a worker's intervals), whose size then follows their values.
+pub(super) fn growing_hist(sigfig: u8) -> Histogram<u64> {
+    let mut h = Histogram::new_with_bounds(1, 2, sigfig).expect("valid bounds");
+    h.auto(true);
+    h
+}
+
+/// Records `us` (at least 1) into `h`, which grows to fit it (`saturating_record` would clamp
+/// it to the histogram's current range, the 2 µs of a new [`growing_hist`]).
+pub(super) fn put(h: &mut Histogram<u64>, us: u64) {
+    let us = us.max(1);
+    if h.record(us).is_err() {
+        // Only when growing failed (a count array beyond usize): the largest value it holds.
+        h.saturating_record(us);
+    }
+}
+
 impl Stats {
     /// Empty statistics.
     pub fn new() -> Self {
@@ -138,8 +181,8 @@ impl Stats {
         let class = c.outcome.class();
         let latency_us = c.ended.saturating_duration_since(c.intended).as_micros() as u64;
         let service_us = c.ended.saturating_duration_since(c.started).as_micros() as u64;
-        self.latency[class].saturating_record(latency_us.max(1));
-        self.service.saturating_record(service_us.max(1));
+        put(&mut self.latency[class], latency_us);
+        put(&mut self.service, service_us);
         match c.outcome {
             Outcome::Failed(k) => self.failed[k as usize] += 1,
             Outcome::Unknown(k) => self.unknown[k as usize] += 1,
@@ -158,7 +201,7 @@ impl Stats {
         }
         let s = &mut self.timeline[sec];
         s.counts[class] += 1;
-        s.latency.saturating_record(latency_us.max(1));
+        put(&mut s.latency, latency_us);
     }
 
     /// Adds `other` into `self` (used to combine buyers recorded elsewhere).
@@ -176,17 +219,17 @@ impl Stats {
         self.release_failed += other.release_failed;
         self.lease_lost += other.lease_lost;
         self.last_sale = self.last_sale.max(other.last_sale);
-        if self.timeline.len() < other.timeline.len() {
-            self.timeline.resize_with(other.timeline.len(), Second::new);
+        for (i, s) in other.timeline.iter().enumerate() {
+            self.add_second(i, s);
         }
-        for (a, b) in self.timeline.iter_mut().zip(&other.timeline) {
-            for i in 0..Outcome::CLASSES {
-                a.counts[i] += b.counts[i];
-            }
-            a.latency
-                .add(&b.latency)
-                .expect("auto-resizing histograms always add");
+    }
+
+    /// Adds second `i` recorded elsewhere into the timeline.
+    pub fn add_second(&mut self, i: usize, s: &Second) {
+        if self.timeline.len() <= i {
+            self.timeline.resize_with(i + 1, Second::new);
         }
+        self.timeline[i].add(s);
     }
 
     /// Attempts per outcome class.

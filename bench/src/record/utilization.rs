@@ -129,12 +129,12 @@ impl CoverageTracker {
 }
 
 /// What the tracker found, per SKU that was locked at least once or found sold out.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Coverage {
     per_sku: BTreeMap<u32, SkuCoverage>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct SkuCoverage {
     covered: Duration,
     sold_out_at: Option<Duration>,

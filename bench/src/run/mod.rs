@@ -27,7 +27,7 @@ use crate::clients::workers::{Agents, WorkerError, WorkerSet};
 use crate::cluster::target;
 use crate::cluster::{ClusterError, Endpoints, EndpointsFile, NodeInfo, OwnedCluster, Provisioner};
 use crate::record::phases::Boundaries;
-use crate::record::{DriveReport, Live, Recorder, Recording};
+use crate::record::{DriveReport, Live, Recorder, Recording, WorkerClocks};
 use crate::report::{self, ChaosParts, FaultSummary, PhaseSummary, RunParts, Summary};
 use crate::strategy::{Built, StrategyError};
 use crate::workload::Workload;
@@ -212,6 +212,7 @@ async fn clients(
         part: Part::WHOLE,
         extra_bound_ms: plan.extra_bound.as_millis() as u64,
         passwords_from_env: false,
+        history: plan.opts.history,
     };
     let logs = plan.opts.out.join("logs");
     std::fs::create_dir_all(&logs).map_err(write_err(&logs))?;
@@ -327,6 +328,10 @@ async fn load(
         built.strategy.bound() + plan.extra_bound,
         live.clone(),
         boundaries.clone(),
+        workers.as_ref().map(|s| WorkerClocks {
+            table: s.clock_table(),
+            domains: s.domains(),
+        }),
     )
     .map_err(write_err(out))?;
     let bar = progress::Bar::start(plan.opts.progress, id, w.load.duration, live, cancel);
@@ -349,7 +354,8 @@ async fn load(
                 // Attempts start until the duration ends and each is cut at its bound; then
                 // a worker has a few seconds to send what it holds.
                 let limit = w.load.duration + built.strategy.bound() + plan.extra_bound + LINGER;
-                set.drive(start, sink, cancel.clone(), limit).await
+                set.drive(start, sink, boundaries.clone(), cancel.clone(), limit)
+                    .await
             }
             None => {
                 let strategy = built.strategy.clone();
@@ -370,11 +376,13 @@ async fn load(
     };
     let ((drive, worker_failures, clocks), faults) = tokio::join!(buyers, faults);
     drop(reach);
-    let end = Instant::now();
+    // The load ended with its last attempt, or with a heal after it (not when the workers'
+    // last intervals arrived, a moment later).
+    let end = (faults.iter().filter_map(|f| f.healed)).fold(start + drive.elapsed, Instant::max);
     for f in &worker_failures {
         tracing::warn!("{f}");
     }
-    let recording = recorder.finish().await.map_err(write_err(out))?;
+    let recording = recorder.finish(end).await.map_err(write_err(out))?;
     drop(bar);
     Ok(Measured {
         drive,
