@@ -10,12 +10,12 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::partial::BatchError;
+use super::partial::{BatchError, at, ns};
 use super::{Completion, LeaseSpan, Outcome};
 
 /// How long the merge waits for a worker that sends nothing (paused, or slow) before it lets
@@ -23,14 +23,6 @@ use super::{Completion, LeaseSpan, Outcome};
 /// out of order up to their slack; a worker paused longer is within the attempt bound (a
 /// planned pause lengthens it).
 const MAX_WAIT_NS: u64 = 2_000_000_000;
-
-fn ns(t: Instant, start: Instant) -> u64 {
-    t.saturating_duration_since(start).as_nanos() as u64
-}
-
-fn at(start: Instant, ns: u64) -> Instant {
-    start + Duration::from_nanos(ns)
-}
 
 /// Leases in one interval: a table of keys and of token prefixes, then one binary row per lease
 /// (base64), each field a LEB128 varint unless said otherwise:
@@ -460,6 +452,8 @@ impl LeaseMerge {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]

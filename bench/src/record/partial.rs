@@ -4,10 +4,12 @@
 //! [`PhaseRecorder`] as the recorder) and every [`FLUSH`] sends what changed as an [`Interval`]:
 //! histograms in HdrHistogram's interval-log encoding (V2, base64, one tagged histogram
 //! each), counters, phase segments, served spans, and the leases its attempts held in
-//! a compact binary table (the double-grant check and the utilization compare leases *across*
-//! workers, so every lease still crosses). The recorder decodes an interval into a [`Batch`] and
-//! merges it ([`super::Ingest::batch`]); every merge is exact: histograms add bucket for bucket,
-//! counters add, first served times take the minimum, served spans unite ([`phases::Served`]).
+//! a compact binary table ([`WireLeases`]: the double-grant check and the utilization compare
+//! leases *across* workers, so every lease still crosses). The recorder decodes an interval into
+//! a [`Batch`] and merges it ([`super::Ingest::batch`]); every merge is exact: histograms add
+//! bucket for bucket, counters add, first served times take the minimum, served spans unite
+//! ([`phases::Served`]), and leases reach the checks in end order across workers, as they
+//! would from one process.
 //!
 //! Phases need the fault boundaries, which the coordinator marks and forwards. A completion is
 //! folded only once it ended [`LAG`] ago, so a boundary that reaches the worker within `LAG` of
@@ -47,11 +49,12 @@ pub const FLUSH: Duration = Duration::from_secs(1);
 const RECALL_MS: usize = 10_000;
 
 /// ns since `start` (wire times).
-fn ns(t: Instant, start: Instant) -> u64 {
+pub(super) fn ns(t: Instant, start: Instant) -> u64 {
     t.saturating_duration_since(start).as_nanos() as u64
 }
 
-fn at(start: Instant, ns: u64) -> Instant {
+/// A wire time back on this clock.
+pub(super) fn at(start: Instant, ns: u64) -> Instant {
     start + Duration::from_nanos(ns)
 }
 
@@ -167,45 +170,15 @@ impl WorkerFold {
         let from = Duration::from_nanos(self.flushed_ns);
         let span = Duration::from_nanos(to_ns - self.flushed_ns);
         self.flushed_ns = to_ns;
-        let mut hlog = Vec::new();
-        let mut seconds = Vec::new();
         let phases = self.phases.drain();
-        {
-            let mut log = HlogWriter::new(&mut hlog, &mut self.serializer);
-            for (i, h) in self.stats.latency.iter().enumerate() {
-                log.write(
-                    h,
-                    from,
-                    span,
-                    &format!("latency.{}", Outcome::CLASS_NAMES[i]),
-                );
-            }
-            log.write(&self.stats.service, from, span, "service");
-            let dirty = self.dirty_from.min(self.stats.timeline.len());
-            for (i, s) in self.stats.timeline.iter_mut().enumerate().skip(dirty) {
-                if s.attempts() > 0 {
-                    let second = Duration::from_secs(i as u64);
-                    log.write(
-                        &s.latency,
-                        second,
-                        Duration::from_secs(1),
-                        &format!("second.{i}"),
-                    );
-                    seconds.push((i as u32, s.counts));
-                    *s = Second::new();
-                }
-            }
-            for (i, s) in &phases.segments {
-                log.write(&s.latency, from, span, &format!("phase.{i}"));
-            }
-        }
+        let (hlog, seconds) = self.histograms(from, span, &phases.segments);
         self.dirty_from = usize::MAX;
         let s = &mut self.stats;
         let interval = Interval {
             from_ns: from.as_nanos() as u64,
             to_ns,
             folded_to_ns: folded_to,
-            hlog: String::from_utf8(hlog).expect("an interval log is ASCII"),
+            hlog,
             seconds,
             segments: phases
                 .segments
@@ -233,6 +206,39 @@ impl WorkerFold {
         };
         reset_totals(s);
         interval
+    }
+
+    /// The interval log of every histogram filled since the last interval (`segments`' too),
+    /// and the counts of the seconds in it (those seconds are left empty).
+    fn histograms(
+        &mut self,
+        from: Duration,
+        span: Duration,
+        segments: &[(usize, Segment)],
+    ) -> (String, Vec<(u32, [u64; Outcome::CLASSES])>) {
+        let mut hlog = Vec::new();
+        let mut seconds = Vec::new();
+        let mut log = HlogWriter::new(&mut hlog, &mut self.serializer);
+        for (h, class) in self.stats.latency.iter().zip(Outcome::CLASS_NAMES) {
+            log.write(h, from, span, &format!("latency.{class}"));
+        }
+        log.write(&self.stats.service, from, span, "service");
+        let dirty = self.dirty_from.min(self.stats.timeline.len());
+        for (i, s) in self.stats.timeline.iter_mut().enumerate().skip(dirty) {
+            if s.attempts() > 0 {
+                let second = Duration::from_secs(i as u64);
+                let tag = format!("second.{i}");
+                log.write(&s.latency, second, Duration::from_secs(1), &tag);
+                seconds.push((i as u32, s.counts));
+                *s = Second::new();
+            }
+        }
+        for (i, s) in segments {
+            log.write(&s.latency, from, span, &format!("phase.{i}"));
+        }
+        drop(log);
+        let hlog = String::from_utf8(hlog).expect("an interval log is ASCII");
+        (hlog, seconds)
     }
 }
 
@@ -396,13 +402,6 @@ pub struct Interval {
     /// Completions that may have been filed before a boundary that reached the worker late.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub misfiled: u64,
-}
-
-impl Interval {
-    /// Nothing was folded in it.
-    pub fn is_empty(&self) -> bool {
-        self.hlog.is_empty() && self.first_served_ns.is_empty() && self.misfiled == 0
-    }
 }
 
 fn is_zero(n: &u64) -> bool {
