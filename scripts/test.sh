@@ -31,6 +31,7 @@ cargo build --workspace --quiet
 export LOCKBENCH_BIN=target/debug/lockbench
 ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
 ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
+COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null
 # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
 STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
@@ -55,5 +56,5 @@ WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set 
   --set inventory.skus=50 >/dev/null
 rm -rf "$remote_out"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, compare, versus, chaos, ci-gate, libraries, adapter-check, remote" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, chaos, ci-gate, libraries, adapter-check, remote" >&2
 cargo test --workspace

@@ -248,14 +248,14 @@ fn merged_worker_intervals_equal_one_recorder_of_every_completion() {
                 }
                 // Flushed at arbitrary points.
                 if rng.random_bool(0.5) {
-                    merged.batch(&cross(folds[k].flush(now), start, k)).unwrap();
+                    merged.batch(cross(folds[k].flush(now), start, k)).unwrap();
                     intervals += 1;
                 }
             }
         }
         for (k, fold) in folds.iter_mut().enumerate() {
             assert_eq!(pushed[k], queues[k].len());
-            merged.batch(&cross(fold.finish(end), start, k)).unwrap();
+            merged.batch(cross(fold.finish(end), start, k)).unwrap();
         }
         assert!(intervals > 50, "{intervals} intervals");
         let merged = merged.finish(end).unwrap();
@@ -315,7 +315,7 @@ fn a_boundary_that_reaches_a_worker_late_is_reported() {
     let mut merged = Ingest::new(start, None, HORIZON, live, boundaries(&[mark]));
     merged.refresh();
     for i in [late, rest] {
-        merged.batch(&cross(i, start, 0)).unwrap();
+        merged.batch(cross(i, start, 0)).unwrap();
     }
     let r = merged.finish(start + ms(2_500)).unwrap();
     assert_eq!(r.phases.misfiled, 251);

@@ -8,6 +8,7 @@
 //! with the run's seconds, never with its attempts.
 
 mod history;
+mod lease_rows;
 #[cfg(test)]
 mod merge_tests;
 mod outcome;
@@ -144,13 +145,12 @@ impl From<Completion> for Input {
 pub struct Ingest {
     start: Instant,
     stats: Stats,
-    leases: DoubleGrantChecker,
-    coverage: utilization::CoverageTracker,
+    checks: LeaseChecks,
+    /// Worker leases, put back in end order before the checks see them.
+    merge: lease_rows::LeaseMerge,
     phases: phases::PhaseRecorder,
     history: Option<HistoryWriter>,
     live: Arc<Live>,
-    /// Worker K's clock domain (empty: every lease on the coordinator's clock).
-    domains: Vec<u32>,
 }
 
 /// A lease as the checks see it.
@@ -163,6 +163,31 @@ struct LeaseSeen<'a> {
     shared: bool,
     sold: bool,
     found_sold_out: bool,
+}
+
+/// What is checked on leases: double grants and utilization.
+struct LeaseChecks {
+    double_grants: DoubleGrantChecker,
+    coverage: utilization::CoverageTracker,
+    /// Worker K's clock domain (empty: every lease on the coordinator's clock).
+    domains: Vec<u32>,
+}
+
+impl LeaseChecks {
+    /// One lease. `worker`: the process whose clock took its times (`None`: this one). Leases
+    /// of one clock domain (one host: CLOCK_MONOTONIC is system-wide) are compared exactly,
+    /// of two only beyond their clocks' uncertainty.
+    fn observe(&mut self, worker: Option<usize>, l: LeaseSeen<'_>) {
+        let domain = worker
+            .and_then(|k| self.domains.get(k).copied())
+            .unwrap_or(crate::check::COORDINATOR);
+        self.double_grants
+            .observe_in(domain, l.key, l.token, l.held, l.shared.into(), l.ended);
+        // A lease of an attempt that found its SKU sold out lies after the selling window.
+        if !l.found_sold_out {
+            self.coverage.observe_lease(l.sku, l.held, l.ended, l.sold);
+        }
+    }
 }
 
 impl Ingest {
@@ -179,20 +204,28 @@ impl Ingest {
         Self {
             start,
             stats: Stats::new(),
-            leases: DoubleGrantChecker::new(horizon, ORDER_SLACK),
-            coverage: utilization::CoverageTracker::new(horizon, ORDER_SLACK),
+            checks: LeaseChecks {
+                double_grants: DoubleGrantChecker::new(horizon, ORDER_SLACK),
+                coverage: utilization::CoverageTracker::new(horizon, ORDER_SLACK),
+                domains: Vec::new(),
+            },
+            merge: lease_rows::LeaseMerge::default(),
             phases: phases::PhaseRecorder::new(boundaries, start),
             history,
             live,
-            domains: Vec::new(),
         }
     }
 
     /// Times the leases of worker `k` on clock domain `clocks.domains[k]`, whose uncertainty
     /// `clocks.table` holds (see [`crate::check::ClockTable`]); without it every clock is one.
     pub fn with_clocks(mut self, clocks: WorkerClocks) -> Self {
-        self.leases = self.leases.with_clocks(clocks.table);
-        self.domains = clocks.domains;
+        let checks = &mut self.checks;
+        checks.double_grants = std::mem::replace(
+            &mut checks.double_grants,
+            DoubleGrantChecker::new(Duration::ZERO, Duration::ZERO),
+        )
+        .with_clocks(clocks.table);
+        checks.domains = clocks.domains;
         self
     }
 
@@ -202,11 +235,11 @@ impl Ingest {
     }
 
     /// Folds one input in.
-    pub fn input(&mut self, input: &Input) -> std::io::Result<()> {
+    pub fn input(&mut self, input: Input) -> std::io::Result<()> {
         match input {
-            Input::Completion(c) => self.completion(c),
-            Input::Batch(b) => self.batch(b).map_err(std::io::Error::other),
-            Input::History(c) => self.history(c),
+            Input::Completion(c) => self.completion(&c),
+            Input::Batch(b) => self.batch(*b).map_err(std::io::Error::other),
+            Input::History(c) => self.history(&c),
         }
     }
 
@@ -219,10 +252,10 @@ impl Ingest {
             self.live.sold.fetch_add(1, Ordering::Relaxed);
         }
         if c.outcome == Outcome::SoldOut {
-            self.coverage.sold_out(c.sku);
+            self.checks.coverage.sold_out(c.sku);
         }
         if let Some(l) = &c.lease {
-            self.observe_lease(
+            self.checks.observe(
                 None,
                 LeaseSeen {
                     key: &l.key,
@@ -248,7 +281,7 @@ impl Ingest {
     }
 
     /// Merges one worker's interval.
-    pub fn batch(&mut self, b: &Batch) -> Result<(), BatchError> {
+    pub fn batch(&mut self, b: Batch) -> Result<(), BatchError> {
         self.stats.merge(&b.stats);
         for (i, s) in &b.seconds {
             self.stats.add_second(*i, s);
@@ -270,11 +303,17 @@ impl Ingest {
             .sold
             .fetch_add(b.stats.count(Outcome::Sold.class()), Ordering::Relaxed);
         for sku in &b.sold_out {
-            self.coverage.sold_out(*sku);
+            self.checks.coverage.sold_out(*sku);
         }
-        let (start, worker) = (self.start, b.worker);
-        b.leases.for_each(start, |l| {
-            self.observe_lease(
+        self.merge.add(b.worker, b.leases, b.folded_to)?;
+        self.release_leases(false)
+    }
+
+    /// Lets the merged worker leases through to the checks (every one with `all`).
+    fn release_leases(&mut self, all: bool) -> Result<(), BatchError> {
+        let checks = &mut self.checks;
+        self.merge.release(all, self.start, |worker, l| {
+            checks.observe(
                 Some(worker),
                 LeaseSeen {
                     key: l.key,
@@ -290,31 +329,17 @@ impl Ingest {
         })
     }
 
-    /// One lease into the double-grant check and the utilization. `worker`: the process whose
-    /// clock took its times (`None`: this one); leases of different clocks are compared as if
-    /// on one (true on one host: CLOCK_MONOTONIC is system-wide).
-    fn observe_lease(&mut self, worker: Option<usize>, l: LeaseSeen<'_>) {
-        let domain = worker
-            .and_then(|k| self.domains.get(k).copied())
-            .unwrap_or(crate::check::COORDINATOR);
-        self.leases
-            .observe_in(domain, l.key, l.token, l.held, l.shared.into(), l.ended);
-        // A lease of an attempt that found its SKU sold out lies after the selling window.
-        if !l.found_sold_out {
-            self.coverage.observe_lease(l.sku, l.held, l.ended, l.sold);
-        }
-    }
-
     /// Everything recorded; `end` is when the load ended.
-    pub fn finish(self, end: Instant) -> std::io::Result<Recording> {
+    pub fn finish(mut self, end: Instant) -> std::io::Result<Recording> {
+        self.release_leases(true).map_err(std::io::Error::other)?;
         if let Some(w) = self.history {
             w.finish()?;
         }
         Ok(Recording {
             stats: self.stats,
-            double_grants: self.leases.finish(),
+            double_grants: self.checks.double_grants.finish(),
             phases: self.phases.finish(end),
-            coverage: self.coverage.finish(self.start),
+            coverage: self.checks.coverage.finish(self.start),
         })
     }
 }
@@ -355,7 +380,7 @@ impl Recorder {
             while rx.recv_many(&mut batch, 256).await > 0 {
                 ingest.refresh();
                 for input in batch.drain(..) {
-                    ingest.input(&input)?;
+                    ingest.input(input)?;
                 }
             }
             Ok(ingest)

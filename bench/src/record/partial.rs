@@ -2,12 +2,14 @@
 //!
 //! A worker folds its completions itself ([`WorkerFold`]: the same [`Stats::record`] and
 //! [`PhaseRecorder`] as the recorder) and every [`FLUSH`] sends what changed as an [`Interval`]:
-//! histograms in HdrHistogram's interval-log encoding (V2 + deflate, base64, one tagged
-//! histogram each), counters, phase segments, served spans, and the leases its attempts held in
-//! a compact binary table (the double-grant check and the utilization compare leases *across*
-//! workers, so every lease still crosses). The recorder decodes an interval into a [`Batch`] and
-//! merges it ([`super::Ingest::batch`]); every merge is exact: histograms add bucket for bucket,
-//! counters add, first served times take the minimum, served spans unite ([`phases::Served`]).
+//! histograms in HdrHistogram's interval-log encoding (V2, base64, one tagged histogram
+//! each), counters, phase segments, served spans, and the leases its attempts held in
+//! a compact binary table ([`WireLeases`]: the double-grant check and the utilization compare
+//! leases *across* workers, so every lease still crosses). The recorder decodes an interval into
+//! a [`Batch`] and merges it ([`super::Ingest::batch`]); every merge is exact: histograms add
+//! bucket for bucket, counters add, first served times take the minimum, served spans unite
+//! ([`phases::Served`]), and leases reach the checks in end order across workers, as they
+//! would from one process.
 //!
 //! Phases need the fault boundaries, which the coordinator marks and forwards. A completion is
 //! folded only once it ended [`LAG`] ago, so a boundary that reaches the worker within `LAG` of
@@ -15,7 +17,7 @@
 //! that was paused, a slow link) is counted: the completions that may have been filed before it
 //! travel as [`Interval::misfiled`] into [`phases::PhaseData::misfiled`].
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -23,30 +25,36 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
 };
-use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 
+pub use super::lease_rows::WireLeases;
+use super::lease_rows::{LeaseWriter, Leases};
 use super::phases::{self, PhaseDelta, PhaseRecorder, Segment};
 use super::stats::{Second, growing_hist};
-use super::{Completion, ErrorKind, LeaseSpan, Outcome, Stats};
+use super::{Completion, ErrorKind, Outcome, Stats};
 
 /// How old a completion must be before a worker folds it: the time a fault boundary has to
 /// reach the worker for every completion to be filed in the right phase.
 pub const LAG: Duration = Duration::from_millis(250);
 
-/// How often a worker sends an [`Interval`].
-pub const FLUSH: Duration = Duration::from_millis(200);
+/// How often a worker sends an [`Interval`]. Decoding and adding an interval's ten or so
+/// histograms costs the recorder about 50 µs however few attempts they hold: once a second,
+/// that is about 20 ns per attempt at 2 500 attempts/s per worker, less above
+/// (`scripts/bench-ingest.sh`).
+pub const FLUSH: Duration = Duration::from_secs(1);
 
 /// How far back (ms) a worker remembers when its completions ended, to count those a late
 /// boundary may have misfiled.
 const RECALL_MS: usize = 10_000;
 
 /// ns since `start` (wire times).
-fn ns(t: Instant, start: Instant) -> u64 {
+pub(super) fn ns(t: Instant, start: Instant) -> u64 {
     t.saturating_duration_since(start).as_nanos() as u64
 }
 
-fn at(start: Instant, ns: u64) -> Instant {
+/// A wire time back on this clock.
+pub(super) fn at(start: Instant, ns: u64) -> Instant {
     start + Duration::from_nanos(ns)
 }
 
@@ -68,19 +76,21 @@ pub struct WorkerFold {
     misfiled: u64,
     /// End of the previous interval, ns since the start.
     flushed_ns: u64,
-    serializer: V2DeflateSerializer,
+    /// V2 without deflate: the same standard encoding (the interval-log iterator and the
+    /// deserializer read both), but deflate cost 140 µs per histogram to write (the compressor
+    /// is set up anew each time) and three times as long to read, to save 400 bytes or so.
+    /// `latency.hlog`, for HdrHistogram's own tools, stays compressed.
+    serializer: V2Serializer,
 }
 
 impl WorkerFold {
     /// A fold for a load that started at `start`, split at the boundaries `boundaries` will be
     /// told of.
     pub fn new(start: Instant, boundaries: std::sync::Arc<phases::Boundaries>) -> Self {
-        let mut stats = Stats::new();
-        reset_totals(&mut stats);
         Self {
             start,
             pending: VecDeque::new(),
-            stats,
+            stats: totals(),
             dirty_from: usize::MAX,
             phases: PhaseRecorder::new(boundaries, start),
             known_boundaries: 0,
@@ -89,7 +99,7 @@ impl WorkerFold {
             ends: RecentEnds::new(),
             misfiled: 0,
             flushed_ns: 0,
-            serializer: V2DeflateSerializer::new(),
+            serializer: V2Serializer::new(),
         }
     }
 
@@ -109,13 +119,14 @@ impl WorkerFold {
     /// since the last interval.
     pub fn flush(&mut self, now: Instant) -> Interval {
         self.fold_while(|c| c.ended + LAG <= now);
-        self.interval(now)
+        let folded_to = now.checked_sub(LAG).map_or(0, |t| ns(t, self.start));
+        self.interval(now, folded_to)
     }
 
     /// Folds every queued completion, however recent, and returns the last interval.
     pub fn finish(&mut self, now: Instant) -> Interval {
         self.fold_while(|_| true);
-        self.interval(now)
+        self.interval(now, u64::MAX)
     }
 
     fn fold_while(&mut self, ripe: impl Fn(&Completion) -> bool) {
@@ -152,50 +163,22 @@ impl WorkerFold {
         }
     }
 
-    /// Everything folded since the last interval, which is left empty.
-    fn interval(&mut self, now: Instant) -> Interval {
+    /// Everything folded since the last interval, which is left empty; every completion that
+    /// ended before `folded_to` (ns) was folded.
+    fn interval(&mut self, now: Instant, folded_to: u64) -> Interval {
         let to_ns = ns(now, self.start).max(self.flushed_ns);
         let from = Duration::from_nanos(self.flushed_ns);
         let span = Duration::from_nanos(to_ns - self.flushed_ns);
         self.flushed_ns = to_ns;
-        let mut hlog = Vec::new();
-        let mut seconds = Vec::new();
         let phases = self.phases.drain();
-        {
-            let mut log = HlogWriter::new(&mut hlog, &mut self.serializer);
-            for (i, h) in self.stats.latency.iter().enumerate() {
-                log.write(
-                    h,
-                    from,
-                    span,
-                    &format!("latency.{}", Outcome::CLASS_NAMES[i]),
-                );
-            }
-            log.write(&self.stats.service, from, span, "service");
-            let dirty = self.dirty_from.min(self.stats.timeline.len());
-            for (i, s) in self.stats.timeline.iter_mut().enumerate().skip(dirty) {
-                if s.attempts() > 0 {
-                    let second = Duration::from_secs(i as u64);
-                    log.write(
-                        &s.latency,
-                        second,
-                        Duration::from_secs(1),
-                        &format!("second.{i}"),
-                    );
-                    seconds.push((i as u32, s.counts));
-                    *s = Second::new();
-                }
-            }
-            for (i, s) in &phases.segments {
-                log.write(&s.latency, from, span, &format!("phase.{i}"));
-            }
-        }
+        let (hlog, seconds) = self.histograms(from, span, &phases.segments);
         self.dirty_from = usize::MAX;
         let s = &mut self.stats;
         let interval = Interval {
             from_ns: from.as_nanos() as u64,
             to_ns,
-            hlog: String::from_utf8(hlog).expect("an interval log is ASCII"),
+            folded_to_ns: folded_to,
+            hlog,
             seconds,
             segments: phases
                 .segments
@@ -224,32 +207,74 @@ impl WorkerFold {
         reset_totals(s);
         interval
     }
+
+    /// The interval log of every histogram filled since the last interval (`segments`' too),
+    /// and the counts of the seconds in it (those seconds are left empty).
+    fn histograms(
+        &mut self,
+        from: Duration,
+        span: Duration,
+        segments: &[(usize, Segment)],
+    ) -> (String, Vec<(u32, [u64; Outcome::CLASSES])>) {
+        let mut hlog = Vec::new();
+        let mut seconds = Vec::new();
+        let mut log = HlogWriter::new(&mut hlog, &mut self.serializer);
+        for (h, class) in self.stats.latency.iter().zip(Outcome::CLASS_NAMES) {
+            log.write(h, from, span, &format!("latency.{class}"));
+        }
+        log.write(&self.stats.service, from, span, "service");
+        let dirty = self.dirty_from.min(self.stats.timeline.len());
+        for (i, s) in self.stats.timeline.iter_mut().enumerate().skip(dirty) {
+            if s.attempts() > 0 {
+                let second = Duration::from_secs(i as u64);
+                let tag = format!("second.{i}");
+                log.write(&s.latency, second, Duration::from_secs(1), &tag);
+                seconds.push((i as u32, s.counts));
+                *s = Second::new();
+            }
+        }
+        for (i, s) in segments {
+            log.write(&s.latency, from, span, &format!("phase.{i}"));
+        }
+        drop(log);
+        let hlog = String::from_utf8(hlog).expect("an interval log is ASCII");
+        (hlog, seconds)
+    }
+}
+
+/// Empty statistics with small histograms (an interval's: they grow to what they hold).
+fn totals() -> Stats {
+    Stats {
+        latency: std::array::from_fn(|_| growing_hist(3)),
+        service: growing_hist(3),
+        failed: Default::default(),
+        unknown: Default::default(),
+        release_failed: 0,
+        lease_lost: 0,
+        timeline: Vec::new(),
+        last_sale: None,
+    }
 }
 
 /// Empties everything of `s` but its timeline (and `last_sale`, a maximum resent as is).
 fn reset_totals(s: &mut Stats) {
-    for h in &mut s.latency {
-        *h = growing_hist(3);
-    }
-    s.service = growing_hist(3);
-    s.failed = Default::default();
-    s.unknown = Default::default();
-    s.release_failed = 0;
-    s.lease_lost = 0;
+    let timeline = std::mem::take(&mut s.timeline);
+    let last_sale = s.last_sale;
+    *s = Stats {
+        timeline,
+        last_sale,
+        ..totals()
+    };
 }
 
 /// Writes tagged histograms into an interval log (empty ones are left out).
 struct HlogWriter<'a> {
-    log: hdrhistogram::serialization::interval_log::IntervalLogWriter<
-        'a,
-        'a,
-        Vec<u8>,
-        V2DeflateSerializer,
-    >,
+    log:
+        hdrhistogram::serialization::interval_log::IntervalLogWriter<'a, 'a, Vec<u8>, V2Serializer>,
 }
 
 impl<'a> HlogWriter<'a> {
-    fn new(out: &'a mut Vec<u8>, serializer: &'a mut V2DeflateSerializer) -> Self {
+    fn new(out: &'a mut Vec<u8>, serializer: &'a mut V2Serializer) -> Self {
         Self {
             log: IntervalLogWriterBuilder::new()
                 .begin_log_with(out, serializer)
@@ -335,7 +360,12 @@ pub struct Interval {
     pub from_ns: u64,
     /// When this one was cut.
     pub to_ns: u64,
-    /// The histograms as an HdrHistogram interval log (V2 + deflate, base64), µs values, one
+    /// Every completion of the worker that ended before this was folded, into this interval
+    /// or an earlier one (`u64::MAX` in its last): the recorder waits for it to put the
+    /// workers' leases back in end order. (A completion that reached the fold late, its worker
+    /// stopped between its end and its report, comes later, out of order.)
+    pub folded_to_ns: u64,
+    /// The histograms as an HdrHistogram interval log (V2, base64), µs values, one
     /// tagged line each, empty ones left out: `latency.<class>` (from the intended start, per
     /// outcome class), `service` (from the actual start), `second.<n>` (latency of what ended
     /// in second n of the timeline), `phase.<i>` (latency in segment i between boundaries).
@@ -374,176 +404,8 @@ pub struct Interval {
     pub misfiled: u64,
 }
 
-impl Interval {
-    /// Nothing was folded in it.
-    pub fn is_empty(&self) -> bool {
-        self.hlog.is_empty() && self.first_served_ns.is_empty() && self.misfiled == 0
-    }
-}
-
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// Leases in one interval: a table of keys and of token prefixes, then one binary row per lease
-/// (base64), each field a LEB128 varint unless said otherwise:
-///
-/// | field | |
-/// |---|---|
-/// | flags | one byte: 1 lost, 2 shared, 4 sold, 8 its attempt found the SKU sold out, 16 has a fence, 32 the token ends in a number |
-/// | key | index into `keys` |
-/// | sku | |
-/// | ended | ns since the start, zigzag delta from the previous row's |
-/// | ended − released | zigzag |
-/// | released − acquired | zigzag |
-/// | fence | if flagged |
-/// | token | index into `tokens`: the token, or what precedes its trailing digits |
-/// | number, digits | if flagged: the trailing digits as a number, and their count (one byte; leading zeros) |
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct WireLeases {
-    /// Lock keys.
-    pub keys: Vec<String>,
-    /// Tokens, or their parts before trailing digits.
-    pub tokens: Vec<String>,
-    /// How many rows.
-    pub count: u32,
-    /// The rows, base64.
-    pub rows: String,
-}
-
-impl WireLeases {
-    fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-}
-
-/// Not needed by the checks (the stats count `lease_lost`), kept for a complete record.
-const LOST: u8 = 1;
-const SHARED: u8 = 2;
-const SOLD: u8 = 4;
-const FOUND_SOLD_OUT: u8 = 8;
-const FENCE: u8 = 16;
-const NUMBERED: u8 = 32;
-
-/// Builds a [`WireLeases`].
-#[derive(Default)]
-struct LeaseWriter {
-    keys: Table,
-    tokens: Table,
-    rows: Vec<u8>,
-    count: u32,
-    last_end: u64,
-}
-
-/// Strings by first appearance, for indexing.
-#[derive(Default)]
-struct Table {
-    index: HashMap<String, u32>,
-    list: Vec<String>,
-}
-
-impl Table {
-    fn id(&mut self, s: &str) -> u32 {
-        if let Some(i) = self.index.get(s) {
-            return *i;
-        }
-        let i = self.list.len() as u32;
-        self.index.insert(s.to_string(), i);
-        self.list.push(s.to_string());
-        i
-    }
-
-    fn take(&mut self) -> Vec<String> {
-        self.index.clear();
-        std::mem::take(&mut self.list)
-    }
-}
-
-/// A token split into the part before its trailing digits and those digits (at most 19, so
-/// they fit a u64; their count keeps leading zeros).
-fn split_token(token: &str) -> (&str, Option<(u64, u8)>) {
-    let digits = token
-        .bytes()
-        .rev()
-        .take_while(u8::is_ascii_digit)
-        .count()
-        .min(19);
-    if digits == 0 {
-        return (token, None);
-    }
-    let (head, tail) = token.split_at(token.len() - digits);
-    (
-        head,
-        Some((tail.parse().expect("ASCII digits"), digits as u8)),
-    )
-}
-
-impl LeaseWriter {
-    fn push(&mut self, c: &Completion, l: &LeaseSpan, start: Instant) {
-        let (head, number) = split_token(&l.token);
-        let flags = (if l.lost { LOST } else { 0 })
-            | (if l.shared { SHARED } else { 0 })
-            | (if c.outcome == Outcome::Sold { SOLD } else { 0 })
-            | (if c.outcome == Outcome::SoldOut {
-                FOUND_SOLD_OUT
-            } else {
-                0
-            })
-            | (if l.fence.is_some() { FENCE } else { 0 })
-            | (if number.is_some() { NUMBERED } else { 0 });
-        let (ended, released, acquired) = (
-            ns(c.ended, start),
-            ns(l.released, start),
-            ns(l.acquired, start),
-        );
-        let out = &mut self.rows;
-        out.push(flags);
-        let key = self.keys.id(&l.key);
-        varint(out, u64::from(key));
-        varint(out, u64::from(c.sku));
-        varint(out, zigzag(ended.wrapping_sub(self.last_end) as i64));
-        varint(out, zigzag(ended.wrapping_sub(released) as i64));
-        varint(out, zigzag(released.wrapping_sub(acquired) as i64));
-        if let Some(f) = l.fence {
-            varint(out, f);
-        }
-        let head = self.tokens.id(head);
-        varint(&mut self.rows, u64::from(head));
-        if let Some((n, digits)) = number {
-            varint(&mut self.rows, n);
-            self.rows.push(digits);
-        }
-        self.last_end = ended;
-        self.count += 1;
-    }
-
-    fn take(&mut self) -> WireLeases {
-        let rows = base64::engine::general_purpose::STANDARD.encode(&self.rows);
-        self.rows.clear();
-        self.last_end = 0;
-        WireLeases {
-            keys: self.keys.take(),
-            tokens: self.tokens.take(),
-            count: std::mem::take(&mut self.count),
-            rows,
-        }
-    }
-}
-
-fn varint(out: &mut Vec<u8>, mut n: u64) {
-    while n >= 0x80 {
-        out.push((n as u8) | 0x80);
-        n >>= 7;
-    }
-    out.push(n as u8);
-}
-
-fn zigzag(n: i64) -> u64 {
-    ((n << 1) ^ (n >> 63)) as u64
-}
-
-fn unzigzag(n: u64) -> i64 {
-    ((n >> 1) as i64) ^ -((n & 1) as i64)
 }
 
 /// Why an interval could not be decoded (a bug or a foreign build on the other side).
@@ -580,6 +442,8 @@ pub struct Batch {
     pub(super) seconds: Vec<(usize, Second)>,
     pub(super) phases: PhaseDelta,
     pub(super) leases: Leases,
+    /// Every lease of the worker that ended before this (ns) has been sent.
+    pub(super) folded_to: u64,
     pub(super) sold_out: Vec<u32>,
     pub(super) misfiled: u64,
 }
@@ -591,132 +455,10 @@ impl Batch {
     }
 }
 
-/// Decoded lease rows (their fields are read as the recorder walks them).
-#[derive(Debug, Clone, Default)]
-pub(super) struct Leases {
-    keys: Vec<String>,
-    tokens: Vec<String>,
-    count: u32,
-    rows: Vec<u8>,
-}
-
-/// One lease of a batch, borrowed while the recorder observes it.
-pub(super) struct LeaseRow<'a> {
-    pub key: &'a str,
-    pub token: &'a str,
-    pub sku: u32,
-    pub acquired: Instant,
-    pub released: Instant,
-    pub ended: Instant,
-    pub shared: bool,
-    pub sold: bool,
-    pub found_sold_out: bool,
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Reader<'_> {
-    fn byte(&mut self) -> Result<u8, BatchError> {
-        let b = *self
-            .bytes
-            .get(self.at)
-            .ok_or_else(|| BatchError::Leases("cut short".into()))?;
-        self.at += 1;
-        Ok(b)
-    }
-
-    fn varint(&mut self) -> Result<u64, BatchError> {
-        let mut n = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.byte()?;
-            n |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Ok(n);
-            }
-        }
-        Err(BatchError::Leases("varint too long".into()))
-    }
-
-    fn index<'t>(&mut self, table: &'t [String]) -> Result<&'t str, BatchError> {
-        let i = self.varint()?;
-        table
-            .get(i as usize)
-            .map(String::as_str)
-            .ok_or_else(|| BatchError::Leases(format!("index {i} outside its table")))
-    }
-}
-
-impl Leases {
-    /// Calls `f` with each lease in order; times from `start`.
-    pub(super) fn for_each(
-        &self,
-        start: Instant,
-        mut f: impl FnMut(LeaseRow<'_>),
-    ) -> Result<(), BatchError> {
-        let mut r = Reader {
-            bytes: &self.rows,
-            at: 0,
-        };
-        let mut token = String::new();
-        let mut last_end = 0u64;
-        for _ in 0..self.count {
-            let flags = r.byte()?;
-            let key = r.index(&self.keys)?;
-            let sku = r.varint()? as u32;
-            let ended = last_end.wrapping_add(unzigzag(r.varint()?) as u64);
-            let released = ended.wrapping_sub(unzigzag(r.varint()?) as u64);
-            let acquired = released.wrapping_sub(unzigzag(r.varint()?) as u64);
-            last_end = ended;
-            if flags & FENCE != 0 {
-                r.varint()?; // the fence is not needed by the checks (only history shows it)
-            }
-            let head = r.index(&self.tokens)?;
-            token.clear();
-            token.push_str(head);
-            if flags & NUMBERED != 0 {
-                let n = r.varint()?;
-                let digits = r.byte()?;
-                push_digits(&mut token, n, digits);
-            }
-            f(LeaseRow {
-                key,
-                token: &token,
-                sku,
-                acquired: at(start, acquired),
-                released: at(start, released),
-                ended: at(start, ended),
-                shared: flags & SHARED != 0,
-                sold: flags & SOLD != 0,
-                found_sold_out: flags & FOUND_SOLD_OUT != 0,
-            });
-        }
-        if r.at != r.bytes.len() {
-            return Err(BatchError::Leases("bytes left after the last row".into()));
-        }
-        Ok(())
-    }
-}
-
-/// Appends `n` in decimal, zero-padded to `digits`.
-fn push_digits(out: &mut String, mut n: u64, digits: u8) {
-    let mut buf = [b'0'; 20];
-    let mut i = buf.len();
-    while n > 0 {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-    }
-    let from = (buf.len() - usize::from(digits).max(1)).min(i);
-    out.push_str(std::str::from_utf8(&buf[from..]).expect("ASCII digits"));
-}
-
 impl Interval {
     /// Decodes the interval worker `worker` sent, its times from `start`.
-    pub fn decode(&self, start: Instant, worker: usize) -> Result<Batch, BatchError> {
-        let mut stats = Stats::new();
+    pub fn decode(self, start: Instant, worker: usize) -> Result<Batch, BatchError> {
+        let mut stats = totals();
         let mut seconds: Vec<(usize, Second)> = Vec::with_capacity(self.seconds.len());
         let mut segments: Vec<(usize, Segment)> = Vec::with_capacity(self.segments.len());
         let mut de = Deserializer::new();
@@ -778,7 +520,6 @@ impl Interval {
         stats.release_failed = self.release_failed;
         stats.lease_lost = self.lease_lost;
         stats.last_sale = self.last_sale_ns.map(Duration::from_nanos);
-        let leases = &self.leases;
         Ok(Batch {
             worker,
             stats,
@@ -796,15 +537,9 @@ impl Interval {
                     .map(|(a, b)| (at(start, *a), at(start, *b)))
                     .collect(),
             },
-            leases: Leases {
-                keys: leases.keys.clone(),
-                tokens: leases.tokens.clone(),
-                count: leases.count,
-                rows: base64::engine::general_purpose::STANDARD
-                    .decode(&leases.rows)
-                    .map_err(|e| BatchError::Leases(e.to_string()))?,
-            },
-            sold_out: self.sold_out.clone(),
+            leases: Leases::decode(self.leases)?,
+            folded_to: self.folded_to_ns,
+            sold_out: self.sold_out,
             misfiled: self.misfiled,
         })
     }
@@ -844,105 +579,6 @@ fn fill_counts<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tokens_split_and_join_back_exactly() {
-        for token in [
-            "b0",
-            "b10",
-            "0000beef-123456",
-            "lock-0000000012",
-            "x-00",
-            "007",
-            "tok",
-            "",
-            "12345678901234567890123",
-            "a-18446744073709551615",
-        ] {
-            let (head, number) = split_token(token);
-            let mut back = head.to_string();
-            if let Some((n, digits)) = number {
-                push_digits(&mut back, n, digits);
-            }
-            assert_eq!(back, token);
-        }
-        assert_eq!(split_token("b10"), ("b", Some((10, 2))));
-        assert_eq!(split_token("tok"), ("tok", None));
-    }
-
-    #[test]
-    fn lease_rows_read_back_as_written() {
-        let start = Instant::now();
-        let at = |us: u64| start + Duration::from_micros(us);
-        let mut w = LeaseWriter::default();
-        let mut written = Vec::new();
-        for i in 0..300u64 {
-            // Out of end order now and then: deltas go negative.
-            let end = 1_000 + (i * 37) % 500 + i * 10;
-            let outcome = [Outcome::Sold, Outcome::SoldOut, Outcome::Locked][i as usize % 3];
-            let c = Completion {
-                seq: i,
-                client: 0,
-                sku: (i % 7) as u32,
-                read: false,
-                outcome,
-                intended: at(end - 900),
-                started: at(end - 800),
-                ended: at(end),
-                release_failed: false,
-                lease: Some(LeaseSpan {
-                    key: format!("k{}", i % 5),
-                    token: [format!("b{i}"), format!("n-{i:06}"), "plain".into()][i as usize % 3]
-                        .clone(),
-                    fence: (i % 2 == 0).then_some(i * 1_000_000_007),
-                    acquired: at(end - 700 + i % 3),
-                    released: at(end - 10),
-                    lost: i % 11 == 0,
-                    shared: i % 4 == 0,
-                }),
-            };
-            w.push(&c, c.lease.as_ref().unwrap(), start);
-            written.push(c);
-        }
-        let wire = w.take();
-        assert_eq!((wire.keys.len(), wire.tokens.len()), (5, 3));
-        let leases = Leases {
-            keys: wire.keys,
-            tokens: wire.tokens,
-            count: wire.count,
-            rows: base64::engine::general_purpose::STANDARD
-                .decode(&wire.rows)
-                .unwrap(),
-        };
-        let mut read = 0;
-        leases
-            .for_each(start, |l| {
-                let c = &written[read];
-                let lease = c.lease.as_ref().unwrap();
-                assert_eq!((l.key, l.token), (lease.key.as_str(), lease.token.as_str()));
-                assert_eq!(
-                    (l.sku, l.acquired, l.released, l.ended),
-                    (c.sku, lease.acquired, lease.released, c.ended)
-                );
-                assert_eq!(
-                    (l.shared, l.sold, l.found_sold_out),
-                    (
-                        lease.shared,
-                        c.outcome == Outcome::Sold,
-                        c.outcome == Outcome::SoldOut
-                    )
-                );
-                read += 1;
-            })
-            .unwrap();
-        assert_eq!(read, 300);
-        let mut cut = leases.clone();
-        cut.rows.pop();
-        assert!(
-            cut.for_each(start, |_| {}).is_err(),
-            "a cut row is an error"
-        );
-    }
 
     #[test]
     fn a_boundary_later_than_the_recall_counts_every_completion() {
