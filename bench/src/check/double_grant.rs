@@ -14,11 +14,14 @@
 //! Leases come from clock domains ([`super::clock`]): the coordinator's host (domain 0, exact)
 //! and each remote worker, whose times were mapped onto the coordinator's clock with an offset
 //! known only within an uncertainty. Two leases of one domain compare exactly, as above. Two
-//! leases of different domains `a`, `b` are a double grant only when they overlap by more than
-//! `u_a + u_b`, read from the [`ClockTable`] when the pair is seen: a shorter overlap may be
-//! clock error. Such overlaps are not dropped: they are counted apart
+//! leases of different domains `a`, `b` are a double grant only when they overlap on every
+//! mapping the clocks allow: one would have to slide by more than `u_a + u_b` (read from the
+//! [`ClockTable`] when the pair is seen) against the other for them to stop overlapping. For two
+//! leases that overlap at one end that slide is the overlap itself; for a short lease inside a
+//! long one (a paused holder's) it is the distance to the nearer end of the long one. A pair
+//! that a smaller slide would separate may be clock error: it is not dropped but counted apart
 //! ([`DoubleGrants::within_clock_uncertainty`], with the largest), and a cross-domain double
-//! grant carries the bound it beat.
+//! grant carries the bound it beat and its margin.
 //! The bound read is the one the pings had established by then: it covers a lease when a
 //! ping round after the lease's end was folded in before the lease is observed (beyond the
 //! last ping, only the few ppm of drift since are outside it).
@@ -88,13 +91,18 @@ pub struct Overlap {
     /// uncertainty did not. Absent for leases of one clock (exact).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock_uncertainty_us: Option<u64>,
+    /// For leases timed on different clocks: how far one would have to slide against the
+    /// other for them to stop overlapping, µs (the overlap, or more when one lies inside the
+    /// other); a double grant's beat `clock_uncertainty_us`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_margin_us: Option<u64>,
 }
 
 /// What the checker found.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DoubleGrants {
     /// Overlapping pairs of leases on the same key (not both shared); for leases timed on
-    /// different clocks, overlapping by more than the clocks' uncertainty.
+    /// different clocks, overlapping whatever error within the clocks' uncertainty.
     pub count: u64,
     /// Leases overlapped by a lease of the same key acquired after them (the stale holders);
     /// every overlapping pair has one, so this is > 0 exactly when `count` is.
@@ -102,13 +110,13 @@ pub struct DoubleGrants {
     pub incidents: u64,
     /// The first few pairs.
     pub examples: Vec<Overlap>,
-    /// Pairs (counted in `count`) of leases timed on different clocks that overlapped by more
-    /// than the two clocks' uncertainty.
+    /// Pairs (counted in `count`) of leases timed on different clocks that overlapped whatever
+    /// error within the two clocks' uncertainty.
     #[serde(default)]
     pub cross_host: u64,
-    /// Pairs of leases timed on different clocks (not both shared) that overlapped by no more
-    /// than the two clocks' uncertainty: perhaps a double grant, perhaps clock error. Not in
-    /// `count`.
+    /// Pairs of leases timed on different clocks (not both shared) that an error within the
+    /// two clocks' uncertainty could separate: perhaps a double grant, perhaps clock error. Not
+    /// in `count`.
     #[serde(default)]
     pub within_clock_uncertainty: u64,
     /// The longest of those overlaps, with the uncertainty it fell within.
@@ -305,6 +313,14 @@ impl DoubleGrantChecker {
                     Duration::from_nanos(ns)
                 })
             });
+            // How far one lease would have to slide against the other for them to stop
+            // overlapping: at least the overlap, far more when one lies inside the other (a
+            // paused holder's long lease around a short one). Across clocks the pair is a
+            // double grant on every mapping they allow only when this beats their bound.
+            let margin = new
+                .released
+                .saturating_duration_since(other.acquired)
+                .min(other.released.saturating_duration_since(new.acquired));
             let example = |o: &Held| Overlap {
                 key: new.key.to_string(),
                 first: o.token.clone(),
@@ -313,9 +329,10 @@ impl DoubleGrantChecker {
                 first_mode: mode,
                 second_mode: new.mode,
                 clock_uncertainty_us: bound.map(|b| b.as_micros() as u64),
+                clock_margin_us: bound.map(|_| margin.as_micros() as u64),
             };
             if let Some(bound) = bound {
-                if overlap <= bound {
+                if margin <= bound {
                     found.within_clock_uncertainty += 1;
                     let largest = found.within_clock_uncertainty_largest.as_ref();
                     if largest.is_none_or(|l| overlap.as_micros() as u64 > l.overlap_us) {
@@ -431,6 +448,7 @@ mod tests {
                 first_mode: Mode::Exclusive,
                 second_mode: Mode::Exclusive,
                 clock_uncertainty_us: None,
+                clock_margin_us: None,
             }
         );
     }
@@ -674,6 +692,47 @@ mod tests {
         let (mut c, _) = two_remote_domains();
         pair(&mut c, (COORDINATOR, W), (1, W), 1_500);
         assert_eq!(c.finish().examples[0].clock_uncertainty_us, Some(1_000));
+    }
+
+    #[test]
+    fn across_clocks_a_short_lease_inside_a_long_one_counts_whatever_the_error() {
+        // A holder paused for 4 s on one host; on another, a 0.5 ms lease 2 s into it. They
+        // share only 0.5 ms, less than the clocks' 1 + 1 ms, yet no error within 2 ms can pull
+        // the short one out of the long one: a double grant, with its margin.
+        let (mut c, _) = two_remote_domains();
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        let w = Mode::Exclusive;
+        c.observe_in(
+            2,
+            "k",
+            "b",
+            (at(2_000_000), at(2_000_500)),
+            w,
+            at(2_000_600),
+        );
+        c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
+        let found = c.finish();
+        assert_eq!((found.count, found.cross_host), (1, 1));
+        assert_eq!(found.within_clock_uncertainty, 0);
+        let e = &found.examples[0];
+        assert_eq!(
+            (e.overlap_us, e.clock_uncertainty_us, e.clock_margin_us),
+            (500, Some(2_000), Some(2_000_000))
+        );
+        // Near the long lease's end, 1.5 ms from it: an error of 2 ms could separate them.
+        let (mut c, _) = two_remote_domains();
+        c.observe_in(
+            2,
+            "k",
+            "b",
+            (at(3_998_500), at(3_999_000)),
+            w,
+            at(3_999_100),
+        );
+        c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
+        let found = c.finish();
+        assert_eq!((found.count, found.within_clock_uncertainty), (0, 1));
     }
 
     #[test]

@@ -574,6 +574,7 @@ mod tests {
             first_mode: crate::check::Mode::Exclusive,
             second_mode: crate::check::Mode::Exclusive,
             clock_uncertainty_us: Some(1_500),
+            clock_margin_us: Some(1_500),
         });
         let mut out = Vec::new();
         print_table(&mut out, std::slice::from_ref(&s)).unwrap();
@@ -665,6 +666,7 @@ mod tests {
                     first_mode: crate::check::Mode::Exclusive,
                     second_mode: crate::check::Mode::Exclusive,
                     clock_uncertainty_us: Some(1_000),
+                    clock_margin_us: Some(1_500),
                 }],
                 cross_host: 1,
                 within_clock_uncertainty: 3,
@@ -676,6 +678,7 @@ mod tests {
                     first_mode: crate::check::Mode::Exclusive,
                     second_mode: crate::check::Mode::Shared,
                     clock_uncertainty_us: Some(1_000),
+                    clock_margin_us: Some(700),
                 }),
             },
             stuck_locks: 0,

@@ -133,13 +133,18 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `lockbench coordinate` for `workers` agents on `port`, results in `dir/out`.
+/// `lockbench coordinate` for `workers` agents on `port` with [`LOAD`], results in `dir/out`.
 fn coordinate(dir: &Path, port: u16, workers: u32, args: &[&str]) -> Child {
+    coordinate_load(dir, port, workers, LOAD, args)
+}
+
+/// [`coordinate`] with the load settings `load`.
+fn coordinate_load(dir: &Path, port: u16, workers: u32, load: &[&str], args: &[&str]) -> Child {
     lockbench()
         .args(["coordinate", "--json", "--strategy", "redis-setnx"])
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--workers", &workers.to_string()])
-        .args(LOAD)
+        .args(load)
         .args(args)
         .arg("--out")
         .arg(dir.join("out"))
@@ -298,17 +303,19 @@ fn a_paused_remote_holder_is_resumed_and_its_lost_lock_is_caught_across_hosts() 
     }
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut c = coordinate(
+    // The chaos workload's 4 SKUs, as chaos.rs's pause tests: the paused holder's key is
+    // contended, so another holder takes it while the lease has lapsed (on 50 SKUs, once in CI,
+    // nobody did).
+    let mut c = coordinate_load(
         dir.path(),
         port,
         4,
+        &["--set", "load.rate=200", "--set", "load.duration=8s"],
         &[
             "--workload",
             "workloads/chaos.toml",
             "--chaos",
             "chaos/pause-holder.toml",
-            "--set",
-            "load.duration=8s",
         ],
     );
     let agents: Vec<Child> = (0..4).map(|k| agent(port, k, TOKEN, ELSEWHERE)).collect();
@@ -330,8 +337,8 @@ fn a_paused_remote_holder_is_resumed_and_its_lost_lock_is_caught_across_hosts() 
         );
         assert!(c.uncertainty_us < 100_000, "{c:?}");
     }
-    // The lease lapsed under the paused holder on one "host" and a holder on another took it:
-    // seconds of overlap, far beyond the clocks' uncertainty.
+    // The lease lapsed under the paused holder on one "host" and holders on others took it:
+    // their short leases lie seconds inside its long one, beyond any error the clocks allow.
     assert!(
         s.double_grant_incidents > 0 && s.double_grants_cross_host > 0 && s.lease_lost > 0,
         "incidents {} / cross-host {} / leases lost {}",
@@ -340,12 +347,18 @@ fn a_paused_remote_holder_is_resumed_and_its_lost_lock_is_caught_across_hosts() 
         s.lease_lost
     );
     assert!(!s.safe);
-    let example = &s.double_grant_examples[0];
+    // Each cross-host example carries both figures, and beat its bound.
+    for e in &s.double_grant_examples {
+        if let Some(u) = e.clock_uncertainty_us {
+            assert!(e.clock_margin_us.is_some_and(|m| m > u), "{e:?}");
+        }
+    }
     assert!(
-        example
-            .clock_uncertainty_us
-            .is_some_and(|u| example.overlap_us > u),
-        "{example:?}"
+        s.double_grant_examples
+            .iter()
+            .any(|e| e.clock_uncertainty_us.is_some()),
+        "{:?}",
+        s.double_grant_examples
     );
     for a in agents {
         assert_eq!(wait_exit(a).0, 0);
