@@ -230,7 +230,7 @@ impl WorkerFold {
                 let tag = format!("second.{i}");
                 log.write(&s.latency, second, Duration::from_secs(1), &tag);
                 seconds.push((i as u32, s.counts));
-                *s = Second::new();
+                *s = Second::second();
             }
         }
         for (i, s) in segments {

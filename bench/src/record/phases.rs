@@ -13,7 +13,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use tokio::sync::watch;
 
 use super::{Completion, Outcome};
@@ -63,36 +62,13 @@ impl Boundaries {
 }
 
 /// What happened between two boundaries.
-#[derive(Debug, Clone)]
-pub struct Segment {
-    /// Completions per outcome class.
-    pub counts: [u64; Outcome::CLASSES],
-    /// Latency from the intended start, µs, every class.
-    pub latency: Histogram<u64>,
-}
+pub type Segment = super::stats::Tally;
 
-impl Segment {
-    fn new() -> Self {
-        Self {
-            counts: [0; Outcome::CLASSES],
-            latency: super::stats::growing_hist(3),
-        }
-    }
+/// Significant digits of a segment's latency (a phase's percentiles are reported).
+const SEGMENT_SIGFIG: u8 = 3;
 
-    /// Attempts filed here.
-    pub fn attempts(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
-    /// Adds `other` (the same segment, recorded elsewhere) into `self`.
-    pub fn add(&mut self, other: &Segment) {
-        for (a, b) in self.counts.iter_mut().zip(other.counts) {
-            *a += b;
-        }
-        self.latency
-            .add(&other.latency)
-            .expect("auto-resizing histograms always add");
-    }
+fn segment() -> Segment {
+    Segment::new(SEGMENT_SIGFIG)
 }
 
 /// Everything the phase recorder kept.
@@ -218,7 +194,7 @@ impl PhaseRecorder {
             shared,
             data: PhaseData {
                 boundaries: Vec::new(),
-                segments: vec![Segment::new()],
+                segments: vec![segment()],
                 first_served: Vec::new(),
                 gaps: Vec::new(),
                 misfiled: 0,
@@ -238,7 +214,7 @@ impl PhaseRecorder {
     /// Room for `n` boundaries.
     fn fit(&mut self, n: usize) {
         if self.data.segments.len() < n + 1 {
-            self.data.segments.resize_with(n + 1, Segment::new);
+            self.data.segments.resize_with(n + 1, segment);
             self.data.first_served.resize(n, None);
         }
     }
@@ -273,7 +249,7 @@ impl PhaseRecorder {
             .iter_mut()
             .enumerate()
             .filter(|(_, s)| s.attempts() > 0)
-            .map(|(i, s)| (i, std::mem::replace(s, Segment::new())))
+            .map(|(i, s)| (i, std::mem::replace(s, segment())))
             .collect();
         let first_served = if std::mem::take(&mut self.first_served_changed) {
             self.data.first_served.clone()

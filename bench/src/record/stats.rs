@@ -64,34 +64,40 @@ pub fn every_arrival(started: &Histogram<u64>, unstarted: u64, window: Duration)
     all
 }
 
-/// One second of the run, by completion time.
+/// Completions per outcome class and their latency (µs from the intended start): one second
+/// of the run ([`Second`]) or the stretch between two fault boundaries
+/// ([`super::phases::Segment`]).
 #[derive(Debug, Clone)]
-pub struct Second {
+pub struct Tally {
     /// Completions per outcome class.
     pub counts: [u64; Outcome::CLASSES],
-    /// Latency (from intended start, µs) of everything that completed in this second.
+    /// Latency of every completion counted, every class.
     pub latency: Histogram<u64>,
 }
 
-impl Second {
-    /// An empty second.
-    pub fn new() -> Self {
-        // Two significant digits keep a second at a few KiB; percentiles per second are a trend.
-        // It starts at the smallest size and grows to the latencies it records: an empty
-        // second costs 2 KiB, not the 20 KiB of a 60 s range.
+impl Tally {
+    /// Empty, its histogram at `sigfig` significant digits; the histogram starts at the
+    /// smallest size and grows to the latencies it records (an empty one costs 2 KiB, not the
+    /// 20 KiB of a 60 s range).
+    pub fn new(sigfig: u8) -> Self {
         Self {
             counts: [0; Outcome::CLASSES],
-            latency: growing_hist(2),
+            latency: growing_hist(sigfig),
         }
     }
 
-    /// Attempts completed in this second.
+    /// An empty second ([`SECOND_SIGFIG`]).
+    pub fn second() -> Self {
+        Self::new(SECOND_SIGFIG)
+    }
+
+    /// Attempts counted.
     pub fn attempts(&self) -> u64 {
         self.counts.iter().sum()
     }
 
-    /// Adds `other` (the same second, recorded elsewhere) into `self`.
-    pub fn add(&mut self, other: &Second) {
+    /// Adds `other` (the same second or segment, recorded elsewhere) into `self`.
+    pub fn add(&mut self, other: &Tally) {
         for (a, b) in self.counts.iter_mut().zip(other.counts) {
             *a += b;
         }
@@ -101,11 +107,11 @@ impl Second {
     }
 }
 
-impl Default for Second {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// Two significant digits keep a second at a few KiB; percentiles per second are a trend.
+pub const SECOND_SIGFIG: u8 = 2;
+
+/// One second of the run, by completion time.
+pub type Second = Tally;
 
 /// Everything recorded about a run's attempts. Histograms auto-resize, so no value is dropped.
 #[derive(Debug, Clone)]
@@ -197,7 +203,7 @@ impl Stats {
         }
         let sec = c.ended.saturating_duration_since(start).as_secs() as usize;
         if self.timeline.len() <= sec {
-            self.timeline.resize_with(sec + 1, Second::new);
+            self.timeline.resize_with(sec + 1, Second::second);
         }
         let s = &mut self.timeline[sec];
         s.counts[class] += 1;
@@ -227,7 +233,7 @@ impl Stats {
     /// Adds second `i` recorded elsewhere into the timeline.
     pub fn add_second(&mut self, i: usize, s: &Second) {
         if self.timeline.len() <= i {
-            self.timeline.resize_with(i + 1, Second::new);
+            self.timeline.resize_with(i + 1, Second::second);
         }
         self.timeline[i].add(s);
     }
