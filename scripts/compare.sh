@@ -13,7 +13,7 @@
 # Knobs (environment): SLO (p99=100ms), CHAOS_SHARE (70%), SCENARIOS (kill-master,pause-holder:
 # files in chaos/), STRATEGIES (comma-separated ids; default every strategy), NEEDS (the report's
 # --needs, e.g. NEEDS=safe-under-pause,capacity>=500), SWEEP_ARGS (extra `lockbench sweep`
-# arguments, e.g. "--step 1s"), CALM_DURATION (6s), CHAOS_DURATION (8s). Extra arguments go to
+# arguments, e.g. "--budget 30s"), CALM_DURATION (6s), CHAOS_DURATION (8s). Extra arguments go to
 # every `lockbench sweep` / `compare` (e.g. --set load.clients=32).
 # LOCKBENCH_BIN=path uses that build instead of a release build (scripts/test.sh runs a short
 # form on the debug build, so CI exercises this script).

@@ -33,9 +33,9 @@ ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/nu
 ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null
 # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
-STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
+STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
-PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--step 500ms --start 50 --max 200 --refinements 0" \
+PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
   bash scripts/versus.sh >/dev/null
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null

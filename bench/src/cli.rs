@@ -46,16 +46,18 @@ pub enum Command {
     Run(RunArgs),
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
-    /// Find each strategy's capacity: the highest offered rate it sustains within a latency
-    /// target (SLO), by short open-loop runs at rising rates on one set of servers.
+    /// Find each strategy's capacity: an interval of offered rates, from the highest decided
+    /// to sustain a latency target (SLO) to the lowest decided to miss it, by short open-loop
+    /// trials on one set of servers.
     ///
-    /// For each strategy: a ramp from --start multiplying by --factor until a step misses the
-    /// SLO (down from --start when the first one misses), then --refinements bisection steps
-    /// between the last pass and the first miss. A step passes when the SLO percentile over
-    /// every scheduled arrival is within its bound and at least --min-served of the arrivals
-    /// were served; each step's stock covers every arrival, so no step sells out. Writes
-    /// <out>/sweep.json (capacity_per_s per strategy, every step's summary), a folder per step,
-    /// and report.html; prints the capacity table.
+    /// For each strategy: a closed-loop warm-up, then steps from --start (up by --factor until
+    /// one fails, down by its square root until one passes, then geometric midpoints) until the
+    /// interval is within --goal-width or --budget is spent. A step runs trials until the share
+    /// of arrivals slower than the target or never served is decided, at --confidence, below
+    /// 1 − the percentile (pass) or above it (fail), or --step-budget runs out (undecided). Each
+    /// trial's stock covers every arrival, so none sells out. Writes <out>/sweep.json (the
+    /// interval per strategy; every step's counts, bounds, trials and machine pressure), a
+    /// folder per trial, and report.html; prints the capacity table.
     Sweep(SweepArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
@@ -342,29 +344,41 @@ pub struct SweepArgs {
     /// arrivals never started, lock timeouts and errors count against it.
     #[arg(long, value_name = "PCT", default_value = "99%", value_parser = percent)]
     pub min_served: f64,
-    /// First offered rate (arrivals/s).
-    #[arg(long, value_name = "RATE", default_value_t = 25.0)]
-    pub start: f64,
-    /// Lowest rate offered when the first one already misses the SLO.
+    /// First offered rate (arrivals/s). Default: half the throughput of the strategy's
+    /// closed-loop warm-up.
+    #[arg(long, value_name = "RATE")]
+    pub start: Option<f64>,
+    /// Lowest rate the search may offer.
     #[arg(long, value_name = "RATE", default_value_t = 1.0)]
     pub min: f64,
     /// Highest rate offered; a strategy that sustains it reads "≥ RATE".
     #[arg(long, value_name = "RATE", default_value_t = 6400.0)]
     pub max: f64,
-    /// The ramp multiplies the rate by this until a step misses the SLO.
+    /// Until a rate fails the next is the highest passed times this; until one passes, the
+    /// lowest failed divided by its square root.
     #[arg(long, default_value_t = 4.0)]
     pub factor: f64,
-    /// Bisection steps between the last pass and the first miss (3 with factor 4: within 19%).
-    #[arg(long, default_value_t = 3)]
-    pub refinements: u32,
-    /// Load duration of each step; a slow rate runs longer (up to twice this) to reach
-    /// --min-arrivals.
-    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
-    pub step: std::time::Duration,
-    /// Arrivals a step aims for, so its percentile is not its maximum (p99 of 100 arrivals is
-    /// the second largest).
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub min_arrivals: u64,
+    /// Confidence of each step's decision: the share of arrivals slower than the target or
+    /// never served must be decided below (pass) or above (fail) 1 − the percentile.
+    #[arg(long, value_name = "PCT", default_value = "95%", value_parser = percent)]
+    pub confidence: f64,
+    /// The search ends when the capacity interval's upper end over its lower end is at most
+    /// this.
+    #[arg(long, value_name = "RATIO", default_value_t = 1.25)]
+    pub goal_width: f64,
+    /// Time one strategy may spend on steps (the step under way finishes).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub budget: std::time::Duration,
+    /// Time one step may spend on trials before it reads undecided.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub step_budget: std::time::Duration,
+    /// Shortest load of one trial; a trial aims for the arrivals a pass needs (299 for a p99
+    /// at 95 %), up to --max-trial.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub trial: std::time::Duration,
+    /// Longest load of one trial.
+    #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = humantime::parse_duration)]
+    pub max_trial: std::time::Duration,
     /// Workload file: buyers, hold, lock settings (its rate, duration and stock are the sweep's).
     #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
     pub workload: PathBuf,
@@ -924,16 +938,14 @@ fn rates_from_sweep(
     Ok(kept)
 }
 
-async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
-    use crate::report::sweep::{Search, Slo};
-    use crate::run::sweep::{SweepOptions, sweep};
-    let ids = strategy_ids(&args.strategies)?;
-    let workload = Workload::load(&args.workload, &args.set)?;
-    if !(args.start > 0.0 && args.min > 0.0 && args.min <= args.start && args.start <= args.max) {
+/// The search flags of `sweep`, checked before any server starts.
+fn check_search(args: &SweepArgs) -> anyhow::Result<()> {
+    let start = args.start.unwrap_or(args.min);
+    if !(start > 0.0 && args.min > 0.0 && args.min <= start && start <= args.max) {
         bail!(
             "--min {}, --start {}, --max {}: expected 0 < min <= start <= max",
             args.min,
-            args.start,
+            start,
             args.max
         );
     }
@@ -943,12 +955,43 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
             args.factor
         );
     }
-    if args.step < std::time::Duration::from_millis(500) {
+    if !(args.confidence >= 0.5 && args.confidence < 1.0) {
         bail!(
-            "--step {}: expected at least 500ms (a step needs arrivals to judge a percentile)",
-            humantime::format_duration(args.step)
+            "--confidence {}%: expected at least 50% and below 100%, e.g. 95%",
+            args.confidence * 100.0
         );
     }
+    if args.goal_width <= 1.0 {
+        bail!(
+            "--goal-width {}: expected a ratio above 1, e.g. 1.25",
+            args.goal_width
+        );
+    }
+    let ms = std::time::Duration::from_millis;
+    if args.trial < ms(500) || args.max_trial < args.trial {
+        bail!(
+            "--trial {} --max-trial {}: expected 500ms <= trial <= max-trial",
+            humantime::format_duration(args.trial),
+            humantime::format_duration(args.max_trial)
+        );
+    }
+    if args.step_budget < args.trial || args.budget < args.step_budget {
+        bail!(
+            "--trial {} --step-budget {} --budget {}: expected trial <= step-budget <= budget",
+            humantime::format_duration(args.trial),
+            humantime::format_duration(args.step_budget),
+            humantime::format_duration(args.budget)
+        );
+    }
+    Ok(())
+}
+
+async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    use crate::report::sweep::{Search, Slo};
+    use crate::run::sweep::{SweepOptions, sweep};
+    let ids = strategy_ids(&args.strategies)?;
+    let workload = Workload::load(&args.workload, &args.set)?;
+    check_search(&args)?;
     let out = args.out.unwrap_or_else(|| default_out("sweep"));
     let opts = SweepOptions {
         strategies: ids.clone(),
@@ -963,9 +1006,12 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
             min_per_s: args.min,
             max_per_s: args.max,
             factor: args.factor,
-            refinements: args.refinements,
-            step_s: args.step.as_secs_f64(),
-            min_arrivals: args.min_arrivals,
+            confidence: args.confidence,
+            goal_width: args.goal_width,
+            budget_s: args.budget.as_secs_f64(),
+            step_budget_s: args.step_budget.as_secs_f64(),
+            trial_s: args.trial.as_secs_f64(),
+            max_trial_s: args.max_trial.as_secs_f64(),
         },
         out: out.clone(),
         base_port: args.base_port,
@@ -974,16 +1020,20 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
         workload,
     };
     crate::run::sweep::check(&opts)?;
+    let q = &opts.search;
     eprintln!(
-        "sweep: {} strategies, SLO {}, {}s steps from {}/s (x{}, {} refinements, {}..{}/s)",
+        "sweep: {} strategies, SLO {}, each step decided at {}% confidence; trials of {}..{} s, \
+         {} s a step, {} s a strategy, until the interval is within {}x ({}..{}/s)",
         ids.len(),
         opts.slo.label(),
-        opts.search.step_s,
-        opts.search.start_per_s,
-        opts.search.factor,
-        opts.search.refinements,
-        opts.search.min_per_s,
-        opts.search.max_per_s
+        q.confidence * 100.0,
+        q.trial_s,
+        q.max_trial_s,
+        q.step_budget_s,
+        q.budget_s,
+        q.goal_width,
+        q.min_per_s,
+        q.max_per_s
     );
     let result = sweep(&opts, &cancel, &mut std::io::stderr()).await;
     let sweep = match result {

@@ -20,6 +20,7 @@
 //!   result to an exit code.
 //! - [`logging`]: lockbench's own warnings to the terminal, every crate's events to the log
 //!   file of the run under way.
+//! - [`stats`]: binomial bounds and what they decide (capacity steps, percentile intervals).
 //! - [`sim`]: an in-memory lock and store that tests lockbench's own pipeline.
 
 pub mod chaos;
@@ -33,5 +34,6 @@ pub mod record;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod stats;
 pub mod strategy;
 pub mod workload;

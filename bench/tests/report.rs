@@ -547,20 +547,21 @@ fn report_loads_in_headless_chromium() {
 fn step(rate: f64, latency_ms: f64, censored: bool, passed: bool) -> report::sweep::Step {
     let summary: Summary =
         serde_json::from_str(include_str!("fixtures/summary.json")).expect("fixture summary");
-    report::sweep::Step {
-        rate_per_s: rate,
-        passed,
-        why: if passed {
-            String::new()
-        } else {
-            format!("p99 {latency_ms} ms > 100 ms")
-        },
+    let d = if passed {
+        lockbench::stats::Decision::Pass
+    } else {
+        lockbench::stats::Decision::Fail
+    };
+    let mut s = report::sweep::Step::decided(
+        rate,
+        d,
         latency_ms,
-        latency_censored: censored,
-        served_fraction: if censored { 0.8 } else { 1.0 },
-        dir: format!("steps/{rate}"),
+        censored,
+        format!("steps/{rate}"),
         summary,
-    }
+    );
+    s.served_fraction = if censored { 0.8 } else { 1.0 };
+    s
 }
 
 /// A strategy whose p99 grows as its offered rate nears `knee` (arrivals/s): every step of
@@ -614,18 +615,11 @@ fn swept(
     } else {
         Vec::new()
     };
-    report::sweep::Entry {
-        strategy: strategy.into(),
-        family,
-        kind,
-        capacity_per_s: pass,
-        bound,
-        first_failing_per_s: fail,
-        safe: !control,
-        unsafe_steps,
-        error: None,
-        steps,
+    let mut steps = steps;
+    for s in &mut steps {
+        s.safe = !unsafe_steps.contains(&s.rate_per_s);
     }
+    report::sweep::Entry::new(strategy, family, kind, (pass, bound, fail), steps, None)
 }
 
 /// A sweep of 28 strategies over every family, with each kind of bound and unsafe steps.
@@ -690,13 +684,9 @@ fn synthetic_sweep() -> report::sweep::Sweep {
             min_served: 0.99,
         },
         search: report::sweep::Search {
-            start_per_s: 50.0,
-            min_per_s: 1.0,
-            max_per_s: 6400.0,
+            start_per_s: Some(50.0),
             factor: 2.0,
-            refinements: 1,
-            step_s: 5.0,
-            min_arrivals: 100,
+            ..report::sweep::Search::default()
         },
         workload_file: "workloads/flash-sale.toml".into(),
         entries,
@@ -830,37 +820,19 @@ mod job {
         let control = kind == Kind::Control;
         let steps: Vec<Step> = steps
             .iter()
-            .map(|&(rate, passed, broken)| Step {
-                rate_per_s: rate,
-                passed,
-                why: if passed {
-                    String::new()
+            .map(|&(rate, passed, broken)| {
+                let d = if passed {
+                    lockbench::stats::Decision::Pass
                 } else {
-                    format!("p99 {} ms > 100 ms", rate / 2.0)
-                },
-                latency_ms: if passed { 20.0 } else { rate / 2.0 },
-                latency_censored: false,
-                served_fraction: 1.0,
-                dir: format!("{strategy}/{rate}"),
-                summary: step_summary(strategy, control, broken),
+                    lockbench::stats::Decision::Fail
+                };
+                let ms = if passed { 20.0 } else { rate / 2.0 };
+                let summary = step_summary(strategy, control, broken);
+                Step::decided(rate, d, ms, false, format!("{strategy}/{rate}"), summary)
             })
             .collect();
-        Entry {
-            strategy: strategy.into(),
-            family,
-            kind,
-            capacity_per_s: capacity,
-            bound,
-            first_failing_per_s: steps.iter().find(|s| !s.passed).map(|s| s.rate_per_s),
-            safe: !control && steps.iter().all(|s| s.summary.safe),
-            unsafe_steps: steps
-                .iter()
-                .filter(|s| !s.summary.safe)
-                .map(|s| s.rate_per_s)
-                .collect(),
-            error: None,
-            steps,
-        }
+        let fail = steps.iter().find(|s| !s.passed).map(|s| s.rate_per_s);
+        Entry::new(strategy, family, kind, (capacity, bound, fail), steps, None)
     }
 
     fn sweep() -> Sweep {
@@ -875,13 +847,11 @@ mod job {
                 min_served: 0.99,
             },
             search: Search {
-                start_per_s: 160.0,
+                start_per_s: Some(160.0),
                 min_per_s: 10.0,
                 max_per_s: 2560.0,
                 factor: 2.0,
-                refinements: 1,
-                step_s: 5.0,
-                min_arrivals: 100,
+                ..Search::default()
             },
             workload_file: "workloads/flash-sale.toml".into(),
             entries: vec![
@@ -1069,9 +1039,10 @@ mod job {
         assert!(line("mysql-atomic").contains("no lock"));
         assert!(line("redis-setnx-fenced").contains("lock busy 0.875 of the time"));
 
-        // The calm rate and why: the lowest capacity among the safe (640/s, fenced's).
+        // The calm rate and why: the lowest capacity among the safe (640/s, fenced's), rounded
+        // down the 1–2–5 series.
         let calm = section(&html, "calm");
-        assert!(calm.contains("640/s is the lowest capacity"), "{calm}");
+        assert!(calm.contains("500/s is the lowest capacity"), "{calm}");
         assert!(calm.contains("href=\"#cap-redis-setnx-fenced\""));
         // Chaos rows show the offered rate as a share of capacity.
         assert!(html.contains("id=\"chaos-pause-holder-redis-setnx-share\""));

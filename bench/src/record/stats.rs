@@ -142,7 +142,7 @@ impl Default for Stats {
 }
 
 /// A histogram of µs values, sized for 1 µs .. 60 s and growing beyond if needed.
-pub(super) fn hist(sigfig: u8) -> Histogram<u64> {
+pub fn hist(sigfig: u8) -> Histogram<u64> {
     let mut h = Histogram::new_with_bounds(1, 60_000_000, sigfig).expect("valid bounds");
     h.auto(true);
     h

@@ -288,9 +288,10 @@ impl Capacity {
         match e.bound {
             Bound::Found => Some(Capacity::Found(e.capacity_per_s)),
             Bound::AtLeastMax => Some(Capacity::AtLeast(e.capacity_per_s)),
-            Bound::Incomplete if e.capacity_per_s > 0.0 => {
+            Bound::Incomplete | Bound::Unbracketed if e.capacity_per_s > 0.0 => {
                 Some(Capacity::AtLeast(e.capacity_per_s))
             }
+            Bound::Unbracketed => e.first_failing_per_s.map(Capacity::Below),
             Bound::Incomplete => None,
             Bound::BelowLowest => {
                 let lowest = e
@@ -619,6 +620,7 @@ pub(super) mod fixtures {
     use super::*;
     use crate::report::FaultSummary;
     use crate::report::sweep::{Search, Slo, Step};
+    use crate::stats::Decision;
     use crate::strategy::Kind;
 
     /// The committed fixture summary, renamed, safe, with a lock.
@@ -673,34 +675,17 @@ pub(super) mod fixtures {
                     summary.safe = false;
                     summary.lock_verdict = Some(crate::check::LockVerdict::Broken);
                 }
-                Step {
-                    rate_per_s: r,
-                    passed,
-                    why: String::new(),
-                    latency_ms: 3.0,
-                    latency_censored: false,
-                    served_fraction: 1.0,
-                    dir: format!("{strategy}/{r}"),
-                    summary,
-                }
+                let d = if passed {
+                    Decision::Pass
+                } else {
+                    Decision::Fail
+                };
+                Step::decided(r, d, 3.0, false, format!("{strategy}/{r}"), summary)
             })
             .collect();
-        Entry {
-            strategy: strategy.into(),
-            family: Family::RedisSingle,
-            kind: Kind::Lock,
-            capacity_per_s: capacity,
-            bound,
-            first_failing_per_s: steps.iter().find(|s| !s.passed).map(|s| s.rate_per_s),
-            safe: steps.iter().all(|s| s.summary.safe),
-            unsafe_steps: steps
-                .iter()
-                .filter(|s| !s.summary.safe)
-                .map(|s| s.rate_per_s)
-                .collect(),
-            error: None,
-            steps,
-        }
+        let fail = steps.iter().find(|s| !s.passed).map(|s| s.rate_per_s);
+        let cap = (capacity, bound, fail);
+        Entry::new(strategy, Family::RedisSingle, Kind::Lock, cap, steps, None)
     }
 
     /// A sweep at p99 ≤ 100 ms of `entries`.
@@ -715,13 +700,10 @@ pub(super) mod fixtures {
                 min_served: 0.99,
             },
             search: Search {
-                start_per_s: 50.0,
-                min_per_s: 1.0,
+                start_per_s: Some(50.0),
                 max_per_s: 2000.0,
                 factor: 2.0,
-                refinements: 2,
-                step_s: 5.0,
-                min_arrivals: 100,
+                ..Search::default()
             },
             workload_file: "workloads/flash-sale.toml".into(),
             entries,

@@ -285,6 +285,7 @@ fn bound_text(b: Bound) -> &'static str {
         Bound::Found => "found",
         Bound::AtLeastMax => "≥ highest offered",
         Bound::BelowLowest => "< lowest offered",
+        Bound::Unbracketed => "budget spent",
         Bound::Incomplete => "search stopped",
     }
 }
@@ -299,21 +300,28 @@ fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
     let _ = writeln!(
         h,
         "<p>Target: <b>{}</b>, over every scheduled arrival (an arrival never started counts \
-         as slower than any served one), with the store intact. The search offered rates from \
-         {}/s (down to {}/s when it failed, up to at most {}/s), ×{} per step until a step \
-         failed, then {} bisection step(s); each step loaded for {} s (a slow rate longer, to \
-         reach {} arrivals). Workload <code>{}</code>; started {}; took {:.0} \
-         s. <b>Capacity</b> is the highest offered rate that met the target; the first failing \
-         rate is the lowest that did not. A step judged unsafe is listed: the sweep is also a \
-         safety run.</p>",
+         as slower than any served one), with the store intact. Each step ran trials at one \
+         offered rate until the share of arrivals slower than the target or never served was \
+         decided below its goal (pass) or above it (fail) at {}% confidence (one-sided \
+         Clopper–Pearson bounds), or {} s ran out (undecided). The search started at {} (up \
+         ×{} until a rate failed, down ÷√{} until one passed, then geometric midpoints) \
+         within {}–{}/s, until the interval was within ×{} or {} s were spent on a strategy. \
+         Workload <code>{}</code>; started {}; took {:.0} s. <b>Capacity</b> is an interval: \
+         from the highest rate decided to meet the target to the lowest decided to miss it. \
+         A step judged unsafe is listed: the sweep is also a safety run.</p>",
         esc(&sweep.slo.label()),
-        rate(s.start_per_s),
+        s.confidence * 100.0,
+        s.step_budget_s,
+        s.start_per_s.map_or_else(
+            || "half the warm-up's throughput".to_string(),
+            |r| format!("{}/s", rate(r))
+        ),
+        s.factor,
+        s.factor,
         rate(s.min_per_s),
         rate(s.max_per_s),
-        s.factor,
-        s.refinements,
-        s.step_s,
-        s.min_arrivals,
+        s.goal_width,
+        s.budget_s,
         esc(&sweep.workload_file),
         esc(&sweep.started_at),
         sweep.elapsed_s
@@ -375,7 +383,10 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
             format!(
                 "<span title=\"{}\">{}&nbsp;{}</span>",
                 esc(&format!(
-                    "{} {:.3} ms{}, {:.1}% served{}",
+                    "{} trial(s), {} of {} arrivals missed; {} {:.3} ms{}, {:.1}% served{}",
+                    s.trials.len(),
+                    s.misses,
+                    s.arrivals,
                     sweep_slo_name,
                     s.latency_ms,
                     if s.latency_censored { "+" } else { "" },
@@ -387,7 +398,11 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
                     }
                 )),
                 rate(s.rate_per_s),
-                if s.passed { "✓" } else { "✗" }
+                match s.decision {
+                    crate::stats::Decision::Pass => "✓",
+                    crate::stats::Decision::Fail => "✗",
+                    crate::stats::Decision::Undecided => "?",
+                }
             )
         })
         .collect();
@@ -466,9 +481,10 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         Some((floor, by)) => {
             let mut why = format!(
                 "Why this rate: {}/s is the lowest capacity among the strategies the sweep saw \
-                 safe at every step (set by <a class=\"num\" href=\"#{}\">{}</a>; controls \
-                 and capacities below the lowest rate offered do not count), so every one of \
-                 them sustains it.",
+                 safe at every step (the lower end of the interval of <a class=\"num\" \
+                 href=\"#{}\">{}</a>, rounded down the 1–2–5 series so that it does not move \
+                 with that end's noise; controls and capacities below the lowest rate offered \
+                 do not count), so every one of them sustains it.",
                 rate(floor),
                 esc(&ids::cap(by, "")),
                 esc(by)
@@ -730,20 +746,26 @@ fn sweep_command(s: &Sweep) -> String {
     let q = &s.search;
     // Exact, not the page's rounding: a command must ask for the same rates.
     let exact = super::sweep::rate_text;
+    let start = q
+        .start_per_s
+        .map_or_else(String::new, |r| format!(" --start {}", exact(r)));
     format!(
-        "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}% \
-         --start {} --min {} --max {} --factor {} --refinements {} --step {}s --min-arrivals {}",
+        "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}%{start} \
+         --min {} --max {} --factor {} --confidence {}% --goal-width {} --budget {}s \
+         --step-budget {}s --trial {}s --max-trial {}s",
         html::sh(&ids.join(",")),
         html::sh(&s.workload_file),
         s.slo.percentile_name(),
         exact(s.slo.latency_ms),
         exact((s.slo.min_served * 10_000.0).round() / 100.0),
-        exact(q.start_per_s),
         exact(q.min_per_s),
         exact(q.max_per_s),
         exact(q.factor),
-        q.refinements,
-        exact(q.step_s),
-        q.min_arrivals
+        exact((q.confidence * 10_000.0).round() / 100.0),
+        exact(q.goal_width),
+        exact(q.budget_s),
+        exact(q.step_budget_s),
+        exact(q.trial_s),
+        exact(q.max_trial_s)
     )
 }

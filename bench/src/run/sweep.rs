@@ -1,8 +1,11 @@
-//! `lockbench sweep`: the capacity of each strategy at a latency target. For each strategy,
-//! short open-loop runs at rising offered rates on the same servers — a ramp that multiplies
-//! the rate until a step misses the SLO, then bisection (geometric midpoints) between the last
-//! pass and the first miss — each one a whole [`run`](super::run) with its own results folder.
-//! `sweep.json` is rewritten after every strategy, so Ctrl-C or an error keeps what was measured.
+//! `lockbench sweep`: the capacity of each strategy at a latency target, as an interval. For
+//! each strategy, on the same servers: a closed-loop warm-up, then steps at offered rates chosen
+//! by [`Searcher`] (a ramp up or down until one rate passes and one fails, then geometric
+//! midpoints). A step runs trials — each a whole [`run`](super::run) with its own folder — until
+//! the share of arrivals that missed the target is decided above or below its goal at the
+//! sweep's confidence ([`Judged`]), or the step's budget is spent (undecided). The machine's
+//! pressure (PSI) is recorded for every trial. `sweep.json` is rewritten after every strategy,
+//! so Ctrl-C or an error keeps what was measured.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -12,7 +15,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RunError, RunOptions, run};
 use crate::cluster::{ClusterOptions, Endpoints, EndpointsFile, Needs, OwnedCluster, Provisioner};
-use crate::report::sweep::{Bound, Entry, SWEEP_SCHEMA, Search, Slo, Step, Sweep, rate_text};
+use crate::record::pressure::Mark;
+use crate::report::sweep::{
+    Bound, Entry, Judged, SWEEP_SCHEMA, Search, Slo, Step, Sweep, Trial, rate_text,
+};
+use crate::stats::{self, Decision};
 use crate::strategy;
 use crate::workload::Workload;
 use crate::workload::config::{LoadMode, RedisAppendfsync};
@@ -40,67 +47,149 @@ pub struct SweepOptions {
     pub provision: Provisioner,
 }
 
-/// Where the search stands: the best rate that passed and the least that failed.
+/// Where the search stands: the rates decided passing and failing, and those left undecided.
+///
+/// Until a rate fails, the next is the highest passed times `factor`; until one passes, the
+/// next is the lowest failed (or undecided) divided by √factor. With both, the next rate is
+/// the geometric midpoint of the widest gap between the decided ends and any undecided rate
+/// inside them, until the interval is at most `goal_width` wide.
 #[derive(Debug, Clone)]
 pub struct Searcher {
     search: Search,
+    /// The SLO's quantile: 1 − it is the goal share of misses.
+    quantile: f64,
+    /// The highest rate decided passing.
     passed: Option<f64>,
+    /// The lowest rate decided failing.
     failed: Option<f64>,
-    refined: u32,
+    /// Rates whose step ran out of budget undecided.
+    undecided: Vec<f64>,
+    /// Every failing rate with the share of its arrivals that missed.
+    fails: Vec<(f64, f64)>,
+    /// Set once [`Self::next`] found nothing left to offer.
+    done: bool,
 }
 
 impl Searcher {
     /// A search not yet started.
-    pub fn new(search: Search) -> Self {
+    pub fn new(search: Search, quantile: f64) -> Self {
         Self {
             search,
+            quantile,
             passed: None,
             failed: None,
-            refined: 0,
+            undecided: Vec::new(),
+            fails: Vec::new(),
+            done: false,
         }
     }
 
-    /// The next rate to offer, or `None` when the search is done.
-    pub fn next(&self) -> Option<f64> {
+    /// The next rate to offer, or `None` when the search is done; `start` is the first rate.
+    pub fn next(&mut self, start: f64) -> Option<f64> {
+        let r = self.candidate(start);
+        let tried = |x: f64| {
+            self.passed == Some(x) || self.failed == Some(x) || self.undecided.contains(&x)
+        };
+        let r = r.map(round_rate).filter(|x| !tried(*x));
+        self.done = r.is_none();
+        r
+    }
+
+    fn candidate(&self, start: f64) -> Option<f64> {
         let s = &self.search;
+        let down = s.factor.sqrt();
+        // Undecided rates inside the (possibly open) interval.
+        let inside: Vec<f64> = self
+            .undecided
+            .iter()
+            .copied()
+            .filter(|u| self.passed.is_none_or(|p| *u > p) && self.failed.is_none_or(|f| *u < f))
+            .collect();
+        let lowest = inside.iter().copied().chain(self.failed).reduce(f64::min);
+        let highest = inside.iter().copied().chain(self.passed).reduce(f64::max);
         match (self.passed, self.failed) {
-            (None, None) => Some(s.start_per_s),
-            (Some(p), None) if p >= s.max_per_s => None,
-            (Some(p), None) => Some((p * s.factor).min(s.max_per_s)),
-            // The first rate failed: ramp down to find any rate that passes.
-            (None, Some(f)) if f / s.factor >= s.min_per_s => Some(round_rate(f / s.factor)),
-            (None, Some(_)) => None,
+            (None, None) if self.undecided.is_empty() => {
+                Some(start.clamp(s.min_per_s, s.max_per_s))
+            }
+            // Nothing passed yet: come down until something does, aiming below where the
+            // failing rates' miss shares say the goal is crossed.
+            (None, _) => {
+                let lowest = lowest?;
+                let r = self.aim_below(lowest).unwrap_or(lowest / down);
+                (lowest > s.min_per_s * 1.0001).then_some(r.max(s.min_per_s))
+            }
+            // Nothing failed yet: go up until something does.
+            (Some(p), None) => {
+                let top = highest.unwrap_or(p);
+                (top < s.max_per_s).then(|| (top * s.factor).min(s.max_per_s))
+            }
+            (Some(p), Some(f)) if f / p <= s.goal_width * 1.0001 => None,
             (Some(p), Some(f)) => {
-                // Stop at the refinement budget, or when the bracket is finer than 2%:
-                // the noise between two runs at one rate is larger than that.
-                if self.refined >= s.refinements || f / p < 1.02 {
-                    None
+                // Only the gaps next to a decided end can narrow the interval: between two
+                // undecided rates lies nothing but more rates too close to the goal to tell.
+                let low = inside.iter().copied().fold(f, f64::min);
+                let high = inside.iter().copied().fold(p, f64::max);
+                let (a, b) = if low / p >= f / high {
+                    (p, low)
                 } else {
-                    Some(round_rate((p * f).sqrt()))
-                }
+                    (high, f)
+                };
+                // Beside an undecided rate a gap this narrow would be undecided too.
+                let least = if inside.is_empty() { 1.0 } else { 1.1 };
+                (b / a > least).then(|| (a * b).sqrt())
             }
         }
     }
 
-    /// Records the verdict of a step at `rate`.
-    pub fn record(&mut self, rate: f64, passed: bool) {
-        if self.passed.is_some() && self.failed.is_some() {
-            self.refined += 1;
-        }
-        if passed {
-            self.passed = Some(self.passed.map_or(rate, |p| p.max(rate)));
-        } else {
-            self.failed = Some(self.failed.map_or(rate, |f| f.min(rate)));
+    /// A rate below `lowest` (the lowest failed or undecided) likely to pass: where the miss
+    /// share of the failing rates, extrapolated on a log–log line, falls to half the goal. A
+    /// pass at a low rate costs the most time (299 arrivals for a p99), so the descent aims at
+    /// one pass instead of halving through many failures. Only a choice of rate: the step's
+    /// trials still decide. Never below `lowest` / factor, nor above `lowest` / √factor.
+    fn aim_below(&self, lowest: f64) -> Option<f64> {
+        let s = &self.search;
+        let goal = 1.0 - self.quantile;
+        let mut fails: Vec<(f64, f64)> =
+            self.fails.iter().copied().filter(|f| f.1 > goal).collect();
+        fails.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let &(r1, m1) = fails.first()?;
+        // The slope of log(miss share) over log(rate) between the two lowest failures, 2
+        // (a share growing with the square of the rate) with one.
+        let slope = match fails.get(1) {
+            Some(&(r2, m2)) if m2 > m1 => ((m2 / m1).ln() / (r2 / r1).ln()).clamp(1.0, 4.0),
+            _ => 2.0,
+        };
+        let r = r1 * (goal * 0.5 / m1).powf(1.0 / slope);
+        Some(r.clamp(lowest / s.factor, lowest / s.factor.sqrt()))
+    }
+
+    /// Records what a step at `rate` decided, and the share of its arrivals that missed.
+    pub fn record(&mut self, rate: f64, decision: Decision, missed: f64) {
+        match decision {
+            Decision::Pass => self.passed = Some(self.passed.map_or(rate, |p| p.max(rate))),
+            Decision::Fail => {
+                self.failed = Some(self.failed.map_or(rate, |f| f.min(rate)));
+                self.fails.push((rate, missed));
+            }
+            Decision::Undecided => self.undecided.push(rate),
         }
     }
 
-    /// The capacity found so far and how it is bounded (`complete`: the search ran out).
+    /// Whether some rate was decided passing (the lower end exists).
+    pub fn has_pass(&self) -> bool {
+        self.passed.is_some()
+    }
+
+    /// The capacity found so far, how it is bounded, and the first failing rate; `complete`:
+    /// the search was not cut short by an error or Ctrl-C.
     pub fn result(&self, complete: bool) -> (f64, Bound, Option<f64>) {
-        let bound = match (self.passed, self.failed, complete) {
-            (_, _, false) => Bound::Incomplete,
-            (None, _, true) => Bound::BelowLowest,
-            (Some(_), None, true) => Bound::AtLeastMax,
-            (Some(_), Some(_), true) => Bound::Found,
+        let s = &self.search;
+        let bound = match (self.passed, self.failed) {
+            _ if !complete => Bound::Incomplete,
+            (Some(_), Some(_)) => Bound::Found,
+            (Some(p), None) if p >= s.max_per_s => Bound::AtLeastMax,
+            (None, Some(f)) if f <= s.min_per_s * 1.0001 => Bound::BelowLowest,
+            _ => Bound::Unbracketed,
         };
         (self.passed.unwrap_or(0.0), bound, self.failed)
     }
@@ -119,14 +208,10 @@ fn round_rate(r: f64) -> f64 {
         .unwrap_or(r)
 }
 
-/// The workload of one step: the given one at `rate` for the step's duration, with stock that
-/// no step can sell out (a sold-out answer is fast and would flatter the latency).
-///
-/// A slow rate runs longer (up to twice the step) so its percentile rests on
-/// `search.min_arrivals` arrivals: the p99 of 25 arrivals would be their maximum.
-pub fn step_workload(base: &Workload, rate: f64, search: &Search) -> Workload {
+/// The workload of one trial: the given one at `rate` for `secs`, with stock that no trial
+/// can sell out (a sold-out answer is fast and would flatter the latency).
+pub fn step_workload(base: &Workload, rate: f64, secs: f64) -> Workload {
     let mut w = base.clone();
-    let secs = (search.min_arrivals as f64 / rate).clamp(search.step_s, 2.0 * search.step_s);
     w.load.mode = LoadMode::Open;
     w.load.rate = rate;
     w.load.duration = std::time::Duration::from_secs_f64(secs);
@@ -136,11 +221,31 @@ pub fn step_workload(base: &Workload, rate: f64, search: &Search) -> Workload {
     w
 }
 
-/// One step: a run of `id` at `rate` on the sweep's servers, into `<out>/<dir>`.
-fn step_options(opts: &SweepOptions, id: &str, rate: f64, dir: &str, ep: &Path) -> RunOptions {
+/// How long one trial at `rate` loads: long enough for the arrivals a pass needs (299 for a
+/// p99 at 95 %) within the search's shortest and longest trial. A decided step ends after
+/// its first trial; one that needs more runs more, so a clear answer costs one trial and a
+/// hard one gets the time it needs (bounded by the step's budget).
+pub fn trial_secs(search: &Search, slo: &Slo, rate: f64) -> f64 {
+    pass_secs(search, slo, rate).clamp(search.trial_s, search.max_trial_s)
+}
+
+/// Load time for the arrivals a pass needs at `rate` (5 % more, for Poisson arrivals).
+fn pass_secs(search: &Search, slo: &Slo, rate: f64) -> f64 {
+    stats::trials_to_pass(1.0 - slo.quantile, search.confidence) as f64 * 1.05 / rate
+}
+
+/// One trial: a run of `id` at `rate` on the sweep's servers, into `<out>/<dir>`.
+fn step_options(
+    opts: &SweepOptions,
+    id: &str,
+    rate: f64,
+    secs: f64,
+    dir: &str,
+    ep: &Path,
+) -> RunOptions {
     RunOptions {
         strategy: id.to_string(),
-        workload: step_workload(&opts.workload, rate, &opts.search),
+        workload: step_workload(&opts.workload, rate, secs),
         chaos: None,
         workers: 0,
         worker_link: crate::clients::WorkerLink::Pipe,
@@ -167,8 +272,8 @@ pub fn check(opts: &SweepOptions) -> Result<(), RunError> {
     }
     let ep = opts.out.join("endpoints.json");
     for id in &opts.strategies {
-        let rate = opts.search.start_per_s;
-        step_options(opts, id, rate, id, &ep).plan()?;
+        let rate = opts.search.start_per_s.unwrap_or(opts.search.min_per_s);
+        step_options(opts, id, rate, opts.search.trial_s, id, &ep).plan()?;
     }
     Ok(())
 }
@@ -217,7 +322,7 @@ pub async fn sweep(
         if cancel.is_cancelled() {
             break;
         }
-        let entry = sweep_one(opts, id, &endpoints, &servers, cancel, log).await;
+        let entry = sweep_strategy(opts, id, &endpoints, &servers, cancel, log).await;
         sweep.entries.push(entry);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
@@ -233,6 +338,7 @@ pub async fn sweep(
 /// strategy's first tables, scripts, sessions) are slower for a moment than they stay, and the
 /// first step must not read that as the strategy's capacity (two of three sweeps saw the very
 /// first step of `none` miss at 25/s on a new MariaDB, then pass every rate to 2690/s).
+/// Returns the attempts per second it sustained, or why it failed.
 async fn warm_up(
     opts: &SweepOptions,
     id: &str,
@@ -240,17 +346,13 @@ async fn warm_up(
     servers: &Endpoints,
     cancel: &CancellationToken,
     log: &mut dyn Write,
-) -> Option<String> {
+) -> Result<f64, String> {
     if let Some(mysql) = &servers.mysql {
         let _ = strategy::mysql::settle(mysql, SETTLE_BOUND).await;
     }
-    let mut o = step_options(
-        opts,
-        id,
-        opts.search.start_per_s,
-        &format!("{id}/warm-up"),
-        endpoints,
-    );
+    let rate = opts.search.min_per_s;
+    let dir = format!("{id}/warm-up");
+    let mut o = step_options(opts, id, rate, 1.0, &dir, endpoints);
     // A closed loop, so each strategy warms its servers with as many calls as it can serve:
     // a JVM (ZooKeeper) compiles its hot paths after thousands of calls, and 25 arrivals at
     // the start rate left the first strategy on a cold ensemble paying for the JIT (measured:
@@ -260,23 +362,25 @@ async fn warm_up(
     load.clients = load.clients.min(WARM_UP_BUYERS);
     load.duration = WARM_UP;
     load.max_attempts = None;
+    // Enough stock for a closed loop of a fast strategy.
+    o.workload.inventory.stock = o.workload.inventory.stock.max(200_000);
     match run(&o, cancel).await {
         Ok(s) => {
             let _ = writeln!(
                 log,
-                "{id:<24} warm-up, {} buyers in a closed loop for {} s (not judged): {} attempts, \
-                 p99 {:.2} ms",
+                "{id:<24} warm-up, {} buyers in a closed loop for {} s (not judged): {} attempts \
+                 ({:.0}/s)",
                 o.workload.load.clients,
                 WARM_UP.as_secs(),
                 s.attempts,
-                s.latency_us.p99 as f64 / 1000.0
+                s.throughput.attempts_per_s
             );
-            None
+            Ok(s.throughput.attempts_per_s)
         }
-        Err(RunError::Interrupted) => Some("interrupted".to_string()),
+        Err(RunError::Interrupted) => Err("interrupted".to_string()),
         Err(e) => {
             let _ = writeln!(log, "{id:<24} warm-up error: {e}");
-            Some(format!("warm-up: {e}"))
+            Err(format!("warm-up: {e}"))
         }
     }
 }
@@ -289,8 +393,112 @@ const WARM_UP_BUYERS: u32 = 16;
 /// How long a step waits for MariaDB to end the connections of earlier steps.
 const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// The steps of one strategy.
-async fn sweep_one(
+/// Where a strategy's steps run, and what they report to.
+struct Bench<'a> {
+    opts: &'a SweepOptions,
+    id: &'a str,
+    endpoints: &'a Path,
+    servers: &'a Endpoints,
+    cancel: &'a CancellationToken,
+}
+
+/// The steps of one strategy: a warm-up, then steps until the interval is narrow enough or
+/// the strategy's budget is spent.
+async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
+    let began = Instant::now();
+    let (opts, id) = (b.opts, b.id);
+    let info = strategy::find(id).expect("checked before the sweep");
+    let mut searcher = Searcher::new(opts.search, opts.slo.quantile);
+    let mut steps = Vec::new();
+    let warm = warm_up(opts, id, b.endpoints, b.servers, b.cancel, log).await;
+    // Half the closed loop's throughput: most strategies' capacity at a tight target lies
+    // below it, and a fail above the capacity is decided in one short trial.
+    let start = opts
+        .search
+        .start_per_s
+        .unwrap_or_else(|| *warm.as_ref().unwrap_or(&opts.search.min_per_s) * 0.5);
+    let mut error = warm.err();
+    let stepping = Instant::now();
+    while error.is_none() {
+        // The lower end matters most (the calm and chaos parts offer shares of it): a
+        // strategy without a passing rate may spend up to twice its budget finding one.
+        let budget = if searcher.has_pass() { 1.0 } else { 2.0 } * opts.search.budget_s;
+        if stepping.elapsed().as_secs_f64() >= budget {
+            let _ = writeln!(log, "{id:<24} budget of {budget} s spent");
+            break;
+        }
+        let Some(rate) = searcher.next(start) else {
+            break;
+        };
+        match step(b, rate, log).await {
+            Ok(step) => {
+                let _ = writeln!(log, "{}", step_line(id, &step));
+                let missed = step.misses as f64 / step.arrivals.max(1) as f64;
+                searcher.record(rate, step.decision, missed);
+                let interrupted = step.summary.interrupted;
+                steps.push(step);
+                if interrupted {
+                    error = Some("interrupted".to_string());
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(log, "{id:<24} {:>7}/s  error: {e}", rate_text(rate));
+                error = Some(format!("step at {}/s: {e}", rate_text(rate)));
+            }
+        }
+    }
+    let capacity = searcher.result(error.is_none());
+    let mut entry = Entry::new(id, info.family(), info.kind, capacity, steps, error);
+    entry.time_s = (began.elapsed().as_secs_f64() * 10.0).round() / 10.0;
+    let _ = writeln!(log, "{id:<24} capacity {}", entry.capacity_text());
+    entry
+}
+
+/// One step: trials at `rate` until their arrivals decide, or the step's budget is spent.
+async fn step(b: &Bench<'_>, rate: f64, log: &mut dyn Write) -> Result<Step, RunError> {
+    let (opts, id) = (b.opts, b.id);
+    let (search, slo) = (&opts.search, &opts.slo);
+    let dir = format!("{id}/{}", rate_text(rate));
+    let secs = trial_secs(search, slo, rate);
+    let began = Instant::now();
+    let mut trials = Vec::new();
+    let mut every = crate::record::hist(3);
+    loop {
+        if let Some(mysql) = &b.servers.mysql {
+            // What an overloaded trial left running must not slow the next one.
+            if let Err(e) = strategy::mysql::settle(mysql, SETTLE_BOUND).await {
+                let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
+            }
+        }
+        let trial_dir = format!("{dir}/trial-{}", trials.len() + 1);
+        let o = step_options(opts, id, rate, secs, &trial_dir, b.endpoints);
+        let (mark, t0) = (Mark::now(), Instant::now());
+        let summary = run(&o, b.cancel).await?;
+        let pressure = mark.since();
+        let (mut trial, hist) = Trial::count(&opts.out, trial_dir.clone(), &summary, slo)
+            .map_err(|e| RunError::Options(format!("reading trial {trial_dir}: {e}")))?;
+        trial.wall_s = (t0.elapsed().as_secs_f64() * 100.0).round() / 100.0;
+        trial.pressure = pressure;
+        every.add(&hist).expect("histograms of the same bounds add");
+        trials.push(trial);
+        let judged = Judged::of(&trials, slo, search.confidence);
+        // Another trial only if it can finish within the step's budget, which always leaves
+        // room for the arrivals a pass needs (a step that could only fail or stay undecided
+        // would be wasted at a low rate).
+        let spent = began.elapsed().as_secs_f64();
+        let budget = search
+            .step_budget_s
+            .max(pass_secs(search, slo, rate) + 2.0 * secs);
+        let room = spent + secs + 1.0 <= budget;
+        if judged.decision != Decision::Undecided || summary.interrupted || !room {
+            let step = Step::new(rate, dir, trials, &every, summary, slo, search.confidence);
+            return Ok(step);
+        }
+    }
+}
+
+/// Runs the steps of one strategy (see [`sweep_one`]).
+async fn sweep_strategy(
     opts: &SweepOptions,
     id: &str,
     endpoints: &Path,
@@ -298,82 +506,46 @@ async fn sweep_one(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Entry {
-    let info = strategy::find(id).expect("checked before the sweep");
-    let mut searcher = Searcher::new(opts.search);
-    let mut steps = Vec::new();
-    let mut error = warm_up(opts, id, endpoints, servers, cancel, log).await;
-    while let Some(rate) = searcher.next().filter(|_| error.is_none()) {
-        if cancel.is_cancelled() {
-            error = Some("interrupted".to_string());
-            break;
-        }
-        let dir = format!("{id}/{}", rate_text(rate));
-        if let Some(mysql) = &servers.mysql {
-            // What an overloaded step left running must not slow the next one.
-            if let Err(e) = strategy::mysql::settle(mysql, SETTLE_BOUND).await {
-                let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
-            }
-        }
-        let run_opts = step_options(opts, id, rate, &dir, endpoints);
-        match run(&run_opts, cancel).await {
-            Ok(summary) => {
-                let step = Step::judge(summary, rate, &opts.slo, dir);
-                let _ = writeln!(log, "{}", step_line(id, &step));
-                searcher.record(rate, step.passed);
-                let interrupted = step.summary.interrupted;
-                steps.push(step);
-                if interrupted {
-                    error = Some("interrupted".to_string());
-                    break;
-                }
-            }
-            Err(e) => {
-                let _ = writeln!(log, "{id:<24} {:>7}/s  error: {e}", rate_text(rate));
-                error = Some(format!("step at {}/s: {e}", rate_text(rate)));
-                break;
-            }
-        }
-    }
-    let (capacity_per_s, bound, first_failing_per_s) = searcher.result(error.is_none());
-    let unsafe_steps: Vec<f64> = steps
-        .iter()
-        .filter(|s| !s.summary.safe)
-        .map(|s| s.rate_per_s)
-        .collect();
-    let entry = Entry {
-        strategy: id.to_string(),
-        family: info.family(),
-        kind: info.kind,
-        capacity_per_s,
-        bound,
-        first_failing_per_s,
-        safe: !steps.is_empty() && unsafe_steps.is_empty() && info.kind != strategy::Kind::Control,
-        unsafe_steps,
-        error,
-        steps,
+    let b = Bench {
+        opts,
+        id,
+        endpoints,
+        servers,
+        cancel,
     };
-    let _ = writeln!(log, "{id:<24} capacity {}", entry.capacity_text());
-    entry
+    sweep_one(&b, log).await
 }
 
-/// One line per step on stderr: the rate, what was measured, and the verdict.
+/// One line per step on stderr: the rate, what was measured, and the decision.
 fn step_line(id: &str, s: &Step) -> String {
     let plus = if s.latency_censored { "+" } else { " " };
-    let verdict = if s.passed {
-        "meets the SLO".to_string()
-    } else {
-        format!("misses: {}", s.why)
+    let verdict = match s.decision {
+        Decision::Pass => "meets the SLO".to_string(),
+        Decision::Fail => format!("misses: {}", s.why),
+        Decision::Undecided => s.why.clone(),
     };
-    let safety = if s.summary.safe || !s.summary.claims_safety {
+    let safety = if s.safe || !s.summary.claims_safety {
         ""
     } else {
         "  UNSAFE"
     };
+    let psi = if s.pressure.measured {
+        format!(
+            "  psi cpu {:.0}% io {:.0}%",
+            s.pressure.cpu_some * 100.0,
+            s.pressure.io_some * 100.0
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "{id:<24} {:>7}/s  p99 {:>9.2}{plus}ms  served {:>6.2}%  {verdict}{safety}",
+        "{id:<24} {:>7}/s  {} trial(s) {:>5.1}s  misses {:>4}/{:<6} pctl {:>9.2}{plus}ms{psi}  {verdict}{safety}",
         rate_text(s.rate_per_s),
+        s.trials.len(),
+        s.time_s,
+        s.misses,
+        s.arrivals,
         s.latency_ms,
-        s.served_fraction * 100.0
     )
 }
 
@@ -382,66 +554,106 @@ mod tests {
     use super::*;
 
     const SEARCH: Search = Search {
-        start_per_s: 25.0,
+        start_per_s: None,
         min_per_s: 1.0,
         max_per_s: 6400.0,
         factor: 4.0,
-        refinements: 3,
-        step_s: 2.0,
-        min_arrivals: 100,
+        confidence: 0.95,
+        goal_width: 1.25,
+        budget_s: 60.0,
+        step_budget_s: 30.0,
+        trial_s: 1.0,
+        max_trial_s: 6.0,
     };
 
-    /// Runs the search against a strategy that sustains exactly `capacity`.
-    fn search(capacity: f64) -> (Vec<f64>, (f64, Bound, Option<f64>)) {
-        let mut s = Searcher::new(SEARCH);
+    /// Runs the search from `start` against a strategy that sustains exactly `capacity`, and
+    /// leaves undecided every rate within `fuzz` of it (a share of misses too close to 1 % to
+    /// tell within a step's budget).
+    fn search(start: f64, capacity: f64, fuzz: f64) -> (Vec<f64>, (f64, Bound, Option<f64>)) {
+        let mut s = Searcher::new(SEARCH, 0.99);
         let mut offered = Vec::new();
-        while let Some(r) = s.next() {
+        while let Some(r) = s.next(start) {
             assert!(offered.len() < 20, "the search must end: {offered:?}");
             offered.push(r);
-            s.record(r, r <= capacity);
+            let d = if (r / capacity - 1.0).abs() < fuzz {
+                Decision::Undecided
+            } else if r <= capacity {
+                Decision::Pass
+            } else {
+                Decision::Fail
+            };
+            // A miss share growing with the square of the rate: 1 % at the capacity.
+            s.record(r, d, 0.01 * (r / capacity).powi(2));
         }
         (offered, s.result(true))
     }
 
     #[test]
-    fn the_ramp_brackets_and_bisection_refines_to_within_a_fifth() {
-        let (offered, (cap, bound, fail)) = search(300.0);
-        assert_eq!(&offered[..3], &[25.0, 100.0, 400.0]);
-        assert_eq!(
-            offered.len(),
-            6,
-            "3 ramp steps + 3 refinements: {offered:?}"
-        );
-        assert_eq!(bound, Bound::Found);
-        let fail = fail.unwrap();
-        assert!(cap <= 300.0 && fail > 300.0, "{cap} .. {fail}");
-        assert!(fail / cap < 1.2, "resolution: {cap} .. {fail}");
+    fn the_search_ends_with_an_interval_within_the_goal_width() {
+        for (start, cap) in [
+            (25.0, 300.0),
+            (1000.0, 300.0),
+            (50.0, 12.5),
+            (3000.0, 951.0),
+        ] {
+            let (offered, (lo, bound, hi)) = search(start, cap, 0.0);
+            let hi = hi.unwrap();
+            assert_eq!(bound, Bound::Found, "{offered:?}");
+            assert!(
+                lo <= cap && hi > cap,
+                "{lo} .. {hi} around {cap}: {offered:?}"
+            );
+            assert!(hi / lo <= 1.25 * 1.0001, "{lo} .. {hi}: {offered:?}");
+            assert!(offered.len() <= 8, "{offered:?}");
+        }
+    }
+
+    #[test]
+    fn the_descent_aims_below_the_crossing_its_failures_predict() {
+        // 400/s missed far beyond 1 %: the next rate is the furthest down allowed (÷4), and
+        // from two failures the line says where to find a pass.
+        let (offered, (lo, bound, hi)) = search(400.0, 30.0, 0.0);
+        assert_eq!(&offered[..3], &[400.0, 100.0, 25.0], "{offered:?}");
+        assert!(offered.len() <= 6 && bound == Bound::Found, "{offered:?}");
+        assert!(lo <= 30.0 && hi.unwrap() > 30.0);
+        // A failure just over the goal only steps down by √factor.
+        let mut s = Searcher::new(SEARCH, 0.99);
+        s.record(100.0, Decision::Fail, 0.012);
+        assert_eq!(s.next(100.0), Some(50.0));
+        let (offered, _) = search(25.0, 3000.0, 0.0);
+        assert_eq!(&offered[..3], &[25.0, 100.0, 400.0], "{offered:?}");
+    }
+
+    #[test]
+    fn undecided_rates_stay_inside_a_wider_interval_and_the_search_still_ends() {
+        let (offered, (lo, bound, hi)) = search(1000.0, 300.0, 0.1);
+        let hi = hi.unwrap();
+        assert_eq!(bound, Bound::Found, "{offered:?}");
+        assert!(lo <= 270.0 && hi >= 330.0, "{lo} .. {hi}: {offered:?}");
+        assert!(offered.len() <= 10, "{offered:?}");
     }
 
     #[test]
     fn a_strategy_faster_than_the_cap_reads_at_least_the_cap() {
-        let (offered, (cap, bound, fail)) = search(1e9);
-        assert_eq!(offered, vec![25.0, 100.0, 400.0, 1600.0, 6400.0]);
+        let (offered, (cap, bound, fail)) = search(1600.0, 1e9, 0.0);
+        assert_eq!(offered, vec![1600.0, 6400.0]);
         assert_eq!((cap, bound, fail), (6400.0, Bound::AtLeastMax, None));
     }
 
     #[test]
     fn a_strategy_slower_than_the_lowest_rate_reads_below_it() {
-        let (offered, (cap, bound, fail)) = search(1.0);
-        assert_eq!(offered, vec![25.0, 6.25, 1.56]);
-        assert_eq!((cap, bound, fail), (0.0, Bound::BelowLowest, Some(1.56)));
-        // A slow strategy is still bracketed: down the ramp, then refined.
-        let (offered, (cap, bound, fail)) = search(10.0);
-        assert_eq!(&offered[..2], &[25.0, 6.25]);
-        assert_eq!(bound, Bound::Found);
-        assert!(cap <= 10.0 && fail.unwrap() > 10.0 && fail.unwrap() / cap < 1.2);
+        let (offered, (cap, bound, fail)) = search(8.0, 0.5, 0.0);
+        assert_eq!(offered, vec![8.0, 2.0, 1.0]);
+        assert_eq!((cap, bound, fail), (0.0, Bound::BelowLowest, Some(1.0)));
     }
 
     #[test]
-    fn a_search_cut_short_is_incomplete_never_found() {
-        let mut s = Searcher::new(SEARCH);
-        s.record(25.0, true);
+    fn a_search_cut_short_is_incomplete_or_unbracketed_never_found() {
+        let mut s = Searcher::new(SEARCH, 0.99);
+        s.record(25.0, Decision::Pass, 0.0);
         assert_eq!(s.result(false).1, Bound::Incomplete);
+        // The budget ran out after one pass: the interval is open above.
+        assert_eq!(s.result(true), (25.0, Bound::Unbracketed, None));
     }
 
     #[test]
@@ -456,17 +668,25 @@ mod tests {
     }
 
     #[test]
-    fn no_step_can_sell_out() {
+    fn a_trial_aims_for_the_arrivals_a_pass_needs_within_its_bounds() {
+        let slo = Slo {
+            quantile: 0.99,
+            latency_ms: 100.0,
+            min_served: 0.99,
+        };
+        // 299 × 1.05 arrivals: 3.1 s at 100/s; the shortest trial at high rates, the longest
+        // at low ones.
+        assert!((trial_secs(&SEARCH, &slo, 100.0) - 3.1395).abs() < 0.01);
+        assert_eq!(trial_secs(&SEARCH, &slo, 5000.0), 1.0);
+        assert_eq!(trial_secs(&SEARCH, &slo, 10.0), 6.0);
+    }
+
+    #[test]
+    fn no_trial_can_sell_out() {
         let w = Workload::parse("t.toml", "[inventory]\nskus = 4\nstock = 10\n", &[]).unwrap();
-        let s = step_workload(&w, 1000.0, &SEARCH);
+        let s = step_workload(&w, 1000.0, 2.0);
         assert!(s.inventory.stock >= 2000, "one SKU may get every arrival");
         assert_eq!(s.load.rate, 1000.0);
         assert_eq!(s.load.duration, std::time::Duration::from_secs(2));
-        // A slow rate runs longer, for enough arrivals, but never past twice the step.
-        let slow = step_workload(&w, 40.0, &SEARCH);
-        assert_eq!(slow.load.duration, std::time::Duration::from_millis(2500));
-        assert!(slow.inventory.stock >= 100);
-        let slowest = step_workload(&w, 5.0, &SEARCH);
-        assert_eq!(slowest.load.duration, std::time::Duration::from_secs(4));
     }
 }

@@ -11,14 +11,14 @@ use lockbench::report::sweep::{Bound, Sweep};
 
 use crate::common::{cluster, lockbench, require, servers_available, summaries};
 
-/// A short sweep: SLO p99 <= 80 ms, 1 s steps from 100/s (x4) up to 400/s, one refinement.
+/// A short sweep: SLO p99 <= 80 ms, from 100/s (x4) up to 400/s, trials of 1–3 s, 8 s a
+/// step, 15 s a strategy.
 fn short_sweep(strategies: &str, out: &Path) -> Sweep {
     let res = lockbench()
         .args(["sweep", "--strategies", strategies, "--slo", "p99=80ms"])
-        .args([
-            "--step", "1s", "--start", "100", "--max", "400", "--min", "6",
-        ])
-        .args(["--refinements", "1", "--out"])
+        .args(["--start", "100", "--max", "400", "--min", "6"])
+        .args(["--trial", "1s", "--max-trial", "3s", "--step-budget", "8s"])
+        .args(["--budget", "15s", "--out"])
         .arg(out)
         .output()
         .unwrap();
@@ -39,7 +39,11 @@ fn short_sweep(strategies: &str, out: &Path) -> Sweep {
 fn assert_consistent(s: &Sweep) {
     for e in &s.entries {
         let passed = e.steps.iter().filter(|x| x.passed).map(|x| x.rate_per_s);
-        let failed = e.steps.iter().filter(|x| !x.passed).map(|x| x.rate_per_s);
+        let failed = e
+            .steps
+            .iter()
+            .filter(|x| x.decision == lockbench::stats::Decision::Fail)
+            .map(|x| x.rate_per_s);
         let best = passed.fold(0.0, f64::max);
         let least = failed.fold(f64::INFINITY, f64::min);
         assert_eq!(
@@ -61,6 +65,11 @@ fn assert_consistent(s: &Sweep) {
             }
             Bound::AtLeastMax => assert_eq!(best, s.search.max_per_s, "{}", e.strategy),
             Bound::BelowLowest => assert_eq!(best, 0.0),
+            Bound::Unbracketed => assert!(
+                best == 0.0 || e.first_failing_per_s.is_none(),
+                "{}: both ends decided yet unbracketed",
+                e.strategy
+            ),
             Bound::Incomplete => panic!("{}: incomplete", e.strategy),
         }
         for step in &e.steps {
@@ -81,6 +90,19 @@ fn assert_consistent(s: &Sweep) {
                 step.why
             );
             assert!(Path::new(&step.dir).is_relative(), "{}", step.dir);
+            // The decision rests on the trials' own counts, and their bounds hold them.
+            let arrivals: u64 = step.trials.iter().map(|t| t.arrivals).sum();
+            assert_eq!(step.arrivals, arrivals, "{}", step.dir);
+            let share = step.misses as f64 / step.arrivals.max(1) as f64;
+            assert!(step.miss_share[0] <= share && share <= step.miss_share[1]);
+            if step.passed {
+                assert!(
+                    step.arrivals >= 299,
+                    "{}: passed on {}",
+                    step.dir,
+                    step.arrivals
+                );
+            }
         }
     }
 }
@@ -121,19 +143,24 @@ fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_f
             e.strategy
         );
         assert!(e.steps.iter().all(|s| !s.dir.ends_with("warm-up")));
-        for step in &e.steps {
+        for trial in e.steps.iter().flat_map(|s| &s.trials) {
             assert!(
-                out.join(&step.dir).join("summary.json").is_file(),
+                out.join(&trial.dir).join("summary.json").is_file(),
                 "{}",
-                step.dir
+                trial.dir
             );
         }
     }
-    // Every step is bounded: 1 s of load (2 s for slow rates) plus setup.
-    let steps: usize = s.entries.iter().map(|e| e.steps.len()).sum();
+    // Every trial is bounded: at most 3 s of load plus setup.
+    let trials: usize = s
+        .entries
+        .iter()
+        .flat_map(|e| &e.steps)
+        .map(|s| s.trials.len())
+        .sum();
     assert!(
-        began.elapsed() < Duration::from_secs(30 + 8 * steps as u64),
-        "{steps} steps took {:?}",
+        began.elapsed() < Duration::from_secs(30 + 8 * trials as u64),
+        "{trials} trials took {:?}",
         began.elapsed()
     );
 

@@ -96,6 +96,9 @@ struct BarText {
     bar: Option<f64>,
     /// The capacity is a lower bound: the bar has an open end.
     open: bool,
+    /// The interval's upper end (the lowest rate decided failing): an error bar from the
+    /// bar's end to it.
+    upper: Option<f64>,
 }
 
 /// The label of an entry's bar, from its bound.
@@ -108,19 +111,32 @@ fn bar_text(e: &Entry) -> BarText {
     let c = e.capacity_per_s;
     match e.bound {
         Bound::Found => BarText {
-            value: format!("{}/s", exact_rate(c)),
+            value: format!(
+                "{}–{}/s",
+                exact_rate(c),
+                exact_rate(e.first_failing_per_s.unwrap_or(c))
+            ),
             detail: e
-                .first_failing_per_s
-                .map(|f| format!("fails at {}/s", exact_rate(f)))
+                .interval_width
+                .map(|w| format!("×{w:.2} wide"))
                 .unwrap_or_default(),
             bar: Some(c),
             open: false,
+            upper: e.first_failing_per_s,
         },
         Bound::AtLeastMax => BarText {
             value: format!("≥ {}/s", exact_rate(c)),
             detail: "the highest rate offered".into(),
             bar: Some(c),
             open: true,
+            upper: None,
+        },
+        Bound::Unbracketed => BarText {
+            value: e.capacity_text(),
+            detail: "the strategy's time budget ran out".into(),
+            bar: (c > 0.0).then_some(c),
+            open: c > 0.0,
+            upper: e.first_failing_per_s,
         },
         Bound::BelowLowest => BarText {
             value: if lowest.is_finite() {
@@ -131,6 +147,7 @@ fn bar_text(e: &Entry) -> BarText {
             detail: "failed at the lowest rate".into(),
             bar: None,
             open: false,
+            upper: None,
         },
         Bound::Incomplete => BarText {
             value: if c > 0.0 {
@@ -144,6 +161,7 @@ fn bar_text(e: &Entry) -> BarText {
             },
             bar: (c > 0.0).then_some(c),
             open: true,
+            upper: None,
         },
     }
 }
@@ -268,11 +286,9 @@ impl Draw for CapacityBars<'_> {
         root.draw(&Text::new(title, ((BARS_W - tw) / 2, 10), (FONT, 22)))
             .map_err(err)?;
         let sub = format!(
-            "highest offered rate that met the SLO (safety judged apart: ✕ marks an unsafe \
-             step); steps of {} s, ×{} ramp, {} refinements",
-            exact_rate(self.sweep.search.step_s),
-            exact_rate(self.sweep.search.factor),
-            self.sweep.search.refinements
+            "bar: highest rate decided to meet the SLO; whisker: lowest decided to miss it \
+             (each at {}% confidence; safety judged apart: ✕ marks an unsafe step)",
+            exact_rate(self.sweep.search.confidence * 100.0)
         );
         let sub = fit(&sub, 13, BARS_W - 40);
         let (sw, _) = text_size(&sub, 13);
@@ -287,7 +303,10 @@ impl Draw for CapacityBars<'_> {
             .sweep
             .entries
             .iter()
-            .filter_map(|e| bar_text(e).bar)
+            .filter_map(|e| {
+                let t = bar_text(e);
+                t.upper.or(t.bar)
+            })
             .collect();
         let scale = Scale::for_values(&lengths);
         let x0 = NAMES_W;
@@ -386,6 +405,19 @@ impl CapacityBars<'_> {
             let (top, bottom) = (y + 4, y + ROW_H - 4);
             root.draw(&Rectangle::new([(x0, top), (end, bottom)], color.filled()))
                 .map_err(err)?;
+            if let Some(u) = t.upper.filter(|u| *u > v) {
+                // The interval: a whisker from the lower end to the lowest failing rate.
+                let (mid, hi) = ((top + bottom) / 2, px(u).max(end + 3));
+                let whisker = [
+                    vec![(end, mid), (hi, mid)],
+                    vec![(hi, top + 2), (hi, bottom - 2)],
+                ];
+                for w in whisker {
+                    root.draw(&PathElement::new(w, BLACK.mix(0.8).stroke_width(2)))
+                        .map_err(err)?;
+                }
+                end = hi;
+            }
             if t.open {
                 // An open end: the bar fades into a dashed arrow, the capacity is higher.
                 root.draw(&DashedPathElement::new(

@@ -1,0 +1,146 @@
+//! The machine's pressure over a span of time, from Linux PSI (`/proc/pressure/{cpu,io}`):
+//! how long tasks stalled waiting for a CPU or for I/O. Cheap evidence that a slow stretch was
+//! the machine's doing (another tenant, an fsync of the shared disk), recorded beside every
+//! capacity trial so a reader can weigh it.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+/// Stall shares over a span (0..1 of its wall time), and the load average at its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Pressure {
+    /// Share of the time at least one runnable task waited for a CPU. The harness's own load
+    /// raises it: compare steps at similar rates, not with zero.
+    pub cpu_some: f64,
+    /// Share of the time at least one task waited for I/O.
+    pub io_some: f64,
+    /// Share of the time every non-idle task waited for I/O at once (the disk stalled all).
+    pub io_full: f64,
+    /// 1-minute load average at the end.
+    pub load1: f64,
+    /// Whether PSI was readable (false: the other fields are 0, not measured).
+    pub measured: bool,
+}
+
+impl Pressure {
+    /// Wall-time-weighted mean of spans `(seconds, pressure)`; the load average of the last.
+    pub fn over(spans: impl IntoIterator<Item = (f64, Pressure)>) -> Pressure {
+        let mut sum = Pressure::default();
+        let mut total = 0.0;
+        let mut measured = true;
+        for (s, p) in spans {
+            sum.cpu_some += s * p.cpu_some;
+            sum.io_some += s * p.io_some;
+            sum.io_full += s * p.io_full;
+            sum.load1 = p.load1;
+            measured &= p.measured;
+            total += s;
+        }
+        if total <= 0.0 || !measured {
+            return Pressure::default();
+        }
+        Pressure {
+            cpu_some: round3(sum.cpu_some / total),
+            io_some: round3(sum.io_some / total),
+            io_full: round3(sum.io_full / total),
+            load1: sum.load1,
+            measured,
+        }
+    }
+}
+
+/// The PSI totals at one moment; [`Mark::since`] turns two into a [`Pressure`].
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    at: Instant,
+    /// cpu some, io some, io full: µs stalled since boot (`None` without PSI).
+    totals: Option<[u64; 3]>,
+}
+
+impl Mark {
+    /// Reads the totals now.
+    pub fn now() -> Mark {
+        Mark {
+            at: Instant::now(),
+            totals: read_totals(),
+        }
+    }
+
+    /// The pressure from this mark until now.
+    pub fn since(&self) -> Pressure {
+        let wall_us = self.at.elapsed().as_micros().max(1) as f64;
+        let (Some(before), Some(after)) = (self.totals, read_totals()) else {
+            return Pressure::default();
+        };
+        let share = |i: usize| round3(after[i].saturating_sub(before[i]) as f64 / wall_us);
+        Pressure {
+            cpu_some: share(0).min(1.0),
+            io_some: share(1).min(1.0),
+            io_full: share(2).min(1.0),
+            load1: load1().unwrap_or(0.0),
+            measured: true,
+        }
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn read_totals() -> Option<[u64; 3]> {
+    let cpu = std::fs::read_to_string("/proc/pressure/cpu").ok()?;
+    let io = std::fs::read_to_string("/proc/pressure/io").ok()?;
+    Some([
+        total(&cpu, "some")?,
+        total(&io, "some")?,
+        total(&io, "full")?,
+    ])
+}
+
+/// The `total=` of the `some` or `full` line of a PSI file.
+fn total(text: &str, which: &str) -> Option<u64> {
+    text.lines()
+        .find(|l| l.starts_with(which))?
+        .split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))?
+        .parse()
+        .ok()
+}
+
+fn load1() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psi_lines_give_their_totals() {
+        let text = "some avg10=1.46 avg60=4.93 avg300=4.16 total=22895002\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=17\n";
+        assert_eq!(total(text, "some"), Some(22_895_002));
+        assert_eq!(total(text, "full"), Some(17));
+        assert_eq!(total("garbage", "some"), None);
+    }
+
+    #[test]
+    fn spans_weigh_by_their_time() {
+        let p = |cpu: f64| Pressure {
+            cpu_some: cpu,
+            measured: true,
+            ..Pressure::default()
+        };
+        let all = Pressure::over([(1.0, p(0.1)), (3.0, p(0.5))]);
+        assert!((all.cpu_some - 0.4).abs() < 1e-9, "{all:?}");
+        // One span without PSI makes the whole unmeasured, never a silent 0.
+        let none = Pressure::over([(1.0, p(0.1)), (1.0, Pressure::default())]);
+        assert!(!none.measured);
+    }
+}
