@@ -615,7 +615,6 @@ fn swept(
     } else {
         Vec::new()
     };
-    let mut steps = steps;
     for s in &mut steps {
         s.safe = !unsafe_steps.contains(&s.rate_per_s);
     }
