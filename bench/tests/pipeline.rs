@@ -248,3 +248,27 @@ async fn a_reader_that_ignores_writers_is_caught_by_overlaps_and_torn_reads() {
     );
     assert_eq!(s.headline(), "caught (control)");
 }
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_small_run_shows_the_maximum_where_its_count_cannot_bound_a_percentile() {
+    // 120 arrivals: enough for a p50 (5), too few for a p99 (299) or a p99.9 (2995).
+    let s = run(Sim::new(SimFault::None), 2).await;
+    let l = &s.latency_us;
+    assert_eq!(l.count, 120);
+    let ci = l.ci95.expect("intervals of a run with samples");
+    assert!(ci.p50.0 <= l.p50 && l.p50 <= ci.p50.1.unwrap(), "{ci:?}");
+    assert_eq!((ci.p99.1, ci.p999.1), (None, None), "no upper end: {ci:?}");
+
+    let mut out = Vec::new();
+    lockbench::report::print_table(&mut out, std::slice::from_ref(&s)).unwrap();
+    let table = String::from_utf8(out).unwrap();
+    let row = table.lines().nth(2).expect("one row");
+    let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
+    assert!(row.contains(&format!("{} (n=120)", ms(l.p50))), "{table}");
+    assert_eq!(
+        row.matches(&format!("{} (max of 120)", ms(l.max))).count(),
+        2,
+        "{table}"
+    );
+    assert!(table.contains("note: (max of N)"), "{table}");
+}

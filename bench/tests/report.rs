@@ -227,6 +227,30 @@ fn runs_table(html: &str, id: &str) -> Vec<(String, String, Vec<Cell>)> {
         .collect()
 }
 
+/// A percentile cell: `X (n=N)`, or `MAX (max of N)` when N samples have no 95 % upper bound
+/// on the percentile (qᴺ > 5 %: a p50 needs 5, a p99 299, a p99.9 2995); `+` may follow X.
+fn check_latency_cell(field: &str, value_us: u64, latency: &Value, text: &str) {
+    let count = latency["count"].as_u64().unwrap();
+    let q: f64 = match field {
+        "latency_us.p50" => 0.5,
+        "latency_us.p99" => 0.99,
+        _ => 0.999,
+    };
+    let (value, rest) = text
+        .split_once(" (")
+        .unwrap_or_else(|| panic!("{field}: {text}"));
+    let ms: f64 = value.trim_end_matches('+').parse().unwrap();
+    let bounded = q.powf(count as f64) <= 0.05;
+    if bounded {
+        assert_eq!(rest, format!("n={count})"), "{field}: {text}");
+        assert_eq!((ms * 1000.0).round() as u64, value_us, "{field}: {text}");
+    } else {
+        assert_eq!(rest, format!("max of {count})"), "{field}: {text}");
+        let max = latency["max"].as_u64().unwrap();
+        assert_eq!((ms * 1000.0).round() as u64, max, "{field}: {text}");
+    }
+}
+
 fn check_headline(html: &str, summaries: &[Value]) {
     let rows = headline(html);
     assert_eq!(rows.len(), summaries.len());
@@ -285,8 +309,7 @@ fn check_headline(html: &str, summaries: &[Value]) {
                     assert_eq!(*text, format!("{:.0}%", n.as_f64().unwrap() * 100.0))
                 }
                 (f, Value::Number(n)) if f.starts_with("latency_us.") => {
-                    let ms: f64 = text.parse().unwrap();
-                    assert_eq!((ms * 1000.0).round() as u64, n.as_u64().unwrap(), "{f}");
+                    check_latency_cell(f, n.as_u64().unwrap(), &s["latency_us"], text)
                 }
                 (f, Value::Number(n)) => {
                     let t: f64 = text.parse().unwrap_or_else(|_| panic!("{f}: {text}"));

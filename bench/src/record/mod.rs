@@ -15,6 +15,7 @@ mod outcome;
 pub mod partial;
 pub mod phases;
 pub mod pressure;
+pub mod quantile;
 mod stats;
 pub mod utilization;
 
@@ -30,7 +31,7 @@ use crate::check::{DoubleGrantChecker, DoubleGrants};
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome};
 pub use partial::{Batch, BatchError, Interval, WorkerFold};
-pub use stats::{LatencySummary, Second, Stats, every_arrival, hist};
+pub use stats::{Bounds, Ci95, LatencySummary, Pct, Second, Stats, every_arrival, hist};
 
 /// How many completions may wait for the recorder before buyers are slowed down.
 const QUEUE: usize = 64 * 1024;

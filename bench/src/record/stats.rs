@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::{Completion, ErrorKind, Outcome};
+use super::{Completion, ErrorKind, Outcome, quantile};
 
 /// Latency percentiles in microseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -24,6 +24,109 @@ pub struct LatencySummary {
     pub mean: f64,
     /// Number of samples.
     pub count: u64,
+    /// 95 % confidence intervals of p50, p99 and p99.9 (absent in summaries older than it).
+    #[serde(default)]
+    pub ci95: Option<Ci95>,
+}
+
+/// A percentile a [`LatencySummary`] reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pct {
+    /// The median.
+    P50,
+    /// The 99th percentile.
+    P99,
+    /// The 99.9th percentile.
+    P999,
+}
+
+impl Pct {
+    /// Its quantile.
+    pub fn q(self) -> f64 {
+        match self {
+            Pct::P50 => 0.5,
+            Pct::P99 => 0.99,
+            Pct::P999 => 0.999,
+        }
+    }
+
+    /// How tables name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pct::P50 => "p50",
+            Pct::P99 => "p99",
+            Pct::P999 => "p99.9",
+        }
+    }
+}
+
+impl LatencySummary {
+    /// Its value of `p`, µs.
+    pub fn at(&self, p: Pct) -> u64 {
+        match p {
+            Pct::P50 => self.p50,
+            Pct::P99 => self.p99,
+            Pct::P999 => self.p999,
+        }
+    }
+
+    /// Whether its count can bound `p` from above ([`quantile::supported`]).
+    pub fn supports(&self, p: Pct) -> bool {
+        quantile::supported(p.q(), self.count)
+    }
+
+    /// What a table shows for `p`: the percentile when [`Self::supports`] it, else the maximum.
+    pub fn shown(&self, p: Pct) -> u64 {
+        if self.supports(p) {
+            self.at(p)
+        } else {
+            self.max
+        }
+    }
+}
+
+/// An interval `[lo, hi]` in µs between two order statistics ([`quantile::ranks`]): `lo` 0
+/// when no sample is low enough, `hi` `None` (null) when none is high enough (unbounded).
+pub type Bounds = (u64, Option<u64>);
+
+/// Distribution-free 95 % confidence intervals of a [`LatencySummary`]'s percentiles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ci95 {
+    /// Of the median.
+    pub p50: Bounds,
+    /// Of the 99th percentile.
+    pub p99: Bounds,
+    /// Of the 99.9th percentile.
+    pub p999: Bounds,
+}
+
+impl Ci95 {
+    /// The intervals of the samples in `h` (not empty).
+    fn of(h: &Histogram<u64>) -> Self {
+        let bounds = |q: f64| {
+            let (l, u) = quantile::ranks(q, h.len());
+            let lo = if l == 0 { 0 } else { order_statistic(h, l) };
+            (lo, u.map(|u| order_statistic(h, u)))
+        };
+        Self {
+            p50: bounds(0.5),
+            p99: bounds(0.99),
+            p999: bounds(0.999),
+        }
+    }
+}
+
+/// The `k`th smallest sample of `h` (1-based, at most `h.len()`), at the top of its bucket as
+/// `value_at_quantile` reads it.
+fn order_statistic(h: &Histogram<u64>, k: u64) -> u64 {
+    let mut seen = 0;
+    for v in h.iter_recorded() {
+        seen += v.count_since_last_iteration();
+        if seen >= k {
+            return v.value_iterated_to();
+        }
+    }
+    h.max()
 }
 
 impl LatencySummary {
@@ -40,6 +143,7 @@ impl LatencySummary {
             max: h.max(),
             mean: (h.mean() * 10.0).round() / 10.0,
             count: h.len(),
+            ci95: Some(Ci95::of(h)),
         }
     }
 }
@@ -367,6 +471,38 @@ mod tests {
             LatencySummary::of(&every_arrival(&served, 0, Duration::from_secs(8))),
             LatencySummary::of(&served)
         );
+    }
+
+    #[test]
+    fn intervals_are_read_from_the_histogram() {
+        // 1..=1000 µs: X(k) = k (3 significant digits hold every value exactly).
+        let mut h = hist(3);
+        for v in 1..=1000 {
+            h.record(v).unwrap();
+        }
+        let l = LatencySummary::of(&h);
+        assert_eq!(order_statistic(&h, 990), h.value_at_quantile(0.99));
+        let ci = l.ci95.unwrap();
+        let (lo, hi) = ci.p99;
+        assert!(lo < l.p99 && l.p99 < hi.unwrap(), "{ci:?} {}", l.p99);
+        assert_eq!(ci.p99, (983, Some(997)));
+        assert_eq!(ci.p50, (469, Some(532)));
+        // 1,000 samples cannot bound a p99.9.
+        assert_eq!(ci.p999.1, None);
+        assert!(l.supports(Pct::P99) && !l.supports(Pct::P999));
+        assert_eq!(l.shown(Pct::P999), 1000);
+        // 100 samples: p99 unbounded, shown as the maximum.
+        let mut h = hist(3);
+        h.record_n(7, 100).unwrap();
+        let l = LatencySummary::of(&h);
+        assert_eq!(l.ci95.unwrap().p99, (7, None));
+        assert_eq!(l.shown(Pct::P99), l.max);
+        // A summary written before the intervals still parses.
+        let old: LatencySummary = serde_json::from_str(
+            r#"{"p50":1,"p90":2,"p99":3,"p999":4,"max":5,"mean":1.5,"count":9}"#,
+        )
+        .unwrap();
+        assert_eq!(old.ci95, None);
     }
 
     #[test]

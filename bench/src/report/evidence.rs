@@ -528,15 +528,21 @@ impl Evidence<'_> {
         said = said
             .t(": ")
             .and(Claim::of(s, false).said(Some(s), ids::calm(id, "verdict")));
-        let plus = if super::table::among_unstarted(s, 0.99) {
-            "+"
-        } else {
-            ""
-        };
-        said = said.t(", p99 ").n(
-            format!("{}{plus} ms", super::html::fmt_ms(s.latency_us.p99)),
-            ids::calm(id, "p99"),
-        );
+        // The cell's own text: the p99 with its count, or the maximum when too few.
+        let p99 = crate::record::Pct::P99;
+        let censored = |q| super::table::among_unstarted(s, q);
+        let parts = super::table::latency_parts(&s.latency_us, p99, censored, super::html::fmt_ms);
+        if let Some((value, of)) = parts {
+            let label = if s.latency_us.supports(p99) {
+                ", p99 "
+            } else {
+                ", slowest "
+            };
+            said = said
+                .t(label)
+                .n(format!("{value} ms"), ids::calm(id, "p99"))
+                .t(format!(" ({of})"));
+        }
         // No utilization: a strategy without a lock, or a summary older than the field.
         let locks = crate::strategy::find(id).ok().map(|i| i.locks);
         match (&s.utilization, locks) {
@@ -759,8 +765,8 @@ mod tests {
         assert_eq!(
             line.text(),
             "sustains 640 arrivals/s at p99 ≤ 100 ms, ≥ 99% served; calm run at 400/s: safe, \
-             p99 3.007 ms, lock busy 0.62 of the time; kill-master: safe, served again 2.100 s \
-             after the heal; pause-holder: not measured."
+             p99 3.007 ms (n=4945), lock busy 0.62 of the time; kill-master: safe, served \
+             again 2.100 s after the heal; pause-holder: not measured."
         );
         let anchors: Vec<&str> = line.anchors().collect();
         assert_eq!(
@@ -775,6 +781,20 @@ mod tests {
                 "chaos-kill-master-redis-setnx-recovery"
             ]
         );
+    }
+
+    #[test]
+    fn a_calm_run_too_small_for_a_p99_says_its_slowest() {
+        let mut calm = summary("redis-setnx");
+        calm.latency_us.count = 42;
+        let text = evidence("redis-setnx", None, Some(&calm), vec![])
+            .line()
+            .text();
+        let slowest = format!(
+            ", slowest {} ms (max of 42),",
+            crate::report::html::fmt_ms(calm.latency_us.max)
+        );
+        assert!(text.contains(&slowest) && !text.contains("p99 "), "{text}");
     }
 
     #[test]

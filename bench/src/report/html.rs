@@ -11,7 +11,7 @@ use super::needs::Needs;
 use super::saved::{Folder, ReportError, RunData, load_folder};
 use crate::check::Verdict;
 use crate::cluster::Provisioner;
-use crate::record::LatencySummary;
+use crate::record::Pct;
 use crate::strategy::Family;
 
 /// Renders `dir/report.html` and its charts (`dir/charts/`) from the results in `dir` (one
@@ -141,19 +141,13 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
                 "lock_verdict" => Verdict::lock_text(s.lock_verdict).into(),
                 "store_verdict" => Verdict::store_text(s.store_verdict).into(),
                 f if f.starts_with("latency_us.") => {
-                    let us = value.as_u64().unwrap_or(0);
-                    // `+`: among the arrivals never started (see table::arrival_ms).
-                    let q = match f {
-                        "latency_us.p50" => 0.5,
-                        "latency_us.p99" => 0.99,
-                        _ => 0.999,
+                    let p = match f {
+                        "latency_us.p50" => Pct::P50,
+                        "latency_us.p99" => Pct::P99,
+                        _ => Pct::P999,
                     };
-                    let plus = if super::table::among_unstarted(s, q) {
-                        "+"
-                    } else {
-                        ""
-                    };
-                    format!("{}{plus}", fmt_ms(us))
+                    let censored = |q| super::table::among_unstarted(s, q);
+                    super::table::latency_cell(&s.latency_us, p, censored, fmt_ms)
                 }
                 _ => value.as_u64().map(|n| n.to_string()).unwrap_or_default(),
             };
@@ -454,7 +448,7 @@ pub(super) fn page_end(h: &mut String, dir: &Path, extra: &str) {
 fn headline(h: &mut String, runs: &[RunData]) {
     let _ = writeln!(h, "<h2>Results</h2>");
     headline_table(h, runs, &TableSpec::compare());
-    let _ = writeln!(h, "<p><small>{HEADLINE_NOTE}</small></p>");
+    let _ = writeln!(h, "<p><small>{}</small></p>", headline_note());
     reads_table(h, runs);
 }
 
@@ -478,7 +472,12 @@ pub(super) fn reads_table(h: &mut String, runs: &[RunData]) {
     for s in with {
         let fraction = s.workload.pointer("/load/read_fraction").cloned();
         let read = s.latency_us_by_outcome.get("read");
-        let p = |f: fn(&LatencySummary) -> u64| read.map_or_else(|| "-".into(), |l| fmt_ms(f(l)));
+        let p = |p: Pct| {
+            read.map_or_else(
+                || "-".into(),
+                |l| super::table::latency_cell(l, p, |_| false, fmt_ms),
+            )
+        };
         let torn = if s.torn_reads > 0 {
             " class=\"n bad\""
         } else {
@@ -502,8 +501,8 @@ pub(super) fn reads_table(h: &mut String, runs: &[RunData]) {
             s.throughput.reads_per_s,
             s.torn_reads,
             s.torn_reads,
-            p(|l| l.p50),
-            p(|l| l.p99),
+            p(Pct::P50),
+            p(Pct::P99),
         );
     }
     let _ = writeln!(
@@ -516,11 +515,16 @@ pub(super) fn reads_table(h: &mut String, runs: &[RunData]) {
     );
 }
 
+/// What the headline columns mean, and what `(max of N)` in a percentile cell means.
+pub(super) fn headline_note() -> String {
+    format!("{HEADLINE_NOTE} {}.", super::table::too_few_note())
+}
+
 /// What the headline columns mean.
-pub(super) const HEADLINE_NOTE: &str = "sales/s: audited sales over the selling window; \
+const HEADLINE_NOTE: &str = "sales/s: audited sales over the selling window; \
      started: scheduled arrivals a buyer started; p50/p99/p99.9: latency of every scheduled \
      arrival from its intended start, an arrival never started counting as the whole load \
-     (a + marks a percentile among them); oversell: units sold beyond stock; lost updates: \
+     (a + marks a percentile among them), n= the samples it is of; oversell: units sold beyond stock; lost updates: \
      sales whose decrement vanished; double-grant incidents: leases a later grant of the \
      same key overlapped (one per stale holder); leases lost: leases that ended before their \
      holder released them; stale rejected: writes a fenced store refused; recovery: heal → \
@@ -618,7 +622,16 @@ pub(super) fn caption(kind: Kind, runs: &[RunData]) -> String {
     } else {
         ""
     };
-    format!("{}{bands}", caption_text(kind))
+    let sparse = if matches!(kind, Kind::P99) {
+        format!(
+            " A second of fewer than {} completions cannot bound its p99: there the line is \
+             about the second's slowest attempt, a trend, not a percentile.",
+            crate::record::quantile::min_samples(Pct::P99.q())
+        )
+    } else {
+        String::new()
+    };
+    format!("{}{sparse}{bands}", caption_text(kind))
 }
 
 /// A chart inline, with its caption; `png` is the path of its PNG relative to the page.
@@ -763,12 +776,8 @@ pub(super) fn phases(h: &mut String, runs: &[RunData], heading: &str) {
             esc(&r.summary.strategy)
         );
         for p in &r.summary.phases {
-            // No completion in the phase: no latency to show (not 0).
-            let p99 = if p.latency_us.count > 0 {
-                fmt_ms(p.latency_us.p99)
-            } else {
-                "-".into()
-            };
+            // No completion in the phase: `-` (not 0).
+            let p99 = super::table::latency_cell(&p.latency_us, Pct::P99, |_| false, fmt_ms);
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td class=\"n\">{:.3}</td><td class=\"n\">{:.3}</td>\

@@ -523,7 +523,7 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
             family: &fam,
         },
     );
-    let _ = writeln!(h, "<p><small>{}</small></p>", html::HEADLINE_NOTE);
+    let _ = writeln!(h, "<p><small>{}</small></p>", html::headline_note());
     html::reads_table(h, &part.runs);
     html::notes(h, &part.runs);
     let charts = charts::render_all(&part.runs, &part.dir.join("charts"))?;

@@ -397,18 +397,36 @@ fn p99(ev: &Evidence<'_>, max_us: f64) -> (Met, Said) {
             Said::default().t("calm p99 not measured (no calm run)"),
         );
     };
-    let censored = super::table::among_unstarted(s, 0.99);
-    let us = s.latency_us.p99;
-    let said = Said::default().t("calm p99 ").n(
-        format!(
-            "{}{} ms",
-            super::html::fmt_ms(us),
-            if censored { "+" } else { "" }
-        ),
-        ids::calm(ev.strategy, "p99"),
-    );
+    let l = &s.latency_us;
+    let p = crate::record::Pct::P99;
+    let censored = |q| super::table::among_unstarted(s, q);
+    let Some((value, of)) = super::table::latency_parts(l, p, censored, super::html::fmt_ms) else {
+        return (
+            Met::Unmeasured,
+            Said::default().t("calm run served nothing"),
+        );
+    };
+    let label = if l.supports(p) {
+        "calm p99 "
+    } else {
+        "calm run's slowest "
+    };
+    let said = Said::default()
+        .t(label)
+        .n(format!("{value} ms"), ids::calm(ev.strategy, "p99"))
+        .t(format!(" ({of})"));
+    if !l.supports(p) {
+        // Too few arrivals to bound a p99: only its lower bound can fail the need.
+        let lower = l.ci95.map_or(0, |c| c.p99.0);
+        let met = if lower as f64 > max_us {
+            Met::No
+        } else {
+            Met::Unmeasured
+        };
+        return (met, said);
+    }
     // A censored p99 is a lower bound: above the need it fails, below it says nothing.
-    let met = match (us as f64 <= max_us, censored) {
+    let met = match (l.p99 as f64 <= max_us, censored(p.q())) {
         (false, _) => Met::No,
         (true, false) => Met::Yes,
         (true, true) => Met::Unmeasured,
@@ -553,6 +571,27 @@ mod tests {
         assert_eq!(qualifying("recovery<=2s", &job), Vec::<String>::new());
         assert_eq!(qualifying("recovery<=3s,p99<=10ms", &job).len(), 4);
         assert_eq!(qualifying("p99<=1ms", &job), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_calm_run_too_small_for_a_p99_cannot_meet_a_p99_need() {
+        let mut job = job();
+        job.calm[0].latency_us.count = 42;
+        let needs: Needs = "p99<=1000s".parse().unwrap();
+        let term = &needs.judge(&evidence(&job, 0)).terms[0];
+        assert_eq!(term.met, Met::Unmeasured);
+        assert!(
+            term.why.text().ends_with(" ms (max of 42)"),
+            "{}",
+            term.why.text()
+        );
+        // Unless even the p99's lower bound is above the need.
+        job.calm[0].latency_us.ci95 = Some(crate::record::Ci95 {
+            p99: (5_000, None),
+            ..Default::default()
+        });
+        let needs: Needs = "p99<=1ms".parse().unwrap();
+        assert_eq!(needs.judge(&evidence(&job, 0)).terms[0].met, Met::No);
     }
 
     #[test]

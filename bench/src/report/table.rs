@@ -4,6 +4,7 @@ use std::io::Write;
 
 use super::Summary;
 use crate::check::Verdict;
+use crate::record::{LatencySummary, Pct};
 
 fn ms(us: u64) -> String {
     if us >= 100_000 {
@@ -94,9 +95,11 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
                 p.map_or_else(|| "-".into(), |p| format!("{:.0}", p.sales_per_s))
             };
             // No attempt ended in the phase: no latency to show (not 0).
-            let p99 = |p: Option<&super::PhaseSummary>| match p {
-                Some(p) if p.latency_us.count > 0 => ms(p.latency_us.p99),
-                _ => "-".into(),
+            let p99 = |p: Option<&super::PhaseSummary>| {
+                p.map_or_else(
+                    || "-".into(),
+                    |p| latency_cell(&p.latency_us, Pct::P99, |_| false, ms),
+                )
             };
             let hit: Vec<&str> = f
                 .nodes
@@ -149,6 +152,61 @@ pub fn arrival_ms(s: &Summary, q: f64, us: u64) -> String {
     }
 }
 
+/// A percentile cell, carrying its sample count: `3.21 (n=1000)`, or `12.50 (max of 42)` when
+/// the count cannot bound the percentile (the rule: [`crate::record::quantile::supported`]);
+/// `-` without samples. `censored(q)`: whether the value at quantile `q` (1 for the maximum)
+/// lies among arrivals never started, marked `+`. `ms` formats µs.
+pub fn latency_cell(
+    l: &LatencySummary,
+    p: Pct,
+    censored: impl Fn(f64) -> bool,
+    ms: fn(u64) -> String,
+) -> String {
+    latency_parts(l, p, censored, ms).map_or_else(|| "-".into(), |(v, n)| format!("{v} ({n})"))
+}
+
+/// [`latency_cell`] in two parts, the value and what it is of (`n=1000`, `max of 42`);
+/// `None` without samples.
+pub fn latency_parts(
+    l: &LatencySummary,
+    p: Pct,
+    censored: impl Fn(f64) -> bool,
+    ms: fn(u64) -> String,
+) -> Option<(String, String)> {
+    if l.count == 0 {
+        return None;
+    }
+    let supported = l.supports(p);
+    let plus = if censored(if supported { p.q() } else { 1.0 }) {
+        "+"
+    } else {
+        ""
+    };
+    let of = if supported {
+        format!("n={}", l.count)
+    } else {
+        format!("max of {}", l.count)
+    };
+    Some((format!("{}{plus}", ms(l.shown(p))), of))
+}
+
+/// What `(max of N)` in a percentile cell means.
+pub fn too_few_note() -> String {
+    use crate::record::quantile::min_samples;
+    format!(
+        "(max of N): N samples cannot bound that percentile at 95 % (a p50 needs {}, a p99 {}, \
+         a p99.9 {}), so the cell shows their maximum instead",
+        min_samples(Pct::P50.q()),
+        min_samples(Pct::P99.q()),
+        min_samples(Pct::P999.q())
+    )
+}
+
+/// [`latency_cell`] of a run's latency over every scheduled arrival, in the table's ms.
+fn arrival_cell(s: &Summary, p: Pct) -> String {
+    latency_cell(&s.latency_us, p, |q| among_unstarted(s, q), ms)
+}
+
 /// Prints one row per summary: throughput, latency (ms, from intended start, over every
 /// scheduled arrival) and the two-part verdict. Reads per second and torn reads get columns
 /// only when some run had reads (`-` in the rows of runs without).
@@ -197,9 +255,9 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
                 .as_ref()
                 .map_or_else(|| "-".into(), |u| format!("{:.2}", u.overall)),
             percent(s.started_fraction),
-            arrival_ms(s, 0.5, s.latency_us.p50),
-            arrival_ms(s, 0.99, s.latency_us.p99),
-            arrival_ms(s, 0.999, s.latency_us.p999),
+            arrival_cell(s, Pct::P50),
+            arrival_cell(s, Pct::P99),
+            arrival_cell(s, Pct::P999),
             arrival_ms(s, 1.0, s.latency_us.max),
             s.audit.sold.to_string(),
             format!("{}/{}", s.audit.final_stock, s.audit.initial_stock),
@@ -229,6 +287,17 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
         lines.push(line);
     }
     render(out, &lines)?;
+    print_notes(out, rows)
+}
+
+/// The notes under [`print_table`]: what its cells cannot say by themselves.
+fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
+    if rows
+        .iter()
+        .any(|s| s.latency_us.count > 0 && !s.latency_us.supports(Pct::P999))
+    {
+        writeln!(out, "note: {}", too_few_note())?;
+    }
     for s in rows {
         if s.not_started > 0 {
             writeln!(

@@ -217,7 +217,10 @@ pub(super) fn p99<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("time since the start of the load (s)")
         .x_label_formatter(&|v| fmt_secs(*v))
-        .y_desc("p99 per second (ms, log scale)")
+        .y_desc(format!(
+            "p99 per second (ms, log scale; ~max of a second < {})",
+            crate::record::quantile::min_samples(crate::record::Pct::P99.q())
+        ))
         .axis_desc_style((FONT, desc))
         .label_style((FONT, labels))
         .y_label_formatter(&|v| fmt_ms(*v))
