@@ -37,6 +37,14 @@ STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --star
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
 PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
   bash scripts/versus.sh >/dev/null
+# Two sweeps of one strategy and their agreement table; exit 1 (intervals apart) is an answer
+# the script may give on a busy debug build, anything else is the script broken.
+repro_out=$(mktemp -d)
+repro_rc=0
+RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
+  bash scripts/reproducibility.sh >/dev/null || repro_rc=$?
+[ "$repro_rc" -le 1 ] || { echo "test.sh: reproducibility.sh exited $repro_rc" >&2; exit 1; }
+rm -rf "$repro_out"
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
 # The gate against a baseline of its own (the committed one is for release builds), with
@@ -56,5 +64,5 @@ WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set 
   --set inventory.skus=50 >/dev/null
 rm -rf "$remote_out"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, chaos, ci-gate, libraries, adapter-check, remote" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, chaos, ci-gate, libraries, adapter-check, remote" >&2
 cargo test --workspace

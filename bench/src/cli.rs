@@ -59,6 +59,10 @@ pub enum Command {
     /// interval per strategy; every step's counts, bounds, trials and machine pressure), a
     /// folder per trial, and report.html; prints the capacity table.
     Sweep(SweepArgs),
+    /// Whether sweeps of one build agree: each strategy's capacity interval in every sweep,
+    /// whether they overlap, and the ratio of their midpoints; exits 1 when some do not
+    /// overlap (scripts/reproducibility.sh runs the sweeps).
+    Agreement(AgreementArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
     /// Reads summary.json, compare.json or sweep.json (or a job folder of scripts/compare.sh),
@@ -227,6 +231,14 @@ fn percent(s: &str) -> Result<f64, String> {
         return Err(format!("`{s}`: expected a percentage between 0% and 1000%"));
     }
     Ok(n / 100.0)
+}
+
+/// `lockbench agreement`
+#[derive(Debug, Args)]
+pub struct AgreementArgs {
+    /// Two or more sweeps: their folders or sweep.json files.
+    #[arg(required = true, num_args = 2..)]
+    pub sweeps: Vec<PathBuf>,
 }
 
 /// `lockbench report`
@@ -443,6 +455,19 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => with_runtime(|cancel| cmd_sweep(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
+        Command::Agreement(args) => {
+            let sweeps = args
+                .sweeps
+                .iter()
+                .map(|p| report::sweep::Sweep::read(p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let agree = report::agreement::print_agreement(&mut std::io::stdout(), &sweeps)?;
+            Ok(if agree {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         Command::AdapterCheck(args) => with_runtime(|cancel| cmd_adapter_check(args, cancel)),
         Command::K8s(crate::clients::k8s::K8sCommand::Render(args)) => cmd_k8s_render(args),
         Command::Report(args) => {

@@ -2,6 +2,7 @@
 //! printed on stdout and `report.html` with its charts. Everything is written from the recorded
 //! data, so it can be re-rendered.
 
+pub mod agreement;
 mod chaos;
 mod charts;
 pub mod evidence;
