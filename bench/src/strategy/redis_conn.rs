@@ -23,18 +23,18 @@ const MAX_CONNECTIONS: u32 = 256;
 pub const IDLE_CHECK: Duration = Duration::from_millis(500);
 
 /// A connection to one Redis server: multiplexed, re-established in the background after it
-/// breaks (a killed and restarted server), and checked before use as a real client's pool
-/// checks it, so that a buyer's first command after the server is back reaches it:
-/// - idle longer than [`IDLE_CHECK`], it is PINGed first (redis-py's `ConnectionPool.get_connection`
-///   tests each connection it hands out, `can_read()`, and reconnects before sending; sqlx's
-///   `test_before_acquire` pings). A PING that fails with a broken connection has made the
-///   manager reconnect; the second PING waits for that reconnect. A PING is safe to repeat.
-/// - a command refused at connect (`ConnectionRefused`: the manager's reconnect had failed, and
+/// breaks (a killed and restarted server), and checked before a command as a client's pool
+/// checks what it hands out, so a buyer's first command after the server is back reaches it
+/// (redis-py's `ConnectionPool.get_connection`: a socket closed or with unread data fails
+/// `can_read()`, and is reconnected before sending; sqlx's `test_before_acquire` pings):
+/// - idle longer than [`IDLE_CHECK`], it is PINGed first. A PING failing on a broken
+///   connection makes the manager reconnect; a second PING waits for that. PING is idempotent.
+/// - a command refused at connect (`ConnectionRefused`: the manager's last reconnect failed, and
 ///   it returns that error without sending) is sent once more, after the new reconnect.
 ///
-/// Any other failure of a command is never retried, as it may have run (redis-py's default
-/// `Retry`, 10 retries on any `ConnectionError` / `TimeoutError`, would resend it: a lock
-/// benchmark must not). Every call site cuts the whole call at `load.timeout`.
+/// Any other failed command is never resent: it may have run (redis-py's default `Retry`, 10
+/// retries on `ConnectionError` / `TimeoutError`, would resend it). Call sites cut the whole
+/// call at `load.timeout`.
 #[derive(Clone)]
 pub struct Con {
     inner: ConnectionManager,
