@@ -41,7 +41,7 @@ pub enum Guard {
 /// The stock table in MariaDB: a connection per buyer, a small pool for setup and audit.
 pub struct MysqlStore {
     pool: MySqlPool,
-    buyers: Vec<tokio::sync::Mutex<Option<MySqlConnection>>>,
+    buyers: Vec<tokio::sync::Mutex<Slot>>,
     /// Per buyer slot: replace the connection before its next use (set where the connection
     /// itself is still borrowed and cannot be discarded on the spot).
     stale: Vec<std::sync::atomic::AtomicBool>,
@@ -153,34 +153,56 @@ fn now_us() -> i64 {
 /// Most buyer connections; beyond this, buyers share them (and wait on each other).
 const MAX_BUYER_CONNECTIONS: u32 = 1000;
 
+/// A connection idle longer than this is pinged before use, and reopened if the ping fails:
+/// HikariCP's rule (`HikariPool.getConnection`: `aliveBypassWindowMs`, 500 ms by default); sqlx's
+/// pool pings at every checkout (`test_before_acquire`). A connection broken while the server
+/// was down then fails the ping, not the buyer's first statement after the server is back.
+pub const IDLE_CHECK: Duration = Duration::from_millis(500);
+
+/// A buyer's connection slot, and when the connection was last handed back.
+struct Slot {
+    con: Option<MySqlConnection>,
+    returned: std::time::Instant,
+}
+
 /// A buyer's own connection, held for one call sequence. Like each mysqlslap client thread,
 /// a buyer keeps its connection: no pool checkout and return around every attempt.
 pub struct BuyerConn<'a> {
-    guard: tokio::sync::MutexGuard<'a, Option<MySqlConnection>>,
+    guard: tokio::sync::MutexGuard<'a, Slot>,
 }
 
 impl BuyerConn<'_> {
     /// Closes the connection instead of keeping it: after a timeout or an error
     /// mid-transaction its state is unknown. The buyer reconnects on its next call.
     pub fn discard(mut self) {
-        self.guard.take();
+        self.guard.con.take();
+    }
+
+    /// Closes the connection after an error that may have broken it (a lost connection or a
+    /// timeout), as HikariCP evicts a connection whose statement failed with a connection error.
+    pub fn discard_if_broken(&mut self, kind: ErrorKind) {
+        if matches!(kind, ErrorKind::Connection | ErrorKind::Timeout) {
+            self.guard.con.take();
+        }
+    }
+}
+
+impl Drop for BuyerConn<'_> {
+    fn drop(&mut self) {
+        self.guard.returned = std::time::Instant::now();
     }
 }
 
 impl std::ops::Deref for BuyerConn<'_> {
     type Target = MySqlConnection;
     fn deref(&self) -> &MySqlConnection {
-        self.guard
-            .as_ref()
-            .expect("a BuyerConn always holds a connection")
+        (self.guard.con.as_ref()).expect("a BuyerConn always holds a connection")
     }
 }
 
 impl std::ops::DerefMut for BuyerConn<'_> {
     fn deref_mut(&mut self) -> &mut MySqlConnection {
-        self.guard
-            .as_mut()
-            .expect("a BuyerConn always holds a connection")
+        (self.guard.con.as_mut()).expect("a BuyerConn always holds a connection")
     }
 }
 
@@ -204,7 +226,12 @@ impl MysqlStore {
         let store = Self {
             pool,
             buyers: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
-                .map(|_| tokio::sync::Mutex::new(None))
+                .map(|_| {
+                    tokio::sync::Mutex::new(Slot {
+                        con: None,
+                        returned: std::time::Instant::now(),
+                    })
+                })
                 .collect(),
             stale: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
                 .map(|_| Default::default())
@@ -218,7 +245,7 @@ impl MysqlStore {
         // Connect every buyer now, so the first attempts do not pay for it.
         let all = futures::future::join_all(store.buyers.iter().map(|slot| async {
             let con = store.open().await?;
-            *slot.lock().await = Some(con);
+            slot.lock().await.con = Some(con);
             Ok::<_, sqlx::Error>(())
         }));
         for r in tokio::time::timeout(ADMIN_TIMEOUT, all)
@@ -246,17 +273,37 @@ impl MysqlStore {
         &self.pool
     }
 
-    /// Buyer `client`'s connection (reconnected if an earlier failure discarded it).
+    /// Buyer `client`'s connection: reopened if an earlier failure discarded it or, idle
+    /// longer than [`IDLE_CHECK`], it fails a ping. Nothing of the buyer's is sent before it is
+    /// ready, and the whole check is bounded by one `load.timeout`.
     pub async fn conn(&self, client: u32) -> Result<BuyerConn<'_>, ErrorKind> {
         let slot = client as usize % self.buyers.len();
         let mut guard = self.buyers[slot].lock().await;
         if self.stale[slot].swap(false, std::sync::atomic::Ordering::Relaxed) {
-            guard.take();
+            guard.con.take();
         }
-        if guard.is_none() {
-            *guard = Some(within(self.timeout, self.open(), classify).await?);
+        let ready = within(self.timeout, self.ready(&mut guard), classify).await;
+        if ready.is_err() {
+            // A ping or handshake cut short leaves the connection in an unknown state.
+            guard.con.take();
         }
+        ready?;
         Ok(BuyerConn { guard })
+    }
+
+    /// Pings the slot's connection if it sat idle, and opens one if there is none (left).
+    async fn ready(&self, slot: &mut Slot) -> Result<(), sqlx::Error> {
+        if let Some(con) = slot.con.as_mut()
+            && slot.returned.elapsed() > IDLE_CHECK
+            && let Err(e) = con.ping().await
+        {
+            tracing::debug!("an idle buyer connection failed its ping; reopening: {e}");
+            slot.con = None;
+        }
+        if slot.con.is_none() {
+            slot.con = Some(self.open().await?);
+        }
+        Ok(())
     }
 
     /// Reads `(qty, version)` of a SKU; `for_update` takes the row lock.

@@ -102,7 +102,9 @@ impl LockTable {
             .bind(self.ttl_ms)
             .bind(key)
             .bind(owner);
-        let done = within(self.store.timeout, q.execute(&mut *con), classify).await?;
+        let done = within(self.store.timeout, q.execute(&mut *con), classify)
+            .await
+            .inspect_err(|k| con.discard_if_broken(*k))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -112,7 +114,9 @@ impl LockTable {
         let q = sqlx::query(sqlx::AssertSqlSafe(self.release.as_str()))
             .bind(key)
             .bind(owner);
-        let done = within(self.store.timeout, q.execute(&mut *con), classify).await?;
+        let done = within(self.store.timeout, q.execute(&mut *con), classify)
+            .await
+            .inspect_err(|k| con.discard_if_broken(*k))?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -122,7 +126,9 @@ impl LockTable {
         let q = sqlx::query(sqlx::AssertSqlSafe(self.count.as_str()))
             .bind(key)
             .bind(owner);
-        let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify).await?;
+        let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify)
+            .await
+            .inspect_err(|k| con.discard_if_broken(*k))?;
         Ok(row.map(|r| r.get::<i32, _>(0) as i64).unwrap_or(0))
     }
 }
@@ -171,7 +177,9 @@ impl Lock for LockTable {
                 let q = sqlx::query(sqlx::AssertSqlSafe(self.fence.as_str()))
                     .bind(key)
                     .bind(token);
-                let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify).await?;
+                let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify)
+                    .await
+                    .inspect_err(|k| con.discard_if_broken(*k))?;
                 // The row is gone only if the lease expired and was taken within the round trip.
                 row.map(|r| r.get::<u64, _>(0)).ok_or(ErrorKind::Server)
             };

@@ -1,11 +1,13 @@
 //! Redis connections and error classification shared by the Redis strategies.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Weak};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::{Cmd, Pipeline, Value};
 
 use super::StrategyError;
 use crate::cluster::{Auth, Endpoints};
@@ -15,10 +17,118 @@ use crate::workload::Workload;
 /// At most this many sockets per Redis server; buyers beyond it share (multiplexed).
 const MAX_CONNECTIONS: u32 = 256;
 
-/// A connection to one Redis server: multiplexed, and re-established in the background after
-/// it breaks (a killed and restarted server). A command that fails is never retried (it may
-/// have run), it only triggers the reconnect.
-pub type Con = ConnectionManager;
+/// A connection idle longer than this is checked with a PING before its next command: HikariCP's
+/// default `aliveBypassWindowMs` (500 ms, `HikariPool.getConnection`). Under load connections are
+/// busier than that and never pay for the check.
+pub const IDLE_CHECK: Duration = Duration::from_millis(500);
+
+/// A connection to one Redis server: multiplexed, re-established in the background after it
+/// breaks (a killed and restarted server), and checked before a command as a client's pool
+/// checks what it hands out, so a buyer's first command after the server is back reaches it
+/// (redis-py's `ConnectionPool.get_connection`: a socket closed or with unread data fails
+/// `can_read()`, and is reconnected before sending; sqlx's `test_before_acquire` pings):
+/// - idle longer than [`IDLE_CHECK`], it is PINGed first. A PING failing on a broken
+///   connection makes the manager reconnect; a second PING waits for that. PING is idempotent.
+/// - a command refused at connect (`ConnectionRefused`: the manager's last reconnect failed, and
+///   it returns that error without sending) is sent once more, after the new reconnect.
+///
+/// Any other failed command is never resent: it may have run (redis-py's default `Retry`, 10
+/// retries on `ConnectionError` / `TimeoutError`, would resend it). Call sites cut the whole
+/// call at `load.timeout`.
+#[derive(Clone)]
+pub struct Con {
+    inner: ConnectionManager,
+    /// When a reply last came back (µs since [`epoch`]), shared by the clones.
+    last_reply_us: Arc<AtomicU64>,
+}
+
+/// The origin of [`Con::last_reply_us`].
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_us() -> u64 {
+    epoch().elapsed().as_micros() as u64
+}
+
+impl Con {
+    fn new(inner: ConnectionManager) -> Self {
+        Self {
+            inner,
+            last_reply_us: Arc::new(AtomicU64::new(now_us())),
+        }
+    }
+
+    /// A reply (even an error reply) proves the connection works.
+    fn saw<T>(&self, r: &redis::RedisResult<T>) -> bool {
+        let replied = match r {
+            Ok(_) => true,
+            Err(e) => !e.is_io_error() && !e.is_connection_dropped() && !e.is_timeout(),
+        };
+        if replied {
+            self.last_reply_us.fetch_max(now_us(), Ordering::Relaxed);
+        }
+        replied
+    }
+
+    /// PINGs a connection idle longer than [`IDLE_CHECK`]; a broken one is reconnected by the
+    /// first PING's failure and checked by the second. Nothing of the caller's was sent yet.
+    async fn check_if_idle(&mut self) -> redis::RedisResult<()> {
+        let idle_us = now_us().saturating_sub(self.last_reply_us.load(Ordering::Relaxed));
+        if idle_us <= IDLE_CHECK.as_micros() as u64 {
+            return Ok(());
+        }
+        let ping = redis::cmd("PING");
+        let r = self.inner.send_packed_command(&ping).await;
+        if self.saw(&r) {
+            return r.map(drop);
+        }
+        match r {
+            Err(e) if e.is_connection_dropped() => {
+                let again = self.inner.send_packed_command(&ping).await;
+                self.saw(&again);
+                again.map(drop)
+            }
+            r => r.map(drop),
+        }
+    }
+
+    /// Sends `send` after the idle check, and once more only if it was refused at connect.
+    async fn send<'a, T, F>(&'a mut self, send: F) -> redis::RedisResult<T>
+    where
+        F: Fn(ConnectionManager) -> redis::RedisFuture<'a, T>,
+    {
+        self.check_if_idle().await?;
+        let mut r = send(self.inner.clone()).await;
+        if matches!(&r, Err(e) if e.is_connection_refusal()) {
+            r = send(self.inner.clone()).await;
+        }
+        self.saw(&r);
+        r
+    }
+}
+
+impl ConnectionLike for Con {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> redis::RedisFuture<'a, Value> {
+        Box::pin(self.send(move |mut c| Box::pin(async move { c.send_packed_command(cmd).await })))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipe: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<Value>> {
+        Box::pin(self.send(move |mut c| {
+            Box::pin(async move { c.send_packed_commands(pipe, offset, count).await })
+        }))
+    }
+
+    fn get_db(&self) -> i64 {
+        self.inner.get_db()
+    }
+}
 
 /// One connection per buyer (bounded), each with the workload's timeouts.
 pub async fn connections(
@@ -36,7 +146,8 @@ pub async fn connections(
     let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
     let connect =
         (0..n).map(|_| ConnectionManager::new_with_config(client.clone(), config.clone()));
-    Ok(futures::future::try_join_all(connect).await?)
+    let managers = futures::future::try_join_all(connect).await?;
+    Ok(managers.into_iter().map(Con::new).collect())
 }
 
 /// Runs a read-only query (the audit's), again after a broken connection: the connection

@@ -17,6 +17,7 @@ mod libraries;
 mod lifecycle;
 mod locks;
 mod reads;
+mod reconnect;
 mod remote;
 mod rwlocks;
 mod sweep;
