@@ -208,6 +208,23 @@ impl Trial {
     }
 }
 
+impl Trial {
+    /// A trial of `arrivals` of which `slow` missed the latency target (tests).
+    pub fn count_of(arrivals: u64, slow: u64) -> Trial {
+        Trial {
+            dir: String::new(),
+            arrivals,
+            not_started: 0,
+            slow,
+            unserved: 0,
+            load_s: 0.0,
+            wall_s: 0.0,
+            pressure: Pressure::default(),
+            safe: true,
+        }
+    }
+}
+
 /// What a step's trials add up to, judged.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Judged {

@@ -64,7 +64,8 @@ pub struct Searcher {
     failed: Option<f64>,
     /// Rates whose step ran out of budget undecided.
     undecided: Vec<f64>,
-    /// Every failing rate with the share of its arrivals that missed.
+    /// Every failing or undecided rate with the share of its arrivals that missed (those
+    /// above the goal aim the descent).
     fails: Vec<(f64, f64)>,
     /// Set once [`Self::next`] found nothing left to offer.
     done: bool,
@@ -171,7 +172,10 @@ impl Searcher {
                 self.failed = Some(self.failed.map_or(rate, |f| f.min(rate)));
                 self.fails.push((rate, missed));
             }
-            Decision::Undecided => self.undecided.push(rate),
+            Decision::Undecided => {
+                self.undecided.push(rate);
+                self.fails.push((rate, missed));
+            }
         }
     }
 
@@ -484,17 +488,39 @@ async fn step(b: &Bench<'_>, rate: f64, log: &mut dyn Write) -> Result<Step, Run
         let judged = Judged::of(&trials, slo, search.confidence);
         // Another trial only if it can finish within the step's budget, which always leaves
         // room for the arrivals a pass needs (a step that could only fail or stay undecided
-        // would be wasted at a low rate).
+        // would be wasted at a low rate), and only if the budget left could still decide it.
         let spent = began.elapsed().as_secs_f64();
         let budget = search
             .step_budget_s
             .max(pass_secs(search, slo, rate) + 2.0 * secs);
         let room = spent + secs + 1.0 <= budget;
-        if judged.decision != Decision::Undecided || summary.interrupted || !room {
+        let more = rate * (budget - spent).max(0.0);
+        let futile = !decidable(&judged, more as u64, slo, search.confidence);
+        if judged.decision != Decision::Undecided || summary.interrupted || !room || futile {
+            if futile && judged.decision == Decision::Undecided {
+                let r = rate_text(rate);
+                let _ = writeln!(
+                    log,
+                    "{id:<24} {r:>7}/s  no decision possible within the step's budget"
+                );
+            }
             let step = Step::new(rate, dir, trials, &every, summary, slo, search.confidence);
             return Ok(step);
         }
     }
+}
+
+/// Whether `more` arrivals could still decide a step judged `j`, if they missed at the share
+/// seen so far: a share this close to the goal needs more arrivals than the budget leaves,
+/// and trials that cannot change the answer are time the next rate needs.
+fn decidable(j: &Judged, more: u64, slo: &Slo, confidence: f64) -> bool {
+    if j.arrivals == 0 {
+        return true;
+    }
+    let share = j.misses as f64 / j.arrivals as f64;
+    let n = j.arrivals + more;
+    let k = j.misses + (share * more as f64).round() as u64;
+    stats::decide(n, k.min(n), 1.0 - slo.quantile, confidence).0 != Decision::Undecided
 }
 
 /// Runs the steps of one strategy (see [`sweep_one`]).
@@ -654,6 +680,26 @@ mod tests {
         assert_eq!(s.result(false).1, Bound::Incomplete);
         // The budget ran out after one pass: the interval is open above.
         assert_eq!(s.result(true), (25.0, Bound::Unbracketed, None));
+    }
+
+    #[test]
+    fn a_step_stops_when_its_budget_cannot_decide_it() {
+        let slo = Slo {
+            quantile: 0.99,
+            latency_ms: 100.0,
+            min_served: 0.99,
+        };
+        let judged = |n: u64, k: u64| {
+            let mut t = crate::report::sweep::Trial::count_of(n, k);
+            t.unserved = 0;
+            Judged::of(&[t], &slo, 0.95)
+        };
+        // 6 of 396 missed (1.5 %): 200 more arrivals at that share decide nothing.
+        assert!(!decidable(&judged(396, 6), 200, &slo, 0.95));
+        // 5,000 more would (the lower bound passes 1 %).
+        assert!(decidable(&judged(396, 6), 5000, &slo, 0.95));
+        // No miss among 100: 200 more clean ones pass.
+        assert!(decidable(&judged(100, 0), 200, &slo, 0.95));
     }
 
     #[test]
