@@ -85,7 +85,7 @@ mod tests {
         // One slow sale among 300 does not fail the step: it needs more arrivals to pass.
         assert_eq!(decide(300, 1, 0.01, 0.95).0, Decision::Undecided);
         assert_eq!(decide(472, 1, 0.01, 0.95).0, Decision::Undecided);
-        assert_eq!(decide(474, 1, 0.01, 0.95).0, Decision::Pass);
+        assert_eq!(decide(473, 1, 0.01, 0.95).0, Decision::Pass);
     }
 
     #[test]
