@@ -378,8 +378,8 @@ pub struct SweepArgs {
     /// this.
     #[arg(long, value_name = "RATIO", default_value_t = 1.25)]
     pub goal_width: f64,
-    /// Time one strategy may spend on steps (the step under way finishes).
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    /// Time one strategy may spend on steps; no step runs past it by more than a trial.
+    #[arg(long, value_name = "DURATION", default_value = "45s", value_parser = humantime::parse_duration)]
     pub budget: std::time::Duration,
     /// Time one step may spend on trials before it reads undecided.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
@@ -944,11 +944,8 @@ fn rates_from_sweep(
         let rate = match common {
             Some(r) => r,
             None => match sweep.rate_for(&opts.strategy, share) {
-                Ok(r) => {
-                    eprintln!(
-                        "offered rate of {}: {pct:.0}% of its capacity = {r:.1}/s",
-                        opts.strategy
-                    );
+                Ok((r, basis)) => {
+                    eprintln!("offered rate of {}: {basis} = {r:.2}/s", opts.strategy);
                     r
                 }
                 Err(e) => {

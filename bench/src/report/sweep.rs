@@ -414,7 +414,8 @@ pub struct Search {
     pub confidence: f64,
     /// The search ends when the interval's upper end over its lower end is at most this.
     pub goal_width: f64,
-    /// Wall-clock seconds one strategy may spend on steps; the step under way finishes.
+    /// Wall-clock seconds one strategy may spend on steps (no step runs past it by more than
+    /// a trial).
     pub budget_s: f64,
     /// Wall-clock seconds one step may spend on trials before it reads undecided.
     pub step_budget_s: f64,
@@ -434,7 +435,7 @@ impl Default for Search {
             factor: 4.0,
             confidence: 0.95,
             goal_width: 1.25,
-            budget_s: 60.0,
+            budget_s: 45.0,
             step_budget_s: 30.0,
             trial_s: 1.0,
             max_trial_s: 6.0,
@@ -704,24 +705,46 @@ impl Sweep {
         self.entries.iter().find(|e| e.strategy == strategy)
     }
 
-    /// The rate to offer `strategy`: `share` of its capacity. A capacity that is a lower
-    /// bound (`≥ max`) is used as it is; one below the lowest rate offered has no rate.
-    pub fn rate_for(&self, strategy: &str, share: f64) -> Result<f64, String> {
+    /// The rate to offer `strategy`, and what it is: `share` of its capacity's lower end (a
+    /// `≥ max` capacity is used as it is). When no rate was decided passing but some were left
+    /// undecided (a share of misses too close to the goal to tell within the budget, as for
+    /// locks that poll), `share` of the lowest undecided rate: the faults are still measured,
+    /// and the basis says so. A strategy that failed every rate has no rate.
+    pub fn rate_for(&self, strategy: &str, share: f64) -> Result<(f64, String), String> {
         let e = self
             .entry(strategy)
             .ok_or_else(|| format!("`{strategy}` is not in the sweep"))?;
+        let pct = format!("{:.0}%", share * 100.0);
         match e.bound {
             Bound::Found | Bound::AtLeastMax | Bound::Unbracketed if e.capacity_per_s > 0.0 => {
-                Ok(e.capacity_per_s * share)
+                Ok((
+                    e.capacity_per_s * share,
+                    format!("{pct} of its capacity's lower end"),
+                ))
             }
             Bound::Incomplete => Err(format!(
                 "the sweep of `{strategy}` did not finish ({})",
                 e.error.as_deref().unwrap_or("stopped")
             )),
-            _ => Err(format!(
-                "`{strategy}` met the SLO at no rate the sweep offered (down to {}/s)",
-                e.first_failing_per_s.unwrap_or(self.search.min_per_s)
-            )),
+            _ => match e
+                .steps
+                .iter()
+                .filter(|s| s.decision == Decision::Undecided)
+                .map(|s| s.rate_per_s)
+                .reduce(f64::min)
+            {
+                Some(u) => Ok((
+                    u * share,
+                    format!(
+                        "{pct} of {}/s, the lowest rate its sweep left undecided (none passed)",
+                        rate_text(u)
+                    ),
+                )),
+                None => Err(format!(
+                    "`{strategy}` met the SLO at no rate the sweep offered (down to {}/s)",
+                    e.first_failing_per_s.unwrap_or(self.search.min_per_s)
+                )),
+            },
         }
     }
 

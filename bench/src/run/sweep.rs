@@ -179,11 +179,6 @@ impl Searcher {
         }
     }
 
-    /// Whether some rate was decided passing (the lower end exists).
-    pub fn has_pass(&self) -> bool {
-        self.passed.is_some()
-    }
-
     /// The capacity found so far, how it is bounded, and the first failing rate; `complete`:
     /// the search was not cut short by an error or Ctrl-C.
     pub fn result(&self, complete: bool) -> (f64, Bound, Option<f64>) {
@@ -424,17 +419,15 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
     let mut error = warm.err();
     let stepping = Instant::now();
     while error.is_none() {
-        // The lower end matters most (the calm and chaos parts offer shares of it): a
-        // strategy without a passing rate may spend up to twice its budget finding one.
-        let budget = if searcher.has_pass() { 1.0 } else { 2.0 } * opts.search.budget_s;
-        if stepping.elapsed().as_secs_f64() >= budget {
-            let _ = writeln!(log, "{id:<24} budget of {budget} s spent");
+        let left = opts.search.budget_s - stepping.elapsed().as_secs_f64();
+        if left <= 0.0 {
+            let _ = writeln!(log, "{id:<24} budget of {} s spent", opts.search.budget_s);
             break;
         }
         let Some(rate) = searcher.next(start) else {
             break;
         };
-        match step(b, rate, log).await {
+        match step(b, rate, left, log).await {
             Ok(step) => {
                 let _ = writeln!(log, "{}", step_line(id, &step));
                 let missed = step.misses as f64 / step.arrivals.max(1) as f64;
@@ -458,8 +451,9 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
     entry
 }
 
-/// One step: trials at `rate` until their arrivals decide, or the step's budget is spent.
-async fn step(b: &Bench<'_>, rate: f64, log: &mut dyn Write) -> Result<Step, RunError> {
+/// One step: trials at `rate` until their arrivals decide, or the step's budget is spent (at
+/// most `left`, what the strategy's budget leaves).
+async fn step(b: &Bench<'_>, rate: f64, left: f64, log: &mut dyn Write) -> Result<Step, RunError> {
     let (opts, id) = (b.opts, b.id);
     let (search, slo) = (&opts.search, &opts.slo);
     let dir = format!("{id}/{}", rate_text(rate));
@@ -492,7 +486,8 @@ async fn step(b: &Bench<'_>, rate: f64, log: &mut dyn Write) -> Result<Step, Run
         let spent = began.elapsed().as_secs_f64();
         let budget = search
             .step_budget_s
-            .max(pass_secs(search, slo, rate) + 2.0 * secs);
+            .max(pass_secs(search, slo, rate) + 2.0 * secs)
+            .min(left);
         let room = spent + secs + 1.0 <= budget;
         let more = rate * (budget - spent).max(0.0);
         let futile = !decidable(&judged, more as u64, slo, search.confidence);
@@ -510,17 +505,17 @@ async fn step(b: &Bench<'_>, rate: f64, log: &mut dyn Write) -> Result<Step, Run
     }
 }
 
-/// Whether `more` arrivals could still decide a step judged `j`, if they missed at the share
-/// seen so far: a share this close to the goal needs more arrivals than the budget leaves,
-/// and trials that cannot change the answer are time the next rate needs.
+/// Whether `more` arrivals could still decide a step judged `j`: a pass if none of them
+/// missed, or a fail if they missed at the upper bound of the share seen so far. When neither
+/// could happen within the budget left, more trials cannot change the answer, and the time
+/// is the next rate's. (The point estimate alone would stop a step on one miss among 64.)
 fn decidable(j: &Judged, more: u64, slo: &Slo, confidence: f64) -> bool {
-    if j.arrivals == 0 {
-        return true;
-    }
-    let share = j.misses as f64 / j.arrivals as f64;
+    let goal = 1.0 - slo.quantile;
     let n = j.arrivals + more;
-    let k = j.misses + (share * more as f64).round() as u64;
-    stats::decide(n, k.min(n), 1.0 - slo.quantile, confidence).0 != Decision::Undecided
+    let pass = stats::decide(n, j.misses, goal, confidence).0 == Decision::Pass;
+    let worst = j.misses + (j.miss_share[1] * more as f64).round() as u64;
+    let fail = stats::decide(n, worst.min(n), goal, confidence).0 == Decision::Fail;
+    pass || fail
 }
 
 /// Runs the steps of one strategy (see [`sweep_one`]).
@@ -694,10 +689,12 @@ mod tests {
             t.unserved = 0;
             Judged::of(&[t], &slo, 0.95)
         };
-        // 6 of 396 missed (1.5 %): 200 more arrivals at that share decide nothing.
-        assert!(!decidable(&judged(396, 6), 200, &slo, 0.95));
-        // 5,000 more would (the lower bound passes 1 %).
-        assert!(decidable(&judged(396, 6), 5000, &slo, 0.95));
+        // 6 of 396 missed (1.5 %, at most 3 %): 100 more arrivals can neither pass nor fail.
+        assert!(!decidable(&judged(396, 6), 100, &slo, 0.95));
+        // 1,000 more could fail it, at the share's upper bound.
+        assert!(decidable(&judged(396, 6), 1000, &slo, 0.95));
+        // One miss among 64 proves little: 350 more may well fail it.
+        assert!(decidable(&judged(64, 1), 350, &slo, 0.95));
         // No miss among 100: 200 more clean ones pass.
         assert!(decidable(&judged(100, 0), 200, &slo, 0.95));
     }
