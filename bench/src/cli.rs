@@ -205,12 +205,17 @@ pub struct GateArgs {
     /// Current results, read the same way.
     #[arg(long, value_name = "DIR")]
     pub current: PathBuf,
-    /// Largest accepted drop of a strategy's median sales/s, e.g. `15%`.
+    /// Largest accepted drop of a strategy's median sales/s, e.g. `15%`: a smaller drop passes
+    /// even when significant.
     #[arg(long, value_name = "PCT", default_value = "15%", value_parser = percent)]
     pub max_throughput_drop: f64,
     /// Largest accepted rise of a strategy's median p99 latency, e.g. `25%`.
     #[arg(long, value_name = "PCT", default_value = "25%", value_parser = percent)]
     pub max_p99_rise: f64,
+    /// Chance of a false alarm for the whole gate, e.g. `5%`: each strategy's change must be
+    /// significant (one-sided exact Mann–Whitney across repetitions, Holm over every test).
+    #[arg(long, value_name = "LEVEL", default_value = "5%", value_parser = alpha)]
+    pub alpha: f64,
     /// Do not judge: write the current results as the new baseline (<baseline>/baseline.json).
     #[arg(long)]
     pub update_baseline: bool,
@@ -239,6 +244,24 @@ pub struct AgreementArgs {
     /// Two or more sweeps: their folders or sweep.json files.
     #[arg(required = true, num_args = 2..)]
     pub sweeps: Vec<PathBuf>,
+}
+
+/// A significance level, `5%` or `0.05` (a bare number is a fraction here, so `0.05` cannot be
+/// read as 0.05 %); above 0 and at most 50 %.
+fn alpha(s: &str) -> Result<f64, String> {
+    let a = if s.trim().ends_with('%') {
+        percent(s)?
+    } else {
+        s.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`{s}`: expected a level such as 5% or 0.05"))?
+    };
+    if a <= 0.0 || a > 0.5 {
+        return Err(format!(
+            "`{s}`: expected a level above 0% and at most 50%, e.g. 5%"
+        ));
+    }
+    Ok(a)
 }
 
 /// `lockbench report`
@@ -1139,6 +1162,7 @@ fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         gate::Tolerance {
             max_throughput_drop: args.max_throughput_drop,
             max_p99_rise: args.max_p99_rise,
+            alpha: args.alpha,
         },
     );
     let mut out = std::io::stdout().lock();

@@ -1,17 +1,28 @@
 //! The regression gate: a current set of results against a committed baseline.
 //!
-//! Both sides may hold several repetitions of each strategy (every `compare.json`,
-//! `summary.json` or `baseline.json` below a folder counts as one repetition). Speed is judged
-//! on medians, so one noisy repetition moves nothing; safety is judged on every repetition,
-//! because one oversell is one too many. A strategy fails when
+//! Both sides hold repetitions of each strategy (every `compare.json`, `summary.json` or
+//! `baseline.json` below a folder counts as one repetition). Safety is judged on every
+//! repetition, because one oversell is one too many. A strategy fails when
 //! - it was safe in every baseline repetition (lock held, store intact: the tables' verdict)
 //!   and now is not in some repetition — its lock broke (two holders at once, or a lease lost
 //!   while held), fenced or not, or its store was corrupted;
 //! - it is a control that the baseline caught and the current run does not (the checker, or the
 //!   fault that triggers it, went blind);
-//! - its median sales/s dropped, or its median p99 rose, beyond the tolerance (a p99 rise
-//!   under [`P99_FLOOR_US`] is noise, not a regression);
+//! - its sales/s (or reads/s) fell, or its p99 rose, both **significantly** against the
+//!   baseline's own spread and **beyond the tolerance** on the medians (a p99 rise under
+//!   [`P99_FLOOR_US`] is noise, not a regression);
 //! - it is in the baseline but was not run.
+//!
+//! Significance: a one-sided exact Mann–Whitney U test per strategy and metric, across
+//! repetitions, with Holm's correction over every test of the gate. Why this test rather than a
+//! bootstrap interval of the ratio of medians: with the 5–6 repetitions CI can afford, a
+//! bootstrap resamples a handful of values and its interval is too narrow (its coverage is
+//! well below nominal), whereas the exact U test needs no distribution (a run's throughput is
+//! skewed by stalls of the shared machine) and its error rate under "same build" is exactly α.
+//! Being exact, it also says when it cannot decide: n vs m repetitions can never give a p below
+//! 1 / C(n+m, n) (3 vs 3: 0.05), and the gate then says so instead of pretending. Holm keeps the
+//! chance of any false alarm over all strategies and metrics at α (12 tests are one gate, not 12
+//! chances to fail); the tolerance keeps a tiny but consistent change from failing CI.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -38,7 +49,8 @@ pub enum GateError {
     Empty(PathBuf),
 }
 
-/// A committed baseline: the summaries of every repetition.
+/// A committed baseline: the summary of every repetition of every strategy (the spread the
+/// gate's test compares against).
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Baseline {
     /// Always [`BASELINE_SCHEMA`].
@@ -51,13 +63,97 @@ pub struct Baseline {
 /// scheduling noise on a shared machine moves p99 by tens of percent.
 pub const P99_FLOOR_US: f64 = 1000.0;
 
-/// How much slower is still a pass.
+/// How much slower is still a pass, and how sure a failure must be.
 #[derive(Debug, Clone, Copy)]
 pub struct Tolerance {
-    /// Largest accepted drop of median sales/s, as a fraction (0.15 = 15 %).
+    /// Largest accepted drop of median sales/s (and reads/s), as a fraction (0.15 = 15 %).
     pub max_throughput_drop: f64,
     /// Largest accepted rise of median p99, as a fraction.
     pub max_p99_rise: f64,
+    /// Chance of a false alarm over the whole gate (Holm over every test), e.g. 0.05.
+    pub alpha: f64,
+}
+
+/// A speed figure the gate tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    /// Audited sales/s: lower is worse.
+    SalesPerS,
+    /// Reads/s of a read–write run: lower is worse.
+    ReadsPerS,
+    /// p99 latency in µs over every arrival: higher is worse.
+    P99Us,
+}
+
+impl Metric {
+    fn name(self) -> &'static str {
+        match self {
+            Metric::SalesPerS => "sales/s",
+            Metric::ReadsPerS => "reads/s",
+            Metric::P99Us => "p99",
+        }
+    }
+
+    fn of(self, s: &Summary) -> f64 {
+        match self {
+            Metric::SalesPerS => s.throughput.sales_per_s,
+            Metric::ReadsPerS => s.throughput.reads_per_s,
+            Metric::P99Us => s.latency_us.p99 as f64,
+        }
+    }
+
+    fn higher_is_worse(self) -> bool {
+        self == Metric::P99Us
+    }
+
+    /// Whether `base → cur` (medians) is worse than the tolerance allows.
+    fn beyond(self, base: f64, cur: f64, tol: &Tolerance) -> bool {
+        match self {
+            Metric::P99Us => cur > base * (1.0 + tol.max_p99_rise) && cur - base >= P99_FLOOR_US,
+            _ => cur < base * (1.0 - tol.max_throughput_drop),
+        }
+    }
+
+    fn limit(self, tol: &Tolerance) -> String {
+        match self {
+            Metric::P99Us => format!("+{:.0}%", tol.max_p99_rise * 100.0),
+            _ => format!("-{:.0}%", tol.max_throughput_drop * 100.0),
+        }
+    }
+
+    /// A median as the table prints it (p99 in ms).
+    fn show(self, v: f64) -> String {
+        match self {
+            Metric::P99Us => format!("{:.2} ms", v / 1000.0),
+            _ => format!("{v:.1}"),
+        }
+    }
+}
+
+/// One metric of one strategy, tested.
+#[derive(Debug, Clone, Serialize)]
+pub struct SpeedTest {
+    /// What was compared.
+    pub metric: Metric,
+    /// Repetitions in the baseline / current results.
+    pub repetitions: (usize, usize),
+    /// Medians over the repetitions, baseline and current.
+    pub medians: (f64, f64),
+    /// One-sided exact Mann–Whitney p: how likely a current side at least this much worse
+    /// would be if both sides were draws of one build.
+    pub p: f64,
+    /// The smallest p these numbers of repetitions can give (1 / C(n+m, n)).
+    pub smallest_p: f64,
+    /// The level `p` met or missed under Holm's correction.
+    pub level: f64,
+    /// `p` at most `level`.
+    pub significant: bool,
+    /// Whether the medians moved past the tolerance.
+    pub beyond_tolerance: bool,
+    /// The repetitions cannot reach the gate's first Holm level (α / tests): judged on the
+    /// tolerance alone.
+    pub untestable: bool,
 }
 
 /// One strategy's comparison.
@@ -73,6 +169,8 @@ pub struct GateRow {
     pub p99_us: (u64, u64),
     /// Whether every repetition was safe (lock held, store intact).
     pub safe: (bool, bool),
+    /// The speed tests (none when either side is missing).
+    pub tests: Vec<SpeedTest>,
     /// Why it failed; empty when it passed.
     pub failures: Vec<String>,
     /// Worth a look, but no failure.
@@ -84,6 +182,12 @@ pub struct GateRow {
 pub struct GateReport {
     /// One row per strategy of either side.
     pub rows: Vec<GateRow>,
+    /// The family-wise false-alarm level.
+    pub alpha: f64,
+    /// How many speed tests Holm's correction spans.
+    pub tests: usize,
+    /// Set when some test cannot reach significance with these repetitions: says so plainly.
+    pub untestable: Option<String>,
 }
 
 impl GateReport {
@@ -193,124 +297,337 @@ fn pct(from: f64, to: f64) -> String {
     format!("{:+.1}%", (to - from) / from * 100.0)
 }
 
+/// C(n, k) as a float (exact up to 2^53, far beyond any number of repetitions).
+fn choose(n: usize, k: usize) -> f64 {
+    (0..k.min(n - k)).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64)
+}
+
+/// The smallest one-sided p that `n` vs `m` repetitions can give: one arrangement of C(n+m, n).
+pub fn smallest_p(n: usize, m: usize) -> f64 {
+    1.0 / choose(n + m, n)
+}
+
+/// Above this many arrangements, the U test samples them instead of listing every one.
+const EXACT_LIMIT: f64 = 200_000.0;
+
+/// One-sided Mann–Whitney U: the chance that `cur` ranks at least this far towards "worse"
+/// than `base` if both were draws of one distribution. Ranks are mid-ranks (ties share), and
+/// the p is exact over every split of the pooled values (sampled, with a fixed seed, past
+/// [`EXACT_LIMIT`] splits).
+pub fn mann_whitney(base: &[f64], cur: &[f64], higher_is_worse: bool) -> f64 {
+    if base.is_empty() || cur.is_empty() {
+        return 1.0;
+    }
+    let sign = if higher_is_worse { 1.0 } else { -1.0 };
+    let pooled: Vec<f64> = base.iter().chain(cur).map(|v| v * sign).collect();
+    let ranks = midranks(&pooled);
+    let observed: f64 = ranks[base.len()..].iter().sum();
+    // Rank sums are multiples of 0.5: a margin well under that absorbs float error.
+    let at_least = observed - 1e-6;
+    let (n, k) = (pooled.len(), cur.len());
+    if choose(n, k) <= EXACT_LIMIT {
+        let hits = count_splits(&ranks, k, 0, 0.0, at_least);
+        return hits as f64 / choose(n, k);
+    }
+    // Sampled: (hits + 1) / (draws + 1) never claims a p of zero.
+    let mut rng = SplitMix(0x6c6f636b_62656e63);
+    let draws = 100_000u64;
+    let mut idx: Vec<usize> = (0..n).collect();
+    let mut hits = 0u64;
+    for _ in 0..draws {
+        for i in 0..k {
+            let j = i + (rng.next() % (n - i) as u64) as usize;
+            idx.swap(i, j);
+        }
+        if idx[..k].iter().map(|&i| ranks[i]).sum::<f64>() >= at_least {
+            hits += 1;
+        }
+    }
+    (hits + 1) as f64 / (draws + 1) as f64
+}
+
+/// Ranks from 1, ties given the mean of the ranks they span.
+fn midranks(v: &[f64]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..v.len()).collect();
+    order.sort_by(|&a, &b| v[a].total_cmp(&v[b]));
+    let mut ranks = vec![0.0; v.len()];
+    let mut i = 0;
+    while i < order.len() {
+        let mut j = i;
+        while j + 1 < order.len() && v[order[j + 1]] == v[order[i]] {
+            j += 1;
+        }
+        let rank = (i + j) as f64 / 2.0 + 1.0;
+        for &o in &order[i..=j] {
+            ranks[o] = rank;
+        }
+        i = j + 1;
+    }
+    ranks
+}
+
+/// How many ways of choosing `left` more of `ranks[from..]` bring `sum` to `at_least`.
+fn count_splits(ranks: &[f64], left: usize, from: usize, sum: f64, at_least: f64) -> u64 {
+    if left == 0 {
+        return u64::from(sum >= at_least);
+    }
+    (from..=ranks.len() - left)
+        .map(|i| count_splits(ranks, left - 1, i + 1, sum + ranks[i], at_least))
+        .sum()
+}
+
+/// A small seeded generator (SplitMix64): the sampled p is the same on every run.
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// Holm's step-down levels: the i-th smallest p (from 0) is held to α / (k − i) while every
+/// smaller one passed its own; after the first miss, nothing is significant.
+fn holm(tests: &mut [&mut SpeedTest], alpha: f64) {
+    tests.sort_by(|a, b| a.p.total_cmp(&b.p));
+    let k = tests.len();
+    let mut rejecting = true;
+    for (i, t) in tests.iter_mut().enumerate() {
+        t.level = alpha / (k - i) as f64;
+        rejecting = rejecting && t.p <= t.level;
+        t.significant = rejecting;
+    }
+}
+
+type Sides<'a> = (Vec<&'a Summary>, Vec<&'a Summary>);
+
 /// Compares `current` with `baseline`.
 pub fn gate(baseline: &[Summary], current: &[Summary], tol: Tolerance) -> GateReport {
-    let mut ids: BTreeMap<&str, (Vec<&Summary>, Vec<&Summary>)> = BTreeMap::new();
+    let mut ids: BTreeMap<&str, Sides> = BTreeMap::new();
     for s in baseline {
         ids.entry(&s.strategy).or_default().0.push(s);
     }
     for s in current {
         ids.entry(&s.strategy).or_default().1.push(s);
     }
-    let rows = ids
-        .into_iter()
+    let mut rows: Vec<GateRow> = ids
+        .iter()
         .map(|(id, (base, cur))| {
-            let sales =
-                |v: &[&Summary]| median(v.iter().map(|s| s.throughput.sales_per_s).collect());
-            let p99 = |v: &[&Summary]| {
-                median(v.iter().map(|s| s.latency_us.p99 as f64).collect()).round() as u64
-            };
-            let safe = |v: &[&Summary]| !v.is_empty() && !v.iter().any(|s| violated(s));
-            let mut row = GateRow {
-                strategy: id.to_string(),
-                repetitions: (base.len(), cur.len()),
-                sales_per_s: (sales(&base), sales(&cur)),
-                p99_us: (p99(&base), p99(&cur)),
-                safe: (safe(&base), safe(&cur)),
-                failures: Vec::new(),
-                notes: Vec::new(),
-            };
-            if cur.is_empty() {
-                row.failures.push("in the baseline but not run".into());
-                return row;
-            }
-            if base.is_empty() {
-                row.notes.push("new: not in the baseline".into());
-                return row;
-            }
-            let control = !cur[0].claims_safety;
-            let caught = |v: &[&Summary]| v.iter().all(|s| violated(s));
-            if row.safe.0 && !row.safe.1 {
-                let bad: Vec<&&Summary> = cur.iter().filter(|s| violated(s)).collect();
-                let worst = bad.iter().map(|s| s.audit.oversell).max().unwrap_or(0);
-                let lost = bad.iter().map(|s| s.audit.lost_updates).max().unwrap_or(0);
-                let grants = bad
-                    .iter()
-                    .map(|s| s.double_grant_incidents)
-                    .max()
-                    .unwrap_or(0);
-                let leases = bad.iter().map(|s| s.lease_lost).max().unwrap_or(0);
-                let torn = bad.iter().map(|s| s.torn_reads).max().unwrap_or(0);
-                let sales = bad.iter().map(|s| s.audit.lost_sales).max().unwrap_or(0);
-                let verdicts: std::collections::BTreeSet<String> = bad
-                    .iter()
-                    .map(|s| {
-                        format!(
-                            "lock {}, store {}",
-                            Verdict::lock_text(s.lock_verdict),
-                            Verdict::store_text(s.store_verdict)
-                        )
-                    })
-                    .collect();
-                row.failures.push(format!(
-                    "was safe, now not in {} of {} runs ({}; oversell up to {worst}, lost \
-                     updates up to {lost}, lost sales up to {sales}, double-grant incidents up to \
-                     {grants}, leases lost up to {leases}, torn reads up to {torn})",
-                    bad.len(),
-                    cur.len(),
-                    verdicts.into_iter().collect::<Vec<_>>().join("; ")
-                ));
-            }
-            if caught(&base) && !caught(&cur) {
-                let msg = "the baseline caught it in every run, this run did not: the checker or \
-                           its trigger went blind";
-                if control {
-                    row.failures.push(format!("control not caught: {msg}"));
-                } else {
-                    row.notes.push(format!("no longer unsafe: {msg}?"));
-                }
-            }
-            let (b, c) = row.sales_per_s;
-            if b > 0.0 && c < b * (1.0 - tol.max_throughput_drop) {
-                row.failures.push(format!(
-                    "median sales/s {b:.1} → {c:.1} ({}), beyond -{:.0}%",
-                    pct(b, c),
-                    tol.max_throughput_drop * 100.0
-                ));
-            }
-            // Reads are the other half of a read–write run's service: held to the same bound.
-            let reads =
-                |v: &[&Summary]| median(v.iter().map(|s| s.throughput.reads_per_s).collect());
-            let (b, c) = (reads(&base), reads(&cur));
-            if b > 0.0 && c < b * (1.0 - tol.max_throughput_drop) {
-                row.failures.push(format!(
-                    "median reads/s {b:.1} → {c:.1} ({}), beyond -{:.0}%",
-                    pct(b, c),
-                    tol.max_throughput_drop * 100.0
-                ));
-            }
-            let (b, c) = (row.p99_us.0 as f64, row.p99_us.1 as f64);
-            if b > 0.0 && c > b * (1.0 + tol.max_p99_rise) && c - b >= P99_FLOOR_US {
-                row.failures.push(format!(
-                    "median p99 {:.2} ms → {:.2} ms ({}), beyond +{:.0}%",
-                    b / 1000.0,
-                    c / 1000.0,
-                    pct(b, c),
-                    tol.max_p99_rise * 100.0
-                ));
+            let mut row = judge_safety(id, base, cur);
+            if !base.is_empty() && !cur.is_empty() {
+                row.tests = speed_tests(base, cur, &tol);
             }
             row
         })
         .collect();
-    GateReport { rows }
+    let mut all: Vec<&mut SpeedTest> = rows.iter_mut().flat_map(|r| &mut r.tests).collect();
+    let k = all.len();
+    holm(&mut all, tol.alpha);
+    let first_level = tol.alpha / k.max(1) as f64;
+    let mut untestable = None;
+    for t in all {
+        t.untestable = t.smallest_p > first_level;
+        if t.untestable && untestable.is_none() {
+            untestable = Some(too_few(t, first_level, k, tol.alpha));
+        }
+    }
+    for row in &mut rows {
+        judge_speed(row, &tol);
+    }
+    GateReport {
+        rows,
+        alpha: tol.alpha,
+        tests: k,
+        untestable,
+    }
 }
 
-/// Prints the gate's table and, under it, every failure and note.
+/// The plain statement that these repetitions cannot decide, and how many would.
+fn too_few(t: &SpeedTest, level: f64, k: usize, alpha: f64) -> String {
+    let (n, m) = t.repetitions;
+    let need = (2..100).find(|&r| smallest_p(r, r) <= level).unwrap_or(100);
+    format!(
+        "{n} vs {m} repetitions cannot show a regression: their smallest possible p is {}, the \
+         gate needs {} (α {alpha} over {k} tests); speed is judged on the tolerance alone, as a \
+         guess. Record the baseline and run {need} repetitions or more (REPS={need}).",
+        fmt_p(t.smallest_p),
+        fmt_p(level),
+    )
+}
+
+/// A p or a level with two significant digits (0.05, 0.025, 0.0042).
+fn fmt_p(p: f64) -> String {
+    let decimals = (-p.log10()).floor().max(0.0) as usize + 2;
+    let s = format!("{p:.decimals$}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The metrics with data on both sides, each tested (levels are set later, by Holm).
+fn speed_tests(base: &[&Summary], cur: &[&Summary], tol: &Tolerance) -> Vec<SpeedTest> {
+    [Metric::SalesPerS, Metric::ReadsPerS, Metric::P99Us]
+        .into_iter()
+        .filter_map(|metric| {
+            let b: Vec<f64> = base.iter().map(|s| metric.of(s)).collect();
+            let c: Vec<f64> = cur.iter().map(|s| metric.of(s)).collect();
+            let medians = (median(b.clone()), median(c.clone()));
+            // No baseline figure (reads/s of a run without reads): nothing to compare.
+            (medians.0 > 0.0).then(|| SpeedTest {
+                metric,
+                repetitions: (b.len(), c.len()),
+                medians,
+                p: mann_whitney(&b, &c, metric.higher_is_worse()),
+                smallest_p: smallest_p(b.len(), c.len()),
+                level: 0.0,
+                significant: false,
+                beyond_tolerance: metric.beyond(medians.0, medians.1, tol),
+                untestable: false,
+            })
+        })
+        .collect()
+}
+
+/// A regression is a change both significant and beyond the tolerance; with too few
+/// repetitions to test, beyond the tolerance alone (said so in the message).
+fn judge_speed(row: &mut GateRow, tol: &Tolerance) {
+    for t in &row.tests {
+        let (b, c) = t.medians;
+        let (n, m) = t.repetitions;
+        let change = format!(
+            "median {} {} → {} ({})",
+            t.metric.name(),
+            t.metric.show(b),
+            t.metric.show(c),
+            pct(b, c)
+        );
+        let limit = t.metric.limit(tol);
+        let (p, level) = (fmt_p(t.p), fmt_p(t.level));
+        let test = format!("one-sided Mann–Whitney over {n} vs {m} runs: p = {p}");
+        if t.beyond_tolerance && t.untestable {
+            row.failures.push(format!(
+                "{change}, beyond {limit} (untested: too few repetitions for significance)"
+            ));
+        } else if t.beyond_tolerance && t.significant {
+            row.failures.push(format!(
+                "{change}, beyond {limit} and significant ({test} ≤ {level})"
+            ));
+        } else if t.beyond_tolerance {
+            row.notes.push(format!(
+                "{change}, beyond {limit} but within the spread ({test} > {level})"
+            ));
+        } else if t.significant {
+            row.notes.push(format!(
+                "{change}: significant ({test} ≤ {level}) but within {limit}"
+            ));
+        }
+    }
+}
+
+/// A row with its safety verdict: broken, blind, missing or new.
+fn judge_safety(id: &str, base: &[&Summary], cur: &[&Summary]) -> GateRow {
+    let median_of = |v: &[&Summary], m: Metric| median(v.iter().map(|s| m.of(s)).collect());
+    let safe = |v: &[&Summary]| !v.is_empty() && !v.iter().any(|s| violated(s));
+    let mut row = GateRow {
+        strategy: id.to_string(),
+        repetitions: (base.len(), cur.len()),
+        sales_per_s: (
+            median_of(base, Metric::SalesPerS),
+            median_of(cur, Metric::SalesPerS),
+        ),
+        p99_us: (
+            median_of(base, Metric::P99Us).round() as u64,
+            median_of(cur, Metric::P99Us).round() as u64,
+        ),
+        safe: (safe(base), safe(cur)),
+        tests: Vec::new(),
+        failures: Vec::new(),
+        notes: Vec::new(),
+    };
+    if cur.is_empty() {
+        row.failures.push("in the baseline but not run".into());
+        return row;
+    }
+    if base.is_empty() {
+        row.notes.push("new: not in the baseline".into());
+        return row;
+    }
+    if row.safe.0 && !row.safe.1 {
+        row.failures.push(broken(cur));
+    }
+    let caught = |v: &[&Summary]| v.iter().all(|s| violated(s));
+    if caught(base) && !caught(cur) {
+        let msg = "the baseline caught it in every run, this run did not: the checker or its \
+                   trigger went blind";
+        if !cur[0].claims_safety {
+            row.failures.push(format!("control not caught: {msg}"));
+        } else {
+            row.notes.push(format!("no longer unsafe: {msg}?"));
+        }
+    }
+    row
+}
+
+/// What went wrong in the current runs that were not safe.
+fn broken(cur: &[&Summary]) -> String {
+    let bad: Vec<&&Summary> = cur.iter().filter(|s| violated(s)).collect();
+    let most = |f: fn(&Summary) -> u64| bad.iter().map(|s| f(s)).max().unwrap_or(0);
+    let verdicts: std::collections::BTreeSet<String> = bad
+        .iter()
+        .map(|s| {
+            format!(
+                "lock {}, store {}",
+                Verdict::lock_text(s.lock_verdict),
+                Verdict::store_text(s.store_verdict)
+            )
+        })
+        .collect();
+    format!(
+        "was safe, now not in {} of {} runs ({}; oversell up to {}, lost updates up to {}, lost \
+         sales up to {}, double-grant incidents up to {}, leases lost up to {}, torn reads up to \
+         {})",
+        bad.len(),
+        cur.len(),
+        verdicts.into_iter().collect::<Vec<_>>().join("; "),
+        most(|s| s.audit.oversell),
+        most(|s| s.audit.lost_updates),
+        most(|s| s.audit.lost_sales),
+        most(|s| s.double_grant_incidents),
+        most(|s| s.lease_lost),
+        most(|s| s.torn_reads),
+    )
+}
+
+/// A metric's cell and p cell of the table.
+fn cells(row: &GateRow, metric: Metric) -> (String, String) {
+    let shown = |v: f64| metric.show(v).trim_end_matches(" ms").to_string();
+    let Some(t) = row.tests.iter().find(|t| t.metric == metric) else {
+        // Untested: a side is missing (or the baseline has no such figure).
+        let (b, c) = match metric {
+            Metric::P99Us => (row.p99_us.0 as f64, row.p99_us.1 as f64),
+            _ => row.sales_per_s,
+        };
+        let side = |v: f64, ran: usize| if ran > 0 { shown(v) } else { "-".into() };
+        let (n, m) = row.repetitions;
+        return (format!("{} → {}", side(b, n), side(c, m)), "-".into());
+    };
+    let (b, c) = t.medians;
+    let p = if t.untestable {
+        format!("({})", fmt_p(t.p))
+    } else {
+        fmt_p(t.p)
+    };
+    (format!("{} → {} {}", shown(b), shown(c), pct(b, c)), p)
+}
+
+/// Prints the gate's table and, under it, every failure and note, the test used and whether
+/// the repetitions could decide.
 pub fn print_gate(out: &mut impl std::io::Write, r: &GateReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<24} {:>5}  {:>21}  {:>23}  {:>15}  verdict",
-        "strategy", "runs", "sales/s base → now", "p99 ms base → now", "safe base → now"
+        "{:<24} {:>5}  {:>24} {:>7}  {:>26} {:>7}  {:>10}  verdict",
+        "strategy", "runs", "sales/s base → now", "p", "p99 ms base → now", "p", "safe"
     )?;
     for row in &r.rows {
         let ran = row.repetitions.1 > 0;
@@ -319,31 +636,13 @@ pub fn print_gate(out: &mut impl std::io::Write, r: &GateReport) -> std::io::Res
             (true, _) => "yes",
             (false, _) => "NO",
         };
+        let (sales, sales_p) = cells(row, Metric::SalesPerS);
+        let (p99, p99_p) = cells(row, Metric::P99Us);
         writeln!(
             out,
-            "{:<24} {:>5}  {:>21}  {:>23}  {:>15}  {}",
+            "{:<24} {:>5}  {sales:>24} {sales_p:>7}  {p99:>26} {p99_p:>7}  {:>10}  {}",
             row.strategy,
             format!("{}/{}", row.repetitions.0, row.repetitions.1),
-            if ran {
-                format!(
-                    "{:.1} → {:.1} {}",
-                    row.sales_per_s.0,
-                    row.sales_per_s.1,
-                    pct(row.sales_per_s.0, row.sales_per_s.1)
-                )
-            } else {
-                format!("{:.1} → -", row.sales_per_s.0)
-            },
-            if ran {
-                format!(
-                    "{:.2} → {:.2} {}",
-                    row.p99_us.0 as f64 / 1000.0,
-                    row.p99_us.1 as f64 / 1000.0,
-                    pct(row.p99_us.0 as f64, row.p99_us.1 as f64)
-                )
-            } else {
-                format!("{:.2} → -", row.p99_us.0 as f64 / 1000.0)
-            },
             format!("{} → {}", yes(row.safe.0), yes(row.safe.1)),
             if row.failures.is_empty() {
                 "pass"
@@ -362,8 +661,23 @@ pub fn print_gate(out: &mut impl std::io::Write, r: &GateReport) -> std::io::Res
     }
     writeln!(
         out,
+        "test: one-sided exact Mann–Whitney U over the repetitions, Holm over {} tests at α {} \
+         (first level {}); a speed failure is significant AND beyond the tolerance",
+        r.tests,
+        r.alpha,
+        fmt_p(r.alpha / r.tests.max(1) as f64)
+    )?;
+    if let Some(u) = &r.untestable {
+        writeln!(out, "UNTESTED: {u}")?;
+    }
+    writeln!(
+        out,
         "gate: {}",
-        if r.passed() { "passed" } else { "FAILED" }
+        match (r.passed(), r.untestable.is_some()) {
+            (true, false) => "passed",
+            (true, true) => "passed (tolerance only: too few repetitions to test)",
+            (false, _) => "FAILED",
+        }
     )
 }
 
@@ -485,6 +799,7 @@ mod tests {
     const TOL: Tolerance = Tolerance {
         max_throughput_drop: 0.15,
         max_p99_rise: 0.25,
+        alpha: 0.05,
     };
 
     fn baseline() -> Vec<Summary> {
@@ -565,6 +880,160 @@ mod tests {
         let missing = vec![run("mysql-atomic", 1000.0, 3000, 0, false)];
         let f = failures(&gate(&baseline(), &missing, TOL), "none");
         assert_eq!(f, ["in the baseline but not run"]);
+    }
+
+    /// A lock strategy's repetitions with these sales/s, p99 at 300 ms over 61/s scaled.
+    fn reps(id: &str, sales: &[f64]) -> Vec<Summary> {
+        sales
+            .iter()
+            .map(|&v| run(id, v, (300_000.0 * 61.0 / v) as u64, 0, false))
+            .collect()
+    }
+
+    /// Six repetitions of a build whose sales/s spread by about 3 %.
+    const SIX: [f64; 6] = [61.0, 59.5, 62.3, 60.1, 58.9, 61.7];
+
+    fn scaled(by: f64) -> Vec<f64> {
+        SIX.iter().map(|v| v * by).collect()
+    }
+
+    fn text(r: &GateReport) -> String {
+        let mut out = Vec::new();
+        print_gate(&mut out, r).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_u_test_is_exact_for_small_samples_and_sampled_beyond() {
+        let low = [1.0, 2.0, 3.0];
+        let high = [4.0, 5.0, 6.0];
+        // 3 vs 3 completely separated: 1 of C(6, 3) = 20 arrangements.
+        assert!((mann_whitney(&high, &low, false) - 0.05).abs() < 1e-12);
+        assert!((mann_whitney(&low, &high, true) - 0.05).abs() < 1e-12);
+        // The other way round it is no evidence at all.
+        assert_eq!(mann_whitney(&low, &high, false), 1.0);
+        assert!((smallest_p(4, 4) - 1.0 / 70.0).abs() < 1e-12);
+        // One swap among 4 vs 4: U = 1, two arrangements as extreme.
+        let p = mann_whitney(&[5.0, 6.0, 7.0, 3.5], &[1.0, 2.0, 3.0, 4.0], false);
+        assert!((p - 2.0 / 70.0).abs() < 1e-12, "{p}");
+        // Ties share their ranks: identical samples are no evidence.
+        assert_eq!(mann_whitney(&[2.0; 5], &[2.0; 5], false), 1.0);
+        // 12 vs 12 (2.7 million arrangements) is sampled: about 1 / 100,001.
+        let a: Vec<f64> = (0..12).map(f64::from).collect();
+        let b: Vec<f64> = (12..24).map(f64::from).collect();
+        let p = mann_whitney(&b, &a, false);
+        assert!(p < 2e-5, "{p}");
+        let p = mann_whitney(&a, &b, false);
+        assert!(p > 0.99, "{p}");
+    }
+
+    #[test]
+    fn identical_repetitions_pass() {
+        let r = gate(&reps("redis-setnx", &SIX), &reps("redis-setnx", &SIX), TOL);
+        assert!(r.passed() && r.untestable.is_none(), "{}", text(&r));
+        assert_eq!(r.tests, 2);
+        assert!(text(&r).ends_with("gate: passed\n"), "{}", text(&r));
+    }
+
+    #[test]
+    fn a_clear_shift_fails_as_significant_and_beyond_the_tolerance() {
+        // 30 % longer hold: sales/s 1/1.3 of the baseline's, every repetition below every one.
+        let r = gate(
+            &reps("redis-setnx", &SIX),
+            &reps("redis-setnx", &scaled(1.0 / 1.3)),
+            TOL,
+        );
+        let f = failures(&r, "redis-setnx");
+        assert!(
+            f.len() == 2
+                && f[0]
+                    .contains("median sales/s 60.5 → 46.6 (-23.1%), beyond -15% and significant")
+                && f[0].contains("6 vs 6 runs: p = 0.0011 ≤ 0.025)")
+                && f[1].contains("median p99"),
+            "{}",
+            text(&r)
+        );
+        assert!(text(&r).ends_with("gate: FAILED\n"));
+    }
+
+    #[test]
+    fn a_significant_shift_inside_the_tolerance_passes_with_a_note() {
+        let r = gate(
+            &reps("redis-setnx", &SIX),
+            &reps("redis-setnx", &scaled(0.9)),
+            TOL,
+        );
+        assert!(r.passed(), "{}", text(&r));
+        let row = &r.rows[0];
+        assert!(row.tests.iter().all(|t| t.significant), "{row:?}");
+        assert!(
+            row.notes[0].contains("significant") && row.notes[0].contains("but within -15%"),
+            "{:?}",
+            row.notes
+        );
+    }
+
+    #[test]
+    fn a_median_beyond_the_tolerance_within_the_spread_passes() {
+        // One bad half of a noisy build: the medians differ by 17 %, the ranks interleave.
+        let base = reps("none", &[100.0, 140.0, 90.0, 130.0, 95.0, 135.0]);
+        let cur = reps("none", &[80.0, 138.0, 85.0, 132.0, 90.0, 100.0]);
+        let r = gate(&base, &cur, TOL);
+        assert!(r.passed(), "{}", text(&r));
+        assert!(
+            r.rows[0].notes[0].contains("beyond -15% but within the spread"),
+            "{}",
+            text(&r)
+        );
+    }
+
+    #[test]
+    fn too_few_repetitions_are_reported_and_judged_on_the_tolerance_alone() {
+        let three = &SIX[..3];
+        let slow: Vec<f64> = three.iter().map(|v| v / 1.3).collect();
+        let r = gate(
+            &reps("redis-setnx", three),
+            &reps("redis-setnx", three),
+            TOL,
+        );
+        let t = text(&r);
+        assert!(r.passed(), "{t}");
+        assert!(
+            t.contains(
+                "UNTESTED: 3 vs 3 repetitions cannot show a regression: their smallest \
+                        possible p is 0.05, the gate needs 0.025"
+            ) && t.contains("REPS=4")
+                && t.ends_with("gate: passed (tolerance only: too few repetitions to test)\n"),
+            "{t}"
+        );
+        let r = gate(
+            &reps("redis-setnx", three),
+            &reps("redis-setnx", &slow),
+            TOL,
+        );
+        let f = failures(&r, "redis-setnx");
+        assert!(f[0].contains("(untested: too few repetitions"), "{f:?}");
+    }
+
+    #[test]
+    fn holm_spreads_alpha_over_every_test_of_the_gate() {
+        // Six strategies × two metrics: the first level is 0.05 / 12, which 5 vs 5 (1 / 252)
+        // meets and 4 vs 4 (1 / 70) does not.
+        let ids = ["a", "b", "c", "d", "e", "f"];
+        let side = |n: usize, by: f64| -> Vec<Summary> {
+            ids.iter()
+                .flat_map(|id| reps(id, &scaled(by)[..n]))
+                .collect()
+        };
+        let r = gate(&side(5, 1.0), &side(5, 0.7), TOL);
+        assert_eq!(r.tests, 12);
+        assert!(r.untestable.is_none() && !r.passed(), "{}", text(&r));
+        let r = gate(&side(4, 1.0), &side(4, 0.7), TOL);
+        assert!(
+            r.untestable.as_ref().unwrap().contains("REPS=5"),
+            "{}",
+            text(&r)
+        );
     }
 
     #[test]

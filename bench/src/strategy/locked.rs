@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 
 use super::{AcquireError, Attempt, CriticalSection, Lease, LeaseSlot, Lock, Purchase, Strategy};
+use crate::chaos::failpoint;
 use crate::chaos::holder::{self, Point};
 use crate::record::{LeaseSpan, Outcome};
 use crate::strategy::mysql::MysqlStore;
@@ -38,7 +39,7 @@ impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
         Self {
             lock: Arc::new(lock),
             store,
-            hold: w.critical_section.hold,
+            hold: failpoint::scaled(failpoint::SLOW_CRITICAL_SECTION, w.critical_section.hold),
             nonce: rand::random(),
             fenced: false,
             touch_store: w.critical_section.touch_store,
