@@ -56,6 +56,9 @@ gate_out=$(REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts
   --max-throughput-drop 99% --max-p99-rise 1000%)
 grep -q '^UNTESTED: 1 vs 1 repetitions cannot show a regression' <<<"$gate_out"
 rm -rf "$gate_dir"
+power_out=$(mktemp -d)
+TRIALS=1 REPS=2 BASE_REPS=2 STRATEGIES=mysql-atomic OUT="$power_out" bash scripts/gate-power.sh >/dev/null
+rm -rf "$power_out"
 lib_out=$(mktemp -d)
 PAIRS=lib:example=redis-setnx SKIP_CHAOS=1 OUT="$lib_out" bash scripts/libraries.sh \
   --set load.duration=1s >/dev/null
@@ -66,5 +69,5 @@ WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set 
   --set inventory.skus=50 >/dev/null
 rm -rf "$remote_out"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, chaos, ci-gate, libraries, adapter-check, remote" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
 cargo test --workspace
