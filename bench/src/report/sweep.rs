@@ -112,6 +112,9 @@ pub struct Trial {
     pub pressure: Pressure,
     /// Whether the run was judged safe.
     pub safe: bool,
+    /// Why the step's decision left this trial out (the machine stalled during it), if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discarded: Option<String>,
 }
 
 /// One offered rate, judged on as many trials as its decision needed.
@@ -203,6 +206,7 @@ impl Trial {
             wall_s: 0.0,
             pressure: Pressure::default(),
             safe: summary.safe,
+            discarded: None,
         };
         Ok((trial, every))
     }
@@ -221,6 +225,7 @@ impl Trial {
             wall_s: 0.0,
             pressure: Pressure::default(),
             safe: true,
+            discarded: None,
         }
     }
 }
@@ -246,9 +251,10 @@ impl Judged {
     /// Judges the trials so far against `slo` at `confidence`: fail when either share is
     /// decided beyond its goal, pass when both are decided within, else undecided.
     pub fn of(trials: &[Trial], slo: &Slo, confidence: f64) -> Judged {
-        let arrivals: u64 = trials.iter().map(|t| t.arrivals).sum();
-        let unserved: u64 = trials.iter().map(|t| t.unserved).sum();
-        let misses = unserved + trials.iter().map(|t| t.slow).sum::<u64>();
+        let kept = || trials.iter().filter(|t| t.discarded.is_none());
+        let arrivals: u64 = kept().map(|t| t.arrivals).sum();
+        let unserved: u64 = kept().map(|t| t.unserved).sum();
+        let misses = unserved + kept().map(|t| t.slow).sum::<u64>();
         let misses = misses.min(arrivals);
         let (d1, lo1, hi1) = stats::decide(arrivals, misses, 1.0 - slo.quantile, confidence);
         let (d2, lo2, hi2) = stats::decide(arrivals, unserved, 1.0 - slo.min_served, confidence);
@@ -318,7 +324,11 @@ impl Step {
         confidence: f64,
     ) -> Step {
         let j = Judged::of(&trials, slo, confidence);
-        let not_started: u64 = trials.iter().map(|t| t.not_started).sum();
+        let not_started: u64 = trials
+            .iter()
+            .filter(|t| t.discarded.is_none())
+            .map(|t| t.not_started)
+            .sum();
         let latency_ms = if every.is_empty() {
             0.0
         } else {
@@ -353,6 +363,7 @@ impl Step {
             } else {
                 (j.arrivals - j.unserved) as f64 / j.arrivals as f64
             },
+            // Safety counts every trial, discarded or not: a broken lock is broken.
             safe: trials.iter().all(|t| t.safe),
             pressure: Pressure::over(trials.iter().map(|t| (t.wall_s, t.pressure))),
             trials,
@@ -809,16 +820,17 @@ mod tests {
 
     fn trial(arrivals: u64, slow: u64, unserved: u64) -> Trial {
         Trial {
-            dir: "t".into(),
-            arrivals,
-            not_started: 0,
-            slow,
             unserved,
-            load_s: 1.0,
-            wall_s: 1.5,
-            pressure: Pressure::default(),
-            safe: true,
+            ..Trial::count_of(arrivals, slow)
         }
+    }
+
+    #[test]
+    fn a_trial_left_out_for_a_stall_does_not_count() {
+        let mut stalled = trial(446, 42, 0);
+        stalled.discarded = Some("the machine stalled".into());
+        let j = Judged::of(&[stalled, trial(457, 0, 0)], &SLO, 0.95);
+        assert_eq!((j.decision, j.arrivals, j.misses), (Decision::Pass, 457, 0));
     }
 
     #[test]

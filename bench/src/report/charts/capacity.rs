@@ -378,6 +378,26 @@ fn unsafe_flag(rates: &[f64]) -> String {
     }
 }
 
+/// The interval: a whisker from the bar's end `from` (its lower end) to `to` (the lowest
+/// failing rate); returns where it ends.
+fn whisker<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    from: i32,
+    to: i32,
+    top: i32,
+    bottom: i32,
+) -> Result<i32, String> {
+    let mid = (top + bottom) / 2;
+    for w in [
+        vec![(from, mid), (to, mid)],
+        vec![(to, top + 2), (to, bottom - 2)],
+    ] {
+        root.draw(&PathElement::new(w, BLACK.mix(0.8).stroke_width(2)))
+            .map_err(err)?;
+    }
+    Ok(to)
+}
+
 impl CapacityBars<'_> {
     /// One strategy's row: name, bar, value, and its unsafe steps flagged.
     fn row<DB: DrawingBackend>(
@@ -406,17 +426,7 @@ impl CapacityBars<'_> {
             root.draw(&Rectangle::new([(x0, top), (end, bottom)], color.filled()))
                 .map_err(err)?;
             if let Some(u) = t.upper.filter(|u| *u > v) {
-                // The interval: a whisker from the lower end to the lowest failing rate.
-                let (mid, hi) = ((top + bottom) / 2, px(u).max(end + 3));
-                let whisker = [
-                    vec![(end, mid), (hi, mid)],
-                    vec![(hi, top + 2), (hi, bottom - 2)],
-                ];
-                for w in whisker {
-                    root.draw(&PathElement::new(w, BLACK.mix(0.8).stroke_width(2)))
-                        .map_err(err)?;
-                }
-                end = hi;
+                end = whisker(root, end, px(u).max(end + 3), top, bottom)?;
             }
             if t.open {
                 // An open end: the bar fades into a dashed arrow, the capacity is higher.
