@@ -43,8 +43,10 @@ def capacity(e):
     """(rate, sign): '>=' when even the highest rate passed, '<' when even the lowest failed."""
     if e.get("error"):
         return None, e["error"]
-    if e["bound"] == "below-lowest":
+    if e["bound"] == "below-lowest" or (e["bound"] == "unbracketed" and not e["capacity_per_s"]):
         return e["first_failing_per_s"], "<"
+    if e["bound"] == "unbracketed":
+        return e["capacity_per_s"], ">="
     # An incomplete search (stopped early) is marked "?": its best pass, not a bracket.
     return e["capacity_per_s"], {"found": "", "at-least-max": ">="}.get(e["bound"], "?")
 def text(c):
