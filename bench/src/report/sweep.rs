@@ -436,21 +436,23 @@ pub struct Search {
     pub max_trial_s: f64,
 }
 
+/// `lockbench sweep`'s defaults.
+pub const DEFAULTS: Search = Search {
+    start_per_s: None,
+    min_per_s: 1.0,
+    max_per_s: 6400.0,
+    factor: 4.0,
+    confidence: 0.95,
+    goal_width: 1.25,
+    budget_s: 45.0,
+    step_budget_s: 30.0,
+    trial_s: 1.0,
+    max_trial_s: 6.0,
+};
+
 impl Default for Search {
-    /// `lockbench sweep`'s defaults.
     fn default() -> Self {
-        Search {
-            start_per_s: None,
-            min_per_s: 1.0,
-            max_per_s: 6400.0,
-            factor: 4.0,
-            confidence: 0.95,
-            goal_width: 1.25,
-            budget_s: 45.0,
-            step_budget_s: 30.0,
-            trial_s: 1.0,
-            max_trial_s: 6.0,
-        }
+        DEFAULTS
     }
 }
 

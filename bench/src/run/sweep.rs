@@ -324,7 +324,14 @@ pub async fn sweep(
         if cancel.is_cancelled() {
             break;
         }
-        let entry = sweep_strategy(opts, id, &endpoints, &servers, cancel, log).await;
+        let b = Bench {
+            opts,
+            id,
+            endpoints: &endpoints,
+            servers: &servers,
+            cancel,
+        };
+        let entry = sweep_one(&b, log).await;
         sweep.entries.push(entry);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
@@ -341,15 +348,9 @@ pub async fn sweep(
 /// first step must not read that as the strategy's capacity (two of three sweeps saw the very
 /// first step of `none` miss at 25/s on a new MariaDB, then pass every rate to 2690/s).
 /// Returns the attempts per second it sustained, or why it failed.
-async fn warm_up(
-    opts: &SweepOptions,
-    id: &str,
-    endpoints: &Path,
-    servers: &Endpoints,
-    cancel: &CancellationToken,
-    log: &mut dyn Write,
-) -> Result<f64, String> {
-    if let Some(mysql) = &servers.mysql {
+async fn warm_up(b: &Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
+    let (opts, id, endpoints, cancel) = (b.opts, b.id, b.endpoints, b.cancel);
+    if let Some(mysql) = &b.servers.mysql {
         let _ = strategy::mysql::settle(mysql, SETTLE_BOUND).await;
     }
     let rate = opts.search.min_per_s;
@@ -421,7 +422,7 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
     let info = strategy::find(id).expect("checked before the sweep");
     let mut searcher = Searcher::new(opts.search, opts.slo.quantile);
     let mut steps = Vec::new();
-    let warm = warm_up(opts, id, b.endpoints, b.servers, b.cancel, log).await;
+    let warm = warm_up(b, log).await;
     // Half the closed loop's throughput: most strategies' capacity at a tight target lies
     // below it, and a fail above the capacity is decided in one short trial.
     let start = opts
@@ -553,25 +554,6 @@ fn decidable(j: &Judged, more: u64, slo: &Slo, confidence: f64) -> bool {
     pass || fail
 }
 
-/// Runs the steps of one strategy (see [`sweep_one`]).
-async fn sweep_strategy(
-    opts: &SweepOptions,
-    id: &str,
-    endpoints: &Path,
-    servers: &Endpoints,
-    cancel: &CancellationToken,
-    log: &mut dyn Write,
-) -> Entry {
-    let b = Bench {
-        opts,
-        id,
-        endpoints,
-        servers,
-        cancel,
-    };
-    sweep_one(&b, log).await
-}
-
 /// One line per step on stderr: the rate, what was measured, and the decision.
 fn step_line(id: &str, s: &Step) -> String {
     let plus = if s.latency_censored { "+" } else { " " };
@@ -609,17 +591,11 @@ fn step_line(id: &str, s: &Step) -> String {
 mod tests {
     use super::*;
 
+    /// The defaults, with a budget the synthetic searches never reach.
     const SEARCH: Search = Search {
         start_per_s: None,
-        min_per_s: 1.0,
-        max_per_s: 6400.0,
-        factor: 4.0,
-        confidence: 0.95,
-        goal_width: 1.25,
         budget_s: 60.0,
-        step_budget_s: 30.0,
-        trial_s: 1.0,
-        max_trial_s: 6.0,
+        ..crate::report::sweep::DEFAULTS
     };
 
     /// Runs the search from `start` against a strategy that sustains exactly `capacity`, and
