@@ -139,6 +139,10 @@ pub struct Step {
     pub miss_share: [f64; 2],
     /// The same bounds on the share not served (judged against 1 − `min_served`).
     pub unserved_share: [f64; 2],
+    /// How many times more the trials' miss shares varied than binomial noise allows (at least
+    /// 1): the bounds count that many times fewer arrivals (quasi-binomial).
+    #[serde(default = "one")]
+    pub dispersion: f64,
     /// Wall-clock seconds the step took.
     pub time_s: f64,
     /// The judged percentile over every arrival of every trial (their histograms merged), ms.
@@ -158,6 +162,10 @@ pub struct Step {
     pub dir: String,
     /// The summary of its last trial (every trial's is in `<dir>/trial-N/summary.json`).
     pub summary: Summary,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// The outcome classes that count as served: an answer the buyer could act on.
@@ -245,6 +253,9 @@ pub struct Judged {
     pub miss_share: [f64; 2],
     /// Bounds on the unserved share.
     pub unserved_share: [f64; 2],
+    /// How much more the trials' miss shares differ than binomial noise allows (1: no more;
+    /// see [`stats::dispersion`]); the bounds hold that many times fewer arrivals' evidence.
+    pub dispersion: f64,
 }
 
 impl Judged {
@@ -256,8 +267,14 @@ impl Judged {
         let unserved: u64 = kept().map(|t| t.unserved).sum();
         let misses = unserved + kept().map(|t| t.slow).sum::<u64>();
         let misses = misses.min(arrivals);
-        let (d1, lo1, hi1) = stats::decide(arrivals, misses, 1.0 - slo.quantile, confidence);
-        let (d2, lo2, hi2) = stats::decide(arrivals, unserved, 1.0 - slo.min_served, confidence);
+        let groups = |k: fn(&Trial) -> u64| kept().map(|t| (t.arrivals, k(t))).collect::<Vec<_>>();
+        let phi = stats::dispersion(&groups(|t| t.slow + t.unserved));
+        let phi_unserved = stats::dispersion(&groups(|t| t.unserved));
+        let goal = 1.0 - slo.quantile;
+        let (d1, lo1, hi1) = stats::decide_over(arrivals, misses, phi, goal, confidence);
+        let served_goal = 1.0 - slo.min_served;
+        let (d2, lo2, hi2) =
+            stats::decide_over(arrivals, unserved, phi_unserved, served_goal, confidence);
         let decision = match (d1, d2) {
             (Decision::Fail, _) | (_, Decision::Fail) => Decision::Fail,
             (Decision::Pass, Decision::Pass) => Decision::Pass,
@@ -270,6 +287,7 @@ impl Judged {
             unserved,
             miss_share: [lo1, hi1],
             unserved_share: [lo2, hi2],
+            dispersion: phi,
         }
     }
 
@@ -277,9 +295,18 @@ impl Judged {
     pub fn why(&self, slo: &Slo, confidence: f64) -> String {
         let pct = |x: f64| format!("{}%", trim((x * 1000.0).round() / 10.0));
         let conf = pct(confidence);
+        // Trials that disagree beyond binomial noise widen the bounds; say by how much.
+        let spread = if self.dispersion > 1.0 {
+            format!(
+                ", trials disagree: bounds of {:.0} arrivals",
+                self.arrivals as f64 / self.dispersion
+            )
+        } else {
+            String::new()
+        };
         let share = |k: u64, b: [f64; 2]| {
             format!(
-                "{k} of {} ({}, {}–{} at {conf})",
+                "{k} of {} ({}, {}–{} at {conf}{spread})",
                 self.arrivals,
                 pct(k as f64 / self.arrivals.max(1) as f64),
                 pct(b[0]),
@@ -354,6 +381,7 @@ impl Step {
             unserved: j.unserved,
             miss_share: j.miss_share,
             unserved_share: j.unserved_share,
+            dispersion: j.dispersion,
             time_s,
             latency_ms,
             latency_censored: not_started > 0
@@ -488,6 +516,7 @@ impl Step {
             unserved: 0,
             miss_share: [0.0, 1.0],
             unserved_share: [0.0, 1.0],
+            dispersion: 1.0,
             time_s: summary.duration_s,
             latency_ms,
             latency_censored,

@@ -542,15 +542,17 @@ async fn step(b: &Bench<'_>, rate: f64, left: f64, log: &mut dyn Write) -> Resul
 }
 
 /// Whether `more` arrivals could still decide a step judged `j`: a pass if none of them
-/// missed, or a fail if they missed at the upper bound of the share seen so far. When neither
-/// could happen within the budget left, more trials cannot change the answer, and the time
-/// is the next rate's. (The point estimate alone would stop a step on one miss among 64.)
+/// missed, or a fail if they missed at the upper bound of the share seen so far, both at the
+/// trials' dispersion. When neither could happen within the budget left, more trials cannot
+/// change the answer, and the time is the next rate's. (The point estimate alone would stop a
+/// step on one miss among 64.)
 fn decidable(j: &Judged, more: u64, slo: &Slo, confidence: f64) -> bool {
     let goal = 1.0 - slo.quantile;
     let n = j.arrivals + more;
-    let pass = stats::decide(n, j.misses, goal, confidence).0 == Decision::Pass;
+    let phi = j.dispersion;
+    let pass = stats::decide_over(n, j.misses, phi, goal, confidence).0 == Decision::Pass;
     let worst = j.misses + (j.miss_share[1] * more as f64).round() as u64;
-    let fail = stats::decide(n, worst.min(n), goal, confidence).0 == Decision::Fail;
+    let fail = stats::decide_over(n, worst.min(n), phi, goal, confidence).0 == Decision::Fail;
     pass || fail
 }
 
