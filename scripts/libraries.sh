@@ -2,8 +2,8 @@
 # Every real lock library next to lockbench's own strategy for the same recipe, in one
 # comparison on the default workload and one under pause-holder (a holder stopped for 2x the
 # lease after its read), then the sales/s ratio of each pair. A ratio far from 1 means the
-# re-implementation waits or pays unlike the library it stands for (README: "The real
-# libraries" explains the known gaps).
+# re-implementation waits or pays unlike the library it stands for (docs/libraries.md,
+# "Beside lockbench's own strategies", explains the known gaps).
 #   lib:redis-py            redis-setnx            (redis-py's Lock: SET NX PX, poll 100 ms)
 #   lib:redis-semaphore     redis-setnx-watchdog   (renewal while held)
 #   lib:node-redlock(-v5)   redlock                (node-redlock's retry 200 ms ± 100 ms)

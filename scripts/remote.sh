@@ -5,7 +5,7 @@
 #              hosts of their own (network namespaces of the run), agents over TCP across its
 #              bridge (needs root; skipped otherwise);
 #   coordinate: `lockbench coordinate --listen` plus N `lockbench worker --connect` started here
-#              as separate processes, the way Pods of an Indexed Job connect (see README).
+#              as separate processes, the way Pods of an Indexed Job connect (see docs/distributed.md).
 # Env: STRATEGY (redis-setnx), WORKERS (4), OUT (results/runs/<time>-remote), LOCKBENCH_BIN.
 # Extra arguments go to every run (e.g. --set load.rate=1000 --set load.duration=10s).
 set -euo pipefail

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --for-tests
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# Layers only point down, and no circle between parts (ARCHITECTURE.md).
+bash scripts/check-layers.sh
 
 if [ "$(id -u)" = 0 ]; then
   # The daemon is stopped again on every way out; its images stay for the next run.
@@ -29,6 +31,7 @@ fi
 # (its numbers mean nothing there; a renamed table once broke bench-overhead.sh unnoticed).
 cargo build --workspace --quiet
 export LOCKBENCH_BIN=target/debug/lockbench
+bash scripts/check-docs.sh
 ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
 ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null

@@ -954,9 +954,10 @@ fn rates_from_sweep(
             )
         })?;
         eprintln!(
-            "offered rate: {pct:.0}% of {cap}/s = {:.1}/s for every strategy (the lowest capacity at {} among those the sweep saw safe: {whose})",
+            "offered rate: {pct:.0}% of {cap}/s = {:.1}/s for every strategy (the lowest capacity at {} among those the sweep saw safe, its lower end or {:.0}% of the lowest rate that did not pass, rounded down 1-2-5: {whose})",
             cap * share,
-            sweep.slo.label()
+            sweep.slo.label(),
+            report::sweep::NO_PASS_SHARE * 100.0
         );
         Some(cap * share)
     } else {

@@ -20,6 +20,7 @@
 //!   result to an exit code.
 //! - [`logging`]: lockbench's own warnings to the terminal, every crate's events to the log
 //!   file of the run under way.
+//! - [`clock`]: the host's monotonic clock every process of a run stamps events with.
 //! - [`stats`]: binomial bounds and what they decide (capacity steps, percentile intervals).
 //! - [`sim`]: an in-memory lock and store that tests lockbench's own pipeline.
 
@@ -27,6 +28,7 @@ pub mod chaos;
 pub mod check;
 pub mod cli;
 pub mod clients;
+pub mod clock;
 pub mod cluster;
 pub mod logging;
 pub mod names;

@@ -1,4 +1,4 @@
-//! `lockbench k8s render` through the real binary: the README's command renders manifests that
+//! `lockbench k8s render` through the real binary: the docs' command renders manifests that
 //! `kubernetes-validate --strict` accepts offline (no cluster), with no password in them; a
 //! malformed target file is refused, naming the file and the field.
 //!
@@ -35,14 +35,15 @@ fn lockbench(args: &[&str]) -> Output {
         .expect("run lockbench")
 }
 
-/// The arguments of the README's `lockbench k8s render` command (section "Kubernetes: workers
-/// as an Indexed Job"), without its `> FILE` redirection: CI runs exactly what the README shows.
-fn readme_render_args() -> Vec<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("\n### ")
+/// The arguments of the `lockbench k8s render` command of docs/distributed.md (section
+/// "Kubernetes: workers as an Indexed Job"), without its `> FILE` redirection: CI runs exactly
+/// what the docs show.
+fn docs_render_args() -> Vec<String> {
+    let doc = std::fs::read_to_string(root().join("docs/distributed.md")).unwrap();
+    let section = doc
+        .split("\n## ")
         .find(|s| s.starts_with("Kubernetes: workers as an Indexed Job"))
-        .expect("README has a section \"Kubernetes: workers as an Indexed Job\"");
+        .expect("docs/distributed.md has a section \"Kubernetes: workers as an Indexed Job\"");
     let line = section
         .lines()
         .find(|l| l.starts_with("lockbench k8s render "))
@@ -125,7 +126,7 @@ fn assert_no_password(what: &str, text: &str) {
 
 #[test]
 fn the_readme_render_command_writes_manifests_kubernetes_validate_accepts() {
-    let args = readme_render_args();
+    let args = docs_render_args();
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = lockbench(&args);
     let stdout = String::from_utf8(out.stdout).unwrap();

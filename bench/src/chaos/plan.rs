@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Serialize, Serializer};
 
 use super::holder::Point;
-use crate::cluster::{Provisioner, Service};
+use crate::cluster::{Needs, Provisioner, Service};
 use crate::names::{UnknownName, enum_names};
 
 /// Bound of each command of a `command` fault unless the file sets `timeout`.
@@ -415,6 +415,66 @@ impl ChaosPlan {
         self.faults
             .iter()
             .any(|f| matches!(f.fault, Fault::Clock { .. }))
+    }
+
+    /// Rejects, before anything starts, a server fault its service cannot take or the run
+    /// does not start. The service is the one the fault names, else `default` (the strategy's
+    /// lock service): the parse checks only what the file names, and a fault resolved to the
+    /// default would otherwise fail mid-run, as a fault note beside a measured run.
+    pub fn check_services(&self, default: Service, needs: Needs) -> Result<(), ChaosError> {
+        for (i, f) in self.faults.iter().enumerate() {
+            let Some(s) = f.fault.servers() else {
+                continue;
+            };
+            let service = s.service.unwrap_or(default);
+            let named = if s.service.is_some() {
+                "names"
+            } else {
+                "falls to the strategy's lock service,"
+            };
+            let reject = |key: &str, value: String, expected: String| {
+                Err(ChaosError::Invalid {
+                    file: self.file.clone(),
+                    field: format!("fault[{i}].{key}"),
+                    value,
+                    expected,
+                })
+            };
+            if !needs.runs(service) {
+                let runs = needs.names().join(", ");
+                return reject(
+                    "service",
+                    format!("{:?}", service.name()),
+                    format!("a service this strategy runs ({runs}): the fault {named} {service}"),
+                );
+            }
+            if matches!(f.fault, Fault::Clock { .. }) && service != Service::Redis {
+                return reject(
+                    "kind",
+                    "\"clock\"".into(),
+                    format!(
+                        "kill, pause or partition: the fault {named} {service}, and the clock \
+                         shim is preloaded into Redis nodes only"
+                    ),
+                );
+            }
+            if (s.nodes == NodeSet::Replica || s.sku.is_some()) && service != Service::RedisCluster
+            {
+                let (key, value) = match s.sku {
+                    Some(_) => ("sku", "set".to_string()),
+                    None => ("target", "\"replica\"".to_string()),
+                };
+                return reject(
+                    key,
+                    value,
+                    format!(
+                        "a target of {service} (the fault {named} {service}): a slot's replica \
+                         and `sku` exist only on a Redis Cluster"
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Rejects, before anything starts, a fault that servers provisioned by `p` cannot take.

@@ -14,8 +14,9 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::link::{self, Challenge, Hello, Verdict};
-use super::protocol::{Control, Event, Job, monotonic_ns};
+use super::protocol::{Control, Event, Job};
 use super::workers::spawn_load;
+use crate::clock::monotonic_ns;
 
 /// How long an agent keeps trying to reach its coordinator (a Pod may start before the
 /// coordinator's Pod listens).

@@ -44,7 +44,7 @@ pub use super::link::TOKEN_ENV;
 pub const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// Where a worker reached over TCP reads each login's password: (login, variable), whatever
 /// name the target file's `password_env` gives it.
-pub use super::protocol::PASSWORD_ENV as WORKER_PASSWORD_ENV;
+use crate::cluster::credentials::PASSWORD_ENV as WORKER_PASSWORD_ENV;
 /// The image `--image` defaults to: this version of lockbench.
 pub const DEFAULT_IMAGE: &str = concat!("lockbench:", env!("CARGO_PKG_VERSION"));
 

@@ -10,7 +10,6 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use nix::time::{ClockId, clock_gettime};
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::EndpointsFile;
@@ -31,22 +30,13 @@ pub struct Job {
     /// Added to the bound of an attempt (longest planned pause of a client).
     pub extra_bound_ms: u64,
     /// The passwords are not in `endpoints` (they never cross a TCP link): read them from the
-    /// worker's environment ([`PASSWORD_ENV`]).
+    /// worker's environment ([`crate::cluster::credentials::PASSWORD_ENV`]).
     #[serde(default)]
     pub passwords_from_env: bool,
     /// Also send one `Done` per attempt (for `history.jsonl`).
     #[serde(default)]
     pub history: bool,
 }
-
-/// Where a worker reached over TCP finds each service's password: (service, variable).
-pub const PASSWORD_ENV: [(&str, &str); 5] = [
-    ("mysql", "LOCKBENCH_MYSQL_PASSWORD"),
-    ("redis", "LOCKBENCH_REDIS_PASSWORD"),
-    ("sentinel", "LOCKBENCH_SENTINEL_PASSWORD"),
-    ("etcd", "LOCKBENCH_ETCD_PASSWORD"),
-    ("zookeeper", "LOCKBENCH_ZOOKEEPER_PASSWORD"),
-];
 
 /// Coordinator → worker.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -129,23 +119,6 @@ pub enum Event {
     /// The agent's answer to [`Control::Ping`]: its CLOCK_MONOTONIC when it answered.
     Pong { id: u64, t_ns: u64 },
 }
-
-/// CLOCK_MONOTONIC in ns (shifted by the test knob [`CLOCK_SHIFT_ENV`], to play another host).
-pub(crate) fn monotonic_ns() -> u64 {
-    static SHIFT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let shift = *SHIFT.get_or_init(|| {
-        std::env::var(CLOCK_SHIFT_ENV)
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .map_or(0, |ms| ms * 1_000_000)
-    });
-    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always there");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64 + shift
-}
-
-/// Test knob: milliseconds added to this process's clock readings (with
-/// [`super::link::FAKE_BOOT_ID_ENV`], a worker on this host plays one on another host).
-pub const CLOCK_SHIFT_ENV: &str = "LOCKBENCH_TEST_CLOCK_SHIFT_MS";
 
 pub(super) fn ns(t: Instant, start: Instant) -> u64 {
     t.saturating_duration_since(start).as_nanos() as u64

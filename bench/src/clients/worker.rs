@@ -11,7 +11,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::driver;
-use super::protocol::{Control, Event, Job, WireCompletion, emit, monotonic_ns};
+use super::protocol::{Control, Event, Job, WireCompletion, emit};
+use crate::clock::monotonic_ns;
 use crate::record::Completion;
 use crate::record::partial::{FLUSH, WorkerFold};
 use crate::record::phases::Boundaries;

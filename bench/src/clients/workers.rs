@@ -24,10 +24,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::{self, ClockTrack, Sample, WorkerClock};
 use super::link::{self, Challenge, Hello, Verdict};
-use super::protocol::{Control, Event, Job, monotonic_ns, ns};
+use super::protocol::{Control, Event, Job, ns};
 use crate::chaos::ClientProcesses;
 use crate::chaos::holder::Point;
 use crate::check::{COORDINATOR, ClockTable};
+use crate::clock::monotonic_ns;
 use crate::record::phases::Boundaries;
 use crate::record::{DriveReport, Input};
 use crate::workload::pacing::Part;

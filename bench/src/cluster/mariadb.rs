@@ -40,7 +40,7 @@ const SERVER_FLAGS: [&str; 5] = [
 /// other hosts of `lockbench coordinate` read it from there: it never crosses their link), a
 /// fresh random one otherwise.
 fn password() -> Result<String, ClusterError> {
-    let var = crate::clients::protocol::PASSWORD_ENV[0].1;
+    let var = super::credentials::MYSQL_PASSWORD_ENV;
     match std::env::var(var) {
         Ok(p)
             if !p.is_empty()

@@ -15,6 +15,7 @@
 mod backend;
 mod clock;
 pub mod containers;
+pub mod credentials;
 pub mod durability;
 pub mod etcd;
 mod local;
@@ -229,6 +230,19 @@ impl Needs {
         zookeeper: false,
         etcd: false,
     };
+
+    /// Whether a run with these needs starts nodes of `service` (Redlock's nodes and a
+    /// Sentinel setup's master and replicas are Redis nodes).
+    pub fn runs(self, service: Service) -> bool {
+        match service {
+            Service::Mariadb => self.mariadb,
+            Service::Redis => self.redis || self.redlock || self.sentinel,
+            Service::Sentinel => self.sentinel,
+            Service::RedisCluster => self.redis_cluster,
+            Service::Zookeeper => self.zookeeper,
+            Service::Etcd => self.etcd,
+        }
+    }
 
     /// Names of the services needed, for listings.
     pub fn names(self) -> Vec<&'static str> {
@@ -1030,7 +1044,7 @@ impl EndpointsFile {
     }
 
     /// The passwords as `(variable, password)`: a worker's environment
-    /// ([`crate::clients::protocol::PASSWORD_ENV`] names the variables).
+    /// ([`credentials::PASSWORD_ENV`] names the variables).
     pub fn password_env(&self) -> Vec<(&'static str, String)> {
         let all = [
             &self.mysql_password,
@@ -1039,7 +1053,7 @@ impl EndpointsFile {
             &self.etcd_password,
             &self.zookeeper_password,
         ];
-        crate::clients::protocol::PASSWORD_ENV
+        credentials::PASSWORD_ENV
             .iter()
             .zip(all)
             .filter_map(|((_, var), p)| Some((*var, p.clone()?)))
@@ -1047,15 +1061,15 @@ impl EndpointsFile {
     }
 
     /// Reads the passwords from this process's environment
-    /// ([`crate::clients::protocol::PASSWORD_ENV`]); unset variables leave no password.
+    /// ([`credentials::PASSWORD_ENV`]); unset variables leave no password.
     pub fn passwords_from_env(&mut self) {
-        let vars = crate::clients::protocol::PASSWORD_ENV.map(|(_, v)| std::env::var(v).ok());
+        let vars = credentials::PASSWORD_ENV.map(|(_, v)| std::env::var(v).ok());
         for (pw, var) in self.passwords_mut().into_iter().zip(vars) {
             *pw = var;
         }
     }
 
-    /// In the order of [`crate::clients::protocol::PASSWORD_ENV`].
+    /// In the order of [`credentials::PASSWORD_ENV`].
     fn passwords_mut(&mut self) -> [&mut Option<String>; 5] {
         [
             &mut self.mysql_password,

@@ -621,7 +621,7 @@ impl Evidence<'_> {
 }
 
 #[cfg(test)]
-pub(super) mod fixtures {
+pub(crate) mod fixtures {
     //! Hand-made results for the tests of this module and of `needs`.
     use super::*;
     use crate::report::FaultSummary;

@@ -481,13 +481,14 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         Some((floor, by)) => {
             let mut why = format!(
                 "Why this rate: {}/s is the lowest capacity among the strategies the sweep saw \
-                 safe at every step (the lower end of the interval of <a class=\"num\" \
-                 href=\"#{}\">{}</a>, rounded down the 1–2–5 series so that it does not move \
-                 with that end's noise; controls and capacities below the lowest rate offered \
-                 do not count), so every one of them sustains it.",
+                 safe at every step (set by <a class=\"num\" href=\"#{}\">{}</a>: the lower \
+                 end of its interval or, when no rate passed, {:.0}% of its lowest rate that \
+                 did not; rounded down the 1–2–5 series so that it does not move with that end's \
+                 noise; controls do not count), so every one of them sustains it.",
                 rate(floor),
                 esc(&ids::cap(by, "")),
-                esc(by)
+                esc(by),
+                crate::report::sweep::NO_PASS_SHARE * 100.0
             );
             if rates.iter().any(|r| (r - floor).abs() > 0.05) {
                 let _ = write!(

@@ -747,52 +747,42 @@ impl Sweep {
         self.entries.iter().find(|e| e.strategy == strategy)
     }
 
-    /// The rate to offer `strategy`, and what it is: `share` of its capacity's lower end (a
-    /// `≥ max` capacity is used as it is). When no rate was decided passing but some were left
-    /// undecided (a share of misses too close to the goal to tell within the budget, as for
-    /// locks that poll), `share` of the lowest undecided rate: the faults are still measured,
-    /// and the basis says so. A strategy that failed every rate has no rate.
+    /// The rate to offer `strategy` at `share` of what its sweep found, and what that rate is
+    /// based on: its capacity's lower end, or, when no rate passed, its lowest rate that did
+    /// not pass (undecided or failing: the capacity lies below it).
     pub fn rate_for(&self, strategy: &str, share: f64) -> Result<(f64, String), String> {
         let e = self
             .entry(strategy)
             .ok_or_else(|| format!("`{strategy}` is not in the sweep"))?;
-        let pct = format!("{:.0}%", share * 100.0);
-        match e.bound {
-            Bound::Found | Bound::AtLeastMax | Bound::Unbracketed if e.capacity_per_s > 0.0 => {
-                Ok((
-                    e.capacity_per_s * share,
-                    format!("{pct} of its capacity's lower end"),
-                ))
-            }
-            Bound::Incomplete => Err(format!(
+        if e.bound == Bound::Incomplete {
+            return Err(format!(
                 "the sweep of `{strategy}` did not finish ({})",
                 e.error.as_deref().unwrap_or("stopped")
+            ));
+        }
+        let pct = format!("{:.0}%", share * 100.0);
+        match e.basis() {
+            Some(Basis::LowerEnd(r)) => {
+                Ok((r * share, format!("{pct} of its capacity's lower end")))
+            }
+            Some(Basis::NotPassed(r)) => Ok((
+                r * share,
+                format!(
+                    "{pct} of {}/s, the lowest rate its sweep did not pass (none passed: its \
+                     capacity lies below)",
+                    rate_text(r)
+                ),
             )),
-            _ => match e
-                .steps
-                .iter()
-                .filter(|s| s.decision == Decision::Undecided)
-                .map(|s| s.rate_per_s)
-                .reduce(f64::min)
-            {
-                Some(u) => Ok((
-                    u * share,
-                    format!(
-                        "{pct} of {}/s, the lowest rate its sweep left undecided (none passed)",
-                        rate_text(u)
-                    ),
-                )),
-                None => Err(format!(
-                    "`{strategy}` met the SLO at no rate the sweep offered (down to {}/s)",
-                    e.first_failing_per_s.unwrap_or(self.search.min_per_s)
-                )),
-            },
+            None => Err(format!("`{strategy}` has no step in the sweep")),
         }
     }
 
-    /// A rate every strategy seen safe sustains (controls never count), and whose lower end
-    /// set it: the lowest lower end of a capacity interval among them, rounded down to the
-    /// 1–2–5 series (…, 10, 20, 50, 100, …).
+    /// A rate every strategy seen safe sustains (controls never count), and whose capacity
+    /// set it: the lowest, among them, of the lower end of the capacity interval or, for a
+    /// strategy no rate passed, [`NO_PASS_SHARE`] of its lowest rate that did not pass (so a
+    /// lock that sustains less than the lowest rate offered still bounds the calm rate
+    /// instead of being run far past its capacity); rounded down to the 1–2–5 series (…, 10,
+    /// 20, 50, 100, …).
     ///
     /// Why rounded: the lowest lower end is the noisiest figure of a sweep, and the calm part
     /// must not follow it. Two runs whose intervals overlap have lower ends within one interval
@@ -801,16 +791,44 @@ impl Sweep {
     pub fn common_rate(&self) -> Option<(f64, &str)> {
         self.entries
             .iter()
-            .filter(|e| e.safe && e.kind != Kind::Control && e.capacity_per_s > 0.0)
-            .filter(|e| {
-                matches!(
-                    e.bound,
-                    Bound::Found | Bound::AtLeastMax | Bound::Unbracketed
-                )
+            .filter(|e| e.safe && e.kind != Kind::Control && e.bound != Bound::Incomplete)
+            .filter_map(|e| {
+                let r = match e.basis()? {
+                    Basis::LowerEnd(r) => r,
+                    Basis::NotPassed(r) => r * NO_PASS_SHARE,
+                };
+                Some((r, e.strategy.as_str()))
             })
-            .map(|e| (e.capacity_per_s, e.strategy.as_str()))
             .min_by(|a, b| a.0.total_cmp(&b.0))
             .map(|(r, id)| (one_two_five_floor(r), id))
+    }
+}
+
+/// Of the lowest rate a strategy did not pass, the share [`Sweep::common_rate`] counts as
+/// sustained when no rate passed: the chaos part's default share of a capacity, below a rate
+/// seen to miss.
+pub const NO_PASS_SHARE: f64 = 0.7;
+
+/// What a strategy's offered rates are based on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Basis {
+    /// The lower end of its capacity interval (a rate decided passing).
+    LowerEnd(f64),
+    /// No rate passed: the lowest rate that did not (undecided or failing).
+    NotPassed(f64),
+}
+
+impl Entry {
+    /// What rates offered to this strategy are based on; `None` without any step.
+    pub fn basis(&self) -> Option<Basis> {
+        if self.capacity_per_s > 0.0 {
+            return Some(Basis::LowerEnd(self.capacity_per_s));
+        }
+        (self.steps.iter())
+            .filter(|s| s.decision != Decision::Pass)
+            .map(|s| s.rate_per_s)
+            .reduce(f64::min)
+            .map(Basis::NotPassed)
     }
 }
 
@@ -926,6 +944,50 @@ mod tests {
             let got = one_two_five_floor(x);
             assert!((got - want).abs() < 1e-9, "{x}: {got} != {want}");
         }
+    }
+
+    #[test]
+    fn a_lock_no_rate_passed_still_bounds_the_calm_rate_and_gets_a_chaos_rate() {
+        use crate::report::evidence::fixtures::{entry, sweep};
+        // Measured shape: redis-setnx failed 163/s, 40.8/s and 10/s; zookeeper passed 314/s.
+        let polling = entry(
+            "redis-setnx",
+            0.0,
+            Bound::Unbracketed,
+            &[
+                (163.0, false, true),
+                (40.8, false, true),
+                (10.0, false, true),
+            ],
+        );
+        let zk = entry(
+            "zookeeper",
+            314.0,
+            Bound::Found,
+            &[(314.0, true, true), (373.0, false, true)],
+        );
+        let s = sweep(vec![zk, polling]);
+        // 70% of 10/s = 7/s, rounded down the 1–2–5 series: 5/s, set by the polling lock (not
+        // 200/s from zookeeper, which would run it 20 times past its capacity).
+        assert_eq!(s.common_rate(), Some((5.0, "redis-setnx")));
+        let (r, why) = s.rate_for("redis-setnx", 0.7).unwrap();
+        assert!(
+            (r - 7.0).abs() < 1e-9 && why.contains("10/s, the lowest rate its sweep did not pass"),
+            "{r} {why}"
+        );
+        let (r, why) = s.rate_for("zookeeper", 0.7).unwrap();
+        assert!(
+            (r - 219.8).abs() < 1e-9 && why.contains("lower end"),
+            "{r} {why}"
+        );
+        // A control never sets the calm rate, however low.
+        let mut none = entry("none", 0.0, Bound::Unbracketed, &[(2.0, false, false)]);
+        none.kind = Kind::Control;
+        let s = sweep(vec![
+            entry("zookeeper", 314.0, Bound::Found, &[(314.0, true, true)]),
+            none,
+        ]);
+        assert_eq!(s.common_rate(), Some((200.0, "zookeeper")));
     }
 
     #[test]

@@ -99,6 +99,9 @@ impl<'a> Plan<'a> {
                 ));
             }
             plan.check_provisioner(opts.provisioner())?;
+            if opts.target.is_none() {
+                plan.check_services(info.lock_service(), info.needs)?;
+            }
         }
         let needs_workers = chaos.is_some_and(ChaosPlan::needs_workers);
         let mut workers = match (opts.workers, needs_workers) {

@@ -85,6 +85,67 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
     }
 }
 
+/// A fault the strategy's lock service cannot take is refused before any server starts, also
+/// when the file names no service (the fault then falls to the lock service) — and a fault it
+/// can take still passes that check (the run is cut short by a bad workload after it instead).
+#[test]
+fn faults_the_lock_service_cannot_take_are_refused_before_any_server_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let chaos = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let fault = |body: &str| format!("[[fault]]\nat = \"1s\"\nduration = \"1s\"\n{body}\n");
+    let cases = [
+        // A clock fault on a MariaDB lock: the shim is in Redis nodes only.
+        (
+            "mysql-for-update",
+            fault("kind = \"clock\"\ntarget = \"one\"\njump = \"-1s\""),
+            &["clock.toml", "fault[0].kind", "mariadb", "Redis nodes only"][..],
+        ),
+        // A slot's replica on a single Redis.
+        (
+            "redis-setnx",
+            fault("kind = \"kill\"\ntarget = \"replica\""),
+            &["clock.toml", "fault[0].target", "Redis Cluster"][..],
+        ),
+        // A service the strategy does not run.
+        (
+            "redis-setnx",
+            fault("kind = \"kill\"\ntarget = \"leader\"\nservice = \"etcd\""),
+            &["clock.toml", "fault[0].service", "etcd", "redis"][..],
+        ),
+    ];
+    for (strategy, text, needles) in cases {
+        let file = chaos("clock.toml", &text);
+        let mut cmd = lockbench();
+        cmd.args(["run", "--strategy", strategy, "--chaos"])
+            .arg(&file);
+        assert_rejected(cmd, &format!("{strategy} {text:?}"), needles, dir.path());
+    }
+    // The same replica fault on a Redis Cluster strategy passes the service check: the run is
+    // refused by the plan's next check instead (tcp workers need --workers), still before any
+    // server starts.
+    let file = chaos("ok.toml", &fault("kind = \"kill\"\ntarget = \"replica\""));
+    let mut cmd = lockbench();
+    cmd.args([
+        "run",
+        "--strategy",
+        "redis-cluster-setnx",
+        "--worker-link",
+        "tcp",
+        "--chaos",
+    ])
+    .arg(&file);
+    assert_rejected(
+        cmd,
+        "cluster replica fault",
+        &["--worker-link tcp needs --workers"],
+        dir.path(),
+    );
+}
+
 #[test]
 fn list_names_every_strategy() {
     let out = lockbench().arg("list").output().unwrap();

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::process::{AdapterProcess, Answer, Bounds, CallError, InitArgs};
 use super::wire::{InitEndpoints, Reply, Request};
-use crate::clients::protocol::monotonic_ns;
+use crate::clock::monotonic_ns;
 
 /// How the check drives the adapter.
 #[derive(Debug, Clone)]

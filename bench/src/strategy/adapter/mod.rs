@@ -23,7 +23,7 @@ use self::process::{AdapterProcess, Bounds, CallError, InitArgs};
 use self::wire::{InitEndpoints, Reply, Request};
 use super::entry::Setup;
 use super::{AcquireError, Built, KeepAlive, Lease, Lock, StrategyError};
-use crate::clients::protocol::monotonic_ns;
+use crate::clock::monotonic_ns;
 use crate::record::ErrorKind;
 
 pub use libraries::{LIBRARIES, Library, STRATEGIES, library_of};

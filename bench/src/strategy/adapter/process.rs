@@ -15,7 +15,7 @@ use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::wire::{InitEndpoints, PROTOCOL, Reply, Request};
-use crate::clients::protocol::monotonic_ns;
+use crate::clock::monotonic_ns;
 
 /// Whether adapters join this process's group: set in worker processes, so a chaos pause of
 /// the worker's group stops its adapter too. Elsewhere (a run's coordinator, `adapter-check`)
