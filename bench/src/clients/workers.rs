@@ -264,26 +264,13 @@ impl WorkerSet {
         agents: Agents<'_>,
     ) -> Result<Self, WorkerError> {
         let addr = listener.local_addr().map_err(|e| io_err(0, "listen", e))?;
-        let mut children = Vec::new();
-        let wait = match agents {
-            Agents::Local { log_dir, netns } => {
-                let exe = own_exe().map_err(|e| io_err(0, "find own executable", e))?;
-                for k in 0..count {
-                    let ns = netns.get(k as usize).map(PathBuf::as_path);
-                    let child = spawn_agent(&exe, addr, k, &token, job, log_dir, ns)
-                        .map_err(|e| io_err(k as usize, "spawn", e))?;
-                    children.push(child);
-                }
-                READY_TIMEOUT
-            }
-            Agents::Remote { wait } => wait,
-        };
+        let (children, wait) = launch_agents(agents, addr, count, &token, job)?;
         let state = Arc::new(Mutex::new(Admission {
             taken: vec![false; count as usize],
             started: false,
         }));
         let refused = Arc::new(Mutex::new(Vec::new()));
-        let (links_tx, mut links_rx) = mpsc::unbounded_channel();
+        let (links_tx, links_rx) = mpsc::unbounded_channel();
         let acceptor = tokio::spawn(accept(
             listener,
             token,
@@ -296,46 +283,10 @@ impl WorkerSet {
             passwords_from_env: true,
             ..job.clone()
         };
-        let mut slots: Vec<Option<(Lines, Reach, ClockTrack)>> = (0..count).map(|_| None).collect();
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut pending = tokio::task::JoinSet::new();
-        let mut connected = 0;
-        while connected < count {
-            tokio::select! {
-                link = links_rx.recv() => {
-                    let Some(link) = link else { break };
-                    let job = Job { part: Part { index: link.index, count }, ..job.clone() };
-                    pending.spawn(prepare(link, job));
-                }
-                done = pending.join_next(), if !pending.is_empty() => {
-                    match done.expect("not empty") {
-                        Ok(Ok((k, lines, reach, clock))) => {
-                            slots[k as usize] = Some((lines, reach, clock));
-                            connected += 1;
-                        }
-                        Ok(Err(e)) => return Err(e),
-                        Err(e) => return Err(io_err(0, "prepare", std::io::Error::other(e))),
-                    }
-                }
-                _ = tokio::time::sleep_until(deadline) => break,
-            }
-        }
+        let (slots, connected) = prepare_all(links_rx, &job, count, wait).await?;
         if connected < count {
             acceptor.abort();
-            let missing = (0..count)
-                .filter(|k| slots[*k as usize].is_none())
-                .collect();
-            let refused = refused.lock().expect("never poisoned").join("; ");
-            return Err(WorkerError::Missing {
-                missing,
-                count,
-                waited: wait,
-                refused: if refused.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (refused: {refused})")
-                },
-            });
+            return Err(missing(&slots, count, wait, &refused));
         }
         state.lock().expect("never poisoned").started = true;
         let (mut outputs, mut reach, mut clocks) = (Vec::new(), Vec::new(), Vec::new());
@@ -426,6 +377,26 @@ impl WorkerSet {
         cancel: CancellationToken,
         limit: Duration,
     ) -> (DriveReport, Vec<String>, Vec<WorkerClock>) {
+        let mut failures = self.send_start(start);
+        let forward = tokio::spawn(forward_boundaries(
+            boundaries.subscribe(),
+            self.control.clone(),
+            start,
+        ));
+        let readers = self.spawn_readers(start, sink);
+        let stop = tokio::spawn(stop_on_cancel(self.control.clone(), cancel));
+        let pinger = tokio::spawn(ping_forever(self.control.clone()));
+        let report = self.collect(readers, start, limit, &mut failures).await;
+        stop.abort();
+        pinger.abort();
+        forward.abort();
+        self.reap(&mut failures).await;
+        failures.extend(self.refused.lock().expect("never poisoned").drain(..));
+        (report, failures, self.clocks())
+    }
+
+    /// Tells each worker the start, on its own clock; returns the workers that could not be told.
+    fn send_start(&self, start: Instant) -> Vec<String> {
         let origin_ns = monotonic_ns() - ns(Instant::now(), start);
         let mut failures = Vec::new();
         let offsets: Vec<i64> = {
@@ -439,11 +410,11 @@ impl WorkerSet {
                 failures.push(format!("worker {k}: start: {e}"));
             }
         }
-        let forward = tokio::spawn(forward_boundaries(
-            boundaries.subscribe(),
-            self.control.clone(),
-            start,
-        ));
+        failures
+    }
+
+    /// One reader per worker, forwarding its results to `sink`.
+    fn spawn_readers(&mut self, start: Instant, sink: mpsc::Sender<Input>) -> Readers {
         let mut readers = tokio::task::JoinSet::new();
         for (k, out) in self.outputs.drain(..).enumerate() {
             let reader = Reader {
@@ -456,38 +427,19 @@ impl WorkerSet {
             };
             readers.spawn(reader.run(out));
         }
-        drop(sink);
-        let stop = {
-            let control = self.control.clone();
-            tokio::spawn(async move {
-                cancel.cancelled().await;
-                for k in 0..control.len() {
-                    let _ = control.send(k, Control::Stop);
-                }
-                // A stopped worker cannot read its Stop.
-                control.resume_all();
-            })
-        };
-        let pinger = {
-            let control = self.control.clone();
-            tokio::spawn(async move {
-                for round in 1.. {
-                    tokio::time::sleep(PING_EVERY).await;
-                    for i in 0..PINGS_PER_ROUND {
-                        control.ping_all(round * PINGS_PER_ROUND + i);
-                    }
-                }
-            })
-        };
-        let mut report = DriveReport {
-            elapsed: Duration::ZERO,
-            not_started: 0,
-            cancelled: false,
-            broken: Vec::new(),
-        };
-        // From the workers' last attempts: each waits a moment before its last interval.
-        let mut elapsed = Some(Duration::ZERO);
-        let mut done = vec![false; self.control.len()];
+        readers
+    }
+
+    /// Joins the readers until all returned; at `limit` after `start` stops the workers still
+    /// running, and cuts them `STOP_GRACE` later.
+    async fn collect(
+        &self,
+        mut readers: Readers,
+        start: Instant,
+        limit: Duration,
+        failures: &mut Vec<String>,
+    ) -> DriveReport {
+        let mut tally = Tally::new(self.control.len());
         let stop_at = tokio::time::Instant::from_std(start + limit);
         let mut cut_at = None;
         loop {
@@ -495,7 +447,7 @@ impl WorkerSet {
                 j = readers.join_next() => match j { Some(j) => j, None => break },
                 _ = tokio::time::sleep_until(stop_at), if cut_at.is_none() => {
                     // Past the bound of the load: ask for what they have, then cut.
-                    for k in (0..done.len()).filter(|k| !done[*k]) {
+                    for k in tally.running() {
                         let _ = self.control.send(k, Control::Stop);
                         let _ = self.control.signal(k, Signal::SIGCONT);
                     }
@@ -504,8 +456,8 @@ impl WorkerSet {
                 }
                 _ = tokio::time::sleep_until(cut_at.unwrap_or(stop_at)), if cut_at.is_some() => {
                     readers.abort_all();
-                    elapsed = None;
-                    for k in (0..done.len()).filter(|k| !done[*k]) {
+                    tally.elapsed = None;
+                    for k in tally.running() {
                         failures.push(format!(
                             "worker {k}: did not finish within {:?} of the start (cut; its \
                              results until then are counted)",
@@ -515,34 +467,15 @@ impl WorkerSet {
                     break;
                 }
             };
-            match joined {
-                Ok((k, Ok(f))) => {
-                    done[k] = true;
-                    elapsed = elapsed
-                        .zip(f.elapsed_ns)
-                        .map(|(e, n)| e.max(Duration::from_nanos(n)));
-                    report.not_started += f.not_started;
-                    report.cancelled |= f.cancelled;
-                    if let Some(b) = f.broken {
-                        report.broken.push(format!("worker {k}: {b}"));
-                    }
-                }
-                Ok((k, Err(e))) => {
-                    done[k] = true;
-                    elapsed = None;
-                    failures.push(format!("worker {k}: {e}"));
-                }
-                Err(e) if e.is_cancelled() => {}
-                Err(e) => {
-                    elapsed = None;
-                    failures.push(format!("worker reader: {e}"));
-                }
-            }
+            tally.add(joined, failures);
         }
-        report.elapsed = elapsed.unwrap_or_else(|| start.elapsed());
-        stop.abort();
-        pinger.abort();
-        forward.abort();
+        let mut report = tally.report;
+        report.elapsed = tally.elapsed.unwrap_or_else(|| start.elapsed());
+        report
+    }
+
+    /// Waits a moment for each child to exit; kills those that do not.
+    async fn reap(&mut self, failures: &mut Vec<String>) {
         for (k, child) in self.children.iter_mut().enumerate() {
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
@@ -553,8 +486,89 @@ impl WorkerSet {
                 }
             }
         }
-        failures.extend(self.refused.lock().expect("never poisoned").drain(..));
-        (report, failures, self.clocks())
+    }
+}
+
+/// The workers' readers, each returning its worker's index and how it finished.
+type Readers = tokio::task::JoinSet<(usize, Result<Finished, String>)>;
+
+/// What the readers returned so far.
+struct Tally {
+    report: DriveReport,
+    /// From the workers' last attempts: each waits a moment before its last interval.
+    elapsed: Option<Duration>,
+    done: Vec<bool>,
+}
+
+impl Tally {
+    fn new(count: usize) -> Self {
+        Self {
+            report: DriveReport {
+                elapsed: Duration::ZERO,
+                not_started: 0,
+                cancelled: false,
+                broken: Vec::new(),
+            },
+            elapsed: Some(Duration::ZERO),
+            done: vec![false; count],
+        }
+    }
+
+    /// The workers whose reader has not returned.
+    fn running(&self) -> Vec<usize> {
+        (0..self.done.len()).filter(|k| !self.done[*k]).collect()
+    }
+
+    /// Counts one reader's return.
+    fn add(
+        &mut self,
+        joined: Result<(usize, Result<Finished, String>), tokio::task::JoinError>,
+        failures: &mut Vec<String>,
+    ) {
+        match joined {
+            Ok((k, Ok(f))) => {
+                self.done[k] = true;
+                self.elapsed = self
+                    .elapsed
+                    .zip(f.elapsed_ns)
+                    .map(|(e, n)| e.max(Duration::from_nanos(n)));
+                self.report.not_started += f.not_started;
+                self.report.cancelled |= f.cancelled;
+                if let Some(b) = f.broken {
+                    self.report.broken.push(format!("worker {k}: {b}"));
+                }
+            }
+            Ok((k, Err(e))) => {
+                self.done[k] = true;
+                self.elapsed = None;
+                failures.push(format!("worker {k}: {e}"));
+            }
+            Err(e) if e.is_cancelled() => {}
+            Err(e) => {
+                self.elapsed = None;
+                failures.push(format!("worker reader: {e}"));
+            }
+        }
+    }
+}
+
+/// Once `cancel` fires, stops every worker.
+async fn stop_on_cancel(control: Arc<WorkerControl>, cancel: CancellationToken) {
+    cancel.cancelled().await;
+    for k in 0..control.len() {
+        let _ = control.send(k, Control::Stop);
+    }
+    // A stopped worker cannot read its Stop.
+    control.resume_all();
+}
+
+/// Pings every worker each `PING_EVERY`, to follow its clock.
+async fn ping_forever(control: Arc<WorkerControl>) {
+    for round in 1.. {
+        tokio::time::sleep(PING_EVERY).await;
+        for i in 0..PINGS_PER_ROUND {
+            control.ping_all(round * PINGS_PER_ROUND + i);
+        }
     }
 }
 
@@ -698,6 +712,92 @@ async fn await_ready(k: usize, out: &mut Lines) -> Result<(), WorkerError> {
         Ok(Event::Ready) => Ok(()),
         Ok(Event::Failed(e)) => Err(err(e)),
         _ => Err(err(format!("unexpected first line {line:?}"))),
+    }
+}
+
+/// A connected agent's output, how to reach it and its clock.
+type Slot = (Lines, Reach, ClockTrack);
+
+/// Starts the agents that run on this host; returns them and how long to wait for all agents.
+fn launch_agents(
+    agents: Agents<'_>,
+    addr: std::net::SocketAddr,
+    count: u32,
+    token: &str,
+    job: &Job,
+) -> Result<(Vec<tokio::process::Child>, Duration), WorkerError> {
+    let mut children = Vec::new();
+    let wait = match agents {
+        Agents::Local { log_dir, netns } => {
+            let exe = own_exe().map_err(|e| io_err(0, "find own executable", e))?;
+            for k in 0..count {
+                let ns = netns.get(k as usize).map(PathBuf::as_path);
+                let child = spawn_agent(&exe, addr, k, token, job, log_dir, ns)
+                    .map_err(|e| io_err(k as usize, "spawn", e))?;
+                children.push(child);
+            }
+            READY_TIMEOUT
+        }
+        Agents::Remote { wait } => wait,
+    };
+    Ok((children, wait))
+}
+
+/// Prepares each agent admitted on `links` with its part of `job`, until `count` are ready or
+/// `wait` passed; returns them by index, and how many are ready.
+async fn prepare_all(
+    mut links: mpsc::UnboundedReceiver<Link>,
+    job: &Job,
+    count: u32,
+    wait: Duration,
+) -> Result<(Vec<Option<Slot>>, u32), WorkerError> {
+    let mut slots: Vec<Option<Slot>> = (0..count).map(|_| None).collect();
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut pending = tokio::task::JoinSet::new();
+    let mut connected = 0;
+    while connected < count {
+        tokio::select! {
+            link = links.recv() => {
+                let Some(link) = link else { break };
+                let job = Job { part: Part { index: link.index, count }, ..job.clone() };
+                pending.spawn(prepare(link, job));
+            }
+            done = pending.join_next(), if !pending.is_empty() => {
+                match done.expect("not empty") {
+                    Ok(Ok((k, lines, reach, clock))) => {
+                        slots[k as usize] = Some((lines, reach, clock));
+                        connected += 1;
+                    }
+                    Ok(Err(e)) => return Err(e),
+                    Err(e) => return Err(io_err(0, "prepare", std::io::Error::other(e))),
+                }
+            }
+            _ = tokio::time::sleep_until(deadline) => break,
+        }
+    }
+    Ok((slots, connected))
+}
+
+/// The error for agents that did not get ready within `wait`.
+fn missing(
+    slots: &[Option<Slot>],
+    count: u32,
+    wait: Duration,
+    refused: &Mutex<Vec<String>>,
+) -> WorkerError {
+    let missing = (0..count)
+        .filter(|k| slots[*k as usize].is_none())
+        .collect();
+    let refused = refused.lock().expect("never poisoned").join("; ");
+    WorkerError::Missing {
+        missing,
+        count,
+        waited: wait,
+        refused: if refused.is_empty() {
+            String::new()
+        } else {
+            format!(" (refused: {refused})")
+        },
     }
 }
 
