@@ -908,6 +908,13 @@ pub(super) fn environment(
     exact: Option<&Path>,
     scope: &str,
 ) {
+    environment_table(h, runs, scope);
+    servers_table(h, runs);
+    reproduce(h, runs, compare, exact);
+}
+
+/// The table of versions, machine, seed and files.
+fn environment_table(h: &mut String, runs: &[RunData], scope: &str) {
     let s = &runs[0].summary;
     let cores = std::thread::available_parallelism()
         .map(|n| n.to_string())
@@ -944,6 +951,10 @@ pub(super) fn environment(
             s.workers.to_string()
         },
     );
+}
+
+/// One row per run and server: what ran where, on which version.
+fn servers_table(h: &mut String, runs: &[RunData]) {
     let _ = writeln!(
         h,
         "<h3>Runs and servers</h3>\n<table id=\"servers\">\n<thead><tr><th>strategy</th>\
@@ -953,49 +964,14 @@ pub(super) fn environment(
          <tbody>"
     );
     for r in runs {
-        let s = &r.summary;
-        let rows = s.servers.len().max(1);
-        let _ = write!(
-            h,
-            "<tr><td rowspan=\"{rows}\">{}</td><td rowspan=\"{rows}\">{}</td>\
-             <td rowspan=\"{rows}\" class=\"n\">{:.3}</td>",
-            // A library names itself and the version it loaded.
-            s.library.as_ref().map_or_else(
-                || esc(&s.strategy),
-                |l| format!(
-                    "{}<br><small>{} {}</small>",
-                    esc(&s.strategy),
-                    esc(&l.library),
-                    esc(&l.version)
-                )
-            ),
-            esc(&s.started_at),
-            s.duration_s
-        );
-        if s.servers.is_empty() {
-            let _ = writeln!(h, "<td colspan=\"6\">no servers</td></tr>");
-        }
-        for (i, n) in s.servers.iter().enumerate() {
-            if i > 0 {
-                h.push_str("<tr>");
-            }
-            let _ = writeln!(
-                h,
-                "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&n.name),
-                n.service,
-                n.role,
-                n.addr,
-                esc(&n.version),
-                // Older summaries do not say; a Sentinel keeps no data of the run.
-                n.durability
-                    .as_ref()
-                    .map_or_else(|| "—".into(), |d| esc(&d.describe()))
-            );
-        }
+        server_rows(h, &r.summary);
     }
     let _ = writeln!(h, "</tbody>\n</table>");
+}
 
+/// The commands that reproduce the runs, and the effective workload.
+fn reproduce(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&Path>) {
+    let s = &runs[0].summary;
     let toml = effective_toml(&s.workload);
     let same = runs.iter().all(|r| r.summary.workload == s.workload);
     let _ = writeln!(h, "<h3>Reproduce</h3>");
@@ -1031,6 +1007,50 @@ pub(super) fn environment(
         "<h3>Effective workload (summary.json)</h3>\n<pre id=\"workload-json\">{}</pre>",
         esc(&serde_json::to_string_pretty(&s.workload).unwrap_or_default())
     );
+}
+
+
+/// The rows of one run: its first cell spans the rows of its servers.
+fn server_rows(h: &mut String, s: &Summary) {
+    let rows = s.servers.len().max(1);
+    let _ = write!(
+        h,
+        "<tr><td rowspan=\"{rows}\">{}</td><td rowspan=\"{rows}\">{}</td>\
+         <td rowspan=\"{rows}\" class=\"n\">{:.3}</td>",
+        // A library names itself and the version it loaded.
+        s.library.as_ref().map_or_else(
+            || esc(&s.strategy),
+            |l| format!(
+                "{}<br><small>{} {}</small>",
+                esc(&s.strategy),
+                esc(&l.library),
+                esc(&l.version)
+            )
+        ),
+        esc(&s.started_at),
+        s.duration_s
+    );
+    if s.servers.is_empty() {
+        let _ = writeln!(h, "<td colspan=\"6\">no servers</td></tr>");
+    }
+    for (i, n) in s.servers.iter().enumerate() {
+        if i > 0 {
+            h.push_str("<tr>");
+        }
+        let _ = writeln!(
+            h,
+            "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&n.name),
+            n.service,
+            n.role,
+            n.addr,
+            esc(&n.version),
+            // Older summaries do not say; a Sentinel keeps no data of the run.
+            n.durability
+                .as_ref()
+                .map_or_else(|| "—".into(), |d| esc(&d.describe()))
+        );
+    }
 }
 
 #[cfg(test)]
