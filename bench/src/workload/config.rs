@@ -410,6 +410,76 @@ impl Fields<'_> {
             _ => Err(self.invalid(field, format!("{text:?}"), expected)),
         }
     }
+
+    /// The `[load]` section.
+    fn load(&self, l: RawLoad) -> Result<Load, WorkloadError> {
+        let rate = l.rate.unwrap_or(1000.0);
+        if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
+            return Err(self.invalid(
+                "load.rate",
+                rate.to_string(),
+                "attempts per second, a number > 0 (e.g. 1000)",
+            ));
+        }
+        let clients = self.positive_int("load.clients", l.clients.unwrap_or(64), 100_000)?;
+        let max_attempts = l
+            .max_attempts
+            .map(|m| self.positive_int("load.max_attempts", m, i64::MAX))
+            .transpose()?;
+        let read_fraction = l.read_fraction.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&read_fraction) {
+            return Err(self.invalid(
+                "load.read_fraction",
+                read_fraction.to_string(),
+                "the share of arrivals that are reads, a number from 0 to 1 (e.g. 0.9)",
+            ));
+        }
+        Ok(Load {
+            mode: l.mode.unwrap_or(LoadMode::Open),
+            arrival: l.arrival.unwrap_or(Arrival::Poisson),
+            rate,
+            clients: clients as u32,
+            duration: self.duration("load.duration", l.duration, "10s", false)?,
+            max_attempts: max_attempts.map(|m| m as u64),
+            timeout: self.duration("load.timeout", l.timeout, "1s", false)?,
+            read_fraction,
+        })
+    }
+
+    /// The `[lock]` section.
+    fn lock(&self, k: RawLock) -> Result<LockParams, WorkloadError> {
+        if let Some(v) = k.retry_interval {
+            return Err(self.invalid(
+                "lock.retry_interval",
+                format!("{v:?}"),
+                "no value: the key was replaced by lock.wait (\"notify\" or \"poll\"), \
+                 lock.poll_interval and lock.poll_jitter (each strategy's defaults: `lockbench \
+                 list`), and lock.optimistic_backoff for mysql-optimistic",
+            ));
+        }
+        let optional = |field, v: Option<String>, zero| {
+            v.map(|v| self.duration(field, Some(v), "", zero)).transpose()
+        };
+        Ok(LockParams {
+            ttl: self.duration("lock.ttl", k.ttl, "5s", false)?,
+            acquire_timeout: self.duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
+            wait: k.wait,
+            poll_interval: optional("lock.poll_interval", k.poll_interval, false)?,
+            poll_jitter: optional("lock.poll_jitter", k.poll_jitter, true)?,
+            node_timeout: self.duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
+            optimistic_retries: self.positive_int(
+                "lock.optimistic_retries",
+                k.optimistic_retries.unwrap_or(20),
+                10_000,
+            )? as u32,
+            optimistic_backoff: self.duration(
+                "lock.optimistic_backoff",
+                k.optimistic_backoff,
+                "1ms",
+                false,
+            )?,
+        })
+    }
 }
 
 impl RawWorkload {
@@ -430,38 +500,7 @@ impl RawWorkload {
             i64::MAX / 4,
         )?;
 
-        let l = self.load;
-        let rate = l.rate.unwrap_or(1000.0);
-        if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
-            return Err(f.invalid(
-                "load.rate",
-                rate.to_string(),
-                "attempts per second, a number > 0 (e.g. 1000)",
-            ));
-        }
-        let clients = f.positive_int("load.clients", l.clients.unwrap_or(64), 100_000)?;
-        let max_attempts = l
-            .max_attempts
-            .map(|m| f.positive_int("load.max_attempts", m, i64::MAX))
-            .transpose()?;
-        let read_fraction = l.read_fraction.unwrap_or(0.0);
-        if !(0.0..=1.0).contains(&read_fraction) {
-            return Err(f.invalid(
-                "load.read_fraction",
-                read_fraction.to_string(),
-                "the share of arrivals that are reads, a number from 0 to 1 (e.g. 0.9)",
-            ));
-        }
-        let load = Load {
-            mode: l.mode.unwrap_or(LoadMode::Open),
-            arrival: l.arrival.unwrap_or(Arrival::Poisson),
-            rate,
-            clients: clients as u32,
-            duration: f.duration("load.duration", l.duration, "10s", false)?,
-            max_attempts: max_attempts.map(|m| m as u64),
-            timeout: f.duration("load.timeout", l.timeout, "1s", false)?,
-            read_fraction,
-        };
+        let load = f.load(self.load)?;
         let critical_section = CriticalSection {
             touch_store: self.critical_section.touch_store.unwrap_or(true),
             hold: f.duration(
@@ -471,38 +510,7 @@ impl RawWorkload {
                 true,
             )?,
         };
-        let k = self.lock;
-        if let Some(v) = k.retry_interval {
-            return Err(f.invalid(
-                "lock.retry_interval",
-                format!("{v:?}"),
-                "no value: the key was replaced by lock.wait (\"notify\" or \"poll\"), \
-                 lock.poll_interval and lock.poll_jitter (each strategy's defaults: `lockbench \
-                 list`), and lock.optimistic_backoff for mysql-optimistic",
-            ));
-        }
-        let optional = |field, v: Option<String>, zero| {
-            v.map(|v| f.duration(field, Some(v), "", zero)).transpose()
-        };
-        let lock = LockParams {
-            ttl: f.duration("lock.ttl", k.ttl, "5s", false)?,
-            acquire_timeout: f.duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
-            wait: k.wait,
-            poll_interval: optional("lock.poll_interval", k.poll_interval, false)?,
-            poll_jitter: optional("lock.poll_jitter", k.poll_jitter, true)?,
-            node_timeout: f.duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
-            optimistic_retries: f.positive_int(
-                "lock.optimistic_retries",
-                k.optimistic_retries.unwrap_or(20),
-                10_000,
-            )? as u32,
-            optimistic_backoff: f.duration(
-                "lock.optimistic_backoff",
-                k.optimistic_backoff,
-                "1ms",
-                false,
-            )?,
-        };
+        let lock = f.lock(self.lock)?;
         let redis_appendfsync = match self.servers.redis_appendfsync {
             None => RedisAppendfsync::default(),
             Some(v) => v.parse().map_err(|_| {
