@@ -292,48 +292,19 @@ impl Summary {
         let RunParts {
             info,
             workload: w,
-            workload_file,
             stats,
             drive,
             safety,
             double_grants,
-            coverage,
-            stuck_locks,
-            servers,
-            provisioner,
-            target_file,
-            started_at,
-            chaos,
-            clocks,
+            ..
         } = p;
         let duration_s = drive.elapsed.as_secs_f64();
-        let sold_out_s = stats
-            .last_sale
-            .filter(|_| safety.final_stock <= 0)
-            .map(|d| d.as_secs_f64());
-        let selling_s = sold_out_s.unwrap_or(duration_s);
-        let per_s = |n: u64, over_s: f64| {
-            if over_s > 0.0 {
-                round1(n as f64 / over_s)
-            } else {
-                0.0
-            }
-        };
+        let sold_out_s = sold_out(stats, safety);
         let attempts = stats.attempts();
         let started = stats.all_latency();
         let every = every_arrival(&started, drive.not_started, drive.elapsed);
-        let verdict = Verdict::judge(
-            info.locks,
-            info.fenced,
-            Exclusion {
-                double_grant_incidents: double_grants.incidents,
-                lease_lost: stats.lease_lost,
-                torn_reads: stats.count(Outcome::TORN_READ),
-            },
-            safety,
-        );
+        let verdict = judge(&p);
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
-        let scheduled = attempts + drive.not_started;
         Self {
             schema: SCHEMA.into(),
             lockbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -343,32 +314,27 @@ impl Summary {
             lock_verdict: verdict.lock,
             store_verdict: verdict.store,
             seed: w.seed,
-            workload_file: workload_file.into(),
+            workload_file: p.workload_file.into(),
             workload: serde_json::to_value(w).expect("workload serialises"),
             audit: *safety,
             double_grants: double_grants.count,
             double_grant_incidents: double_grants.incidents,
             lease_lost: stats.lease_lost,
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
-            stuck_locks,
+            stuck_locks: p.stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
             double_grants_cross_host: double_grants.cross_host,
             within_clock_uncertainty: double_grants.within_clock_uncertainty,
             within_clock_uncertainty_largest: double_grants
                 .within_clock_uncertainty_largest
                 .clone(),
-            clocks,
+            clocks: p.clocks,
             reads,
             torn_reads: stats.count(Outcome::TORN_READ),
             utilization: info
                 .locks
-                .then(|| coverage.utilization(w.inventory.skus, drive.elapsed)),
-            lock_wait: info.wait.as_ref().map(|d| LockWait {
-                wait: info
-                    .wait_policy(w)
-                    .map_or_else(|e| e.to_string(), |p| p.to_string()),
-                default: format!("{} ({})", d.policy(), d.follows),
-            }),
+                .then(|| p.coverage.utilization(w.inventory.skus, drive.elapsed)),
+            lock_wait: LockWait::of(info, w),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,
             errors: stats.count(Outcome::Failed(ErrorKind::Server).class()),
@@ -376,33 +342,82 @@ impl Summary {
             errors_by_kind: errors_by_kind(stats),
             release_failures: stats.release_failed,
             not_started: drive.not_started,
-            started_fraction: fraction(attempts, scheduled),
+            started_fraction: fraction(attempts, attempts + drive.not_started),
             interrupted: drive.cancelled,
             duration_s: round3(duration_s),
             sold_out_s: sold_out_s.map(round3),
-            throughput: Throughput {
-                attempts_per_s: per_s(attempts, duration_s),
-                sales_per_s: per_s(safety.sold, selling_s),
-                reads_per_s: per_s(reads, duration_s),
-            },
+            throughput: Throughput::over(attempts, safety.sold, reads, duration_s, sold_out_s),
             latency_us: LatencySummary::of(&every),
             latency_us_started: LatencySummary::of(&started),
             latency_us_by_outcome: latency_by_outcome(stats),
             service_time_us: LatencySummary::of(&stats.service),
-            servers,
-            provisioner,
-            target_file,
-            started_at: humantime::format_rfc3339_millis(started_at).to_string(),
-            chaos_file: chaos.file,
-            faults: chaos.faults,
-            phases: chaos.phases,
-            workers: chaos.workers,
-            worker_failures: chaos.worker_failures,
+            servers: p.servers,
+            provisioner: p.provisioner,
+            target_file: p.target_file,
+            started_at: humantime::format_rfc3339_millis(p.started_at).to_string(),
+            chaos_file: p.chaos.file,
+            faults: p.chaos.faults,
+            phases: p.chaos.phases,
+            workers: p.chaos.workers,
+            worker_failures: p.chaos.worker_failures,
             consensus_writes: None,
             lease_ttl_granted_s: None,
             library: None,
-            broken: p.drive.broken.clone(),
+            broken: drive.broken.clone(),
         }
+    }
+}
+
+/// When the stock ran out, in seconds from the start; None while some was left.
+fn sold_out(stats: &Stats, safety: &Safety) -> Option<f64> {
+    stats
+        .last_sale
+        .filter(|_| safety.final_stock <= 0)
+        .map(|d| d.as_secs_f64())
+}
+
+/// The verdict on the run: whether two holders overlapped and whether the store adds up.
+fn judge(p: &RunParts<'_>) -> Verdict {
+    Verdict::judge(
+        p.info.locks,
+        p.info.fenced,
+        Exclusion {
+            double_grant_incidents: p.double_grants.incidents,
+            lease_lost: p.stats.lease_lost,
+            torn_reads: p.stats.count(Outcome::TORN_READ),
+        },
+        p.safety,
+    )
+}
+
+impl Throughput {
+    /// Rates over `duration_s`; sales over `sold_out_s` instead when the stock ran out.
+    fn over(attempts: u64, sold: u64, reads: u64, duration_s: f64, sold_out_s: Option<f64>) -> Self {
+        let selling_s = sold_out_s.unwrap_or(duration_s);
+        let per_s = |n: u64, over_s: f64| {
+            if over_s > 0.0 {
+                round1(n as f64 / over_s)
+            } else {
+                0.0
+            }
+        };
+        Self {
+            attempts_per_s: per_s(attempts, duration_s),
+            sales_per_s: per_s(sold, selling_s),
+            reads_per_s: per_s(reads, duration_s),
+        }
+    }
+}
+
+impl LockWait {
+    /// The wait policy the run used and the strategy's default, for a strategy that waits.
+    fn of(info: &StrategyInfo, w: &Workload) -> Option<Self> {
+        info.wait.as_ref().map(|d| LockWait {
+            wait: info
+                .wait_policy(w)
+                .map_or_else(|e| e.to_string(), |p| p.to_string()),
+            default: format!("{} ({})", d.policy(), d.follows),
+        })
     }
 }
 
