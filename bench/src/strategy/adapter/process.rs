@@ -4,6 +4,7 @@
 //! *broken*: every later call fails at once).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::ControlFlow;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -494,78 +495,117 @@ async fn read_stdout(
         if line.trim().is_empty() {
             continue;
         }
-        let reply: Reply = match serde_json::from_str(&line) {
-            Ok(r) => r,
-            Err(e) => {
-                shared.break_with(format!("wrote a line that is not a message ({e}): {line}"));
-                break;
-            }
-        };
-        if let Reply::Lost { lease, reason } = &reply {
-            match shared.lost.lock().expect("lost lock").get(lease) {
-                Some(flag) => {
-                    tracing::debug!("{}: lease {lease} lost: {reason}", shared.name);
-                    flag.send_replace(true);
-                }
-                None => tracing::debug!("{}: lost of a lease not held: {line}", shared.name),
-            }
-            continue;
-        }
-        let id = reply
-            .in_reply_to()
-            .expect("every other reply answers a request");
-        let pending = shared.pending.lock().expect("pending lock").remove(&id);
-        let Some(p) = pending else {
-            if shared.abandoned.lock().expect("abandoned lock").remove(&id) {
-                // Its caller gave up; a grant nobody will use is released at once.
-                if let Reply::AcquireOk { lease, .. } = reply {
-                    late_id += 1;
-                    release_late(&shared, &stdin, &lease, late_id).await;
-                }
-                continue;
-            }
-            shared.break_with(format!(
-                "answered msg_id {id}, which no request is waiting for: {line}"
-            ));
-            break;
-        };
-        if p.kind != "init" {
-            shared.answered.fetch_add(1, Ordering::SeqCst);
-        }
-        let kind = reply.kind();
-        if kind != p.answer && kind != "error" {
-            shared.break_with(format!("answered {} {id} with {kind}: {line}", p.kind));
+        let flow = on_line(&shared, &stdin, &line, received_ns, &mut late_id).await;
+        if flow.is_break() {
             break;
         }
-        if let Reply::AcquireOk { granted_ns, .. } = reply
-            && (granted_ns < p.sent_ns || granted_ns > received_ns)
-        {
-            shared.break_with(format!(
-                "granted_ns {granted_ns} is not CLOCK_MONOTONIC nanoseconds between the \
-                 request ({}) and the answer ({received_ns}): {line}",
-                p.sent_ns
-            ));
-            break;
-        }
-        let lost = match &reply {
-            Reply::AcquireOk { lease, .. } => {
-                let (tx, rx) = watch::channel(false);
-                shared
-                    .lost
-                    .lock()
-                    .expect("lost lock")
-                    .insert(lease.clone(), tx);
-                Some(rx)
-            }
-            _ => None,
-        };
-        let _ = p.tx.send(Answer {
-            reply,
-            lost,
-            sent_ns: p.sent_ns,
-            received_ns,
-        });
     }
+    report_exit(&shared, &child).await;
+}
+
+/// Handles one line of the adapter's stdout; breaks when the line breaks the protocol.
+async fn on_line(
+    shared: &Shared,
+    stdin: &Stdin,
+    line: &str,
+    received_ns: u64,
+    late_id: &mut u64,
+) -> ControlFlow<()> {
+    let reply: Reply = match serde_json::from_str(line) {
+        Ok(r) => r,
+        Err(e) => {
+            shared.break_with(format!("wrote a line that is not a message ({e}): {line}"));
+            return ControlFlow::Break(());
+        }
+    };
+    if let Reply::Lost { lease, reason } = &reply {
+        mark_lost(shared, lease, reason, line);
+        return ControlFlow::Continue(());
+    }
+    let id = reply
+        .in_reply_to()
+        .expect("every other reply answers a request");
+    let pending = shared.pending.lock().expect("pending lock").remove(&id);
+    let Some(p) = pending else {
+        if shared.abandoned.lock().expect("abandoned lock").remove(&id) {
+            // Its caller gave up; a grant nobody will use is released at once.
+            if let Reply::AcquireOk { lease, .. } = reply {
+                *late_id += 1;
+                release_late(shared, stdin, &lease, *late_id).await;
+            }
+            return ControlFlow::Continue(());
+        }
+        shared.break_with(format!(
+            "answered msg_id {id}, which no request is waiting for: {line}"
+        ));
+        return ControlFlow::Break(());
+    };
+    answer(shared, p, reply, id, received_ns, line)
+}
+
+/// Raises the lost flag of `lease`, if it is held.
+fn mark_lost(shared: &Shared, lease: &str, reason: &str, line: &str) {
+    match shared.lost.lock().expect("lost lock").get(lease) {
+        Some(flag) => {
+            tracing::debug!("{}: lease {lease} lost: {reason}", shared.name);
+            flag.send_replace(true);
+        }
+        None => tracing::debug!("{}: lost of a lease not held: {line}", shared.name),
+    }
+}
+
+/// Checks `reply` against the request `p` it answers, then hands it to the caller; breaks
+/// when it is not an answer to that request.
+fn answer(
+    shared: &Shared,
+    p: Pending,
+    reply: Reply,
+    id: u64,
+    received_ns: u64,
+    line: &str,
+) -> ControlFlow<()> {
+    if p.kind != "init" {
+        shared.answered.fetch_add(1, Ordering::SeqCst);
+    }
+    let kind = reply.kind();
+    if kind != p.answer && kind != "error" {
+        shared.break_with(format!("answered {} {id} with {kind}: {line}", p.kind));
+        return ControlFlow::Break(());
+    }
+    if let Reply::AcquireOk { granted_ns, .. } = reply
+        && (granted_ns < p.sent_ns || granted_ns > received_ns)
+    {
+        shared.break_with(format!(
+            "granted_ns {granted_ns} is not CLOCK_MONOTONIC nanoseconds between the \
+             request ({}) and the answer ({received_ns}): {line}",
+            p.sent_ns
+        ));
+        return ControlFlow::Break(());
+    }
+    let lost = match &reply {
+        Reply::AcquireOk { lease, .. } => {
+            let (tx, rx) = watch::channel(false);
+            shared
+                .lost
+                .lock()
+                .expect("lost lock")
+                .insert(lease.clone(), tx);
+            Some(rx)
+        }
+        _ => None,
+    };
+    let _ = p.tx.send(Answer {
+        reply,
+        lost,
+        sent_ns: p.sent_ns,
+        received_ns,
+    });
+    ControlFlow::Continue(())
+}
+
+/// At the end of stdout: kills a broken adapter, else reports how it exited (unless it was
+/// being closed).
+async fn report_exit(shared: &Shared, child: &tokio::sync::Mutex<Child>) {
     if shared.broken().is_some() {
         let _ = child.lock().await.start_kill();
         return;
