@@ -90,33 +90,12 @@ pub async fn run_faults(
     seed: u64,
     stop: CancellationToken,
 ) -> Vec<FaultRecord> {
-    let mut records: Vec<FaultRecord> = plan
-        .faults
-        .iter()
-        .map(|spec| FaultRecord {
-            spec: spec.clone(),
-            nodes: Vec::new(),
-            cut_clients: Vec::new(),
-            started: None,
-            healed: None,
-            note: None,
-            promoted: None,
-        })
-        .collect();
+    let mut records: Vec<FaultRecord> = plan.faults.iter().map(FaultRecord::planned).collect();
     let mut states: Vec<State> = plan.faults.iter().map(|_| State::Pending).collect();
     let mut watchers: Vec<Option<Promotion>> = plan.faults.iter().map(|_| None).collect();
     let mut paused = t.paused.take();
     loop {
-        // The next thing due: an injection or a heal.
-        let next = states
-            .iter()
-            .zip(&records)
-            .filter_map(|(s, r)| match s {
-                State::Pending => Some(start + r.spec.at),
-                State::Active { heal_at, .. } => Some(*heal_at),
-                _ => None,
-            })
-            .min();
+        let next = next_due(&states, &records, start);
         let waiting_for_holder = states.iter().any(|s| matches!(s, State::Armed(_)));
         if next.is_none() && !waiting_for_holder {
             break;
@@ -130,15 +109,7 @@ pub async fn run_faults(
                     None => std::future::pending().await,
                 }
             } => {
-                if let Some(i) = states.iter().position(|s| matches!(s, State::Armed(w) if *w == k)) {
-                    let at = boundaries.mark();
-                    records[i].started = Some(at);
-                    states[i] = State::Active {
-                        heal_at: at + records[i].spec.duration,
-                        worker: Some(k),
-                    };
-                    tracing::info!(fault = records[i].spec.id, worker = k, "holder paused");
-                }
+                holder_paused(&mut states, &mut records, boundaries, k);
                 continue;
             }
             () = stop.cancelled() => break,
@@ -160,6 +131,72 @@ pub async fn run_faults(
         }
     }
     // The load is over (or interrupted): heal whatever is active, report what never ran.
+    wind_down(&mut states, &mut records, t, boundaries).await;
+    // Each watcher ends by itself (a promotion seen, or its deadline).
+    for (r, w) in records.iter_mut().zip(watchers) {
+        if let Some(w) = w {
+            r.promoted = w.await.ok().flatten();
+        }
+    }
+    records
+}
+
+impl FaultRecord {
+    /// The record of a fault not yet started.
+    fn planned(spec: &FaultSpec) -> Self {
+        FaultRecord {
+            spec: spec.clone(),
+            nodes: Vec::new(),
+            cut_clients: Vec::new(),
+            started: None,
+            healed: None,
+            note: None,
+            promoted: None,
+        }
+    }
+}
+
+/// The next thing due: an injection or a heal.
+fn next_due(states: &[State], records: &[FaultRecord], start: Instant) -> Option<Instant> {
+    states
+        .iter()
+        .zip(records)
+        .filter_map(|(s, r)| match s {
+            State::Pending => Some(start + r.spec.at),
+            State::Active { heal_at, .. } => Some(*heal_at),
+            _ => None,
+        })
+        .min()
+}
+
+/// Worker `k` stopped itself: the holder pause armed in it starts now.
+fn holder_paused(
+    states: &mut [State],
+    records: &mut [FaultRecord],
+    boundaries: &Boundaries,
+    k: usize,
+) {
+    if let Some(i) = states
+        .iter()
+        .position(|s| matches!(s, State::Armed(w) if *w == k))
+    {
+        let at = boundaries.mark();
+        records[i].started = Some(at);
+        states[i] = State::Active {
+            heal_at: at + records[i].spec.duration,
+            worker: Some(k),
+        };
+        tracing::info!(fault = records[i].spec.id, worker = k, "holder paused");
+    }
+}
+
+/// Heals every active fault, disarms armed pauses and notes what never ran.
+async fn wind_down(
+    states: &mut [State],
+    records: &mut [FaultRecord],
+    t: &mut Reach<'_>,
+    boundaries: &Boundaries,
+) {
     for (i, state) in states.iter_mut().enumerate() {
         match *state {
             State::Active { worker, .. } => heal(&mut records[i], t, worker, boundaries).await,
@@ -180,13 +217,6 @@ pub async fn run_faults(
         }
         *state = State::Done;
     }
-    // Each watcher ends by itself (a promotion seen, or its deadline).
-    for (r, w) in records.iter_mut().zip(watchers) {
-        if let Some(w) = w {
-            r.promoted = w.await.ok().flatten();
-        }
-    }
-    records
 }
 
 /// A task polling for the promotion of a replica: when it saw one.
