@@ -131,30 +131,7 @@ impl ExternalTarget {
                 database: database.to_string(),
             });
         }
-        if let Some(x) = &raw.redis {
-            if !(x.nodes.is_empty() && raw.sentinel.is_some()) {
-                ep.redis = r.addrs("redis.nodes", &x.nodes)?;
-            }
-            ep.redis_auth = r.auth("redis", &x.username, &x.password_env)?;
-        }
-        if let Some(x) = &raw.sentinel {
-            ep.sentinels = r.addrs("sentinel.nodes", &x.nodes)?;
-            ep.sentinel_master = x.master.clone();
-            ep.sentinel_auth = r.auth("sentinel", &x.username, &x.password_env)?;
-        }
-        if let Some(x) = &raw.redis_cluster {
-            ep.redis_cluster = r.addrs("redis_cluster.nodes", &x.nodes)?;
-            if let Some(a) = r.auth("redis_cluster", &x.username, &x.password_env)? {
-                if ep.redis_auth.is_some() {
-                    return Err(r.bad(
-                        "redis_cluster.password_env",
-                        "set",
-                        "one Redis login: in [redis] or in [redis_cluster], not both",
-                    ));
-                }
-                ep.redis_auth = Some(a);
-            }
-        }
+        r.redis_sets(&raw, &mut ep)?;
         if let Some(x) = &raw.zookeeper {
             ep.zookeeper = r.addrs("zookeeper.nodes", &x.nodes)?;
             ep.zookeeper_auth = r.auth("zookeeper", &x.username, &x.password_env)?;
@@ -349,6 +326,36 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Reads `[redis]`, `[sentinel]` and `[redis_cluster]` into `ep`: one Redis login serves
+    /// the plain servers and the cluster.
+    fn redis_sets(&self, raw: &RawTarget, ep: &mut Endpoints) -> Result<(), ClusterError> {
+        if let Some(x) = &raw.redis {
+            if !(x.nodes.is_empty() && raw.sentinel.is_some()) {
+                ep.redis = self.addrs("redis.nodes", &x.nodes)?;
+            }
+            ep.redis_auth = self.auth("redis", &x.username, &x.password_env)?;
+        }
+        if let Some(x) = &raw.sentinel {
+            ep.sentinels = self.addrs("sentinel.nodes", &x.nodes)?;
+            ep.sentinel_master = x.master.clone();
+            ep.sentinel_auth = self.auth("sentinel", &x.username, &x.password_env)?;
+        }
+        if let Some(x) = &raw.redis_cluster {
+            ep.redis_cluster = self.addrs("redis_cluster.nodes", &x.nodes)?;
+            if let Some(a) = self.auth("redis_cluster", &x.username, &x.password_env)? {
+                if ep.redis_auth.is_some() {
+                    return Err(self.bad(
+                        "redis_cluster.password_env",
+                        "set",
+                        "one Redis login: in [redis] or in [redis_cluster], not both",
+                    ));
+                }
+                ep.redis_auth = Some(a);
+            }
+        }
+        Ok(())
+    }
+
     fn bad(&self, field: &str, value: &str, expected: &str) -> ClusterError {
         ClusterError::Target {
             file: self.file.to_string(),
@@ -820,38 +827,15 @@ async fn claim_etcd(
 pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
     let p = &ep.prefix;
     let mut failures = Vec::new();
-    if let Some(m) = &ep.mysql {
-        let drop_all = async {
-            let mut con = mysql_con(m).await?;
-            for t in mysql_tables(&mut con, p).await? {
-                con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS `{t}`")))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-            let _ = con.close().await;
-            Ok(())
-        };
-        if let Err(e) = bounded("drop tables", drop_all).await {
-            failures.push(format!("mysql: {e}"));
-        }
+    if let Some(m) = &ep.mysql
+        && let Err(e) = bounded("drop tables", drop_tables(m, p)).await
+    {
+        failures.push(format!("mysql: {e}"));
     }
     match redis_servers(ep).await {
         Ok(servers) => {
             for addr in servers {
-                let wipe = async {
-                    let mut con = redis_con(addr, ep.redis_auth.as_ref()).await?;
-                    loop {
-                        let keys = redis_keys(&mut con, p, 1000).await?;
-                        if keys.is_empty() {
-                            return Ok(());
-                        }
-                        redis::cmd("DEL")
-                            .arg(&keys)
-                            .query_async::<()>(&mut con)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                    }
-                };
+                let wipe = wipe_redis(addr, ep.redis_auth.as_ref(), p);
                 if let Err(e) = bounded("delete keys", wipe).await {
                     failures.push(format!("redis {addr}: {e}"));
                 }
@@ -866,25 +850,13 @@ pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
         }
     }
     if !ep.zookeeper.is_empty() {
-        let wipe = async {
-            let zk = zk_client(&ep.zookeeper, ep.zookeeper_auth.as_ref()).await?;
-            zk_delete_tree(&zk, &p.zk_root()).await
-        };
+        let wipe = wipe_zookeeper(&ep.zookeeper, ep.zookeeper_auth.as_ref(), p);
         if let Err(e) = bounded("delete nodes", wipe).await {
             failures.push(format!("zookeeper: {e}"));
         }
     }
     if !ep.etcd.is_empty() {
-        let wipe = async {
-            let mut etcd = etcd_client(&ep.etcd, ep.etcd_auth.as_ref()).await?;
-            etcd.delete(
-                p.key_start(),
-                Some(etcd_client::DeleteOptions::new().with_prefix()),
-            )
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-        };
+        let wipe = wipe_etcd(&ep.etcd, ep.etcd_auth.as_ref(), p);
         if let Err(e) = bounded("delete keys", wipe).await {
             failures.push(format!("etcd: {e}"));
         }
@@ -899,6 +871,56 @@ pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
             ),
         )),
     }
+}
+
+/// Drops every table of the prefix.
+async fn drop_tables(m: &MysqlEndpoint, p: &Prefix) -> Result<(), String> {
+    let mut con = mysql_con(m).await?;
+    for t in mysql_tables(&mut con, p).await? {
+        con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS `{t}`")))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let _ = con.close().await;
+    Ok(())
+}
+
+/// Deletes every key of the prefix from one Redis server, a thousand at a time.
+async fn wipe_redis(addr: SocketAddr, auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+    let mut con = redis_con(addr, auth).await?;
+    loop {
+        let keys = redis_keys(&mut con, p, 1000).await?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        redis::cmd("DEL")
+            .arg(&keys)
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+}
+
+/// Deletes the prefix's ZooKeeper tree.
+async fn wipe_zookeeper(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), String> {
+    let zk = zk_client(addrs, auth).await?;
+    zk_delete_tree(&zk, &p.zk_root()).await
+}
+
+/// Deletes every etcd key of the prefix.
+async fn wipe_etcd(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+    let mut etcd = etcd_client(addrs, auth).await?;
+    etcd.delete(
+        p.key_start(),
+        Some(etcd_client::DeleteOptions::new().with_prefix()),
+    )
+    .await
+    .map(drop)
+    .map_err(|e| e.to_string())
 }
 
 /// Deletes `root` and everything below it, depth first (bounded by the caller's timeout).
@@ -928,20 +950,9 @@ async fn zk_delete_tree(zk: &zookeeper_client::Client, root: &str) -> Result<(),
 /// listed with version `unreachable`). `pid` is 0 and `log` empty: nothing runs here.
 pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
     let mut out = Vec::new();
-    let node = |name: String, service, role, addr, version: Result<String, String>| NodeInfo {
-        name,
-        service,
-        role,
-        addr,
-        version: version.unwrap_or_else(|e| format!("unreachable ({e})")),
-        pid: 0,
-        log: Default::default(),
-        container: None,
-        durability: None,
-    };
     if let Some(m) = &ep.mysql {
         let v = bounded("version", super::mariadb::version(m.connect_options())).await;
-        out.push(node(
+        out.push(unowned_node(
             "mysql".into(),
             Service::Mariadb,
             Role::Primary,
@@ -949,58 +960,10 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
             v,
         ));
     }
-    let redis_version = |addr, auth| bounded("version", super::redis::version(addr, auth));
-    for (i, a) in ep.redis.iter().enumerate() {
-        let role = if ep.redis.len() == 1 {
-            Role::Primary
-        } else {
-            Role::Member
-        };
-        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
-        out.push(node(
-            format!("redis-{}", i + 1),
-            Service::Redis,
-            role,
-            *a,
-            v,
-        ));
-    }
-    for (i, a) in ep.sentinels.iter().enumerate() {
-        let v = redis_version(*a, ep.sentinel_auth.as_ref()).await;
-        out.push(node(
-            format!("sentinel-{}", i + 1),
-            Service::Sentinel,
-            Role::Sentinel,
-            *a,
-            v,
-        ));
-    }
-    // The master the sentinels name at the start; a failover may move it during the run.
-    if let Ok(Some(addr)) = sentinel_master(ep).await
-        && !ep.redis.contains(&addr)
-    {
-        let v = redis_version(addr, ep.redis_auth.as_ref()).await;
-        out.push(node(
-            "redis-master".into(),
-            Service::Redis,
-            Role::Master,
-            addr,
-            v,
-        ));
-    }
-    for (i, a) in ep.redis_cluster.iter().enumerate() {
-        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
-        out.push(node(
-            format!("redis-cluster-{}", i + 1),
-            Service::RedisCluster,
-            Role::Member,
-            *a,
-            v,
-        ));
-    }
+    describe_redis(ep, &mut out).await;
     for (i, a) in ep.zookeeper.iter().enumerate() {
         let v = super::zookeeper::version(*a).await;
-        out.push(node(
+        out.push(unowned_node(
             format!("zookeeper-{}", i + 1),
             Service::Zookeeper,
             Role::Member,
@@ -1010,7 +973,7 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
     }
     for (i, a) in ep.etcd.iter().enumerate() {
         let v = super::etcd::version(*a, ep.etcd_auth.as_ref()).await;
-        out.push(node(
+        out.push(unowned_node(
             format!("etcd-{}", i + 1),
             Service::Etcd,
             Role::Member,
@@ -1028,6 +991,80 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
         n.durability = d;
     }
     out
+}
+
+/// A server this process did not start, as [`describe`] lists it.
+fn unowned_node(
+    name: String,
+    service: Service,
+    role: Role,
+    addr: SocketAddr,
+    version: Result<String, String>,
+) -> NodeInfo {
+    NodeInfo {
+        name,
+        service,
+        role,
+        addr,
+        version: version.unwrap_or_else(|e| format!("unreachable ({e})")),
+        pid: 0,
+        log: Default::default(),
+        container: None,
+        durability: None,
+    }
+}
+
+/// Adds the Redis servers, sentinels, the sentinels' master and Redis Cluster nodes of `ep`.
+async fn describe_redis(ep: &Endpoints, out: &mut Vec<NodeInfo>) {
+    let redis_version = |addr, auth| bounded("version", super::redis::version(addr, auth));
+    for (i, a) in ep.redis.iter().enumerate() {
+        let role = if ep.redis.len() == 1 {
+            Role::Primary
+        } else {
+            Role::Member
+        };
+        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
+        out.push(unowned_node(
+            format!("redis-{}", i + 1),
+            Service::Redis,
+            role,
+            *a,
+            v,
+        ));
+    }
+    for (i, a) in ep.sentinels.iter().enumerate() {
+        let v = redis_version(*a, ep.sentinel_auth.as_ref()).await;
+        out.push(unowned_node(
+            format!("sentinel-{}", i + 1),
+            Service::Sentinel,
+            Role::Sentinel,
+            *a,
+            v,
+        ));
+    }
+    // The master the sentinels name at the start; a failover may move it during the run.
+    if let Ok(Some(addr)) = sentinel_master(ep).await
+        && !ep.redis.contains(&addr)
+    {
+        let v = redis_version(addr, ep.redis_auth.as_ref()).await;
+        out.push(unowned_node(
+            "redis-master".into(),
+            Service::Redis,
+            Role::Master,
+            addr,
+            v,
+        ));
+    }
+    for (i, a) in ep.redis_cluster.iter().enumerate() {
+        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
+        out.push(unowned_node(
+            format!("redis-cluster-{}", i + 1),
+            Service::RedisCluster,
+            Role::Member,
+            *a,
+            v,
+        ));
+    }
 }
 
 #[cfg(test)]
