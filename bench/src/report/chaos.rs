@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::chaos::FaultRecord;
-use crate::record::phases::PhaseData;
+use crate::record::phases::{PhaseData, Segment};
 use crate::record::{ErrorKind, LatencySummary, Outcome};
 
 /// One fault as it happened. Times are seconds from the start of the load.
@@ -80,40 +80,9 @@ pub fn summarize(
     start: Instant,
     end: Instant,
 ) -> (Vec<FaultSummary>, Vec<PhaseSummary>) {
-    let first_after = |t: Instant| {
-        data.boundaries
-            .iter()
-            .position(|b| *b == t)
-            .and_then(|i| data.first_served[i])
-            .map(|f| f.saturating_duration_since(t))
-    };
     let faults = records
         .iter()
-        .map(|r| {
-            let recovery = r.healed.and_then(first_after);
-            let recovered_at = r.healed.zip(recovery).map(|(h, d)| h + d);
-            let unavailable = r.started.map(|s| {
-                let to = recovered_at.or(r.healed).unwrap_or(end);
-                data.longest_gap(s, to)
-            });
-            let s = |d: Duration| (d.as_secs_f64() * 1000.0).round() / 1000.0;
-            FaultSummary {
-                id: r.spec.id,
-                label: r.spec.label(),
-                plan: serde_json::to_value(&r.spec).expect("fault spec serialises"),
-                nodes: r.summary_nodes(),
-                started_s: r.started.map(|t| secs(t, start)),
-                healed_s: r.healed.map(|t| secs(t, start)),
-                first_served_after_start_s: r.started.and_then(first_after).map(s),
-                recovery_s: recovery.map(s),
-                promotion_s: r
-                    .started
-                    .zip(r.promoted)
-                    .map(|(a, b)| s(b.saturating_duration_since(a))),
-                unavailable_s: unavailable.map(s),
-                note: r.note.clone(),
-            }
-        })
+        .map(|r| fault_summary(r, data, start, end))
         .collect();
     if records.is_empty() {
         return (faults, Vec::new());
@@ -126,51 +95,105 @@ pub fn summarize(
             data.boundaries[j - 1]
         };
         let to = data.boundaries.get(j).copied().unwrap_or(end).max(from);
-        let active: Vec<usize> = records
-            .iter()
-            .filter(|r| r.started.is_some_and(|s| s <= from) && r.healed.is_none_or(|h| h > from))
-            .map(|r| r.spec.id)
-            .collect();
-        let last_healed = records
-            .iter()
-            .filter(|r| r.healed.is_some_and(|h| h <= from))
-            .max_by_key(|r| r.healed)
-            .map(|r| r.spec.id);
-        let list = |ids: &[usize]| {
-            ids.iter()
-                .map(usize::to_string)
-                .collect::<Vec<_>>()
-                .join("+")
-        };
-        let name = match (active.is_empty(), last_healed) {
-            (false, _) => format!("during {}", list(&active)),
-            (true, Some(id)) => format!("after {id}"),
-            (true, None) => "before".to_string(),
-        };
-        let attempts: u64 = seg.counts.iter().sum();
-        let len = to.saturating_duration_since(from).as_secs_f64();
-        let rate = |n: u64| {
-            if len > 0.0 {
-                (n as f64 / len * 10.0).round() / 10.0
-            } else {
-                0.0
-            }
-        };
-        let sold = seg.counts[Outcome::Sold.class()];
-        phases.push(PhaseSummary {
-            name,
-            faults: active,
-            from_s: secs(from, start),
-            to_s: secs(to, start),
-            attempts,
-            sold,
-            errors: seg.counts[Outcome::Failed(ErrorKind::Server).class()],
-            unknown: seg.counts[Outcome::Unknown(ErrorKind::Timeout).class()],
-            lock_timeouts: seg.counts[Outcome::LockTimeout.class()],
-            attempts_per_s: rate(attempts),
-            sales_per_s: rate(sold),
-            latency_us: LatencySummary::of(&seg.latency),
-        });
+        phases.push(phase_summary(records, seg, from, to, start));
     }
     (faults, phases)
+}
+
+/// How long after boundary `t` the first attempt was served, if `t` is a boundary.
+fn first_after(data: &PhaseData, t: Instant) -> Option<Duration> {
+    data.boundaries
+        .iter()
+        .position(|b| *b == t)
+        .and_then(|i| data.first_served[i])
+        .map(|f| f.saturating_duration_since(t))
+}
+
+/// What one fault did: when it started and healed, and how long service took to come back.
+fn fault_summary(r: &FaultRecord, data: &PhaseData, start: Instant, end: Instant) -> FaultSummary {
+    let recovery = r.healed.and_then(|t| first_after(data, t));
+    let recovered_at = r.healed.zip(recovery).map(|(h, d)| h + d);
+    let unavailable = r.started.map(|s| {
+        let to = recovered_at.or(r.healed).unwrap_or(end);
+        data.longest_gap(s, to)
+    });
+    let s = |d: Duration| (d.as_secs_f64() * 1000.0).round() / 1000.0;
+    FaultSummary {
+        id: r.spec.id,
+        label: r.spec.label(),
+        plan: serde_json::to_value(&r.spec).expect("fault spec serialises"),
+        nodes: r.summary_nodes(),
+        started_s: r.started.map(|t| secs(t, start)),
+        healed_s: r.healed.map(|t| secs(t, start)),
+        first_served_after_start_s: r.started.and_then(|t| first_after(data, t)).map(s),
+        recovery_s: recovery.map(s),
+        promotion_s: r
+            .started
+            .zip(r.promoted)
+            .map(|(a, b)| s(b.saturating_duration_since(a))),
+        unavailable_s: unavailable.map(s),
+        note: r.note.clone(),
+    }
+}
+
+/// The measurements of the phase from `from` to `to`, named by the faults active in it.
+fn phase_summary(
+    records: &[FaultRecord],
+    seg: &Segment,
+    from: Instant,
+    to: Instant,
+    start: Instant,
+) -> PhaseSummary {
+    let (name, active) = phase_name(records, from);
+    let attempts: u64 = seg.counts.iter().sum();
+    let len = to.saturating_duration_since(from).as_secs_f64();
+    let rate = |n: u64| {
+        if len > 0.0 {
+            (n as f64 / len * 10.0).round() / 10.0
+        } else {
+            0.0
+        }
+    };
+    let sold = seg.counts[Outcome::Sold.class()];
+    PhaseSummary {
+        name,
+        faults: active,
+        from_s: secs(from, start),
+        to_s: secs(to, start),
+        attempts,
+        sold,
+        errors: seg.counts[Outcome::Failed(ErrorKind::Server).class()],
+        unknown: seg.counts[Outcome::Unknown(ErrorKind::Timeout).class()],
+        lock_timeouts: seg.counts[Outcome::LockTimeout.class()],
+        attempts_per_s: rate(attempts),
+        sales_per_s: rate(sold),
+        latency_us: LatencySummary::of(&seg.latency),
+    }
+}
+
+/// The name of a phase starting at `from` (`during 1+2`, `after 2`, `before`), and the faults
+/// active in it.
+fn phase_name(records: &[FaultRecord], from: Instant) -> (String, Vec<usize>) {
+    let active: Vec<usize> = records
+        .iter()
+        .filter(|r| r.started.is_some_and(|s| s <= from) && r.healed.is_none_or(|h| h > from))
+        .map(|r| r.spec.id)
+        .collect();
+    let last_healed = records
+        .iter()
+        .filter(|r| r.healed.is_some_and(|h| h <= from))
+        .max_by_key(|r| r.healed)
+        .map(|r| r.spec.id);
+    let list = |ids: &[usize]| {
+        ids.iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join("+")
+    };
+    let name = match (active.is_empty(), last_healed) {
+        (false, _) => format!("during {}", list(&active)),
+        (true, Some(id)) => format!("after {id}"),
+        (true, None) => "before".to_string(),
+    };
+    (name, active)
 }
