@@ -459,6 +459,41 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         );
         return Ok(());
     };
+    let (rates, heading) = calm_rates(part);
+    let _ = writeln!(
+        h,
+        "<h2 id=\"calm\"><span id=\"{}\">{}</span></h2>",
+        ids::CALM_RATE,
+        esc(&heading)
+    );
+    let why = calm_why(job, &rates);
+    let _ = writeln!(h, "<p>{why}</p>");
+    if let Some(link) = sub_report(job, &part.dir) {
+        let _ = writeln!(h, "<p>{link}</p>");
+    }
+    let cell_id = |strategy: &str, short: &str| ids::calm(strategy, short);
+    let fam = |id: &str| family(job, id);
+    html::headline_table(
+        h,
+        &part.runs,
+        &TableSpec {
+            id: "calm-table".into(),
+            cell_id: Some(&cell_id),
+            lead: vec![rate_lead()],
+            fields: &CALM_FIELDS,
+            family: &fam,
+        },
+    );
+    let _ = writeln!(h, "<p><small>{}</small></p>", html::headline_note());
+    html::reads_table(h, &part.runs);
+    html::notes(h, &part.runs);
+    calm_charts(h, job, part)?;
+    html::utilization(h, &part.runs);
+    Ok(())
+}
+
+/// The distinct rates the calm runs offered, and the heading that names them.
+fn calm_rates(part: &Part) -> (Vec<f64>, String) {
     let mut rates: Vec<f64> = part
         .runs
         .iter()
@@ -471,13 +506,12 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         [lo, .., hi] => format!("Calm run at {}–{} arrivals/s", rate(*lo), rate(*hi)),
         [] => "Calm run (closed loop)".to_string(),
     };
-    let _ = writeln!(
-        h,
-        "<h2 id=\"calm\"><span id=\"{}\">{}</span></h2>",
-        ids::CALM_RATE,
-        esc(&heading)
-    );
-    let why = match job.sweep.as_ref().and_then(Sweep::common_rate) {
+    (rates, heading)
+}
+
+/// Why the calm runs offered their rate: the sweep's common rate, or their own workload's.
+fn calm_why(job: &Job, rates: &[f64]) -> String {
+    match job.sweep.as_ref().and_then(Sweep::common_rate) {
         Some((floor, by)) => {
             let mut why = format!(
                 "Why this rate: {}/s is the lowest capacity among the strategies the sweep saw \
@@ -506,27 +540,11 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         None => "No sweep capacity to derive the rate from: the calm runs offered the rate of \
                  their own workload (the offered /s column)."
             .to_string(),
-    };
-    let _ = writeln!(h, "<p>{why}</p>");
-    if let Some(link) = sub_report(job, &part.dir) {
-        let _ = writeln!(h, "<p>{link}</p>");
     }
-    let cell_id = |strategy: &str, short: &str| ids::calm(strategy, short);
-    let fam = |id: &str| family(job, id);
-    html::headline_table(
-        h,
-        &part.runs,
-        &TableSpec {
-            id: "calm-table".into(),
-            cell_id: Some(&cell_id),
-            lead: vec![rate_lead()],
-            fields: &CALM_FIELDS,
-            family: &fam,
-        },
-    );
-    let _ = writeln!(h, "<p><small>{}</small></p>", html::headline_note());
-    html::reads_table(h, &part.runs);
-    html::notes(h, &part.runs);
+}
+
+/// The calm part's charts, linked from its folder.
+fn calm_charts(h: &mut String, job: &Job, part: &Part) -> Result<(), ReportError> {
     let charts = charts::render_all(&part.runs, &part.dir.join("charts"))?;
     let rel = part
         .dir
@@ -541,7 +559,6 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
             &format!("{rel}/charts/{}.png", c.kind.file()),
         );
     }
-    html::utilization(h, &part.runs);
     Ok(())
 }
 
@@ -610,88 +627,101 @@ fn chaos(h: &mut String, job: &Job) {
          the run's faults.</p>"
     );
     for (name, part) in &job.chaos {
-        let first = &part.runs[0].summary;
-        let faults: Vec<String> = first
-            .faults
-            .iter()
-            .map(|f| format!("{} {}", f.id, f.label))
-            .collect();
+        chaos_scenario(h, job, name, part);
+    }
+}
+
+/// One chaos scenario: its faults, its table and, folded, every fault and phase.
+fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
+    let first = &part.runs[0].summary;
+    let faults: Vec<String> = first
+        .faults
+        .iter()
+        .map(|f| format!("{} {}", f.id, f.label))
+        .collect();
+    let _ = writeln!(
+        h,
+        "<h3 id=\"chaos-{}\">{}</h3>\n<p>Chaos file {}; faults: {}.{}</p>",
+        esc(&ids::clean(name)),
+        esc(name),
+        first.chaos_file.as_deref().map_or_else(
+            || "not recorded".to_string(),
+            |c| format!("<code>{}</code>", esc(c))
+        ),
+        esc(&if faults.is_empty() {
+            "none recorded".to_string()
+        } else {
+            faults.join(", ")
+        }),
+        sub_report(job, &part.dir)
+            .map(|l| format!(" {l}"))
+            .unwrap_or_default()
+    );
+    let cell_id = |strategy: &str, short: &str| ids::chaos(name, strategy, short);
+    let fam = |id: &str| family(job, id);
+    html::headline_table(
+        h,
+        &part.runs,
+        &TableSpec {
+            id: format!("chaos-table-{}", ids::clean(name)),
+            cell_id: Some(&cell_id),
+            lead: vec![rate_lead(), share_lead(job), hit_lead()],
+            fields: &CHAOS_FIELDS,
+            family: &fam,
+        },
+    );
+    html::notes(h, &part.runs);
+    if part.runs.iter().any(|r| !r.summary.faults.is_empty()) {
         let _ = writeln!(
             h,
-            "<h3 id=\"chaos-{}\">{}</h3>\n<p>Chaos file {}; faults: {}.{}</p>",
-            esc(&ids::clean(name)),
-            esc(name),
-            first.chaos_file.as_deref().map_or_else(
-                || "not recorded".to_string(),
-                |c| format!("<code>{}</code>", esc(c))
-            ),
-            esc(&if faults.is_empty() {
-                "none recorded".to_string()
-            } else {
-                faults.join(", ")
-            }),
-            sub_report(job, &part.dir)
-                .map(|l| format!(" {l}"))
-                .unwrap_or_default()
+            "<details><summary>{}: every fault, and each strategy's phases (before, \
+             during, after)</summary>",
+            esc(name)
         );
-        let cell_id = |strategy: &str, short: &str| ids::chaos(name, strategy, short);
-        let fam = |id: &str| family(job, id);
-        let share = Lead {
-            heading: "share of capacity",
-            short: "share",
-            cell: Box::new(|s| {
-                let cap = job
-                    .sweep
-                    .as_ref()
-                    .and_then(|w| w.entry(&s.strategy))
-                    .and_then(Capacity::of);
-                match (cap, offered_rate(s)) {
-                    (Some(c), Some(r)) => match c.share(r) {
-                        Some(text) => (
-                            serde_json::Value::from((r / c.per_s() * 1000.0).round() / 1000.0),
-                            text,
-                        ),
-                        None => (serde_json::Value::Null, "-".into()),
-                    },
-                    (None, _) => (serde_json::Value::Null, "not measured".into()),
-                    (_, None) => (serde_json::Value::Null, "-".into()),
-                }
-            }),
-        };
-        let hit = Lead {
-            heading: "faults that took effect",
-            short: "hit",
-            cell: Box::new(|s| {
-                let took = s.faults.iter().filter(|f| f.started_s.is_some()).count();
-                (
-                    serde_json::Value::from(took),
-                    format!("{took} of {}", s.faults.len()),
-                )
-            }),
-        };
-        html::headline_table(
-            h,
-            &part.runs,
-            &TableSpec {
-                id: format!("chaos-table-{}", ids::clean(name)),
-                cell_id: Some(&cell_id),
-                lead: vec![rate_lead(), share, hit],
-                fields: &CHAOS_FIELDS,
-                family: &fam,
-            },
-        );
-        html::notes(h, &part.runs);
-        if part.runs.iter().any(|r| !r.summary.faults.is_empty()) {
-            let _ = writeln!(
-                h,
-                "<details><summary>{}: every fault, and each strategy's phases (before, \
-                 during, after)</summary>",
-                esc(name)
-            );
-            html::faults_table(h, &part.runs, &format!("faults-{}", ids::clean(name)));
-            html::phases(h, &part.runs, "h4");
-            let _ = writeln!(h, "</details>");
-        }
+        html::faults_table(h, &part.runs, &format!("faults-{}", ids::clean(name)));
+        html::phases(h, &part.runs, "h4");
+        let _ = writeln!(h, "</details>");
+    }
+}
+
+/// The column of the offered rate's share of the strategy's swept capacity.
+fn share_lead(job: &Job) -> Lead<'_> {
+    Lead {
+        heading: "share of capacity",
+        short: "share",
+        cell: Box::new(|s| {
+            let cap = job
+                .sweep
+                .as_ref()
+                .and_then(|w| w.entry(&s.strategy))
+                .and_then(Capacity::of);
+            match (cap, offered_rate(s)) {
+                (Some(c), Some(r)) => match c.share(r) {
+                    Some(text) => (
+                        serde_json::Value::from((r / c.per_s() * 1000.0).round() / 1000.0),
+                        text,
+                    ),
+                    None => (serde_json::Value::Null, "-".into()),
+                },
+                (None, _) => (serde_json::Value::Null, "not measured".into()),
+                (_, None) => (serde_json::Value::Null, "-".into()),
+            }
+        }),
+    }
+}
+
+/// The column of how many of a run's faults took effect.
+fn hit_lead<'a>() -> Lead<'a> {
+    Lead {
+        heading: "faults that took effect",
+        short: "hit",
+        cell: Box::new(|s| {
+            let took = s.faults.iter().filter(|f| f.started_s.is_some()).count();
+            (
+                serde_json::Value::from(took),
+                format!("{took} of {}", s.faults.len()),
+            )
+        }),
     }
 }
 
