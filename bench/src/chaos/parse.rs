@@ -245,6 +245,37 @@ impl Validator<'_> {
         service: Option<Service>,
         x: &Extras,
     ) -> Result<Fault, ChaosError> {
+        self.check_aim(field, kind, target, service)?;
+        self.check_extras(field, kind, target, x)?;
+        let nodes = match target {
+            Target::Holder => {
+                let point = match x.point {
+                    Some(p) => self.named(&field("point"), p, POINTS)?,
+                    None => Point::AfterRead,
+                };
+                return Ok(Fault::PauseClient(ClientPause::Holder(point)));
+            }
+            Target::Client => return Ok(Fault::PauseClient(ClientPause::Any)),
+            Target::Nodes(n) => n,
+        };
+        self.check_servers(field, target, nodes, service, x)?;
+        let servers = Servers {
+            nodes,
+            service,
+            sku: x.sku,
+        };
+        self.server_fault(field, kind, servers, x)
+    }
+
+    /// Refuses a kind of fault aimed where it cannot work: a client, or a service it cannot
+    /// reach.
+    fn check_aim(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        kind: FaultKind,
+        target: Target,
+        service: Option<Service>,
+    ) -> Result<(), ChaosError> {
         if target.is_client() && kind != FaultKind::Pause {
             return Err(self.invalid(
                 &field("target"),
@@ -272,6 +303,17 @@ impl Validator<'_> {
                 "\"redis\": the clock shim is preloaded into Redis nodes only",
             ));
         }
+        Ok(())
+    }
+
+    /// Refuses extras that this kind or target does not take.
+    fn check_extras(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        kind: FaultKind,
+        target: Target,
+        x: &Extras,
+    ) -> Result<(), ChaosError> {
         if kind != FaultKind::Clock {
             let keys = [("jump", x.jump.is_some()), ("rate", x.rate.is_some())];
             self.none_set(field, &keys, "only clock faults take it")?;
@@ -284,17 +326,18 @@ impl Validator<'_> {
             let keys = [("point", x.point.is_some())];
             self.none_set(field, &keys, "only pauses of the holder take it")?;
         }
-        let nodes = match target {
-            Target::Holder => {
-                let point = match x.point {
-                    Some(p) => self.named(&field("point"), p, POINTS)?,
-                    None => Point::AfterRead,
-                };
-                return Ok(Fault::PauseClient(ClientPause::Holder(point)));
-            }
-            Target::Client => return Ok(Fault::PauseClient(ClientPause::Any)),
-            Target::Nodes(n) => n,
-        };
+        Ok(())
+    }
+
+    /// Refuses `sku` and `replica` outside a Redis Cluster's slot.
+    fn check_servers(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        target: Target,
+        nodes: NodeSet,
+        service: Option<Service>,
+        x: &Extras,
+    ) -> Result<(), ChaosError> {
         let slot_target = matches!(nodes, NodeSet::Master | NodeSet::Leader | NodeSet::Replica);
         let cluster = service.is_none_or(|s| s == Service::RedisCluster);
         if x.sku.is_some() && !(slot_target && cluster) {
@@ -313,11 +356,17 @@ impl Validator<'_> {
                  (service = \"redis-cluster\")",
             ));
         }
-        let servers = Servers {
-            nodes,
-            service,
-            sku: x.sku,
-        };
+        Ok(())
+    }
+
+    /// The fault `kind` does to `servers`.
+    fn server_fault(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        kind: FaultKind,
+        servers: Servers,
+        x: &Extras,
+    ) -> Result<Fault, ChaosError> {
         Ok(match kind {
             FaultKind::Kill => Fault::Kill(servers),
             FaultKind::Pause => Fault::Pause(servers),
