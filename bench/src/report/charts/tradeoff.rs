@@ -148,6 +148,26 @@ pub(super) fn tradeoff<DB: DrawingBackend>(
         map_point(&p.whole, (x - bx, y - by), *ink, is_unsafe(r), radius)?;
     }
     let texts: Vec<(String, RGBColor)> = members.iter().map(|(r, _)| tradeoff_label(r)).collect();
+    let (xs, ys) = chart.plotting_area().get_pixel_range();
+    let plot = Rect::new(xs.start, ys.start, xs.end - xs.start, ys.end - ys.start);
+    let placed = place(p, &points, &texts, &radii, plot);
+    for (((q, (text, color)), (_, ink)), &(px, _)) in
+        placed.iter().zip(&texts).zip(members).zip(&points)
+    {
+        draw_label(p, q, text, *color, *ink, px)?;
+    }
+    Ok(placed)
+}
+
+/// Where each label goes: beside its point in `plot` when it fits there, else in the side
+/// column.
+fn place<DB: DrawingBackend>(
+    p: &PanelArea<DB>,
+    points: &[(i32, i32)],
+    texts: &[(String, RGBColor)],
+    radii: &[i32],
+    plot: Rect,
+) -> Vec<Placed> {
     let sizes: Vec<(i32, i32)> = texts
         .iter()
         .map(|(t, _)| {
@@ -155,8 +175,6 @@ pub(super) fn tradeoff<DB: DrawingBackend>(
             (w + SWATCH_W, h)
         })
         .collect();
-    let (xs, ys) = chart.plotting_area().get_pixel_range();
-    let plot = Rect::new(xs.start, ys.start, xs.end - xs.start, ys.end - ys.start);
     let (cx, cy) = p.side.get_pixel_range();
     let column = Rect::new(
         cx.start,
@@ -165,41 +183,49 @@ pub(super) fn tradeoff<DB: DrawingBackend>(
         cy.end - cy.start - p.side_top,
     );
     let radii: Vec<i32> = radii.iter().map(|r| r + 1).collect();
-    let placed = layout::place_labels(&points, &sizes, &radii, plot, column);
-    for (((q, (text, color)), (_, ink)), &(px, _)) in
-        placed.iter().zip(&texts).zip(members).zip(&points)
-    {
-        if let Some(((x0, y0), (x1, y1))) = q.leader {
-            p.whole
-                .draw(&PathElement::new(
-                    vec![(x0 - bx, y0 - by), (x1 - bx, y1 - by)],
-                    BLACK.mix(0.35).stroke_width(1),
-                ))
-                .map_err(err)?;
-        }
-        let (x, y) = (q.rect.x - bx, q.rect.y - by);
-        // A bar of the point's colour, not a mark (it must not read as one more point), at
-        // the end of the label nearest the point.
-        let left_of_point = q.rect.x + q.rect.w / 2 < px;
-        let (bar_x, text_x) = if left_of_point {
-            (x + q.rect.w - SWATCH_W + 5, x)
-        } else {
-            (x + 2, x + SWATCH_W)
-        };
-        let bar = ink.color.mix(if ink.dashed { 0.5 } else { 1.0 });
+    layout::place_labels(points, &sizes, &radii, plot, column)
+}
+
+/// One placed label, with its leader line when it sits away from its point (at `px`).
+fn draw_label<DB: DrawingBackend>(
+    p: &PanelArea<DB>,
+    q: &Placed,
+    text: &str,
+    color: RGBColor,
+    ink: Ink,
+    px: i32,
+) -> Result<(), String> {
+    let (bx, by) = p.whole.get_base_pixel();
+    if let Some(((x0, y0), (x1, y1))) = q.leader {
         p.whole
-            .draw(&Rectangle::new(
-                [(bar_x, y + 2), (bar_x + 5, y + q.rect.h - 2)],
-                bar.filled(),
-            ))
-            .map_err(err)?;
-        p.whole
-            .draw(&Text::new(
-                text.clone(),
-                (text_x, y + 1),
-                (FONT, 13).into_font().color(color),
+            .draw(&PathElement::new(
+                vec![(x0 - bx, y0 - by), (x1 - bx, y1 - by)],
+                BLACK.mix(0.35).stroke_width(1),
             ))
             .map_err(err)?;
     }
-    Ok(placed)
+    let (x, y) = (q.rect.x - bx, q.rect.y - by);
+    // A bar of the point's colour, not a mark (it must not read as one more point), at
+    // the end of the label nearest the point.
+    let left_of_point = q.rect.x + q.rect.w / 2 < px;
+    let (bar_x, text_x) = if left_of_point {
+        (x + q.rect.w - SWATCH_W + 5, x)
+    } else {
+        (x + 2, x + SWATCH_W)
+    };
+    let bar = ink.color.mix(if ink.dashed { 0.5 } else { 1.0 });
+    p.whole
+        .draw(&Rectangle::new(
+            [(bar_x, y + 2), (bar_x + 5, y + q.rect.h - 2)],
+            bar.filled(),
+        ))
+        .map_err(err)?;
+    p.whole
+        .draw(&Text::new(
+            text.to_string(),
+            (text_x, y + 1),
+            (FONT, 13).into_font().color(&color),
+        ))
+        .map_err(err)?;
+    Ok(())
 }
