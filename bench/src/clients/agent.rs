@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use super::link::{self, Challenge, Hello, Verdict};
 use super::protocol::{Control, Event, Job};
-use super::workers::spawn_load;
+use super::workers::{LoadProcess, spawn_load};
 use crate::clock::monotonic_ns;
 
 /// How long an agent keeps trying to reach its coordinator (a Pod may start before the
@@ -83,28 +83,7 @@ async fn relay(
     mut wr: tokio::net::tcp::OwnedWriteHalf,
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let pong = |id: u64| {
-        let mut l = serde_json::to_vec(&Event::Pong {
-            id,
-            t_ns: monotonic_ns(),
-        })
-        .expect("serialises");
-        l.push(b'\n');
-        l
-    };
-    // Before the job: only pings (the coordinator measures the clock offset at ready).
-    let mut line = String::new();
-    let job: Job = loop {
-        line.clear();
-        if rd.read_line(&mut line).await? == 0 {
-            anyhow::bail!("the coordinator closed the link before sending a job");
-        }
-        if let Ok(Control::Ping { id }) = serde_json::from_str(line.trim_end()) {
-            wr.write_all(&pong(id)).await?;
-            continue;
-        }
-        break serde_json::from_str(line.trim_end())?;
-    };
+    let job = await_job(&mut rd, &mut wr).await?;
     let exe = super::workers::own_exe()?;
     let (mut child, stdout, handle) = spawn_load(&exe, std::process::Stdio::inherit(), None)?;
     handle.send_line(&serde_json::to_vec(&job)?)?;
@@ -116,46 +95,9 @@ async fn relay(
         wr.shutdown().await
     });
     // The load process's lines, verbatim.
-    let upstream = {
-        let tx = tx.clone();
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(l)) = lines.next_line().await {
-                let mut l = l.into_bytes();
-                l.push(b'\n');
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        })
-    };
-    let downstream = async {
-        let mut line = String::new();
-        loop {
-            line.clear();
-            if rd.read_line(&mut line).await.unwrap_or(0) == 0 {
-                return false; // the coordinator is gone
-            }
-            match serde_json::from_str::<Control>(line.trim_end()) {
-                Ok(Control::Ping { id }) => {
-                    let _ = tx.send(pong(id));
-                }
-                Ok(Control::Pause) => {
-                    let _ = killpg(pgid, Signal::SIGSTOP);
-                }
-                Ok(Control::Resume) => {
-                    let _ = killpg(pgid, Signal::SIGCONT);
-                }
-                _ => {
-                    if handle.send_line(line.trim_end().as_bytes()).is_err() {
-                        return true; // the load process is gone; its exit tells the rest
-                    }
-                }
-            }
-        }
-    };
+    let upstream = tokio::spawn(forward_lines(stdout, tx.clone()));
     let coordinator_alive = tokio::select! {
-        alive = downstream => alive,
+        alive = downstream(&mut rd, &tx, &handle) => alive,
         _ = child.wait() => true,
     };
     if !coordinator_alive {
@@ -172,4 +114,80 @@ async fn relay(
         anyhow::bail!("the load process exited with {status}");
     }
     Ok(())
+}
+
+/// A pong line answering ping `id`, stamped with this host's clock.
+fn pong(id: u64) -> Vec<u8> {
+    let mut l = serde_json::to_vec(&Event::Pong {
+        id,
+        t_ns: monotonic_ns(),
+    })
+    .expect("serialises");
+    l.push(b'\n');
+    l
+}
+
+/// Reads the job; before it only pings come (the coordinator measures the clock offset at
+/// ready), and are answered.
+async fn await_job(
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    wr: &mut tokio::net::tcp::OwnedWriteHalf,
+) -> anyhow::Result<Job> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if rd.read_line(&mut line).await? == 0 {
+            anyhow::bail!("the coordinator closed the link before sending a job");
+        }
+        if let Ok(Control::Ping { id }) = serde_json::from_str(line.trim_end()) {
+            wr.write_all(&pong(id)).await?;
+            continue;
+        }
+        return Ok(serde_json::from_str(line.trim_end())?);
+    }
+}
+
+/// Sends the load process's lines to the coordinator, each as it was written.
+async fn forward_lines(stdout: tokio::process::ChildStdout, tx: mpsc::UnboundedSender<Vec<u8>>) {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(l)) = lines.next_line().await {
+        let mut l = l.into_bytes();
+        l.push(b'\n');
+        if tx.send(l).is_err() {
+            break;
+        }
+    }
+}
+
+/// Answers pings, pauses and resumes the load process, and passes it the other messages;
+/// returns whether the coordinator is still there.
+async fn downstream(
+    rd: &mut BufReader<tokio::net::tcp::OwnedReadHalf>,
+    tx: &mpsc::UnboundedSender<Vec<u8>>,
+    handle: &LoadProcess,
+) -> bool {
+    let pgid = handle.pid;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if rd.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return false; // the coordinator is gone
+        }
+        match serde_json::from_str::<Control>(line.trim_end()) {
+            Ok(Control::Ping { id }) => {
+                let _ = tx.send(pong(id));
+            }
+            Ok(Control::Pause) => {
+                let _ = killpg(pgid, Signal::SIGSTOP);
+            }
+            Ok(Control::Resume) => {
+                let _ = killpg(pgid, Signal::SIGCONT);
+            }
+            _ => {
+                if handle.send_line(line.trim_end().as_bytes()).is_err() {
+                    return true; // the load process is gone; its exit tells the rest
+                }
+            }
+        }
+    }
 }
