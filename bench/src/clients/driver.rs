@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::record::{Completion, DriveReport, ErrorKind, Outcome};
 use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
-use crate::workload::pacing::{Part, Schedule};
+use crate::workload::pacing::{Part, Schedule, Slot};
 use crate::workload::{LoadMode, Workload};
 
 /// Runs the load against `strategy` from `start` and returns when every buyer has stopped;
@@ -58,60 +58,18 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     let dropped = Arc::new(AtomicU64::new(0));
     let mut buyers = tokio::task::JoinSet::new();
     for client in part.clients(w.load.clients) {
-        let (strategy, schedule, sink, cancel, dropped) = (
-            strategy.clone(),
-            schedule.clone(),
-            sink.clone(),
-            cancel.clone(),
-            dropped.clone(),
-        );
-        buyers.spawn(async move {
-            loop {
-                let now = Instant::now();
-                if now >= end || cancel.is_cancelled() {
-                    break;
-                }
-                let Some(slot) = schedule.next(now) else {
-                    break;
-                };
-                if open {
-                    tokio::select! {
-                        _ = tokio::time::sleep_until(slot.intended.into()) => {}
-                        _ = cancel.cancelled() => {
-                            dropped.fetch_add(1, Ordering::Relaxed);
-                            break;
-                        }
-                    }
-                }
-                let started = Instant::now();
-                let lease = LeaseSlot::default();
-                let p = Purchase {
-                    seq: slot.seq,
-                    client,
-                    sku: slot.sku,
-                    read: slot.read,
-                    lease: &lease,
-                };
-                let attempt = tokio::time::timeout(bound, strategy.attempt(&p))
-                    .await
-                    .unwrap_or_else(|_| Attempt::from(Outcome::Unknown(ErrorKind::Timeout)));
-                let completion = Completion {
-                    seq: slot.seq,
-                    client,
-                    sku: slot.sku,
-                    read: slot.read,
-                    outcome: attempt.outcome,
-                    intended: slot.intended,
-                    started,
-                    ended: Instant::now(),
-                    release_failed: attempt.release_failed,
-                    lease: lease.take(),
-                };
-                if sink.send(completion.into()).await.is_err() {
-                    break; // the recorder is gone: nothing more can be recorded
-                }
-            }
-        });
+        let buyer = Buyer {
+            client,
+            strategy: strategy.clone(),
+            schedule: schedule.clone(),
+            sink: sink.clone(),
+            cancel: cancel.clone(),
+            dropped: dropped.clone(),
+            end,
+            bound,
+            open,
+        };
+        buyers.spawn(buyer.run());
     }
     drop(sink);
     while let Some(joined) = buyers.join_next().await {
@@ -133,5 +91,76 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
         } + dropped.load(Ordering::Relaxed),
         cancelled,
         broken: strategy_broken.into_iter().collect(),
+    }
+}
+
+/// One buyer: takes slots until the schedule, the duration or the recorder ends.
+struct Buyer<T> {
+    client: u32,
+    strategy: Arc<dyn Strategy>,
+    schedule: Arc<Schedule>,
+    sink: mpsc::Sender<T>,
+    cancel: CancellationToken,
+    /// Slots taken but given up while waiting for their start (cancelled).
+    dropped: Arc<AtomicU64>,
+    end: Instant,
+    /// The longest an attempt may take before it is cut.
+    bound: Duration,
+    /// Open loop: wait for each slot's intended start.
+    open: bool,
+}
+
+impl<T: From<Completion> + Send + 'static> Buyer<T> {
+    async fn run(self) {
+        loop {
+            let now = Instant::now();
+            if now >= self.end || self.cancel.is_cancelled() {
+                break;
+            }
+            let Some(slot) = self.schedule.next(now) else {
+                break;
+            };
+            if self.open {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(slot.intended.into()) => {}
+                    _ = self.cancel.cancelled() => {
+                        self.dropped.fetch_add(1, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            }
+            let completion = self.attempt(&slot).await;
+            if self.sink.send(completion.into()).await.is_err() {
+                break; // the recorder is gone: nothing more can be recorded
+            }
+        }
+    }
+
+    /// Runs one attempt of `slot`, cut at the bound.
+    async fn attempt(&self, slot: &Slot) -> Completion {
+        let started = Instant::now();
+        let lease = LeaseSlot::default();
+        let p = Purchase {
+            seq: slot.seq,
+            client: self.client,
+            sku: slot.sku,
+            read: slot.read,
+            lease: &lease,
+        };
+        let attempt = tokio::time::timeout(self.bound, self.strategy.attempt(&p))
+            .await
+            .unwrap_or_else(|_| Attempt::from(Outcome::Unknown(ErrorKind::Timeout)));
+        Completion {
+            seq: slot.seq,
+            client: self.client,
+            sku: slot.sku,
+            read: slot.read,
+            outcome: attempt.outcome,
+            intended: slot.intended,
+            started,
+            ended: Instant::now(),
+            release_failed: attempt.release_failed,
+            lease: lease.take(),
+        }
     }
 }
