@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use sqlx::Connection;
 
 use super::mysql::{
-    ER_LOCK_WAIT_TIMEOUT, Guard, SharedStore, classify, error_number, fail_and_drop, lock_wait,
-    write_failure,
+    BuyerConn, ER_LOCK_WAIT_TIMEOUT, Guard, SharedStore, classify, error_number, fail_and_drop,
+    lock_wait, write_failure,
 };
 use super::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
@@ -176,17 +176,13 @@ impl Strategy for ForUpdate {
             tokio::time::timeout(self.lock_wait + s.timeout, s.read(&mut tx, p.sku, true)).await;
         let qty = match read {
             Ok(Ok((qty, _))) => qty,
-            Ok(Err(e)) if error_number(&e) == Some(ER_LOCK_WAIT_TIMEOUT) => {
-                drop(tx);
-                return Outcome::LockTimeout.into();
-            }
             Ok(Err(e)) => {
                 drop(tx);
-                return fail_and_drop(con, Outcome::Failed(classify(&e))).into();
+                return locking_read_failed(con, Some(e)).into();
             }
             Err(_) => {
                 drop(tx);
-                return fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)).into();
+                return locking_read_failed(con, None).into();
             }
         };
         // The row lock is held from here until the commit or rollback is sent: record it as a
@@ -196,15 +192,7 @@ impl Strategy for ForUpdate {
         // The server frees the row lock itself (at commit, rollback, or when a cut attempt's
         // connection goes), so only the interval the buyer held it is recorded here.
         let held = |outcome: Outcome, released: Instant| {
-            p.lease.put(LeaseSpan {
-                key: format!("stock-row:{}", p.sku),
-                token: token.clone(),
-                fence: None,
-                acquired,
-                released,
-                lost: false,
-                shared: false,
-            });
+            p.lease.put(row_lease(p, &token, acquired, released));
             Attempt::from(outcome)
         };
         if p.read && self.touch_store {
@@ -247,6 +235,29 @@ impl Strategy for ForUpdate {
             Ok(()) => held(Outcome::Sold, released),
             Err(k) => held(fail_and_drop(con, write_failure(k)), released),
         }
+    }
+}
+
+/// What a locking read that returned no row makes of the attempt: a lock wait timeout, or a
+/// failure (`None`: the call timed out) that discards the connection.
+fn locking_read_failed(con: BuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
+    match e {
+        Some(e) if error_number(&e) == Some(ER_LOCK_WAIT_TIMEOUT) => Outcome::LockTimeout,
+        Some(e) => fail_and_drop(con, Outcome::Failed(classify(&e))),
+        None => fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)),
+    }
+}
+
+/// The interval the buyer held the row lock, as a lease.
+fn row_lease(p: &Purchase, token: &str, acquired: Instant, released: Instant) -> LeaseSpan {
+    LeaseSpan {
+        key: format!("stock-row:{}", p.sku),
+        token: token.to_string(),
+        fence: None,
+        acquired,
+        released,
+        lost: false,
+        shared: false,
     }
 }
 
