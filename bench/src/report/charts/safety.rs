@@ -45,26 +45,7 @@ pub(super) fn safety<DB: DrawingBackend>(
     panels: &[Panel],
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(err)?;
-    let mut faults: Vec<String> = Vec::new();
-    for r in runs {
-        for f in &r.summary.faults {
-            let l = format!("{} {}", f.id, f.label);
-            if !faults.contains(&l) {
-                faults.push(l);
-            }
-        }
-    }
-    let (caption, sub) = if faults.is_empty() {
-        (
-            "Safety violations per strategy".to_string(),
-            "no faults injected; counts from the audited store and the lease log".to_string(),
-        )
-    } else {
-        (
-            "Safety violations per strategy under faults".to_string(),
-            format!("under faults: {}", faults.join(", ")),
-        )
-    };
+    let (caption, sub) = safety_caption(runs);
     let width = GRID_W;
     let (cw, _) = text_size(&caption, 22);
     root.draw(&Text::new(caption, ((width - cw) / 2, 10), (FONT, 22)))
@@ -100,33 +81,70 @@ pub(super) fn safety<DB: DrawingBackend>(
             name_cell(root, &r.summary.strategy, y, ink)?;
             for (k, v) in safety_values(r).into_iter().enumerate() {
                 let x = NAMES_W + k as i32 * col_w;
-                let room = col_w - 56;
-                let len = if tops[k] == 0 {
-                    0
-                } else {
-                    ((v as f64 / tops[k] as f64) * room as f64).round() as i32
-                };
-                if v > 0 {
-                    root.draw(&Rectangle::new(
-                        [(x + 4, y + 4), (x + 4 + len.max(2), y + ROW_H - 4)],
-                        SAFETY[k].1.filled(),
-                    ))
-                    .map_err(err)?;
-                }
-                let ink = if v > 0 {
-                    BLACK
-                } else {
-                    RGBColor(150, 150, 150)
-                };
-                root.draw(&Text::new(
-                    v.to_string(),
-                    (x + 10 + len, y + 5),
-                    (FONT, 13).into_font().color(&ink),
-                ))
-                .map_err(err)?;
+                count_bar(root, k, v, tops[k], (x, y), col_w)?;
             }
             y += ROW_H;
         }
     }
+    Ok(())
+}
+
+/// The chart's title and subtitle: which faults the runs saw, if any.
+fn safety_caption(runs: &[RunData]) -> (String, String) {
+    let mut faults: Vec<String> = Vec::new();
+    for r in runs {
+        for f in &r.summary.faults {
+            let l = format!("{} {}", f.id, f.label);
+            if !faults.contains(&l) {
+                faults.push(l);
+            }
+        }
+    }
+    if faults.is_empty() {
+        (
+            "Safety violations per strategy".to_string(),
+            "no faults injected; counts from the audited store and the lease log".to_string(),
+        )
+    } else {
+        (
+            "Safety violations per strategy under faults".to_string(),
+            format!("under faults: {}", faults.join(", ")),
+        )
+    }
+}
+
+/// Count `v` of column `k` as a bar scaled to the column's `top`, then its value (grey when 0).
+fn count_bar<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    k: usize,
+    v: u64,
+    top: u64,
+    (x, y): (i32, i32),
+    col_w: i32,
+) -> Result<(), String> {
+    let room = col_w - 56;
+    let len = if top == 0 {
+        0
+    } else {
+        ((v as f64 / top as f64) * room as f64).round() as i32
+    };
+    if v > 0 {
+        root.draw(&Rectangle::new(
+            [(x + 4, y + 4), (x + 4 + len.max(2), y + ROW_H - 4)],
+            SAFETY[k].1.filled(),
+        ))
+        .map_err(err)?;
+    }
+    let ink = if v > 0 {
+        BLACK
+    } else {
+        RGBColor(150, 150, 150)
+    };
+    root.draw(&Text::new(
+        v.to_string(),
+        (x + 10 + len, y + 5),
+        (FONT, 13).into_font().color(&ink),
+    ))
+    .map_err(err)?;
     Ok(())
 }
