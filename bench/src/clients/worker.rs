@@ -40,48 +40,22 @@ pub async fn worker_main() -> anyhow::Result<()> {
     let built = crate::strategy::build(&job.strategy, &endpoints, &w)
         .await
         .map_err(|e| fail(e.to_string()))?;
-    // The holder pause: announce it (synchronously, so the line is out before the stop), then
-    // stop this whole process group (a library's adapter with it) until the coordinator sends
-    // SIGCONT. The worker leads its group.
-    crate::chaos::holder::set_hook(Box::new(|| {
-        let mut out = std::io::stdout().lock();
-        let _ = emit(&mut out, &Event::Paused).and_then(|()| out.flush());
-        let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), Signal::SIGSTOP);
-    }));
+    set_holder_hook();
     emit(&mut std::io::stdout().lock(), &Event::Ready)?;
     std::io::stdout().flush()?;
 
-    let origin_ns = loop {
-        match lines.next_line().await? {
-            Some(l) => match serde_json::from_str(&l)? {
-                Control::Start { origin_ns } => break origin_ns,
-                Control::Stop => return Ok(()),
-                _ => {}
-            },
-            None => return Ok(()), // the coordinator is gone
-        }
+    let Some(origin_ns) = await_start(&mut lines).await? else {
+        return Ok(());
     };
     let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(origin_ns));
     let cancel = CancellationToken::new();
     let boundaries = std::sync::Arc::new(Boundaries::default());
-    let control = {
-        let (cancel, boundaries) = (cancel.clone(), boundaries.clone());
-        tokio::spawn(async move {
-            while let Ok(Some(l)) = lines.next_line().await {
-                match serde_json::from_str(&l) {
-                    Ok(Control::ArmHolderPause(on)) => crate::chaos::holder::arm(on),
-                    Ok(Control::Boundary { at_ns }) => {
-                        boundaries.push(start + Duration::from_nanos(at_ns));
-                    }
-                    // Boundaries may still come while the last interval waits.
-                    Ok(Control::Stop) => cancel.cancel(),
-                    _ => {}
-                }
-            }
-            // The coordinator closed our stdin (it is gone): end the load.
-            cancel.cancel();
-        })
-    };
+    let control = tokio::spawn(follow_control(
+        lines,
+        start,
+        cancel.clone(),
+        boundaries.clone(),
+    ));
     let (tx, rx) = mpsc::channel::<Completion>(4096);
     let writer = tokio::spawn(write_intervals(rx, start, boundaries, job.history));
     let extra = Duration::from_millis(job.extra_bound_ms);
@@ -109,6 +83,57 @@ pub async fn worker_main() -> anyhow::Result<()> {
     )?;
     out.flush()?;
     Ok(())
+}
+
+/// The coordinator's messages on stdin.
+type ControlLines = tokio::io::Lines<BufReader<tokio::io::Stdin>>;
+
+/// The holder pause: announce it (synchronously, so the line is out before the stop), then
+/// stop this whole process group (a library's adapter with it) until the coordinator sends
+/// SIGCONT. The worker leads its group.
+fn set_holder_hook() {
+    crate::chaos::holder::set_hook(Box::new(|| {
+        let mut out = std::io::stdout().lock();
+        let _ = emit(&mut out, &Event::Paused).and_then(|()| out.flush());
+        let _ = nix::sys::signal::killpg(nix::unistd::getpgrp(), Signal::SIGSTOP);
+    }));
+}
+
+/// Waits for the start, on this host's monotonic clock; `None` when the coordinator stopped
+/// the run or went away first.
+async fn await_start(lines: &mut ControlLines) -> anyhow::Result<Option<u64>> {
+    loop {
+        match lines.next_line().await? {
+            Some(l) => match serde_json::from_str(&l)? {
+                Control::Start { origin_ns } => return Ok(Some(origin_ns)),
+                Control::Stop => return Ok(None),
+                _ => {}
+            },
+            None => return Ok(None), // the coordinator is gone
+        }
+    }
+}
+
+/// Follows the coordinator during the load: holder pauses, fault boundaries, the stop.
+async fn follow_control(
+    mut lines: ControlLines,
+    start: Instant,
+    cancel: CancellationToken,
+    boundaries: std::sync::Arc<Boundaries>,
+) {
+    while let Ok(Some(l)) = lines.next_line().await {
+        match serde_json::from_str(&l) {
+            Ok(Control::ArmHolderPause(on)) => crate::chaos::holder::arm(on),
+            Ok(Control::Boundary { at_ns }) => {
+                boundaries.push(start + Duration::from_nanos(at_ns));
+            }
+            // Boundaries may still come while the last interval waits.
+            Ok(Control::Stop) => cancel.cancel(),
+            _ => {}
+        }
+    }
+    // The coordinator closed our stdin (it is gone): end the load.
+    cancel.cancel();
 }
 
 /// Folds the completions from `rx` and writes an interval every [`FLUSH`] (with `history`,
