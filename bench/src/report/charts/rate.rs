@@ -214,42 +214,7 @@ impl LatencyVsRate<'_> {
                 None,
             )?;
             for s in &steps {
-                let at = point(s);
-                let c = ink.color;
-                if s.latency_censored {
-                    // A lower bound: an open triangle pointing up.
-                    chart
-                        .draw_series(std::iter::once(
-                            EmptyElement::at(at)
-                                + PathElement::new(
-                                    vec![(-6, 5), (0, -7), (6, 5), (-6, 5)],
-                                    c.stroke_width(2),
-                                ),
-                        ))
-                        .map_err(err)?;
-                } else if s.passed {
-                    chart
-                        .draw_series(std::iter::once(Circle::new(at, 5, c.filled())))
-                        .map_err(err)?;
-                } else {
-                    chart
-                        .draw_series(std::iter::once(Circle::new(at, 5, c.stroke_width(2))))
-                        .map_err(err)?;
-                }
-                if s.passed && s.rate_per_s == e.capacity_per_s && e.capacity_per_s > 0.0 {
-                    chart
-                        .draw_series(std::iter::once(Circle::new(at, 10, BLACK.stroke_width(2))))
-                        .map_err(err)?;
-                }
-                if e.unsafe_steps.contains(&s.rate_per_s) {
-                    chart
-                        .draw_series(std::iter::once(Cross::new(
-                            at,
-                            7,
-                            UNSAFE_RED.stroke_width(3),
-                        )))
-                        .map_err(err)?;
-                }
+                step_marks(&mut chart, e, s, point(s), ink.color)?;
             }
         }
         self.slo_label(p, &chart, members)?;
@@ -258,4 +223,55 @@ impl LatencyVsRate<'_> {
             .map(|(e, ink)| (e.strategy.clone(), Mark::Stroke(*ink)))
             .collect())
     }
+}
+
+/// The marks of one step at `at`: an open triangle for a latency that is a lower bound, a dot
+/// (filled when the step passed), a ring at the capacity, a cross on an unsafe step.
+fn step_marks<DB, X, Y>(
+    chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
+    e: &Entry,
+    s: &Step,
+    at: (f64, f64),
+    c: RGBColor,
+) -> Result<(), String>
+where
+    DB: DrawingBackend,
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    if s.latency_censored {
+        // A lower bound: an open triangle pointing up.
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at(at)
+                    + PathElement::new(
+                        vec![(-6, 5), (0, -7), (6, 5), (-6, 5)],
+                        c.stroke_width(2),
+                    ),
+            ))
+            .map_err(err)?;
+    } else if s.passed {
+        chart
+            .draw_series(std::iter::once(Circle::new(at, 5, c.filled())))
+            .map_err(err)?;
+    } else {
+        chart
+            .draw_series(std::iter::once(Circle::new(at, 5, c.stroke_width(2))))
+            .map_err(err)?;
+    }
+    if s.passed && s.rate_per_s == e.capacity_per_s && e.capacity_per_s > 0.0 {
+        chart
+            .draw_series(std::iter::once(Circle::new(at, 10, BLACK.stroke_width(2))))
+            .map_err(err)?;
+    }
+    if e.unsafe_steps.contains(&s.rate_per_s) {
+        chart
+            .draw_series(std::iter::once(Cross::new(
+                at,
+                7,
+                UNSAFE_RED.stroke_width(3),
+            )))
+            .map_err(err)?;
+    }
+    Ok(())
 }
