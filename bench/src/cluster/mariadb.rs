@@ -103,32 +103,7 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
     // mariadbd refuses to run as root unless told to; as another user it runs as that user.
     let user_arg = running_as_root().then_some("--user=root");
 
-    let install_log = local.log("mariadb-install");
-    let mut cmd = Command::new(install);
-    cmd.arg("--no-defaults")
-        .arg(format!("--datadir={}", datadir.display()))
-        .arg(format!("--tmpdir={}", tmpdir.display()))
-        .args(INSTALL_FLAGS)
-        .args(user_arg);
-    let mut init = ServerProcess::spawn("mariadb-install-db", addr.ip(), cmd, &install_log)?;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = init.exited() {
-            if !status.success() {
-                return Err(init.died(status));
-            }
-            break;
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(ClusterError::NotReady {
-                node: "mariadb-install-db".into(),
-                waited: Duration::from_secs(120),
-                last: "still running".into(),
-                log: install_log,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    install_datadir(local, addr.ip(), &install, &datadir, &tmpdir, user_arg).await?;
 
     let mut cmd = Command::new(server);
     cmd.arg("--no-defaults")
@@ -150,15 +125,7 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
     let password = password()?;
     let version = wait_ready(NAME, &mut [&mut process], || version(root.clone())).await?;
 
-    let setup = |detail: sqlx::Error| ClusterError::Setup {
-        node: NAME.into(),
-        what: "create database and user".into(),
-        detail: detail.to_string(),
-    };
-    let mut con = root.connect().await.map_err(setup)?;
-    let ddl = grants(&password).join("; ");
-    con.execute(sqlx::AssertSqlSafe(ddl)).await.map_err(setup)?;
-    let _ = con.close().await;
+    create_user(&root, &password).await?;
 
     let endpoint = MysqlEndpoint {
         addr,
@@ -175,6 +142,58 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
         server: Box::new(process),
     };
     Ok((node, endpoint))
+}
+
+/// Runs `mariadb-install-db` on `datadir` and waits (up to 2 minutes) for it to succeed.
+async fn install_datadir(
+    local: &Local,
+    ip: std::net::IpAddr,
+    install: &std::path::Path,
+    datadir: &std::path::Path,
+    tmpdir: &std::path::Path,
+    user_arg: Option<&str>,
+) -> Result<(), ClusterError> {
+    let install_log = local.log("mariadb-install");
+    let mut cmd = Command::new(install);
+    cmd.arg("--no-defaults")
+        .arg(format!("--datadir={}", datadir.display()))
+        .arg(format!("--tmpdir={}", tmpdir.display()))
+        .args(INSTALL_FLAGS)
+        .args(user_arg);
+    let mut init = ServerProcess::spawn("mariadb-install-db", ip, cmd, &install_log)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(status) = init.exited() {
+            if !status.success() {
+                return Err(init.died(status));
+            }
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(ClusterError::NotReady {
+                node: "mariadb-install-db".into(),
+                waited: Duration::from_secs(120),
+                last: "still running".into(),
+                log: install_log,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Ok(())
+}
+
+/// Creates the database and the benchmark's user, as root through the socket.
+async fn create_user(root: &MySqlConnectOptions, password: &str) -> Result<(), ClusterError> {
+    let setup = |detail: sqlx::Error| ClusterError::Setup {
+        node: NAME.into(),
+        what: "create database and user".into(),
+        detail: detail.to_string(),
+    };
+    let mut con = root.connect().await.map_err(setup)?;
+    let ddl = grants(password).join("; ");
+    con.execute(sqlx::AssertSqlSafe(ddl)).await.map_err(setup)?;
+    let _ = con.close().await;
+    Ok(())
 }
 
 /// One container that installs the datadir unless it exists (it survives a kill: same
