@@ -429,24 +429,7 @@ impl CapacityBars<'_> {
                 end = whisker(root, end, px(u).max(end + 3), top, bottom)?;
             }
             if t.open {
-                // An open end: the bar fades into a dashed arrow, the capacity is higher.
-                root.draw(&DashedPathElement::new(
-                    vec![(end, (top + bottom) / 2), (end + 22, (top + bottom) / 2)],
-                    4,
-                    3,
-                    color.stroke_width(3),
-                ))
-                .map_err(err)?;
-                root.draw(&PathElement::new(
-                    vec![
-                        (end + 18, top + 1),
-                        (end + 24, (top + bottom) / 2),
-                        (end + 18, bottom - 1),
-                    ],
-                    color.stroke_width(2),
-                ))
-                .map_err(err)?;
-                end += 26;
+                end = open_end(root, end, top, bottom, color)?;
             }
         }
         let mut x = end + 6;
@@ -455,22 +438,7 @@ impl CapacityBars<'_> {
         x += text_size(&t.value, 13).0 + 8;
         let mut detail = t.detail;
         if !e.unsafe_steps.is_empty() {
-            let flag = unsafe_flag(&e.unsafe_steps);
-            root.draw(&Cross::new(
-                (x + 5, y + ROW_H / 2),
-                5,
-                UNSAFE_RED.stroke_width(2),
-            ))
-            .map_err(err)?;
-            let flag = fit(&flag, 13, BARS_W - x - 20);
-            let w = text_size(&flag, 13).0;
-            root.draw(&Text::new(
-                flag,
-                (x + 14, y + 5),
-                (FONT, 13).into_font().color(&UNSAFE_RED),
-            ))
-            .map_err(err)?;
-            x += 14 + w + 8;
+            x = unsafe_mark(root, &e.unsafe_steps, x, y)?;
             // The safety flag matters more than the detail: the detail yields the room.
             if x > BARS_W - 60 {
                 detail.clear();
@@ -487,6 +455,59 @@ impl CapacityBars<'_> {
         }
         Ok(())
     }
+}
+
+/// An open end: the bar fades into a dashed arrow, the capacity is higher. Returns where the
+/// arrow ends.
+fn open_end<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    end: i32,
+    top: i32,
+    bottom: i32,
+    color: RGBColor,
+) -> Result<i32, String> {
+    root.draw(&DashedPathElement::new(
+        vec![(end, (top + bottom) / 2), (end + 22, (top + bottom) / 2)],
+        4,
+        3,
+        color.stroke_width(3),
+    ))
+    .map_err(err)?;
+    root.draw(&PathElement::new(
+        vec![
+            (end + 18, top + 1),
+            (end + 24, (top + bottom) / 2),
+            (end + 18, bottom - 1),
+        ],
+        color.stroke_width(2),
+    ))
+    .map_err(err)?;
+    Ok(end + 26)
+}
+
+/// The cross and list of a row's unsafe steps at `x`; returns where the text after it goes.
+fn unsafe_mark<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    steps: &[f64],
+    x: i32,
+    y: i32,
+) -> Result<i32, String> {
+    let flag = unsafe_flag(steps);
+    root.draw(&Cross::new(
+        (x + 5, y + ROW_H / 2),
+        5,
+        UNSAFE_RED.stroke_width(2),
+    ))
+    .map_err(err)?;
+    let flag = fit(&flag, 13, BARS_W - x - 20);
+    let w = text_size(&flag, 13).0;
+    root.draw(&Text::new(
+        flag,
+        (x + 14, y + 5),
+        (FONT, 13).into_font().color(&UNSAFE_RED),
+    ))
+    .map_err(err)?;
+    Ok(x + 14 + w + 8)
 }
 
 #[cfg(test)]
