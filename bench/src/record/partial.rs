@@ -461,54 +461,7 @@ impl Interval {
         let mut stats = totals();
         let mut seconds: Vec<(usize, Second)> = Vec::with_capacity(self.seconds.len());
         let mut segments: Vec<(usize, Segment)> = Vec::with_capacity(self.segments.len());
-        let mut de = Deserializer::new();
-        for entry in IntervalLogIterator::new(self.hlog.as_bytes()) {
-            let LogEntry::Interval(h) = entry.map_err(|e| BatchError::Log(format!("{e:?}")))?
-            else {
-                continue;
-            };
-            let tag = h.tag().map(|t| t.as_str()).unwrap_or_default();
-            let bad = |detail: String| BatchError::Histogram {
-                tag: tag.to_string(),
-                detail,
-            };
-            let raw = base64::engine::general_purpose::STANDARD
-                .decode(h.encoded_histogram())
-                .map_err(|e| bad(e.to_string()))?;
-            let hist: Histogram<u64> = de
-                .deserialize(&mut raw.as_slice())
-                .map_err(|e| bad(format!("{e:?}")))?;
-            let (kind, rest) = tag.split_once('.').unwrap_or((tag, ""));
-            let n = || {
-                rest.parse::<usize>()
-                    .map_err(|_| BatchError::Tag(tag.into()))
-            };
-            match kind {
-                "latency" => {
-                    let class = Outcome::CLASS_NAMES
-                        .iter()
-                        .position(|c| *c == rest)
-                        .ok_or_else(|| BatchError::Tag(tag.into()))?;
-                    stats.latency[class] = hist;
-                }
-                "service" => stats.service = hist,
-                "second" => seconds.push((
-                    n()?,
-                    Second {
-                        counts: [0; 8],
-                        latency: hist,
-                    },
-                )),
-                "phase" => segments.push((
-                    n()?,
-                    Segment {
-                        counts: [0; 8],
-                        latency: hist,
-                    },
-                )),
-                _ => return Err(BatchError::Tag(tag.into())),
-            }
-        }
+        read_hlog(&self.hlog, &mut stats, &mut seconds, &mut segments)?;
         fill_counts(&mut seconds, &self.seconds, "second", |s| {
             (&mut s.counts, &s.latency)
         })?;
@@ -543,6 +496,66 @@ impl Interval {
             misfiled: self.misfiled,
         })
     }
+}
+
+/// Reads the histograms of an interval's log: the latency of each outcome class and the
+/// service time into `stats`, each second's and phase's latency into `seconds` and
+/// `segments` (their counts come apart).
+fn read_hlog(
+    hlog: &str,
+    stats: &mut Stats,
+    seconds: &mut Vec<(usize, Second)>,
+    segments: &mut Vec<(usize, Segment)>,
+) -> Result<(), BatchError> {
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(hlog.as_bytes()) {
+        let LogEntry::Interval(h) = entry.map_err(|e| BatchError::Log(format!("{e:?}")))?
+        else {
+            continue;
+        };
+        let tag = h.tag().map(|t| t.as_str()).unwrap_or_default();
+        let bad = |detail: String| BatchError::Histogram {
+            tag: tag.to_string(),
+            detail,
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(h.encoded_histogram())
+            .map_err(|e| bad(e.to_string()))?;
+        let hist: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| bad(format!("{e:?}")))?;
+        let (kind, rest) = tag.split_once('.').unwrap_or((tag, ""));
+        let n = || {
+            rest.parse::<usize>()
+                .map_err(|_| BatchError::Tag(tag.into()))
+        };
+        match kind {
+            "latency" => {
+                let class = Outcome::CLASS_NAMES
+                    .iter()
+                    .position(|c| *c == rest)
+                    .ok_or_else(|| BatchError::Tag(tag.into()))?;
+                stats.latency[class] = hist;
+            }
+            "service" => stats.service = hist,
+            "second" => seconds.push((
+                n()?,
+                Second {
+                    counts: [0; 8],
+                    latency: hist,
+                },
+            )),
+            "phase" => segments.push((
+                n()?,
+                Segment {
+                    counts: [0; 8],
+                    latency: hist,
+                },
+            )),
+            _ => return Err(BatchError::Tag(tag.into())),
+        }
+    }
+    Ok(())
 }
 
 /// Gives each decoded histogram of `kind` its counts per class from `counts`; both must name
