@@ -338,31 +338,10 @@ async fn load(
     tracing::info!(strategy = id, workers = plan.workers, "load started");
     let mut workers = workers;
     let chaos = plan.opts.chaos.as_ref();
-    let mut reach = chaos.map(|_| Reach {
-        cluster: servers.cluster.as_mut(),
-        log_dir: out.join("logs"),
-        service: plan.info.lock_service(),
-        workers: workers
-            .as_ref()
-            .map(|s| s.control() as Arc<dyn ClientProcesses>),
-        paused: workers.as_mut().and_then(|s| s.paused.take()),
-    });
+    let mut reach = chaos.map(|_| fault_reach(plan, servers, &mut workers));
     let load_done = cancel.child_token();
     let buyers = async {
-        let result = match workers {
-            Some(set) => {
-                // Attempts start until the duration ends and each is cut at its bound; then
-                // a worker has a few seconds to send what it holds.
-                let limit = w.load.duration + built.strategy.bound() + plan.extra_bound + LINGER;
-                set.drive(start, sink, boundaries.clone(), cancel.clone(), limit)
-                    .await
-            }
-            None => {
-                let strategy = built.strategy.clone();
-                let report = driver::drive(strategy, w, start, sink, cancel.clone()).await;
-                (report, Vec::new(), Vec::new())
-            }
-        };
+        let result = drive_buyers(plan, built, workers, start, sink, &boundaries, cancel).await;
         load_done.cancel();
         result
     };
@@ -394,6 +373,50 @@ async fn load(
         end,
         started_at,
     })
+}
+
+/// What the chaos runner may touch: the run's servers, its workers and its log folder.
+fn fault_reach<'a>(
+    plan: &Plan<'_>,
+    servers: &'a mut Servers,
+    workers: &mut Option<WorkerSet>,
+) -> Reach<'a> {
+    Reach {
+        cluster: servers.cluster.as_mut(),
+        log_dir: plan.opts.out.join("logs"),
+        service: plan.info.lock_service(),
+        workers: workers
+            .as_ref()
+            .map(|s| s.control() as Arc<dyn ClientProcesses>),
+        paused: workers.as_mut().and_then(|s| s.paused.take()),
+    }
+}
+
+/// Runs the buyers, in the worker processes when there are any, else in this process.
+async fn drive_buyers(
+    plan: &Plan<'_>,
+    built: &Built,
+    workers: Option<WorkerSet>,
+    start: Instant,
+    sink: tokio::sync::mpsc::Sender<crate::record::Input>,
+    boundaries: &Arc<Boundaries>,
+    cancel: &CancellationToken,
+) -> (DriveReport, Vec<String>, Vec<WorkerClock>) {
+    let w = plan.workload();
+    match workers {
+        Some(set) => {
+            // Attempts start until the duration ends and each is cut at its bound; then
+            // a worker has a few seconds to send what it holds.
+            let limit = w.load.duration + built.strategy.bound() + plan.extra_bound + LINGER;
+            set.drive(start, sink, boundaries.clone(), cancel.clone(), limit)
+                .await
+        }
+        None => {
+            let strategy = built.strategy.clone();
+            let report = driver::drive(strategy, w, start, sink, cancel.clone()).await;
+            (report, Vec::new(), Vec::new())
+        }
+    }
 }
 
 /// The audited store: the checker's verdict on it, and locks left held forever.
