@@ -91,17 +91,7 @@ impl<'a> Plan<'a> {
         let info = strategy::resolve(&opts.strategy, w)?;
         let chaos = opts.chaos.as_ref();
         if let Some(plan) = chaos {
-            if opts.endpoints.is_some() {
-                return Err(RunError::Options(
-                    "--chaos with --endpoints: faults need servers this run starts and owns \
-                     (kill, pause, clock); drop --endpoints"
-                        .into(),
-                ));
-            }
-            plan.check_provisioner(opts.provisioner())?;
-            if opts.target.is_none() {
-                plan.check_services(info.lock_service(), info.needs)?;
-            }
+            check_chaos(plan, opts, info)?;
         }
         let needs_workers = chaos.is_some_and(ChaosPlan::needs_workers);
         let mut workers = match (opts.workers, needs_workers) {
@@ -172,6 +162,23 @@ impl<'a> Plan<'a> {
     pub fn workload(&self) -> &'a Workload {
         &self.opts.workload
     }
+}
+
+/// Refuses a chaos plan whose faults these servers cannot take: servers this run does not
+/// own, a provisioner or a service the faults cannot reach.
+fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Result<(), RunError> {
+    if opts.endpoints.is_some() {
+        return Err(RunError::Options(
+            "--chaos with --endpoints: faults need servers this run starts and owns \
+             (kill, pause, clock); drop --endpoints"
+                .into(),
+        ));
+    }
+    plan.check_provisioner(opts.provisioner())?;
+    if opts.target.is_none() {
+        plan.check_services(info.lock_service(), info.needs)?;
+    }
+    Ok(())
 }
 
 /// The persistence of the Redis nodes this run starts, from `servers.redis_appendfsync`.
