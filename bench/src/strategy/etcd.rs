@@ -289,6 +289,19 @@ impl EtcdLock {
         Ok(session)
     }
 
+    /// Records the lock `locked_key` granted on `session` as held under `token`.
+    fn hold(&self, client: u32, token: &str, locked_key: &[u8], session: &Arc<Session>) {
+        let held = Held {
+            key: locked_key.to_vec(),
+            session: session.clone(),
+        };
+        self.buyers()
+            .entry(client)
+            .or_default()
+            .held
+            .insert(token.to_string(), held);
+    }
+
     /// Stops using `session` for new locks (it stays alive for locks still held on it).
     fn retire(&self, client: u32, session: &Arc<Session>) {
         if let Some(b) = self.buyers().get_mut(&client)
@@ -390,6 +403,14 @@ async fn found_lost(mut health: watch::Receiver<Health>) -> bool {
     health.wait_for(|h| *h == Health::Lost).await.is_ok()
 }
 
+/// The lease of a granted lock, fenced by its revision, lost when its session's lease is.
+fn granted(key: &str, token: &str, fence: u64, session: &Session) -> Lease {
+    let mut lease = Lease::new(key, token);
+    lease.fence = Some(fence);
+    lease.keepalive = Some(KeepAlive::spawn(found_lost(session.health.clone())));
+    lease
+}
+
 #[async_trait]
 impl Lock for EtcdLock {
     /// Grants and revokes one lease, in the coordinator before the load, to learn the TTL
@@ -478,20 +499,9 @@ impl Lock for EtcdLock {
                 }
             }
             // From here the lock is in `held`, which release (or the next acquire) settles.
-            let held = Held {
-                key: locked.key().to_vec(),
-                session: session.clone(),
-            };
-            self.buyers()
-                .entry(client)
-                .or_default()
-                .held
-                .insert(token.to_string(), held);
+            self.hold(client, token, locked.key(), &session);
             queued.armed = false;
-            let mut lease = Lease::new(key, token);
-            lease.fence = Some(fence);
-            lease.keepalive = Some(KeepAlive::spawn(found_lost(session.health.clone())));
-            return Ok(lease);
+            return Ok(granted(key, token, fence, &session));
         }
     }
 
