@@ -8,7 +8,8 @@ use std::time::Duration;
 use etcd_client::{Client, ConnectOptions};
 
 use super::backend::{Launcher, NodeServer, wait_ready};
-use super::containers::Spec;
+use super::containers::{Containers, Spec};
+use super::local::Local;
 use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the cluster: 3 tolerates one failed member.
@@ -88,63 +89,10 @@ pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<(Node, u64)>, ClusterEr
     // A token unique to this run: members of another cluster that happen to reach these
     // ports refuse to join it.
     let token = format!("lockbench-{}", uuid::Uuid::new_v4().simple());
-    let mut servers: Vec<(SocketAddr, Box<dyn NodeServer>)> = Vec::with_capacity(MEMBERS);
-    match l {
-        Launcher::Local(local) => {
-            let bin = find_binary("etcd", "etcd-server")?;
-            let members = names
-                .iter()
-                .map(|name| {
-                    Ok(Member {
-                        name: name.clone(),
-                        client: local.addr(name),
-                        peer: local.addr(&format!("{name} (peer)")),
-                        listen_any: false,
-                        data_dir: local.dir(name)?.join("data").display().to_string(),
-                    })
-                })
-                .collect::<Result<Vec<_>, ClusterError>>()?;
-            let cluster = initial_cluster(&members);
-            for m in &members {
-                let mut cmd = Command::new(&bin);
-                cmd.args(m.flags(&cluster, &token));
-                servers.push((m.client, Box::new(local.spawn(&m.name, cmd)?)));
-            }
-        }
-        Launcher::Containers(run) => {
-            let [client, peer] = PORTS;
-            let started = run
-                .launch_group(MEMBERS as u32, |ips| {
-                    let members: Vec<Member> = names
-                        .iter()
-                        .zip(ips)
-                        .map(|(name, ip)| Member {
-                            name: name.clone(),
-                            client: SocketAddr::new((*ip).into(), client),
-                            peer: SocketAddr::new((*ip).into(), peer),
-                            listen_any: true,
-                            data_dir: "/tmp/etcd".into(),
-                        })
-                        .collect();
-                    let cluster = initial_cluster(&members);
-                    members
-                        .iter()
-                        .map(|m| Spec {
-                            name: m.name.clone(),
-                            image: &run.images.etcd,
-                            cmd: std::iter::once("etcd".to_string())
-                                .chain(m.flags(&cluster, &token))
-                                .collect(),
-                            env: Vec::new(),
-                        })
-                        .collect()
-                })
-                .await?;
-            for (_, c) in started {
-                servers.push((c.addr(client), Box::new(c)));
-            }
-        }
-    }
+    let mut servers = match l {
+        Launcher::Local(local) => start_local(local, &names, &token)?,
+        Launcher::Containers(run) => start_containers(run, &names, &token).await?,
+    };
     let clients: Vec<SocketAddr> = servers.iter().map(|(a, _)| *a).collect();
     let mut watch: Vec<&mut dyn NodeServer> = servers.iter_mut().map(|(_, s)| &mut **s).collect();
     let statuses = wait_ready("etcd", &mut watch, || agreed(clients.clone())).await?;
@@ -164,6 +112,75 @@ pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<(Node, u64)>, ClusterEr
             (node, member)
         })
         .collect())
+}
+
+/// The members' servers, each with its client address.
+type Servers = Vec<(SocketAddr, Box<dyn NodeServer>)>;
+
+/// Starts each member as a process on its reserved addresses.
+fn start_local(local: &Local, names: &[String], token: &str) -> Result<Servers, ClusterError> {
+    let mut servers: Servers = Vec::with_capacity(MEMBERS);
+    let bin = find_binary("etcd", "etcd-server")?;
+    let members = names
+        .iter()
+        .map(|name| {
+            Ok(Member {
+                name: name.clone(),
+                client: local.addr(name),
+                peer: local.addr(&format!("{name} (peer)")),
+                listen_any: false,
+                data_dir: local.dir(name)?.join("data").display().to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>, ClusterError>>()?;
+    let cluster = initial_cluster(&members);
+    for m in &members {
+        let mut cmd = Command::new(&bin);
+        cmd.args(m.flags(&cluster, token));
+        servers.push((m.client, Box::new(local.spawn(&m.name, cmd)?)));
+    }
+    Ok(servers)
+}
+
+/// Starts the members as containers on the run's network, one address each.
+async fn start_containers(
+    run: &Containers,
+    names: &[String],
+    token: &str,
+) -> Result<Servers, ClusterError> {
+    let mut servers: Servers = Vec::with_capacity(MEMBERS);
+    let [client, peer] = PORTS;
+    let started = run
+        .launch_group(MEMBERS as u32, |ips| {
+            let members: Vec<Member> = names
+                .iter()
+                .zip(ips)
+                .map(|(name, ip)| Member {
+                    name: name.clone(),
+                    client: SocketAddr::new((*ip).into(), client),
+                    peer: SocketAddr::new((*ip).into(), peer),
+                    listen_any: true,
+                    data_dir: "/tmp/etcd".into(),
+                })
+                .collect();
+            let cluster = initial_cluster(&members);
+            members
+                .iter()
+                .map(|m| Spec {
+                    name: m.name.clone(),
+                    image: &run.images.etcd,
+                    cmd: std::iter::once("etcd".to_string())
+                        .chain(m.flags(&cluster, token))
+                        .collect(),
+                    env: Vec::new(),
+                })
+                .collect()
+        })
+        .await?;
+    for (_, c) in started {
+        servers.push((c.addr(client), Box::new(c)));
+    }
+    Ok(servers)
 }
 
 /// Flags every member gets after its names and addresses.
