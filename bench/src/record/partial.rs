@@ -509,8 +509,7 @@ fn read_hlog(
 ) -> Result<(), BatchError> {
     let mut de = Deserializer::new();
     for entry in IntervalLogIterator::new(hlog.as_bytes()) {
-        let LogEntry::Interval(h) = entry.map_err(|e| BatchError::Log(format!("{e:?}")))?
-        else {
+        let LogEntry::Interval(h) = entry.map_err(|e| BatchError::Log(format!("{e:?}")))? else {
             continue;
         };
         let tag = h.tag().map(|t| t.as_str()).unwrap_or_default();

@@ -1009,7 +1009,6 @@ fn reproduce(h: &mut String, runs: &[RunData], compare: bool, exact: Option<&Pat
     );
 }
 
-
 /// The rows of one run: its first cell spans the rows of its servers.
 fn server_rows(h: &mut String, s: &Summary) {
     let rows = s.servers.len().max(1);

@@ -392,7 +392,13 @@ fn judge(p: &RunParts<'_>) -> Verdict {
 
 impl Throughput {
     /// Rates over `duration_s`; sales over `sold_out_s` instead when the stock ran out.
-    fn over(attempts: u64, sold: u64, reads: u64, duration_s: f64, sold_out_s: Option<f64>) -> Self {
+    fn over(
+        attempts: u64,
+        sold: u64,
+        reads: u64,
+        duration_s: f64,
+        sold_out_s: Option<f64>,
+    ) -> Self {
         let selling_s = sold_out_s.unwrap_or(duration_s);
         let per_s = |n: u64, over_s: f64| {
             if over_s > 0.0 {

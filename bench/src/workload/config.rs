@@ -458,11 +458,17 @@ impl Fields<'_> {
             ));
         }
         let optional = |field, v: Option<String>, zero| {
-            v.map(|v| self.duration(field, Some(v), "", zero)).transpose()
+            v.map(|v| self.duration(field, Some(v), "", zero))
+                .transpose()
         };
         Ok(LockParams {
             ttl: self.duration("lock.ttl", k.ttl, "5s", false)?,
-            acquire_timeout: self.duration("lock.acquire_timeout", k.acquire_timeout, "2s", false)?,
+            acquire_timeout: self.duration(
+                "lock.acquire_timeout",
+                k.acquire_timeout,
+                "2s",
+                false,
+            )?,
             wait: k.wait,
             poll_interval: optional("lock.poll_interval", k.poll_interval, false)?,
             poll_jitter: optional("lock.poll_jitter", k.poll_jitter, true)?,

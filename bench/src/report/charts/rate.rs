@@ -244,10 +244,7 @@ where
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at(at)
-                    + PathElement::new(
-                        vec![(-6, 5), (0, -7), (6, 5), (-6, 5)],
-                        c.stroke_width(2),
-                    ),
+                    + PathElement::new(vec![(-6, 5), (0, -7), (6, 5), (-6, 5)], c.stroke_width(2)),
             ))
             .map_err(err)?;
     } else if s.passed {
