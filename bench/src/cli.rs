@@ -402,7 +402,7 @@ pub struct SweepArgs {
     #[arg(long, value_name = "RATIO", default_value_t = 1.25)]
     pub goal_width: f64,
     /// Time one strategy may spend on steps; no step runs past it by more than a trial.
-    #[arg(long, value_name = "DURATION", default_value = "45s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     pub budget: std::time::Duration,
     /// Time one step may spend on trials before it reads undecided.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]

@@ -76,7 +76,20 @@ fn interval(e: &Entry) -> [Option<f64>; 2] {
 
 /// The median interval width (upper over lower) of a sweep's closed intervals.
 pub fn median_width(s: &Sweep) -> Option<f64> {
-    let mut w: Vec<f64> = s.entries.iter().filter_map(|e| e.interval_width).collect();
+    median(s.entries.iter().filter_map(|e| e.interval_width).collect())
+}
+
+/// The median interval width over every strategy, an open end (no rate passed, or the highest
+/// offered passed) counting as unbounded: `None` when the median falls on one.
+pub fn median_width_all(s: &Sweep) -> Option<f64> {
+    let w = s
+        .entries
+        .iter()
+        .map(|e| e.interval_width.unwrap_or(f64::INFINITY));
+    median(w.collect()).filter(|m| m.is_finite())
+}
+
+fn median(mut w: Vec<f64>) -> Option<f64> {
     if w.is_empty() {
         return None;
     }
@@ -122,11 +135,21 @@ pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Resul
     let apart = rows.iter().filter(|r| !r.overlap).count();
     let widths: Vec<String> = sweeps
         .iter()
-        .map(|s| median_width(s).map_or("-".into(), |w| format!("{w:.2}x")))
+        .map(|s| {
+            let closed = s
+                .entries
+                .iter()
+                .filter(|e| e.interval_width.is_some())
+                .count();
+            let all = median_width_all(s).map_or("unbounded".into(), |w| format!("{w:.2}x"));
+            let of_closed = median_width(s).map_or("-".into(), |w| format!("{w:.2}x"));
+            format!("{all} ({of_closed} over its {closed} closed intervals)")
+        })
         .collect();
     writeln!(
         out,
-        "{} of {} strategies overlap in every run; median interval width per run: {}",
+        "{} of {} strategies overlap in every run; median interval width per run, an open end \
+         counting as unbounded: {}",
         rows.len() - apart,
         rows.len(),
         widths.join(", ")
@@ -181,5 +204,20 @@ mod tests {
             median_width(&sweep(vec![with("x", 1.0, Some(1.2))])),
             Some(1.2)
         );
+        // Over every strategy an open interval is unbounded: with two open of three the
+        // median is unbounded although the closed one is narrow.
+        let s = sweep(vec![
+            with("x", 1.0, Some(1.2)),
+            with("y", 6400.0, None),
+            with("z", 0.0, Some(40.0)),
+        ]);
+        assert_eq!(median_width(&s), Some(1.2));
+        assert_eq!(median_width_all(&s), None);
+        let s = sweep(vec![
+            with("x", 1.0, Some(1.2)),
+            with("w", 1.0, Some(1.3)),
+            with("y", 6400.0, None),
+        ]);
+        assert_eq!(median_width_all(&s), Some(1.3));
     }
 }
