@@ -10,6 +10,8 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # Layers only point down, and no circle between parts (ARCHITECTURE.md).
 bash scripts/check-layers.sh
+# No function over 80 lines in bench/src outside tests.
+bash scripts/check-functions.sh
 
 if [ "$(id -u)" = 0 ]; then
   # The daemon is stopped again on every way out; its images stay for the next run.
