@@ -22,7 +22,7 @@ pub mod runner;
 pub use failpoint::failpoint;
 
 /// The client processes a chaos plan can stop: implemented by the coordinator's worker set
-/// (`crate::clients`), so chaos depends on this trait and not on how clients are run.
+/// (the clients part, a layer above), so chaos depends on this trait and not on how clients are run.
 pub trait ClientProcesses: Send + Sync {
     /// How many client processes there are.
     fn len(&self) -> usize;

@@ -4,7 +4,7 @@
 //! - [`pacing`]: when each attempt is *intended* to start (open loop) — the schedule is drawn
 //!   from the seed, so the same seed gives the same arrivals and SKUs.
 //!
-//! The buyers that follow the schedule live in [`crate::clients`].
+//! The buyers that follow the schedule live in the clients part, a layer above.
 
 pub mod config;
 pub mod pacing;
