@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::ExternalTarget;
 use crate::cluster::{ClusterOptions, Needs, OwnedCluster, Provisioner};
+use crate::report::sweep::DEFAULTS;
 use crate::report::{self, Summary};
 use crate::run::{RunError, RunOptions, run};
 use crate::strategy;
@@ -384,14 +385,16 @@ pub struct SweepArgs {
     #[arg(long, value_name = "RATE")]
     pub start: Option<f64>,
     /// Lowest rate the search may offer.
-    #[arg(long, value_name = "RATE", default_value_t = 1.0)]
+    #[arg(long, value_name = "RATE", default_value_t = DEFAULTS.min_per_s)]
     pub min: f64,
-    /// Highest rate offered; a strategy that sustains it reads "≥ RATE".
-    #[arg(long, value_name = "RATE", default_value_t = 6400.0)]
+    /// Highest rate offered; a strategy that sustains it reads "≥ RATE". The default is above
+    /// what one load generator drives on 2 cores (Redis Cluster's Lua deduction failed 102,000/s
+    /// beside it), so only a lock-free deduction on a large machine reaches it.
+    #[arg(long, value_name = "RATE", default_value_t = DEFAULTS.max_per_s)]
     pub max: f64,
     /// Until a rate fails the next is the highest passed times this; until one passes, the
     /// lowest failed divided by its square root.
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = DEFAULTS.factor)]
     pub factor: f64,
     /// Confidence of each step's decision: the share of arrivals slower than the target or
     /// never served must be decided below (pass) or above (fail) 1 − the percentile.
@@ -399,7 +402,7 @@ pub struct SweepArgs {
     pub confidence: f64,
     /// The search ends when the capacity interval's upper end over its lower end is at most
     /// this.
-    #[arg(long, value_name = "RATIO", default_value_t = 1.25)]
+    #[arg(long, value_name = "RATIO", default_value_t = DEFAULTS.goal_width)]
     pub goal_width: f64,
     /// Time one strategy may spend on steps; no step runs past it by more than a trial.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]

@@ -496,7 +496,7 @@ pub struct Search {
 pub const DEFAULTS: Search = Search {
     start_per_s: None,
     min_per_s: 1.0,
-    max_per_s: 6400.0,
+    max_per_s: 204800.0,
     factor: 4.0,
     confidence: 0.95,
     goal_width: 1.25,

@@ -93,7 +93,18 @@ impl Searcher {
         let tried = |x: f64| {
             self.passed == Some(x) || self.failed == Some(x) || self.undecided.contains(&x)
         };
-        let r = r.map(round_rate).filter(|x| !tried(*x));
+        // Rounding must not step past the ends: a pass at the rounded-down maximum is still
+        // "≥ max".
+        let (lo, hi) = (self.search.min_per_s, self.search.max_per_s);
+        let r = r
+            .map(|x| {
+                if x >= hi {
+                    hi
+                } else {
+                    round_rate(x).clamp(lo, hi)
+                }
+            })
+            .filter(|x| !tried(*x));
         self.done = r.is_none();
         r
     }
@@ -674,9 +685,23 @@ mod tests {
 
     #[test]
     fn a_strategy_faster_than_the_cap_reads_at_least_the_cap() {
-        let (offered, (cap, bound, fail)) = search(1600.0, 1e9, 0.0);
-        assert_eq!(offered, vec![1600.0, 6400.0]);
-        assert_eq!((cap, bound, fail), (6400.0, Bound::AtLeastMax, None));
+        let (offered, (cap, bound, fail)) = search(12800.0, 1e9, 0.0);
+        assert_eq!(offered, vec![12800.0, 51200.0, 204800.0]);
+        assert_eq!((cap, bound, fail), (204800.0, Bound::AtLeastMax, None));
+        // A cap of more than three significant digits is offered as it is, not rounded
+        // below it (which read "unbracketed, budget spent" on Nov 25, 2026).
+        let mut s = Searcher::new(
+            Search {
+                max_per_s: 102400.0,
+                ..SEARCH
+            },
+            0.99,
+        );
+        assert_eq!(s.next(50600.0, 0.0), Some(50600.0));
+        s.record(50600.0, Decision::Pass, 0.0);
+        assert_eq!(s.next(50600.0, 0.0), Some(102400.0));
+        s.record(102400.0, Decision::Pass, 0.0);
+        assert_eq!(s.result(true), (102400.0, Bound::AtLeastMax, None));
     }
 
     #[test]
