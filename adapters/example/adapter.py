@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""A complete lockbench adapter in one file, standard library only: the README's example of
-writing your own. Its "library" is a plain Redis lock (SET key token NX PX ttl, polling every
+"""A complete lockbench adapter in one file, standard library only: the example of writing your
+own in docs/libraries.md ("Your own adapter"). Its "library" is a plain Redis lock (SET key token NX PX ttl, polling every
 50 ms; release by compare-and-delete in Lua) spoken over a raw socket, so it runs anywhere
 Python 3.8+ does. Replace the two methods of `RedisLock` with calls into your library.
 

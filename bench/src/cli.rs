@@ -283,35 +283,35 @@ pub struct ReportArgs {
     pub needs: Option<report::Needs>,
 }
 
-/// Options shared by `run` and `compare`.
+/// The workload flags, shared by `run`, `compare` and `sweep`.
 #[derive(Debug, Args)]
-pub struct Common {
-    /// Workload file (TOML; see workloads/flash-sale.toml for every key).
+pub struct WorkloadArgs {
+    /// Workload file (TOML; see workloads/flash-sale.toml for every key). A sweep sets its
+    /// rate, duration and stock itself.
     #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
     pub workload: PathBuf,
     /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
     pub set: Vec<String>,
+}
+
+impl WorkloadArgs {
+    fn load(&self) -> anyhow::Result<Workload> {
+        Ok(Workload::load(&self.workload, &self.set)?)
+    }
+}
+
+/// Where the servers come from, shared by `run`, `compare` and `sweep`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
     /// First port for the servers (each node takes the next; every port is checked before
     /// start). Default: free ports chosen by the OS.
     #[arg(long, value_name = "PORT")]
     pub base_port: Option<u16>,
-    /// Also write history.jsonl: one line per attempt with its times, outcome and lease.
-    #[arg(long)]
-    pub history: bool,
-    /// Print the summary as JSON on stdout instead of the table.
-    #[arg(long)]
-    pub json: bool,
     /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
     /// new ones. The stock tables / keys on them are recreated.
-    #[arg(long, value_name = "FILE", conflicts_with = "target")]
-    pub endpoints: Option<PathBuf>,
-    /// Measure servers that already exist, named in a target file (TOML; see
-    /// targets/example.toml): lockbench starts nothing, works under the file's `prefix`
-    /// (refusing when it holds data lockbench did not create), removes what it created at the
-    /// end, and injects faults only through the chaos file's `command` faults.
     #[arg(long, value_name = "FILE", conflicts_with = "base_port")]
-    pub target: Option<PathBuf>,
+    pub endpoints: Option<PathBuf>,
     /// Where the servers come from: `local` child processes from the Debian packages, or
     /// `containers` on a private Docker network (testcontainers; DOCKER_HOST names the
     /// daemon). Images: LOCKBENCH_IMAGE_REDIS (default redis:7.0), LOCKBENCH_IMAGE_MARIADB
@@ -323,9 +323,34 @@ pub struct Common {
         long,
         value_enum,
         default_value_t = Provisioner::Local,
-        conflicts_with_all = ["target", "endpoints", "base_port"]
+        conflicts_with_all = ["endpoints", "base_port"]
     )]
     pub provision: Provisioner,
+}
+
+/// Options shared by `run` and `compare`.
+#[derive(Debug, Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    #[command(flatten)]
+    pub servers: ServerArgs,
+    /// Also write history.jsonl: one line per attempt with its times, outcome and lease.
+    #[arg(long)]
+    pub history: bool,
+    /// Print the summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Measure servers that already exist, named in a target file (TOML; see
+    /// targets/example.toml): lockbench starts nothing, works under the file's `prefix`
+    /// (refusing when it holds data lockbench did not create), removes what it created at the
+    /// end, and injects faults only through the chaos file's `command` faults.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["base_port", "endpoints", "provision"]
+    )]
+    pub target: Option<PathBuf>,
     /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill, pause,
     /// clock and partition faults on servers (partitions need root), pauses of client
     /// processes. Healed before the run ends, on every path.
@@ -417,21 +442,10 @@ pub struct SweepArgs {
     /// Longest load of one trial.
     #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = humantime::parse_duration)]
     pub max_trial: std::time::Duration,
-    /// Workload file: buyers, hold, lock settings (its rate, duration and stock are the sweep's).
-    #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
-    pub workload: PathBuf,
-    /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
-    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
-    pub set: Vec<String>,
-    /// First port for the servers. Default: free ports chosen by the OS.
-    #[arg(long, value_name = "PORT")]
-    pub base_port: Option<u16>,
-    /// Use the servers of a running `lockbench serve` (its endpoints.json).
-    #[arg(long, value_name = "FILE", conflicts_with = "base_port")]
-    pub endpoints: Option<PathBuf>,
-    /// Where the servers come from: `local` processes or `containers` (see `run --help`).
-    #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with_all = ["endpoints", "base_port"])]
-    pub provision: Provisioner,
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    #[command(flatten)]
+    pub servers: ServerArgs,
 }
 
 /// `lockbench compare`
@@ -653,10 +667,6 @@ where
     })
 }
 
-fn load_workload(c: &Common) -> anyhow::Result<Workload> {
-    Ok(Workload::load(&c.workload, &c.set)?)
-}
-
 fn load_chaos(c: &Common, w: &Workload) -> anyhow::Result<Option<ChaosPlan>> {
     let Some(path) = &c.chaos else {
         return Ok(None);
@@ -707,7 +717,7 @@ async fn run_with(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     // Validate everything before any server starts.
-    let workload = load_workload(&args.common)?;
+    let workload = args.common.load.load()?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
@@ -715,8 +725,8 @@ async fn run_with(
     if let Some(link) = link {
         opts.worker_link = link;
     }
-    opts.plan()?;
-    let summary = match run(&opts, &cancel).await {
+    let plan = opts.plan()?;
+    let summary = match run(&plan, &cancel).await {
         Ok(s) => s,
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
         Err(e) => return Err(e).with_context(|| format!("run of `{}` failed", args.strategy)),
@@ -753,11 +763,11 @@ fn run_options(
         workers: c.workers,
         worker_link: c.worker_link,
         private_network: c.private_network,
-        workload_file: c.workload.display().to_string(),
+        workload_file: c.load.workload.display().to_string(),
         out,
-        base_port: c.base_port,
-        endpoints: c.endpoints.clone(),
-        provision: c.provision,
+        base_port: c.servers.base_port,
+        endpoints: c.servers.endpoints.clone(),
+        provision: c.servers.provision,
         target,
         history: c.history,
         progress: !c.json,
@@ -879,7 +889,7 @@ async fn cmd_adapter_check(
 
 async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     let ids = strategy_ids(&args.strategies)?;
-    let workload = load_workload(&args.common)?;
+    let workload = args.common.load.load()?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
@@ -900,17 +910,18 @@ async fn cmd_compare(args: CompareArgs, cancel: CancellationToken) -> anyhow::Re
         }
     }
     // Every run's plan holds before the first server starts.
-    for opts in &runs {
-        opts.plan()?;
-    }
+    let plans = runs
+        .iter()
+        .map(RunOptions::plan)
+        .collect::<Result<Vec<_>, _>>()?;
     let mut summaries = Vec::new();
     let mut failed = Vec::new();
-    for opts in &runs {
-        let id = &opts.strategy;
+    for plan in &plans {
+        let id = &plan.opts.strategy;
         if cancel.is_cancelled() {
             break;
         }
-        match run(opts, &cancel).await {
+        match run(plan, &cancel).await {
             Ok(s) => {
                 summaries.push(s);
                 // Written after every strategy, so an interrupted comparison keeps what it has.
@@ -987,64 +998,15 @@ fn rates_from_sweep(
     Ok(kept)
 }
 
-/// The search flags of `sweep`, checked before any server starts.
-fn check_search(args: &SweepArgs) -> anyhow::Result<()> {
-    let start = args.start.unwrap_or(args.min);
-    if !(start > 0.0 && args.min > 0.0 && args.min <= start && start <= args.max) {
-        bail!(
-            "--min {}, --start {}, --max {}: expected 0 < min <= start <= max",
-            args.min,
-            start,
-            args.max
-        );
-    }
-    if args.factor <= 1.0 {
-        bail!(
-            "--factor {}: expected a factor above 1, e.g. 4",
-            args.factor
-        );
-    }
-    if !(args.confidence >= 0.5 && args.confidence < 1.0) {
-        bail!(
-            "--confidence {}%: expected at least 50% and below 100%, e.g. 95%",
-            args.confidence * 100.0
-        );
-    }
-    if args.goal_width <= 1.0 {
-        bail!(
-            "--goal-width {}: expected a ratio above 1, e.g. 1.25",
-            args.goal_width
-        );
-    }
-    let ms = std::time::Duration::from_millis;
-    if args.trial < ms(500) || args.max_trial < args.trial {
-        bail!(
-            "--trial {} --max-trial {}: expected 500ms <= trial <= max-trial",
-            humantime::format_duration(args.trial),
-            humantime::format_duration(args.max_trial)
-        );
-    }
-    if args.step_budget < args.trial || args.budget < args.step_budget {
-        bail!(
-            "--trial {} --step-budget {} --budget {}: expected trial <= step-budget <= budget",
-            humantime::format_duration(args.trial),
-            humantime::format_duration(args.step_budget),
-            humantime::format_duration(args.budget)
-        );
-    }
-    Ok(())
-}
-
 async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
     use crate::report::sweep::{Search, Slo};
     use crate::run::sweep::{SweepOptions, sweep};
     let ids = strategy_ids(&args.strategies)?;
-    let workload = Workload::load(&args.workload, &args.set)?;
-    check_search(&args)?;
+    let workload = args.load.load()?;
     let out = args.out.unwrap_or_else(|| default_out("sweep"));
     let opts = SweepOptions {
         strategies: ids.clone(),
-        workload_file: args.workload.display().to_string(),
+        workload_file: args.load.workload.display().to_string(),
         slo: Slo {
             quantile: args.slo.0,
             latency_ms: args.slo.1,
@@ -1063,9 +1025,9 @@ async fn cmd_sweep(args: SweepArgs, cancel: CancellationToken) -> anyhow::Result
             max_trial_s: args.max_trial.as_secs_f64(),
         },
         out: out.clone(),
-        base_port: args.base_port,
-        endpoints: args.endpoints,
-        provision: args.provision,
+        base_port: args.servers.base_port,
+        endpoints: args.servers.endpoints,
+        provision: args.servers.provision,
         workload,
     };
     crate::run::sweep::check(&opts)?;

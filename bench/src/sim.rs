@@ -22,18 +22,18 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::check::SkuAudit;
-use crate::clients::driver;
+use crate::clients::WorkerLink;
 use crate::cluster::{Needs, Provisioner};
-use crate::record::phases::Boundaries;
-use crate::record::{ErrorKind, Live, Outcome, Recorder};
-use crate::report::{ChaosParts, RunParts, Summary};
+use crate::record::{ErrorKind, Outcome};
+use crate::report::Summary;
+use crate::run::{RunError, RunOptions};
 use crate::strategy::{
     AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Store,
     Strategy, StrategyError, StrategyInfo, read_outcome,
@@ -62,6 +62,9 @@ pub enum SimFault {
     /// waiting for a writer and without keeping one out (reader–writer double grants; a
     /// writer's change under the read lease is a torn read). The store stays intact.
     ReaderIgnoresWriters { every: u64 },
+    /// Every n-th acquire never answers, as a server that took the command and went silent:
+    /// only the attempt's bound ends it, and its outcome is unknown.
+    Silent { every: u64 },
 }
 
 /// Permits of a key's semaphore: a reader takes one, a writer all of them.
@@ -176,6 +179,7 @@ pub struct SimLock {
     contended: Every,
     grants: Every,
     reads: Every,
+    acquires: Every,
 }
 
 impl SimLock {
@@ -192,6 +196,7 @@ impl SimLock {
             contended: Every::default(),
             grants: Every::default(),
             reads: Every::default(),
+            acquires: Every::default(),
         }
     }
 
@@ -221,6 +226,11 @@ impl SimLock {
 #[async_trait]
 impl Lock for SimLock {
     async fn acquire(&self, _client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+        if let SimFault::Silent { every } = self.fault
+            && self.acquires.fires(every)
+        {
+            std::future::pending::<()>().await;
+        }
         let sem = self.key(key);
         if let SimFault::GrantTwice { every } = self.fault
             && Self::is_held(&sem)
@@ -392,30 +402,13 @@ impl Sim {
 
     /// How the report sees it: a lock (or a lock-free deduction for [`SimFault::NoLock`]), or a
     /// control; no servers, no fencing.
-    pub fn info(&self) -> StrategyInfo {
+    pub fn info(&self) -> &'static StrategyInfo {
         let locks = self.fault != SimFault::NoLock;
-        StrategyInfo {
-            id: if self.control { "sim-control" } else { "sim" },
-            kind: match (self.control, locks) {
-                (true, _) => Kind::Control,
-                (false, true) => Kind::Lock,
-                (false, false) => Kind::LockFree,
-            },
-            locks,
-            fenced: false,
-            needs: Needs::NONE,
-            fence_token: None,
-            wait: None,
-            about: "in-memory lock and store for lockbench's own tests; never a real strategy",
-            // Never connected to servers: built by [`Sim::build`] alone.
-            build: |s| {
-                Box::pin(async move {
-                    Err(StrategyError::Unsupported {
-                        id: s.info.id.into(),
-                        what: "servers (the sim is built in memory by Sim::build)",
-                    })
-                })
-            },
+        match (self.control, locks) {
+            (true, true) => &SIM_CONTROL,
+            (true, false) => &SIM_CONTROL_NO_LOCK,
+            (false, true) => &SIM_LOCK,
+            (false, false) => &SIM_NO_LOCK,
         }
     }
 
@@ -441,61 +434,61 @@ impl Sim {
     }
 }
 
-/// Why a simulated run could not finish.
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    /// The recorder failed (writing the history).
-    #[error("recorder: {0}")]
-    Record(#[from] std::io::Error),
-    /// Preparing or auditing the store failed.
-    #[error(transparent)]
-    Strategy(#[from] StrategyError),
+/// The sim's entries (a run's plan holds `&'static` entries, as the registry's are).
+const fn sim_entry(id: &'static str, kind: Kind, locks: bool) -> StrategyInfo {
+    StrategyInfo {
+        id,
+        kind,
+        locks,
+        fenced: false,
+        needs: Needs::NONE,
+        fence_token: None,
+        wait: None,
+        about: "in-memory lock and store for lockbench's own tests; never a real strategy",
+        // Never connected to servers: built by [`Sim::build`] alone.
+        build: |s| {
+            Box::pin(async move {
+                Err(StrategyError::Unsupported {
+                    id: s.info.id.into(),
+                    what: "servers (the sim is built in memory by Sim::build)",
+                })
+            })
+        },
+    }
 }
 
-/// Runs `sim` under workload `w` through the real pipeline, as [`crate::run`] wires it for
-/// in-process buyers: [`crate::run::prepare`] → [`driver::drive`] into a [`Recorder`] (writing `history` if
-/// given) → [`crate::run::audit`] (`Safety::judge`) → [`Summary::new`], whose verdict and headline are the
-/// ones the tables print.
-pub async fn run(sim: Sim, w: &Workload, history: Option<PathBuf>) -> Result<Summary, SimError> {
-    let info = sim.info();
-    let built = sim.build(w);
-    crate::run::prepare(&built, w).await?;
-    let start = Instant::now();
-    let started_at = SystemTime::now();
-    let (sink, recorder) = Recorder::spawn(
-        start,
+static SIM_LOCK: StrategyInfo = sim_entry("sim", Kind::Lock, true);
+static SIM_NO_LOCK: StrategyInfo = sim_entry("sim", Kind::LockFree, false);
+static SIM_CONTROL: StrategyInfo = sim_entry("sim-control", Kind::Control, true);
+static SIM_CONTROL_NO_LOCK: StrategyInfo = sim_entry("sim-control", Kind::Control, false);
+
+/// Options for a simulated run of `w` with results in `out` (`summary.json`, the histograms,
+/// the timeline, and `history.jsonl` when `history`): buyers in this process, no servers.
+pub fn options(w: &Workload, out: PathBuf, history: bool) -> RunOptions {
+    RunOptions {
+        strategy: "sim".into(),
+        workload: w.clone(),
+        chaos: None,
+        workers: 0,
+        worker_link: WorkerLink::Pipe,
+        private_network: false,
+        workload_file: "sim".into(),
+        out,
+        base_port: None,
+        endpoints: None,
+        provision: Provisioner::Local,
+        target: None,
         history,
-        built.strategy.bound(),
-        Arc::new(Live::default()),
-        Arc::new(Boundaries::default()),
-        None,
-    )?;
-    let drive = driver::drive(
-        built.strategy.clone(),
-        w,
-        start,
-        sink,
-        CancellationToken::new(),
-    )
-    .await;
-    let recording = recorder.finish(start + drive.elapsed).await?;
-    let sold = recording.stats.count(crate::record::Outcome::Sold.class());
-    let audited = crate::run::audit(&built, w, sold).await?;
-    Ok(Summary::new(RunParts {
-        info: &info,
-        workload: w,
-        workload_file: "sim",
-        stats: &recording.stats,
-        double_grants: &recording.double_grants,
-        coverage: &recording.coverage,
-        stuck_locks: audited.stuck_locks,
-        drive: &drive,
-        safety: &audited.safety,
-        servers: Vec::new(),
-        provisioner: Provisioner::Local,
-        target_file: None,
-        started_at,
-        chaos: ChaosParts::default(),
-        clocks: Vec::new(),
-    }))
+        progress: false,
+    }
+}
+
+/// Runs `sim` as `opts` say through the real run's wiring ([`crate::run::run_built`]): its
+/// plan's checks, the buyers with the chaos plan's faults beside them, each attempt cut at its
+/// bound, the audit (`Safety::judge`) and the summary whose verdict and headline the tables
+/// print.
+pub async fn run(sim: Sim, opts: &RunOptions) -> Result<Summary, RunError> {
+    let plan = opts.plan_with(sim.info())?;
+    let built = sim.build(&opts.workload);
+    crate::run::run_built(&plan, built, &CancellationToken::new()).await
 }

@@ -1,8 +1,12 @@
-//! The harness's own pipeline, without servers: driver → recorder → audit → checker → summary,
-//! run on the in-memory sim ([`lockbench::sim`]) with one fault injected at a time. The checker
-//! must catch exactly what was injected, and nothing when nothing was. These runs test
-//! lockbench, never a lock.
+//! The harness's own pipeline, without servers: the real run's wiring (plan → buyers with the
+//! chaos runner beside them, each attempt cut at its bound → recorder → audit → checker →
+//! summary and its files), run on the in-memory sim ([`lockbench::sim`]) with one fault
+//! injected at a time. The checker must catch exactly what was injected, and nothing when
+//! nothing was. These runs test lockbench, never a lock.
 
+use std::path::Path;
+
+use lockbench::chaos::ChaosPlan;
 use lockbench::check::{LockVerdict, Mode, StoreVerdict};
 use lockbench::record::{max_shared_holders, read_history};
 use lockbench::report::Summary;
@@ -21,10 +25,20 @@ fn workload(skus: u32) -> Workload {
     Workload::parse("pipeline.toml", &text, &[]).expect("valid workload")
 }
 
+/// Runs `sim` on `w` with results in `dir`.
+async fn run_in(sim: Sim, w: &Workload, dir: &Path, history: bool) -> Summary {
+    let opts = sim::options(w, dir.to_path_buf(), history);
+    sim::run(sim, &opts).await.expect("the sim never fails")
+}
+
 async fn run(sim: Sim, skus: u32) -> Summary {
-    sim::run(sim, &workload(skus), None)
-        .await
-        .expect("the sim never fails")
+    let dir = tempfile::tempdir().expect("temp dir");
+    let s = run_in(sim, &workload(skus), dir.path(), false).await;
+    // The run wrote its results as a real one does.
+    for f in ["summary.json", "latency.hlog", "timeline.csv"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+    s
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -107,13 +121,13 @@ async fn controls_read_caught_or_not_caught_never_safe() {
 async fn the_history_holds_every_attempt_and_its_overlapping_leases() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("history.jsonl");
-    let s = sim::run(
+    let s = run_in(
         Sim::new(SimFault::GrantTwice { every: 5 }),
         &workload(1),
-        Some(path.clone()),
+        dir.path(),
+        true,
     )
-    .await
-    .expect("the sim never fails");
+    .await;
     let lines: Vec<_> = read_history(&path)
         .expect("history written")
         .collect::<Result<_, _>>()
@@ -153,9 +167,7 @@ fn read_workload() -> Workload {
 async fn run_reads(sim: Sim) -> (Summary, u64) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("history.jsonl");
-    let s = sim::run(sim, &read_workload(), Some(path.clone()))
-        .await
-        .expect("the sim never fails");
+    let s = run_in(sim, &read_workload(), dir.path(), true).await;
     let lines: Vec<_> = read_history(&path)
         .expect("history written")
         .collect::<Result<_, _>>()
@@ -271,4 +283,86 @@ async fn a_small_run_shows_the_maximum_where_its_count_cannot_bound_a_percentile
         "{table}"
     );
     assert!(table.contains("note: (max of N)"), "{table}");
+}
+
+/// The chaos runner runs beside the buyers as in a real run: a `command` fault (the kind that
+/// needs no server) is injected and healed while the load runs, and recorded in the summary.
+#[tokio::test(flavor = "current_thread")]
+async fn the_chaos_runner_injects_and_heals_beside_the_buyers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = "seed = 13\n\
+         [inventory]\nskus = 2\nstock = 1000\n\
+         [load]\nmode = \"closed\"\nclients = 4\nduration = \"400ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    let w = Workload::parse("chaos.toml", text, &[]).expect("valid workload");
+    let marks = dir.path().join("marks");
+    let chaos = format!(
+        "[[fault]]\nkind = \"command\"\nat = \"100ms\"\nduration = \"100ms\"\n\
+         run = \"echo injected >> {m}\"\nheal = \"echo healed >> {m}\"\n",
+        m = marks.display()
+    );
+    let mut opts = sim::options(&w, dir.path().join("out"), false);
+    opts.chaos = Some(ChaosPlan::parse("c.toml", &chaos, &w).expect("valid chaos file"));
+    let s = sim::run(Sim::new(SimFault::None), &opts)
+        .await
+        .expect("runs");
+    assert_eq!(
+        std::fs::read_to_string(&marks).expect("the fault ran"),
+        "injected\nhealed\n"
+    );
+    assert_eq!(s.faults.len(), 1, "{:?}", s.faults);
+    let f = &s.faults[0];
+    assert!(f.note.is_none(), "{f:?}");
+    let (at, healed) = (f.started_s.expect("injected"), f.healed_s.expect("healed"));
+    assert!(0.1 <= at && at < healed, "{at} .. {healed}");
+    assert!(s.safe && s.attempts > 0, "{s:#?}");
+}
+
+/// An acquire that never answers is cut at the strategy's bound, as a real run's driver cuts
+/// it: its outcome is unknown, never a sale or a lock timeout, and the run ends.
+#[tokio::test(flavor = "current_thread")]
+async fn an_attempt_that_never_answers_is_cut_at_its_bound_as_unknown() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = "seed = 13\n\
+         [inventory]\nskus = 2\nstock = 25\n\
+         [load]\nmode = \"closed\"\nclients = 4\nduration = \"10s\"\nmax_attempts = 120\n\
+         timeout = \"50ms\"\n\
+         [lock]\nacquire_timeout = \"150ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    let w = Workload::parse("silent.toml", text, &[]).expect("valid workload");
+    let s = run_in(
+        Sim::new(SimFault::Silent { every: 40 }),
+        &w,
+        dir.path(),
+        false,
+    )
+    .await;
+    assert_eq!(s.attempts, 120, "{:?}", s.outcomes);
+    assert_eq!(
+        s.outcomes["unknown"], 3,
+        "the 40th, 80th and 120th: {:?}",
+        s.outcomes
+    );
+    assert_eq!(
+        s.outcomes["sold"] + s.outcomes["sold_out"],
+        117,
+        "{:?}",
+        s.outcomes
+    );
+    assert_eq!((s.double_grants, s.audit.oversell), (0, 0));
+}
+
+/// The plan's checks hold for the sim too: an option a run without servers cannot honour is
+/// refused before anything runs.
+#[tokio::test(flavor = "current_thread")]
+async fn the_sim_goes_through_the_plan_and_its_checks() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut opts = sim::options(&workload(1), dir.path().join("out"), false);
+    opts.workers = 2;
+    let err = sim::run(Sim::new(SimFault::None), &opts)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("worker processes"), "{err}");
+    assert!(!dir.path().join("out").exists(), "nothing ran");
 }

@@ -3,8 +3,8 @@
 //!
 //! The token (env [`TOKEN_ENV`]) never crosses the wire: each side proves it knows it with an
 //! HMAC-SHA256 of the other side's fresh nonce, so a recorded handshake cannot be replayed and
-//! a rogue coordinator cannot hand workers a job. The link is not encrypted (see README,
-//! "Across machines"): it carries no secret, since passwords come from each side's environment.
+//! a rogue coordinator cannot hand workers a job. The link is not encrypted (see docs/distributed.md,
+//! "Workers on other hosts"): it carries no secret, since passwords come from each side's environment.
 
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};

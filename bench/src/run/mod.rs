@@ -76,11 +76,11 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
     }
 }
 
-/// Runs one strategy and returns its summary (also written to `<out>/summary.json`).
-pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summary, RunError> {
-    let plan = opts.plan()?;
-    let Some(t) = &opts.target else {
-        return run_planned(&plan, None, cancel).await;
+/// Runs one strategy as its plan says and returns its summary (also written to
+/// `<out>/summary.json`). Only a plan that holds can be run: every check was made before.
+pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary, RunError> {
+    let Some(t) = &plan.opts.target else {
+        return run_planned(plan, None, None, cancel).await;
     };
     let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
     target::claim(&endpoints).await?;
@@ -90,7 +90,7 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
         endpoints: endpoints.clone(),
         nodes,
     };
-    let result = run_planned(&plan, Some(given), cancel).await;
+    let result = run_planned(plan, Some(given), None, cancel).await;
     // Whatever happened, leave the target as it was found.
     if let Err(e) = target::release(&endpoints).await {
         eprintln!("lockbench: warning: {e}");
@@ -98,10 +98,36 @@ pub async fn run(opts: &RunOptions, cancel: &CancellationToken) -> Result<Summar
     result
 }
 
-/// The steps of [`run`], once the plan holds.
+/// Runs a strategy the caller built, without servers (the in-memory one of [`crate::sim`]),
+/// through the steps of [`run`]: its buyers in this process with the chaos plan's faults
+/// beside them (those that need no server: `command`), each attempt cut at its bound, then
+/// the audit and the results written to the plan's folder.
+pub async fn run_built(
+    plan: &Plan<'_>,
+    built: Built,
+    cancel: &CancellationToken,
+) -> Result<Summary, RunError> {
+    if plan.workers > 0 {
+        return Err(RunError::Options(format!(
+            "{}: a strategy built in this process runs its buyers here; worker processes \
+             rebuild theirs from a registered entry",
+            plan.info.id
+        )));
+    }
+    let none = Servers {
+        cluster: None,
+        endpoints: Endpoints::default(),
+        nodes: Vec::new(),
+    };
+    run_planned(plan, Some(none), Some(built), cancel).await
+}
+
+/// The steps of [`run`], once the plan holds: on `given` servers or servers started here,
+/// with the strategy `built` by the caller or connected here.
 async fn run_planned(
     plan: &Plan<'_>,
     given: Option<Servers>,
+    built: Option<Built>,
     cancel: &CancellationToken,
 ) -> Result<Summary, RunError> {
     let out = &plan.opts.out;
@@ -113,7 +139,13 @@ async fn run_planned(
         Some(s) => s,
         None => servers(plan, cancel).await?,
     };
-    let built = strategy(plan, &servers.endpoints).await?;
+    let built = match built {
+        Some(b) => {
+            prepare(&b, plan.workload()).await?;
+            b
+        }
+        None => strategy(plan, &servers.endpoints).await?,
+    };
     let workers = clients(plan, &servers, cancel).await?;
     let writes_before = consensus_writes(plan, &servers).await;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;

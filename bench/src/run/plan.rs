@@ -66,7 +66,15 @@ impl RunOptions {
 
     /// Validates the options into a plan; every check a run makes before it starts anything.
     pub fn plan(&self) -> Result<Plan<'_>, RunError> {
-        Plan::new(self)
+        let info = strategy::resolve(&self.strategy, &self.workload)?;
+        Plan::new(self, info)
+    }
+
+    /// [`plan`](Self::plan) for an entry the registry does not list (the in-memory strategy of
+    /// [`crate::sim`]): the same checks, on `info`.
+    pub fn plan_with(&self, info: &'static StrategyInfo) -> Result<Plan<'_>, RunError> {
+        info.supports(&self.workload)?;
+        Plan::new(self, info)
     }
 }
 
@@ -86,9 +94,8 @@ pub struct Plan<'a> {
 }
 
 impl<'a> Plan<'a> {
-    fn new(opts: &'a RunOptions) -> Result<Self, RunError> {
+    fn new(opts: &'a RunOptions, info: &'static StrategyInfo) -> Result<Self, RunError> {
         let w = &opts.workload;
-        let info = strategy::resolve(&opts.strategy, w)?;
         let chaos = opts.chaos.as_ref();
         if let Some(plan) = chaos {
             check_chaos(plan, opts, info)?;

@@ -78,6 +78,42 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
             &["run", "--strategy", "none", "--workload", "no/such.toml"],
             &["no/such.toml", "cannot read"],
         ),
+        // The sweep's knobs, checked before its first server.
+        (
+            &["sweep", "--strategies", "none", "--goal-width", "1"],
+            &["--goal-width 1", "ratio above 1"],
+        ),
+        (
+            &["sweep", "--strategies", "none", "--budget", "10s"],
+            &["--budget 10s", "step-budget <= budget"],
+        ),
+        // Flags declared once for run, compare and sweep keep their conflicts in each.
+        (
+            &[
+                "run",
+                "--strategy",
+                "none",
+                "--target",
+                "t.toml",
+                "--endpoints",
+                "e.json",
+            ],
+            &["--target", "cannot be used with", "--endpoints"],
+        ),
+        (
+            &["sweep", "--endpoints", "e.json", "--base-port", "7000"],
+            &["--endpoints", "cannot be used with", "--base-port"],
+        ),
+        (
+            &[
+                "compare",
+                "--provision",
+                "containers",
+                "--base-port",
+                "7000",
+            ],
+            &["--provision", "cannot be used with", "--base-port"],
+        ),
     ] {
         let mut cmd = lockbench();
         cmd.args(args);

@@ -117,7 +117,8 @@ pub fn run_options(strategy: &str, workload: &str, out: PathBuf) -> RunOptions {
 /// leave no server behind.
 pub async fn run_strategy(strategy: &str, workload: &str, dir: &Path) -> Summary {
     let opts = run_options(strategy, workload, dir.join(strategy));
-    let s = run(&opts, &CancellationToken::new())
+    let plan = opts.plan().unwrap_or_else(|e| panic!("{strategy}: {e}"));
+    let s = run(&plan, &CancellationToken::new())
         .await
         .unwrap_or_else(|e| panic!("{strategy}: {e}"));
     assert_servers_gone(&s);

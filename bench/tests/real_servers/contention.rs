@@ -6,8 +6,6 @@
 use std::path::Path;
 
 use lockbench::report::Summary;
-use lockbench::run::run;
-use tokio_util::sync::CancellationToken;
 
 use crate::common::{
     CONTENTION, assert_safe_under_contention, consensus_servers_available, measure, run_options,
@@ -293,10 +291,7 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
     }
     let dir = tempfile::tempdir().unwrap();
     let opts = run_options("mysql-atomic", &w, dir.path().join("atomic"));
-    let err = run(&opts, &CancellationToken::new())
-        .await
-        .unwrap_err()
-        .to_string();
+    let err = opts.plan().unwrap_err().to_string();
     assert!(err.contains("touch_store"), "{err}");
 }
 

@@ -169,7 +169,7 @@ pub const STRATEGIES: &[StrategyInfo] = &[
     },
     StrategyInfo {
         id: "lib:example",
-        about: "the README's example adapter (1.0): SET NX PX over a raw socket, polls every \
+        about: "the example adapter of docs/libraries.md (1.0): SET NX PX over a raw socket, polls every \
                 50 ms; a template for your own",
         ..LIB
     },
