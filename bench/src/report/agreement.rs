@@ -4,7 +4,8 @@
 
 use std::io::Write;
 
-use super::sweep::{Entry, Sweep, rate_text};
+use super::format::{or_dash, rate_exact, ratio};
+use super::sweep::{Entry, Sweep};
 
 /// One strategy across sweeps.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,9 +105,9 @@ fn median(mut w: Vec<f64>) -> Option<f64> {
 
 fn text(i: [Option<f64>; 2]) -> String {
     match i {
-        [Some(l), Some(u)] => format!("{}–{}", rate_text(l), rate_text(u)),
-        [Some(l), None] => format!("≥ {}", rate_text(l)),
-        [None, Some(u)] => format!("< {}", rate_text(u)),
+        [Some(l), Some(u)] => format!("{}–{}", rate_exact(l), rate_exact(u)),
+        [Some(l), None] => format!("≥ {}", rate_exact(l)),
+        [None, Some(u)] => format!("< {}", rate_exact(u)),
         [None, None] => "-".into(),
     }
 }
@@ -141,8 +142,8 @@ pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Resul
                 .iter()
                 .filter(|e| e.interval_width.is_some())
                 .count();
-            let all = median_width_all(s).map_or("unbounded".into(), |w| format!("{w:.2}x"));
-            let of_closed = median_width(s).map_or("-".into(), |w| format!("{w:.2}x"));
+            let all = median_width_all(s).map_or("unbounded".into(), ratio);
+            let of_closed = or_dash(median_width(s), ratio);
             format!("{all} ({of_closed} over its {closed} closed intervals)")
         })
         .collect();

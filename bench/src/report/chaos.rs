@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use super::format::round;
 use crate::chaos::FaultRecord;
 use crate::record::phases::{PhaseData, Segment};
 use crate::record::{ErrorKind, LatencySummary, Outcome};
@@ -69,8 +70,9 @@ pub struct PhaseSummary {
     pub latency_us: LatencySummary,
 }
 
+/// Seconds from `start` to `t`, to the millisecond.
 fn secs(t: Instant, start: Instant) -> f64 {
-    (t.saturating_duration_since(start).as_secs_f64() * 1000.0).round() / 1000.0
+    round(t.saturating_duration_since(start).as_secs_f64(), 3)
 }
 
 /// Builds the fault and phase summaries. `end` is when the load ended.
@@ -117,7 +119,7 @@ fn fault_summary(r: &FaultRecord, data: &PhaseData, start: Instant, end: Instant
         let to = recovered_at.or(r.healed).unwrap_or(end);
         data.longest_gap(s, to)
     });
-    let s = |d: Duration| (d.as_secs_f64() * 1000.0).round() / 1000.0;
+    let s = |d: Duration| round(d.as_secs_f64(), 3);
     FaultSummary {
         id: r.spec.id,
         label: r.spec.label(),
@@ -149,7 +151,7 @@ fn phase_summary(
     let len = to.saturating_duration_since(from).as_secs_f64();
     let rate = |n: u64| {
         if len > 0.0 {
-            (n as f64 / len * 10.0).round() / 10.0
+            round(n as f64 / len, 1)
         } else {
             0.0
         }

@@ -7,6 +7,7 @@
 //! chaos, in which a fault took effect); anything else reads `not measured`.
 
 use super::Summary;
+use super::format::{latency_parts, ms_exact, percent_round, rate, round, secs};
 use super::sweep::{Bound, Entry, Sweep};
 use crate::strategy::Family;
 
@@ -321,21 +322,13 @@ impl Capacity {
     /// An offered rate as a share of this capacity: `70%`, `≤ 70%` against a lower bound,
     /// `> 140%` against an upper one.
     pub fn share(self, offered: f64) -> Option<String> {
-        let pct = |c: f64| (c > 0.0).then(|| format!("{:.0}%", offered / c * 100.0));
+        let pct = |c: f64| (c > 0.0).then(|| percent_round(offered / c));
         match self {
             Capacity::Found(c) => pct(c),
             Capacity::AtLeast(c) => pct(c).map(|p| format!("≤ {p}")),
             Capacity::Below(c) => pct(c).map(|p| format!("> {p}")),
         }
     }
-}
-
-/// A rate for the page: at most two decimals, trailing zeros dropped (`640`, `1.56`, `665.7`).
-/// A share of a capacity carries float noise (`665.6999999999999` in the workload); the cell's
-/// `data-value` keeps the saved value.
-pub fn rate(per_s: f64) -> String {
-    let s = format!("{per_s:.2}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// `at 800, 1600/s`, or `at every step (8)` when `rates` are all of `steps` (more than one).
@@ -413,7 +406,7 @@ impl Recovery {
                 (Some(h), None) if h < s.duration_s => {
                     return Recovery::Never {
                         fault: f.id,
-                        left_s: ((s.duration_s - h) * 1000.0).round() / 1000.0,
+                        left_s: round(s.duration_s - h, 3),
                     };
                 }
                 (Some(_), None) => {
@@ -434,7 +427,7 @@ impl Recovery {
     /// The table cell: `2.100`, `none after fault 2`, `-`.
     pub fn cell(&self) -> String {
         match self {
-            Recovery::Within(r) => format!("{r:.3}"),
+            Recovery::Within(r) => secs(*r),
             Recovery::Never { fault, .. } => format!("none after fault {fault}"),
             Recovery::NotMeasured(_) => "-".into(),
         }
@@ -530,8 +523,7 @@ impl Evidence<'_> {
             .and(Claim::of(s, false).said(Some(s), ids::calm(id, "verdict")));
         // The cell's own text: the p99 with its count, or the maximum when too few.
         let p99 = crate::record::Pct::P99;
-        let censored = |q| super::table::among_unstarted(s, q);
-        let parts = super::table::latency_parts(&s.latency_us, p99, censored, super::html::fmt_ms);
+        let parts = latency_parts(&s.latency_us, p99, |q| s.among_unstarted(q), ms_exact);
         if let Some((value, of)) = parts {
             let label = if s.latency_us.supports(p99) {
                 ", p99 "
@@ -583,13 +575,14 @@ impl Evidence<'_> {
         match Recovery::of(s) {
             Recovery::Within(r) => said
                 .t(", served again ")
-                .n(format!("{r:.3} s"), anchor)
+                .n(format!("{} s", secs(r)), anchor)
                 .t(" after the heal"),
             Recovery::Never { fault, left_s } => said
                 .t(", ")
                 .link(format!("none after fault {fault}"), anchor, Tone::Bad)
                 .t(format!(
-                    ": nothing served in the {left_s:.3} s from its heal to the end of the load"
+                    ": nothing served in the {} s from its heal to the end of the load",
+                    secs(left_s)
                 )),
             Recovery::NotMeasured(why) => said.t(format!(", recovery not measured ({why})")),
         }
@@ -792,7 +785,7 @@ mod tests {
             .text();
         let slowest = format!(
             ", slowest {} ms (max of 42),",
-            crate::report::html::fmt_ms(calm.latency_us.max)
+            ms_exact(calm.latency_us.max)
         );
         assert!(text.contains(&slowest) && !text.contains("p99 "), "{text}");
     }
@@ -920,15 +913,6 @@ mod tests {
         assert_eq!(Capacity::AtLeast(1000.0).share(700.0).unwrap(), "≤ 70%");
         assert_eq!(Capacity::Below(50.0).share(35.0).unwrap(), "> 70%");
         assert_eq!(Capacity::Found(0.0).share(35.0), None);
-    }
-
-    #[test]
-    fn rates_read_without_float_noise() {
-        assert_eq!(rate(665.699_999_999_999_9), "665.7");
-        assert_eq!(rate(1.56), "1.56");
-        assert_eq!(rate(640.0), "640");
-        assert_eq!(rate(12.39), "12.39");
-        assert_eq!(rate(0.0), "0");
     }
 
     #[test]

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::format::{p_value, percent_change, percent_round};
 use super::{SCHEMA, Summary};
 use crate::check::Verdict;
 
@@ -117,8 +118,8 @@ impl Metric {
 
     fn limit(self, tol: &Tolerance) -> String {
         match self {
-            Metric::P99Us => format!("+{:.0}%", tol.max_p99_rise * 100.0),
-            _ => format!("-{:.0}%", tol.max_throughput_drop * 100.0),
+            Metric::P99Us => format!("+{}", percent_round(tol.max_p99_rise)),
+            _ => format!("-{}", percent_round(tol.max_throughput_drop)),
         }
     }
 
@@ -290,13 +291,6 @@ pub fn violated(s: &Summary) -> bool {
     !s.verdict().safe()
 }
 
-fn pct(from: f64, to: f64) -> String {
-    if from == 0.0 {
-        return "n/a".into();
-    }
-    format!("{:+.1}%", (to - from) / from * 100.0)
-}
-
 /// C(n, k) as a float (exact up to 2^53, far beyond any number of repetitions).
 fn choose(n: usize, k: usize) -> f64 {
     (0..k.min(n - k)).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64)
@@ -453,16 +447,9 @@ fn too_few(t: &SpeedTest, level: f64, k: usize, alpha: f64) -> String {
         "{n} vs {m} repetitions cannot show a regression: their smallest possible p is {}, the \
          gate needs {} (α {alpha} over {k} tests); speed is judged on the tolerance alone, as a \
          guess. Record the baseline and run {need} repetitions or more (REPS={need}).",
-        fmt_p(t.smallest_p),
-        fmt_p(level),
+        p_value(t.smallest_p),
+        p_value(level),
     )
-}
-
-/// A p or a level with two significant digits (0.05, 0.025, 0.0042).
-fn fmt_p(p: f64) -> String {
-    let decimals = (-p.log10()).floor().max(0.0) as usize + 2;
-    let s = format!("{p:.decimals$}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The metrics with data on both sides, each tested (levels are set later, by Holm).
@@ -500,10 +487,10 @@ fn judge_speed(row: &mut GateRow, tol: &Tolerance) {
             t.metric.name(),
             t.metric.show(b),
             t.metric.show(c),
-            pct(b, c)
+            percent_change(b, c)
         );
         let limit = t.metric.limit(tol);
-        let (p, level) = (fmt_p(t.p), fmt_p(t.level));
+        let (p, level) = (p_value(t.p), p_value(t.level));
         let test = format!("one-sided Mann–Whitney over {n} vs {m} runs: p = {p}");
         if t.beyond_tolerance && t.untestable {
             row.failures.push(format!(
@@ -614,11 +601,14 @@ fn cells(row: &GateRow, metric: Metric) -> (String, String) {
     };
     let (b, c) = t.medians;
     let p = if t.untestable {
-        format!("({})", fmt_p(t.p))
+        format!("({})", p_value(t.p))
     } else {
-        fmt_p(t.p)
+        p_value(t.p)
     };
-    (format!("{} → {} {}", shown(b), shown(c), pct(b, c)), p)
+    (
+        format!("{} → {} {}", shown(b), shown(c), percent_change(b, c)),
+        p,
+    )
 }
 
 /// Prints the gate's table and, under it, every failure and note, the test used and whether
@@ -665,7 +655,7 @@ pub fn print_gate(out: &mut impl std::io::Write, r: &GateReport) -> std::io::Res
          (first level {}); a speed failure is significant AND beyond the tolerance",
         r.tests,
         r.alpha,
-        fmt_p(r.alpha / r.tests.max(1) as f64)
+        p_value(r.alpha / r.tests.max(1) as f64)
     )?;
     if let Some(u) = &r.untestable {
         writeln!(out, "UNTESTED: {u}")?;

@@ -5,11 +5,13 @@
 pub mod agreement;
 mod chaos;
 mod charts;
+mod error;
 pub mod evidence;
 mod files;
+pub mod format;
 pub mod gate;
+mod hlog;
 pub mod html;
-mod job;
 pub mod needs;
 mod saved;
 pub mod sweep;
@@ -21,10 +23,10 @@ use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
 pub use charts::{Chart, Kind as ChartKind, render_sweep};
+pub use error::ReportError;
 pub use files::{write_results, write_summary};
 pub use html::{write_report, write_report_with};
 pub use needs::Needs;
-pub use saved::ReportError;
 pub use table::{print_faults, print_table};
 
 use crate::check::{
@@ -222,7 +224,7 @@ impl ConsensusWrites {
     pub fn new(writes: u64, sold: u64, source: &str) -> Self {
         Self {
             writes,
-            per_sale: (sold > 0).then(|| (writes as f64 / sold as f64 * 100.0).round() / 100.0),
+            per_sale: (sold > 0).then(|| format::round(writes as f64 / sold as f64, 2)),
             source: source.into(),
         }
     }
@@ -344,8 +346,8 @@ impl Summary {
             not_started: drive.not_started,
             started_fraction: fraction(attempts, attempts + drive.not_started),
             interrupted: drive.cancelled,
-            duration_s: round3(duration_s),
-            sold_out_s: sold_out_s.map(round3),
+            duration_s: format::round(duration_s, 3),
+            sold_out_s: sold_out_s.map(|s| format::round(s, 3)),
             throughput: Throughput::over(attempts, safety.sold, reads, duration_s, sold_out_s),
             latency_us: LatencySummary::of(&every),
             latency_us_started: LatencySummary::of(&started),
@@ -402,7 +404,7 @@ impl Throughput {
         let selling_s = sold_out_s.unwrap_or(duration_s);
         let per_s = |n: u64, over_s: f64| {
             if over_s > 0.0 {
-                round1(n as f64 / over_s)
+                format::round(n as f64 / over_s, 1)
             } else {
                 0.0
             }
@@ -466,7 +468,7 @@ fn latency_by_outcome(stats: &Stats) -> BTreeMap<String, LatencySummary> {
 /// `part / whole` to four decimals; 1 when nothing was scheduled.
 fn fraction(part: u64, whole: u64) -> f64 {
     if whole > 0 {
-        (part as f64 / whole as f64 * 10_000.0).round() / 10_000.0
+        format::round(part as f64 / whole as f64, 4)
     } else {
         1.0
     }
@@ -489,6 +491,13 @@ impl Summary {
                 .pointer("/load/read_fraction")
                 .and_then(serde_json::Value::as_f64)
                 .is_some_and(|f| f > 0.0)
+    }
+
+    /// Whether the `q` quantile of every arrival lands among the arrivals that never started:
+    /// they rank above every started one, so exactly when `q` exceeds the started fraction.
+    pub fn among_unstarted(&self, q: f64) -> bool {
+        let scheduled = self.attempts + self.not_started;
+        self.not_started > 0 && q * scheduled as f64 > self.attempts as f64
     }
 
     /// One word for the row (see [`Verdict::headline`]).
@@ -517,14 +526,6 @@ impl Summary {
     }
 }
 
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -534,7 +535,7 @@ mod tests {
 
     #[test]
     fn a_percentile_is_marked_when_it_lands_among_unstarted_arrivals() {
-        use super::table::among_unstarted;
+        let among_unstarted = |s: &Summary, q| s.among_unstarted(q);
         let mut s: Summary =
             serde_json::from_str(include_str!("../../tests/fixtures/summary.json"))
                 .expect("fixture");

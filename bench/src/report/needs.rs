@@ -19,7 +19,8 @@
 
 use std::time::Duration;
 
-use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids, rate};
+use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids};
+use super::format::{latency_parts, ms_exact, rate, secs};
 
 /// The forms the parser accepts, for its errors.
 pub const FORMS: &str = "capacity>=N (arrivals/s), safe, safe-under-SCENARIO, \
@@ -357,7 +358,7 @@ fn recovery(ev: &Evidence<'_>, max_s: f64) -> (Met, Said) {
                 let said = Said::default()
                     .t(format!("{scenario}: "))
                     .n(format!("none after fault {fault}"), anchor)
-                    .t(format!(" in the {left_s:.3} s of load after its heal"));
+                    .t(format!(" in the {} s of load after its heal", secs(left_s)));
                 // Too little load after the heal to tell.
                 let met = if left_s > max_s {
                     Met::No
@@ -383,7 +384,7 @@ fn recovery(ev: &Evidence<'_>, max_s: f64) -> (Met, Said) {
     let said = Said::default()
         .t("longest recovery ")
         .n(
-            format!("{r:.3} s"),
+            format!("{} s", secs(r)),
             ids::chaos(scenario, ev.strategy, "recovery"),
         )
         .t(format!(" ({scenario})"));
@@ -399,8 +400,8 @@ fn p99(ev: &Evidence<'_>, max_us: f64) -> (Met, Said) {
     };
     let l = &s.latency_us;
     let p = crate::record::Pct::P99;
-    let censored = |q| super::table::among_unstarted(s, q);
-    let Some((value, of)) = super::table::latency_parts(l, p, censored, super::html::fmt_ms) else {
+    let censored = |q| s.among_unstarted(q);
+    let Some((value, of)) = latency_parts(l, p, censored, ms_exact) else {
         return (
             Met::Unmeasured,
             Said::default().t("calm run served nothing"),

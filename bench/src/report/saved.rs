@@ -5,80 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 use super::Summary;
+use super::error::{ReportError, read};
+use super::hlog::read_hlog;
 use super::sweep::Sweep;
-
-/// Why a report could not be written.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    /// The folder holds no `summary.json`, `compare.json` or `sweep.json`, and no part of a
-    /// job (`sweep/`, `calm/`, `chaos/`).
-    #[error(
-        "{}: no summary.json, compare.json or sweep.json here, and no sweep/, calm/ or chaos/ \
-         folder: not a lockbench results folder (give the --out folder of `lockbench run`, \
-         `lockbench compare`, `lockbench sweep` or scripts/compare.sh)",
-        dir.display()
-    )]
-    NotResults {
-        /// The folder given.
-        dir: PathBuf,
-    },
-    /// `--needs` was given for a folder that cannot answer it.
-    #[error(
-        "{}: --needs judges a sweep or a job folder (capacity, calm and chaos parts); this is \
-         one run or one comparison",
-        dir.display()
-    )]
-    NeedsJob {
-        /// The folder given.
-        dir: PathBuf,
-    },
-    /// The folder does not exist.
-    #[error("{}: no such folder", dir.display())]
-    NoFolder {
-        /// The folder given.
-        dir: PathBuf,
-    },
-    /// A file could not be read.
-    #[error("read {}: {source}", path.display())]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A file is not what lockbench writes.
-    #[error("{}: {msg}", path.display())]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        msg: String,
-    },
-    /// plotters failed to draw a chart.
-    #[error("chart {name}: {msg}")]
-    Chart {
-        /// The chart's file stem.
-        name: &'static str,
-        /// plotters' error.
-        msg: String,
-    },
-    /// An output file could not be written.
-    #[error("write {}: {source}", path.display())]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// One second of `timeline.csv` (the columns the charts use).
 #[derive(Debug, Clone, PartialEq)]
@@ -105,13 +37,6 @@ pub struct RunData {
     pub latency: Option<Histogram<u64>>,
     /// Files that were missing or unreadable: shown in the report instead of failing it.
     pub problems: Vec<String>,
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
-    std::fs::read(path).map_err(|source| ReportError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
 }
 
 /// What a results folder holds.
@@ -365,44 +290,4 @@ pub fn read_timeline(path: &Path) -> Result<Vec<TimelineRow>, ReportError> {
             })
         })
         .collect()
-}
-
-/// Reads `latency.hlog` and merges its histograms (one per outcome class) into one.
-pub fn read_hlog(path: &Path) -> Result<Histogram<u64>, ReportError> {
-    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3).expect("valid bounds");
-    all.auto(true);
-    for (_, h) in read_hlog_classes(path)? {
-        all.add(&h).map_err(|e| ReportError::Parse {
-            path: path.to_path_buf(),
-            msg: format!("histogram: {e:?}"),
-        })?;
-    }
-    Ok(all)
-}
-
-/// Reads `latency.hlog`: each outcome class's histogram, by its tag.
-pub fn read_hlog_classes(path: &Path) -> Result<Vec<(String, Histogram<u64>)>, ReportError> {
-    let bytes = read(path)?;
-    let bad = |msg: String| ReportError::Parse {
-        path: path.to_path_buf(),
-        msg,
-    };
-    let mut out = Vec::new();
-    let mut de = Deserializer::new();
-    for entry in IntervalLogIterator::new(&bytes) {
-        match entry.map_err(|e| bad(format!("{e:?}")))? {
-            LogEntry::Interval(h) => {
-                let raw = base64::engine::general_purpose::STANDARD
-                    .decode(h.encoded_histogram())
-                    .map_err(|e| bad(format!("histogram is not base64: {e}")))?;
-                let hist: Histogram<u64> = de
-                    .deserialize(&mut raw.as_slice())
-                    .map_err(|e| bad(format!("histogram: {e:?}")))?;
-                let tag = h.tag().map_or_else(String::new, |t| t.as_str().to_string());
-                out.push((tag, hist));
-            }
-            LogEntry::StartTime(_) | LogEntry::BaseTime(_) => {}
-        }
-    }
-    Ok(out)
 }

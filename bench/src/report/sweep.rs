@@ -7,7 +7,9 @@ use std::path::Path;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
-use super::{ReportError, Summary};
+use super::Summary;
+use super::error::ReportError;
+use super::format::{decimals, or_dash, percent_round, percent_tenths, rate_exact, ratio};
 use crate::stats::{self, Decision};
 use crate::strategy::{Family, Kind};
 
@@ -53,20 +55,15 @@ impl Slo {
         format!(
             "{} ≤ {} ms, ≥ {}% served",
             self.percentile_name(),
-            trim(self.latency_ms),
-            trim(self.min_served * 100.0)
+            decimals(self.latency_ms, 3),
+            decimals(self.min_served * 100.0, 3)
         )
     }
 
     /// `p99`, `p99.9`.
     pub fn percentile_name(&self) -> String {
-        format!("p{}", trim(self.quantile * 100.0))
+        format!("p{}", decimals(self.quantile * 100.0, 3))
     }
-}
-
-fn trim(x: f64) -> String {
-    let s = format!("{x:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// How the search bounded the capacity.
@@ -183,7 +180,7 @@ impl Trial {
         summary: &Summary,
         slo: &Slo,
     ) -> Result<(Trial, Histogram<u64>), ReportError> {
-        let classes = super::saved::read_hlog_classes(&base.join(&dir).join("latency.hlog"))?;
+        let classes = super::hlog::read_hlog_classes(&base.join(&dir).join("latency.hlog"))?;
         let bound_us = (slo.latency_ms * 1000.0) as u64;
         let (mut slow, mut served) = (0, 0);
         let mut started = crate::record::hist(3);
@@ -316,8 +313,7 @@ impl Judged {
 
     /// Why it did not pass, with the numbers (empty when it passed).
     pub fn why(&self, slo: &Slo, confidence: f64) -> String {
-        let pct = |x: f64| format!("{}%", trim((x * 1000.0).round() / 10.0));
-        let conf = pct(confidence);
+        let conf = percent_tenths(confidence);
         // Trials that disagree beyond binomial noise widen the bounds; say by how much.
         let spread = if self.dispersion > 1.0 {
             format!(
@@ -331,9 +327,9 @@ impl Judged {
             format!(
                 "{k} of {} ({}, {}–{} at {conf}{spread})",
                 self.arrivals,
-                pct(k as f64 / self.arrivals.max(1) as f64),
-                pct(b[0]),
-                pct(b[1])
+                percent_tenths(k as f64 / self.arrivals.max(1) as f64),
+                percent_tenths(b[0]),
+                percent_tenths(b[1])
             )
         };
         let goal = 1.0 - slo.quantile;
@@ -342,25 +338,25 @@ impl Judged {
             Decision::Pass => String::new(),
             Decision::Fail if self.miss_share[0] > goal => format!(
                 "over {} ms or unserved: {} > {}",
-                trim(slo.latency_ms),
+                decimals(slo.latency_ms, 3),
                 share(self.misses, self.miss_share),
-                pct(goal)
+                percent_tenths(goal)
             ),
             Decision::Fail => format!(
                 "unserved: {} > {}",
                 share(self.unserved, self.unserved_share),
-                pct(served_goal)
+                percent_tenths(served_goal)
             ),
             Decision::Undecided if self.unconfirmed => format!(
                 "undecided: over {} ms or unserved {}: a fail needs {TRIALS_TO_FAIL} trials that miss beyond the goal",
-                trim(slo.latency_ms),
+                decimals(slo.latency_ms, 3),
                 share(self.misses, self.miss_share),
             ),
             Decision::Undecided => format!(
                 "undecided: over {} ms or unserved {}, spans {}",
-                trim(slo.latency_ms),
+                decimals(slo.latency_ms, 3),
                 share(self.misses, self.miss_share),
-                pct(goal)
+                percent_tenths(goal)
             ),
         }
     }
@@ -617,7 +613,7 @@ pub struct Sweep {
 impl Entry {
     /// `283–354/s`, `≥ 6400/s`, `< 1.56/s`: the capacity interval with its bound.
     pub fn capacity_text(&self) -> String {
-        let r = rate_text;
+        let r = rate_exact;
         let fail = self.first_failing_per_s;
         match self.bound {
             Bound::AtLeastMax => format!("≥ {}/s", r(self.capacity_per_s)),
@@ -656,14 +652,8 @@ pub struct IntervalParts {
     pub width: Option<f64>,
 }
 
-/// `400`, `283`, `12.5`: a rate as a folder name and in tables.
-pub fn rate_text(r: f64) -> String {
-    if r.fract() == 0.0 {
-        format!("{r:.0}")
-    } else {
-        format!("{r}")
-    }
-}
+/// The name `run::sweep` knows [`rate_exact`] by.
+pub use super::format::rate_exact as rate_text;
 
 /// Prints the capacity table: one row per strategy, by family.
 pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::Result<()> {
@@ -671,7 +661,7 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
         out,
         "capacity at {} (offered arrivals/s; each step decided at {}% confidence)",
         sweep.slo.label(),
-        trim(sweep.search.confidence * 100.0)
+        decimals(sweep.search.confidence * 100.0, 3)
     )?;
     let width = sweep
         .entries
@@ -698,7 +688,7 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
             e.strategy,
             e.family.title(),
             e.capacity_text(),
-            e.interval_width.map_or("-".into(), |w| format!("{w:.2}x")),
+            or_dash(e.interval_width, ratio),
             e.steps.len(),
             e.steps.iter().map(|s| s.trials.len()).sum::<usize>(),
             e.time_s,
@@ -788,7 +778,7 @@ impl Sweep {
                 e.error.as_deref().unwrap_or("stopped")
             ));
         }
-        let pct = format!("{:.0}%", share * 100.0);
+        let pct = percent_round(share);
         match e.basis() {
             Some(Basis::LowerEnd(r)) => {
                 Ok((r * share, format!("{pct} of its capacity's lower end")))
@@ -798,7 +788,7 @@ impl Sweep {
                 format!(
                     "{pct} of {}/s, the lowest rate its sweep did not pass (none passed: its \
                      capacity lies below)",
-                    rate_text(r)
+                    rate_exact(r)
                 ),
             )),
             None => Err(format!("`{strategy}` has no step in the sweep")),

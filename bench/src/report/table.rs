@@ -3,26 +3,9 @@
 use std::io::Write;
 
 use super::Summary;
+use super::format::{latency_cell, ms_table, or_dash, percent, secs_table, too_few_note};
 use crate::check::Verdict;
-use crate::record::{LatencySummary, Pct};
-
-fn ms(us: u64) -> String {
-    if us >= 100_000 {
-        format!("{:.0}", us as f64 / 1000.0)
-    } else {
-        format!("{:.2}", us as f64 / 1000.0)
-    }
-}
-
-/// A fraction as a whole percent, never rounded up to 100 % unless it is whole.
-pub fn percent(f: f64) -> String {
-    let p = f * 100.0;
-    if p < 100.0 && p > 99.0 {
-        format!("{:.1}%", (p * 10.0).floor() / 10.0)
-    } else {
-        format!("{:.0}%", p.floor())
-    }
-}
+use crate::record::Pct;
 
 /// Left-aligned first column, right-aligned others, a rule under the header.
 fn render(out: &mut impl Write, lines: &[Vec<String>]) -> std::io::Result<()> {
@@ -79,7 +62,7 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
         "unavailable s",
     ];
     let mut lines: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
-    let secs = |t: Option<f64>| t.map_or_else(|| "-".into(), |t| format!("{t:.2}"));
+    let secs = |t: Option<f64>| or_dash(t, secs_table);
     let mut notes = Vec::new();
     for s in rows {
         for f in &s.faults {
@@ -98,7 +81,7 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
             let p99 = |p: Option<&super::PhaseSummary>| {
                 p.map_or_else(
                     || "-".into(),
-                    |p| latency_cell(&p.latency_us, Pct::P99, |_| false, ms),
+                    |p| latency_cell(&p.latency_us, Pct::P99, |_| false, ms_table),
                 )
             };
             let hit: Vec<&str> = f
@@ -134,77 +117,20 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
     Ok(())
 }
 
-/// Whether the `q` quantile of every arrival lands among the arrivals that never started:
-/// they rank above every started one, so exactly when `q` exceeds the started fraction.
-pub fn among_unstarted(s: &Summary, q: f64) -> bool {
-    let scheduled = s.attempts + s.not_started;
-    s.not_started > 0 && q * scheduled as f64 > s.attempts as f64
-}
-
 /// The `q` quantile (`us`) of every arrival, in ms; `+` when it lands among the arrivals that
 /// never started (counted as the whole load: the run cannot say how long they would have
 /// waited, only that it was longer than anything it served).
 pub fn arrival_ms(s: &Summary, q: f64, us: u64) -> String {
-    if among_unstarted(s, q) {
-        format!("{}+", ms(us))
+    if s.among_unstarted(q) {
+        format!("{}+", ms_table(us))
     } else {
-        ms(us)
+        ms_table(us)
     }
-}
-
-/// A percentile cell, carrying its sample count: `3.21 (n=1000)`, or `12.50 (max of 42)` when
-/// the count cannot bound the percentile (the rule: [`crate::record::quantile::supported`]);
-/// `-` without samples. `censored(q)`: whether the value at quantile `q` (1 for the maximum)
-/// lies among arrivals never started, marked `+`. `ms` formats µs.
-pub fn latency_cell(
-    l: &LatencySummary,
-    p: Pct,
-    censored: impl Fn(f64) -> bool,
-    ms: fn(u64) -> String,
-) -> String {
-    latency_parts(l, p, censored, ms).map_or_else(|| "-".into(), |(v, n)| format!("{v} ({n})"))
-}
-
-/// [`latency_cell`] in two parts, the value and what it is of (`n=1000`, `max of 42`);
-/// `None` without samples.
-pub fn latency_parts(
-    l: &LatencySummary,
-    p: Pct,
-    censored: impl Fn(f64) -> bool,
-    ms: fn(u64) -> String,
-) -> Option<(String, String)> {
-    if l.count == 0 {
-        return None;
-    }
-    let supported = l.supports(p);
-    let plus = if censored(if supported { p.q() } else { 1.0 }) {
-        "+"
-    } else {
-        ""
-    };
-    let of = if supported {
-        format!("n={}", l.count)
-    } else {
-        format!("max of {}", l.count)
-    };
-    Some((format!("{}{plus}", ms(l.shown(p))), of))
-}
-
-/// What `(max of N)` in a percentile cell means.
-pub fn too_few_note() -> String {
-    use crate::record::quantile::min_samples;
-    format!(
-        "(max of N): N samples cannot bound that percentile at 95 % (a p50 needs {}, a p99 {}, \
-         a p99.9 {}), so the cell shows their maximum instead",
-        min_samples(Pct::P50.q()),
-        min_samples(Pct::P99.q()),
-        min_samples(Pct::P999.q())
-    )
 }
 
 /// [`latency_cell`] of a run's latency over every scheduled arrival, in the table's ms.
 fn arrival_cell(s: &Summary, p: Pct) -> String {
-    latency_cell(&s.latency_us, p, |q| among_unstarted(s, q), ms)
+    latency_cell(&s.latency_us, p, |q| s.among_unstarted(q), ms_table)
 }
 
 /// Prints one row per summary: throughput, latency (ms, from intended start, over every
@@ -248,9 +174,7 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
             s.strategy.clone(),
             format!("{:.0}", s.throughput.attempts_per_s),
             format!("{:.0}", s.throughput.sales_per_s),
-            s.sold_out_s
-                .map(|t| format!("{t:.2}"))
-                .unwrap_or_else(|| "-".into()),
+            or_dash(s.sold_out_s, secs_table),
             s.utilization
                 .as_ref()
                 .map_or_else(|| "-".into(), |u| format!("{:.2}", u.overall)),

@@ -13,7 +13,8 @@ use super::frame::{
 };
 use super::palette::{self, Group, Ink, Panel};
 use super::{Chart, Draw, Kind};
-use crate::report::saved::ReportError;
+use crate::report::error::ReportError;
+use crate::report::format::{rate_axis, rate_label};
 use crate::report::sweep::{Bound, Entry, Sweep};
 
 /// Draws the sweep's charts into `charts_dir` (`latency-vs-rate` and `capacity`, each `.svg`
@@ -38,37 +39,6 @@ pub fn render_sweep(sweep: &Sweep, charts_dir: &Path) -> Result<Vec<Chart>, Repo
 
 /// Bars of the controls: apart from every colour a real strategy gets.
 const CONTROL_GREY: RGBColor = RGBColor(170, 170, 170);
-
-/// Arrivals per second for an axis or a label: `80`, `1.2k`, `15k`.
-pub(super) fn fmt_rate(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.0}k", v / 1000.0)
-    } else if v >= 1000.0 {
-        let s = format!("{:.1}", v / 1000.0);
-        format!("{}k", s.trim_end_matches(".0"))
-    } else if v >= 10.0 {
-        format!("{v:.0}")
-    } else {
-        let s = format!("{v:.1}");
-        s.trim_end_matches(".0").to_string()
-    }
-}
-
-/// A rate for a value label, as saved up to three significant digits: `1600`, `17.7`, `1.56`.
-fn exact_rate(v: f64) -> String {
-    let s = if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 10.0 {
-        format!("{v:.1}")
-    } else {
-        format!("{v:.2}")
-    };
-    if s.contains('.') {
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        s
-    }
-}
 
 /// The capacity bars.
 struct CapacityBars<'a> {
@@ -113,8 +83,8 @@ fn bar_text(e: &Entry) -> BarText {
         Bound::Found => BarText {
             value: format!(
                 "{}–{}/s",
-                exact_rate(c),
-                exact_rate(e.first_failing_per_s.unwrap_or(c))
+                rate_label(c),
+                rate_label(e.first_failing_per_s.unwrap_or(c))
             ),
             detail: e
                 .interval_width
@@ -125,7 +95,7 @@ fn bar_text(e: &Entry) -> BarText {
             upper: e.first_failing_per_s,
         },
         Bound::AtLeastMax => BarText {
-            value: format!("≥ {}/s", exact_rate(c)),
+            value: format!("≥ {}/s", rate_label(c)),
             detail: "the highest rate offered".into(),
             bar: Some(c),
             open: true,
@@ -140,7 +110,7 @@ fn bar_text(e: &Entry) -> BarText {
         },
         Bound::BelowLowest => BarText {
             value: if lowest.is_finite() {
-                format!("< {}/s", exact_rate(lowest))
+                format!("< {}/s", rate_label(lowest))
             } else {
                 "no step ran".into()
             },
@@ -151,7 +121,7 @@ fn bar_text(e: &Entry) -> BarText {
         },
         Bound::Incomplete => BarText {
             value: if c > 0.0 {
-                format!("≥ {}/s", exact_rate(c))
+                format!("≥ {}/s", rate_label(c))
             } else {
                 "none passed".into()
             },
@@ -288,7 +258,7 @@ impl Draw for CapacityBars<'_> {
         let sub = format!(
             "bar: highest rate decided to meet the SLO; whisker: lowest decided to miss it \
              (each at {}% confidence; safety judged apart: ✕ marks an unsafe step)",
-            exact_rate(self.sweep.search.confidence * 100.0)
+            rate_label(self.sweep.search.confidence * 100.0)
         );
         let sub = fit(&sub, 13, BARS_W - 40);
         let (sw, _) = text_size(&sub, 13);
@@ -343,7 +313,7 @@ impl Draw for CapacityBars<'_> {
                 BLACK.stroke_width(1),
             ))
             .map_err(err)?;
-            let label = fmt_rate(t);
+            let label = rate_axis(t);
             let (w, _) = text_size(&label, 12);
             root.draw(&Text::new(label, (x - w / 2, axis_y + 8), (FONT, 12)))
                 .map_err(err)?;
@@ -368,11 +338,11 @@ fn unsafe_flag(rates: &[f64]) -> String {
         [a, .., b] if sorted.len() > 3 => format!(
             "unsafe at {} steps, {}–{}/s",
             sorted.len(),
-            exact_rate(*a),
-            exact_rate(*b)
+            rate_label(*a),
+            rate_label(*b)
         ),
         _ => {
-            let list: Vec<String> = sorted.iter().map(|r| exact_rate(*r)).collect();
+            let list: Vec<String> = sorted.iter().map(|r| rate_label(*r)).collect();
             format!("unsafe at {}/s", list.join(", "))
         }
     }
@@ -515,21 +485,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rates_read_short_on_axes() {
-        assert_eq!(fmt_rate(50.0), "50");
-        assert_eq!(fmt_rate(1000.0), "1k");
-        assert_eq!(fmt_rate(1500.0), "1.5k");
-        assert_eq!(fmt_rate(20000.0), "20k");
-        assert_eq!(fmt_rate(2.5), "2.5");
-    }
-
-    #[test]
-    fn value_labels_keep_what_was_saved() {
-        assert_eq!(exact_rate(1600.0), "1600");
-        assert_eq!(exact_rate(17.7), "17.7");
-        assert_eq!(exact_rate(1.56), "1.56");
-        assert_eq!(exact_rate(12.5), "12.5");
-        assert_eq!(exact_rate(20.0), "20");
+    fn the_unsafe_flag_lists_few_steps_and_spans_many() {
         assert_eq!(unsafe_flag(&[400.0, 25.0]), "unsafe at 25, 400/s");
         assert_eq!(
             unsafe_flag(&[25.0, 6400.0, 100.0, 1900.0]),

@@ -546,16 +546,3 @@ pub(super) fn name_cell<DB: DrawingBackend>(
     ))
     .map_err(err)
 }
-
-/// Milliseconds for an axis: no trailing zeros, enough digits for sub-ms values.
-pub(super) fn fmt_ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        let s = format!("{v:.1}");
-        s.trim_end_matches(".0").to_string()
-    } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').trim_end_matches('.').to_string()
-    }
-}

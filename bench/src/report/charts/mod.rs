@@ -32,7 +32,8 @@ use time::{
 };
 use tradeoff::{SWATCH_W, TRADEOFF_MIN_H, tradeoff, tradeoff_key, tradeoff_label, tradeoff_ranges};
 
-use super::saved::{ReportError, RunData};
+use super::error::ReportError;
+use super::saved::RunData;
 
 /// One chart of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

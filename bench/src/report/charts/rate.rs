@@ -4,13 +4,11 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::capacity::fmt_rate;
-use super::frame::{
-    self, FONT, Frame, Mark, PANEL_MIN_H, PanelArea, UNSAFE_RED, err, fmt_ms, text_size,
-};
+use super::frame::{self, FONT, Frame, Mark, PANEL_MIN_H, PanelArea, UNSAFE_RED, err, text_size};
 use super::layout::{self, Rect};
 use super::palette::{Ink, Panel};
 use super::{Draw, Kind};
+use crate::report::format::{ms_axis, rate_axis};
 use crate::report::sweep::{Entry, Slo, Step, Sweep};
 
 /// Neutral grey for the marks of the key (their shape is the meaning).
@@ -18,7 +16,7 @@ const KEY_GREY: RGBColor = RGBColor(110, 110, 110);
 
 /// `p99 ≤ 100 ms`.
 fn slo_short(slo: &Slo) -> String {
-    format!("{} ≤ {} ms", slo.percentile_name(), fmt_ms(slo.latency_ms))
+    format!("{} ≤ {} ms", slo.percentile_name(), ms_axis(slo.latency_ms))
 }
 
 /// A step's latency on a log axis: a zero (nothing measured) sits at the axis floor.
@@ -188,8 +186,8 @@ impl LatencyVsRate<'_> {
                 "{} over every arrival (ms, log)",
                 slo.percentile_name()
             ))
-            .x_label_formatter(&|v| fmt_rate(*v))
-            .y_label_formatter(&|v| fmt_ms(*v))
+            .x_label_formatter(&|v| rate_axis(*v))
+            .y_label_formatter(&|v| ms_axis(*v))
             .axis_desc_style((FONT, desc))
             .label_style((FONT, labels))
             .light_line_style(WHITE)

@@ -5,8 +5,9 @@ use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
 use super::Member;
-use super::frame::{FONT, Mark, PanelArea, Stagger, draw_line, err, fmt_ms, text_size};
+use super::frame::{FONT, Mark, PanelArea, Stagger, draw_line, err, text_size};
 use super::layout::Rect;
+use crate::report::format::{decimals, ms_axis, secs_axis};
 use crate::report::saved::RunData;
 
 /// Legend entries of a panel's lines: with their markers when the panel has several.
@@ -166,7 +167,7 @@ pub(super) fn throughput<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc("time since the start of the load (s)")
-        .x_label_formatter(&|v| fmt_secs(*v))
+        .x_label_formatter(&|v| secs_axis(*v))
         .y_desc("sales completed (units/s)")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .axis_desc_style((FONT, desc))
@@ -216,14 +217,14 @@ pub(super) fn p99<DB: DrawingBackend>(
     chart
         .configure_mesh()
         .x_desc("time since the start of the load (s)")
-        .x_label_formatter(&|v| fmt_secs(*v))
+        .x_label_formatter(&|v| secs_axis(*v))
         .y_desc(format!(
             "p99 per second (ms, log scale; ~max of a second < {})",
             crate::record::quantile::min_samples(crate::record::Pct::P99.q())
         ))
         .axis_desc_style((FONT, desc))
         .label_style((FONT, labels))
-        .y_label_formatter(&|v| fmt_ms(*v))
+        .y_label_formatter(&|v| ms_axis(*v))
         .light_line_style(WHITE)
         .draw()
         .map_err(err)?;
@@ -257,9 +258,7 @@ pub(super) fn p99<DB: DrawingBackend>(
 /// `1/(1-p)` → the percentile it stands for, e.g. 1000 → `99.9%`.
 fn percentile_label(x: f64) -> String {
     let p = 100.0 * (1.0 - 1.0 / x);
-    let s = format!("{p:.5}");
-    let s = s.trim_end_matches('0').trim_end_matches('.');
-    format!("{s}%")
+    format!("{}%", decimals(p, 5))
 }
 
 /// Points `(1/(1-p), ms)` of a histogram, 20 per decade, ending at its maximum.
@@ -329,7 +328,7 @@ pub(super) fn spectrum<DB: DrawingBackend>(
         .axis_desc_style((FONT, desc))
         .label_style((FONT, labels))
         .x_label_formatter(&|x| percentile_label(*x))
-        .y_label_formatter(&|v| fmt_ms(*v))
+        .y_label_formatter(&|v| ms_axis(*v))
         .light_line_style(WHITE)
         .draw()
         .map_err(err)?;
@@ -341,15 +340,6 @@ pub(super) fn spectrum<DB: DrawingBackend>(
         }
     }
     Ok(strategy_entries(members))
-}
-
-/// Seconds for an axis: whole seconds without a decimal.
-fn fmt_secs(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
 }
 
 #[cfg(test)]

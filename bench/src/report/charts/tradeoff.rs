@@ -5,9 +5,10 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::Member;
-use super::frame::{FONT, Mark, PanelArea, UNSAFE_RED, err, fmt_ms, text_size};
+use super::frame::{FONT, Mark, PanelArea, UNSAFE_RED, err, text_size};
 use super::layout::{self, Placed, Rect};
 use super::palette::Ink;
+use crate::report::format::ms_axis;
 use crate::report::saved::RunData;
 
 /// Least height of a panel of the trade-off map (full width: it need not be as tall).
@@ -125,7 +126,7 @@ pub(super) fn tradeoff<DB: DrawingBackend>(
         .y_label_formatter(&|v| format!("{v:.0}"))
         .axis_desc_style((FONT, desc))
         .label_style((FONT, labels))
-        .x_label_formatter(&|v| fmt_ms(*v))
+        .x_label_formatter(&|v| ms_axis(*v))
         .light_line_style(WHITE)
         .draw()
         .map_err(err)?;

@@ -1,18 +1,27 @@
 //! The page of a job folder (`scripts/compare.sh --out`: `sweep/`, `calm/`, `chaos/<scenario>/`)
 //! or of a sweep folder alone: what an architecture review reads in a minute. First the
 //! plain-words summary (one line per strategy, grouped by family, every number a link to the
-//! cell it came from), then the needs advice when `--needs` was given, then the capacity at the
-//! SLO, the calm run, each chaos scenario, and the environment. Any part may be missing: the
-//! page renders what is there and says what was not measured.
+//! cell it came from), then the needs advice when `--needs` was given (`needs.rs`), then the
+//! capacity at the SLO, the calm run, each chaos scenario, and the environment. Any part may be
+//! missing: the page renders what is there and says what was not measured.
 
 use std::fmt::Write as _;
 
-use super::charts;
-use super::evidence::{Capacity, Claim, Evidence, Said, Span, Tone, ids, offered_rate, rate};
-use super::html::{self, Lead, TableSpec, esc};
-use super::needs::{Judgement, Met, Needs};
-use super::saved::{Job, Part, ReportError};
-use super::sweep::{Bound, Entry, Sweep};
+use super::environment as env;
+use super::needs::advice;
+use super::page::{by_family, caption, esc, family_of, figure, page_end, page_start, said_html};
+use super::tables::{
+    Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table,
+    utilization,
+};
+use crate::report::Summary;
+use crate::report::charts;
+use crate::report::error::ReportError;
+use crate::report::evidence::{Capacity, Claim, Evidence, ids, offered_rate, unsafe_steps_text};
+use crate::report::format::{percent_round, rate, rate_exact, round};
+use crate::report::needs::Needs;
+use crate::report::saved::{Job, Part};
+use crate::report::sweep::{Bound, Entry, NO_PASS_SHARE, Sweep};
 use crate::strategy::{Family, Kind};
 
 /// Renders the page of a job.
@@ -20,7 +29,7 @@ pub(super) fn render(job: &Job, needs: Option<&Needs>) -> Result<String, ReportE
     let strategies = strategies(job);
     let evidence: Vec<Evidence<'_>> = strategies.iter().map(|id| evidence(job, id)).collect();
     let mut h = String::new();
-    html::page_start(
+    page_start(
         &mut h,
         &format!(
             "lockbench: capacity and the cost of failure, {} strategies",
@@ -37,7 +46,7 @@ pub(super) fn render(job: &Job, needs: Option<&Needs>) -> Result<String, ReportE
     calm(&mut h, job)?;
     chaos(&mut h, job);
     environment(&mut h, job)?;
-    html::page_end(
+    page_end(
         &mut h,
         &job.dir,
         "Charts also as SVG and PNG under <code>charts/</code> (the sweep) and \
@@ -66,7 +75,7 @@ fn strategies(job: &Job) -> Vec<String> {
     ids
 }
 
-fn run_in<'a>(part: &'a Part, strategy: &str) -> Option<&'a super::Summary> {
+fn run_in<'a>(part: &'a Part, strategy: &str) -> Option<&'a Summary> {
     part.runs
         .iter()
         .map(|r| &r.summary)
@@ -75,13 +84,13 @@ fn run_in<'a>(part: &'a Part, strategy: &str) -> Option<&'a super::Summary> {
 
 /// A strategy's family: this lockbench's registry, else what the sweep recorded.
 fn family(job: &Job, strategy: &str) -> Option<Family> {
-    html::family_of(strategy).or_else(|| job.sweep.as_ref()?.entry(strategy).map(|e| e.family))
+    family_of(strategy).or_else(|| job.sweep.as_ref()?.entry(strategy).map(|e| e.family))
 }
 
 fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
     let entry = job.sweep.as_ref().and_then(|s| s.entry(strategy));
     let calm = job.calm.as_ref().and_then(|p| run_in(p, strategy));
-    let chaos: Vec<(&str, Option<&super::Summary>)> = job
+    let chaos: Vec<(&str, Option<&Summary>)> = job
         .chaos
         .iter()
         .map(|(name, p)| (name.as_str(), run_in(p, strategy)))
@@ -107,29 +116,6 @@ fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
         calm,
         chaos,
     }
-}
-
-/// A sentence as HTML: numbers and verdicts become links to their cells.
-fn said_html(said: &Said) -> String {
-    said.0
-        .iter()
-        .map(|span| match span {
-            Span::Text(t) => esc(t),
-            Span::Label(t) => format!("<span class=\"part\">{}</span>", esc(t)),
-            Span::Link { text, anchor, tone } => {
-                let class = match tone {
-                    Tone::Plain => "num",
-                    Tone::Bad => "num bad",
-                    Tone::Warn => "num warn",
-                };
-                format!(
-                    "<a class=\"{class}\" href=\"#{}\">{}</a>",
-                    esc(anchor),
-                    esc(text)
-                )
-            }
-        })
-        .collect()
 }
 
 fn how_to_read(h: &mut String, job: &Job, needs: bool) {
@@ -192,7 +178,7 @@ fn problems(h: &mut String, job: &Job) {
 
 fn summary(h: &mut String, evidence: &[Evidence<'_>]) {
     let _ = writeln!(h, "<h2 id=\"summary\">In plain words</h2>");
-    for (title, group) in html::by_family(evidence, |e| e.family) {
+    for (title, group) in by_family(evidence, |e| e.family) {
         let _ = writeln!(h, "<h3>{}</h3>\n<ul class=\"plain\">", esc(title));
         for e in group {
             let badge = if e.control {
@@ -210,74 +196,6 @@ fn summary(h: &mut String, evidence: &[Evidence<'_>]) {
         }
         let _ = writeln!(h, "</ul>");
     }
-}
-
-fn advice(h: &mut String, needs: &Needs, evidence: &[Evidence<'_>]) {
-    // In the summary's order: by family.
-    let judged: Vec<Judgement> = html::by_family(evidence, |e| e.family)
-        .into_iter()
-        .flat_map(|(_, g)| g)
-        .map(|e| needs.judge(e))
-        .collect();
-    let (yes, no): (Vec<&Judgement>, Vec<&Judgement>) = judged.iter().partition(|j| j.qualifies());
-    let _ = writeln!(
-        h,
-        "<h2 id=\"needs\">Which strategies meet your needs</h2>\n<p>Needs: <code>{}</code>. A \
-         strategy qualifies only when every term is measured and met; the reasons link to the \
-         numbers.{}</p>",
-        esc(&needs.given),
-        if needs.fenced_ok {
-            " With fenced-ok, a fenced verdict (the lock broke, fencing refused every stale \
-             write, the store intact) counts as safe."
-        } else {
-            " A fenced verdict (the lock broke, fencing saved the store) does not count as safe \
-             unless fenced-ok is given."
-        }
-    );
-    let _ = writeln!(
-        h,
-        "<h3 id=\"needs-qualify\">Qualify ({})</h3>\n<ul class=\"plain\">",
-        yes.len()
-    );
-    if yes.is_empty() {
-        let _ = writeln!(h, "<li>None of the strategies measured here.</li>");
-    }
-    for j in &yes {
-        let reasons: Vec<String> = j
-            .terms
-            .iter()
-            .map(|t| format!("{}: {}", esc(&t.term), said_html(&t.why)))
-            .collect();
-        let _ = writeln!(
-            h,
-            "<li><a href=\"#{}\"><b>{}</b></a> — {}.</li>",
-            esc(&ids::summary(&j.strategy)),
-            esc(&j.strategy),
-            reasons.join("; ")
-        );
-    }
-    let _ = writeln!(
-        h,
-        "</ul>\n<h3 id=\"needs-other\">Do not qualify, or not measured ({})</h3>\n<ul class=\"plain\">",
-        no.len()
-    );
-    for j in &no {
-        let Some(gap) = j.first_gap() else { continue };
-        let word = match gap.met {
-            Met::No => "not met",
-            Met::Unmeasured => "not measured",
-            Met::Yes => unreachable!("a gap is not met"),
-        };
-        let _ = writeln!(
-            h,
-            "<li class=\"gap\"><a href=\"#{}\"><b>{}</b></a> — {}: {word}: {}.</li>",
-            esc(&ids::summary(&j.strategy)),
-            esc(&j.strategy),
-            esc(&gap.term),
-            said_html(&gap.why)
-        );
-    }
-    let _ = writeln!(h, "</ul>");
 }
 
 fn bound_text(b: Bound) -> &'static str {
@@ -327,10 +245,10 @@ fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
         sweep.elapsed_s
     );
     for c in &charts::render_sweep(sweep, &job.dir.join("charts"))? {
-        html::figure(
+        figure(
             h,
             c,
-            &html::caption(c.kind, &[]),
+            &caption(c.kind, &[]),
             &format!("charts/{}.png", c.kind.file()),
         );
     }
@@ -345,7 +263,7 @@ fn capacity_table(h: &mut String, job: &Job, sweep: &Sweep) {
          <th>bound</th><th>first failing /s</th><th>why it failed</th>\
          <th>steps (/s: ✓ met, ✗ missed)</th><th>unsafe steps</th></tr></thead>\n<tbody>"
     );
-    let groups = html::by_family(&sweep.entries, |e| family(job, &e.strategy));
+    let groups = by_family(&sweep.entries, |e| family(job, &e.strategy));
     for (title, group) in &groups {
         if groups.len() > 1 {
             let _ = writeln!(
@@ -406,7 +324,7 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
             )
         })
         .collect();
-    let unsafe_text = match super::evidence::unsafe_steps_text(e) {
+    let unsafe_text = match unsafe_steps_text(e) {
         Some(t) => esc(&t),
         None if e.kind == Kind::Control => "none (not caught)".into(),
         None => "none".into(),
@@ -473,7 +391,7 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
     }
     let cell_id = |strategy: &str, short: &str| ids::calm(strategy, short);
     let fam = |id: &str| family(job, id);
-    html::headline_table(
+    headline_table(
         h,
         &part.runs,
         &TableSpec {
@@ -484,11 +402,11 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
             family: &fam,
         },
     );
-    let _ = writeln!(h, "<p><small>{}</small></p>", html::headline_note());
-    html::reads_table(h, &part.runs);
-    html::notes(h, &part.runs);
+    let _ = writeln!(h, "<p><small>{}</small></p>", headline_note());
+    reads_table(h, &part.runs);
+    notes(h, &part.runs);
     calm_charts(h, job, part)?;
-    html::utilization(h, &part.runs);
+    utilization(h, &part.runs);
     Ok(())
 }
 
@@ -516,13 +434,13 @@ fn calm_why(job: &Job, rates: &[f64]) -> String {
             let mut why = format!(
                 "Why this rate: {}/s is the lowest capacity among the strategies the sweep saw \
                  safe at every step (set by <a class=\"num\" href=\"#{}\">{}</a>: the lower \
-                 end of its interval or, when no rate passed, {:.0}% of its lowest rate that \
+                 end of its interval or, when no rate passed, {} of its lowest rate that \
                  did not; rounded down the 1–2–5 series so that it does not move with that end's \
                  noise; controls do not count), so every one of them sustains it.",
                 rate(floor),
                 esc(&ids::cap(by, "")),
                 esc(by),
-                crate::report::sweep::NO_PASS_SHARE * 100.0
+                percent_round(NO_PASS_SHARE)
             );
             if rates.iter().any(|r| (r - floor).abs() > 0.05) {
                 let _ = write!(
@@ -552,10 +470,10 @@ fn calm_charts(h: &mut String, job: &Job, part: &Part) -> Result<(), ReportError
         .map(|p| p.display().to_string())
         .unwrap_or_else(|_| part.dir.display().to_string());
     for c in &charts {
-        html::figure(
+        figure(
             h,
             c,
-            &html::caption(c.kind, &part.runs),
+            &caption(c.kind, &part.runs),
             &format!("{rel}/charts/{}.png", c.kind.file()),
         );
     }
@@ -659,7 +577,7 @@ fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
     );
     let cell_id = |strategy: &str, short: &str| ids::chaos(name, strategy, short);
     let fam = |id: &str| family(job, id);
-    html::headline_table(
+    headline_table(
         h,
         &part.runs,
         &TableSpec {
@@ -670,7 +588,7 @@ fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
             family: &fam,
         },
     );
-    html::notes(h, &part.runs);
+    notes(h, &part.runs);
     if part.runs.iter().any(|r| !r.summary.faults.is_empty()) {
         let _ = writeln!(
             h,
@@ -678,8 +596,8 @@ fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
              during, after)</summary>",
             esc(name)
         );
-        html::faults_table(h, &part.runs, &format!("faults-{}", ids::clean(name)));
-        html::phases(h, &part.runs, "h4");
+        faults_table(h, &part.runs, &format!("faults-{}", ids::clean(name)));
+        phases(h, &part.runs, "h4");
         let _ = writeln!(h, "</details>");
     }
 }
@@ -697,10 +615,7 @@ fn share_lead(job: &Job) -> Lead<'_> {
                 .and_then(Capacity::of);
             match (cap, offered_rate(s)) {
                 (Some(c), Some(r)) => match c.share(r) {
-                    Some(text) => (
-                        serde_json::Value::from((r / c.per_s() * 1000.0).round() / 1000.0),
-                        text,
-                    ),
+                    Some(text) => (serde_json::Value::from(round(r / c.per_s(), 3)), text),
                     None => (serde_json::Value::Null, "-".into()),
                 },
                 (None, _) => (serde_json::Value::Null, "not measured".into()),
@@ -734,14 +649,14 @@ fn environment(h: &mut String, job: &Job) -> Result<(), ReportError> {
         .or_else(|| job.chaos.first().map(|(n, p)| (n.as_str(), p)));
     match part {
         Some((name, p)) => {
-            let exact = html::write_effective_workload(&p.dir, &p.runs[0].summary)?;
+            let exact = env::write_effective_workload(&p.dir, &p.runs[0].summary)?;
             let scope = format!(
                 "<p>Of {} (<code>{}</code>); each part's own report.html has its own, and the \
                  sweep's is below.</p>\n",
                 esc(name),
                 esc(&p.dir.display().to_string())
             );
-            html::environment(h, &p.runs, true, exact.as_deref(), &scope);
+            env::environment(h, &p.runs, true, exact.as_deref(), &scope);
         }
         None => {
             let _ = writeln!(h, "<h2>Environment and reproduction</h2>");
@@ -776,7 +691,7 @@ fn sweep_command(s: &Sweep) -> String {
     let ids: Vec<&str> = s.entries.iter().map(|e| e.strategy.as_str()).collect();
     let q = &s.search;
     // Exact, not the page's rounding: a command must ask for the same rates.
-    let exact = super::sweep::rate_text;
+    let exact = rate_exact;
     let start = q
         .start_per_s
         .map_or_else(String::new, |r| format!(" --start {}", exact(r)));
@@ -784,8 +699,8 @@ fn sweep_command(s: &Sweep) -> String {
         "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}%{start} \
          --min {} --max {} --factor {} --confidence {}% --goal-width {} --budget {}s \
          --step-budget {}s --trial {}s --max-trial {}s",
-        html::sh(&ids.join(",")),
-        html::sh(&s.workload_file),
+        env::sh(&ids.join(",")),
+        env::sh(&s.workload_file),
         s.slo.percentile_name(),
         exact(s.slo.latency_ms),
         exact((s.slo.min_served * 10_000.0).round() / 100.0),
@@ -799,4 +714,115 @@ fn sweep_command(s: &Sweep) -> String {
         exact(q.trial_s),
         exact(q.max_trial_s)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::evidence::fixtures::{entry, sweep};
+
+    /// A sweep folder of two strategies: `redis-setnx` found between 640 and 800/s, `zookeeper`
+    /// at least the sweep's highest rate, 2000/s.
+    fn sweep_job(dir: &std::path::Path) -> Job {
+        let found = [
+            (320.0, true, true),
+            (640.0, true, true),
+            (800.0, false, true),
+        ];
+        Job {
+            dir: dir.to_path_buf(),
+            sweep: Some(sweep(vec![
+                entry("redis-setnx", 640.0, Bound::Found, &found),
+                entry(
+                    "zookeeper",
+                    2000.0,
+                    Bound::AtLeastMax,
+                    &[(2000.0, true, true)],
+                ),
+            ])),
+            calm: None,
+            chaos: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    /// Every `href="#x"` of a page, each of which must name an `id="x"` on it.
+    fn dangling_links(page: &str) -> Vec<String> {
+        page.split("href=\"#")
+            .skip(1)
+            .filter_map(|rest| rest.split('"').next())
+            .filter(|id| !page.contains(&format!("id=\"{id}\"")))
+            .map(String::from)
+            .collect()
+    }
+
+    #[test]
+    fn a_sweep_job_shows_each_strategy_its_capacity_interval_and_the_needs_verdict() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = sweep_job(dir.path());
+        let needs: Needs = "capacity>=1000".parse().unwrap();
+        let page = render(&job, Some(&needs)).unwrap();
+        for name in ["<b>redis-setnx</b>", "<b>zookeeper</b>"] {
+            assert!(page.contains(name), "{name} missing");
+        }
+        // The interval: its lower end, how it was bounded, its upper end.
+        assert!(
+            page.contains("id=\"cap-redis-setnx\" data-value=\"640\">640</td><td>found</td>"),
+            "{page}"
+        );
+        assert!(page.contains("id=\"cap-redis-setnx-fail\">800</td>"));
+        assert!(page.contains(
+            "id=\"cap-zookeeper\" data-value=\"2000\">≥ 2000</td><td>≥ highest offered</td>"
+        ));
+        // The plain words link the number to that cell.
+        assert!(page.contains(
+            "sustains <a class=\"num\" href=\"#cap-redis-setnx\">640</a> arrivals/s at p99 ≤ \
+             100 ms, ≥ 99% served"
+        ));
+        // 640/s misses 1000/s; a lower bound of 2000/s meets it.
+        assert!(page.contains("<h3 id=\"needs-qualify\">Qualify (1)</h3>"));
+        assert!(page.contains(
+            "<li><a href=\"#sum-zookeeper\"><b>zookeeper</b></a> — capacity&gt;=1000: capacity \
+             <a class=\"num\" href=\"#cap-zookeeper\">≥ 2000</a>/s.</li>"
+        ));
+        assert!(page.contains(
+            "<li class=\"gap\"><a href=\"#sum-redis-setnx\"><b>redis-setnx</b></a> — \
+             capacity&gt;=1000: not met: capacity <a class=\"num\" href=\"#cap-redis-setnx\">640</a>/s.</li>"
+        ));
+        assert_eq!(dangling_links(&page), Vec::<String>::new());
+        assert!(dir.path().join("charts/capacity.svg").is_file());
+    }
+
+    #[test]
+    fn the_sweep_command_asks_for_the_same_rates() {
+        let dir = tempfile::tempdir().unwrap();
+        let job = sweep_job(dir.path());
+        assert_eq!(
+            sweep_command(job.sweep.as_ref().unwrap()),
+            "lockbench sweep --strategies redis-setnx,zookeeper --workload \
+             workloads/flash-sale.toml --slo p99=100ms --min-served 99% --start 50 --min 1 \
+             --max 2000 --factor 2 --confidence 95% --goal-width 1.25 --budget 30s \
+             --step-budget 30s --trial 1s --max-trial 6s"
+        );
+    }
+
+    #[test]
+    fn an_empty_job_says_what_was_not_measured_and_how_to_ask_for_needs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut job = sweep_job(dir.path());
+        job.sweep = None;
+        job.problems.push("calm: no such folder".into());
+        let page = render(&job, None).unwrap();
+        assert!(page.contains(
+            "<li>Not measured in this job: the sweep (capacity), the calm run, chaos \
+             scenarios.</li>\n<li>calm: no such folder</li>"
+        ));
+        assert!(page.contains("<p>Not measured: this job has no sweep.</p>"));
+        assert!(page.contains("Not measured: this job has no calm run."));
+        assert!(page.contains("<p>Not measured: this job has no chaos scenario.</p>"));
+        // Without --needs, no verdict: the page says how to ask for one.
+        assert!(!page.contains("id=\"needs\""));
+        assert!(page.contains("render again with <code>lockbench report DIR --needs"));
+        assert_eq!(dangling_links(&page), Vec::<String>::new());
+    }
 }
