@@ -4,9 +4,9 @@
 //! container): it is killed, restarted, paused and resumed through the trait, whatever serves
 //! it. A [`Backend`] owns what the nodes share (port reservations and network namespaces for
 //! local processes, the Docker network for containers) and does what spans nodes: a partition.
-//! The service modules start their nodes through a [`Launcher`], the one place where a
-//! service says how its process or its container is made; topology, flags and readiness are
-//! written once per service.
+//! Which backend a run has, and the [`Launcher`](super::provision::Launcher) through which
+//! the service modules start nodes on it, are [`super::provision`]'s: this file names no
+//! backend, so the backends can implement its traits without a circle.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -14,9 +14,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{
-    ClusterError, ContainerInfo, Node, Provisioner, READY_TIMEOUT, containers, local, net,
-};
+use super::{ClusterError, ContainerInfo, Node, Provisioner, READY_TIMEOUT, net};
 
 /// What serves one node, owned: dropping it stops the node (and removes its container).
 #[async_trait]
@@ -56,9 +54,6 @@ pub(super) trait Backend: std::fmt::Debug + Send + Sync {
     /// Which backend this is, for results.
     fn provisioner(&self) -> Provisioner;
 
-    /// How the service modules start nodes here.
-    fn launcher(&self) -> Launcher<'_>;
-
     /// The private network of local nodes, when they run in namespaces.
     fn network(&self) -> Option<&net::Network> {
         None
@@ -87,16 +82,6 @@ pub(super) trait Backend: std::fmt::Debug + Send + Sync {
             ),
         })
     }
-}
-
-/// How a service module makes its nodes: the one point where it says which process or which
-/// container serves them.
-#[derive(Clone, Copy)]
-pub(super) enum Launcher<'a> {
-    /// Child processes on reserved addresses.
-    Local(&'a local::Local),
-    /// Containers on the run's Docker network.
-    Containers(&'a containers::Containers),
 }
 
 /// Polls `probe` (each attempt bounded to 2 s) until it answers, a server of `watch` stops,

@@ -38,7 +38,7 @@ use tokio::io::AsyncWriteExt;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Launcher, NodeServer};
+use super::backend::{Backend, NodeServer};
 use super::{ClusterError, ContainerInfo, Needs, Node, Provisioner};
 
 /// A bound on one Docker API call (pulls are never made, so every call is short).
@@ -569,10 +569,6 @@ fn container_of(node: &mut Node) -> &mut Container {
 impl Backend for Containers {
     fn provisioner(&self) -> Provisioner {
         Provisioner::Containers
-    }
-
-    fn launcher(&self) -> Launcher<'_> {
-        Launcher::Containers(self)
     }
 
     /// Off the Docker network: cut from every node and every client, whatever `clients`

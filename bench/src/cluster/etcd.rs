@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use super::backend::{NodeServer, wait_ready};
 use super::containers::{Containers, Spec};
 use super::local::Local;
+use super::provision::Launcher;
 use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the cluster: 3 tolerates one failed member.

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Launcher};
+use super::backend::Backend;
 use super::{
     ClusterError, ClusterOptions, Node, Placement, PortAllocator, Provisioner, ServerProcess, Set,
     clock, net,
@@ -120,10 +120,6 @@ impl Local {
 impl Backend for Local {
     fn provisioner(&self) -> Provisioner {
         Provisioner::Local
-    }
-
-    fn launcher(&self) -> Launcher<'_> {
-        Launcher::Local(self)
     }
 
     fn network(&self) -> Option<&net::Network> {

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mysql::MySqlSslMode};
 
-use super::backend::{Launcher, wait_ready};
+use super::backend::wait_ready;
 use super::containers::{Containers, Spec};
 use super::local::Local;
+use super::provision::Launcher;
 use super::{ClusterError, MysqlEndpoint, Node, Role, ServerProcess, Service, find_binary};
 
 /// The node's name.

@@ -24,6 +24,7 @@ pub mod namespace;
 pub mod net;
 mod ports;
 mod process;
+mod provision;
 pub mod redis;
 pub mod redis_cluster;
 pub mod sentinel;
@@ -38,7 +39,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::names::enum_names;
 
-use backend::{Backend, Launcher, wait_ready};
+use backend::wait_ready;
+use provision::{Launcher, Provisioned};
 
 pub use backend::NodeServer;
 pub use namespace::Prefix;
@@ -637,7 +639,7 @@ pub struct OwnedCluster {
     durability: Vec<(String, durability::Durability)>,
     // Declared after `nodes`: fields drop in order, so processes and containers go before
     // their network and their data.
-    backend: Box<dyn Backend>,
+    backend: Provisioned,
 }
 
 /// Starts retried when a picked port was taken before its server bound it.
@@ -682,12 +684,12 @@ impl OwnedCluster {
 
     async fn start_once(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
         let sets = Set::of(needs);
-        let backend: Box<dyn Backend> = match opts.provisioner {
-            Provisioner::Containers => {
-                Box::new(containers::Containers::prepare(needs, &opts.log_dir).await?)
-            }
+        let backend = match opts.provisioner {
+            Provisioner::Containers => Provisioned::Containers(
+                containers::Containers::prepare(needs, &opts.log_dir).await?,
+            ),
             Provisioner::Local | Provisioner::Target => {
-                Box::new(local::Local::prepare(&sets, opts)?)
+                Provisioned::Local(local::Local::prepare(&sets, opts)?)
             }
         };
         let mut cluster = Self {
@@ -743,7 +745,7 @@ impl OwnedCluster {
 
     /// How the servers were provisioned.
     pub fn provisioner(&self) -> Provisioner {
-        self.backend.provisioner()
+        self.backend.backend().provisioner()
     }
 
     /// How strategies reach the servers.
@@ -887,7 +889,7 @@ impl OwnedCluster {
 
     /// The private network, when started with [`ClusterOptions::network`].
     pub fn network(&self) -> Option<&net::Network> {
-        self.backend.network()
+        self.backend.backend().network()
     }
 
     fn node_mut(&mut self, name: &str) -> Result<&mut Node, ClusterError> {
@@ -949,13 +951,16 @@ impl OwnedCluster {
             .iter_mut()
             .filter(|n| names.contains(&n.name))
             .collect();
-        self.backend.partition(&mut nodes, clients, workers).await
+        self.backend
+            .backend()
+            .partition(&mut nodes, clients, workers)
+            .await
     }
 
     /// Undoes [`OwnedCluster::partition`] for node `name`.
     pub async fn heal_partition(&mut self, name: &str) -> Result<(), ClusterError> {
         let node = find_node(&mut self.nodes, name)?;
-        self.backend.heal(node).await
+        self.backend.backend().heal(node).await
     }
 
     /// Cuts node `name` off from every other node and every client.
@@ -974,7 +979,7 @@ impl OwnedCluster {
     /// Moves the wall clock of Redis node `name` (started with [`ClusterOptions::clock_shim`]):
     /// `Some((jump_ms, rate))` from now on, `None` back to real time.
     pub fn set_clock(&self, name: &str, change: Option<(i64, f64)>) -> Result<(), ClusterError> {
-        self.backend.set_clock(name, change)
+        self.backend.backend().set_clock(name, change)
     }
 
     /// Stops every server now (dropping the cluster does the same).

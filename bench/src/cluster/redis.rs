@@ -5,8 +5,9 @@
 use std::net::SocketAddr;
 use std::process::Command;
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use super::backend::{NodeServer, wait_ready};
 use super::containers::Spec;
+use super::provision::Launcher;
 use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 use crate::names::enum_names;
 

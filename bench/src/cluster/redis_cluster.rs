@@ -15,7 +15,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::backend::{Launcher, wait_ready};
+use super::backend::wait_ready;
+use super::provision::Launcher;
 use super::redis::Appendfsync;
 use super::{Auth, ClusterError, Node, Prefix, Role, Service};
 

@@ -9,8 +9,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use super::backend::{NodeServer, wait_ready};
 use super::containers::Spec;
+use super::provision::Launcher;
 use super::redis::Appendfsync;
 use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 

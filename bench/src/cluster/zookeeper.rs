@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use super::backend::{NodeServer, wait_ready};
 use super::containers::{Containers, Spec};
 use super::local::Local;
+use super::provision::Launcher;
 use super::{ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
