@@ -38,8 +38,10 @@ use tokio::io::AsyncWriteExt;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, NodeServer};
-use super::{ClusterError, ContainerInfo, Needs, Node, Provisioner};
+use super::backend::Backend;
+use super::error::ClusterError;
+use super::model::{ContainerInfo, Needs, Provisioner};
+use super::node::{Node, NodeServer};
 
 /// A bound on one Docker API call (pulls are never made, so every call is short).
 const API_TIMEOUT: Duration = Duration::from_secs(30);

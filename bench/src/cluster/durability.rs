@@ -7,11 +7,33 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Endpoints, Service};
+use super::model::{Endpoints, Service};
 use crate::names::enum_names;
 
 /// Bound of one durability query.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What every Redis node of a run does with a write before acknowledging it: the
+/// `appendonly` and `appendfsync` it is started with (`cluster/redis.rs` turns it into flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Appendfsync {
+    /// No persistence (`--save "" --appendonly no`): a restarted node comes back empty.
+    #[default]
+    Off,
+    /// Append-only file, written before the reply, fsynced when the OS decides.
+    No,
+    /// Append-only file, fsynced once per second.
+    Everysec,
+    /// Append-only file, fsynced before every reply.
+    Always,
+}
+
+enum_names!(Appendfsync {
+    Off = "off",
+    No = "no",
+    Everysec = "everysec",
+    Always = "always",
+});
 
 /// Where a write is when the server acknowledges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,11 +7,14 @@ use std::time::Duration;
 
 use etcd_client::{Client, ConnectOptions};
 
-use super::backend::{NodeServer, wait_ready};
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::{Containers, Spec};
+use super::error::ClusterError;
 use super::local::Local;
+use super::model::{Auth, Role, Service};
+use super::node::{Node, NodeServer};
 use super::provision::Launcher;
-use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;

@@ -9,10 +9,14 @@ use std::time::Duration;
 use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mysql::MySqlSslMode};
 
 use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::{Containers, Spec};
+use super::error::ClusterError;
 use super::local::Local;
+use super::model::{MysqlEndpoint, Role, Service};
+use super::node::Node;
+use super::process::ServerProcess;
 use super::provision::Launcher;
-use super::{ClusterError, MysqlEndpoint, Node, Role, ServerProcess, Service, find_binary};
 
 /// The node's name.
 pub(super) const NAME: &str = "mariadb";

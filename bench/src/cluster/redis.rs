@@ -5,11 +5,15 @@
 use std::net::SocketAddr;
 use std::process::Command;
 
-use super::backend::{NodeServer, wait_ready};
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::Spec;
+use super::error::ClusterError;
+use super::model::{Auth, Role, Service};
+use super::node::{Node, NodeServer};
 use super::provision::Launcher;
-use super::{Auth, ClusterError, Node, Role, Service, find_binary};
-use crate::names::enum_names;
+
+pub use super::durability::Appendfsync;
 
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
@@ -17,27 +21,6 @@ const PORT: u16 = 6379;
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
 }
-
-/// What every Redis node of a run does with a write before acknowledging it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Appendfsync {
-    /// No persistence (`--save "" --appendonly no`): a restarted node comes back empty.
-    #[default]
-    Off,
-    /// Append-only file, written before the reply, fsynced when the OS decides.
-    No,
-    /// Append-only file, fsynced once per second.
-    Everysec,
-    /// Append-only file, fsynced before every reply.
-    Always,
-}
-
-enum_names!(Appendfsync {
-    Off = "off",
-    No = "no",
-    Everysec = "everysec",
-    Always = "always",
-});
 
 /// Flags every Redis node gets wherever it runs, then `extra` (e.g. `--replicaof`): no RDB
 /// snapshots, an append-only file only if `aof` asks for one (in the node's `--dir`, so a

@@ -15,10 +15,13 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::backend::wait_ready;
+use super::backend::{READY_TIMEOUT, wait_ready};
+use super::error::ClusterError;
+use super::model::{Auth, Role, Service};
+use super::namespace::Prefix;
+use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::Appendfsync;
-use super::{Auth, ClusterError, Node, Prefix, Role, Service};
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16_384;
@@ -367,8 +370,7 @@ pub(super) async fn start(l: Launcher<'_>, aof: Appendfsync) -> Result<Vec<Node>
             detail,
         })?;
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    let mut watch: Vec<&mut dyn super::NodeServer> =
-        nodes.iter_mut().map(|n| &mut *n.server).collect();
+    let mut watch: Vec<&mut dyn NodeServer> = nodes.iter_mut().map(|n| &mut *n.server).collect();
     wait_ready("redis-cluster", &mut watch, || ready(&addrs, None, MASTERS)).await?;
     Ok(nodes)
 }
@@ -403,7 +405,7 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
         query::<()>(n.addr, None, &meet).await?;
     }
     // REPLICATE needs the master known to the replica; gossip takes a few heartbeats.
-    let deadline = tokio::time::Instant::now() + super::READY_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     for (i, n) in nodes.iter().enumerate().skip(MASTERS) {
         let master = &ids[i - MASTERS];
         let replicate = redis::cmd("CLUSTER")

@@ -9,14 +9,24 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use super::backend::{NodeServer, wait_ready};
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::Spec;
+use super::error::ClusterError;
+use super::model::{Auth, Endpoints, Role, Service};
+use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::Appendfsync;
-use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";
+
+impl Endpoints {
+    /// The master name to ask the sentinels about.
+    pub fn sentinel_master(&self) -> &str {
+        self.sentinel_master.as_deref().unwrap_or(MASTER_NAME)
+    }
+}
 
 /// Replicas of the master.
 const REPLICAS: usize = 2;

@@ -13,7 +13,9 @@ use std::time::Duration;
 use serde::Deserialize;
 use sqlx::{ConnectOptions, Connection, Executor};
 
-use super::{Auth, ClusterError, Endpoints, MysqlEndpoint, Needs, NodeInfo, Prefix, Role, Service};
+use super::error::ClusterError;
+use super::model::{Auth, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service};
+use super::namespace::Prefix;
 
 /// Bound of every call that checks, marks or cleans a target.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);

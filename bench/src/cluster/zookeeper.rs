@@ -9,11 +9,14 @@ use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::backend::{NodeServer, wait_ready};
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::{Containers, Spec};
+use super::error::ClusterError;
 use super::local::Local;
+use super::model::{Role, Service};
+use super::node::{Node, NodeServer};
 use super::provision::Launcher;
-use super::{ClusterError, Node, Role, Service, find_binary};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
