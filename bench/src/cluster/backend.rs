@@ -4,9 +4,9 @@
 //! process, a container): it is killed, restarted, paused and resumed through the trait,
 //! whatever serves it. A [`Backend`] owns what the nodes share (port reservations and network namespaces for
 //! local processes, the Docker network for containers) and does what spans nodes: a partition.
-//! Which backend a run has, and the [`Launcher`](super::provision::Launcher) through which
-//! the service modules start nodes on it, are [`super::provision`]'s: this file names no
-//! backend, so the backends can implement its traits without a circle.
+//! Which backend a run has, and the `Launcher` through which the service modules start nodes
+//! on it, are `provision.rs`'s: this file names no backend, so the backends can implement its
+//! traits without a circle.
 
 use std::future::Future;
 use std::path::PathBuf;

@@ -1,131 +1,23 @@
 //! The owning guard: [`OwnedCluster`] starts the servers a strategy needs and owns them
 //! (dropping it stops them all, and removes their data, containers and network); it kills,
 //! pauses and partitions a node whatever the backend, and asks the servers which node leads.
+//! What it knows of each service it asks of the service's module, through the registry.
 
 use std::net::SocketAddr;
 use std::path::Path;
 
 use super::backend::wait_ready;
 use super::containers::Containers;
-use super::durability::Durability;
+use super::durability::{Durability, Source};
 use super::endpoints::EndpointsFile;
 use super::error::ClusterError;
+use super::kind::{Running, ServiceKind, Started};
 use super::local::Local;
-use super::model::{
-    ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Provisioner, Role, Service,
-};
+use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Provisioner, Service};
+use super::net;
 use super::node::Node;
-use super::provision::{Launcher, Provisioned};
-use super::{durability, etcd, mariadb, net, redis, redis_cluster, sentinel, zookeeper};
-
-/// One set of nodes that starts together, as its service's topology says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Set {
-    Mariadb,
-    /// Standalone Redis `redis-N`.
-    Redis(usize),
-    Sentinel,
-    RedisCluster,
-    Zookeeper,
-    Etcd,
-}
-
-/// What one [`Set`] brought up.
-struct Started {
-    nodes: Vec<Node>,
-    mysql: Option<MysqlEndpoint>,
-    /// etcd member id of each etcd node, by node name.
-    etcd_members: Vec<(String, u64)>,
-}
-
-impl Started {
-    fn nodes(nodes: Vec<Node>) -> Self {
-        Self {
-            nodes,
-            mysql: None,
-            etcd_members: Vec::new(),
-        }
-    }
-}
-
-impl Set {
-    /// The sets `needs` asks for, in the order their local ports are reserved.
-    fn of(needs: Needs) -> Vec<Set> {
-        let mut sets = Vec::new();
-        if needs.mariadb {
-            sets.push(Set::Mariadb);
-        }
-        sets.extend((1..=needs.redis_nodes()).map(Set::Redis));
-        for (needed, set) in [
-            (needs.sentinel, Set::Sentinel),
-            (needs.redis_cluster, Set::RedisCluster),
-            (needs.zookeeper, Set::Zookeeper),
-            (needs.etcd, Set::Etcd),
-        ] {
-            if needed {
-                sets.push(set);
-            }
-        }
-        sets
-    }
-
-    /// An error naming the package to install when a binary or file is missing (local).
-    fn check_installed(self) -> Result<(), ClusterError> {
-        match self {
-            Set::Mariadb => mariadb::check_installed(),
-            Set::Redis(_) => redis::check_installed(),
-            Set::Sentinel => redis::check_installed().and_then(|()| sentinel::check_installed()),
-            Set::RedisCluster => redis::check_installed(),
-            Set::Zookeeper => zookeeper::check_installed(),
-            Set::Etcd => etcd::check_installed(),
-        }
-    }
-
-    /// The names of every port its nodes listen on (reserved up front, local).
-    fn port_names(self) -> Vec<String> {
-        match self {
-            Set::Mariadb => vec![mariadb::NAME.into()],
-            Set::Redis(i) => vec![format!("redis-{i}")],
-            Set::Sentinel => sentinel::port_names(),
-            Set::RedisCluster => redis_cluster::port_names(),
-            Set::Zookeeper => zookeeper::port_names(),
-            Set::Etcd => etcd::port_names(),
-        }
-    }
-
-    /// Starts the set's nodes through `l`, as `opts` ask, and waits until they are ready.
-    async fn start(self, l: Launcher<'_>, opts: &ClusterOptions) -> Result<Started, ClusterError> {
-        let aof = opts.redis_appendfsync;
-        Ok(match self {
-            Set::Mariadb => {
-                let (node, endpoint) = mariadb::start(l).await?;
-                Started {
-                    mysql: Some(endpoint),
-                    ..Started::nodes(vec![node])
-                }
-            }
-            Set::Redis(i) => {
-                let name = format!("redis-{i}");
-                Started::nodes(vec![
-                    redis::start(l, &name, Role::Primary, aof, &[], true).await?,
-                ])
-            }
-            Set::Sentinel => Started::nodes(sentinel::start(l, aof).await?),
-            Set::RedisCluster => Started::nodes(redis_cluster::start(l, aof).await?),
-            Set::Zookeeper => Started::nodes(zookeeper::start(l).await?),
-            Set::Etcd => {
-                let members = etcd::start(l).await?;
-                Started {
-                    etcd_members: members
-                        .iter()
-                        .map(|(n, id)| (n.name.clone(), *id))
-                        .collect(),
-                    ..Started::nodes(members.into_iter().map(|(n, _)| n).collect())
-                }
-            }
-        })
-    }
-}
+use super::provision::Provisioned;
+use super::registry;
 
 /// Servers started and owned by this process, as child processes or as containers. Dropping
 /// it stops them all and removes their data (and their containers and Docker network).
@@ -133,9 +25,8 @@ impl Set {
 pub struct OwnedCluster {
     nodes: Vec<Node>,
     endpoints: Endpoints,
-    /// etcd member id of each etcd node (by node name): etcd reports its leader as a member
-    /// id, and the leader may be the node that no longer answers.
-    etcd_members: Vec<(String, u64)>,
+    /// [`Started::member_ids`] of every service (etcd's member ids).
+    member_ids: Vec<(String, u64)>,
     /// What each node does with a write before acknowledging it (by node name), read once
     /// every node is ready.
     durability: Vec<(String, Durability)>,
@@ -185,32 +76,22 @@ impl OwnedCluster {
     }
 
     async fn start_once(needs: Needs, opts: &ClusterOptions) -> Result<Self, ClusterError> {
-        let sets = Set::of(needs);
-        let backend = match opts.provisioner {
-            Provisioner::Containers => {
-                Provisioned::Containers(Containers::prepare(needs, &opts.log_dir).await?)
-            }
-            Provisioner::Local | Provisioner::Target => {
-                // A missing binary or a busy port fails the run before anything starts.
-                for s in &sets {
-                    s.check_installed()?;
-                }
-                let ports = sets.iter().flat_map(|s| s.port_names()).collect();
-                Provisioned::Local(Local::prepare(ports, opts)?)
-            }
-        };
+        let kinds: Vec<&dyn ServiceKind> = (registry::ALL.into_iter())
+            .filter(|k| k.wanted(needs))
+            .collect();
         let mut cluster = Self {
             nodes: Vec::new(),
             endpoints: Endpoints::default(),
-            etcd_members: Vec::new(),
+            member_ids: Vec::new(),
             durability: Vec::new(),
-            backend,
+            backend: provision(needs, &kinds, opts).await?,
         };
-        // Every set starts at once: the slowest (MariaDB's install, ZooKeeper's JVMs and
+        // Every service starts at once: the slowest (MariaDB's install, ZooKeeper's JVMs and
         // election) bounds the start-up time, not their sum.
         let launcher = cluster.backend.launcher();
-        let started = futures::future::join_all(sets.iter().map(|s| s.start(launcher, opts))).await;
-        // Keep whatever started, so that it stops with the cluster if another set failed.
+        let started =
+            futures::future::join_all(kinds.iter().map(|k| k.start(launcher, needs, opts))).await;
+        // Keep whatever started, so that it stops with the cluster if another service failed.
         let mut failed = None;
         for s in started {
             match s {
@@ -221,10 +102,9 @@ impl OwnedCluster {
         if let Some(e) = failed {
             return Err(e);
         }
-        let reads = cluster
-            .nodes
-            .iter()
-            .map(|n| durability::read(n.service, n.addr, &cluster.endpoints, true));
+        let ep = &cluster.endpoints;
+        let reads = (cluster.nodes.iter())
+            .map(|n| registry::kind(n.service).durability(n.addr, ep, Source::StartedWith));
         let read = futures::future::join_all(reads).await;
         cluster.durability = (cluster.nodes.iter().zip(read))
             .filter_map(|(n, d)| Some((n.name.clone(), d?)))
@@ -232,21 +112,10 @@ impl OwnedCluster {
         Ok(cluster)
     }
 
-    /// Takes in a started set: its nodes, and their addresses into the endpoints.
+    /// Takes in a started service: its nodes, and their addresses into the endpoints.
     fn add(&mut self, s: Started) {
-        let ep = &mut self.endpoints;
-        ep.mysql = ep.mysql.take().or(s.mysql);
-        for n in &s.nodes {
-            match (n.service, n.role) {
-                (Service::Redis, Role::Primary) => ep.redis.push(n.addr),
-                (Service::Sentinel, _) => ep.sentinels.push(n.addr),
-                (Service::RedisCluster, _) => ep.redis_cluster.push(n.addr),
-                (Service::Zookeeper, _) => ep.zookeeper.push(n.addr),
-                (Service::Etcd, _) => ep.etcd.push(n.addr),
-                _ => {}
-            }
-        }
-        self.etcd_members.extend(s.etcd_members);
+        (s.publish)(&mut self.endpoints);
+        self.member_ids.extend(s.member_ids);
         self.nodes.extend(s.nodes);
     }
 
@@ -265,13 +134,19 @@ impl OwnedCluster {
         &self.nodes
     }
 
+    /// Whether this cluster runs nodes of `service`.
+    fn runs(&self, service: Service) -> bool {
+        self.nodes.iter().any(|n| n.service == service)
+    }
+
     /// The node of `service` that leads right now, as its servers report it.
     ///
     /// ZooKeeper: the node whose `srvr` answer says `Mode: leader`. etcd: the member that the
-    /// answering members with the highest raft term name as leader. Single-node services
-    /// (MariaDB, Redis) answer their only node. `Ok(None)` means no answering server knows of
-    /// a leader (an election is under way, or the leader is cut off and nobody noticed yet).
-    /// Every query is bounded; a node that does not answer (killed, paused) is skipped.
+    /// answering members with the highest raft term name as leader. Redis under Sentinel: the
+    /// master the sentinels name. Single-node services (MariaDB, Redis) answer their only
+    /// node. `Ok(None)` means no answering server knows of a leader (an election is under way,
+    /// or the leader is cut off and nobody noticed yet). Every query is bounded; a node that
+    /// does not answer (killed, paused) is skipped.
     pub async fn leader(&self, service: Service) -> Result<Option<&Node>, ClusterError> {
         let members: Vec<&Node> = self.nodes.iter().filter(|n| n.service == service).collect();
         if members.is_empty() {
@@ -280,71 +155,33 @@ impl OwnedCluster {
                 detail: "this cluster runs no such servers".into(),
             });
         }
-        match service {
-            Service::Redis if !self.endpoints.sentinels.is_empty() => {
-                // The master is whatever the sentinels say now (it moves on failover).
-                let name = self.endpoints.sentinel_master();
-                let auth = self.endpoints.sentinel_auth.as_ref();
-                match sentinel::current_master(&self.endpoints.sentinels, name, auth).await {
-                    Ok(addr) => Ok(members.into_iter().find(|n| n.addr == addr)),
-                    Err(_) => Ok(None),
-                }
-            }
-            Service::Mariadb | Service::Redis => {
-                Ok(members.into_iter().find(|n| n.role == Role::Primary))
-            }
-            Service::RedisCluster => Err(ClusterError::Leader {
-                service,
-                detail: "a Redis Cluster has a master per slot range: name a SKU (`sku = N`) \
-                         and its slot's master"
-                    .into(),
-            }),
-            Service::Sentinel => Err(ClusterError::Leader {
-                service,
-                detail: "sentinels elect no leader of their own here; ask for the Redis master"
-                    .into(),
-            }),
-            Service::Zookeeper => {
-                let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
-                let leaders = zookeeper::leaders(&addrs).await;
-                match leaders.as_slice() {
-                    [] => Ok(None),
-                    [one] => Ok(members.into_iter().find(|n| n.addr == *one)),
-                    many => Err(ClusterError::Leader {
-                        service,
-                        detail: format!("several nodes say they lead: {many:?}"),
-                    }),
-                }
-            }
-            Service::Etcd => {
-                let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
-                let Some(id) = etcd::leader_id(&addrs).await else {
-                    return Ok(None);
-                };
-                let name = self
-                    .etcd_members
-                    .iter()
-                    .find(|(_, m)| *m == id)
-                    .map(|(name, _)| name.as_str())
-                    .ok_or_else(|| ClusterError::Leader {
-                        service,
-                        detail: format!("leader id {id:x} is not a member this cluster started"),
-                    })?;
-                Ok(members.into_iter().find(|n| n.name == name))
-            }
-        }
+        // A service whose master another one names (Redis under Sentinel) is asked of that one.
+        let kind = (registry::ALL.into_iter())
+            .find(|k| k.names_master_of() == Some(service) && self.runs(k.service()))
+            .unwrap_or_else(|| registry::kind(service));
+        let run = Running {
+            endpoints: &self.endpoints,
+            member_ids: &self.member_ids,
+        };
+        kind.leader(service, members, run).await
     }
 
-    /// The Redis Cluster nodes serving SKU `sku`'s slot now: its master and its replicas, as
+    /// Whether `service` shards its keys over slots (a Redis Cluster), each with a master of
+    /// its own ([`Self::slot_nodes`]).
+    pub fn has_slots(&self, service: Service) -> bool {
+        registry::kind(service).has_slots()
+    }
+
+    /// The nodes of `service` serving SKU `sku`'s slot now: its master and its replicas, as
     /// the first node that answers says (a failover moves them).
-    pub async fn slot_nodes(&self, sku: u32) -> Result<(&Node, Vec<&Node>), ClusterError> {
-        let addrs = &self.endpoints.redis_cluster;
-        let slot = redis_cluster::sku_slot(sku);
-        let err = |detail: String| ClusterError::Leader {
-            service: Service::RedisCluster,
-            detail,
-        };
-        let (master, replicas) = redis_cluster::slot_owners(addrs, None, slot)
+    pub async fn slot_nodes(
+        &self,
+        service: Service,
+        sku: u32,
+    ) -> Result<(&Node, Vec<&Node>), ClusterError> {
+        let err = |detail: String| ClusterError::Leader { service, detail };
+        let (master, replicas) = (registry::kind(service))
+            .slot_owners(&self.endpoints, sku)
             .await
             .map_err(err)?;
         let find = |a: SocketAddr| self.nodes.iter().find(|n| n.addr == a);
@@ -478,6 +315,28 @@ impl OwnedCluster {
     pub fn stop(self) {
         drop(self);
     }
+}
+
+/// The backend of `opts.provisioner`, ready for the services `kinds`: for local processes,
+/// every binary checked and every port reserved first, so a missing binary or a busy port
+/// fails the run before anything starts.
+async fn provision(
+    needs: Needs,
+    kinds: &[&dyn ServiceKind],
+    opts: &ClusterOptions,
+) -> Result<Provisioned, ClusterError> {
+    Ok(match opts.provisioner {
+        Provisioner::Containers => {
+            Provisioned::Containers(Containers::prepare(needs, &opts.log_dir).await?)
+        }
+        Provisioner::Local | Provisioner::Target => {
+            for k in kinds {
+                k.check_installed()?;
+            }
+            let ports = kinds.iter().flat_map(|k| k.port_names(needs)).collect();
+            Provisioned::Local(Local::prepare(ports, opts)?)
+        }
+    })
 }
 
 fn no_such_node(name: &str) -> ClusterError {

@@ -13,8 +13,9 @@
 //! stops them all.
 //!
 //! This file only names the rooms: `model` (the types), `error`, `node`, `guard` (the owning
-//! [`OwnedCluster`]), `endpoints` (the endpoints file), the backends, and one module per
-//! service.
+//! [`OwnedCluster`]), `endpoints` (the endpoints file), the backends (`backend`, `local`,
+//! [`containers`], `provision`), and one module per service, each implementing `kind`'s
+//! `ServiceKind`, listed once in `registry`.
 
 mod backend;
 mod binary;
@@ -25,7 +26,9 @@ pub mod durability;
 mod endpoints;
 mod error;
 pub mod etcd;
+mod external;
 mod guard;
+mod kind;
 mod local;
 mod mariadb;
 mod model;
@@ -37,6 +40,7 @@ mod process;
 mod provision;
 pub mod redis;
 pub mod redis_cluster;
+mod registry;
 pub mod sentinel;
 pub mod target;
 mod zookeeper;

@@ -320,7 +320,7 @@ pub struct ClusterOptions {
     /// Preload the clock shim into the standalone Redis nodes, so clock faults can move their
     /// wall clocks (`OwnedCluster::set_clock`).
     pub clock_shim: bool,
-    /// Run the nodes in network namespaces of a private network ([`net`](super::net)), so partition
+    /// Run the nodes in network namespaces of a private network (`net.rs`), so partition
     /// faults can cut links. Needs root. (Containers always have a network of their own.)
     pub network: bool,
     /// Child processes or containers.

@@ -1,6 +1,6 @@
 //! Which backend serves a run's nodes, and how a service module reaches it. The backends
-//! implement [`Backend`] and [`super::NodeServer`] (in `backend.rs`, which names neither);
-//! this file is the one that names both, so nothing points back at it from below.
+//! implement [`Backend`] and `NodeServer` (`backend.rs`, `node.rs`, which name no backend);
+//! this file is the one that names both backends, so nothing below points back at it.
 
 use super::backend::Backend;
 use super::containers::Containers;
