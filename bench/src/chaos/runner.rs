@@ -469,11 +469,12 @@ async fn pick_nodes(
     rng: &mut ChaCha8Rng,
 ) -> Result<(Vec<String>, Vec<std::net::SocketAddr>), String> {
     let set = servers.nodes;
-    if service == Service::RedisCluster
+    if cluster.has_slots(service)
         && matches!(set, NodeSet::Master | NodeSet::Leader | NodeSet::Replica)
     {
         let sku = servers.sku.unwrap_or(0);
-        let (master, replicas) = cluster.slot_nodes(sku).await.map_err(|e| e.to_string())?;
+        let (master, replicas) =
+            (cluster.slot_nodes(service, sku).await).map_err(|e| e.to_string())?;
         if set == NodeSet::Replica {
             if replicas.is_empty() {
                 return Err(format!("the master of sku {sku}'s slot has no replica now"));

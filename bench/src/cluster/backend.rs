@@ -1,63 +1,32 @@
 //! Provisioner backends: where the nodes of a run live, and how a fault reaches them.
 //!
-//! Two traits split the work. A [`NodeServer`] is the guard of one node (a child process, a
-//! container): it is killed, restarted, paused and resumed through the trait, whatever serves
-//! it. A [`Backend`] owns what the nodes share (port reservations and network namespaces for
+//! Two traits split the work. A [`NodeServer`] (`node.rs`) is the guard of one node (a child
+//! process, a container): it is killed, restarted, paused and resumed through the trait,
+//! whatever serves it. A [`Backend`] owns what the nodes share (port reservations and network namespaces for
 //! local processes, the Docker network for containers) and does what spans nodes: a partition.
-//! The service modules start their nodes through a [`Launcher`], the one place where a
-//! service says how its process or its container is made; topology, flags and readiness are
-//! written once per service.
+//! Which backend a run has, and the `Launcher` through which the service modules start nodes
+//! on it, are `provision.rs`'s: this file names no backend, so the backends can implement its
+//! traits without a circle.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::{
-    ClusterError, ContainerInfo, Node, Provisioner, READY_TIMEOUT, containers, local, net,
-};
+use super::error::ClusterError;
+use super::model::Provisioner;
+use super::net;
+use super::node::{Node, NodeServer};
 
-/// What serves one node, owned: dropping it stops the node (and removes its container).
-#[async_trait]
-pub trait NodeServer: std::any::Any + std::fmt::Debug + Send + Sync {
-    /// OS pid of the process, or host pid of the container's main process.
-    fn pid(&self) -> u32;
-
-    /// The file that receives the node's output.
-    fn log(&self) -> &Path;
-
-    /// The container serving the node, if a container does.
-    fn container(&self) -> Option<ContainerInfo> {
-        None
-    }
-
-    /// Ok while the node runs; otherwise how it ended (with the tail of its log). `name`
-    /// names it in the error.
-    async fn check_running(&mut self, name: &str) -> Result<(), ClusterError>;
-
-    /// SIGKILL (a crash: no shutdown, no flush).
-    async fn kill(&mut self) -> Result<(), ClusterError>;
-
-    /// Starts it again with its original command line and data; returns whether clients can
-    /// reach it now (not while a partition holds it off the network).
-    async fn restart(&mut self) -> Result<bool, ClusterError>;
-
-    /// Stops it from answering while it keeps its sockets.
-    async fn pause(&mut self) -> Result<(), ClusterError>;
-
-    /// Undoes [`NodeServer::pause`]. Idempotent.
-    async fn resume(&mut self) -> Result<(), ClusterError>;
-}
+/// How long any server may take to become ready before the run fails.
+pub(super) const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where the nodes of a run live: local processes or containers. Dropped after the nodes.
 #[async_trait]
 pub(super) trait Backend: std::fmt::Debug + Send + Sync {
     /// Which backend this is, for results.
     fn provisioner(&self) -> Provisioner;
-
-    /// How the service modules start nodes here.
-    fn launcher(&self) -> Launcher<'_>;
 
     /// The private network of local nodes, when they run in namespaces.
     fn network(&self) -> Option<&net::Network> {
@@ -87,16 +56,6 @@ pub(super) trait Backend: std::fmt::Debug + Send + Sync {
             ),
         })
     }
-}
-
-/// How a service module makes its nodes: the one point where it says which process or which
-/// container serves them.
-#[derive(Clone, Copy)]
-pub(super) enum Launcher<'a> {
-    /// Child processes on reserved addresses.
-    Local(&'a local::Local),
-    /// Containers on the run's Docker network.
-    Containers(&'a containers::Containers),
 }
 
 /// Polls `probe` (each attempt bounded to 2 s) until it answers, a server of `watch` stops,

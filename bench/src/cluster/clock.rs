@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::ClusterError;
+use super::error::ClusterError;
 
 /// The shim, built by build.rs and embedded so the binary needs no file next to it.
 const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libclockshim.so"));

@@ -38,8 +38,10 @@ use tokio::io::AsyncWriteExt;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Launcher, NodeServer};
-use super::{ClusterError, ContainerInfo, Needs, Node, Provisioner};
+use super::backend::Backend;
+use super::error::ClusterError;
+use super::model::{ContainerInfo, Needs, Provisioner};
+use super::node::{Node, NodeServer};
 
 /// A bound on one Docker API call (pulls are never made, so every call is short).
 const API_TIMEOUT: Duration = Duration::from_secs(30);
@@ -569,10 +571,6 @@ fn container_of(node: &mut Node) -> &mut Container {
 impl Backend for Containers {
     fn provisioner(&self) -> Provisioner {
         Provisioner::Containers
-    }
-
-    fn launcher(&self) -> Launcher<'_> {
-        Launcher::Containers(self)
     }
 
     /// Off the Docker network: cut from every node and every client, whatever `clients`

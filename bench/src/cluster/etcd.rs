@@ -5,12 +5,21 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions};
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::{Containers, Spec};
+use super::durability::{Acked, Durability, Source};
+use super::error::ClusterError;
+use super::external::{CALL_TIMEOUT, MARKER, bounded, foreign, target_err, unowned_node};
+use super::kind::{Running, ServiceKind, Started};
 use super::local::Local;
-use super::{Auth, ClusterError, Node, Role, Service, find_binary};
+use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use super::namespace::Prefix;
+use super::node::{Node, NodeServer};
+use super::provision::Launcher;
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
@@ -331,6 +340,169 @@ fn metric_value(text: &str, name: &str) -> Option<u64> {
         .map(|v| v.round() as u64)
 }
 
+/// The etcd cluster.
+pub(super) struct Etcd;
+
+#[async_trait]
+impl ServiceKind for Etcd {
+    fn service(&self) -> Service {
+        Service::Etcd
+    }
+
+    fn wanted(&self, needs: Needs) -> bool {
+        needs.etcd
+    }
+
+    fn check_installed(&self) -> Result<(), ClusterError> {
+        check_installed()
+    }
+
+    fn port_names(&self, _needs: Needs) -> Vec<String> {
+        port_names()
+    }
+
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        _needs: Needs,
+        _opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError> {
+        let members = start(l).await?;
+        let ids = (members.iter())
+            .map(|(n, id)| (n.name.clone(), *id))
+            .collect();
+        let nodes: Vec<Node> = members.into_iter().map(|(n, _)| n).collect();
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        Ok(Started {
+            member_ids: ids,
+            ..Started::new(nodes, move |ep| ep.etcd.extend(addrs))
+        })
+    }
+
+    /// The member that the answering members with the highest raft term name as leader:
+    /// etcd names it by member id, and it may be the member that no longer answers.
+    async fn leader<'n>(
+        &self,
+        asked: Service,
+        members: Vec<&'n Node>,
+        run: Running<'_>,
+    ) -> Result<Option<&'n Node>, ClusterError> {
+        let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+        let Some(id) = leader_id(&addrs).await else {
+            return Ok(None);
+        };
+        let name = (run.member_ids.iter())
+            .find(|(_, m)| *m == id)
+            .map(|(name, _)| name.as_str())
+            .ok_or_else(|| ClusterError::Leader {
+                service: asked,
+                detail: format!("leader id {id:x} is not a member this cluster started"),
+            })?;
+        Ok(members.into_iter().find(|n| n.name == name))
+    }
+
+    /// etcd fsyncs its WAL before a commit is acknowledged unless started with
+    /// `--unsafe-no-fsync`, which [`COMMON_FLAGS`] never passes; no API tells it.
+    async fn durability(
+        &self,
+        _addr: SocketAddr,
+        _ep: &Endpoints,
+        unasked: Source,
+    ) -> Option<Durability> {
+        let settings = [("unsafe-no-fsync", "false")];
+        Some(Durability::new(Acked::Disk, &settings, unasked))
+    }
+
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
+        if ep.etcd.is_empty() {
+            return Ok(());
+        }
+        claim_prefix(&ep.etcd, ep.etcd_auth.as_ref(), &ep.prefix).await
+    }
+
+    async fn release(&self, ep: &Endpoints) -> Vec<String> {
+        if ep.etcd.is_empty() {
+            return Vec::new();
+        }
+        let wipe = wipe_prefix(&ep.etcd, ep.etcd_auth.as_ref(), &ep.prefix);
+        match bounded("delete keys", wipe).await {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![format!("etcd: {e}")],
+        }
+    }
+
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
+        let mut out = Vec::new();
+        for (i, a) in ep.etcd.iter().enumerate() {
+            let v = version(*a, ep.etcd_auth.as_ref()).await;
+            let name = format!("etcd-{}", i + 1);
+            out.push(unowned_node(name, Service::Etcd, Role::Member, *a, v));
+        }
+        out
+    }
+}
+
+/// A client of the members at `addrs`, logged in with `auth`.
+async fn client(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Client, String> {
+    let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
+    let opts = options(auth)
+        .with_connect_timeout(CALL_TIMEOUT)
+        .with_timeout(CALL_TIMEOUT);
+    Client::connect(urls, Some(opts))
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// A claim on an etcd cluster: keys under the prefix, marked by the owner key.
+async fn claim_prefix(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err("etcd", e);
+    let mut etcd = bounded("connect", client(addrs, auth)).await.map_err(err)?;
+    let opts = etcd_client::GetOptions::new()
+        .with_prefix()
+        .with_keys_only()
+        .with_limit(100);
+    let found: Vec<String> = bounded("list keys", async {
+        let r = etcd
+            .get(p.key_start(), Some(opts))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(r.kvs()
+            .iter()
+            .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+            .collect())
+    })
+    .await
+    .map_err(err)?;
+    if !found.is_empty() && !found.contains(&p.owner_key()) {
+        return Err(foreign("etcd", p, &found));
+    }
+    bounded("mark the prefix", async {
+        etcd.put(p.owner_key(), MARKER, None)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(err)?;
+    Ok(())
+}
+
+/// Deletes every etcd key of the prefix.
+async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+    let mut etcd = client(addrs, auth).await?;
+    etcd.delete(
+        p.key_start(),
+        Some(etcd_client::DeleteOptions::new().with_prefix()),
+    )
+    .await
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,5 +515,11 @@ mod tests {
                     etcd_server_proposals_committed_total 1.234567e+06\n";
         assert_eq!(metric_value(text, PROPOSALS_COMMITTED), Some(1_234_567));
         assert_eq!(metric_value("x 1\n", PROPOSALS_COMMITTED), None);
+    }
+
+    #[test]
+    fn the_members_lockbench_starts_keep_their_fsync() {
+        // What `durability` says without asking the servers.
+        assert!(!COMMON_FLAGS.contains(&"--unsafe-no-fsync"));
     }
 }

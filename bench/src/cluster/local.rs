@@ -10,11 +10,13 @@ use std::process::Command;
 
 use async_trait::async_trait;
 
-use super::backend::{Backend, Launcher};
-use super::{
-    ClusterError, ClusterOptions, Node, Placement, PortAllocator, Provisioner, ServerProcess, Set,
-    clock, net,
-};
+use super::backend::Backend;
+use super::error::ClusterError;
+use super::model::{ClusterOptions, Provisioner};
+use super::node::Node;
+use super::ports::{Placement, PortAllocator};
+use super::process::ServerProcess;
+use super::{clock, net};
 
 /// The addresses, data and network of a run's local nodes.
 #[derive(Debug)]
@@ -30,13 +32,9 @@ pub(super) struct Local {
 }
 
 impl Local {
-    /// Checks that every binary `sets` need is installed, then creates the run's directories
-    /// and network and reserves every port, so a missing binary or a busy port fails the run
-    /// before anything is started.
-    pub(super) fn prepare(sets: &[Set], opts: &ClusterOptions) -> Result<Self, ClusterError> {
-        for s in sets {
-            s.check_installed()?;
-        }
+    /// Creates the run's directories and network and reserves a port for each of `names`
+    /// (a node, or one of its ports), so a busy port fails the run before anything starts.
+    pub(super) fn prepare(names: Vec<String>, opts: &ClusterOptions) -> Result<Self, ClusterError> {
         std::fs::create_dir_all(&opts.log_dir)
             .map_err(|e| ClusterError::io(format!("create {}", opts.log_dir.display()), e))?;
         let data = tempfile::Builder::new()
@@ -52,7 +50,7 @@ impl Local {
             });
         }
         let mut addrs = HashMap::new();
-        for name in sets.iter().flat_map(|s| s.port_names()) {
+        for name in names {
             let addr = ports.allocate(&name)?;
             addrs.insert(name, addr);
         }
@@ -120,10 +118,6 @@ impl Local {
 impl Backend for Local {
     fn provisioner(&self) -> Provisioner {
         Provisioner::Local
-    }
-
-    fn launcher(&self) -> Launcher<'_> {
-        Launcher::Local(self)
     }
 
     fn network(&self) -> Option<&net::Network> {

@@ -3,18 +3,30 @@
 //! install and creates the user through the socket; a container does both in its start script
 //! (it runs again on a restart, which then skips the install). The flags are the same.
 
+use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
 use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mysql::MySqlSslMode};
 
-use super::backend::{Launcher, wait_ready};
+use async_trait::async_trait;
+
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::{Containers, Spec};
+use super::durability::{Acked, Durability, Source, bounded_query};
+use super::error::ClusterError;
+use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use super::kind::{ServiceKind, Started};
 use super::local::Local;
-use super::{ClusterError, MysqlEndpoint, Node, Role, ServerProcess, Service, find_binary};
+use super::model::{ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service};
+use super::namespace::Prefix;
+use super::node::Node;
+use super::process::ServerProcess;
+use super::provision::Launcher;
 
 /// The node's name.
-pub(super) const NAME: &str = "mariadb";
+const NAME: &str = "mariadb";
 const DATABASE: &str = "lockbench";
 const USER: &str = "lockbench";
 /// Port inside a container (a local node gets a reserved one).
@@ -253,4 +265,192 @@ pub(super) async fn version(opts: MySqlConnectOptions) -> Result<String, String>
         .map_err(|e| e.to_string())?;
     let _ = con.close().await;
     Ok(v)
+}
+
+/// The MariaDB server: the stock table of every MariaDB-backed strategy lives there.
+pub(super) struct Mariadb;
+
+#[async_trait]
+impl ServiceKind for Mariadb {
+    fn service(&self) -> Service {
+        Service::Mariadb
+    }
+
+    fn wanted(&self, needs: Needs) -> bool {
+        needs.mariadb
+    }
+
+    fn check_installed(&self) -> Result<(), ClusterError> {
+        check_installed()
+    }
+
+    fn port_names(&self, _needs: Needs) -> Vec<String> {
+        vec![NAME.into()]
+    }
+
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        _needs: Needs,
+        _opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError> {
+        let (node, endpoint) = start(l).await?;
+        Ok(Started::new(vec![node], move |ep| {
+            ep.mysql = Some(endpoint);
+        }))
+    }
+
+    async fn durability(
+        &self,
+        _addr: SocketAddr,
+        ep: &Endpoints,
+        _unasked: Source,
+    ) -> Option<Durability> {
+        let Some(m) = &ep.mysql else {
+            return Some(Durability::unknown("no MariaDB login".into()));
+        };
+        Some(match bounded_query(settings(m.connect_options())).await {
+            Ok(kv) => {
+                let flush = kv
+                    .iter()
+                    .find(|(k, _)| k == "innodb_flush_log_at_trx_commit")
+                    .map_or("", |(_, v)| v.as_str());
+                let pairs: Vec<(&str, &str)> =
+                    kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                Durability::new(acked(flush), &pairs, Source::Queried)
+            }
+            Err(e) => Durability::unknown(e),
+        })
+    }
+
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
+        match &ep.mysql {
+            Some(m) => claim_prefix(m, &ep.prefix).await,
+            None => Ok(()),
+        }
+    }
+
+    async fn release(&self, ep: &Endpoints) -> Vec<String> {
+        let Some(m) = &ep.mysql else {
+            return Vec::new();
+        };
+        match bounded("drop tables", drop_tables(m, &ep.prefix)).await {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![format!("mysql: {e}")],
+        }
+    }
+
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
+        let Some(m) = &ep.mysql else {
+            return Vec::new();
+        };
+        let v = bounded("version", version(m.connect_options())).await;
+        let name = "mysql".to_string();
+        vec![unowned_node(
+            name,
+            Service::Mariadb,
+            Role::Primary,
+            m.addr,
+            v,
+        )]
+    }
+}
+
+/// MariaDB (InnoDB): `innodb_flush_log_at_trx_commit` 1 (and MariaDB's 3) fsync the redo log
+/// at every commit, 2 writes it to the OS, 0 leaves it in the log buffer for up to a second.
+fn acked(flush_log_at_trx_commit: &str) -> Acked {
+    match flush_log_at_trx_commit {
+        "1" | "3" => Acked::Disk,
+        "2" => Acked::Os,
+        "0" => Acked::Memory,
+        _ => Acked::Unknown,
+    }
+}
+
+/// The MariaDB (or MySQL) variables that decide when a commit reaches the disk.
+async fn settings(opts: MySqlConnectOptions) -> Result<Vec<(String, String)>, String> {
+    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+         ('innodb_flush_log_at_trx_commit', 'sync_binlog', 'log_bin')",
+    )
+    .fetch_all(&mut con)
+    .await
+    .map_err(|e| e.to_string())?;
+    let _ = con.close().await;
+    Ok(rows)
+}
+
+async fn connection(m: &MysqlEndpoint) -> Result<sqlx::MySqlConnection, String> {
+    m.connect_options()
+        .connect()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Tables of the database whose names start with `<prefix>_`.
+async fn prefix_tables(con: &mut sqlx::MySqlConnection, p: &Prefix) -> Result<Vec<String>, String> {
+    // `_` is a LIKE wildcard: escape it. The prefix is [a-z0-9_] only (validated).
+    let like = p.table("").replace('_', "\\_");
+    sqlx::query_scalar::<_, String>(
+        "SELECT table_name FROM information_schema.tables \
+         WHERE table_schema = DATABASE() AND table_name LIKE CONCAT(?, '%')",
+    )
+    .bind(like)
+    .fetch_all(con)
+    .await
+    .map_err(|e| e.to_string())
+}
+
+/// A claim on a MariaDB / MySQL database: tables `<prefix>_*`, marked by `<prefix>_owner`.
+async fn claim_prefix(m: &MysqlEndpoint, p: &Prefix) -> Result<(), ClusterError> {
+    let err = |e| target_err("mysql", e);
+    let mut con = bounded("connect", connection(m)).await.map_err(err)?;
+    let tables = bounded("list tables", prefix_tables(&mut con, p))
+        .await
+        .map_err(err)?;
+    let owner = p.table("owner");
+    if !tables.is_empty() && !tables.contains(&owner) {
+        return Err(foreign("mysql", p, &tables));
+    }
+    let mark = async {
+        con.execute(sqlx::AssertSqlSafe(format!(
+            "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+        con.execute(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO {owner} (note) VALUES ('{MARKER}')"
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+        let _ = con.close().await;
+        Ok(())
+    };
+    bounded("mark the prefix", mark).await.map_err(err)?;
+    Ok(())
+}
+
+/// Drops every table of the prefix.
+async fn drop_tables(m: &MysqlEndpoint, p: &Prefix) -> Result<(), String> {
+    let mut con = connection(m).await?;
+    for t in prefix_tables(&mut con, p).await? {
+        con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS `{t}`")))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let _ = con.close().await;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flush_setting_says_where_an_acknowledged_write_is() {
+        assert_eq!(acked("1"), Acked::Disk);
+        assert_eq!(acked("2"), Acked::Os);
+        assert_eq!(acked("0"), Acked::Memory);
+    }
 }

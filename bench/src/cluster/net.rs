@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-use super::ClusterError;
+use super::binary::find_binary;
+use super::error::ClusterError;
 
 /// Server hosts (enough for a 6-node Redis Cluster, one node per host).
 pub const SERVER_HOSTS: usize = 6;
@@ -94,7 +95,7 @@ impl Network {
             ));
         }
         for tool in ["ip", "iptables"] {
-            super::find_binary(tool, if tool == "ip" { "iproute2" } else { "iptables" })?;
+            find_binary(tool, if tool == "ip" { "iproute2" } else { "iptables" })?;
         }
         reap_stale();
         let start = std::process::id() as usize % 250;

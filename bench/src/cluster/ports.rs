@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr, TcpListener};
 
-use super::ClusterError;
+use super::error::ClusterError;
 
 /// Hands out ports for the nodes of one run.
 #[derive(Debug)]

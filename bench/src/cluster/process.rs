@@ -11,7 +11,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use super::ClusterError;
+use super::error::ClusterError;
+use super::node::NodeServer;
 
 /// A running server process. Dropping it sends SIGKILL to its whole process group and reaps it,
 /// so no server outlives the harness on success, error, panic or Ctrl-C.
@@ -171,7 +172,7 @@ impl ServerProcess {
 }
 
 #[async_trait::async_trait]
-impl super::NodeServer for ServerProcess {
+impl NodeServer for ServerProcess {
     fn pid(&self) -> u32 {
         self.child.id()
     }

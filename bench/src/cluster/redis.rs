@@ -1,14 +1,26 @@
 //! A standalone `redis-server` on its own port, without persistence unless the run asks for an
 //! append-only file ([`Appendfsync`]): a child process or a container, with the same flags and
-//! the same readiness probe.
+//! the same readiness probe. Its [`Redis`] kind is the standalone servers (one, or
+//! Redlock's five); the helpers below also serve Sentinel's master and the Cluster's nodes.
 
 use std::net::SocketAddr;
 use std::process::Command;
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use async_trait::async_trait;
+
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::Spec;
-use super::{Auth, ClusterError, Node, Role, Service, find_binary};
-use crate::names::enum_names;
+use super::durability::{Acked, Durability, Source, bounded_query};
+use super::error::ClusterError;
+use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use super::kind::{ServiceKind, Started};
+use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use super::namespace::Prefix;
+use super::node::{Node, NodeServer};
+use super::provision::Launcher;
+
+pub use super::durability::Appendfsync;
 
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
@@ -16,27 +28,6 @@ const PORT: u16 = 6379;
 pub(super) fn check_installed() -> Result<(), ClusterError> {
     find_binary("redis-server", "redis-server").map(|_| ())
 }
-
-/// What every Redis node of a run does with a write before acknowledging it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Appendfsync {
-    /// No persistence (`--save "" --appendonly no`): a restarted node comes back empty.
-    #[default]
-    Off,
-    /// Append-only file, written before the reply, fsynced when the OS decides.
-    No,
-    /// Append-only file, fsynced once per second.
-    Everysec,
-    /// Append-only file, fsynced before every reply.
-    Always,
-}
-
-enum_names!(Appendfsync {
-    Off = "off",
-    No = "no",
-    Everysec = "everysec",
-    Always = "always",
-});
 
 /// Flags every Redis node gets wherever it runs, then `extra` (e.g. `--replicaof`): no RDB
 /// snapshots, an append-only file only if `aof` asks for one (in the node's `--dir`, so a
@@ -173,4 +164,229 @@ pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<Str
         .unwrap_or("unknown")
         .trim()
         .to_string())
+}
+
+/// The standalone Redis servers of a run: `redis-1`, or Redlock's `redis-1..5`.
+pub(super) struct Redis;
+
+/// Their node names, which are also the names their local ports are reserved under.
+fn names(needs: Needs) -> Vec<String> {
+    (1..=needs.redis_nodes())
+        .map(|i| format!("redis-{i}"))
+        .collect()
+}
+
+#[async_trait]
+impl ServiceKind for Redis {
+    fn service(&self) -> Service {
+        Service::Redis
+    }
+
+    fn wanted(&self, needs: Needs) -> bool {
+        needs.redis_nodes() > 0
+    }
+
+    fn check_installed(&self) -> Result<(), ClusterError> {
+        check_installed()
+    }
+
+    fn port_names(&self, needs: Needs) -> Vec<String> {
+        names(needs)
+    }
+
+    /// Every server at once, each with the clock shim when the run preloads it.
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        needs: Needs,
+        opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError> {
+        let aof = opts.redis_appendfsync;
+        let names = names(needs);
+        let started = futures::future::join_all(
+            (names.iter()).map(|name| start(l, name, Role::Primary, aof, &[], true)),
+        )
+        .await;
+        let nodes = started.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        Ok(Started::new(nodes, move |ep| ep.redis.extend(addrs)))
+    }
+
+    async fn durability(
+        &self,
+        addr: SocketAddr,
+        ep: &Endpoints,
+        _unasked: Source,
+    ) -> Option<Durability> {
+        Some(durability(addr, ep.redis_auth.as_ref()).await)
+    }
+
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
+        for &addr in &ep.redis {
+            claim_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await?;
+        }
+        Ok(())
+    }
+
+    async fn release(&self, ep: &Endpoints) -> Vec<String> {
+        let mut failures = Vec::new();
+        for &addr in &ep.redis {
+            failures.extend(release_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await);
+        }
+        failures
+    }
+
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
+        let role = if ep.redis.len() == 1 {
+            Role::Primary
+        } else {
+            Role::Member
+        };
+        let mut out = Vec::new();
+        for (i, a) in ep.redis.iter().enumerate() {
+            let v = bounded("version", version(*a, ep.redis_auth.as_ref())).await;
+            let name = format!("redis-{}", i + 1);
+            out.push(unowned_node(name, Service::Redis, role, *a, v));
+        }
+        out
+    }
+}
+
+/// Redis: an acknowledged write is in memory only without an append-only file (RDB snapshots,
+/// `save`, are periodic); with one it was written to the file before the reply, and fsynced
+/// too with `appendfsync always`.
+fn acked(appendonly: &str, appendfsync: &str) -> Acked {
+    match (appendonly, appendfsync) {
+        ("yes", "always") => Acked::Disk,
+        ("yes", _) => Acked::Os,
+        _ => Acked::Memory,
+    }
+}
+
+/// What the Redis server (or Cluster node) at `addr` does with a write, as it says.
+pub(super) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durability {
+    match bounded_query(persistence(addr, auth)).await {
+        Ok(kv) => {
+            let get = |k: &str| {
+                kv.iter()
+                    .find(|(n, _)| n == k)
+                    .map_or("", |(_, v)| v.as_str())
+            };
+            let acked = acked(get("appendonly"), get("appendfsync"));
+            let pairs: Vec<(&str, &str)> =
+                kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            Durability::new(acked, &pairs, Source::Queried)
+        }
+        Err(e) => Durability::unknown(e),
+    }
+}
+
+/// A connection to the Redis server at `addr`.
+pub(super) async fn connection(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<::redis::aio::MultiplexedConnection, String> {
+    let client = client(addr, auth).map_err(|e| e.to_string())?;
+    client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Keys under the prefix (at most `limit`), by a bounded SCAN.
+pub(super) async fn prefix_keys(
+    con: &mut ::redis::aio::MultiplexedConnection,
+    p: &Prefix,
+    limit: usize,
+) -> Result<Vec<String>, String> {
+    let mut cursor: u64 = 0;
+    let mut keys = Vec::new();
+    // A SCAN round trip visits ~1000 slots; a million keys on the server is ~1000 rounds.
+    for _ in 0..100_000 {
+        let (next, batch): (u64, Vec<String>) = ::redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{}*", p.key_start()))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(con)
+            .await
+            .map_err(|e| e.to_string())?;
+        keys.extend(batch);
+        cursor = next;
+        if cursor == 0 || keys.len() >= limit {
+            break;
+        }
+    }
+    keys.truncate(limit);
+    Ok(keys)
+}
+
+/// A claim on one Redis server: keys `<prefix>:*`, marked by the owner key.
+pub(super) async fn claim_server(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err(&format!("redis {addr}"), e);
+    let mut con = bounded("connect", connection(addr, auth))
+        .await
+        .map_err(err)?;
+    let keys = bounded("scan keys", prefix_keys(&mut con, p, 100))
+        .await
+        .map_err(err)?;
+    if !keys.is_empty() && !keys.contains(&p.owner_key()) {
+        return Err(foreign(&format!("redis {addr}"), p, &keys));
+    }
+    let set = ::redis::cmd("SET")
+        .arg(p.owner_key())
+        .arg(MARKER)
+        .to_owned();
+    bounded("mark the prefix", async {
+        set.query_async::<()>(&mut con)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(err)?;
+    Ok(())
+}
+
+/// Deletes every key of the prefix from one Redis server (bounded); what failed, as a line
+/// of the clean-up's error.
+pub(super) async fn release_server(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Option<String> {
+    (bounded("delete keys", wipe(addr, auth, p)).await.err()).map(|e| format!("redis {addr}: {e}"))
+}
+
+/// Deletes every key of the prefix from one Redis server, a thousand at a time.
+async fn wipe(addr: SocketAddr, auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+    let mut con = connection(addr, auth).await?;
+    loop {
+        let keys = prefix_keys(&mut con, p, 1000).await?;
+        if keys.is_empty() {
+            return Ok(());
+        }
+        ::redis::cmd("DEL")
+            .arg(&keys)
+            .query_async::<()>(&mut con)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_say_where_an_acknowledged_write_is() {
+        assert_eq!(acked("no", "everysec"), Acked::Memory);
+        assert_eq!(acked("yes", "no"), Acked::Os);
+        assert_eq!(acked("yes", "everysec"), Acked::Os);
+        assert_eq!(acked("yes", "always"), Acked::Disk);
+    }
 }

@@ -15,9 +15,18 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::backend::{Launcher, wait_ready};
-use super::redis::Appendfsync;
-use super::{Auth, ClusterError, Node, Prefix, Role, Service};
+use async_trait::async_trait;
+
+use super::backend::{READY_TIMEOUT, wait_ready};
+use super::durability::{Durability, Source};
+use super::error::ClusterError;
+use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use super::kind::{Running, ServiceKind, Started};
+use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use super::namespace::Prefix;
+use super::node::{Node, NodeServer};
+use super::provision::Launcher;
+use super::redis::{Appendfsync, connection, prefix_keys};
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16_384;
@@ -366,8 +375,7 @@ pub(super) async fn start(l: Launcher<'_>, aof: Appendfsync) -> Result<Vec<Node>
             detail,
         })?;
     let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-    let mut watch: Vec<&mut dyn super::NodeServer> =
-        nodes.iter_mut().map(|n| &mut *n.server).collect();
+    let mut watch: Vec<&mut dyn NodeServer> = nodes.iter_mut().map(|n| &mut *n.server).collect();
     wait_ready("redis-cluster", &mut watch, || ready(&addrs, None, MASTERS)).await?;
     Ok(nodes)
 }
@@ -402,7 +410,7 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
         query::<()>(n.addr, None, &meet).await?;
     }
     // REPLICATE needs the master known to the replica; gossip takes a few heartbeats.
-    let deadline = tokio::time::Instant::now() + super::READY_TIMEOUT;
+    let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
     for (i, n) in nodes.iter().enumerate().skip(MASTERS) {
         let master = &ids[i - MASTERS];
         let replicate = redis::cmd("CLUSTER")
@@ -416,6 +424,180 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
                     return Err(format!("{}: CLUSTER REPLICATE: {e}", n.name));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The Redis Cluster: slots over three masters, each with a replica.
+pub(super) struct RedisCluster;
+
+#[async_trait]
+impl ServiceKind for RedisCluster {
+    fn service(&self) -> Service {
+        Service::RedisCluster
+    }
+
+    fn wanted(&self, needs: Needs) -> bool {
+        needs.redis_cluster
+    }
+
+    fn check_installed(&self) -> Result<(), ClusterError> {
+        super::redis::check_installed()
+    }
+
+    fn port_names(&self, _needs: Needs) -> Vec<String> {
+        port_names()
+    }
+
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        _needs: Needs,
+        opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError> {
+        let nodes = start(l, opts.redis_appendfsync).await?;
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        Ok(Started::new(nodes, move |ep| {
+            ep.redis_cluster.extend(addrs)
+        }))
+    }
+
+    async fn leader<'n>(
+        &self,
+        asked: Service,
+        _members: Vec<&'n Node>,
+        _run: Running<'_>,
+    ) -> Result<Option<&'n Node>, ClusterError> {
+        Err(ClusterError::Leader {
+            service: asked,
+            detail: "a Redis Cluster has a master per slot range: name a SKU (`sku = N`) \
+                     and its slot's master"
+                .into(),
+        })
+    }
+
+    fn has_slots(&self) -> bool {
+        true
+    }
+
+    async fn slot_owners(
+        &self,
+        ep: &Endpoints,
+        sku: u32,
+    ) -> Result<(SocketAddr, Vec<SocketAddr>), String> {
+        slot_owners(&ep.redis_cluster, None, sku_slot(sku)).await
+    }
+
+    async fn durability(
+        &self,
+        addr: SocketAddr,
+        ep: &Endpoints,
+        _unasked: Source,
+    ) -> Option<Durability> {
+        Some(super::redis::durability(addr, ep.redis_auth.as_ref()).await)
+    }
+
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
+        if ep.redis_cluster.is_empty() {
+            return Ok(());
+        }
+        claim_prefix(&ep.redis_cluster, ep.redis_auth.as_ref(), &ep.prefix).await
+    }
+
+    async fn release(&self, ep: &Endpoints) -> Vec<String> {
+        if ep.redis_cluster.is_empty() {
+            return Vec::new();
+        }
+        let wipe = wipe_prefix(&ep.redis_cluster, ep.redis_auth.as_ref(), &ep.prefix);
+        match bounded("delete keys", wipe).await {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![format!("redis_cluster: {e}")],
+        }
+    }
+
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
+        let mut out = Vec::new();
+        for (i, a) in ep.redis_cluster.iter().enumerate() {
+            let v = bounded("version", super::redis::version(*a, ep.redis_auth.as_ref())).await;
+            let name = format!("redis-cluster-{}", i + 1);
+            out.push(unowned_node(
+                name,
+                Service::RedisCluster,
+                Role::Member,
+                *a,
+                v,
+            ));
+        }
+        out
+    }
+}
+
+/// A claim on a Redis Cluster lockbench does not own: it must be ready as it is (every slot
+/// served, every replica in sync; lockbench never reshapes it), and no node may hold keys
+/// under the prefix without the owner key, which goes wherever its slot lives.
+async fn claim_prefix(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err("redis_cluster", e);
+    bounded("check the cluster is ready", ready(addrs, auth, 0))
+        .await
+        .map_err(|e| target_err("redis_cluster", format!("not a ready cluster: {e}")))?;
+    let mut found = Vec::new();
+    for &addr in addrs {
+        let mut con = bounded("connect", connection(addr, auth))
+            .await
+            .map_err(err)?;
+        found.extend(
+            bounded("scan keys", prefix_keys(&mut con, p, 100))
+                .await
+                .map_err(err)?,
+        );
+    }
+    if !found.is_empty() && !found.contains(&p.owner_key()) {
+        return Err(foreign("redis_cluster", p, &found));
+    }
+    // The node that owns the owner key's slot answers; the others redirect.
+    let owner_slot = slot(&p.owner_key());
+    let (master, _) = bounded(
+        "find the owner key's master",
+        slot_owners(addrs, auth, owner_slot),
+    )
+    .await
+    .map_err(err)?;
+    let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
+    bounded("mark the prefix", async {
+        let mut con = connection(master, auth).await?;
+        set.query_async::<()>(&mut con)
+            .await
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(err)
+}
+
+/// Deletes the prefix's keys from every master of a Redis Cluster, one key at a time (keys of
+/// different slots cannot go in one DEL); replicas follow their masters.
+async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+    for &addr in addrs {
+        if !is_master(addr, auth).await {
+            continue;
+        }
+        let mut con = connection(addr, auth).await?;
+        loop {
+            let keys = prefix_keys(&mut con, p, 1000).await?;
+            if keys.is_empty() {
+                break;
+            }
+            for k in keys {
+                redis::cmd("DEL")
+                    .arg(k)
+                    .query_async::<()>(&mut con)
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
         }
     }

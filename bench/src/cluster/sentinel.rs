@@ -9,13 +9,29 @@ use std::net::{IpAddr, SocketAddr};
 use std::process::Command;
 use std::time::Duration;
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use async_trait::async_trait;
+
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::Spec;
+use super::durability::{Durability, Source};
+use super::error::ClusterError;
+use super::external::{bounded, target_err, unowned_node};
+use super::kind::{Running, ServiceKind, Started};
+use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use super::node::{Node, NodeServer};
+use super::provision::Launcher;
 use super::redis::Appendfsync;
-use super::{Auth, ClusterError, Node, Role, Service, find_binary};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";
+
+impl Endpoints {
+    /// The master name to ask the sentinels about.
+    pub fn sentinel_master(&self) -> &str {
+        self.sentinel_master.as_deref().unwrap_or(MASTER_NAME)
+    }
+}
 
 /// Replicas of the master.
 const REPLICAS: usize = 2;
@@ -238,4 +254,130 @@ async fn launch_sentinel(
             Ok((c.addr(PORT), Box::new(c)))
         }
     }
+}
+
+/// The Sentinel set: its master and replicas are Redis nodes, whose master it names.
+pub(super) struct Sentinel;
+
+#[async_trait]
+impl ServiceKind for Sentinel {
+    fn service(&self) -> Service {
+        Service::Sentinel
+    }
+
+    fn wanted(&self, needs: Needs) -> bool {
+        needs.sentinel
+    }
+
+    fn check_installed(&self) -> Result<(), ClusterError> {
+        super::redis::check_installed().and_then(|()| check_installed())
+    }
+
+    fn port_names(&self, _needs: Needs) -> Vec<String> {
+        port_names()
+    }
+
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        _needs: Needs,
+        opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError> {
+        let nodes = start(l, opts.redis_appendfsync).await?;
+        let sentinels: Vec<SocketAddr> = (nodes.iter())
+            .filter(|n| n.service == Service::Sentinel)
+            .map(|n| n.addr)
+            .collect();
+        Ok(Started::new(nodes, move |ep| {
+            ep.sentinels.extend(sentinels)
+        }))
+    }
+
+    fn names_master_of(&self) -> Option<Service> {
+        Some(Service::Redis)
+    }
+
+    async fn leader<'n>(
+        &self,
+        asked: Service,
+        members: Vec<&'n Node>,
+        run: Running<'_>,
+    ) -> Result<Option<&'n Node>, ClusterError> {
+        if asked != Service::Redis {
+            return Err(ClusterError::Leader {
+                service: asked,
+                detail: "sentinels elect no leader of their own here; ask for the Redis master"
+                    .into(),
+            });
+        }
+        // The master is whatever the sentinels say now (it moves on failover).
+        let ep = run.endpoints;
+        let auth = ep.sentinel_auth.as_ref();
+        match current_master(&ep.sentinels, ep.sentinel_master(), auth).await {
+            Ok(addr) => Ok(members.into_iter().find(|n| n.addr == addr)),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// Sentinels keep no data of a run (their master and replicas are Redis nodes).
+    async fn durability(
+        &self,
+        _addr: SocketAddr,
+        _ep: &Endpoints,
+        _unasked: Source,
+    ) -> Option<Durability> {
+        None
+    }
+
+    /// Claims the master the sentinels name (a Redis server like the others).
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
+        if let Some(addr) = named_master(ep).await? {
+            super::redis::claim_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await?;
+        }
+        Ok(())
+    }
+
+    async fn release(&self, ep: &Endpoints) -> Vec<String> {
+        match named_master(ep).await {
+            Ok(Some(addr)) => {
+                let auth = ep.redis_auth.as_ref();
+                (super::redis::release_server(addr, auth, &ep.prefix).await)
+                    .into_iter()
+                    .collect()
+            }
+            Ok(None) => Vec::new(),
+            Err(e) => vec![e.to_string()],
+        }
+    }
+
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
+        let version = |addr, auth| bounded("version", super::redis::version(addr, auth));
+        let mut out = Vec::new();
+        for (i, a) in ep.sentinels.iter().enumerate() {
+            let v = version(*a, ep.sentinel_auth.as_ref()).await;
+            let name = format!("sentinel-{}", i + 1);
+            out.push(unowned_node(name, Service::Sentinel, Role::Sentinel, *a, v));
+        }
+        // The master the sentinels name at the start; a failover may move it during the run.
+        if let Ok(Some(addr)) = named_master(ep).await
+            && !ep.redis.contains(&addr)
+        {
+            let v = version(addr, ep.redis_auth.as_ref()).await;
+            let name = "redis-master".to_string();
+            out.push(unowned_node(name, Service::Redis, Role::Master, addr, v));
+        }
+        out
+    }
+}
+
+/// The master the sentinels of `ep` name now; `None` without sentinels.
+async fn named_master(ep: &Endpoints) -> Result<Option<SocketAddr>, ClusterError> {
+    if ep.sentinels.is_empty() {
+        return Ok(None);
+    }
+    let auth = ep.sentinel_auth.as_ref();
+    current_master(&ep.sentinels, ep.sentinel_master(), auth)
+        .await
+        .map(Some)
+        .map_err(|e| target_err("sentinel", format!("which node is master: {e}")))
 }

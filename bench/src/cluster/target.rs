@@ -5,22 +5,21 @@
 //! when the prefix already holds data lockbench did not create), creates only names under it,
 //! and [`release`]s everything under it at the end. Credentials come from environment
 //! variables the file names and are never written into results.
+//!
+//! This file reads the target file; each service's claim, clean-up and description are in its
+//! own module (`ServiceKind`), run here in the registry's order.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
-use std::time::Duration;
 
 use serde::Deserialize;
-use sqlx::{ConnectOptions, Connection, Executor};
 
-use super::{Auth, ClusterError, Endpoints, MysqlEndpoint, Needs, NodeInfo, Prefix, Role, Service};
-
-/// Bound of every call that checks, marks or cleans a target.
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most keys / tables named in a refusal.
-const SHOW_FOUND: usize = 5;
-/// What the owner marker holds: proof that lockbench created the data under the prefix.
-const MARKER: &str = "lockbench: this prefix holds data of lockbench runs; safe to delete";
+use super::durability::Source;
+use super::error::ClusterError;
+use super::external::target_err;
+use super::model::{Auth, Endpoints, MysqlEndpoint, Needs, NodeInfo};
+use super::namespace::Prefix;
+use super::registry;
 
 /// A validated target file: servers that already exist, which lockbench only uses as a client.
 #[derive(Debug, Clone)]
@@ -446,378 +445,13 @@ fn resolve(hostport: &str) -> Result<SocketAddr, String> {
         .ok_or_else(|| format!("{hostport:?} (no address)"))
 }
 
-async fn bounded<T>(
-    what: &str,
-    fut: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    tokio::time::timeout(CALL_TIMEOUT, fut)
-        .await
-        .map_err(|_| format!("{what}: no answer within {CALL_TIMEOUT:?}"))?
-        .map_err(|e| format!("{what}: {e}"))
-}
-
-fn target_err(service: &str, detail: String) -> ClusterError {
-    ClusterError::Setup {
-        node: service.to_string(),
-        what: "external target".into(),
-        detail,
-    }
-}
-
-/// The master the sentinels of `ep` name now; `None` without sentinels.
-async fn sentinel_master(ep: &Endpoints) -> Result<Option<SocketAddr>, ClusterError> {
-    if ep.sentinels.is_empty() {
-        return Ok(None);
-    }
-    let auth = ep.sentinel_auth.as_ref();
-    super::sentinel::current_master(&ep.sentinels, ep.sentinel_master(), auth)
-        .await
-        .map(Some)
-        .map_err(|e| target_err("sentinel", format!("which node is master: {e}")))
-}
-
-/// The Redis servers to claim: the listed nodes, and the master the sentinels name.
-async fn redis_servers(ep: &Endpoints) -> Result<Vec<SocketAddr>, ClusterError> {
-    let mut out = ep.redis.clone();
-    out.extend(sentinel_master(ep).await?);
-    Ok(out)
-}
-
-async fn redis_con(
-    addr: SocketAddr,
-    auth: Option<&Auth>,
-) -> Result<redis::aio::MultiplexedConnection, String> {
-    let client = super::redis::client(addr, auth).map_err(|e| e.to_string())?;
-    client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// Keys under the prefix (at most `limit`), by a bounded SCAN.
-async fn redis_keys(
-    con: &mut redis::aio::MultiplexedConnection,
-    p: &Prefix,
-    limit: usize,
-) -> Result<Vec<String>, String> {
-    let mut cursor: u64 = 0;
-    let mut keys = Vec::new();
-    // A SCAN round trip visits ~1000 slots; a million keys on the server is ~1000 rounds.
-    for _ in 0..100_000 {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{}*", p.key_start()))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(con)
-            .await
-            .map_err(|e| e.to_string())?;
-        keys.extend(batch);
-        cursor = next;
-        if cursor == 0 || keys.len() >= limit {
-            break;
-        }
-    }
-    keys.truncate(limit);
-    Ok(keys)
-}
-
-async fn zk_client(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-) -> Result<zookeeper_client::Client, String> {
-    let connect = addrs
-        .iter()
-        .map(|a| a.to_string())
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut connector = zookeeper_client::Client::connector()
-        .with_session_timeout(Duration::from_secs(10))
-        .with_connection_timeout(CALL_TIMEOUT);
-    if let Some(a) = auth {
-        connector = connector.with_auth("digest", &a.digest());
-    }
-    connector.connect(&connect).await.map_err(|e| e.to_string())
-}
-
-async fn etcd_client(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-) -> Result<etcd_client::Client, String> {
-    let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
-    let opts = super::etcd::options(auth)
-        .with_connect_timeout(CALL_TIMEOUT)
-        .with_timeout(CALL_TIMEOUT);
-    etcd_client::Client::connect(urls, Some(opts))
-        .await
-        .map_err(|e| e.to_string())
-}
-
-async fn mysql_con(m: &MysqlEndpoint) -> Result<sqlx::MySqlConnection, String> {
-    m.connect_options()
-        .connect()
-        .await
-        .map_err(|e| e.to_string())
-}
-
-/// Tables of the database whose names start with `<prefix>_`.
-async fn mysql_tables(con: &mut sqlx::MySqlConnection, p: &Prefix) -> Result<Vec<String>, String> {
-    // `_` is a LIKE wildcard: escape it. The prefix is [a-z0-9_] only (validated).
-    let like = p.table("").replace('_', "\\_");
-    sqlx::query_scalar::<_, String>(
-        "SELECT table_name FROM information_schema.tables \
-         WHERE table_schema = DATABASE() AND table_name LIKE CONCAT(?, '%')",
-    )
-    .bind(like)
-    .fetch_all(con)
-    .await
-    .map_err(|e| e.to_string())
-}
-
-/// A refusal: the prefix holds data that lockbench did not create.
-fn foreign(service: &str, p: &Prefix, found: &[String]) -> ClusterError {
-    ClusterError::PrefixTaken {
-        service: service.to_string(),
-        prefix: p.to_string(),
-        found: found
-            .iter()
-            .take(SHOW_FOUND)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
 /// Checks that the prefix is free or lockbench's own on every server `ep` names, then marks
 /// it as lockbench's. Refuses ([`ClusterError::PrefixTaken`]) when it holds data without the
 /// marker. Everything is bounded.
 pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
-    let p = &ep.prefix;
-    if let Some(m) = &ep.mysql {
-        claim_mysql(m, p).await?;
+    for kind in registry::ALL {
+        kind.claim(ep).await?;
     }
-    for addr in redis_servers(ep).await? {
-        claim_redis(addr, ep.redis_auth.as_ref(), p).await?;
-    }
-    if !ep.redis_cluster.is_empty() {
-        claim_redis_cluster(&ep.redis_cluster, ep.redis_auth.as_ref(), p).await?;
-    }
-    if !ep.zookeeper.is_empty() {
-        claim_zookeeper(&ep.zookeeper, ep.zookeeper_auth.as_ref(), p).await?;
-    }
-    if !ep.etcd.is_empty() {
-        claim_etcd(&ep.etcd, ep.etcd_auth.as_ref(), p).await?;
-    }
-    Ok(())
-}
-
-/// [`claim`] on a MariaDB / MySQL database: tables `<prefix>_*`, marked by `<prefix>_owner`.
-async fn claim_mysql(m: &MysqlEndpoint, p: &Prefix) -> Result<(), ClusterError> {
-    let err = |e| target_err("mysql", e);
-    let mut con = bounded("connect", mysql_con(m)).await.map_err(err)?;
-    let tables = bounded("list tables", mysql_tables(&mut con, p))
-        .await
-        .map_err(err)?;
-    let owner = p.table("owner");
-    if !tables.is_empty() && !tables.contains(&owner) {
-        return Err(foreign("mysql", p, &tables));
-    }
-    let mark = async {
-        con.execute(sqlx::AssertSqlSafe(format!(
-            "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"
-        )))
-        .await
-        .map_err(|e| e.to_string())?;
-        con.execute(sqlx::AssertSqlSafe(format!(
-            "INSERT INTO {owner} (note) VALUES ('{MARKER}')"
-        )))
-        .await
-        .map_err(|e| e.to_string())?;
-        let _ = con.close().await;
-        Ok(())
-    };
-    bounded("mark the prefix", mark).await.map_err(err)?;
-    Ok(())
-}
-
-/// [`claim`] on one Redis server: keys `<prefix>:*`, marked by the owner key.
-async fn claim_redis(
-    addr: SocketAddr,
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
-    let err = |e| target_err(&format!("redis {addr}"), e);
-    let mut con = bounded("connect", redis_con(addr, auth))
-        .await
-        .map_err(err)?;
-    let keys = bounded("scan keys", redis_keys(&mut con, p, 100))
-        .await
-        .map_err(err)?;
-    if !keys.is_empty() && !keys.contains(&p.owner_key()) {
-        return Err(foreign(&format!("redis {addr}"), p, &keys));
-    }
-    let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
-    bounded("mark the prefix", async {
-        set.query_async::<()>(&mut con)
-            .await
-            .map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(err)?;
-    Ok(())
-}
-
-/// [`claim`] on a Redis Cluster lockbench does not own: it must be ready as it is (every slot
-/// served, every replica in sync; lockbench never reshapes it), and no node may hold keys
-/// under the prefix without the owner key, which goes wherever its slot lives.
-async fn claim_redis_cluster(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
-    let err = |e| target_err("redis_cluster", e);
-    bounded(
-        "check the cluster is ready",
-        super::redis_cluster::ready(addrs, auth, 0),
-    )
-    .await
-    .map_err(|e| target_err("redis_cluster", format!("not a ready cluster: {e}")))?;
-    let mut found = Vec::new();
-    for &addr in addrs {
-        let mut con = bounded("connect", redis_con(addr, auth))
-            .await
-            .map_err(err)?;
-        found.extend(
-            bounded("scan keys", redis_keys(&mut con, p, 100))
-                .await
-                .map_err(err)?,
-        );
-    }
-    if !found.is_empty() && !found.contains(&p.owner_key()) {
-        return Err(foreign("redis_cluster", p, &found));
-    }
-    // The node that owns the owner key's slot answers; the others redirect.
-    let slot = super::redis_cluster::slot(&p.owner_key());
-    let (master, _) = bounded(
-        "find the owner key's master",
-        super::redis_cluster::slot_owners(addrs, auth, slot),
-    )
-    .await
-    .map_err(err)?;
-    let set = redis::cmd("SET").arg(p.owner_key()).arg(MARKER).to_owned();
-    bounded("mark the prefix", async {
-        let mut con = redis_con(master, auth).await?;
-        set.query_async::<()>(&mut con)
-            .await
-            .map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(err)
-}
-
-/// Deletes the prefix's keys from every master of a Redis Cluster, one key at a time (keys of
-/// different slots cannot go in one DEL); replicas follow their masters.
-async fn wipe_redis_cluster(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), String> {
-    for &addr in addrs {
-        if !super::redis_cluster::is_master(addr, auth).await {
-            continue;
-        }
-        let mut con = redis_con(addr, auth).await?;
-        loop {
-            let keys = redis_keys(&mut con, p, 1000).await?;
-            if keys.is_empty() {
-                break;
-            }
-            for k in keys {
-                redis::cmd("DEL")
-                    .arg(k)
-                    .query_async::<()>(&mut con)
-                    .await
-                    .map_err(|e| e.to_string())?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// [`claim`] on a ZooKeeper ensemble: the prefix's root node, holding the marker.
-async fn claim_zookeeper(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
-    let err = |e| target_err("zookeeper", e);
-    let zk = bounded("connect", zk_client(addrs, auth))
-        .await
-        .map_err(err)?;
-    let root = p.zk_root();
-    let work = async {
-        match zk.get_data(&root).await {
-            Ok((data, _)) if data == MARKER.as_bytes() => Ok(()),
-            Ok(_) => Err(Some(())),
-            Err(zookeeper_client::Error::NoNode) => {
-                let mode = zookeeper_client::CreateMode::Persistent
-                    .with_acls(zookeeper_client::Acls::anyone_all());
-                zk.create(&root, MARKER.as_bytes(), &mode)
-                    .await
-                    .map(drop)
-                    .map_err(|_| None)
-            }
-            Err(_) => Err(None),
-        }
-    };
-    match tokio::time::timeout(CALL_TIMEOUT, work).await {
-        Ok(Ok(())) => {}
-        Ok(Err(Some(()))) => return Err(foreign("zookeeper", p, &[root])),
-        Ok(Err(None)) | Err(_) => {
-            return Err(err(format!("read or create {root} failed")));
-        }
-    }
-    Ok(())
-}
-
-/// [`claim`] on an etcd cluster: keys under the prefix, marked by the owner key.
-async fn claim_etcd(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
-    let err = |e| target_err("etcd", e);
-    let mut etcd = bounded("connect", etcd_client(addrs, auth))
-        .await
-        .map_err(err)?;
-    let opts = etcd_client::GetOptions::new()
-        .with_prefix()
-        .with_keys_only()
-        .with_limit(100);
-    let found: Vec<String> = bounded("list keys", async {
-        let r = etcd
-            .get(p.key_start(), Some(opts))
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(r.kvs()
-            .iter()
-            .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
-            .collect())
-    })
-    .await
-    .map_err(err)?;
-    if !found.is_empty() && !found.contains(&p.owner_key()) {
-        return Err(foreign("etcd", p, &found));
-    }
-    bounded("mark the prefix", async {
-        etcd.put(p.owner_key(), MARKER, None)
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(err)?;
     Ok(())
 }
 
@@ -825,246 +459,39 @@ async fn claim_etcd(
 /// server `ep` names. Best effort on each server; the first failure is returned after all
 /// were tried.
 pub async fn release(ep: &Endpoints) -> Result<(), ClusterError> {
-    let p = &ep.prefix;
     let mut failures = Vec::new();
-    if let Some(m) = &ep.mysql
-        && let Err(e) = bounded("drop tables", drop_tables(m, p)).await
-    {
-        failures.push(format!("mysql: {e}"));
-    }
-    match redis_servers(ep).await {
-        Ok(servers) => {
-            for addr in servers {
-                let wipe = wipe_redis(addr, ep.redis_auth.as_ref(), p);
-                if let Err(e) = bounded("delete keys", wipe).await {
-                    failures.push(format!("redis {addr}: {e}"));
-                }
-            }
-        }
-        Err(e) => failures.push(e.to_string()),
-    }
-    if !ep.redis_cluster.is_empty() {
-        let wipe = wipe_redis_cluster(&ep.redis_cluster, ep.redis_auth.as_ref(), p);
-        if let Err(e) = bounded("delete keys", wipe).await {
-            failures.push(format!("redis_cluster: {e}"));
-        }
-    }
-    if !ep.zookeeper.is_empty() {
-        let wipe = wipe_zookeeper(&ep.zookeeper, ep.zookeeper_auth.as_ref(), p);
-        if let Err(e) = bounded("delete nodes", wipe).await {
-            failures.push(format!("zookeeper: {e}"));
-        }
-    }
-    if !ep.etcd.is_empty() {
-        let wipe = wipe_etcd(&ep.etcd, ep.etcd_auth.as_ref(), p);
-        if let Err(e) = bounded("delete keys", wipe).await {
-            failures.push(format!("etcd: {e}"));
-        }
+    for kind in registry::ALL {
+        failures.extend(kind.release(ep).await);
     }
     match failures.is_empty() {
         true => Ok(()),
         false => Err(target_err(
             "clean-up",
             format!(
-                "could not remove everything under prefix `{p}`: {}",
+                "could not remove everything under prefix `{}`: {}",
+                ep.prefix,
                 failures.join("; ")
             ),
         )),
     }
 }
 
-/// Drops every table of the prefix.
-async fn drop_tables(m: &MysqlEndpoint, p: &Prefix) -> Result<(), String> {
-    let mut con = mysql_con(m).await?;
-    for t in mysql_tables(&mut con, p).await? {
-        con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS `{t}`")))
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-    let _ = con.close().await;
-    Ok(())
-}
-
-/// Deletes every key of the prefix from one Redis server, a thousand at a time.
-async fn wipe_redis(addr: SocketAddr, auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
-    let mut con = redis_con(addr, auth).await?;
-    loop {
-        let keys = redis_keys(&mut con, p, 1000).await?;
-        if keys.is_empty() {
-            return Ok(());
-        }
-        redis::cmd("DEL")
-            .arg(&keys)
-            .query_async::<()>(&mut con)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
-}
-
-/// Deletes the prefix's ZooKeeper tree.
-async fn wipe_zookeeper(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), String> {
-    let zk = zk_client(addrs, auth).await?;
-    zk_delete_tree(&zk, &p.zk_root()).await
-}
-
-/// Deletes every etcd key of the prefix.
-async fn wipe_etcd(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
-    let mut etcd = etcd_client(addrs, auth).await?;
-    etcd.delete(
-        p.key_start(),
-        Some(etcd_client::DeleteOptions::new().with_prefix()),
-    )
-    .await
-    .map(drop)
-    .map_err(|e| e.to_string())
-}
-
-/// Deletes `root` and everything below it, depth first (bounded by the caller's timeout).
-async fn zk_delete_tree(zk: &zookeeper_client::Client, root: &str) -> Result<(), String> {
-    let mut stack = vec![(root.to_string(), false)];
-    while let Some((path, expanded)) = stack.pop() {
-        if expanded {
-            match zk.delete(&path, None).await {
-                Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
-                Err(e) => return Err(format!("delete {path}: {e}")),
-            }
-            continue;
-        }
-        match zk.list_children(&path).await {
-            Ok(children) => {
-                stack.push((path.clone(), true));
-                stack.extend(children.into_iter().map(|c| (format!("{path}/{c}"), false)));
-            }
-            Err(zookeeper_client::Error::NoNode) => {}
-            Err(e) => return Err(format!("list {path}: {e}")),
-        }
-    }
-    Ok(())
-}
-
 /// What each server of `ep` is, with the version it reports (nodes that do not answer are
 /// listed with version `unreachable`). `pid` is 0 and `log` empty: nothing runs here.
 pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
     let mut out = Vec::new();
-    if let Some(m) = &ep.mysql {
-        let v = bounded("version", super::mariadb::version(m.connect_options())).await;
-        out.push(unowned_node(
-            "mysql".into(),
-            Service::Mariadb,
-            Role::Primary,
-            m.addr,
-            v,
-        ));
-    }
-    describe_redis(ep, &mut out).await;
-    for (i, a) in ep.zookeeper.iter().enumerate() {
-        let v = super::zookeeper::version(*a).await;
-        out.push(unowned_node(
-            format!("zookeeper-{}", i + 1),
-            Service::Zookeeper,
-            Role::Member,
-            *a,
-            v,
-        ));
-    }
-    for (i, a) in ep.etcd.iter().enumerate() {
-        let v = super::etcd::version(*a, ep.etcd_auth.as_ref()).await;
-        out.push(unowned_node(
-            format!("etcd-{}", i + 1),
-            Service::Etcd,
-            Role::Member,
-            *a,
-            v,
-        ));
+    for kind in registry::ALL {
+        out.extend(kind.describe(ep).await);
     }
     // Asked of each server (Redis, MariaDB); etcd's and ZooKeeper's cannot be, so their
     // defaults are assumed and marked so.
-    let reads = out
-        .iter()
-        .map(|n| super::durability::read(n.service, n.addr, ep, false));
+    let reads = (out.iter())
+        .map(|n| registry::kind(n.service).durability(n.addr, ep, Source::ServerDefault));
     let read = futures::future::join_all(reads).await;
     for (n, d) in out.iter_mut().zip(read) {
         n.durability = d;
     }
     out
-}
-
-/// A server this process did not start, as [`describe`] lists it.
-fn unowned_node(
-    name: String,
-    service: Service,
-    role: Role,
-    addr: SocketAddr,
-    version: Result<String, String>,
-) -> NodeInfo {
-    NodeInfo {
-        name,
-        service,
-        role,
-        addr,
-        version: version.unwrap_or_else(|e| format!("unreachable ({e})")),
-        pid: 0,
-        log: Default::default(),
-        container: None,
-        durability: None,
-    }
-}
-
-/// Adds the Redis servers, sentinels, the sentinels' master and Redis Cluster nodes of `ep`.
-async fn describe_redis(ep: &Endpoints, out: &mut Vec<NodeInfo>) {
-    let redis_version = |addr, auth| bounded("version", super::redis::version(addr, auth));
-    for (i, a) in ep.redis.iter().enumerate() {
-        let role = if ep.redis.len() == 1 {
-            Role::Primary
-        } else {
-            Role::Member
-        };
-        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
-        out.push(unowned_node(
-            format!("redis-{}", i + 1),
-            Service::Redis,
-            role,
-            *a,
-            v,
-        ));
-    }
-    for (i, a) in ep.sentinels.iter().enumerate() {
-        let v = redis_version(*a, ep.sentinel_auth.as_ref()).await;
-        out.push(unowned_node(
-            format!("sentinel-{}", i + 1),
-            Service::Sentinel,
-            Role::Sentinel,
-            *a,
-            v,
-        ));
-    }
-    // The master the sentinels name at the start; a failover may move it during the run.
-    if let Ok(Some(addr)) = sentinel_master(ep).await
-        && !ep.redis.contains(&addr)
-    {
-        let v = redis_version(addr, ep.redis_auth.as_ref()).await;
-        out.push(unowned_node(
-            "redis-master".into(),
-            Service::Redis,
-            Role::Master,
-            addr,
-            v,
-        ));
-    }
-    for (i, a) in ep.redis_cluster.iter().enumerate() {
-        let v = redis_version(*a, ep.redis_auth.as_ref()).await;
-        out.push(unowned_node(
-            format!("redis-cluster-{}", i + 1),
-            Service::RedisCluster,
-            Role::Member,
-            *a,
-            v,
-        ));
-    }
 }
 
 #[cfg(test)]

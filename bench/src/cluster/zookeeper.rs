@@ -7,12 +7,21 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::backend::{Launcher, NodeServer, wait_ready};
+use super::backend::wait_ready;
+use super::binary::find_binary;
 use super::containers::{Containers, Spec};
+use super::durability::{Acked, Durability, Source};
+use super::error::ClusterError;
+use super::external::{CALL_TIMEOUT, MARKER, bounded, foreign, target_err, unowned_node};
+use super::kind::{Running, ServiceKind, Started};
 use super::local::Local;
-use super::{ClusterError, Node, Role, Service, find_binary};
+use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use super::namespace::Prefix;
+use super::node::{Node, NodeServer};
+use super::provision::Launcher;
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
@@ -318,4 +327,192 @@ pub(super) async fn leaders(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
 /// The version the member at `addr` reports (for servers lockbench did not start).
 pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
     srvr(addr).await.map(|s| s.version)
+}
+
+/// The ZooKeeper ensemble.
+pub(super) struct Zookeeper;
+
+#[async_trait]
+impl ServiceKind for Zookeeper {
+    fn service(&self) -> Service {
+        Service::Zookeeper
+    }
+
+    fn wanted(&self, needs: Needs) -> bool {
+        needs.zookeeper
+    }
+
+    fn check_installed(&self) -> Result<(), ClusterError> {
+        check_installed()
+    }
+
+    fn port_names(&self, _needs: Needs) -> Vec<String> {
+        port_names()
+    }
+
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        _needs: Needs,
+        _opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError> {
+        let nodes = start(l).await?;
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        Ok(Started::new(nodes, move |ep| ep.zookeeper.extend(addrs)))
+    }
+
+    /// The member whose `srvr` answer says `Mode: leader`.
+    async fn leader<'n>(
+        &self,
+        asked: Service,
+        members: Vec<&'n Node>,
+        _run: Running<'_>,
+    ) -> Result<Option<&'n Node>, ClusterError> {
+        let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+        match leaders(&addrs).await.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(members.into_iter().find(|n| n.addr == *one)),
+            many => Err(ClusterError::Leader {
+                service: asked,
+                detail: format!("several nodes say they lead: {many:?}"),
+            }),
+        }
+    }
+
+    /// ZooKeeper fsyncs its transaction log before acknowledging a proposal unless
+    /// `forceSync=no`; [`config`] leaves the default, and no four-letter word tells it.
+    async fn durability(
+        &self,
+        _addr: SocketAddr,
+        _ep: &Endpoints,
+        unasked: Source,
+    ) -> Option<Durability> {
+        Some(Durability::new(
+            Acked::Disk,
+            &[("forceSync", "yes")],
+            unasked,
+        ))
+    }
+
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
+        if ep.zookeeper.is_empty() {
+            return Ok(());
+        }
+        claim_prefix(&ep.zookeeper, ep.zookeeper_auth.as_ref(), &ep.prefix).await
+    }
+
+    async fn release(&self, ep: &Endpoints) -> Vec<String> {
+        if ep.zookeeper.is_empty() {
+            return Vec::new();
+        }
+        let wipe = wipe_prefix(&ep.zookeeper, ep.zookeeper_auth.as_ref(), &ep.prefix);
+        match bounded("delete nodes", wipe).await {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![format!("zookeeper: {e}")],
+        }
+    }
+
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
+        let mut out = Vec::new();
+        for (i, a) in ep.zookeeper.iter().enumerate() {
+            let v = version(*a).await;
+            let name = format!("zookeeper-{}", i + 1);
+            out.push(unowned_node(name, Service::Zookeeper, Role::Member, *a, v));
+        }
+        out
+    }
+}
+
+/// A client session with the ensemble at `addrs`, logged in with `auth`'s digest.
+async fn client(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+) -> Result<zookeeper_client::Client, String> {
+    let connect = addrs
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut connector = zookeeper_client::Client::connector()
+        .with_session_timeout(Duration::from_secs(10))
+        .with_connection_timeout(CALL_TIMEOUT);
+    if let Some(a) = auth {
+        connector = connector.with_auth("digest", &a.digest());
+    }
+    connector.connect(&connect).await.map_err(|e| e.to_string())
+}
+
+/// A claim on a ZooKeeper ensemble: the prefix's root node, holding the marker.
+async fn claim_prefix(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+    p: &Prefix,
+) -> Result<(), ClusterError> {
+    let err = |e| target_err("zookeeper", e);
+    let zk = bounded("connect", client(addrs, auth)).await.map_err(err)?;
+    let root = p.zk_root();
+    let work = async {
+        match zk.get_data(&root).await {
+            Ok((data, _)) if data == MARKER.as_bytes() => Ok(()),
+            Ok(_) => Err(Some(())),
+            Err(zookeeper_client::Error::NoNode) => {
+                let mode = zookeeper_client::CreateMode::Persistent
+                    .with_acls(zookeeper_client::Acls::anyone_all());
+                zk.create(&root, MARKER.as_bytes(), &mode)
+                    .await
+                    .map(drop)
+                    .map_err(|_| None)
+            }
+            Err(_) => Err(None),
+        }
+    };
+    match tokio::time::timeout(CALL_TIMEOUT, work).await {
+        Ok(Ok(())) => {}
+        Ok(Err(Some(()))) => return Err(foreign("zookeeper", p, &[root])),
+        Ok(Err(None)) | Err(_) => {
+            return Err(err(format!("read or create {root} failed")));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the prefix's ZooKeeper tree.
+async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+    let zk = client(addrs, auth).await?;
+    delete_tree(&zk, &p.zk_root()).await
+}
+
+/// Deletes `root` and everything below it, depth first (bounded by the caller's timeout).
+async fn delete_tree(zk: &zookeeper_client::Client, root: &str) -> Result<(), String> {
+    let mut stack = vec![(root.to_string(), false)];
+    while let Some((path, expanded)) = stack.pop() {
+        if expanded {
+            match zk.delete(&path, None).await {
+                Ok(()) | Err(zookeeper_client::Error::NoNode) => {}
+                Err(e) => return Err(format!("delete {path}: {e}")),
+            }
+            continue;
+        }
+        match zk.list_children(&path).await {
+            Ok(children) => {
+                stack.push((path.clone(), true));
+                stack.extend(children.into_iter().map(|c| (format!("{path}/{c}"), false)));
+            }
+            Err(zookeeper_client::Error::NoNode) => {}
+            Err(e) => return Err(format!("list {path}: {e}")),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ensemble_lockbench_starts_keeps_its_fsync() {
+        // What `durability` says without asking the servers.
+        let cfg = config("/d", None, 2181, "");
+        assert!(!cfg.contains("forceSync"), "{cfg}");
+    }
 }

@@ -45,7 +45,7 @@ async fn a_cluster_starts_ready_and_its_skus_use_all_three_masters() {
     assert_eq!(c.endpoints().redis_cluster.len(), 6);
     let mut masters = std::collections::BTreeSet::new();
     for sku in 0..16 {
-        let (master, replicas) = c.slot_nodes(sku).await.unwrap();
+        let (master, replicas) = c.slot_nodes(Service::RedisCluster, sku).await.unwrap();
         assert_eq!(replicas.len(), 1, "sku {sku}: {replicas:?}");
         masters.insert(master.name.clone());
     }

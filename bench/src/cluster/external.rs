@@ -1,0 +1,74 @@
+//! What every service's claim, clean-up and description of an external target share (each
+//! service's own are in its module; `target.rs` runs them): the owner marker, the bound of
+//! every call, the refusal, and a node lockbench did not start.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::error::ClusterError;
+use super::model::{NodeInfo, Role, Service};
+use super::namespace::Prefix;
+
+/// Bound of every call that checks, marks or cleans a target.
+pub(super) const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most keys / tables named in a refusal.
+const SHOW_FOUND: usize = 5;
+/// What the owner marker holds: proof that lockbench created the data under the prefix.
+pub(super) const MARKER: &str =
+    "lockbench: this prefix holds data of lockbench runs; safe to delete";
+
+/// `fut`, cut at [`CALL_TIMEOUT`]; errors start with `what`.
+pub(super) async fn bounded<T>(
+    what: &str,
+    fut: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    tokio::time::timeout(CALL_TIMEOUT, fut)
+        .await
+        .map_err(|_| format!("{what}: no answer within {CALL_TIMEOUT:?}"))?
+        .map_err(|e| format!("{what}: {e}"))
+}
+
+/// A failure to check, mark or clean `service`'s servers.
+pub(super) fn target_err(service: &str, detail: String) -> ClusterError {
+    ClusterError::Setup {
+        node: service.to_string(),
+        what: "external target".into(),
+        detail,
+    }
+}
+
+/// A refusal: the prefix holds data that lockbench did not create.
+pub(super) fn foreign(service: &str, p: &Prefix, found: &[String]) -> ClusterError {
+    ClusterError::PrefixTaken {
+        service: service.to_string(),
+        prefix: p.to_string(),
+        found: found
+            .iter()
+            .take(SHOW_FOUND)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// A server this process did not start, as a target's description lists it (`pid` 0, no
+/// log: nothing runs here).
+pub(super) fn unowned_node(
+    name: String,
+    service: Service,
+    role: Role,
+    addr: SocketAddr,
+    version: Result<String, String>,
+) -> NodeInfo {
+    NodeInfo {
+        name,
+        service,
+        role,
+        addr,
+        version: version.unwrap_or_else(|e| format!("unreachable ({e})")),
+        pid: 0,
+        log: Default::default(),
+        container: None,
+        durability: None,
+    }
+}

@@ -1,0 +1,128 @@
+//! What lockbench knows about one service, behind one trait: [`ServiceKind`], implemented in
+//! the service's own module and listed once in `registry.rs`. The guard, the external target
+//! and the results ask through it, so no other file matches on [`Service`] to start, lead,
+//! claim or describe a service.
+
+use std::net::SocketAddr;
+
+use async_trait::async_trait;
+
+use super::durability::{Durability, Source};
+use super::error::ClusterError;
+use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use super::node::Node;
+use super::provision::Launcher;
+
+/// What starting one service brought up.
+pub(super) struct Started {
+    /// Its nodes, in the order results list them.
+    pub nodes: Vec<Node>,
+    /// Puts their addresses (and logins) into the run's endpoints.
+    pub publish: Box<dyn FnOnce(&mut Endpoints) + Send>,
+    /// The id each node goes by when its servers name a leader (etcd's member ids: the leader
+    /// may be the node that no longer answers), by node name.
+    pub member_ids: Vec<(String, u64)>,
+}
+
+impl Started {
+    /// `nodes`, published by `publish`, with no member ids.
+    pub fn new(nodes: Vec<Node>, publish: impl FnOnce(&mut Endpoints) + Send + 'static) -> Self {
+        Self {
+            nodes,
+            publish: Box::new(publish),
+            member_ids: Vec::new(),
+        }
+    }
+}
+
+/// What a running cluster tells a service that is asked which node leads.
+#[derive(Clone, Copy)]
+pub(super) struct Running<'a> {
+    /// How its servers are reached.
+    pub endpoints: &'a Endpoints,
+    /// [`Started::member_ids`] of every service.
+    pub member_ids: &'a [(String, u64)],
+}
+
+/// Everything lockbench knows about one service: which [`Needs`] ask for it, its flags and
+/// readiness (inside `start`), which node leads, its slots, what it does with a write, and
+/// how a run claims, cleans and describes it on an external target.
+#[async_trait]
+pub(super) trait ServiceKind: Sync {
+    /// The service described.
+    fn service(&self) -> Service;
+
+    /// Whether a run with `needs` starts this service's own set of nodes.
+    fn wanted(&self, needs: Needs) -> bool;
+
+    /// Local nodes: an error naming the package to install when a binary or file is missing.
+    fn check_installed(&self) -> Result<(), ClusterError>;
+
+    /// Local nodes: the name of every port its nodes listen on (reserved before any starts).
+    fn port_names(&self, needs: Needs) -> Vec<String>;
+
+    /// Starts its nodes through `l`, as `needs` and `opts` ask, and waits until they are ready.
+    async fn start(
+        &self,
+        l: Launcher<'_>,
+        needs: Needs,
+        opts: &ClusterOptions,
+    ) -> Result<Started, ClusterError>;
+
+    /// The service whose master this one names (Sentinel names Redis's): asked about that
+    /// service's leader whenever it runs.
+    fn names_master_of(&self) -> Option<Service> {
+        None
+    }
+
+    /// Of `members` (the nodes of `asked`: this service, or the one it names the master of),
+    /// the one that leads now as the servers say; `Ok(None)` while none does. A single node
+    /// leads by itself.
+    async fn leader<'n>(
+        &self,
+        asked: Service,
+        members: Vec<&'n Node>,
+        run: Running<'_>,
+    ) -> Result<Option<&'n Node>, ClusterError> {
+        let _ = (asked, run);
+        Ok(members.into_iter().find(|n| n.role == Role::Primary))
+    }
+
+    /// Whether it shards keys over slots, each served by a master of its own.
+    fn has_slots(&self) -> bool {
+        false
+    }
+
+    /// For a service with slots: the master serving SKU `sku`'s slot now and its replicas,
+    /// asked of its servers in `ep`.
+    async fn slot_owners(
+        &self,
+        ep: &Endpoints,
+        sku: u32,
+    ) -> Result<(SocketAddr, Vec<SocketAddr>), String> {
+        let _ = (ep, sku);
+        Err(format!("{} has no slots", self.service()))
+    }
+
+    /// What its node at `addr` (reached through `ep`) does with a write before acknowledging
+    /// it; settings the server cannot be asked about come from `unasked`. `None`: its nodes
+    /// keep no data of a run.
+    async fn durability(
+        &self,
+        addr: SocketAddr,
+        ep: &Endpoints,
+        unasked: Source,
+    ) -> Option<Durability>;
+
+    /// External target: checks that `ep.prefix` is free or lockbench's on its servers in `ep`
+    /// (none: nothing to do), then marks it as lockbench's; refuses
+    /// ([`ClusterError::PrefixTaken`]) when it holds data without the marker.
+    async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError>;
+
+    /// External target: removes everything under `ep.prefix` from its servers in `ep`, best
+    /// effort on each; returns what failed, one line per server.
+    async fn release(&self, ep: &Endpoints) -> Vec<String>;
+
+    /// External target: its servers in `ep`, with the versions they report.
+    async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo>;
+}
