@@ -15,7 +15,7 @@ use std::time::Instant;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use super::partial::{BatchError, at, ns};
+use super::wire::{BatchError, at, ns};
 use super::{Completion, LeaseSpan, Outcome};
 
 /// How long the merge waits for a worker that sends nothing (paused, or slow) before it lets

@@ -18,6 +18,7 @@ pub mod pressure;
 pub mod quantile;
 mod stats;
 pub mod utilization;
+mod wire;
 
 use std::path::PathBuf;
 use std::sync::Arc;

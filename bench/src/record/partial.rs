@@ -32,6 +32,8 @@ pub use super::lease_rows::WireLeases;
 use super::lease_rows::{LeaseWriter, Leases};
 use super::phases::{self, PhaseDelta, PhaseRecorder, Segment};
 use super::stats::{Second, growing_hist};
+pub use super::wire::BatchError;
+use super::wire::{at, ns};
 use super::{Completion, ErrorKind, Outcome, Stats};
 
 /// How old a completion must be before a worker folds it: the time a fault boundary has to
@@ -47,16 +49,6 @@ pub const FLUSH: Duration = Duration::from_secs(1);
 /// How far back (ms) a worker remembers when its completions ended, to count those a late
 /// boundary may have misfiled.
 const RECALL_MS: usize = 10_000;
-
-/// ns since `start` (wire times).
-pub(super) fn ns(t: Instant, start: Instant) -> u64 {
-    t.saturating_duration_since(start).as_nanos() as u64
-}
-
-/// A wire time back on this clock.
-pub(super) fn at(start: Instant, ns: u64) -> Instant {
-    start + Duration::from_nanos(ns)
-}
 
 /// One worker's folding of its completions into [`Interval`]s.
 pub struct WorkerFold {
@@ -406,31 +398,6 @@ pub struct Interval {
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// Why an interval could not be decoded (a bug or a foreign build on the other side).
-#[derive(Debug, thiserror::Error)]
-pub enum BatchError {
-    /// The interval log did not parse.
-    #[error("interval log: {0}")]
-    Log(String),
-    /// A histogram did not decode.
-    #[error("histogram {tag}: {detail}")]
-    Histogram {
-        /// Its tag.
-        tag: String,
-        /// What went wrong.
-        detail: String,
-    },
-    /// A tag names nothing this build records.
-    #[error("unknown histogram tag {0:?}")]
-    Tag(String),
-    /// Counts and histograms disagree.
-    #[error("{0}")]
-    Inconsistent(String),
-    /// The lease rows are cut short or point outside their tables.
-    #[error("lease rows: {0}")]
-    Leases(String),
 }
 
 /// A decoded interval, ready for the recorder to merge.
