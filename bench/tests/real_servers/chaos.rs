@@ -265,7 +265,16 @@ fn pause_server_leaves_no_zookeeper_waiter_behind_an_orphaned_node() {
     );
     let phases = &all[0].phases;
     assert!(phases[2].sold > 0, "{phases:?}");
-    assert_eq!(phases[2].lock_timeouts, 0, "{phases:?}");
+    // An orphaned node holds its SKU's lock for a session timeout (lock.ttl, 5 s): about one
+    // attempt in four (one SKU of 4) would time out after the heal. A busy machine times out a
+    // few anyway, before the fault as after it (in a full suite: 14 of 176 before, 6 of 508
+    // after, Nov 25, 2026), so the bound is a share, not zero.
+    let after = &phases[2];
+    let share = after.lock_timeouts as f64 / after.attempts.max(1) as f64;
+    assert!(
+        share < 0.1,
+        "{share:.3} of attempts after the heal timed out: {phases:?}"
+    );
 }
 
 /// Running as root (partition faults need CAP_NET_ADMIN; CI runs the suite as root); through
