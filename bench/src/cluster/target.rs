@@ -449,8 +449,18 @@ fn resolve(hostport: &str) -> Result<SocketAddr, String> {
 /// it as lockbench's. Refuses ([`ClusterError::PrefixTaken`]) when it holds data without the
 /// marker. Everything is bounded.
 pub async fn claim(ep: &Endpoints) -> Result<(), ClusterError> {
-    for kind in registry::ALL {
-        kind.claim(ep).await?;
+    for (i, kind) in registry::ALL.iter().enumerate() {
+        if let Err(e) = kind.claim(ep).await {
+            // The services claimed before this one were found empty under the prefix (or
+            // lockbench's): their marks come off again, so a refused run leaves nothing. The
+            // refusing service is left alone: its prefix may hold someone else's data.
+            for done in &registry::ALL[..i] {
+                for f in done.release(ep).await {
+                    eprintln!("lockbench: warning: undoing the claim: {f}");
+                }
+            }
+            return Err(e);
+        }
     }
     Ok(())
 }

@@ -462,6 +462,20 @@ fn a_prefix_holding_foreign_data_is_refused_and_the_data_kept() {
         fx.redis_cmd(&["GET", &key]),
         redis::Value::BulkString(b"42".to_vec())
     );
+    // A strategy on MariaDB and Redis: MariaDB is claimed first, then Redis refuses. The
+    // MariaDB mark comes off again, so only the foreign key is left.
+    assert_rejected(
+        fx.cmd(&w, &["run", "--strategy", "redis-setnx"]),
+        "foreign data under the prefix, after a claim",
+        &["prefix `lbtest` already holds data lockbench did not create"],
+        dir.path(),
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let left = rt.block_on(fx.leftovers());
+    assert!(
+        left.len() == 1 && left[0].contains("stock:0"),
+        "only the foreign key may remain: {left:?}"
+    );
     // With lockbench's marker beside it, the same key is a leftover of ours.
     fx.redis_cmd(&[
         "SET",

@@ -1,0 +1,461 @@
+//! Every flag of every subcommand, each declared once: groups shared by several commands
+//! (`WorkloadArgs`, `ServerArgs`, `Common`) are flattened into them.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cluster::Provisioner;
+use crate::report;
+use crate::report::sweep::DEFAULTS;
+use crate::workload::Workload;
+
+/// lockbench: compare distributed-lock strategies for a flash sale on real servers —
+/// throughput, tail latency and oversell, side by side.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug); RUST_LOG overrides. Without it the
+    /// terminal shows lockbench's own warnings and errors only; every crate's log (client
+    /// libraries included, debug with -vv) goes to each run's <out>/logs/lockbench.log.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the strategies, with what each needs and does.
+    List,
+    /// Run one strategy: start its servers, load them, audit the stock, write results.
+    Run(RunArgs),
+    /// Run several strategies one after another on the same workload and print one table.
+    Compare(CompareArgs),
+    /// Find each strategy's capacity: an interval of offered rates, from the highest decided
+    /// to sustain a latency target (SLO) to the lowest decided to miss it, by short open-loop
+    /// trials on one set of servers.
+    ///
+    /// For each strategy: a closed-loop warm-up, then steps from --start (up by --factor until
+    /// one fails, down by its square root until one passes, then geometric midpoints) until the
+    /// interval is within --goal-width or --budget is spent. A step runs trials until the share
+    /// of arrivals slower than the target or never served is decided, at --confidence, below
+    /// 1 − the percentile (pass) or above it (fail), or --step-budget runs out (undecided). Each
+    /// trial's stock covers every arrival, so none sells out. Writes <out>/sweep.json (the
+    /// interval per strategy; every step's counts, bounds, trials and machine pressure), a
+    /// folder per trial, and report.html; prints the capacity table.
+    Sweep(SweepArgs),
+    /// Whether sweeps of one build agree: each strategy's capacity interval in every sweep,
+    /// whether they overlap, and the ratio of their midpoints; exits 1 when some do not
+    /// overlap (scripts/reproducibility.sh runs the sweeps).
+    Agreement(AgreementArgs),
+    /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
+    ///
+    /// Reads summary.json, compare.json or sweep.json (or a job folder of scripts/compare.sh),
+    /// timeline.csv and latency.hlog; writes report.html
+    /// (self-contained: inline CSS and SVG, no scripts), charts/*.svg, charts/*.png and
+    /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
+    /// re-render a folder. Prints the path of report.html.
+    Report(ReportArgs),
+    /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
+    /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
+    Serve(ServeArgs),
+    /// Compare results with a baseline: exit 1 when a safe strategy became unsafe, a control is
+    /// no longer caught, or median throughput / p99 moved beyond the tolerance.
+    Gate(GateArgs),
+    /// Check that an adapter speaks adapters/PROTOCOL.md, on real servers it starts: init,
+    /// acquire/release, mutual exclusion under contention (and growing fences), busy after the
+    /// acquire timeout, a repeated release, an unknown request, shutdown, exit on stdin's end.
+    /// Exits 1 naming the rule broken and the offending line.
+    ///
+    /// `lockbench adapter-check --lib redis-py` checks a shipped adapter;
+    /// `lockbench adapter-check --servers redis -- python3 my_adapter.py` checks your own.
+    AdapterCheck(AdapterCheckArgs),
+    /// Run the buyers of one strategy with workers on other hosts: `run`, but instead of
+    /// starting its workers it listens on --listen and waits for --workers agents
+    /// (`lockbench worker --connect`) that know the token in LOCKBENCH_TOKEN.
+    ///
+    /// Without --target the servers listen on this host's loopback, so the workers must run
+    /// here too; with --target every worker reaches the target's servers itself (their
+    /// passwords come from each worker's LOCKBENCH_<SERVICE>_PASSWORD variables).
+    Coordinate(CoordinateArgs),
+    /// A client worker. With --connect: the agent of a worker on another host (see
+    /// `coordinate`), which runs this worker's part of the coordinator's load and exits when it
+    /// is done. Without: the load process of a local run, driven over stdin (internal).
+    Worker(WorkerArgs),
+    /// Kubernetes: manifests for a run whose workers are pods of a cluster.
+    #[command(subcommand)]
+    K8s(crate::clients::k8s::K8sCommand),
+}
+
+/// `lockbench coordinate`
+#[derive(Debug, Args)]
+pub struct CoordinateArgs {
+    /// Address to listen on for workers, e.g. 0.0.0.0:7400.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: std::net::SocketAddr,
+    /// How long to wait for every worker to connect and be ready.
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration)]
+    pub wait: std::time::Duration,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// `lockbench worker`
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// The coordinator, HOST:PORT (`lockbench coordinate --listen`). The shared token comes
+    /// from LOCKBENCH_TOKEN; server passwords from LOCKBENCH_<SERVICE>_PASSWORD (MYSQL, REDIS,
+    /// SENTINEL, ETCD, ZOOKEEPER).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Option<String>,
+    /// This worker's index, 0..N; each index runs once. Default: JOB_COMPLETION_INDEX, which a
+    /// Kubernetes Indexed Job sets.
+    #[arg(long, env = "JOB_COMPLETION_INDEX", requires = "connect")]
+    pub index: Option<u32>,
+}
+
+/// `lockbench serve`
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Comma-separated strategy ids whose servers to start. Default: every strategy's.
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Folder for endpoints.json and the server logs.
+    #[arg(long, short = 'o')]
+    pub out: PathBuf,
+    /// First port for the servers. Default: free ports chosen by the OS.
+    #[arg(long, value_name = "PORT")]
+    pub base_port: Option<u16>,
+    /// Where the servers come from: `local` processes or `containers` (see `run --help`).
+    #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with = "base_port")]
+    pub provision: Provisioner,
+    /// Stop the servers after this long at the latest.
+    #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub lifetime: std::time::Duration,
+}
+
+/// `lockbench adapter-check`
+#[derive(Debug, Args)]
+pub struct AdapterCheckArgs {
+    /// A library of `lockbench list` (e.g. `redis-py`): its adapter, on the servers it needs.
+    #[arg(long, conflicts_with = "command", required_unless_present = "command")]
+    pub lib: Option<String>,
+    /// Servers to start for COMMAND (comma-separated): redis, redlock (five independent
+    /// masters), zookeeper, etcd.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "redis",
+        conflicts_with = "lib"
+    )]
+    pub servers: Vec<AdapterServers>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead.
+    #[arg(long, value_name = "FILE")]
+    pub endpoints: Option<PathBuf>,
+    /// How long the adapter may take to answer init.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub init_timeout: std::time::Duration,
+    /// Buyers contending for one key in the mutual-exclusion rule.
+    #[arg(long, default_value_t = 8)]
+    pub clients: u32,
+    /// Acquire/release cycles per buyer in the mutual-exclusion rule.
+    #[arg(long, default_value_t = 25)]
+    pub cycles: u32,
+    /// The adapter's command and its arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// Servers an adapter under check may need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AdapterServers {
+    /// One Redis.
+    Redis,
+    /// Five independent Redis masters.
+    Redlock,
+    /// A ZooKeeper ensemble.
+    Zookeeper,
+    /// An etcd cluster.
+    Etcd,
+}
+
+/// `lockbench gate`
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Baseline results: a folder with baseline.json (see --update-baseline), or results
+    /// folders (compare.json / summary.json); every one found below it is one repetition.
+    #[arg(long, value_name = "DIR")]
+    pub baseline: PathBuf,
+    /// Current results, read the same way.
+    #[arg(long, value_name = "DIR")]
+    pub current: PathBuf,
+    /// Largest accepted drop of a strategy's median sales/s, e.g. `15%`: a smaller drop passes
+    /// even when significant.
+    #[arg(long, value_name = "PCT", default_value = "15%", value_parser = percent)]
+    pub max_throughput_drop: f64,
+    /// Largest accepted rise of a strategy's median p99 latency, e.g. `25%`.
+    #[arg(long, value_name = "PCT", default_value = "25%", value_parser = percent)]
+    pub max_p99_rise: f64,
+    /// Chance of a false alarm for the whole gate, e.g. `5%`: each strategy's change must be
+    /// significant (one-sided exact Mann–Whitney across repetitions, Holm over every test).
+    #[arg(long, value_name = "LEVEL", default_value = "5%", value_parser = alpha)]
+    pub alpha: f64,
+    /// Do not judge: write the current results as the new baseline (<baseline>/baseline.json).
+    #[arg(long)]
+    pub update_baseline: bool,
+    /// Print the verdict as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `15%` (or `15`) → 0.15.
+fn percent(s: &str) -> Result<f64, String> {
+    let n: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}`: expected a percentage such as 15%"))?;
+    if !(0.0..=1000.0).contains(&n) {
+        return Err(format!("`{s}`: expected a percentage between 0% and 1000%"));
+    }
+    Ok(n / 100.0)
+}
+
+/// `lockbench agreement`
+#[derive(Debug, Args)]
+pub struct AgreementArgs {
+    /// Two or more sweeps: their folders or sweep.json files.
+    #[arg(required = true, num_args = 2..)]
+    pub sweeps: Vec<PathBuf>,
+}
+
+/// A significance level, `5%` or `0.05` (a bare number is a fraction here, so `0.05` cannot be
+/// read as 0.05 %); above 0 and at most 50 %.
+fn alpha(s: &str) -> Result<f64, String> {
+    let a = if s.trim().ends_with('%') {
+        percent(s)?
+    } else {
+        s.trim()
+            .parse::<f64>()
+            .map_err(|_| format!("`{s}`: expected a level such as 5% or 0.05"))?
+    };
+    if a <= 0.0 || a > 0.5 {
+        return Err(format!(
+            "`{s}`: expected a level above 0% and at most 50%, e.g. 5%"
+        ));
+    }
+    Ok(a)
+}
+
+/// `lockbench report`
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results folder: the --out of `run` (holds summary.json), of `compare` (compare.json and
+    /// one subfolder per strategy), of `sweep` (sweep.json), or of scripts/compare.sh (a job:
+    /// sweep/, calm/, chaos/<scenario>/).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// What a strategy must do to qualify, comma-separated; the page of a sweep or a job lists
+    /// which strategies meet every term, and why, from measured fields only. Terms:
+    /// `capacity>=N` (arrivals/s at the sweep's SLO), `safe` (in every measured part),
+    /// `safe-under-SCENARIO` (every chaos scenario named SCENARIO or SCENARIO-…),
+    /// `recovery<=DURATION` (every fault served again within it), `p99<=DURATION` (calm run),
+    /// `fenced-ok` (a fenced verdict counts as safe). E.g. `safe-under-pause,capacity>=500`.
+    #[arg(long, value_name = "LIST")]
+    pub needs: Option<report::Needs>,
+}
+
+/// The workload flags, shared by `run`, `compare` and `sweep`.
+#[derive(Debug, Args)]
+pub struct WorkloadArgs {
+    /// Workload file (TOML; see workloads/flash-sale.toml for every key). A sweep sets its
+    /// rate, duration and stock itself.
+    #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
+    pub workload: PathBuf,
+    /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
+    #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+impl WorkloadArgs {
+    pub(super) fn load(&self) -> anyhow::Result<Workload> {
+        Ok(Workload::load(&self.workload, &self.set)?)
+    }
+}
+
+/// Where the servers come from, shared by `run`, `compare` and `sweep`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// First port for the servers (each node takes the next; every port is checked before
+    /// start). Default: free ports chosen by the OS.
+    #[arg(long, value_name = "PORT")]
+    pub base_port: Option<u16>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
+    /// new ones. The stock tables / keys on them are recreated.
+    #[arg(long, value_name = "FILE", conflicts_with = "base_port")]
+    pub endpoints: Option<PathBuf>,
+    /// Where the servers come from: `local` child processes from the Debian packages, or
+    /// `containers` on a private Docker network (testcontainers; DOCKER_HOST names the
+    /// daemon). Images: LOCKBENCH_IMAGE_REDIS (default redis:7.0), LOCKBENCH_IMAGE_MARIADB
+    /// (mariadb:10.11), LOCKBENCH_IMAGE_ZOOKEEPER (zookeeper:3.8), LOCKBENCH_IMAGE_ETCD
+    /// (quay.io/coreos/etcd:v3.4.23); they must be on the Docker host (never pulled). Chaos on
+    /// containers: kill + restart, pause / unpause, partitions with clients = "all"
+    /// (disconnect from the network); no clock faults.
+    #[arg(
+        long,
+        value_enum,
+        default_value_t = Provisioner::Local,
+        conflicts_with_all = ["endpoints", "base_port"]
+    )]
+    pub provision: Provisioner,
+}
+
+/// Options shared by `run` and `compare`.
+#[derive(Debug, Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    #[command(flatten)]
+    pub servers: ServerArgs,
+    /// Also write history.jsonl: one line per attempt with its times, outcome and lease.
+    #[arg(long)]
+    pub history: bool,
+    /// Print the summary as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Measure servers that already exist, named in a target file (TOML; see
+    /// targets/example.toml): lockbench starts nothing, works under the file's `prefix`
+    /// (refusing when it holds data lockbench did not create), removes what it created at the
+    /// end, and injects faults only through the chaos file's `command` faults.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with_all = ["base_port", "endpoints", "provision"]
+    )]
+    pub target: Option<PathBuf>,
+    /// Chaos file (TOML; see chaos/*.toml): faults injected while the load runs — kill, pause,
+    /// clock and partition faults on servers (partitions need root), pauses of client
+    /// processes. Healed before the run ends, on every path.
+    #[arg(long, value_name = "FILE")]
+    pub chaos: Option<PathBuf>,
+    /// Run the buyers in N worker processes instead of inside lockbench. Default: 0, or 4 when
+    /// the chaos file pauses clients (a pause stops one whole worker process) or partitions
+    /// the network (each worker is a client host of its own).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub workers: u32,
+    /// How the workers are reached: `pipe` (their stdin and stdout) or `tcp` (the agents of
+    /// `lockbench worker --connect`, started here, over TCP with a fresh token: what
+    /// `lockbench coordinate` does with workers on other hosts, on this one).
+    #[arg(long, value_enum, default_value_t = crate::clients::WorkerLink::Pipe)]
+    pub worker_link: crate::clients::WorkerLink,
+    /// Put the servers and each worker on hosts of their own (network namespaces on a bridge
+    /// of this run), as partition faults do, without any fault. Needs root and --workers.
+    #[arg(long)]
+    pub private_network: bool,
+}
+
+/// `lockbench run`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Strategy id (see `lockbench list`).
+    #[arg(long, short = 's')]
+    pub strategy: String,
+    /// Results folder. Default: results/runs/<time>-<strategy>.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub common: Common,
+}
+
+/// `lockbench sweep`
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Comma-separated strategy ids. Default: every strategy (as `compare`).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Results folder. Default: results/runs/<time>-sweep.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// The latency target: a percentile of every scheduled arrival (p50, p90, p99 or p99.9)
+    /// and its bound. The default, 100 ms at p99, is the budget of one backend step a buyer
+    /// waits on after "buy" (the 0.1 s a response may take and still feel immediate), and it
+    /// is 50x the default 2 ms critical section: a lock that queues buyers for longer is the
+    /// bottleneck of the page.
+    #[arg(long, default_value = "p99=100ms", value_parser = crate::report::sweep::Slo::parse)]
+    pub slo: (f64, f64),
+    /// Least share of the scheduled arrivals that must be served (sold, or told "sold out"):
+    /// arrivals never started, lock timeouts and errors count against it.
+    #[arg(long, value_name = "PCT", default_value = "99%", value_parser = percent)]
+    pub min_served: f64,
+    /// First offered rate (arrivals/s). Default: half the throughput of the strategy's
+    /// closed-loop warm-up.
+    #[arg(long, value_name = "RATE")]
+    pub start: Option<f64>,
+    /// Lowest rate the search may offer.
+    #[arg(long, value_name = "RATE", default_value_t = DEFAULTS.min_per_s)]
+    pub min: f64,
+    /// Highest rate offered; a strategy that sustains it reads "≥ RATE". The default is above
+    /// what one load generator drives on 2 cores (Redis Cluster's Lua deduction failed 102,000/s
+    /// beside it), so only a lock-free deduction on a large machine reaches it.
+    #[arg(long, value_name = "RATE", default_value_t = DEFAULTS.max_per_s)]
+    pub max: f64,
+    /// Until a rate fails the next is the highest passed times this; until one passes, the
+    /// lowest failed divided by its square root.
+    #[arg(long, default_value_t = DEFAULTS.factor)]
+    pub factor: f64,
+    /// Confidence of each step's decision: the share of arrivals slower than the target or
+    /// never served must be decided below (pass) or above (fail) 1 − the percentile.
+    #[arg(long, value_name = "PCT", default_value = "95%", value_parser = percent)]
+    pub confidence: f64,
+    /// The search ends when the capacity interval's upper end over its lower end is at most
+    /// this.
+    #[arg(long, value_name = "RATIO", default_value_t = DEFAULTS.goal_width)]
+    pub goal_width: f64,
+    /// Time one strategy may spend on steps; no step runs past it by more than a trial.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub budget: std::time::Duration,
+    /// Time one step may spend on trials before it reads undecided.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub step_budget: std::time::Duration,
+    /// Shortest load of one trial; a trial aims for the arrivals a pass needs (299 for a p99
+    /// at 95 %), up to --max-trial.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub trial: std::time::Duration,
+    /// Longest load of one trial.
+    #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = humantime::parse_duration)]
+    pub max_trial: std::time::Duration,
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    #[command(flatten)]
+    pub servers: ServerArgs,
+}
+
+/// `lockbench compare`
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Comma-separated strategy ids. Default: every strategy.
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Results folder; each strategy writes into a subfolder. Default: results/runs/<time>-compare.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Offer each strategy a rate from a sweep (its sweep.json or folder) instead of
+    /// load.rate: --rate-share of its own capacity, or with --common-rate one rate for all.
+    #[arg(long, value_name = "FILE")]
+    pub rate_from: Option<PathBuf>,
+    /// With --rate-from: the share of the capacity offered, e.g. `70%`.
+    #[arg(long, value_name = "PCT", default_value = "100%", value_parser = percent, requires = "rate_from")]
+    pub rate_share: f64,
+    /// With --rate-from: offer every strategy the same rate, --rate-share of the lowest
+    /// capacity among the strategies the sweep saw safe (no control; a capacity below the
+    /// lowest rate offered does not count).
+    #[arg(long, requires = "rate_from")]
+    pub common_rate: bool,
+    #[command(flatten)]
+    pub common: Common,
+}
