@@ -285,7 +285,11 @@ async fn lock_only_runs_measure_lock_cycles_and_leave_the_stock() {
         // More lock cycles than units in stock: selling out did not end them. (Not a count
         // tied to speed: a busy CI machine runs far fewer cycles.)
         assert!(s.attempts > 20, "{id}: {s:?}");
-        assert_eq!(s.outcomes["locked"], s.attempts, "{id}: {:?}", s.outcomes);
+        // Every attempt took the lock or timed out waiting for it (a busy machine times a few
+        // out: 4 of 3,205 in CI on Nov 25, 2026); none sold, failed or ended unknown.
+        let o = &s.outcomes;
+        assert_eq!(o["locked"] + o["lock_timeout"], s.attempts, "{id}: {o:?}");
+        assert!(o["locked"] > 20, "{id}: {o:?}");
         assert_eq!((s.audit.sold, s.audit.final_stock), (0, 20), "{id}");
         assert_eq!(s.double_grants, 0, "{id}");
     }
