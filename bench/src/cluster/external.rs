@@ -28,6 +28,19 @@ pub(super) async fn bounded<T>(
         .map_err(|e| format!("{what}: {e}"))
 }
 
+/// A clean-up of `service`'s servers as [`bounded`] runs it, as the list of failures a
+/// release reports (empty when it worked).
+pub(super) async fn cleaned(
+    service: &str,
+    what: &str,
+    wipe: impl std::future::Future<Output = Result<(), String>>,
+) -> Vec<String> {
+    match bounded(what, wipe).await {
+        Ok(()) => Vec::new(),
+        Err(e) => vec![format!("{service}: {e}")],
+    }
+}
+
 /// A failure to check, mark or clean `service`'s servers.
 pub(super) fn target_err(service: &str, detail: String) -> ClusterError {
     ClusterError::Setup {

@@ -16,7 +16,7 @@ use super::binary::find_binary;
 use super::containers::{Containers, Spec};
 use super::durability::{Acked, Durability, Source, bounded_query};
 use super::error::ClusterError;
-use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
 use super::kind::{ServiceKind, Started};
 use super::local::Local;
 use super::model::{ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service};
@@ -334,10 +334,7 @@ impl ServiceKind for Mariadb {
         let Some(m) = &ep.mysql else {
             return Vec::new();
         };
-        match bounded("drop tables", drop_tables(m, &ep.prefix)).await {
-            Ok(()) => Vec::new(),
-            Err(e) => vec![format!("mysql: {e}")],
-        }
+        cleaned("mysql", "drop tables", drop_tables(m, &ep.prefix)).await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use super::backend::{READY_TIMEOUT, wait_ready};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
-use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
 use super::kind::{Running, ServiceKind, Started};
 use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::namespace::Prefix;
@@ -511,10 +511,7 @@ impl ServiceKind for RedisCluster {
             return Vec::new();
         }
         let wipe = wipe_prefix(&ep.redis_cluster, ep.redis_auth.as_ref(), &ep.prefix);
-        match bounded("delete keys", wipe).await {
-            Ok(()) => Vec::new(),
-            Err(e) => vec![format!("redis_cluster: {e}")],
-        }
+        cleaned("redis_cluster", "delete keys", wipe).await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {

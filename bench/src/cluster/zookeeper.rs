@@ -15,7 +15,7 @@ use super::binary::find_binary;
 use super::containers::{Containers, Spec};
 use super::durability::{Acked, Durability, Source};
 use super::error::ClusterError;
-use super::external::{CALL_TIMEOUT, MARKER, bounded, foreign, target_err, unowned_node};
+use super::external::{CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node};
 use super::kind::{Running, ServiceKind, Started};
 use super::local::Local;
 use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
@@ -406,10 +406,7 @@ impl ServiceKind for Zookeeper {
             return Vec::new();
         }
         let wipe = wipe_prefix(&ep.zookeeper, ep.zookeeper_auth.as_ref(), &ep.prefix);
-        match bounded("delete nodes", wipe).await {
-            Ok(()) => Vec::new(),
-            Err(e) => vec![format!("zookeeper: {e}")],
-        }
+        cleaned("zookeeper", "delete nodes", wipe).await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
