@@ -5,13 +5,19 @@
 # private Docker daemon with images built here (scripts/container-images.sh; no registry).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Seconds per stage on stderr: the suite has a 20-minute goal, and this says where it goes.
+lap_start=$SECONDS
+lap() { echo "test.sh: [$((SECONDS - lap_start)) s] $1" >&2; lap_start=$SECONDS; }
 bash scripts/install-deps.sh --for-tests
+lap install-deps
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+lap "fmt and clippy"
 # Layers only point down, and no circle between parts (ARCHITECTURE.md).
 bash scripts/check-layers.sh
 # No function over 80 lines in bench/src outside tests.
 bash scripts/check-functions.sh
+lap "layer and function checks"
 
 if [ "$(id -u)" = 0 ]; then
   # The daemon is stopped again on every way out; its images stay for the next run.
@@ -23,6 +29,7 @@ if [ "$(id -u)" = 0 ]; then
   export LOCKBENCH_IMAGE_MARIADB=${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}
   export LOCKBENCH_IMAGE_ZOOKEEPER=${LOCKBENCH_IMAGE_ZOOKEEPER:-lockbench-local/zookeeper:3.8}
   export LOCKBENCH_IMAGE_ETCD=${LOCKBENCH_IMAGE_ETCD:-lockbench-local/etcd:3.4}
+  lap "container images"
 elif [ -n "${CI:-}" ]; then
   echo "test.sh: CI runs as root (a private dockerd for the containers tests)" >&2
   exit 1
@@ -32,14 +39,18 @@ fi
 # Every script the README shows must keep working: each in a short form on the debug build
 # (its numbers mean nothing there; a renamed table once broke bench-overhead.sh unnoticed).
 cargo build --workspace --quiet
+lap "debug build"
 export LOCKBENCH_BIN=target/debug/lockbench
 bash scripts/check-docs.sh
+lap check-docs
 ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
 ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null
+lap "bench-overhead, bench-wait, bench-ingest"
 # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
 STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
+lap compare.sh
 PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
   bash scripts/versus.sh >/dev/null
 # Two sweeps of one strategy and their agreement table; exit 1 (intervals apart) is an answer
@@ -50,6 +61,7 @@ RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --s
   bash scripts/reproducibility.sh >/dev/null || repro_rc=$?
 [ "$repro_rc" -le 1 ] || { echo "test.sh: reproducibility.sh exited $repro_rc" >&2; exit 1; }
 rm -rf "$repro_out"
+lap "versus.sh, reproducibility.sh"
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
 # The gate against a baseline of its own (the committed one is for release builds), with
@@ -64,6 +76,7 @@ rm -rf "$gate_dir"
 power_out=$(mktemp -d)
 TRIALS=1 REPS=2 BASE_REPS=2 STRATEGIES=mysql-atomic OUT="$power_out" bash scripts/gate-power.sh >/dev/null
 rm -rf "$power_out"
+lap "chaos.sh, ci-gate.sh, gate-power.sh"
 lib_out=$(mktemp -d)
 PAIRS=lib:example=redis-setnx SKIP_CHAOS=1 OUT="$lib_out" bash scripts/libraries.sh \
   --set load.duration=1s >/dev/null
@@ -73,6 +86,8 @@ remote_out=$(mktemp -d)
 WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set load.rate=100 \
   --set inventory.skus=50 >/dev/null
 rm -rf "$remote_out"
+lap "libraries.sh, adapter-check, remote.sh"
 unset LOCKBENCH_BIN
 echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
 cargo test --workspace
+lap "cargo test --workspace"
