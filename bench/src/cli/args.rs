@@ -429,6 +429,10 @@ pub struct SweepArgs {
     /// Longest load of one trial.
     #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = humantime::parse_duration)]
     pub max_trial: std::time::Duration,
+    /// Do not run each strategy's decided ends again after every strategy was searched (the
+    /// revisit widens an interval whose end the machine moved during the sweep).
+    #[arg(long)]
+    pub no_revisit: bool,
     #[command(flatten)]
     pub load: WorkloadArgs,
     #[command(flatten)]

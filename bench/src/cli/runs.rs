@@ -289,6 +289,7 @@ pub(super) async fn cmd_sweep(
             step_budget_s: args.step_budget.as_secs_f64(),
             trial_s: args.trial.as_secs_f64(),
             max_trial_s: args.max_trial.as_secs_f64(),
+            revisit: !args.no_revisit,
         },
         out: out.clone(),
         base_port: args.servers.base_port,

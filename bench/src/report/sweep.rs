@@ -159,6 +159,9 @@ pub struct Step {
     pub dir: String,
     /// The summary of its last trial (every trial's is in `<dir>/trial-N/summary.json`).
     pub summary: Summary,
+    /// A second look at a decided end, after every strategy was searched.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revisit: bool,
 }
 
 fn one() -> f64 {
@@ -421,6 +424,7 @@ impl Step {
             trials,
             dir,
             summary: last,
+            revisit: false,
         }
     }
 }
@@ -455,6 +459,11 @@ pub struct Entry {
     /// Wall-clock seconds spent on this strategy (warm-up included).
     #[serde(default)]
     pub time_s: f64,
+    /// Rates decided passing at one visit and failing at the revisit (or the reverse): the
+    /// machine moved the capacity across them during the sweep, so they are no end of the
+    /// interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drifted_per_s: Vec<f64>,
     /// Every step, in the order run.
     pub steps: Vec<Step>,
 }
@@ -486,6 +495,12 @@ pub struct Search {
     pub trial_s: f64,
     /// Longest load of one trial, seconds (a trial aims for the arrivals a pass needs).
     pub max_trial_s: f64,
+    /// Once every strategy has been searched, each one's decided ends are run again, so
+    /// that a capacity the machine moved during the sweep reads as a wider interval (its
+    /// `drifted_per_s`) instead of a narrow one the next sweep misses. Sweeps written before
+    /// it read `false`.
+    #[serde(default)]
+    pub revisit: bool,
 }
 
 /// `lockbench sweep`'s defaults.
@@ -500,6 +515,7 @@ pub const DEFAULTS: Search = Search {
     step_budget_s: 30.0,
     trial_s: 1.0,
     max_trial_s: 6.0,
+    revisit: true,
 };
 
 impl Default for Search {
@@ -550,6 +566,7 @@ impl Step {
             trials: Vec::new(),
             dir,
             summary,
+            revisit: false,
         }
     }
 }
@@ -584,6 +601,7 @@ impl Entry {
             unsafe_steps,
             error,
             time_s: steps.iter().map(|s| s.time_s).sum(),
+            drifted_per_s: Vec::new(),
             steps,
         }
     }
@@ -706,6 +724,16 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
             out,
             "{undecided} step(s) undecided: their budget ran out with the miss share's interval \
              still spanning the target (sweep.json keeps their counts and bounds)"
+        )?;
+    }
+    for e in sweep.entries.iter().filter(|e| !e.drifted_per_s.is_empty()) {
+        let rates: Vec<String> = e.drifted_per_s.iter().map(|r| rate_exact(*r)).collect();
+        writeln!(
+            out,
+            "{}: drifted at {}/s, decided both ways in the search and at its revisit; the \
+             interval reaches past it",
+            e.strategy,
+            rates.join(", ")
         )?;
     }
     writeln!(out, "took {:.0} s", sweep.elapsed_s)

@@ -53,15 +53,19 @@ pub struct SweepOptions {
 /// next is the lowest failed (or undecided) divided by √factor. With both, the next rate is
 /// the geometric midpoint of the widest gap between the decided ends and any undecided rate
 /// inside them, until the interval is at most `goal_width` wide.
+///
+/// A rate decided both ways — at its first visit and at a [revisit](Self::revisit) minutes
+/// later — has *drifted*: it is no end of the interval, which widens to the next decided rate
+/// beyond it (or opens).
 #[derive(Debug, Clone)]
 pub struct Searcher {
     search: Search,
     /// The SLO's quantile: 1 − it is the goal share of misses.
     quantile: f64,
-    /// The highest rate decided passing.
-    passed: Option<f64>,
-    /// The lowest rate decided failing.
-    failed: Option<f64>,
+    /// Every rate decided passing (or leaning to it at a revisit).
+    passes: Vec<f64>,
+    /// Every rate decided failing (or leaning to it at a revisit).
+    failures: Vec<f64>,
     /// Rates whose step ran out of budget undecided.
     undecided: Vec<f64>,
     /// Every failing or undecided rate with the share of its arrivals that missed (those
@@ -77,8 +81,8 @@ impl Searcher {
         Self {
             search,
             quantile,
-            passed: None,
-            failed: None,
+            passes: Vec::new(),
+            failures: Vec::new(),
             undecided: Vec::new(),
             fails: Vec::new(),
             done: false,
@@ -91,7 +95,7 @@ impl Searcher {
     pub fn next(&mut self, start: f64, floor: f64) -> Option<f64> {
         let r = self.candidate(start, floor);
         let tried = |x: f64| {
-            self.passed == Some(x) || self.failed == Some(x) || self.undecided.contains(&x)
+            self.passes.contains(&x) || self.failures.contains(&x) || self.undecided.contains(&x)
         };
         // Rounding must not step past the ends: a pass at the rounded-down maximum is still
         // "≥ max".
@@ -112,16 +116,17 @@ impl Searcher {
     fn candidate(&self, start: f64, floor: f64) -> Option<f64> {
         let s = &self.search;
         let down = s.factor.sqrt();
+        let (passed, failed) = (self.passed(), self.failed());
         // Undecided rates inside the (possibly open) interval.
         let inside: Vec<f64> = self
             .undecided
             .iter()
             .copied()
-            .filter(|u| self.passed.is_none_or(|p| *u > p) && self.failed.is_none_or(|f| *u < f))
+            .filter(|u| passed.is_none_or(|p| *u > p) && failed.is_none_or(|f| *u < f))
             .collect();
-        let lowest = inside.iter().copied().chain(self.failed).reduce(f64::min);
-        let highest = inside.iter().copied().chain(self.passed).reduce(f64::max);
-        match (self.passed, self.failed) {
+        let lowest = inside.iter().copied().chain(failed).reduce(f64::min);
+        let highest = inside.iter().copied().chain(passed).reduce(f64::max);
+        match (passed, failed) {
             (None, None) if self.undecided.is_empty() => {
                 Some(start.clamp(s.min_per_s, s.max_per_s))
             }
@@ -181,9 +186,9 @@ impl Searcher {
     /// Records what a step at `rate` decided, and the share of its arrivals that missed.
     pub fn record(&mut self, rate: f64, decision: Decision, missed: f64) {
         match decision {
-            Decision::Pass => self.passed = Some(self.passed.map_or(rate, |p| p.max(rate))),
+            Decision::Pass => self.passes.push(rate),
             Decision::Fail => {
-                self.failed = Some(self.failed.map_or(rate, |f| f.min(rate)));
+                self.failures.push(rate);
                 self.fails.push((rate, missed));
             }
             Decision::Undecided => {
@@ -193,18 +198,64 @@ impl Searcher {
         }
     }
 
+    /// The highest rate decided passing that no visit saw fail.
+    fn passed(&self) -> Option<f64> {
+        let held = |p: &f64| !self.failures.contains(p);
+        self.passes.iter().copied().filter(held).reduce(f64::max)
+    }
+
+    /// The lowest rate decided failing that no visit saw pass.
+    fn failed(&self) -> Option<f64> {
+        let held = |f: &f64| !self.passes.contains(f);
+        self.failures.iter().copied().filter(held).reduce(f64::min)
+    }
+
+    /// The interval's decided ends, `[lower, upper]`: what a revisit looks at again.
+    pub fn ends(&self) -> [Option<f64>; 2] {
+        [self.passed(), self.failed()]
+    }
+
+    /// Records a revisit of `rate`, an end decided minutes earlier: its decision, or, when the
+    /// revisit ran out of budget undecided, the side of the goal its share of misses `missed`
+    /// lies on (evidence against an end counts against it, so drift never narrows the
+    /// interval). Returns whether the rate has now been seen both ways.
+    pub fn revisit(&mut self, rate: f64, decision: Decision, missed: f64) -> bool {
+        let fails = match decision {
+            Decision::Pass => false,
+            Decision::Fail => true,
+            Decision::Undecided => missed > 1.0 - self.quantile,
+        };
+        if fails {
+            self.failures.push(rate);
+        } else {
+            self.passes.push(rate);
+        }
+        self.drifted().contains(&rate)
+    }
+
+    /// Rates decided passing at one visit and failing at another, in ascending order.
+    pub fn drifted(&self) -> Vec<f64> {
+        let mut d: Vec<f64> = (self.passes.iter().copied())
+            .filter(|p| self.failures.contains(p))
+            .collect();
+        d.sort_by(f64::total_cmp);
+        d.dedup();
+        d
+    }
+
     /// The capacity found so far, how it is bounded, and the first failing rate; `complete`:
     /// the search was not cut short by an error or Ctrl-C.
     pub fn result(&self, complete: bool) -> (f64, Bound, Option<f64>) {
         let s = &self.search;
-        let bound = match (self.passed, self.failed) {
+        let (passed, failed) = (self.passed(), self.failed());
+        let bound = match (passed, failed) {
             _ if !complete => Bound::Incomplete,
             (Some(_), Some(_)) => Bound::Found,
             (Some(p), None) if p >= s.max_per_s => Bound::AtLeastMax,
             (None, Some(f)) if f <= s.min_per_s * 1.0001 => Bound::BelowLowest,
             _ => Bound::Unbracketed,
         };
-        (self.passed.unwrap_or(0.0), bound, self.failed)
+        (passed.unwrap_or(0.0), bound, failed)
     }
 }
 
@@ -378,19 +429,35 @@ pub async fn sweep(
         entries: Vec::new(),
         elapsed_s: 0.0,
     };
+    let bench = |id| Bench {
+        opts,
+        id,
+        endpoints: &endpoints,
+        servers: &servers,
+        cancel,
+    };
+    let mut searched = Vec::new();
     for id in &opts.strategies {
         if cancel.is_cancelled() {
             break;
         }
-        let b = Bench {
-            opts,
-            id,
-            endpoints: &endpoints,
-            servers: &servers,
-            cancel,
-        };
-        let entry = sweep_one(&b, log).await;
-        sweep.entries.push(entry);
+        let s = sweep_one(&bench(id), log).await;
+        sweep.entries.push(s.entry(id, log));
+        searched.push(s);
+        sweep.elapsed_s = began.elapsed().as_secs_f64();
+        sweep.write(out).map_err(super::write_err(out))?;
+    }
+    // Each strategy's ends again, once the others have run: minutes apart, so a capacity the
+    // machine moves (a neighbour, the disk, the JVM) shows within this sweep, as a wider
+    // interval, rather than as the next sweep's interval missing this one (Nov 25, 2026:
+    // redis-reentrant failed 794/s on two trials in one job and passed 820/s in the next).
+    for (i, s) in searched.iter_mut().enumerate() {
+        if !opts.search.revisit || cancel.is_cancelled() {
+            break;
+        }
+        let id = &opts.strategies[i];
+        revisit_one(&bench(id), s, log).await;
+        sweep.entries[i] = s.entry(id, log);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
     }
@@ -476,12 +543,37 @@ struct Bench<'a> {
     cancel: &'a CancellationToken,
 }
 
+/// One strategy's search, kept until its revisit.
+struct Searched {
+    searcher: Searcher,
+    steps: Vec<Step>,
+    /// Why the search (or its revisit) stopped early.
+    error: Option<String>,
+    /// Wall-clock seconds spent on it, warm-up included.
+    time_s: f64,
+    /// What its budget has left, seconds.
+    left_s: f64,
+}
+
+impl Searched {
+    /// Its entry in `sweep.json` as it stands; logs the capacity.
+    fn entry(&self, id: &str, log: &mut dyn Write) -> Entry {
+        let info = strategy::find(id).expect("checked before the sweep");
+        let capacity = self.searcher.result(self.error.is_none());
+        let (steps, error) = (self.steps.clone(), self.error.clone());
+        let mut entry = Entry::new(id, info.family(), info.kind, capacity, steps, error);
+        entry.time_s = (self.time_s * 10.0).round() / 10.0;
+        entry.drifted_per_s = self.searcher.drifted();
+        let _ = writeln!(log, "{id:<24} capacity {}", entry.capacity_text());
+        entry
+    }
+}
+
 /// The steps of one strategy: a warm-up, then steps until the interval is narrow enough or
 /// the strategy's budget is spent.
-async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
+async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Searched {
     let began = Instant::now();
     let (opts, id) = (b.opts, b.id);
-    let info = strategy::find(id).expect("checked before the sweep");
     let mut searcher = Searcher::new(opts.search, opts.slo.quantile);
     let mut steps = Vec::new();
     let warm = warm_up(b, log).await;
@@ -493,8 +585,9 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
         .unwrap_or_else(|| *warm.as_ref().unwrap_or(&opts.search.min_per_s) * 0.5);
     let mut error = warm.err();
     let stepping = Instant::now();
+    let left = || opts.search.budget_s - stepping.elapsed().as_secs_f64();
     while error.is_none() {
-        let left = opts.search.budget_s - stepping.elapsed().as_secs_f64();
+        let left = left();
         if left <= 0.0 {
             let _ = writeln!(log, "{id:<24} budget of {} s spent", opts.search.budget_s);
             break;
@@ -509,7 +602,7 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
             );
             break;
         };
-        match step(b, rate, left, log).await {
+        match step(b, rate, left, false, log).await {
             Ok(step) => {
                 let _ = writeln!(log, "{}", step_line(id, &step));
                 let missed = step.misses as f64 / step.arrivals.max(1) as f64;
@@ -526,19 +619,82 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Entry {
             }
         }
     }
-    let capacity = searcher.result(error.is_none());
-    let mut entry = Entry::new(id, info.family(), info.kind, capacity, steps, error);
-    entry.time_s = (began.elapsed().as_secs_f64() * 10.0).round() / 10.0;
-    let _ = writeln!(log, "{id:<24} capacity {}", entry.capacity_text());
-    entry
+    Searched {
+        searcher,
+        steps,
+        error,
+        time_s: began.elapsed().as_secs_f64(),
+        left_s: left().max(0.0),
+    }
+}
+
+/// The revisit of one strategy: each decided end once more, within what its budget left. A
+/// revisit that decides the other way (or, undecided, leans to it) marks the rate drifted.
+async fn revisit_one(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
+    let (opts, id) = (b.opts, b.id);
+    if s.error.is_some() {
+        return;
+    }
+    for rate in s.searcher.ends().into_iter().flatten() {
+        // A fail takes two trials; a step also connects and drains.
+        let need = 2.0 * trial_secs(&opts.search, &opts.slo, rate) + 2.0;
+        if s.left_s < need {
+            let _ = writeln!(
+                log,
+                "{id:<24} {:>7}/s  not revisited: {:.0} s of the budget left, a revisit needs {need:.0} s",
+                rate_text(rate),
+                s.left_s
+            );
+            continue;
+        }
+        let t0 = Instant::now();
+        let ran = step(b, rate, s.left_s, true, log).await;
+        let took = t0.elapsed().as_secs_f64();
+        (s.left_s, s.time_s) = ((s.left_s - took).max(0.0), s.time_s + took);
+        let step = match ran {
+            Ok(step) => step,
+            Err(e) => {
+                let _ = writeln!(log, "{id:<24} {:>7}/s  revisit error: {e}", rate_text(rate));
+                s.error = Some(format!("revisit at {}/s: {e}", rate_text(rate)));
+                return;
+            }
+        };
+        if step.summary.interrupted {
+            // Ctrl-C: the search's own answer stands, unconfirmed.
+            let _ = writeln!(
+                log,
+                "{id:<24} {:>7}/s  revisit interrupted",
+                rate_text(rate)
+            );
+            return;
+        }
+        let _ = writeln!(log, "{}  (revisit)", step_line(id, &step));
+        let missed = step.misses as f64 / step.arrivals.max(1) as f64;
+        if s.searcher.revisit(rate, step.decision, missed) {
+            let _ = writeln!(
+                log,
+                "{id:<24} {:>7}/s  drifted: decided both ways in one sweep, so no end of the interval",
+                rate_text(rate)
+            );
+        }
+        s.steps.push(step);
+    }
 }
 
 /// One step: trials at `rate` until their arrivals decide, or the step's budget is spent (at
-/// most `left`, what the strategy's budget leaves).
-async fn step(b: &Bench<'_>, rate: f64, left: f64, log: &mut dyn Write) -> Result<Step, RunError> {
+/// most `left`, what the strategy's budget leaves); `revisit`: a second look at a decided end,
+/// in a folder of its own.
+async fn step(
+    b: &Bench<'_>,
+    rate: f64,
+    left: f64,
+    revisit: bool,
+    log: &mut dyn Write,
+) -> Result<Step, RunError> {
     let (opts, id) = (b.opts, b.id);
     let (search, slo) = (&opts.search, &opts.slo);
-    let dir = format!("{id}/{}", rate_text(rate));
+    let again = if revisit { "-revisit" } else { "" };
+    let dir = format!("{id}/{}{again}", rate_text(rate));
     let secs = trial_secs(search, slo, rate);
     let began = Instant::now();
     let mut trials: Vec<Trial> = Vec::new();
@@ -560,12 +716,7 @@ async fn step(b: &Bench<'_>, rate: f64, left: f64, log: &mut dyn Write) -> Resul
         trial.wall_s = (t0.elapsed().as_secs_f64() * 100.0).round() / 100.0;
         trial.pressure = pressure;
         let discards = trials.iter().filter(|t| t.discarded.is_some()).count();
-        if pressure.io_full > STALL_IO_FULL && discards < MAX_DISCARDS {
-            let why = format!(
-                "the machine stalled: every task waited for I/O {:.0}% of the trial (PSI io full > {:.0}%)",
-                pressure.io_full * 100.0,
-                STALL_IO_FULL * 100.0
-            );
+        if let Some(why) = stalled(&pressure, discards) {
             let _ = writeln!(
                 log,
                 "{id:<24} {:>7}/s  trial left out: {why}",
@@ -606,10 +757,23 @@ async fn step(b: &Bench<'_>, rate: f64, left: f64, log: &mut dyn Write) -> Resul
                     "{id:<24} {r:>7}/s  no decision possible within the step's budget"
                 );
             }
-            let step = Step::new(rate, dir, trials, &every, summary, slo, search.confidence);
+            let mut step = Step::new(rate, dir, trials, &every, summary, slo, search.confidence);
+            step.revisit = revisit;
             return Ok(step);
         }
     }
+}
+
+/// Why a trial is left out of its step's decision, if the machine stalled during it and the
+/// step may still leave one out (`discards` so far).
+fn stalled(pressure: &crate::record::pressure::Pressure, discards: usize) -> Option<String> {
+    (pressure.io_full > STALL_IO_FULL && discards < MAX_DISCARDS).then(|| {
+        format!(
+            "the machine stalled: every task waited for I/O {:.0}% of the trial (PSI io full > {:.0}%)",
+            pressure.io_full * 100.0,
+            STALL_IO_FULL * 100.0
+        )
+    })
 }
 
 /// How close to the goal a step's miss share must be known to lie before it stops undecided.
@@ -790,6 +954,100 @@ mod tests {
         assert_eq!(s.result(false).1, Bound::Incomplete);
         // The budget ran out after one pass: the interval is open above.
         assert_eq!(s.result(true), (25.0, Bound::Unbracketed, None));
+    }
+
+    /// A search that passed 400, 566 and 673/s and failed 800 and 952/s.
+    fn searched() -> Searcher {
+        let mut s = Searcher::new(SEARCH, 0.99);
+        for (r, d) in [(400.0, true), (800.0, false), (566.0, true), (673.0, true)] {
+            let d = if d { Decision::Pass } else { Decision::Fail };
+            s.record(r, d, if d == Decision::Pass { 0.0 } else { 0.05 });
+        }
+        s.record(952.0, Decision::Fail, 0.2);
+        s
+    }
+
+    #[test]
+    fn a_revisit_that_agrees_keeps_the_interval() {
+        let mut s = searched();
+        assert_eq!(s.ends(), [Some(673.0), Some(800.0)]);
+        assert!(!s.revisit(673.0, Decision::Pass, 0.0));
+        assert!(!s.revisit(800.0, Decision::Fail, 0.03));
+        // Undecided, but on the same side of the goal as the first visit.
+        assert!(!s.revisit(673.0, Decision::Undecided, 0.004));
+        assert_eq!(s.result(true), (673.0, Bound::Found, Some(800.0)));
+        assert!(s.drifted().is_empty());
+    }
+
+    #[test]
+    fn a_revisit_that_disagrees_widens_the_interval_past_the_drifted_rate() {
+        // The machine slowed: the lower end fails now, and the next pass below becomes it.
+        let mut s = searched();
+        assert!(s.revisit(673.0, Decision::Fail, 0.02));
+        assert_eq!(s.result(true), (566.0, Bound::Found, Some(800.0)));
+        assert_eq!(s.drifted(), vec![673.0]);
+        // It sped up: the upper end passes now, and the next failure above becomes it.
+        let mut s = searched();
+        assert!(s.revisit(800.0, Decision::Pass, 0.0));
+        assert_eq!(s.result(true), (673.0, Bound::Found, Some(952.0)));
+        // An undecided revisit whose share of misses lies beyond the goal counts against a
+        // pass: drift must never leave an interval narrower than the evidence.
+        let mut s = searched();
+        assert!(s.revisit(673.0, Decision::Undecided, 0.013));
+        assert_eq!(s.result(true).0, 566.0);
+        // With no pass left below a drifted lower end, the interval opens below.
+        let mut s = Searcher::new(SEARCH, 0.99);
+        s.record(100.0, Decision::Pass, 0.0);
+        s.record(120.0, Decision::Fail, 0.05);
+        assert!(s.revisit(100.0, Decision::Fail, 0.05));
+        assert_eq!(s.result(true), (0.0, Bound::Unbracketed, Some(120.0)));
+    }
+
+    #[test]
+    fn a_capacity_that_moves_between_search_and_revisit_stays_inside_the_interval() {
+        // Searched at a capacity of 300/s, revisited when the machine sustains 8 % less or
+        // more: each interval must then hold both capacities (two sweeps' intervals overlap
+        // when each holds the capacity of the other's moment).
+        for moved in [0.92, 1.08] {
+            let (_, (lo, _, hi)) = search(1000.0, 300.0, 0.0);
+            let mut s = Searcher::new(SEARCH, 0.99);
+            for (r, d, m) in trace(1000.0, 300.0) {
+                s.record(r, d, m);
+            }
+            assert_eq!(s.ends(), [Some(lo), hi]);
+            let later = 300.0 * moved;
+            for r in s.ends().into_iter().flatten() {
+                let d = if r <= later {
+                    Decision::Pass
+                } else {
+                    Decision::Fail
+                };
+                s.revisit(r, d, 0.01 * (r / later).powi(2));
+            }
+            let (lo, _, hi) = s.result(true);
+            let hi = hi.unwrap();
+            assert!(
+                lo <= 300.0f64.min(later) && hi > 300.0f64.max(later),
+                "{lo}..{hi} x{moved}"
+            );
+        }
+    }
+
+    /// The steps [`search`] ran, with what each decided and missed.
+    fn trace(start: f64, capacity: f64) -> Vec<(f64, Decision, f64)> {
+        let mut s = Searcher::new(SEARCH, 0.99);
+        let mut steps = Vec::new();
+        while let Some(r) = s.next(start, 0.0) {
+            let d = if r <= capacity {
+                Decision::Pass
+            } else {
+                Decision::Fail
+            };
+            let m = 0.01 * (r / capacity).powi(2);
+            s.record(r, d, m);
+            steps.push((r, d, m));
+        }
+        steps
     }
 
     #[test]

@@ -297,43 +297,27 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
     let steps: Vec<String> = e
         .steps
         .iter()
-        .map(|s| {
-            format!(
-                "<span title=\"{}\">{}&nbsp;{}</span>",
-                esc(&format!(
-                    "{} trial(s), {} of {} arrivals missed; {} {:.3} ms{}, {:.1}% served{}",
-                    s.trials.len(),
-                    s.misses,
-                    s.arrivals,
-                    sweep_slo_name,
-                    s.latency_ms,
-                    if s.latency_censored { "+" } else { "" },
-                    s.served_fraction * 100.0,
-                    if s.why.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", s.why)
-                    }
-                )),
-                rate(s.rate_per_s),
-                match s.decision {
-                    crate::stats::Decision::Pass => "✓",
-                    crate::stats::Decision::Fail => "✗",
-                    crate::stats::Decision::Undecided => "?",
-                }
-            )
-        })
+        .map(|s| step_span(s, sweep_slo_name))
         .collect();
     let unsafe_text = match unsafe_steps_text(e) {
         Some(t) => esc(&t),
         None if e.kind == Kind::Control => "none (not caught)".into(),
         None => "none".into(),
     };
-    let error = e
+    let mut error = e
         .error
         .as_deref()
         .map(|x| format!(": <span class=\"note\">{}</span>", esc(x)))
         .unwrap_or_default();
+    if !e.drifted_per_s.is_empty() {
+        let rates: Vec<String> = e.drifted_per_s.iter().map(|r| rate(*r)).collect();
+        let _ = write!(
+            error,
+            "; <span class=\"note\">drifted at {}/s: decided both ways, in the search and \
+             at its revisit, so the interval reaches past it</span>",
+            rates.join(", ")
+        );
+    }
     let badge = if e.kind == Kind::Control {
         "<span class=\"badge b-control\">control</span>"
     } else {
@@ -355,6 +339,36 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
         steps.join(" · "),
         esc(&ids::cap(id, "unsafe")),
     );
+}
+
+/// One step of a capacity row: its rate and decision, the counts in its tooltip; `again`
+/// marks a revisit.
+fn step_span(s: &crate::report::sweep::Step, slo_name: &str) -> String {
+    format!(
+        "<span title=\"{}\">{}{}&nbsp;{}</span>",
+        esc(&format!(
+            "{} trial(s), {} of {} arrivals missed; {} {:.3} ms{}, {:.1}% served{}",
+            s.trials.len(),
+            s.misses,
+            s.arrivals,
+            slo_name,
+            s.latency_ms,
+            if s.latency_censored { "+" } else { "" },
+            s.served_fraction * 100.0,
+            if s.why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", s.why)
+            }
+        )),
+        if s.revisit { "again&nbsp;" } else { "" },
+        rate(s.rate_per_s),
+        match s.decision {
+            crate::stats::Decision::Pass => "✓",
+            crate::stats::Decision::Fail => "✗",
+            crate::stats::Decision::Undecided => "?",
+        }
+    )
 }
 
 fn rate_lead<'a>() -> Lead<'a> {
