@@ -13,7 +13,7 @@
 # Knobs (environment): SLO (p99=100ms), CHAOS_SHARE (70%), SCENARIOS (kill-master,pause-holder:
 # files in chaos/), STRATEGIES (comma-separated ids; default every strategy), NEEDS (the report's
 # --needs, e.g. NEEDS=safe-under-pause,capacity>=500), SWEEP_ARGS (extra `lockbench sweep`
-# arguments, e.g. "--budget 30s"), CALM_DURATION (6s), CHAOS_DURATION (8s). Extra arguments go to
+# arguments, e.g. "--budget 30s"), CALM_DURATION (5s), CHAOS_DURATION (8s). Extra arguments go to
 # every `lockbench sweep` / `compare` (e.g. --set load.clients=32).
 # LOCKBENCH_BIN=path uses that build instead of a release build (scripts/test.sh runs a short
 # form on the debug build, so CI exercises this script).
@@ -38,7 +38,7 @@ echo "== 1/3 capacity at $slo"
 
 echo
 echo "== 2/3 calm, every strategy at one rate that every strategy seen safe sustains"
-"$bin" compare --workload "$workload" --set "load.duration=\"${CALM_DURATION:-6s}\"" \
+"$bin" compare --workload "$workload" --set "load.duration=\"${CALM_DURATION:-5s}\"" \
   --rate-from "$out/sweep" --common-rate --out "$out/calm" "${only[@]}" "$@" || status=$?
 
 # The chaos runs keep the sweep's workload (its capacity must apply) but never sell out, and

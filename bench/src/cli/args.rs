@@ -416,11 +416,13 @@ pub struct SweepArgs {
     /// this.
     #[arg(long, value_name = "RATIO", default_value_t = DEFAULTS.goal_width)]
     pub goal_width: f64,
-    /// Time one strategy may spend on steps; no step runs past it by more than a trial.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    /// Time one strategy may spend on steps and their revisit; no step runs past it by more
+    /// than a trial.
+    #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = humantime::parse_duration)]
     pub budget: std::time::Duration,
-    /// Time one step may spend on trials before it reads undecided.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    /// Time one step may spend on trials before it reads undecided (a step at a low rate
+    /// always has room for the arrivals a pass needs, within --budget).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = humantime::parse_duration)]
     pub step_budget: std::time::Duration,
     /// Shortest load of one trial; a trial aims for the arrivals a pass needs (299 for a p99
     /// at 95 %), up to --max-trial.

@@ -57,7 +57,8 @@ pub mod ids {
 }
 
 /// How a linked word reads: bad verdicts stand out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Tone {
     /// A number or a fine verdict.
     Plain,
@@ -68,7 +69,8 @@ pub enum Tone {
 }
 
 /// A piece of a sentence.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Span {
     /// Words.
     Text(String),
@@ -86,7 +88,7 @@ pub enum Span {
 }
 
 /// A sentence whose numbers link to their cells.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Said(pub Vec<Span>);
 
 impl Said {
@@ -273,7 +275,8 @@ pub struct Evidence<'a> {
 }
 
 /// What a sweep says a strategy's capacity is.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Capacity {
     /// Passed at this rate, failed just above it.
     Found(f64),

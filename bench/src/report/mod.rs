@@ -12,6 +12,7 @@ pub mod format;
 pub mod gate;
 mod hlog;
 pub mod html;
+pub mod model;
 pub mod needs;
 mod saved;
 pub mod sweep;

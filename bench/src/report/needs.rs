@@ -126,7 +126,8 @@ impl std::str::FromStr for Needs {
 }
 
 /// Whether a term is met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Met {
     /// Measured and met.
     Yes,
@@ -137,7 +138,7 @@ pub enum Met {
 }
 
 /// One term judged for one strategy.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Judged {
     /// The term as written.
     pub term: String,
@@ -148,7 +149,7 @@ pub struct Judged {
 }
 
 /// Every term judged for one strategy.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Judgement {
     /// Strategy id.
     pub strategy: String,

@@ -511,8 +511,8 @@ pub const DEFAULTS: Search = Search {
     factor: 4.0,
     confidence: 0.95,
     goal_width: 1.25,
-    budget_s: 30.0,
-    step_budget_s: 30.0,
+    budget_s: 25.0,
+    step_budget_s: 15.0,
     trial_s: 1.0,
     max_trial_s: 6.0,
     revisit: true,
@@ -582,11 +582,14 @@ impl Entry {
         error: Option<String>,
     ) -> Entry {
         let (capacity_per_s, bound, first_failing_per_s) = capacity;
-        let unsafe_steps: Vec<f64> = steps
+        let mut unsafe_steps: Vec<f64> = steps
             .iter()
             .filter(|s| !s.safe)
             .map(|s| s.rate_per_s)
             .collect();
+        // A revisit holds its search step's trials: one rate, counted once.
+        unsafe_steps.sort_by(f64::total_cmp);
+        unsafe_steps.dedup();
         let parts = Entry::interval(capacity_per_s, first_failing_per_s);
         Entry {
             strategy: strategy.to_string(),
@@ -655,10 +658,26 @@ impl Entry {
         }
     }
 
+    /// One step per rate, by rate: the one that decides it (a revisit, which pools the
+    /// search's trials with its own, over the search's step).
+    pub fn decisive_steps(&self) -> Vec<&Step> {
+        let mut steps: Vec<&Step> = Vec::new();
+        for s in &self.steps {
+            match steps.iter_mut().find(|x| x.rate_per_s == s.rate_per_s) {
+                Some(x) => *x = s,
+                None => steps.push(s),
+            }
+        }
+        steps.sort_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s));
+        steps
+    }
+
     /// Why the first failing step failed, if one did.
     pub fn first_miss(&self) -> Option<&Step> {
         let f = self.first_failing_per_s?;
-        self.steps.iter().find(|s| s.rate_per_s == f && !s.passed)
+        self.decisive_steps()
+            .into_iter()
+            .find(|s| s.rate_per_s == f && !s.passed)
     }
 }
 

@@ -35,15 +35,38 @@ fn short_sweep(strategies: &str, out: &Path) -> Sweep {
 }
 
 /// What every entry must say about the steps it ran: the capacity is the best rate that
-/// passed, the first failing rate the least that failed, and the bound follows from them.
+/// passed, the first failing rate the least that failed (a revisited rate counts as its
+/// revisit decided, on all its trials pooled), and the bound follows from them.
 fn assert_consistent(s: &Sweep) {
+    use lockbench::stats::Decision;
     for e in &s.entries {
-        let passed = e.steps.iter().filter(|x| x.passed).map(|x| x.rate_per_s);
-        let failed = e
-            .steps
-            .iter()
-            .filter(|x| x.decision == lockbench::stats::Decision::Fail)
-            .map(|x| x.rate_per_s);
+        // The step that decides each rate: its revisit, if it had one.
+        let last = |r: f64| e.steps.iter().rev().find(|x| x.rate_per_s == r).unwrap();
+        let decided = |d: Decision| {
+            let steps = e.steps.iter().filter(move |x| !x.revisit);
+            steps
+                .map(|x| x.rate_per_s)
+                .filter(move |r| last(*r).decision == d)
+        };
+        let (passed, failed) = (decided(Decision::Pass), decided(Decision::Fail));
+        // A revisit looks again at a rate the search decided, on the search's trials and its
+        // own; a rate is drifted exactly when the two decided differently.
+        for r in e.steps.iter().filter(|x| x.revisit) {
+            let first = e
+                .steps
+                .iter()
+                .find(|x| x.rate_per_s == r.rate_per_s)
+                .unwrap();
+            assert!(!first.revisit && first.decision != Decision::Undecided);
+            assert!(r.trials.len() > first.trials.len(), "{}", r.dir);
+            assert_eq!(
+                e.drifted_per_s.contains(&r.rate_per_s),
+                first.decision != r.decision,
+                "{}: {}",
+                e.strategy,
+                r.dir
+            );
+        }
         let best = passed.fold(0.0, f64::max);
         let least = failed.fold(f64::INFINITY, f64::min);
         assert_eq!(
@@ -91,12 +114,14 @@ fn assert_consistent(s: &Sweep) {
             );
             assert!(Path::new(&step.dir).is_relative(), "{}", step.dir);
             // The decision rests on the trials' own counts, and their bounds hold them.
-            // Trials left out for a stall of the machine (at most 2 a step) do not count.
+            // Trials left out for a stall of the machine (at most 2 a step, and a revisit
+            // holds its search's trials too) do not count.
             let kept = step.trials.iter().filter(|t| t.discarded.is_none());
             let arrivals: u64 = kept.map(|t| t.arrivals).sum();
             assert_eq!(step.arrivals, arrivals, "{}", step.dir);
             let left_out = step.trials.iter().filter(|t| t.discarded.is_some()).count();
-            assert!(left_out <= 2, "{}: {left_out} trials left out", step.dir);
+            let most = if step.revisit { 4 } else { 2 };
+            assert!(left_out <= most, "{}: {left_out} trials left out", step.dir);
             let share = step.misses as f64 / step.arrivals.max(1) as f64;
             assert!(step.miss_share[0] <= share && share <= step.miss_share[1]);
             if step.passed {
@@ -138,6 +163,14 @@ fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_f
         setnx.capacity_text()
     );
     assert!(setnx.safe && lua.safe, "both are safe without faults");
+    // Once both were searched, the Lua deduction's decided end (its budget had room) was
+    // run again, in a folder of its own.
+    let again: Vec<_> = lua.steps.iter().filter(|x| x.revisit).collect();
+    assert!(
+        again.len() == 1 && again[0].dir.ends_with("-revisit"),
+        "{:?}",
+        lua.steps.iter().map(|x| &x.dir).collect::<Vec<_>>()
+    );
     for e in [lua, setnx] {
         // Each strategy warms up before its first judged step; the warm-up is not a step.
         let warm = out.join(&e.strategy).join("warm-up");

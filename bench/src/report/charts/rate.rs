@@ -124,8 +124,8 @@ impl LatencyVsRate<'_> {
         let mut segments = Vec::new();
         for (e, _) in members {
             let mut steps: Vec<(i32, i32)> = e
-                .steps
-                .iter()
+                .decisive_steps()
+                .into_iter()
                 .map(|s| (s.rate_per_s, latency_of(s.latency_ms, self.y.0)))
                 .map(|(r, l)| (r, l, chart.backend_coord(&(r, l))))
                 .map(|(_, _, px)| px)
@@ -202,8 +202,7 @@ impl LatencyVsRate<'_> {
             ))
             .map_err(err)?;
         for (e, ink) in members {
-            let mut steps: Vec<_> = e.steps.iter().collect();
-            steps.sort_by(|a, b| a.rate_per_s.total_cmp(&b.rate_per_s));
+            let steps = e.decisive_steps();
             let point = |s: &Step| (s.rate_per_s, latency_of(s.latency_ms, ylo));
             frame::draw_line(
                 &mut chart,

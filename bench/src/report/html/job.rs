@@ -9,38 +9,35 @@ use std::fmt::Write as _;
 
 use super::environment as env;
 use super::needs::advice;
-use super::page::{by_family, caption, esc, family_of, figure, page_end, page_start, said_html};
+use super::page::{by_family, caption, esc, figure, page_end, page_start, said_html};
 use super::tables::{
     Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table,
     utilization,
 };
-use crate::report::Summary;
 use crate::report::charts;
 use crate::report::error::ReportError;
-use crate::report::evidence::{Capacity, Claim, Evidence, ids, offered_rate, unsafe_steps_text};
+use crate::report::evidence::{Capacity, Claim, ids, offered_rate, unsafe_steps_text};
 use crate::report::format::{percent_round, rate, rate_exact, round};
-use crate::report::needs::Needs;
+use crate::report::model::{Conclusion, Model, family};
 use crate::report::saved::{Job, Part};
 use crate::report::sweep::{Bound, Entry, NO_PASS_SHARE, Sweep};
-use crate::strategy::{Family, Kind};
+use crate::strategy::Kind;
 
 /// Renders the page of a job.
-pub(super) fn render(job: &Job, needs: Option<&Needs>) -> Result<String, ReportError> {
-    let strategies = strategies(job);
-    let evidence: Vec<Evidence<'_>> = strategies.iter().map(|id| evidence(job, id)).collect();
+pub(super) fn render(job: &Job, model: &Model) -> Result<String, ReportError> {
     let mut h = String::new();
     page_start(
         &mut h,
         &format!(
             "lockbench: capacity and the cost of failure, {} strategies",
-            strategies.len()
+            model.strategies.len()
         ),
     );
-    how_to_read(&mut h, job, needs.is_some());
+    how_to_read(&mut h, job, model.needs.is_some());
     problems(&mut h, job);
-    summary(&mut h, &evidence);
-    if let Some(needs) = needs {
-        advice(&mut h, needs, &evidence);
+    summary(&mut h, &model.strategies);
+    if let Some(needs) = &model.needs {
+        advice(&mut h, needs, &model.strategies);
     }
     capacity(&mut h, job)?;
     calm(&mut h, job)?;
@@ -53,69 +50,6 @@ pub(super) fn render(job: &Job, needs: Option<&Needs>) -> Result<String, ReportE
          <code>calm/charts/</code> (the calm run).",
     );
     Ok(h)
-}
-
-/// Every strategy of the job: the sweep's order, then any only in the calm or chaos parts.
-fn strategies(job: &Job) -> Vec<String> {
-    let mut ids: Vec<String> = Vec::new();
-    let sweep = job.sweep.iter().flat_map(|s| &s.entries);
-    let runs = job
-        .calm
-        .iter()
-        .chain(job.chaos.iter().map(|(_, p)| p))
-        .flat_map(|p| &p.runs);
-    for id in sweep
-        .map(|e| &e.strategy)
-        .chain(runs.map(|r| &r.summary.strategy))
-    {
-        if !ids.contains(id) {
-            ids.push(id.clone());
-        }
-    }
-    ids
-}
-
-fn run_in<'a>(part: &'a Part, strategy: &str) -> Option<&'a Summary> {
-    part.runs
-        .iter()
-        .map(|r| &r.summary)
-        .find(|s| s.strategy == strategy)
-}
-
-/// A strategy's family: this lockbench's registry, else what the sweep recorded.
-fn family(job: &Job, strategy: &str) -> Option<Family> {
-    family_of(strategy).or_else(|| job.sweep.as_ref()?.entry(strategy).map(|e| e.family))
-}
-
-fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
-    let entry = job.sweep.as_ref().and_then(|s| s.entry(strategy));
-    let calm = job.calm.as_ref().and_then(|p| run_in(p, strategy));
-    let chaos: Vec<(&str, Option<&Summary>)> = job
-        .chaos
-        .iter()
-        .map(|(name, p)| (name.as_str(), run_in(p, strategy)))
-        .collect();
-    // What the results say first: the registry may not know a strategy of another version.
-    let control = calm
-        .or_else(|| chaos.iter().find_map(|(_, r)| *r))
-        .map(|s| !s.claims_safety)
-        .or_else(|| entry.map(|e| e.kind == Kind::Control))
-        .or_else(|| {
-            crate::strategy::find(strategy)
-                .ok()
-                .map(|i| i.kind == Kind::Control)
-        })
-        .unwrap_or(false);
-    Evidence {
-        strategy,
-        family: family(job, strategy),
-        control,
-        sweep: job.sweep.as_ref(),
-        entry,
-        calm_part: job.calm.is_some(),
-        calm,
-        chaos,
-    }
 }
 
 fn how_to_read(h: &mut String, job: &Job, needs: bool) {
@@ -176,12 +110,12 @@ fn problems(h: &mut String, job: &Job) {
     let _ = writeln!(h, "</ul>");
 }
 
-fn summary(h: &mut String, evidence: &[Evidence<'_>]) {
+fn summary(h: &mut String, strategies: &[Conclusion]) {
     let _ = writeln!(h, "<h2 id=\"summary\">In plain words</h2>");
-    for (title, group) in by_family(evidence, |e| e.family) {
+    for (title, group) in by_family(strategies, |c| c.family) {
         let _ = writeln!(h, "<h3>{}</h3>\n<ul class=\"plain\">", esc(title));
-        for e in group {
-            let badge = if e.control {
+        for c in group {
+            let badge = if c.control {
                 " <span class=\"badge b-control\">control</span>"
             } else {
                 ""
@@ -189,9 +123,9 @@ fn summary(h: &mut String, evidence: &[Evidence<'_>]) {
             let _ = writeln!(
                 h,
                 "<li id=\"{}\"><b>{}</b>{badge} — {}</li>",
-                esc(&ids::summary(e.strategy)),
-                esc(e.strategy),
-                said_html(&e.line())
+                esc(&ids::summary(&c.strategy)),
+                esc(&c.strategy),
+                said_html(&c.line)
             );
         }
         let _ = writeln!(h, "</ul>");
@@ -263,7 +197,7 @@ fn capacity_table(h: &mut String, job: &Job, sweep: &Sweep) {
          <th>bound</th><th>first failing /s</th><th>why it failed</th>\
          <th>steps (/s: ✓ met, ✗ missed)</th><th>unsafe steps</th></tr></thead>\n<tbody>"
     );
-    let groups = by_family(&sweep.entries, |e| family(job, &e.strategy));
+    let groups = by_family(&sweep.entries, |e| family(job.sweep.as_ref(), &e.strategy));
     for (title, group) in &groups {
         if groups.len() > 1 {
             let _ = writeln!(
@@ -290,10 +224,7 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
     };
     let cap = Capacity::of(e).map_or_else(|| "not measured".to_string(), |c| c.text());
     let fail = e.first_failing_per_s.map_or_else(|| "-".to_string(), rate);
-    let why = e
-        .first_failing_per_s
-        .and_then(|f| e.steps.iter().find(|s| s.rate_per_s == f))
-        .map_or_else(String::new, |s| esc(&s.why));
+    let why = e.first_miss().map_or_else(String::new, |s| esc(&s.why));
     let steps: Vec<String> = e
         .steps
         .iter()
@@ -404,7 +335,7 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
         let _ = writeln!(h, "<p>{link}</p>");
     }
     let cell_id = |strategy: &str, short: &str| ids::calm(strategy, short);
-    let fam = |id: &str| family(job, id);
+    let fam = |id: &str| family(job.sweep.as_ref(), id);
     headline_table(
         h,
         &part.runs,
@@ -590,7 +521,7 @@ fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
             .unwrap_or_default()
     );
     let cell_id = |strategy: &str, short: &str| ids::chaos(name, strategy, short);
-    let fam = |id: &str| family(job, id);
+    let fam = |id: &str| family(job.sweep.as_ref(), id);
     headline_table(
         h,
         &part.runs,
@@ -712,7 +643,7 @@ fn sweep_command(s: &Sweep) -> String {
     format!(
         "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}%{start} \
          --min {} --max {} --factor {} --confidence {}% --goal-width {} --budget {}s \
-         --step-budget {}s --trial {}s --max-trial {}s",
+         --step-budget {}s --trial {}s --max-trial {}s{}",
         env::sh(&ids.join(",")),
         env::sh(&s.workload_file),
         s.slo.percentile_name(),
@@ -726,7 +657,8 @@ fn sweep_command(s: &Sweep) -> String {
         exact(q.budget_s),
         exact(q.step_budget_s),
         exact(q.trial_s),
-        exact(q.max_trial_s)
+        exact(q.max_trial_s),
+        if q.revisit { "" } else { " --no-revisit" }
     )
 }
 
@@ -774,8 +706,17 @@ mod tests {
     fn a_sweep_job_shows_each_strategy_its_capacity_interval_and_the_needs_verdict() {
         let dir = tempfile::tempdir().unwrap();
         let job = sweep_job(dir.path());
-        let needs: Needs = "capacity>=1000".parse().unwrap();
-        let page = render(&job, Some(&needs)).unwrap();
+        let needs: crate::report::needs::Needs = "capacity>=1000".parse().unwrap();
+        let model = Model::of(&job, Some(&needs));
+        let page = render(&job, &model).unwrap();
+        // report.json is the model the page's summary and needs sections rendered.
+        let json = serde_json::to_value(&model).unwrap();
+        assert_eq!(json["schema"], "lockbench.report/1");
+        assert_eq!(json["strategies"][0]["strategy"], "redis-setnx");
+        assert_eq!(json["strategies"][0]["capacity"]["found"], 640.0);
+        let line = model.strategies[0].line.text();
+        assert!(page.contains(&format!("<b>redis-setnx</b> — ")), "{line}");
+        assert_eq!(json["needs"]["judgements"][1]["strategy"], "zookeeper");
         for name in ["<b>redis-setnx</b>", "<b>zookeeper</b>"] {
             assert!(page.contains(name), "{name} missing");
         }
@@ -810,13 +751,17 @@ mod tests {
     #[test]
     fn the_sweep_command_asks_for_the_same_rates() {
         let dir = tempfile::tempdir().unwrap();
-        let job = sweep_job(dir.path());
+        let mut job = sweep_job(dir.path());
+        let command = "lockbench sweep --strategies redis-setnx,zookeeper --workload \
+             workloads/flash-sale.toml --slo p99=100ms --min-served 99% --start 50 --min 1 \
+             --max 2000 --factor 2 --confidence 95% --goal-width 1.25 --budget 25s \
+             --step-budget 15s --trial 1s --max-trial 6s";
+        assert_eq!(sweep_command(job.sweep.as_ref().unwrap()), command);
+        // A sweep without the revisit (an older sweep.json, or --no-revisit) asks for none.
+        job.sweep.as_mut().unwrap().search.revisit = false;
         assert_eq!(
             sweep_command(job.sweep.as_ref().unwrap()),
-            "lockbench sweep --strategies redis-setnx,zookeeper --workload \
-             workloads/flash-sale.toml --slo p99=100ms --min-served 99% --start 50 --min 1 \
-             --max 2000 --factor 2 --confidence 95% --goal-width 1.25 --budget 30s \
-             --step-budget 30s --trial 1s --max-trial 6s"
+            format!("{command} --no-revisit")
         );
     }
 
@@ -826,7 +771,7 @@ mod tests {
         let mut job = sweep_job(dir.path());
         job.sweep = None;
         job.problems.push("calm: no such folder".into());
-        let page = render(&job, None).unwrap();
+        let page = render(&job, &Model::of(&job, None)).unwrap();
         assert!(page.contains(
             "<li>Not measured in this job: the sweep (capacity), the calm run, chaos \
              scenarios.</li>\n<li>calm: no such folder</li>"

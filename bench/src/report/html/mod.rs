@@ -21,11 +21,13 @@ mod tables;
 use std::path::{Path, PathBuf};
 
 use super::error::ReportError;
+use super::model::Model;
 use super::needs::Needs;
 use super::saved::{Folder, load_folder};
 
 /// Renders `dir/report.html` and its charts (`dir/charts/`) from the results in `dir` (one
-/// run, a comparison, a sweep or a job folder) and returns the path of the page.
+/// run, a comparison, a sweep or a job folder) and returns the path of the page. A sweep or
+/// job folder also gets `report.json`: the conclusions the page states ([`Model`]).
 pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     write_report_with(dir, None)
 }
@@ -35,7 +37,11 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
 /// them (no capacity, no chaos part), so `needs` there is an error.
 pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, ReportError> {
     let page = match load_folder(dir)? {
-        Folder::Job(job) => job::render(&job, needs)?,
+        Folder::Job(job) => {
+            let model = Model::of(&job, needs);
+            model.write(dir)?;
+            job::render(&job, &model)?
+        }
         Folder::Runs { runs, compare } => {
             if needs.is_some() {
                 return Err(ReportError::NeedsJob {

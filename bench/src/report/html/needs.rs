@@ -4,19 +4,22 @@
 use std::fmt::Write as _;
 
 use super::page::{by_family, esc, said_html};
-use crate::report::evidence::{Evidence, ids};
-use crate::report::needs::{Judgement, Met, Needs};
+use crate::report::evidence::ids;
+use crate::report::model::{Conclusion, NeedsAnswer};
+use crate::report::needs::{Judgement, Met};
 
-/// The section of the job page that lists which strategies meet `needs` and why, in the
-/// summary's order (by family); every reason links to its number.
-pub(super) fn advice(h: &mut String, needs: &Needs, evidence: &[Evidence<'_>]) {
-    // In the summary's order: by family.
-    let judged: Vec<Judgement> = by_family(evidence, |e| e.family)
+/// The section of the job page that lists which strategies meet the needs and why, in the
+/// summary's order (by family); every reason links to its number. `needs` judges
+/// `strategies`, one judgement each, in their order.
+pub(super) fn advice(h: &mut String, needs: &NeedsAnswer, strategies: &[Conclusion]) {
+    let pairs: Vec<(&Conclusion, &Judgement)> = strategies.iter().zip(&needs.judgements).collect();
+    let judged: Vec<&Judgement> = by_family(&pairs, |(c, _)| c.family)
         .into_iter()
         .flat_map(|(_, g)| g)
-        .map(|e| needs.judge(e))
+        .map(|(_, j)| *j)
         .collect();
-    let (yes, no): (Vec<&Judgement>, Vec<&Judgement>) = judged.iter().partition(|j| j.qualifies());
+    let (yes, no): (Vec<&Judgement>, Vec<&Judgement>) =
+        judged.into_iter().partition(|j| j.qualifies());
     let _ = writeln!(
         h,
         "<h2 id=\"needs\">Which strategies meet your needs</h2>\n<p>Needs: <code>{}</code>. A \
