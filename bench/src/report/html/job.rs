@@ -716,7 +716,7 @@ mod tests {
         assert_eq!(json["strategies"][0]["capacity"]["found"], 640.0);
         let line = model.strategies[0].line.text();
         assert!(page.contains("<b>redis-setnx</b> — "), "{line}");
-        assert!(line.starts_with("capacity"), "{line}");
+        assert!(line.starts_with("sustains 640 arrivals/s"), "{line}");
         assert_eq!(json["strategies"][0]["text"], line);
         assert_eq!(json["needs"]["judgements"][1]["strategy"], "zookeeper");
         for name in ["<b>redis-setnx</b>", "<b>zookeeper</b>"] {
