@@ -76,3 +76,17 @@ pub(super) fn read(path: &Path) -> Result<Vec<u8>, ReportError> {
         source,
     })
 }
+
+/// Writes `text` to `dir/name` through `dir/.name.tmp` and a rename, so a reader never sees
+/// half a page; returns the path written.
+pub(super) fn write_whole(dir: &Path, name: &str, text: &[u8]) -> Result<PathBuf, ReportError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|source| ReportError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    Ok(path)
+}

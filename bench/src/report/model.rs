@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::error::ReportError;
+use super::error::{ReportError, write_whole};
 use super::evidence::{Capacity, Evidence, Said};
 use super::needs::{Judgement, Needs};
 use super::saved::{Job, Part};
@@ -90,16 +90,8 @@ impl Model {
 
     /// Writes `<dir>/report.json` (through a temporary file, so a reader never sees half).
     pub(super) fn write(&self, dir: &Path) -> Result<PathBuf, ReportError> {
-        let path = dir.join("report.json");
-        let tmp = dir.join(".report.json.tmp");
-        let text = serde_json::to_string_pretty(self).expect("the model serializes");
-        std::fs::write(&tmp, text + "\n")
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|source| ReportError::Write {
-                path: path.clone(),
-                source,
-            })?;
-        Ok(path)
+        let text = serde_json::to_string_pretty(self).expect("the model serializes") + "\n";
+        write_whole(dir, "report.json", text.as_bytes())
     }
 }
 

@@ -20,7 +20,7 @@ mod tables;
 
 use std::path::{Path, PathBuf};
 
-use super::error::ReportError;
+use super::error::{ReportError, write_whole};
 use super::model::Model;
 use super::needs::Needs;
 use super::saved::{Folder, load_folder};
@@ -51,13 +51,5 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             run::render(dir, &runs, compare)?
         }
     };
-    let path = dir.join("report.html");
-    let tmp = dir.join(".report.html.tmp");
-    std::fs::write(&tmp, page)
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|source| ReportError::Write {
-            path: path.clone(),
-            source,
-        })?;
-    Ok(path)
+    write_whole(dir, "report.html", page.as_bytes())
 }
