@@ -416,8 +416,8 @@ pub struct SweepArgs {
     /// this.
     #[arg(long, value_name = "RATIO", default_value_t = DEFAULTS.goal_width)]
     pub goal_width: f64,
-    /// Time one strategy may spend on steps and their revisit; no step runs past it by more
-    /// than a trial.
+    /// Time one strategy's search may spend on steps; no step runs past it by more than a
+    /// trial.
     #[arg(long, value_name = "DURATION", default_value = "25s", value_parser = humantime::parse_duration)]
     pub budget: std::time::Duration,
     /// Time one step may spend on trials before it reads undecided (a step at a low rate
@@ -435,6 +435,10 @@ pub struct SweepArgs {
     /// revisit widens an interval whose end the machine moved during the sweep).
     #[arg(long)]
     pub no_revisit: bool,
+    /// Time one strategy's revisit may spend: both ends again, then narrowing an interval
+    /// whose end moved.
+    #[arg(long, value_name = "DURATION", default_value = "12s", value_parser = humantime::parse_duration)]
+    pub revisit_budget: std::time::Duration,
     #[command(flatten)]
     pub load: WorkloadArgs,
     #[command(flatten)]

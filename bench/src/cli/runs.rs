@@ -290,6 +290,7 @@ pub(super) async fn cmd_sweep(
             trial_s: args.trial.as_secs_f64(),
             max_trial_s: args.max_trial.as_secs_f64(),
             revisit: !args.no_revisit,
+            revisit_budget_s: args.revisit_budget.as_secs_f64(),
         },
         out: out.clone(),
         base_port: args.servers.base_port,

@@ -596,11 +596,17 @@ impl Reader {
         let k = self.k;
         let mut finished = None;
         let mut round: Vec<Sample> = Vec::new();
+        // A worker killed with unread input resets its link instead of closing it: the same
+        // death as a close, so both end the same way.
+        let mut reset = None;
         loop {
             let line = match out.next_line().await {
                 Ok(Some(line)) => line,
                 Ok(None) => break,
-                Err(e) => return (k, Err(format!("link broken: {e}"))),
+                Err(e) => {
+                    reset = Some(e);
+                    break;
+                }
             };
             let input = match serde_json::from_str::<Event>(&line) {
                 Ok(Event::Interval(i)) => match i.decode(self.start, k) {
@@ -644,8 +650,9 @@ impl Reader {
                 break;
             }
         }
+        let how = reset.map_or(String::new(), |e| format!(", link broken: {e}"));
         let finished = finished.ok_or_else(|| {
-            "disconnected before finishing (its results until then are counted)".to_string()
+            format!("disconnected before finishing{how} (its results until then are counted)")
         });
         (k, finished)
     }

@@ -501,6 +501,13 @@ pub struct Search {
     /// it read `false`.
     #[serde(default)]
     pub revisit: bool,
+    /// Wall-clock seconds one strategy's revisit may spend, its own rather than what the
+    /// search left (ZooKeeper's search spent its whole budget in both jobs of Nov 26, 2026,
+    /// and its unrevisited intervals missed each other). An end whose decision moved is
+    /// narrowed again within what is left of it. Sweeps written before it read 0: their
+    /// revisit had what the search left.
+    #[serde(default)]
+    pub revisit_budget_s: f64,
 }
 
 /// `lockbench sweep`'s defaults.
@@ -516,6 +523,7 @@ pub const DEFAULTS: Search = Search {
     trial_s: 1.0,
     max_trial_s: 6.0,
     revisit: true,
+    revisit_budget_s: 12.0,
 };
 
 impl Default for Search {

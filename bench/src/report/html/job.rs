@@ -643,7 +643,7 @@ fn sweep_command(s: &Sweep) -> String {
     format!(
         "lockbench sweep --strategies {} --workload {} --slo {}={}ms --min-served {}%{start} \
          --min {} --max {} --factor {} --confidence {}% --goal-width {} --budget {}s \
-         --step-budget {}s --trial {}s --max-trial {}s{}",
+         --step-budget {}s --trial {}s --max-trial {}s{}{}",
         env::sh(&ids.join(",")),
         env::sh(&s.workload_file),
         s.slo.percentile_name(),
@@ -658,7 +658,13 @@ fn sweep_command(s: &Sweep) -> String {
         exact(q.step_budget_s),
         exact(q.trial_s),
         exact(q.max_trial_s),
-        if q.revisit { "" } else { " --no-revisit" }
+        if q.revisit { "" } else { " --no-revisit" },
+        // Sweeps before the revisit had its own budget read 0: theirs was what was left.
+        if q.revisit && q.revisit_budget_s > 0.0 {
+            format!(" --revisit-budget {}s", exact(q.revisit_budget_s))
+        } else {
+            String::new()
+        }
     )
 }
 
@@ -758,6 +764,13 @@ mod tests {
              workloads/flash-sale.toml --slo p99=100ms --min-served 99% --start 50 --min 1 \
              --max 2000 --factor 2 --confidence 95% --goal-width 1.25 --budget 25s \
              --step-budget 15s --trial 1s --max-trial 6s";
+        assert_eq!(
+            sweep_command(job.sweep.as_ref().unwrap()),
+            format!("{command} --revisit-budget 12s")
+        );
+        // A sweep whose revisit had what its search left (before --revisit-budget) asks for
+        // the default.
+        job.sweep.as_mut().unwrap().search.revisit_budget_s = 0.0;
         assert_eq!(sweep_command(job.sweep.as_ref().unwrap()), command);
         // A sweep without the revisit (an older sweep.json, or --no-revisit) asks for none.
         job.sweep.as_mut().unwrap().search.revisit = false;
