@@ -575,7 +575,7 @@ impl Evidence<'_> {
             return said;
         }
         let anchor = ids::chaos(scenario, self.strategy, "recovery");
-        match Recovery::of(s) {
+        let said = match Recovery::of(s) {
             Recovery::Within(r) => said
                 .t(", served again ")
                 .n(format!("{} s", secs(r)), anchor)
@@ -588,7 +588,23 @@ impl Evidence<'_> {
                     secs(left_s)
                 )),
             Recovery::NotMeasured(why) => said.t(format!(", recovery not measured ({why})")),
+        };
+        // Stale tokens while the lock held: no second holder wrote, so the token source went
+        // back (a restarted Redis counts again from 1), and the fence refused honest holders
+        // until it counted past the store's highest. That, not the server, is the slow part.
+        if claim == Claim::Safe && s.stale_rejected > 0 {
+            return said
+                .t("; its fence refused ")
+                .n(
+                    s.stale_rejected.to_string(),
+                    ids::chaos(scenario, self.strategy, "stale"),
+                )
+                .t(
+                    " writes of buyers that held the lock: its token counter restarted below the \
+                     store's highest token",
+                );
         }
+        said
     }
 
     /// The whole plain-words line (without the strategy's name). A part the job does not have
@@ -776,6 +792,44 @@ mod tests {
                 "chaos-kill-master-redis-setnx-verdict",
                 "chaos-kill-master-redis-setnx-recovery"
             ]
+        );
+    }
+
+    #[test]
+    fn stale_tokens_while_the_lock_held_are_blamed_on_the_counter_not_a_second_holder() {
+        // Nov 26, 2026: redis-setnx-fenced under kill-master, Redis restarted empty; the fence
+        // refused 62 writes of honest holders and service came back 1.105 s after the heal.
+        let mut kill = chaos("redis-setnx-fenced", 1.105);
+        kill.stale_rejected = 62;
+        let ev = evidence(
+            "redis-setnx-fenced",
+            None,
+            None,
+            vec![("kill-master", Some(&kill))],
+        );
+        let line = ev.line();
+        assert_eq!(
+            line.text(),
+            "kill-master: safe, served again 1.105 s after the heal; its fence refused 62 writes \
+             of buyers that held the lock: its token counter restarted below the store's highest \
+             token."
+        );
+        assert!(
+            line.anchors()
+                .any(|a| a == "chaos-kill-master-redis-setnx-fenced-stale")
+        );
+        // A broken lock whose stale writes were refused reads fenced, without that note.
+        kill.lock_verdict = Some(crate::check::LockVerdict::Broken);
+        let ev = evidence(
+            "redis-setnx-fenced",
+            None,
+            None,
+            vec![("kill-master", Some(&kill))],
+        );
+        assert!(
+            !ev.line().text().contains("token counter"),
+            "{}",
+            ev.line().text()
         );
     }
 

@@ -175,7 +175,7 @@ fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_f
         // Each strategy warms up before its first judged step; the warm-up is not a step.
         let warm = out.join(&e.strategy).join("warm-up");
         assert!(
-            warm.join("summary.json").is_file(),
+            warm.join("round-1/summary.json").is_file() && warm.join("round-2").is_dir(),
             "no warm-up for {}",
             e.strategy
         );
