@@ -48,16 +48,16 @@ ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
 COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null
 lap "bench-overhead, bench-wait, bench-ingest"
 # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
-STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
+STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
   CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
 lap compare.sh
-PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
+PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
   bash scripts/versus.sh >/dev/null
 # Two sweeps of one strategy and their agreement table; exit 1 (intervals apart) is an answer
 # the script may give on a busy debug build, anything else is the script broken.
 repro_out=$(mktemp -d)
 repro_rc=0
-RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s" \
+RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
   bash scripts/reproducibility.sh >/dev/null || repro_rc=$?
 [ "$repro_rc" -le 1 ] || { echo "test.sh: reproducibility.sh exited $repro_rc" >&2; exit 1; }
 rm -rf "$repro_out"

@@ -601,7 +601,9 @@ impl Evidence<'_> {
                 )
                 .t(
                     " writes of buyers that held the lock: its token counter restarted below the \
-                     store's highest token",
+                     store's highest token, and every sale is refused until it has counted past \
+                     it (as many tokens as it issued before the restart: here a few seconds' \
+                     worth, in a service that ran for months far more)",
                 );
         }
         said
@@ -812,7 +814,9 @@ mod tests {
             line.text(),
             "kill-master: safe, served again 1.105 s after the heal; its fence refused 62 writes \
              of buyers that held the lock: its token counter restarted below the store's highest \
-             token."
+             token, and every sale is refused until it has counted past it (as many tokens as it \
+             issued before the restart: here a few seconds' worth, in a service that ran for months \
+             far more)."
         );
         assert!(
             line.anchors()
