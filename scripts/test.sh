@@ -89,8 +89,5 @@ rm -rf "$remote_out"
 lap "libraries.sh, adapter-check, remote.sh"
 unset LOCKBENCH_BIN
 echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
-# Three tests at a time on 2 cores: the real-server tests mostly wait on servers and loads of
-# fixed length, and their margins hold on a busy 2-core machine. Measured Nov 27, 2026: 112 of
-# them in 701 s with 2 threads, 498 s with 3, every outcome the same (the suite was 21.4 min).
-cargo test --workspace -- --test-threads 3
+cargo test --workspace
 lap "cargo test --workspace"
