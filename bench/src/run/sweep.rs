@@ -688,9 +688,7 @@ async fn revisit_one(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
         return;
     }
     let began = Instant::now();
-    if opts.search.revisit_budget_s > 0.0 {
-        s.left_s = opts.search.revisit_budget_s;
-    }
+    s.left_s = opts.search.revisit_budget_s;
     let mut moved = false;
     for rate in ends.into_iter().flatten() {
         match revisit_end(b, s, rate, log).await {
@@ -729,13 +727,12 @@ async fn revisit_end(
         );
         return Some(false);
     }
-    let prior = s
-        .looks
-        .iter()
-        .find(|(x, _)| *x == rate)
-        .map(|l| l.1.clone())?;
+    // Every end was decided by a search step, whose look is kept.
+    let Some(prior) = s.looks.iter().find(|(x, _)| *x == rate).map(|l| &l.1) else {
+        return Some(false);
+    };
     let t0 = Instant::now();
-    let ran = step(b, rate, s.left_s, Some(&prior), log).await;
+    let ran = step(b, rate, s.left_s, Some(prior), log).await;
     s.left_s = (s.left_s - t0.elapsed().as_secs_f64()).max(0.0);
     let step = match ran {
         Ok((step, _)) => step,
