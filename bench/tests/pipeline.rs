@@ -1,8 +1,9 @@
-//! The harness's own pipeline, without servers: the real run's wiring (plan → buyers with the
-//! chaos runner beside them, each attempt cut at its bound → recorder → audit → checker →
-//! summary and its files), run on the in-memory sim ([`lockbench::sim`]) with one fault
-//! injected at a time. The checker must catch exactly what was injected, and nothing when
-//! nothing was. These runs test lockbench, never a lock.
+//! The harness's own pipeline, without servers: the real run's wiring (plan → buyers, in this
+//! process or in workers over the worker protocol, with the chaos runner beside them, each
+//! attempt cut at its bound → recorder → audit → checker → summary and its files), run on the
+//! in-memory sim ([`lockbench::sim`]) with one fault injected at a time. The checker must
+//! catch exactly what was injected, and nothing when nothing was. These runs test lockbench,
+//! never a lock.
 
 use std::path::Path;
 
@@ -365,4 +366,81 @@ async fn the_sim_goes_through_the_plan_and_its_checks() {
         .to_string();
     assert!(err.contains("worker processes"), "{err}");
     assert!(!dir.path().join("out").exists(), "nothing ran");
+}
+
+/// `opts` with its buyers in two workers that are tasks of this process: the same messages,
+/// part split, forwarding, fault boundaries and stop as worker processes, over in-memory pipes.
+fn in_two_workers(mut opts: lockbench::run::RunOptions) -> lockbench::run::RunOptions {
+    opts.workers = 2;
+    opts.worker_link = lockbench::clients::WorkerLink::InProcess;
+    opts
+}
+
+/// Through workers, the load is split and merged back whole: every attempt counted once, the
+/// stock sold out exactly, each worker's clock in the summary.
+#[tokio::test(flavor = "current_thread")]
+async fn workers_split_the_load_and_their_results_merge_whole() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = in_two_workers(sim::options(&workload(2), dir.path().to_path_buf(), true));
+    let s = sim::run(Sim::new(SimFault::None), &opts)
+        .await
+        .expect("runs");
+    assert_eq!(s.attempts, 120, "{:?}", s.outcomes);
+    assert_eq!(s.clocks.len(), 2, "{:?}", s.clocks);
+    assert_eq!((s.audit.sold, s.audit.final_stock), (50, 0));
+    assert_eq!(s.outcomes["sold"], 50);
+    assert!(s.safe, "{s:#?}");
+    let path = dir.path().join("history.jsonl");
+    assert_eq!(read_history(&path).expect("history").count(), 120);
+}
+
+/// A lapse between two workers' buyers is caught as one within a process is: the checker sees
+/// both workers' leases on one clock.
+#[tokio::test(flavor = "current_thread")]
+async fn workers_double_grants_are_caught_across_workers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = in_two_workers(sim::options(&workload(1), dir.path().to_path_buf(), false));
+    let s = sim::run(Sim::new(SimFault::GrantTwice { every: 3 }), &opts)
+        .await
+        .expect("runs");
+    assert!(s.double_grants > 0, "{s:#?}");
+    assert_eq!(s.lock_verdict, Some(LockVerdict::Broken), "{s:#?}");
+    assert!(!s.safe);
+}
+
+/// The chaos runner's fault reaches workers as a boundary, and an attempt that never answers
+/// is cut at its bound inside a worker as in the coordinator: unknown, and the run ends.
+#[tokio::test(flavor = "current_thread")]
+async fn workers_take_the_faults_boundaries_and_cut_silent_attempts_at_their_bound() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = "seed = 13\n\
+         [inventory]\nskus = 2\nstock = 1000\n\
+         [load]\nmode = \"closed\"\nclients = 4\nduration = \"250ms\"\n\
+         timeout = \"50ms\"\n\
+         [lock]\nacquire_timeout = \"150ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    let w = Workload::parse("chaos.toml", text, &[]).expect("valid workload");
+    let marks = dir.path().join("marks");
+    let chaos = format!(
+        "[[fault]]\nkind = \"command\"\nat = \"60ms\"\nduration = \"80ms\"\n\
+         run = \"echo injected >> {m}\"\nheal = \"echo healed >> {m}\"\n",
+        m = marks.display()
+    );
+    let mut opts = in_two_workers(sim::options(&w, dir.path().join("out"), false));
+    opts.chaos = Some(ChaosPlan::parse("c.toml", &chaos, &w).expect("valid chaos file"));
+    let s = sim::run(Sim::new(SimFault::Silent { every: 25 }), &opts)
+        .await
+        .expect("runs");
+    assert_eq!(
+        std::fs::read_to_string(&marks).expect("the fault ran"),
+        "injected\nhealed\n"
+    );
+    let f = &s.faults[0];
+    assert!(f.note.is_none() && f.healed_s.is_some(), "{f:?}");
+    // Before, during and after the fault: the workers' results fell into all three phases.
+    assert_eq!(s.phases.len(), 3, "{:?}", s.phases);
+    assert!(s.phases.iter().all(|p| p.attempts > 0), "{:?}", s.phases);
+    assert!(s.outcomes["unknown"] > 0, "{:?}", s.outcomes);
+    assert_eq!(s.outcomes.get("lock_timeout").copied().unwrap_or(0), 0);
+    assert_eq!((s.double_grants, s.audit.oversell), (0, 0));
 }

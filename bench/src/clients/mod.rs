@@ -33,6 +33,10 @@ pub enum WorkerLink {
     /// them), over TCP with the same messages and a fresh token: the transport of remote
     /// workers, tried on one machine.
     Tcp,
+    /// Tasks of this process over in-memory pipes, with the same messages, sharing a strategy
+    /// the caller built: the simulated pipeline's workers (tests of the harness only).
+    #[value(skip)]
+    InProcess,
     /// Agents on other hosts that connect to `lockbench coordinate --listen`.
     #[value(skip)]
     Remote {

@@ -3,10 +3,11 @@
 //! pause would: everything in it freezes, its watchdog and lease keep-alive included.
 
 use std::io::Write;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -16,40 +17,84 @@ use crate::clock::monotonic_ns;
 use crate::record::Completion;
 use crate::record::partial::{FLUSH, WorkerFold};
 use crate::record::phases::Boundaries;
+use crate::strategy::{Built, Strategy};
 use crate::workload::Workload;
 
 /// `lockbench worker`: runs one part of the load as the coordinator on stdin tells it.
 pub async fn worker_main() -> anyhow::Result<()> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    serve(
+        BufReader::new(tokio::io::stdin()).lines(),
+        Out::Stdout,
+        None,
+    )
+    .await
+}
+
+/// Where a worker's events go: stdout for a load process, a channel for a worker that runs as
+/// a task of the coordinator's own process (the simulated pipeline's tests).
+#[derive(Clone)]
+pub(super) enum Out {
+    Stdout,
+    Channel(mpsc::UnboundedSender<Vec<u8>>),
+}
+
+impl Out {
+    /// Sends what `buf` holds (and empties it).
+    fn send(&self, buf: &mut Vec<u8>) -> std::io::Result<()> {
+        match self {
+            Out::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(buf)?;
+                buf.clear();
+                out.flush()
+            }
+            Out::Channel(tx) => tx
+                .send(std::mem::take(buf))
+                .map_err(|_| std::io::Error::other("the coordinator is gone")),
+        }
+    }
+
+    fn event(&self, e: &Event) -> std::io::Result<()> {
+        let mut buf = Vec::new();
+        emit(&mut buf, e)?;
+        self.send(&mut buf)
+    }
+}
+
+/// A worker's whole life on `lines` (the coordinator's messages) and `out`: the job, the
+/// strategy (`given`, or built here from the job as a load process does), ready, the start,
+/// the load, finished.
+pub(super) async fn serve<R>(
+    mut lines: Lines<R>,
+    out: Out,
+    given: Option<Arc<dyn Strategy>>,
+) -> anyhow::Result<()>
+where
+    R: AsyncBufRead + Unpin + Send + 'static,
+{
     let job: Job = serde_json::from_str(&lines.next_line().await?.unwrap_or_default())?;
     let fail = |e: String| {
-        let _ = emit(&mut std::io::stdout().lock(), &Event::Failed(e.clone()));
+        let _ = out.event(&Event::Failed(e.clone()));
         anyhow::anyhow!(e)
     };
     let w =
         Workload::parse("<coordinator>", &job.workload, &[]).map_err(|e| fail(e.to_string()))?;
-    let mut file = job.endpoints;
-    if job.passwords_from_env {
-        file.passwords_from_env();
-    }
-    file.restore_passwords();
-    let endpoints = file.endpoints;
-    // A library's adapter stops with this process when the chaos plan pauses it.
-    crate::strategy::adapter::process::JOIN_PROCESS_GROUP
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let built = crate::strategy::build(&job.strategy, &endpoints, &w)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    set_holder_hook();
-    emit(&mut std::io::stdout().lock(), &Event::Ready)?;
-    std::io::stdout().flush()?;
+    // The built strategy's store and connections live as long as the load.
+    let (strategy, _built) = match given {
+        Some(s) => (s, None),
+        None => {
+            let built = build_here(&job, &w).await.map_err(fail)?;
+            (built.strategy.clone(), Some(built))
+        }
+    };
+    out.event(&Event::Ready)?;
 
     let Some(origin_ns) = await_start(&mut lines).await? else {
         return Ok(());
     };
     let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(origin_ns));
     let cancel = CancellationToken::new();
-    let boundaries = std::sync::Arc::new(Boundaries::default());
+    let boundaries = Arc::new(Boundaries::default());
     let control = tokio::spawn(follow_control(
         lines,
         start,
@@ -57,36 +102,46 @@ pub async fn worker_main() -> anyhow::Result<()> {
         boundaries.clone(),
     ));
     let (tx, rx) = mpsc::channel::<Completion>(4096);
-    let writer = tokio::spawn(write_intervals(rx, start, boundaries, job.history));
-    let extra = Duration::from_millis(job.extra_bound_ms);
-    let report = driver::drive_part(
-        built.strategy.clone(),
-        &w,
-        job.part,
-        extra,
+    let writer = tokio::spawn(write_intervals(
+        rx,
         start,
-        tx,
-        cancel,
-    )
-    .await;
+        boundaries,
+        job.history,
+        out.clone(),
+    ));
+    let extra = Duration::from_millis(job.extra_bound_ms);
+    let report = driver::drive_part(strategy, &w, job.part, extra, start, tx, cancel).await;
     writer.await??;
     control.abort();
-    let mut out = std::io::stdout().lock();
-    emit(
-        &mut out,
-        &Event::Finished {
-            not_started: report.not_started,
-            cancelled: report.cancelled,
-            broken: report.broken.into_iter().next(),
-            elapsed_ns: Some(report.elapsed.as_nanos() as u64),
-        },
-    )?;
-    out.flush()?;
+    out.event(&Event::Finished {
+        not_started: report.not_started,
+        cancelled: report.cancelled,
+        broken: report.broken.into_iter().next(),
+        elapsed_ns: Some(report.elapsed.as_nanos() as u64),
+    })?;
     Ok(())
 }
 
-/// The coordinator's messages on stdin.
-type ControlLines = tokio::io::Lines<BufReader<tokio::io::Stdin>>;
+/// A load process's strategy, built from the job's registered entry, with the holder pause
+/// that stops this whole process.
+async fn build_here(job: &Job, w: &Workload) -> Result<Built, String> {
+    let mut file = job.endpoints.clone();
+    if job.passwords_from_env {
+        file.passwords_from_env();
+    }
+    file.restore_passwords();
+    // A library's adapter stops with this process when the chaos plan pauses it.
+    crate::strategy::adapter::process::JOIN_PROCESS_GROUP
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let built = crate::strategy::build(&job.strategy, &file.endpoints, w)
+        .await
+        .map_err(|e| e.to_string())?;
+    set_holder_hook();
+    Ok(built)
+}
+
+/// The coordinator's messages.
+type Lines<R> = tokio::io::Lines<R>;
 
 /// The holder pause: announce it (synchronously, so the line is out before the stop), then
 /// stop this whole process group (a library's adapter with it) until the coordinator sends
@@ -101,7 +156,7 @@ fn set_holder_hook() {
 
 /// Waits for the start, on this host's monotonic clock; `None` when the coordinator stopped
 /// the run or went away first.
-async fn await_start(lines: &mut ControlLines) -> anyhow::Result<Option<u64>> {
+async fn await_start<R: AsyncBufRead + Unpin>(lines: &mut Lines<R>) -> anyhow::Result<Option<u64>> {
     loop {
         match lines.next_line().await? {
             Some(l) => match serde_json::from_str(&l)? {
@@ -115,11 +170,11 @@ async fn await_start(lines: &mut ControlLines) -> anyhow::Result<Option<u64>> {
 }
 
 /// Follows the coordinator during the load: holder pauses, fault boundaries, the stop.
-async fn follow_control(
-    mut lines: ControlLines,
+async fn follow_control<R: AsyncBufRead + Unpin>(
+    mut lines: Lines<R>,
     start: Instant,
     cancel: CancellationToken,
-    boundaries: std::sync::Arc<Boundaries>,
+    boundaries: Arc<Boundaries>,
 ) {
     while let Ok(Some(l)) = lines.next_line().await {
         match serde_json::from_str(&l) {
@@ -143,20 +198,16 @@ async fn follow_control(
 async fn write_intervals(
     mut rx: mpsc::Receiver<Completion>,
     start: Instant,
-    boundaries: std::sync::Arc<Boundaries>,
+    boundaries: Arc<Boundaries>,
     history: bool,
+    out: Out,
 ) -> std::io::Result<()> {
     let mut fold = WorkerFold::new(start, boundaries);
     let mut tick = tokio::time::interval(FLUSH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut batch = Vec::with_capacity(256);
     let mut buf = Vec::with_capacity(1 << 16);
-    let send = |buf: &mut Vec<u8>| {
-        let mut out = std::io::stdout().lock();
-        out.write_all(buf)?;
-        buf.clear();
-        out.flush()
-    };
+    let send = |buf: &mut Vec<u8>| out.send(buf);
     loop {
         tokio::select! {
             n = rx.recv_many(&mut batch, 256) => {

@@ -69,6 +69,9 @@ enum Reach {
     Pipe(LoadProcess),
     /// An agent over TCP: everything is a message, which its writer task sends.
     Tcp(mpsc::UnboundedSender<Vec<u8>>),
+    /// A worker that runs as a task of this process, over an in-memory pipe: it cannot be
+    /// paused (a stop would stop the coordinator too).
+    Task(mpsc::UnboundedSender<Vec<u8>>),
 }
 
 /// The coordinator's grip on running workers, shared with the chaos runner.
@@ -84,7 +87,7 @@ impl WorkerControl {
         let line = serde_json::to_vec(&c).map_err(std::io::Error::other)?;
         match &self.workers[k] {
             Reach::Pipe(p) => p.send_line(&line),
-            Reach::Tcp(tx) => {
+            Reach::Tcp(tx) | Reach::Task(tx) => {
                 let mut line = line;
                 line.push(b'\n');
                 tx.send(line)
@@ -104,6 +107,9 @@ impl WorkerControl {
                     Control::Resume
                 },
             ),
+            Reach::Task(_) => Err(std::io::Error::other(
+                "a worker in the coordinator's own process cannot be paused",
+            )),
         }
     }
 
@@ -171,12 +177,17 @@ pub struct WorkerSet {
     /// Connections refused after the start (late, a second one with an index, bad token).
     refused: Arc<Mutex<Vec<String>>>,
     acceptor: Option<tokio::task::JoinHandle<()>>,
+    /// Workers that run as tasks of this process.
+    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
 
 impl Drop for WorkerSet {
     fn drop(&mut self) {
         if let Some(a) = self.acceptor.take() {
             a.abort();
+        }
+        for t in &self.tasks {
+            t.abort();
         }
     }
 }
@@ -250,6 +261,49 @@ impl WorkerSet {
         }
         let clocks = (0..count).map(|_| ClockTrack::same_host()).collect();
         Ok(Self::assemble(children, outputs, reach, clocks, None))
+    }
+
+    /// Starts `count` workers as tasks of this process, each over an in-memory pipe with the
+    /// same messages as a load process, all running `strategy` (built by the caller: the
+    /// simulated one, whose memory a process of its own could not share). For testing the
+    /// harness; they cannot be paused.
+    pub async fn start_in_process(
+        job: &Job,
+        count: u32,
+        strategy: Arc<dyn crate::strategy::Strategy>,
+    ) -> Result<Self, WorkerError> {
+        let (mut outputs, mut reach, mut tasks) = (Vec::new(), Vec::new(), Vec::new());
+        for k in 0..count {
+            let (ours, theirs) = tokio::io::duplex(1 << 16);
+            let (our_rd, our_wr) = tokio::io::split(ours);
+            let (their_rd, their_wr) = tokio::io::split(theirs);
+            let to_worker = spawn_writer(our_wr);
+            let part_job = Job {
+                part: Part { index: k, count },
+                ..job.clone()
+            };
+            let mut line =
+                serde_json::to_vec(&part_job).map_err(|e| io_err(k as usize, "job", e.into()))?;
+            line.push(b'\n');
+            let _ = to_worker.send(line);
+            let out = super::worker::Out::Channel(spawn_writer(their_wr));
+            let lines = BufReader::new(their_rd).lines();
+            tasks.push(tokio::spawn(super::worker::serve(
+                lines,
+                out,
+                Some(strategy.clone()),
+            )));
+            let rd: Box<dyn AsyncBufRead + Send + Unpin> = Box::new(BufReader::new(our_rd));
+            outputs.push(rd.lines());
+            reach.push(Reach::Task(to_worker));
+        }
+        for (k, out) in outputs.iter_mut().enumerate() {
+            await_ready(k, out).await?;
+        }
+        let clocks = (0..count).map(|_| ClockTrack::same_host()).collect();
+        let mut set = Self::assemble(Vec::new(), outputs, reach, clocks, None);
+        set.tasks = tasks;
+        Ok(set)
     }
 
     /// Waits on `listener` for `count` agents — started here or connecting from other hosts
@@ -328,6 +382,7 @@ impl WorkerSet {
             table,
             refused: Arc::new(Mutex::new(Vec::new())),
             acceptor,
+            tasks: Vec::new(),
         }
     }
 
@@ -474,8 +529,16 @@ impl WorkerSet {
         report
     }
 
-    /// Waits a moment for each child to exit; kills those that do not.
+    /// Waits a moment for each child (or task) to exit; kills those that do not.
     async fn reap(&mut self, failures: &mut Vec<String>) {
+        for (k, task) in self.tasks.iter_mut().enumerate() {
+            match tokio::time::timeout(Duration::from_secs(5), task).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => failures.push(format!("worker {k} failed: {e}")),
+                Ok(Err(e)) => failures.push(format!("worker {k}: {e}")),
+                Err(_) => failures.push(format!("worker {k} did not end; aborted")),
+            }
+        }
         for (k, child) in self.children.iter_mut().enumerate() {
             match tokio::time::timeout(Duration::from_secs(5), child.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
@@ -976,16 +1039,24 @@ async fn prepare(mut link: Link, job: Job) -> Result<(u32, Lines, Reach, ClockTr
     let rd: Box<dyn AsyncBufRead + Send + Unpin> = Box::new(link.rd);
     let mut lines = rd.lines();
     await_ready(k as usize, &mut lines).await?;
+    Ok((k, lines, Reach::Tcp(spawn_writer(link.wr)), clock))
+}
+
+/// A task that writes what the returned sender gets to `wr`, in order, until either side
+/// closes.
+fn spawn_writer<W>(mut wr: W) -> mpsc::UnboundedSender<Vec<u8>>
+where
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let (tx, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
-    let mut wr = link.wr;
     tokio::spawn(async move {
         while let Some(l) = rx.recv().await {
-            if wr.write_all(&l).await.is_err() {
+            if wr.write_all(&l).await.is_err() || wr.flush().await.is_err() {
                 break;
             }
         }
     });
-    Ok((k, lines, Reach::Tcp(tx), clock))
+    tx
 }
 
 /// This very build: on Linux, /proc/self/exe is it even when the file was replaced or removed

@@ -99,18 +99,19 @@ pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary,
 }
 
 /// Runs a strategy the caller built, without servers (the in-memory one of [`crate::sim`]),
-/// through the steps of [`run`]: its buyers in this process with the chaos plan's faults
-/// beside them (those that need no server: `command`), each attempt cut at its bound, then
-/// the audit and the results written to the plan's folder.
+/// through the steps of [`run`]: its buyers in this process, or in workers that are tasks of
+/// it ([`WorkerLink::InProcess`]: the worker protocol without processes), with the chaos
+/// plan's faults beside them (those that need no server: `command`), each attempt cut at its
+/// bound, then the audit and the results written to the plan's folder.
 pub async fn run_built(
     plan: &Plan<'_>,
     built: Built,
     cancel: &CancellationToken,
 ) -> Result<Summary, RunError> {
-    if plan.workers > 0 {
+    if plan.workers > 0 && plan.opts.worker_link != WorkerLink::InProcess {
         return Err(RunError::Options(format!(
-            "{}: a strategy built in this process runs its buyers here; worker processes \
-             rebuild theirs from a registered entry",
+            "{}: a strategy built in this process runs its buyers here or in workers that are \
+             tasks of this process; worker processes rebuild theirs from a registered entry",
             plan.info.id
         )));
     }
@@ -146,7 +147,7 @@ async fn run_planned(
         }
         None => strategy(plan, &servers.endpoints).await?,
     };
-    let workers = clients(plan, &servers, cancel).await?;
+    let workers = clients(plan, &servers, &built, cancel).await?;
     let writes_before = consensus_writes(plan, &servers).await;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;
     let writes_after = consensus_writes(plan, &servers).await;
@@ -232,6 +233,7 @@ pub async fn prepare(built: &Built, w: &Workload) -> Result<(), StrategyError> {
 async fn clients(
     plan: &Plan<'_>,
     servers: &Servers,
+    built: &Built,
     cancel: &CancellationToken,
 ) -> Result<Option<WorkerSet>, RunError> {
     if plan.workers == 0 {
@@ -261,6 +263,9 @@ async fn clients(
     let started = async {
         match plan.opts.worker_link {
             WorkerLink::Pipe => WorkerSet::start(&job, n, &logs, &hosts).await,
+            WorkerLink::InProcess => {
+                WorkerSet::start_in_process(&job, n, built.strategy.clone()).await
+            }
             WorkerLink::Tcp => {
                 // Workers in the run's namespaces reach this process across its bridge.
                 let ip = network.map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |n| n.gateway);

@@ -265,15 +265,16 @@ fn pause_server_leaves_no_zookeeper_waiter_behind_an_orphaned_node() {
     );
     let phases = &all[0].phases;
     assert!(phases[2].sold > 0, "{phases:?}");
-    // An orphaned node holds its SKU's lock for a session timeout (lock.ttl, 5 s): about one
-    // attempt in four (one SKU of 4) would time out after the heal. A busy machine times out a
-    // few anyway, before the fault as after it (in a full suite: 14 of 176 before, 6 of 508
-    // after, Nov 25, 2026), so the bound is a share, not zero.
-    let after = &phases[2];
-    let share = after.lock_timeouts as f64 / after.attempts.max(1) as f64;
+    // An orphaned node holds its SKU's lock for a session timeout (lock.ttl, 5 s): one attempt
+    // in four more (one SKU of 4) would time out after the heal than before the fault. A busy
+    // machine times some out anyway, before the fault as after it (14 of 176 before, 6 of 508
+    // after in a full suite, Nov 25, 2026; 53 % before and 23 % after with three tests at once,
+    // Nov 27), so the bound is the share before the fault plus 10 points.
+    let share = |k: usize| phases[k].lock_timeouts as f64 / phases[k].attempts.max(1) as f64;
+    let (before, after) = (share(0), share(2));
     assert!(
-        share < 0.1,
-        "{share:.3} of attempts after the heal timed out: {phases:?}"
+        after < before + 0.1,
+        "{after:.3} of attempts after the heal timed out, {before:.3} before the fault: {phases:?}"
     );
 }
 
