@@ -27,14 +27,20 @@ declare -A NEED=(
 # `--adapters`: the lock libraries behind `--strategy lib:<name>` (adapters/): Python, Node.js
 # and Java runtimes from Debian, Curator's jars from Debian, the pinned PyPI and npm packages
 # into adapters/python/.venv and adapters/node/node_modules.
+# `--servers all|KEY=BUILD,...`: also server builds besides bookworm's (scripts/servers.lock:
+# Valkey 8.0 and 9.1, etcd 3.5) into a private prefix, for a workload's [servers] keys.
 adapters=""
 for_tests=""
-for arg in "$@"; do
-  case "$arg" in
+servers=""
+while [ $# -gt 0 ]; do
+  case "$1" in
     --for-tests) NEED[chromium]=chromium; adapters=1; for_tests=1 ;;
     --adapters) adapters=1 ;;
-    *) echo "install-deps: unknown option $arg (expected --for-tests or --adapters)" >&2; exit 2 ;;
+    --servers) servers=${2:?"--servers needs all or KEY=BUILD[,KEY=BUILD...]"}; shift ;;
+    --servers=*) servers=${1#--servers=} ;;
+    *) echo "install-deps: unknown option $1 (expected --for-tests, --adapters or --servers LIST)" >&2; exit 2 ;;
   esac
+  shift
 done
 if [ -n "$adapters" ]; then
   NEED[python3]=python3
@@ -107,5 +113,8 @@ if [ -n "$adapters" ]; then
 fi
 if [ -n "$for_tests" ]; then
   sh "$(cd "$(dirname "$0")" && pwd)/kubernetes-validate/install.sh" >&2
+fi
+if [ -n "$servers" ]; then
+  bash "$(cd "$(dirname "$0")" && pwd)/install-servers.sh" "$servers"
 fi
 echo "install-deps: servers and tools present" >&2

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # Seconds per stage on stderr: the suite has a 20-minute goal, and this says where it goes.
 lap_start=$SECONDS
 lap() { echo "test.sh: [$((SECONDS - lap_start)) s] $1" >&2; lap_start=$SECONDS; }
-bash scripts/install-deps.sh --for-tests
+# The server builds besides bookworm's too (scripts/servers.lock; about 11 s and 32 MB).
+bash scripts/install-deps.sh --for-tests --servers all
 lap install-deps
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
@@ -61,7 +62,15 @@ RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --s
   bash scripts/reproducibility.sh >/dev/null || repro_rc=$?
 [ "$repro_rc" -le 1 ] || { echo "test.sh: reproducibility.sh exited $repro_rc" >&2; exit 1; }
 rm -rf "$repro_out"
-lap "versus.sh, reproducibility.sh"
+# Server builds side by side: Redis 7.0 and Valkey 9.1, one strategy, a short sweep and calm run.
+versions_out=$(mktemp -d)
+versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= REDIS_STRATEGIES=redis-lua-decr CALM_SAMPLES=50 \
+  SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+  OUT="$versions_out" bash scripts/versions.sh)
+grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
+  echo "test.sh: versions.sh did not show the Valkey 9.1 build:" >&2; echo "$versions" >&2; exit 1; }
+rm -rf "$versions_out"
+lap "versus.sh, reproducibility.sh, versions.sh"
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
 # The gate against a baseline of its own (the committed one is for release builds), with
@@ -88,7 +97,7 @@ WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set 
 rm -rf "$remote_out"
 lap "libraries.sh, adapter-check, remote.sh"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
 # Three tests at a time on 2 cores: the real-server tests mostly wait on servers and loads of
 # fixed length. With 2 threads, 112 of them took 701 s (Nov 27, 2026; the suite 21.4 min), with
 # 3 about 500 s; two ZooKeeper tests whose margins a third test broke now judge against their

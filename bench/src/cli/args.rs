@@ -51,6 +51,10 @@ pub enum Command {
     /// whether they overlap, and the ratio of their midpoints; exits 1 when some do not
     /// overlap (scripts/reproducibility.sh runs the sweeps).
     Agreement(AgreementArgs),
+    /// Server builds side by side, from the folder scripts/versions.sh wrote: for each strategy
+    /// and build, what its servers reported, its capacity interval against the first build's,
+    /// and its calm p99 with its 95% interval and sample count.
+    Versions(VersionsArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
     /// Reads summary.json, compare.json or sweep.json (or a job folder of scripts/compare.sh),
@@ -224,6 +228,13 @@ fn percent(s: &str) -> Result<f64, String> {
         return Err(format!("`{s}`: expected a percentage between 0% and 1000%"));
     }
     Ok(n / 100.0)
+}
+
+/// `lockbench versions`
+#[derive(Debug, Args)]
+pub struct VersionsArgs {
+    /// The folder scripts/versions.sh wrote: one `<key>-<build>/` per server build.
+    pub dir: PathBuf,
 }
 
 /// `lockbench agreement`

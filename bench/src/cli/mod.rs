@@ -59,6 +59,11 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+        Command::Versions(args) => {
+            let builds = report::versions::load(&args.dir)?;
+            report::versions::print_versions(&mut std::io::stdout(), &builds)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::AdapterCheck(args) => with_runtime(|cancel| cmd_adapter_check(args, cancel)),
         Command::K8s(crate::clients::k8s::K8sCommand::Render(args)) => cmd_k8s_render(args),
         Command::Report(args) => {

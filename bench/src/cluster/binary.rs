@@ -18,7 +18,7 @@ pub(super) fn find_binary(binary: &str, package: &str) -> Result<PathBuf, Cluste
         })
 }
 
-fn is_executable(p: &Path) -> bool {
+pub(super) fn is_executable(p: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
     p.metadata()
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

@@ -21,6 +21,9 @@ pub enum ClusterError {
          or run scripts/install-deps.sh", path.display()
     )]
     MissingFile { path: PathBuf, package: String },
+    /// A server build the run chose (`[servers]`) is not installed in its private prefix.
+    #[error("`{}` not found: install that build with `{install}`", path.display())]
+    MissingBuild { path: PathBuf, install: String },
     /// A port the run needs is taken.
     #[error(
         "port {addr} for {node} is already in use: pick another --base-port, or omit \

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions};
 
 use super::backend::wait_ready;
-use super::binary::find_binary;
+use super::builds::Builds;
 use super::containers::{Containers, Spec};
 use super::durability::{Acked, Durability, Source};
 use super::error::ClusterError;
@@ -37,8 +37,8 @@ pub(super) fn port_names() -> Vec<String> {
         .collect()
 }
 
-pub(super) fn check_installed() -> Result<(), ClusterError> {
-    find_binary("etcd", "etcd-server").map(|_| ())
+pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+    builds.etcd.server().map(|_| ())
 }
 
 /// Where one member listens and is reached.
@@ -129,7 +129,7 @@ type Servers = Vec<(SocketAddr, Box<dyn NodeServer>)>;
 /// Starts each member as a process on its reserved addresses.
 fn start_local(local: &Local, names: &[String], token: &str) -> Result<Servers, ClusterError> {
     let mut servers: Servers = Vec::with_capacity(MEMBERS);
-    let bin = find_binary("etcd", "etcd-server")?;
+    let bin = local.builds().etcd.server()?;
     let members = names
         .iter()
         .map(|name| {
@@ -353,8 +353,8 @@ impl ServiceKind for Etcd {
         needs.etcd
     }
 
-    fn check_installed(&self) -> Result<(), ClusterError> {
-        check_installed()
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        check_installed(builds)
     }
 
     fn port_names(&self, _needs: Needs) -> Vec<String> {

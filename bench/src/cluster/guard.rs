@@ -331,7 +331,7 @@ async fn provision(
         }
         Provisioner::Local | Provisioner::Target => {
             for k in kinds {
-                k.check_installed()?;
+                k.check_installed(opts.builds)?;
             }
             let ports = kinds.iter().flat_map(|k| k.port_names(needs)).collect();
             Provisioned::Local(Local::prepare(ports, opts)?)

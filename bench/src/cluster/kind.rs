@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 
 use async_trait::async_trait;
 
+use super::builds::Builds;
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
@@ -55,8 +56,9 @@ pub(super) trait ServiceKind: Sync {
     /// Whether a run with `needs` starts this service's own set of nodes.
     fn wanted(&self, needs: Needs) -> bool;
 
-    /// Local nodes: an error naming the package to install when a binary or file is missing.
-    fn check_installed(&self) -> Result<(), ClusterError>;
+    /// Local nodes of `builds`: an error naming the package (or the install command of a
+    /// private build) when a binary or file is missing.
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError>;
 
     /// Local nodes: the name of every port its nodes listen on (reserved before any starts).
     fn port_names(&self, needs: Needs) -> Vec<String>;

@@ -11,6 +11,7 @@ use std::process::Command;
 use async_trait::async_trait;
 
 use super::backend::Backend;
+use super::builds::Builds;
 use super::error::ClusterError;
 use super::model::{ClusterOptions, Provisioner};
 use super::node::Node;
@@ -26,6 +27,8 @@ pub(super) struct Local {
     log_dir: PathBuf,
     /// The clock shim, for the standalone Redis nodes ([`ClusterOptions::clock_shim`]).
     shim: Option<PathBuf>,
+    /// Which build of each server runs ([`ClusterOptions::builds`]).
+    builds: Builds,
     // Fields drop in order: the namespaces go before the data directory.
     network: Option<net::Network>,
     data: tempfile::TempDir,
@@ -62,6 +65,7 @@ impl Local {
             addrs,
             log_dir: opts.log_dir.clone(),
             shim,
+            builds: opts.builds,
             network,
             data,
         })
@@ -81,6 +85,11 @@ impl Local {
         std::fs::create_dir_all(&dir)
             .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
         Ok(dir)
+    }
+
+    /// Which build of each server the run's nodes run.
+    pub(super) fn builds(&self) -> Builds {
+        self.builds
     }
 
     /// The clock shim, when the run preloads it.

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 
 use super::backend::wait_ready;
 use super::binary::find_binary;
+use super::builds::Builds;
 use super::containers::{Containers, Spec};
 use super::durability::{Acked, Durability, Source, bounded_query};
 use super::error::ClusterError;
@@ -280,7 +281,7 @@ impl ServiceKind for Mariadb {
         needs.mariadb
     }
 
-    fn check_installed(&self) -> Result<(), ClusterError> {
+    fn check_installed(&self, _: Builds) -> Result<(), ClusterError> {
         check_installed()
     }
 

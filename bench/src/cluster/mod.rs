@@ -14,11 +14,12 @@
 //!
 //! This file only names the rooms: `model` (the types), `error`, `node`, `guard` (the owning
 //! [`OwnedCluster`]), `endpoints` (the endpoints file), the backends (`backend`, `local`,
-//! [`containers`], `provision`), and one module per service, each implementing `kind`'s
-//! `ServiceKind`, listed once in `registry`.
+//! [`containers`], `provision`), the server builds a run may choose ([`builds`]), and one
+//! module per service, each implementing `kind`'s `ServiceKind`, listed once in `registry`.
 
 mod backend;
 mod binary;
+pub mod builds;
 mod clock;
 pub mod containers;
 pub mod credentials;
@@ -45,6 +46,7 @@ pub mod sentinel;
 pub mod target;
 mod zookeeper;
 
+pub use builds::{Builds, EtcdBuild, RedisBuild};
 pub use endpoints::EndpointsFile;
 pub use error::ClusterError;
 pub use guard::OwnedCluster;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::builds::Builds;
 use super::durability::{Appendfsync, Durability};
 use super::namespace::Prefix;
 use crate::names::enum_names;
@@ -327,6 +328,8 @@ pub struct ClusterOptions {
     pub provisioner: Provisioner,
     /// Persistence of every Redis node (standalone, Redlock's, Sentinel's master and replicas).
     pub redis_appendfsync: Appendfsync,
+    /// Which build of each server local nodes run (containers run bookworm's only).
+    pub builds: Builds,
 }
 
 impl ClusterOptions {
@@ -340,6 +343,7 @@ impl ClusterOptions {
             network: false,
             provisioner: Provisioner::Local,
             redis_appendfsync: Appendfsync::Off,
+            builds: Builds::default(),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::process::Command;
 use async_trait::async_trait;
 
 use super::backend::wait_ready;
-use super::binary::find_binary;
+use super::builds::Builds;
 use super::containers::Spec;
 use super::durability::{Acked, Durability, Source, bounded_query};
 use super::error::ClusterError;
@@ -25,8 +25,8 @@ pub use super::durability::Appendfsync;
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
 
-pub(super) fn check_installed() -> Result<(), ClusterError> {
-    find_binary("redis-server", "redis-server").map(|_| ())
+pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+    builds.redis.server().map(|_| ())
 }
 
 /// Flags every Redis node gets wherever it runs, then `extra` (e.g. `--replicaof`): no RDB
@@ -64,7 +64,7 @@ pub(super) async fn start(
         Launcher::Local(local) => {
             let addr = local.addr(name);
             let dir = local.dir(name)?;
-            let mut cmd = Command::new(find_binary("redis-server", "redis-server")?);
+            let mut cmd = Command::new(local.builds().redis.server()?);
             cmd.arg("--bind")
                 .arg(addr.ip().to_string())
                 .args(flags(addr.port(), aof, extra))
@@ -146,7 +146,9 @@ pub(super) async fn persistence(
     Ok(out)
 }
 
-/// The version a Redis server (or Sentinel) at `addr` reports in `INFO server`.
+/// The build a Redis server (or Sentinel) at `addr` reports in `INFO server` and `memory`:
+/// `7.0.15 (jemalloc-5.3.0)`, or `valkey 8.0.1 (jemalloc-5.3.0)` (Valkey reports a
+/// `redis_version` of the Redis it is compatible with, and its own beside it).
 pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
     let client = client(addr, auth).map_err(|e| e.to_string())?;
     let mut con = client
@@ -155,15 +157,28 @@ pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<Str
         .map_err(|e| e.to_string())?;
     let info: String = ::redis::cmd("INFO")
         .arg("server")
+        .arg("memory")
         .query_async(&mut con)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(info
-        .lines()
-        .find_map(|l| l.strip_prefix("redis_version:"))
-        .unwrap_or("unknown")
-        .trim()
-        .to_string())
+    Ok(describe_build(&info))
+}
+
+/// The build named by an `INFO` answer (see [`version`]).
+fn describe_build(info: &str) -> String {
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .map(str::trim)
+    };
+    let version = match field("valkey_version") {
+        Some(v) => format!("valkey {v}"),
+        None => field("redis_version").unwrap_or("unknown").to_string(),
+    };
+    match field("mem_allocator") {
+        Some(a) => format!("{version} ({a})"),
+        None => version,
+    }
 }
 
 /// The standalone Redis servers of a run: `redis-1`, or Redlock's `redis-1..5`.
@@ -186,8 +201,8 @@ impl ServiceKind for Redis {
         needs.redis_nodes() > 0
     }
 
-    fn check_installed(&self) -> Result<(), ClusterError> {
-        check_installed()
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        check_installed(builds)
     }
 
     fn port_names(&self, needs: Needs) -> Vec<String> {
@@ -388,5 +403,16 @@ mod tests {
         assert_eq!(acked("yes", "no"), Acked::Os);
         assert_eq!(acked("yes", "everysec"), Acked::Os);
         assert_eq!(acked("yes", "always"), Acked::Disk);
+    }
+
+    #[test]
+    fn the_build_says_valkey_and_its_allocator() {
+        let redis = "# Server\r\nredis_version:7.0.15\r\n# Memory\r\nmem_allocator:jemalloc-5.3.0\r\n";
+        assert_eq!(describe_build(redis), "7.0.15 (jemalloc-5.3.0)");
+        let valkey = "redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n\
+                      mem_allocator:libc\r\n";
+        assert_eq!(describe_build(valkey), "valkey 9.1.2 (libc)");
+        // A Sentinel answers no memory section.
+        assert_eq!(describe_build("redis_version:7.0.15\r\n"), "7.0.15");
     }
 }

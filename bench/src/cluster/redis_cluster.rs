@@ -18,6 +18,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::backend::{READY_TIMEOUT, wait_ready};
+use super::builds::Builds;
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
@@ -443,8 +444,8 @@ impl ServiceKind for RedisCluster {
         needs.redis_cluster
     }
 
-    fn check_installed(&self) -> Result<(), ClusterError> {
-        super::redis::check_installed()
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        super::redis::check_installed(builds)
     }
 
     fn port_names(&self, _needs: Needs) -> Vec<String> {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::backend::wait_ready;
-use super::binary::find_binary;
+use super::builds::Builds;
 use super::containers::Spec;
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
@@ -50,8 +50,8 @@ pub(super) fn port_names() -> Vec<String> {
         .collect()
 }
 
-pub(super) fn check_installed() -> Result<(), ClusterError> {
-    find_binary("redis-sentinel", "redis-sentinel").map(|_| ())
+pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+    builds.redis.sentinel().map(|_| ())
 }
 
 async fn query<T: redis::FromRedisValue>(
@@ -233,7 +233,7 @@ async fn launch_sentinel(
             );
             std::fs::write(&conf, text)
                 .map_err(|e| ClusterError::io(format!("write {}", conf.display()), e))?;
-            let mut cmd = Command::new(find_binary("redis-sentinel", "redis-sentinel")?);
+            let mut cmd = Command::new(local.builds().redis.sentinel()?);
             cmd.arg(&conf);
             Ok((addr, Box::new(local.spawn(name, cmd)?)))
         }
@@ -269,8 +269,8 @@ impl ServiceKind for Sentinel {
         needs.sentinel
     }
 
-    fn check_installed(&self) -> Result<(), ClusterError> {
-        super::redis::check_installed().and_then(|()| check_installed())
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        super::redis::check_installed(builds).and_then(|()| check_installed(builds))
     }
 
     fn port_names(&self, _needs: Needs) -> Vec<String> {

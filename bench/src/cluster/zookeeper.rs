@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::backend::wait_ready;
 use super::binary::find_binary;
+use super::builds::Builds;
 use super::containers::{Containers, Spec};
 use super::durability::{Acked, Durability, Source};
 use super::error::ClusterError;
@@ -342,7 +343,7 @@ impl ServiceKind for Zookeeper {
         needs.zookeeper
     }
 
-    fn check_installed(&self) -> Result<(), ClusterError> {
+    fn check_installed(&self, _: Builds) -> Result<(), ClusterError> {
         check_installed()
     }
 

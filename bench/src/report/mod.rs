@@ -16,6 +16,7 @@ pub mod model;
 pub mod needs;
 mod saved;
 pub mod sweep;
+pub mod versions;
 mod table;
 
 use std::collections::BTreeMap;

@@ -9,7 +9,7 @@ use super::RunError;
 use crate::chaos::ChaosPlan;
 use crate::cluster::redis::Appendfsync;
 use crate::cluster::target::ExternalTarget;
-use crate::cluster::{ClusterOptions, Provisioner};
+use crate::cluster::{Builds, ClusterOptions, Provisioner};
 use crate::strategy::{self, StrategyInfo};
 use crate::workload::Workload;
 use crate::workload::config::RedisAppendfsync;
@@ -135,6 +135,7 @@ impl<'a> Plan<'a> {
         let mut cluster = ClusterOptions::new(opts.out.join("logs"));
         cluster.base_port = opts.base_port;
         cluster.redis_appendfsync = aof;
+        cluster.builds = builds(opts, info)?;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
         cluster.provisioner = opts.provision;
         // Containers are partitioned on their own Docker network; only local processes need
@@ -186,6 +187,38 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
         plan.check_services(info.lock_service(), info.needs)?;
     }
     Ok(())
+}
+
+/// The server builds this run starts, from `servers.redis` and `servers.etcd`, for the services
+/// the strategy uses. A build other than Debian bookworm's runs only as a local process this
+/// run starts: the container images carry bookworm's, and the servers of `--endpoints` or
+/// `--target` are whatever they are (summary.json reports the build each one names).
+fn builds(opts: &RunOptions, info: &StrategyInfo) -> Result<Builds, RunError> {
+    let (s, n) = (&opts.workload.servers, info.needs);
+    let uses_redis = n.redis || n.redlock || n.sentinel || n.redis_cluster;
+    let b = Builds {
+        redis: if uses_redis { s.redis } else { Default::default() },
+        etcd: if n.etcd { s.etcd } else { Default::default() },
+    };
+    let why = if b.are_default() {
+        None
+    } else if opts.target.is_some() {
+        Some("--target, whose servers are what they are")
+    } else if opts.endpoints.is_some() {
+        Some("--endpoints, whose servers are what they are")
+    } else if opts.provision == Provisioner::Containers {
+        Some("--provision containers, whose images carry Debian bookworm's builds only")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(RunError::Options(format!(
+            "{} with {why}: run it with --provision local (scripts/install-deps.sh --servers \
+             installs the build), or drop the key",
+            b.chosen().join(", ")
+        ))),
+        None => Ok(b),
+    }
 }
 
 /// The persistence of the Redis nodes this run starts, from `servers.redis_appendfsync`.

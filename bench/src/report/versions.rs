@@ -1,0 +1,238 @@
+//! Server builds side by side (`scripts/versions.sh`, `lockbench versions DIR`): for each
+//! strategy and build, the build its servers reported, its capacity interval, whether that
+//! interval overlaps the first build's, and the calm run's p99 with its 95 % interval and
+//! sample count. The folder holds one `<key>-<build>/` per build (`redis-valkey-8.0/`), each
+//! with `sweep/sweep.json` and `calm/<strategy>/summary.json`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::Summary;
+use super::agreement::agreement;
+use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
+use super::sweep::Sweep;
+use crate::cluster::{EtcdBuild, RedisBuild};
+use crate::record::stats::Pct;
+
+/// One build's results.
+pub struct Build {
+    /// The `[servers]` key (`redis`, `etcd`).
+    pub key: String,
+    /// The build's name (`valkey-8.0`).
+    pub build: String,
+    pub sweep: Sweep,
+    /// Its calm runs, by strategy.
+    pub calm: Vec<Summary>,
+}
+
+/// Reads every `<key>-<build>/` of `dir`, by key, the builds of a key in the order the
+/// `[servers]` names list them (bookworm's first: the one the others are set against).
+pub fn load(dir: &Path) -> anyhow::Result<Vec<Build>> {
+    let order: Vec<&str> = RedisBuild::NAMES
+        .iter()
+        .chain(EtcdBuild::NAMES)
+        .copied()
+        .collect();
+    let mut builds = Vec::new();
+    for d in std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", dir.display()))?
+        .flatten()
+    {
+        let name = d.file_name().to_string_lossy().into_owned();
+        let Some((key, build)) = name.split_once('-') else {
+            continue;
+        };
+        let sweep_path = d.path().join("sweep");
+        if !sweep_path.join("sweep.json").exists() {
+            continue;
+        }
+        builds.push(Build {
+            key: key.to_string(),
+            build: build.to_string(),
+            sweep: Sweep::read(&sweep_path)?,
+            calm: calm_runs(&d.path().join("calm"))?,
+        });
+    }
+    let rank = |b: &Build| order.iter().position(|o| *o == b.build).unwrap_or(order.len());
+    builds.sort_by(|a, b| (&a.key, rank(a), &a.build).cmp(&(&b.key, rank(b), &b.build)));
+    if builds.is_empty() {
+        anyhow::bail!(
+            "{}: no <key>-<build>/sweep/sweep.json inside (scripts/versions.sh writes them)",
+            dir.display()
+        );
+    }
+    Ok(builds)
+}
+
+fn calm_runs(dir: &Path) -> anyhow::Result<Vec<Summary>> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(out);
+    };
+    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    paths.sort();
+    for p in paths {
+        let f = p.join("summary.json");
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            out.push(
+                serde_json::from_str(&text)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?,
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// One line of the table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub strategy: String,
+    pub key: String,
+    pub build: String,
+    /// What its servers reported (distinct values, `, `-joined).
+    pub reported: String,
+    pub interval: [Option<f64>; 2],
+    /// Whether the interval overlaps the key's first build's (`None` on the first).
+    pub overlaps_first: Option<bool>,
+    /// Its capacity's geometric midpoint over the first build's.
+    pub vs_first: Option<f64>,
+    /// The calm run: its rate and p99 cell.
+    pub calm: Option<(f64, String)>,
+}
+
+/// The lines of `builds`: per key, per strategy of its first build, every build.
+pub fn lines(builds: &[Build]) -> Vec<Line> {
+    let mut out = Vec::new();
+    let mut keys: Vec<&str> = builds.iter().map(|b| b.key.as_str()).collect();
+    keys.dedup();
+    for key in keys {
+        let of_key: Vec<&Build> = builds.iter().filter(|b| b.key == key).collect();
+        let sweeps: Vec<Sweep> = of_key.iter().map(|b| b.sweep.clone()).collect();
+        for row in agreement(&sweeps) {
+            for (k, b) in of_key.iter().enumerate() {
+                let pair = agreement(&[sweeps[0].clone(), sweeps[k].clone()]);
+                let pair = pair.iter().find(|r| r.strategy == row.strategy);
+                let calm = b.calm.iter().find(|s| s.strategy == row.strategy);
+                out.push(Line {
+                    strategy: row.strategy.clone(),
+                    key: key.to_string(),
+                    build: b.build.clone(),
+                    reported: reported(b, &row.strategy),
+                    interval: row.intervals[k],
+                    overlaps_first: (k > 0).then(|| pair.is_some_and(|p| p.overlap)),
+                    vs_first: (k > 0)
+                        .then(|| mid_ratio(row.intervals[0], row.intervals[k]))
+                        .flatten(),
+                    calm: calm.map(|s| (calm_rate(s), p99_cell(s))),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The offered rate of a calm run.
+fn calm_rate(s: &Summary) -> f64 {
+    s.workload["load"]["rate"].as_f64().unwrap_or(0.0)
+}
+
+/// The builds the servers of this build's runs of `strategy` reported.
+fn reported(b: &Build, strategy: &str) -> String {
+    let mut v: Vec<String> = b
+        .calm
+        .iter()
+        .filter(|s| s.strategy == strategy)
+        .flat_map(|s| s.servers.iter().map(|n| n.version.clone()))
+        .collect();
+    v.sort();
+    v.dedup();
+    if v.is_empty() {
+        "-".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+fn mid_ratio(first: [Option<f64>; 2], this: [Option<f64>; 2]) -> Option<f64> {
+    let mid = |i: [Option<f64>; 2]| match i {
+        [Some(l), Some(u)] => Some((l * u).sqrt()),
+        _ => None,
+    };
+    Some(mid(this)? / mid(first)?)
+}
+
+/// `p99 [lo, hi] (n=N)` in ms, or the maximum when the count cannot bound a p99.
+fn p99_cell(s: &Summary) -> String {
+    let l = &s.latency_us;
+    if l.count == 0 {
+        return "-".into();
+    }
+    let supported = l.supports(Pct::P99);
+    let ci = l
+        .ci95
+        .filter(|_| supported)
+        .map(|c| {
+            format!(
+                " [{}, {}]",
+                ms_table(c.p99.0),
+                or_dash(c.p99.1, ms_table)
+            )
+        })
+        .unwrap_or_default();
+    format!(
+        "{}{ci} ({})",
+        ms_table(l.shown(Pct::P99)),
+        samples(l.count, supported)
+    )
+}
+
+fn interval_text(i: [Option<f64>; 2]) -> String {
+    match i {
+        [Some(l), Some(u)] => format!("{}–{}", rate_exact(l), rate_exact(u)),
+        [Some(l), None] => format!("≥ {}", rate_exact(l)),
+        [None, Some(u)] => format!("< {}", rate_exact(u)),
+        [None, None] => "-".into(),
+    }
+}
+
+/// Prints the table of `builds`.
+pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result<()> {
+    let lines = lines(builds);
+    let w = lines.iter().map(|l| l.strategy.len()).max().unwrap_or(8);
+    let rw = lines.iter().map(|l| l.reported.len()).max().unwrap_or(8);
+    writeln!(
+        out,
+        "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  calm p99, ms [95%]",
+        "strategy", "build", "servers report", "capacity (/s)", "vs first", "calm rate"
+    )?;
+    for l in &lines {
+        let vs = match (l.overlaps_first, l.vs_first) {
+            (None, _) => "-".to_string(),
+            (Some(o), r) => format!(
+                "{} {}",
+                or_dash(r, ratio),
+                if o { "overlap" } else { "APART" }
+            ),
+        };
+        let (rate, p99) = l
+            .calm
+            .clone()
+            .map_or(("-".into(), "-".into()), |(r, c)| (format!("{}/s", rate_exact(r)), c));
+        writeln!(
+            out,
+            "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {p99}",
+            l.strategy,
+            format!("{}={}", l.key, l.build),
+            l.reported,
+            interval_text(l.interval),
+            vs,
+            rate
+        )?;
+    }
+    writeln!(
+        out,
+        "vs first: the capacity's geometric midpoint over the first build's, and whether the two \
+         intervals overlap. Two jobs of one build missed each other for 1 strategy in 26 (Nov \
+         27, 2026): one APART is a hint, the same APART in a second run is a difference"
+    )
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Server versions side by side: the same strategies, workload and SLO on each server build a
+# workload's [servers] table can choose (scripts/servers.lock), one after the other on this
+# machine. For each strategy and build: the build the servers reported, the capacity interval
+# (`lockbench sweep`), then a calm run at one rate common to every build of that strategy (half
+# the lowest capacity any build showed) with its p99, 95% interval and sample count.
+# Knobs (environment): REDIS_BUILDS (7.0,valkey-8.0,valkey-9.1), REDIS_STRATEGIES
+# (redis-setnx-watchdog,redis-lua-decr), ETCD_BUILDS (3.4,3.5), ETCD_STRATEGIES (etcd); an
+# empty *_BUILDS skips that service. OUT (results/runs/<time>-versions), SWEEP_ARGS (extra
+# `lockbench sweep` arguments), CALM_SAMPLES (1000: a calm run lasts until about that many
+# arrivals, 5 to 30 s). Extra arguments go to every sweep and run. LOCKBENCH_BIN=path uses
+# that build instead of a release build (scripts/test.sh runs a short form).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+redis_builds=${REDIS_BUILDS-7.0,valkey-8.0,valkey-9.1}
+etcd_builds=${ETCD_BUILDS-3.4,3.5}
+servers=""
+for b in ${redis_builds//,/ }; do [ "$b" = 7.0 ] || servers+="redis=$b,"; done
+for b in ${etcd_builds//,/ }; do [ "$b" = 3.4 ] || servers+="etcd=$b,"; done
+if [ -n "$servers" ]; then bash scripts/install-deps.sh --servers "${servers%,}"; else bash scripts/install-deps.sh; fi
+if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
+out=${OUT:-"results/runs/$(date -u +%Y%m%dT%H%M%SZ)-versions"}
+workload=workloads/flash-sale.toml
+mkdir -p "$out"
+
+# Sweeps every build of one service: `sweep KEY BUILDS STRATEGIES`.
+sweep() {
+  local key=$1 builds=$2 strategies=$3
+  for b in ${builds//,/ }; do
+    echo "== capacity: servers.$key = $b: $strategies" >&2
+    # shellcheck disable=SC2086 # SWEEP_ARGS is a list of words
+    "$bin" sweep --workload "$workload" --strategies "$strategies" --set "servers.$key=$b" \
+      --out "$out/$key-$b/sweep" ${SWEEP_ARGS:-} "${extra[@]}" >/dev/null
+  done
+}
+
+# The calm rate of each strategy of one service: half the lowest capacity of any of its builds
+# (half the lowest failing rate when no build passed any), and how long to run to reach about
+# CALM_SAMPLES arrivals. Prints "strategy rate duration" lines.
+calm_rates() {
+  python3 - "$out" "$1" "$2" "$3" "${CALM_SAMPLES:-1000}" <<'PY'
+import json, sys
+out, key, builds, strategies, samples = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(","), int(sys.argv[5])
+for s in strategies:
+    lows = []
+    for b in builds:
+        e = next(e for e in json.load(open(f"{out}/{key}-{b}/sweep/sweep.json"))["entries"] if e["strategy"] == s)
+        lows.append(e["capacity_per_s"] or e["first_failing_per_s"] or 1.0)
+    rate = max(min(lows) / 2, 1.0)
+    print(s, f"{rate:.3g}", f"{min(max(samples / rate, 5), 30):.0f}s")
+PY
+}
+
+# Calm runs of every build at the common rates: `calm KEY BUILDS STRATEGIES`.
+calm() {
+  local key=$1 builds=$2 strategies=$3
+  calm_rates "$key" "$builds" "$strategies" | while read -r s rate duration; do
+    for b in ${builds//,/ }; do
+      echo "== calm: servers.$key = $b: $s at $rate/s for $duration" >&2
+      "$bin" run --strategy "$s" --workload "$workload" --set "servers.$key=$b" \
+        --set "load.rate=$rate" --set "load.duration=\"$duration\"" \
+        --out "$out/$key-$b/calm/$s" "${extra[@]}" >/dev/null || true
+    done
+  done
+}
+
+extra=("$@")
+[ -z "$redis_builds" ] || { sweep redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; calm redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; }
+[ -z "$etcd_builds" ] || { sweep etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; calm etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; }
+"$bin" versions "$out" | tee "$out/versions.txt"
