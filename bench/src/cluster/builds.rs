@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use super::binary::{find_binary, is_executable};
 use super::error::ClusterError;
+use super::model::{NodeInfo, Service};
 
 /// `servers.redis`: the build every Redis node of a run runs (standalone, Redlock's,
 /// Sentinel's and the cluster's).
@@ -66,6 +67,51 @@ impl Builds {
             out.push(format!("servers.etcd = \"{}\"", self.etcd));
         }
         out
+    }
+}
+
+impl Builds {
+    /// Why `nodes` (of servers started elsewhere) are not these builds, if they are not:
+    /// `servers.redis = "valkey-8.0", but redis-1 reports 7.0.15 (jemalloc-5.3.0)`. A node
+    /// that could not say (`unknown`, `unreachable: …`) is not held against them.
+    pub fn mismatch(&self, nodes: &[NodeInfo]) -> Option<String> {
+        let said = |v: &str| v.starts_with(|c: char| c.is_ascii_digit()) || v.starts_with("valkey");
+        nodes.iter().filter(|n| said(&n.version)).find_map(|n| {
+            let (key, name, ok) = match n.service {
+                Service::Redis | Service::Sentinel | Service::RedisCluster => {
+                    ("redis", self.redis.name(), self.redis.reports(&n.version))
+                }
+                Service::Etcd => ("etcd", self.etcd.name(), self.etcd.reports(&n.version)),
+                _ => return None,
+            };
+            (!ok).then(|| {
+                format!(
+                    "servers.{key} = \"{name}\", but {} reports {}",
+                    n.name, n.version
+                )
+            })
+        })
+    }
+}
+
+impl RedisBuild {
+    /// Whether a server reporting `version` (as `redis::version` spells it) is this build.
+    pub fn reports(self, version: &str) -> bool {
+        match self {
+            Self::Redis70 => version.starts_with("7.0."),
+            Self::Valkey80 => version.starts_with("valkey 8.0."),
+            Self::Valkey91 => version.starts_with("valkey 9.1."),
+        }
+    }
+}
+
+impl EtcdBuild {
+    /// Whether a member reporting `version` is this build.
+    pub fn reports(self, version: &str) -> bool {
+        version.starts_with(match self {
+            Self::Etcd34 => "3.4.",
+            Self::Etcd35 => "3.5.",
+        })
     }
 }
 
@@ -140,6 +186,43 @@ mod tests {
     }
 
     #[test]
+    fn servers_started_elsewhere_must_report_the_build_asked_for() {
+        let node = |service, version: &str| NodeInfo {
+            name: "n-1".into(),
+            service,
+            role: crate::cluster::Role::Primary,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            version: version.into(),
+            pid: 0,
+            log: Default::default(),
+            container: None,
+            durability: None,
+        };
+        let valkey = Builds {
+            redis: RedisBuild::Valkey80,
+            etcd: EtcdBuild::Etcd35,
+        };
+        let nodes = [
+            node(Service::Redis, "valkey 8.0.1 (jemalloc-5.3.0)"),
+            node(Service::Etcd, "3.5.16"),
+            node(Service::Mariadb, "10.11.6-MariaDB"),
+        ];
+        assert_eq!(valkey.mismatch(&nodes), None);
+        assert_eq!(
+            Builds::default().mismatch(&nodes).as_deref(),
+            Some("servers.redis = \"7.0\", but n-1 reports valkey 8.0.1 (jemalloc-5.3.0)")
+        );
+        let old_etcd = [node(Service::Etcd, "3.4.23")];
+        assert!(
+            valkey
+                .mismatch(&old_etcd)
+                .unwrap()
+                .contains("servers.etcd = \"3.5\"")
+        );
+        assert_eq!(valkey.mismatch(&[node(Service::Redis, "unknown")]), None);
+    }
+
+    #[test]
     fn builds_other_than_bookworms_are_named_as_their_keys() {
         assert!(Builds::default().are_default());
         let b = Builds {
@@ -150,7 +233,10 @@ mod tests {
             b.chosen(),
             ["servers.redis = \"valkey-9.1\"", "servers.etcd = \"3.5\""]
         );
-        assert_eq!("valkey-8.0".parse::<RedisBuild>().ok(), Some(RedisBuild::Valkey80));
+        assert_eq!(
+            "valkey-8.0".parse::<RedisBuild>().ok(),
+            Some(RedisBuild::Valkey80)
+        );
         assert!("8.0".parse::<RedisBuild>().is_err());
     }
 }

@@ -407,7 +407,8 @@ mod tests {
 
     #[test]
     fn the_build_says_valkey_and_its_allocator() {
-        let redis = "# Server\r\nredis_version:7.0.15\r\n# Memory\r\nmem_allocator:jemalloc-5.3.0\r\n";
+        let redis =
+            "# Server\r\nredis_version:7.0.15\r\n# Memory\r\nmem_allocator:jemalloc-5.3.0\r\n";
         assert_eq!(describe_build(redis), "7.0.15 (jemalloc-5.3.0)");
         let valkey = "redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.1.2\r\n\
                       mem_allocator:libc\r\n";

@@ -16,8 +16,8 @@ pub mod model;
 pub mod needs;
 mod saved;
 pub mod sweep;
-pub mod versions;
 mod table;
+pub mod versions;
 
 use std::collections::BTreeMap;
 

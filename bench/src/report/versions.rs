@@ -12,7 +12,7 @@ use super::agreement::agreement;
 use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
 use super::sweep::Sweep;
 use crate::cluster::{EtcdBuild, RedisBuild};
-use crate::record::stats::Pct;
+use crate::record::Pct;
 
 /// One build's results.
 pub struct Build {
@@ -53,7 +53,12 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Build>> {
             calm: calm_runs(&d.path().join("calm"))?,
         });
     }
-    let rank = |b: &Build| order.iter().position(|o| *o == b.build).unwrap_or(order.len());
+    let rank = |b: &Build| {
+        order
+            .iter()
+            .position(|o| *o == b.build)
+            .unwrap_or(order.len())
+    };
     builds.sort_by(|a, b| (&a.key, rank(a), &a.build).cmp(&(&b.key, rank(b), &b.build)));
     if builds.is_empty() {
         anyhow::bail!(
@@ -75,8 +80,7 @@ fn calm_runs(dir: &Path) -> anyhow::Result<Vec<Summary>> {
         let f = p.join("summary.json");
         if let Ok(text) = std::fs::read_to_string(&f) {
             out.push(
-                serde_json::from_str(&text)
-                    .map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?,
+                serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", f.display()))?,
             );
         }
     }
@@ -171,13 +175,7 @@ fn p99_cell(s: &Summary) -> String {
     let ci = l
         .ci95
         .filter(|_| supported)
-        .map(|c| {
-            format!(
-                " [{}, {}]",
-                ms_table(c.p99.0),
-                or_dash(c.p99.1, ms_table)
-            )
-        })
+        .map(|c| format!(" [{}, {}]", ms_table(c.p99.0), or_dash(c.p99.1, ms_table)))
         .unwrap_or_default();
     format!(
         "{}{ci} ({})",
@@ -214,10 +212,9 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
                 if o { "overlap" } else { "APART" }
             ),
         };
-        let (rate, p99) = l
-            .calm
-            .clone()
-            .map_or(("-".into(), "-".into()), |(r, c)| (format!("{}/s", rate_exact(r)), c));
+        let (rate, p99) = l.calm.clone().map_or(("-".into(), "-".into()), |(r, c)| {
+            (format!("{}/s", rate_exact(r)), c)
+        });
         writeln!(
             out,
             "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {p99}",

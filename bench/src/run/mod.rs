@@ -193,6 +193,9 @@ struct Servers {
 async fn servers(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Servers, RunError> {
     if let Some(path) = &plan.opts.endpoints {
         let file = EndpointsFile::read(path)?;
+        if let Some(e) = plan.cluster.builds.mismatch(&file.nodes) {
+            return Err(RunError::Options(format!("{}: {e}", path.display())));
+        }
         return Ok(Servers {
             cluster: None,
             endpoints: file.endpoints,

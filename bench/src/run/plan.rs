@@ -190,22 +190,16 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
 }
 
 /// The server builds this run starts, from `servers.redis` and `servers.etcd`, for the services
-/// the strategy uses. A build other than Debian bookworm's runs only as a local process this
-/// run starts: the container images carry bookworm's, and the servers of `--endpoints` or
-/// `--target` are whatever they are (summary.json reports the build each one names).
+/// the strategy uses. A build other than Debian bookworm's runs only as a local process: the
+/// container images carry bookworm's, and a target's servers are whatever they are. Servers
+/// of `--endpoints` (a `serve`'s, or a sweep's) must report the build asked for: checked when
+/// the run reads the endpoints file.
 fn builds(opts: &RunOptions, info: &StrategyInfo) -> Result<Builds, RunError> {
-    let (s, n) = (&opts.workload.servers, info.needs);
-    let uses_redis = n.redis || n.redlock || n.sentinel || n.redis_cluster;
-    let b = Builds {
-        redis: if uses_redis { s.redis } else { Default::default() },
-        etcd: if n.etcd { s.etcd } else { Default::default() },
-    };
+    let b = opts.workload.servers.builds(info.needs);
     let why = if b.are_default() {
         None
     } else if opts.target.is_some() {
         Some("--target, whose servers are what they are")
-    } else if opts.endpoints.is_some() {
-        Some("--endpoints, whose servers are what they are")
     } else if opts.provision == Provisioner::Containers {
         Some("--provision containers, whose images carry Debian bookworm's builds only")
     } else {

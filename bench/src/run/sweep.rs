@@ -419,6 +419,7 @@ pub async fn sweep(
             let mut c = ClusterOptions::new(out.join("logs"));
             c.base_port = opts.base_port;
             c.provisioner = opts.provision;
+            c.builds = opts.workload.servers.builds(needs);
             let cluster = tokio::select! {
                 c = OwnedCluster::start(needs, &c) => c?,
                 _ = cancel.cancelled() => return Err(RunError::Interrupted),

@@ -260,6 +260,25 @@ pub struct Servers {
     pub etcd: EtcdBuild,
 }
 
+impl Servers {
+    /// The builds of the services `needs` uses (bookworm's for the others).
+    pub fn builds(&self, needs: crate::cluster::Needs) -> crate::cluster::Builds {
+        let uses_redis = needs.redis || needs.redlock || needs.sentinel || needs.redis_cluster;
+        crate::cluster::Builds {
+            redis: if uses_redis {
+                self.redis
+            } else {
+                RedisBuild::default()
+            },
+            etcd: if needs.etcd {
+                self.etcd
+            } else {
+                EtcdBuild::default()
+            },
+        }
+    }
+}
+
 /// `servers.redis_appendfsync`: Redis persistence. `off` keeps nothing (`--save ""
 /// --appendonly no`: a restarted node comes back empty); the others turn the append-only file
 /// on with that `appendfsync` policy, so a restarted node reloads what it acknowledged.
@@ -756,7 +775,11 @@ ttl = "1s"
             (w.servers.redis, w.servers.etcd),
             (RedisBuild::Valkey80, EtcdBuild::Etcd35)
         );
-        let o = ["servers.redis=valkey-9.1", "servers.etcd=3.4", "servers.redis=7.0"];
+        let o = [
+            "servers.redis=valkey-9.1",
+            "servers.etcd=3.4",
+            "servers.redis=7.0",
+        ];
         let o: Vec<String> = o.iter().map(|s| s.to_string()).collect();
         let w = Workload::parse("w.toml", GOOD, &o[..2]).unwrap();
         assert_eq!(
@@ -768,7 +791,10 @@ ttl = "1s"
         // Workers get the effective workload as TOML: it reads back the same builds.
         let w = Workload::parse("w.toml", text, &[]).unwrap();
         let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
-        assert_eq!((back.servers.redis, back.servers.etcd), (w.servers.redis, w.servers.etcd));
+        assert_eq!(
+            (back.servers.redis, back.servers.etcd),
+            (w.servers.redis, w.servers.etcd)
+        );
         let e = err("[servers]\netcd = 3.6\n", &[]);
         assert_eq!(
             e,
@@ -776,7 +802,10 @@ ttl = "1s"
              \"3.5\""
         );
         let e = err(GOOD, &["servers.redis=valkey-8"]);
-        assert!(e.starts_with("--set servers.redis=valkey-8: servers.redis"), "{e}");
+        assert!(
+            e.starts_with("--set servers.redis=valkey-8: servers.redis"),
+            "{e}"
+        );
         assert!(e.contains("\"valkey-8.0\""), "{e}");
     }
 

@@ -6,19 +6,22 @@
 use lockbench::cluster::Service;
 
 use crate::common::{
-    CONTENTION, assert_safe_under_contention, consensus_servers_available, measure, run_options,
-    servers_available,
+    CONTENTION, assert_safe_under_contention, consensus_servers_available, measure, require,
+    run_options, servers_available,
 };
-use crate::require;
 
 /// The builds of scripts/servers.lock are installed (`install-deps.sh --servers all`).
 fn builds_installed() -> bool {
     let p = lockbench::cluster::builds::prefix();
     require(
         "the server builds of scripts/servers.lock (bash scripts/install-deps.sh --servers all)",
-        ["valkey-8.0/bin/valkey-server", "valkey-9.1/bin/valkey-server", "3.5/bin/etcd"]
-            .iter()
-            .all(|b| p.join(b).exists()),
+        [
+            "valkey-8.0/bin/valkey-server",
+            "valkey-9.1/bin/valkey-server",
+            "3.5/bin/etcd",
+        ]
+        .iter()
+        .all(|b| p.join(b).exists()),
     )
 }
 
@@ -29,7 +32,13 @@ fn on(key: &str, build: &str) -> String {
 
 /// Every node of `service` in `s` reported a build starting with `reported` and naming
 /// `allocator`; the effective workload names the build asked for.
-fn assert_build(s: &lockbench::report::Summary, service: Service, key: &str, build: &str, reported: &str) {
+fn assert_build(
+    s: &lockbench::report::Summary,
+    service: Service,
+    key: &str,
+    build: &str,
+    reported: &str,
+) {
     let nodes: Vec<_> = s.servers.iter().filter(|n| n.service == service).collect();
     assert!(!nodes.is_empty(), "{}: {:?}", s.strategy, s.servers);
     for n in nodes {
@@ -87,14 +96,22 @@ async fn etcd_holds_on_3_5_and_says_which_ran() {
 #[test]
 fn a_build_where_it_cannot_run_is_refused_before_anything_starts() {
     let dir = tempfile::tempdir().unwrap();
-    let mut opts = run_options("redis-setnx", &on("redis", "valkey-8.0"), dir.path().join("o"));
+    let mut opts = run_options(
+        "redis-setnx",
+        &on("redis", "valkey-8.0"),
+        dir.path().join("o"),
+    );
     opts.provision = lockbench::cluster::Provisioner::Containers;
     let e = opts.plan().unwrap_err().to_string();
     assert!(
         e.contains("servers.redis = \"valkey-8.0\"") && e.contains("--provision local"),
         "{e}"
     );
-    let mut opts = run_options("mysql-atomic", &on("redis", "valkey-8.0"), dir.path().join("o"));
+    let mut opts = run_options(
+        "mysql-atomic",
+        &on("redis", "valkey-8.0"),
+        dir.path().join("o"),
+    );
     opts.provision = lockbench::cluster::Provisioner::Containers;
     assert!(opts.plan().is_ok());
     assert!(!dir.path().join("o").exists(), "nothing ran");
