@@ -69,6 +69,11 @@ versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= REDIS_STRATEGIES=redis-lua-d
   OUT="$versions_out" bash scripts/versions.sh)
 grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
   echo "test.sh: versions.sh did not show the Valkey 9.1 build:" >&2; echo "$versions" >&2; exit 1; }
+# docs/servers.md's two runs on other builds, as shown there (shorter).
+"$LOCKBENCH_BIN" run --strategy redis-setnx --set servers.redis=valkey-8.0 --set 'load.duration="1s"' \
+  --out "$versions_out/valkey" >/dev/null
+"$LOCKBENCH_BIN" run --strategy etcd --set servers.etcd=3.5 --set 'load.duration="1s"' \
+  --out "$versions_out/etcd" >/dev/null
 rm -rf "$versions_out"
 lap "versus.sh, reproducibility.sh, versions.sh"
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \

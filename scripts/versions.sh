@@ -47,7 +47,8 @@ for s in strategies:
         e = next(e for e in json.load(open(f"{out}/{key}-{b}/sweep/sweep.json"))["entries"] if e["strategy"] == s)
         lows.append(e["capacity_per_s"] or e["first_failing_per_s"] or 1.0)
     rate = max(min(lows) / 2, 1.0)
-    print(s, f"{rate:.3g}", f"{min(max(samples / rate, 5), 30):.0f}s")
+    rate = float(f"{rate:.3g}")  # three digits, printed without an exponent
+    print(s, f"{rate:g}", f"{min(max(samples / rate, 5), 30):.0f}s")
 PY
 }
 

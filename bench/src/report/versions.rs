@@ -11,7 +11,7 @@ use super::Summary;
 use super::agreement::agreement;
 use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
 use super::sweep::Sweep;
-use crate::cluster::{EtcdBuild, RedisBuild};
+use crate::cluster::{EtcdBuild, RedisBuild, Service};
 use crate::record::Pct;
 
 /// One build's results.
@@ -140,13 +140,22 @@ fn calm_rate(s: &Summary) -> f64 {
     s.workload["load"]["rate"].as_f64().unwrap_or(0.0)
 }
 
-/// The builds the servers of this build's runs of `strategy` reported.
+/// The builds the servers of `b.key`'s service reported in this build's runs of `strategy`.
 fn reported(b: &Build, strategy: &str) -> String {
+    let ours = |s: Service| match b.key.as_str() {
+        "redis" => matches!(
+            s,
+            Service::Redis | Service::Sentinel | Service::RedisCluster
+        ),
+        "etcd" => s == Service::Etcd,
+        _ => true,
+    };
     let mut v: Vec<String> = b
         .calm
         .iter()
         .filter(|s| s.strategy == strategy)
-        .flat_map(|s| s.servers.iter().map(|n| n.version.clone()))
+        .flat_map(|s| s.servers.iter().filter(|n| ours(n.service)))
+        .map(|n| n.version.clone())
         .collect();
     v.sort();
     v.dedup();
