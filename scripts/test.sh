@@ -103,9 +103,11 @@ rm -rf "$remote_out"
 lap "libraries.sh, adapter-check, remote.sh"
 unset LOCKBENCH_BIN
 echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
-# Three tests at a time on 2 cores: the real-server tests mostly wait on servers and loads of
-# fixed length. With 2 threads, 112 of them took 701 s (Nov 27, 2026; the suite 21.4 min), with
-# 3 about 500 s; two ZooKeeper tests whose margins a third test broke now judge against their
-# own run (the share of timeouts before the fault; 5 s, not 1.5 s, to sell out).
-cargo test --workspace -- --test-threads 3
+# Three tests at a time on 2 cores, but the chaos tests two at a time: the real-server tests
+# mostly wait on servers and loads of fixed length, and with 2 threads everywhere the suite took
+# 21.4 min (Nov 27, 2026). Three chaos tests at once (ZooKeeper ensembles paused and killed
+# beside each other) starved the ensembles past the orphaned-node test's margin in two of three
+# full runs; nothing else failed that the test did not get wrong itself.
+cargo test --workspace -- --test-threads 3 --skip chaos::
+cargo test --workspace -- --test-threads 2 chaos::
 lap "cargo test --workspace"

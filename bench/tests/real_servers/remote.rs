@@ -224,7 +224,13 @@ fn coordinate_admits_each_index_once_and_reports_every_other_connection() {
     assert!(err.contains("worker failure"), "{err}");
     let failures = s.worker_failures.join("\n");
     assert_eq!(s.worker_failures.len(), 3, "{failures}");
-    assert!(failures.contains("worker 0 connected twice"), "{failures}");
+    // The second twin is refused as a second worker 0, or as late when a starved machine let
+    // the load start before its retry came (seen with three tests at once, Nov 27, 2026).
+    assert!(
+        failures.contains("worker 0 connected twice")
+            || failures.contains("worker 0 connected late"),
+        "{failures}"
+    );
     assert!(
         failures.contains("does not know LOCKBENCH_TOKEN"),
         "{failures}"
