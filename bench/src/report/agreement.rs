@@ -103,7 +103,8 @@ fn median(mut w: Vec<f64>) -> Option<f64> {
     })
 }
 
-fn text(i: [Option<f64>; 2]) -> String {
+/// An interval as the tables print it: `a–b`, `≥ a`, `< b`, or `-`.
+pub(super) fn text(i: [Option<f64>; 2]) -> String {
     match i {
         [Some(l), Some(u)] => format!("{}–{}", rate_exact(l), rate_exact(u)),
         [Some(l), None] => format!("≥ {}", rate_exact(l)),

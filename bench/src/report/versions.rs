@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::Summary;
-use super::agreement::agreement;
+use super::agreement::{self, agreement};
 use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
 use super::sweep::Sweep;
 use crate::cluster::{EtcdBuild, RedisBuild, Service};
@@ -193,15 +193,6 @@ fn p99_cell(s: &Summary) -> String {
     )
 }
 
-fn interval_text(i: [Option<f64>; 2]) -> String {
-    match i {
-        [Some(l), Some(u)] => format!("{}–{}", rate_exact(l), rate_exact(u)),
-        [Some(l), None] => format!("≥ {}", rate_exact(l)),
-        [None, Some(u)] => format!("< {}", rate_exact(u)),
-        [None, None] => "-".into(),
-    }
-}
-
 /// Prints the table of `builds`.
 pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result<()> {
     let lines = lines(builds);
@@ -230,7 +221,7 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
             l.strategy,
             format!("{}={}", l.key, l.build),
             l.reported,
-            interval_text(l.interval),
+            agreement::text(l.interval),
             vs,
             rate
         )?;
