@@ -96,6 +96,8 @@ pub struct Line {
     /// What its servers reported (distinct values, `, `-joined).
     pub reported: String,
     pub interval: [Option<f64>; 2],
+    /// Whether every step of its sweep was safe (`false`: some step oversold or lost an update).
+    pub safe: bool,
     /// Whether the interval overlaps the key's first build's (`None` on the first).
     pub overlaps_first: Option<bool>,
     /// Its capacity's geometric midpoint over the first build's.
@@ -112,10 +114,14 @@ pub fn lines(builds: &[Build]) -> Vec<Line> {
     for key in keys {
         let of_key: Vec<&Build> = builds.iter().filter(|b| b.key == key).collect();
         let sweeps: Vec<Sweep> = of_key.iter().map(|b| b.sweep.clone()).collect();
+        // Each build against the first, once per build.
+        let pairs: Vec<_> = sweeps
+            .iter()
+            .map(|s| agreement(&[sweeps[0].clone(), s.clone()]))
+            .collect();
         for row in agreement(&sweeps) {
             for (k, b) in of_key.iter().enumerate() {
-                let pair = agreement(&[sweeps[0].clone(), sweeps[k].clone()]);
-                let pair = pair.iter().find(|r| r.strategy == row.strategy);
+                let pair = pairs[k].iter().find(|r| r.strategy == row.strategy);
                 let calm = b.calm.iter().find(|s| s.strategy == row.strategy);
                 out.push(Line {
                     strategy: row.strategy.clone(),
@@ -123,6 +129,7 @@ pub fn lines(builds: &[Build]) -> Vec<Line> {
                     build: b.build.clone(),
                     reported: reported(b, &row.strategy),
                     interval: row.intervals[k],
+                    safe: b.sweep.entry(&row.strategy).is_none_or(|e| e.safe),
                     overlaps_first: (k > 0).then(|| pair.is_some_and(|p| p.overlap)),
                     vs_first: (k > 0)
                         .then(|| mid_ratio(row.intervals[0], row.intervals[k]))
@@ -221,7 +228,11 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
             l.strategy,
             format!("{}={}", l.key, l.build),
             l.reported,
-            agreement::text(l.interval),
+            format!(
+                "{}{}",
+                agreement::text(l.interval),
+                if l.safe { "" } else { " UNSAFE" }
+            ),
             vs,
             rate
         )?;
