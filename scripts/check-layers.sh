@@ -11,6 +11,7 @@ import collections, os, re, sys
 
 LAYERS = [
     ["main", "lib", "cli"],
+    ["reproduce"],
     ["run", "sim"],
     ["clients", "report"],
     ["strategy"],

@@ -74,8 +74,12 @@ grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
   --out "$versions_out/valkey" >/dev/null
 "$LOCKBENCH_BIN" run --strategy etcd --set servers.etcd=3.5 --set 'load.duration="1s"' \
   --out "$versions_out/etcd" >/dev/null
+# docs/reproduce.md's command, one round of each direct scenario (its verdicts are the
+# real-server test `reproduce::`'s to judge; this runs what the docs show).
+"$LOCKBENCH_BIN" reproduce --rounds 1 --out "$versions_out/reproduce" >/dev/null
+"$LOCKBENCH_BIN" reproduce --list >/dev/null
 rm -rf "$versions_out"
-lap "versus.sh, reproducibility.sh, versions.sh"
+lap "versus.sh, reproducibility.sh, versions.sh, reproduce"
 CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
   --set load.duration=5s >/dev/null
 # The gate against a baseline of its own (the committed one is for release builds), with
@@ -102,7 +106,7 @@ WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set 
 rm -rf "$remote_out"
 lap "libraries.sh, adapter-check, remote.sh"
 unset LOCKBENCH_BIN
-echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
+echo "test.sh: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, reproduce, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
 # Three tests at a time on 2 cores, but the chaos tests two at a time: the real-server tests
 # mostly wait on servers and loads of fixed length, and with 2 threads everywhere the suite took
 # 21.4 min (Nov 27, 2026). Three chaos tests at once (ZooKeeper ensembles paused and killed

@@ -34,6 +34,7 @@ pub mod logging;
 pub mod names;
 pub mod record;
 pub mod report;
+pub mod reproduce;
 pub mod run;
 pub mod sim;
 pub mod stats;

@@ -29,8 +29,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::check::SkuAudit;
-use crate::clients::WorkerLink;
-use crate::cluster::{Needs, Provisioner};
+use crate::cluster::Needs;
 use crate::record::{ErrorKind, Outcome};
 use crate::report::Summary;
 use crate::run::{RunError, RunOptions};
@@ -466,20 +465,8 @@ static SIM_CONTROL_NO_LOCK: StrategyInfo = sim_entry("sim-control", Kind::Contro
 /// the timeline, and `history.jsonl` when `history`): buyers in this process, no servers.
 pub fn options(w: &Workload, out: PathBuf, history: bool) -> RunOptions {
     RunOptions {
-        strategy: "sim".into(),
-        workload: w.clone(),
-        chaos: None,
-        workers: 0,
-        worker_link: WorkerLink::Pipe,
-        private_network: false,
-        workload_file: "sim".into(),
-        out,
-        base_port: None,
-        endpoints: None,
-        provision: Provisioner::Local,
-        target: None,
         history,
-        progress: false,
+        ..RunOptions::new("sim", w.clone(), None, "sim", out)
     }
 }
 

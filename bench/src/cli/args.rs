@@ -55,6 +55,11 @@ pub enum Command {
     /// and build, what its servers reported, its capacity interval against the first build's,
     /// and its calm p99 with its 95% interval and sample count.
     Versions(VersionsArgs),
+    /// Published lock failures, each run on real servers of the builds where it was found and
+    /// where it may be fixed: what was published beside what lockbench measured, and a verdict
+    /// per build (reproduced, not reproduced: fixed in X, not run and why). Writes
+    /// <out>/reproduce.json; exits 1 if a scenario could not run for an error.
+    Reproduce(ReproduceArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
     /// Reads summary.json, compare.json or sweep.json (or a job folder of scripts/compare.sh),
@@ -228,6 +233,22 @@ fn percent(s: &str) -> Result<f64, String> {
         return Err(format!("`{s}`: expected a percentage between 0% and 1000%"));
     }
     Ok(n / 100.0)
+}
+
+/// `lockbench reproduce`
+#[derive(Debug, Args)]
+pub struct ReproduceArgs {
+    /// Scenarios to run (default: all); `--list` names them.
+    pub names: Vec<String>,
+    /// Only list the scenarios, their sources and the builds they run on.
+    #[arg(long)]
+    pub list: bool,
+    /// Rounds of each direct scenario (etcd-11456) on each build.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Results folder (default: results/runs/<time>-reproduce).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 /// `lockbench versions`

@@ -17,7 +17,7 @@ mod tools;
 pub use args::*;
 use runs::{cmd_compare, cmd_coordinate, cmd_k8s_render, cmd_run, cmd_sweep};
 pub use tools::list;
-use tools::{cmd_adapter_check, cmd_gate, cmd_serve};
+use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
 
 /// Exit code when the run was interrupted (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;
@@ -59,6 +59,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+        Command::Reproduce(args) => with_runtime(|cancel| cmd_reproduce(args, cancel)),
         Command::Versions(args) => {
             let builds = report::versions::load(&args.dir)?;
             report::versions::print_versions(&mut std::io::stdout(), &builds)?;

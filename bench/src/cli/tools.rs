@@ -192,6 +192,47 @@ pub(super) async fn cmd_adapter_check(
     })
 }
 
+/// `reproduce`: the scenarios' list, or their runs (exit 1 if one could not run).
+pub(super) async fn cmd_reproduce(
+    args: super::ReproduceArgs,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    use crate::reproduce;
+    let chosen = reproduce::chosen(&args.names).map_err(anyhow::Error::msg)?;
+    let mut out = std::io::stdout().lock();
+    if args.list {
+        for s in chosen {
+            writeln!(
+                out,
+                "{:<18} {}\n{:<18} {}",
+                s.name,
+                s.source,
+                "",
+                s.runs_on()
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let opts = reproduce::Options {
+        names: args.names,
+        rounds: args.rounds,
+        out: args
+            .out
+            .unwrap_or_else(|| super::runs::default_out("reproduce")),
+    };
+    let found = reproduce::run(&opts, &mut out, &cancel).await?;
+    writeln!(
+        out,
+        "results: {}",
+        opts.out.join("reproduce.json").display()
+    )?;
+    Ok(if found.iter().any(|f| f.verdict == "error") {
+        ExitCode::from(EXIT_PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 pub(super) fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     use crate::report::gate;
     let current = gate::load_results(&args.current).context("--current")?;

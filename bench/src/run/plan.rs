@@ -55,6 +55,33 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// A run of `strategy` on local servers it starts, buyers in this process (or the
+    /// default workers if `chaos` pauses clients), no history, no progress bar.
+    pub fn new(
+        strategy: &str,
+        workload: Workload,
+        chaos: Option<ChaosPlan>,
+        workload_file: &str,
+        out: PathBuf,
+    ) -> Self {
+        Self {
+            strategy: strategy.into(),
+            workload,
+            chaos,
+            workers: 0,
+            worker_link: crate::clients::WorkerLink::Pipe,
+            private_network: false,
+            workload_file: workload_file.into(),
+            out,
+            base_port: None,
+            endpoints: None,
+            provision: Provisioner::Local,
+            target: None,
+            history: false,
+            progress: false,
+        }
+    }
+
     /// Where this run's servers come from.
     pub fn provisioner(&self) -> Provisioner {
         if self.target.is_some() {

@@ -19,6 +19,7 @@ mod locks;
 mod reads;
 mod reconnect;
 mod remote;
+mod reproduce;
 mod rwlocks;
 mod sweep;
 mod target;

@@ -11,7 +11,7 @@ use crate::common::{
 };
 
 /// The builds of scripts/servers.lock are installed (`install-deps.sh --servers all`).
-fn builds_installed() -> bool {
+pub(crate) fn builds_installed() -> bool {
     let p = lockbench::cluster::builds::prefix();
     require(
         "the server builds of scripts/servers.lock (bash scripts/install-deps.sh --servers all)",

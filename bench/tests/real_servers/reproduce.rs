@@ -1,0 +1,49 @@
+//! `lockbench reproduce`: a published failure reads reproduced on the build it was found on and
+//! "fixed in" on the build that fixed it, each measured on a real cluster of that build.
+
+use lockbench::reproduce::{Options, run};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{consensus_servers_available, require};
+use crate::versions::builds_installed;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_11456_shows_on_3_4_and_reads_fixed_on_3_5() {
+    if !require("etcd", consensus_servers_available()) || !builds_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        names: vec!["etcd-11456".into()],
+        rounds: 2,
+        out: dir.path().to_path_buf(),
+    };
+    let mut printed = Vec::new();
+    let found = run(&opts, &mut printed, &CancellationToken::new())
+        .await
+        .unwrap();
+    let printed = String::from_utf8(printed).unwrap();
+    let verdicts: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| (f.build.as_str(), f.verdict.as_str()))
+        .collect();
+    // 3.4 answers the expired waiter as the holder and grants the next caller too; 3.5 checks
+    // the waiter's lease and refuses it.
+    assert_eq!(
+        verdicts,
+        [
+            ("3.4", "reproduced"),
+            ("3.5", "not reproduced: fixed in 3.5")
+        ],
+        "{printed}"
+    );
+    assert!(found[0].server.starts_with("etcd 3.4"), "{printed}");
+    assert!(found[0].measured.contains("in 2 of them"), "{printed}");
+    assert!(
+        found[1].measured.contains("session is expired"),
+        "{printed}"
+    );
+    // Written as it went.
+    let saved = std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap();
+    assert!(saved.contains("fixed in 3.5"), "{saved}");
+}
