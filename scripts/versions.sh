@@ -5,8 +5,9 @@
 # (`lockbench sweep`), then a calm run at one rate common to every build of that strategy (half
 # the lowest capacity any build showed) with its p99, 95% interval and sample count.
 # Knobs (environment): REDIS_BUILDS (7.0,valkey-8.0,valkey-9.1), REDIS_STRATEGIES
-# (redis-setnx-watchdog,redis-lua-decr), ETCD_BUILDS (3.4,3.5), ETCD_STRATEGIES (etcd); an
-# empty *_BUILDS skips that service. OUT (results/runs/<time>-versions), SWEEP_ARGS (extra
+# (redis-setnx-watchdog,redis-lua-decr), ETCD_BUILDS (3.4,3.5), ETCD_STRATEGIES (etcd),
+# ZOOKEEPER_BUILDS (3.8,3.9), ZOOKEEPER_STRATEGIES (zookeeper); an empty *_BUILDS skips that
+# service. OUT (results/runs/<time>-versions), SWEEP_ARGS (extra
 # `lockbench sweep` arguments), CALM_SAMPLES (1000: a calm run lasts until about that many
 # arrivals, 5 to 30 s). Extra arguments go to every sweep and run. LOCKBENCH_BIN=path uses
 # that build instead of a release build (scripts/test.sh runs a short form).
@@ -14,9 +15,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 redis_builds=${REDIS_BUILDS-7.0,valkey-8.0,valkey-9.1}
 etcd_builds=${ETCD_BUILDS-3.4,3.5}
+zookeeper_builds=${ZOOKEEPER_BUILDS-3.8,3.9}
 servers=""
 for b in ${redis_builds//,/ }; do [ "$b" = 7.0 ] || servers+="redis=$b,"; done
 for b in ${etcd_builds//,/ }; do [ "$b" = 3.4 ] || servers+="etcd=$b,"; done
+for b in ${zookeeper_builds//,/ }; do [ "$b" = 3.8 ] || servers+="zookeeper=$b,"; done
 if [ -n "$servers" ]; then bash scripts/install-deps.sh --servers "${servers%,}"; else bash scripts/install-deps.sh; fi
 if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
 out=${OUT:-"results/runs/$(date -u +%Y%m%dT%H%M%SZ)-versions"}
@@ -68,4 +71,5 @@ calm() {
 extra=("$@")
 [ -z "$redis_builds" ] || { sweep redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; calm redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; }
 [ -z "$etcd_builds" ] || { sweep etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; calm etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; }
+[ -z "$zookeeper_builds" ] || { sweep zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; calm zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; }
 "$bin" versions "$out" | tee "$out/versions.txt"

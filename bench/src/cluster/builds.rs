@@ -1,5 +1,5 @@
-//! Server builds a run may choose besides Debian bookworm's packages (`[servers] redis` and
-//! `etcd` in a workload). Each one is installed into a private prefix by
+//! Server builds a run may choose besides Debian bookworm's packages (`[servers] redis`,
+//! `etcd` and `zookeeper` in a workload). Each one is installed into a private prefix by
 //! `scripts/install-deps.sh --servers`, pinned by version and checksum in
 //! `scripts/servers.lock`; the default of each is bookworm's own package, found on PATH.
 
@@ -43,11 +43,28 @@ crate::names::enum_names!(EtcdBuild {
     Etcd35 = "3.5",
 });
 
+/// `servers.zookeeper`: the build every ZooKeeper member of a run runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum ZookeeperBuild {
+    /// Debian bookworm's libzookeeper-java 3.8.
+    #[default]
+    Zk38,
+    /// libzookeeper-java 3.9 from Debian trixie: its two jars (server and jute) before
+    /// bookworm's libraries it names (netty, jetty, …), on bookworm's JDK 17.
+    Zk39,
+}
+
+crate::names::enum_names!(ZookeeperBuild {
+    Zk38 = "3.8",
+    Zk39 = "3.9",
+});
+
 /// The builds of a run's servers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Builds {
     pub redis: RedisBuild,
     pub etcd: EtcdBuild,
+    pub zookeeper: ZookeeperBuild,
 }
 
 impl Builds {
@@ -66,6 +83,9 @@ impl Builds {
         if self.etcd != EtcdBuild::default() {
             out.push(format!("servers.etcd = \"{}\"", self.etcd));
         }
+        if self.zookeeper != ZookeeperBuild::default() {
+            out.push(format!("servers.zookeeper = \"{}\"", self.zookeeper));
+        }
         out
     }
 }
@@ -82,6 +102,11 @@ impl Builds {
                     ("redis", self.redis.name(), self.redis.reports(&n.version))
                 }
                 Service::Etcd => ("etcd", self.etcd.name(), self.etcd.reports(&n.version)),
+                Service::Zookeeper => (
+                    "zookeeper",
+                    self.zookeeper.name(),
+                    self.zookeeper.reports(&n.version),
+                ),
                 _ => return None,
             };
             (!ok).then(|| {
@@ -115,6 +140,16 @@ impl EtcdBuild {
     }
 }
 
+impl ZookeeperBuild {
+    /// Whether a member reporting `version` (`srvr`'s, e.g. `3.9.3-…`) is this build.
+    pub fn reports(self, version: &str) -> bool {
+        version.starts_with(match self {
+            Self::Zk38 => "3.8.",
+            Self::Zk39 => "3.9.",
+        })
+    }
+}
+
 /// Where the private builds live: `$LOCKBENCH_SERVERS`, else `/var/lib/lockbench/servers`
 /// (where `install-deps.sh --servers` puts them).
 pub fn prefix() -> PathBuf {
@@ -123,11 +158,17 @@ pub fn prefix() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/var/lib/lockbench/servers"))
 }
 
-/// `binary` of the private build `build` (a `key` of `[servers]`), or an error naming the
-/// command that installs it.
-fn private(key: &str, build: &str, binary: &str) -> Result<PathBuf, ClusterError> {
-    let path = prefix().join(build).join("bin").join(binary);
-    if is_executable(&path) {
+/// `file` (`bin/etcd`, `lib/zookeeper.jar`) of the private build `build` of `key` (a key of
+/// `[servers]`), in its folder `<prefix>/<key>-<build>`, or an error naming the command that
+/// installs it.
+fn private(key: &str, build: &str, file: &str) -> Result<PathBuf, ClusterError> {
+    let path = prefix().join(format!("{key}-{build}")).join(file);
+    let there = if file.starts_with("bin/") {
+        is_executable(&path)
+    } else {
+        path.is_file()
+    };
+    if there {
         Ok(path)
     } else {
         Err(ClusterError::MissingBuild {
@@ -142,7 +183,7 @@ impl RedisBuild {
     pub(super) fn server(self) -> Result<PathBuf, ClusterError> {
         match self {
             Self::Redis70 => find_binary("redis-server", "redis-server"),
-            _ => private("redis", self.name(), "valkey-server"),
+            _ => private("redis", self.name(), "bin/valkey-server"),
         }
     }
 
@@ -150,7 +191,7 @@ impl RedisBuild {
     pub(super) fn sentinel(self) -> Result<PathBuf, ClusterError> {
         match self {
             Self::Redis70 => find_binary("redis-sentinel", "redis-sentinel"),
-            _ => private("redis", self.name(), "valkey-sentinel"),
+            _ => private("redis", self.name(), "bin/valkey-sentinel"),
         }
     }
 }
@@ -160,7 +201,28 @@ impl EtcdBuild {
     pub(super) fn server(self) -> Result<PathBuf, ClusterError> {
         match self {
             Self::Etcd34 => find_binary("etcd", "etcd-server"),
-            Self::Etcd35 => private("etcd", self.name(), "etcd"),
+            Self::Etcd35 => private("etcd", self.name(), "bin/etcd"),
+        }
+    }
+}
+
+/// Debian bookworm's ZooKeeper jar; its manifest's Class-Path names the other jars it needs
+/// (netty, jute, …).
+pub(super) const BOOKWORM_ZOOKEEPER_JAR: &str = "/usr/share/java/zookeeper.jar";
+
+impl ZookeeperBuild {
+    /// The jars that come first on a member's class path: this build's jute, then its
+    /// server. 3.9's manifest names bookworm's libraries by absolute path, bookworm's 3.8 jute
+    /// among them, and the JVM puts a manifest's entries right after its jar: with the server
+    /// first, 3.8's jute classes won and every client connect died (`NoSuchMethodError:
+    /// ConnectRequest.setReadOnly`).
+    pub(super) fn jars(self) -> Result<Vec<PathBuf>, ClusterError> {
+        match self {
+            Self::Zk38 => Ok(vec![PathBuf::from(BOOKWORM_ZOOKEEPER_JAR)]),
+            Self::Zk39 => ["lib/zookeeper-jute.jar", "lib/zookeeper.jar"]
+                .iter()
+                .map(|f| private("zookeeper", self.name(), f))
+                .collect(),
         }
     }
 }
@@ -179,9 +241,12 @@ mod tests {
             e.contains("bash scripts/install-deps.sh --servers redis=valkey-8.0"),
             "{e}"
         );
-        assert!(e.contains("valkey-8.0/bin/valkey-server"), "{e}");
+        assert!(e.contains("redis-valkey-8.0/bin/valkey-server"), "{e}");
         let e = EtcdBuild::Etcd35.server().unwrap_err().to_string();
         assert!(e.contains("--servers etcd=3.5"), "{e}");
+        let e = ZookeeperBuild::Zk39.jars().unwrap_err().to_string();
+        assert!(e.contains("--servers zookeeper=3.9"), "{e}");
+        assert!(e.contains("zookeeper-3.9/lib/zookeeper-jute.jar"), "{e}");
         unsafe { std::env::remove_var("LOCKBENCH_SERVERS") };
     }
 
@@ -201,6 +266,7 @@ mod tests {
         let valkey = Builds {
             redis: RedisBuild::Valkey80,
             etcd: EtcdBuild::Etcd35,
+            zookeeper: ZookeeperBuild::Zk39,
         };
         let nodes = [
             node(Service::Redis, "valkey 8.0.1 (jemalloc-5.3.0)"),
@@ -220,6 +286,17 @@ mod tests {
                 .contains("servers.etcd = \"3.5\"")
         );
         assert_eq!(valkey.mismatch(&[node(Service::Redis, "unknown")]), None);
+        // ZooKeeper's `srvr` says `3.9.3-<commit>`.
+        assert_eq!(
+            valkey.mismatch(&[node(Service::Zookeeper, "3.9.3-abc")]),
+            None
+        );
+        assert!(
+            valkey
+                .mismatch(&[node(Service::Zookeeper, "3.8.0-11")])
+                .unwrap()
+                .contains("servers.zookeeper = \"3.9\"")
+        );
     }
 
     #[test]
@@ -228,10 +305,15 @@ mod tests {
         let b = Builds {
             redis: RedisBuild::Valkey91,
             etcd: EtcdBuild::Etcd35,
+            zookeeper: ZookeeperBuild::Zk39,
         };
         assert_eq!(
             b.chosen(),
-            ["servers.redis = \"valkey-9.1\"", "servers.etcd = \"3.5\""]
+            [
+                "servers.redis = \"valkey-9.1\"",
+                "servers.etcd = \"3.5\"",
+                "servers.zookeeper = \"3.9\""
+            ]
         );
         assert_eq!(
             "valkey-8.0".parse::<RedisBuild>().ok(),

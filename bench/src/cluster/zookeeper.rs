@@ -27,8 +27,9 @@ use super::provision::Launcher;
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
 
-/// Debian's jar; its manifest's Class-Path names the other jars it needs (netty, jute, …).
-const JAR: &str = "/usr/share/java/zookeeper.jar";
+/// Debian's jar: bookworm's ZooKeeper, and the proof that the libraries every build's
+/// manifest names (netty, jetty, …) are installed.
+const JAR: &str = super::builds::BOOKWORM_ZOOKEEPER_JAR;
 /// Logging backend for ZooKeeper's slf4j, not on the jar's Class-Path.
 const LOG_JARS: [&str; 2] = [
     "/usr/share/java/slf4j-log4j12.jar",
@@ -69,8 +70,9 @@ pub(super) fn port_names() -> Vec<String> {
         .collect()
 }
 
-pub(super) fn check_installed() -> Result<(), ClusterError> {
+pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     find_binary("java", "openjdk-17-jre-headless")?;
+    builds.zookeeper.jars()?;
     for jar in std::iter::once(JAR).chain(LOG_JARS) {
         if !Path::new(jar).is_file() {
             return Err(ClusterError::MissingFile {
@@ -123,6 +125,7 @@ type Launched = (Vec<SocketAddr>, Vec<Box<dyn NodeServer>>);
 /// Members as JVMs on their reserved ports, configured in their data directories.
 fn launch_local(local: &Local) -> Result<Launched, ClusterError> {
     let java = find_binary("java", "openjdk-17-jre-headless")?;
+    let jars = local.builds().zookeeper.jars()?;
     let names: Vec<String> = (1..=MEMBERS).map(|i| format!("zookeeper-{i}")).collect();
     let clients: Vec<SocketAddr> = names.iter().map(|n| local.addr(n)).collect();
     let members: Vec<_> = names
@@ -166,8 +169,10 @@ fn launch_local(local: &Local) -> Result<Launched, ClusterError> {
              log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} - %-5p [%t:%C{1}@%L] - %m%n\n"
                 .into(),
         )?;
-        let classpath = std::iter::once(JAR)
-            .chain(LOG_JARS)
+        let classpath = jars
+            .iter()
+            .map(|j| j.display().to_string())
+            .chain(LOG_JARS.map(String::from))
             .collect::<Vec<_>>()
             .join(":");
         let mut cmd = Command::new(&java);
@@ -343,8 +348,8 @@ impl ServiceKind for Zookeeper {
         needs.zookeeper
     }
 
-    fn check_installed(&self, _: Builds) -> Result<(), ClusterError> {
-        check_installed()
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        check_installed(builds)
     }
 
     fn port_names(&self, _needs: Needs) -> Vec<String> {

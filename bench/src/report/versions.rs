@@ -11,7 +11,7 @@ use super::Summary;
 use super::agreement::{self, agreement};
 use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
 use super::sweep::Sweep;
-use crate::cluster::{EtcdBuild, RedisBuild, Service};
+use crate::cluster::{EtcdBuild, RedisBuild, Service, ZookeeperBuild};
 use crate::record::Pct;
 
 /// One build's results.
@@ -31,6 +31,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Build>> {
     let order: Vec<&str> = RedisBuild::NAMES
         .iter()
         .chain(EtcdBuild::NAMES)
+        .chain(ZookeeperBuild::NAMES)
         .copied()
         .collect();
     let mut builds = Vec::new();
@@ -155,6 +156,7 @@ fn reported(b: &Build, strategy: &str) -> String {
             Service::Redis | Service::Sentinel | Service::RedisCluster
         ),
         "etcd" => s == Service::Etcd,
+        "zookeeper" => s == Service::Zookeeper,
         _ => true,
     };
     let mut v: Vec<String> = b

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::cluster::{EtcdBuild, RedisBuild};
+use crate::cluster::{EtcdBuild, RedisBuild, ZookeeperBuild};
 
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +139,8 @@ struct RawServers {
     redis: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
     etcd: Option<String>,
+    #[serde(default, deserialize_with = "version_name")]
+    zookeeper: Option<String>,
 }
 
 /// A server build's name, as a string or as the number TOML reads from `etcd = 3.5` (or from
@@ -258,6 +260,8 @@ pub struct Servers {
     pub redis: RedisBuild,
     /// Which build every etcd member runs: `"3.4"` (bookworm's), `"3.5"`.
     pub etcd: EtcdBuild,
+    /// Which build every ZooKeeper member runs: `"3.8"` (bookworm's), `"3.9"`.
+    pub zookeeper: ZookeeperBuild,
 }
 
 impl Servers {
@@ -274,6 +278,11 @@ impl Servers {
                 self.etcd
             } else {
                 EtcdBuild::default()
+            },
+            zookeeper: if needs.zookeeper {
+                self.zookeeper
+            } else {
+                ZookeeperBuild::default()
             },
         }
     }
@@ -524,6 +533,12 @@ impl Fields<'_> {
                 "servers.etcd",
                 raw.etcd,
                 "one of \"3.4\" (Debian bookworm's etcd), \"3.5\"",
+            )?,
+            zookeeper: named(
+                self,
+                "servers.zookeeper",
+                raw.zookeeper,
+                "one of \"3.8\" (Debian bookworm's ZooKeeper), \"3.9\"",
             )?,
         })
     }

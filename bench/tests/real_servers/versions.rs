@@ -1,4 +1,5 @@
-//! Server builds besides Debian bookworm's (`[servers] redis`, `etcd`; scripts/servers.lock):
+//! Server builds besides Debian bookworm's (`[servers] redis`, `etcd`, `zookeeper`;
+//! scripts/servers.lock):
 //! a run on each starts that build, summary.json records the build its servers report, and
 //! the locks hold on it as on bookworm's. A build that cannot run where it was asked for is
 //! refused before anything starts.
@@ -16,9 +17,10 @@ pub(crate) fn builds_installed() -> bool {
     require(
         "the server builds of scripts/servers.lock (bash scripts/install-deps.sh --servers all)",
         [
-            "valkey-8.0/bin/valkey-server",
-            "valkey-9.1/bin/valkey-server",
-            "3.5/bin/etcd",
+            "redis-valkey-8.0/bin/valkey-server",
+            "redis-valkey-9.1/bin/valkey-server",
+            "etcd-3.5/bin/etcd",
+            "zookeeper-3.9/lib/zookeeper.jar",
         ]
         .iter()
         .all(|b| p.join(b).exists()),
@@ -88,6 +90,19 @@ async fn etcd_holds_on_3_5_and_says_which_ran() {
     assert_build(&s, Service::Etcd, "etcd", "3.5", "3.5.16");
     let s = measure("etcd", CONTENTION).await;
     assert_build(&s, Service::Etcd, "etcd", "3.4", "3.4.");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn zookeeper_holds_on_3_9_and_says_which_ran() {
+    if !consensus_servers_available() || !builds_installed() {
+        return;
+    }
+    let w = on("zookeeper", "3.9").replace("duration = \"1500ms\"", "duration = \"5s\"");
+    for strategy in ["zookeeper", "zookeeper-fenced"] {
+        let s = measure(strategy, &w).await;
+        assert_safe_under_contention(&s);
+        assert_build(&s, Service::Zookeeper, "zookeeper", "3.9", "3.9.3");
+    }
 }
 
 /// The container images and the servers of a target are bookworm's: another build there is
