@@ -69,6 +69,8 @@ versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= ZOOKEEPER_BUILDS= REDIS_STRA
   OUT="$versions_out" bash scripts/versions.sh)
 grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
   echo "test.sh: versions.sh did not show the Valkey 9.1 build:" >&2; echo "$versions" >&2; exit 1; }
+grep -q '<td>redis=valkey-9.1</td><td>valkey 9.1.2 (libc)</td>' "$versions_out/report.html" || {
+  echo "test.sh: versions.sh's report.html lacks the Valkey 9.1 row" >&2; exit 1; }
 # docs/servers.md's two runs on other builds, as shown there (shorter).
 "$LOCKBENCH_BIN" run --strategy redis-setnx --set servers.redis=valkey-8.0 --set 'load.duration="1s"' \
   --out "$versions_out/valkey" >/dev/null

@@ -73,3 +73,5 @@ extra=("$@")
 [ -z "$etcd_builds" ] || { sweep etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; calm etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; }
 [ -z "$zookeeper_builds" ] || { sweep zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; calm zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; }
 "$bin" versions "$out" | tee "$out/versions.txt"
+"$bin" report "$out" >/dev/null
+echo "report: $out/report.html" >&2

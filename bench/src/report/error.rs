@@ -20,12 +20,14 @@ pub enum ReportError {
     /// `--needs` was given for a folder that cannot answer it.
     #[error(
         "{}: --needs judges a sweep or a job folder (capacity, calm and chaos parts); this is \
-         one run or one comparison",
+         {what}",
         dir.display()
     )]
     NeedsJob {
         /// The folder given.
         dir: PathBuf,
+        /// What it is instead.
+        what: &'static str,
     },
     /// The folder does not exist.
     #[error("{}: no such folder", dir.display())]

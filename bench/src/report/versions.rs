@@ -202,47 +202,67 @@ fn p99_cell(s: &Summary) -> String {
     )
 }
 
+/// What the tables say under [`HEADERS`], one cell per column.
+pub fn cells(l: &Line) -> [String; 6] {
+    let vs = match (l.overlaps_first, l.vs_first) {
+        (None, _) => "-".to_string(),
+        (Some(o), r) => format!(
+            "{} {}",
+            or_dash(r, ratio),
+            if o { "overlap" } else { "APART" }
+        ),
+    };
+    let (rate, p99) = l.calm.clone().map_or(("-".into(), "-".into()), |(r, c)| {
+        (format!("{}/s", rate_exact(r)), c)
+    });
+    let capacity = format!(
+        "{}{}",
+        agreement::text(l.interval),
+        if l.safe { "" } else { " UNSAFE" }
+    );
+    [
+        format!("{}={}", l.key, l.build),
+        l.reported.clone(),
+        capacity,
+        vs,
+        rate,
+        p99,
+    ]
+}
+
+/// The columns after the strategy's.
+pub const HEADERS: [&str; 6] = [
+    "build",
+    "servers report",
+    "capacity (/s)",
+    "vs first",
+    "calm rate",
+    "calm p99, ms [95%]",
+];
+
+/// What "vs first" means, and how far to trust one APART.
+pub const NOTE: &str = "vs first: the capacity's geometric midpoint over the first build's, and \
+     whether the two intervals overlap. Two jobs of one build missed each other for 1 strategy in \
+     26 (Nov 27, 2026): one APART is a hint, the same APART in a second run is a difference";
+
 /// Prints the table of `builds`.
 pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result<()> {
     let lines = lines(builds);
     let w = lines.iter().map(|l| l.strategy.len()).max().unwrap_or(8);
     let rw = lines.iter().map(|l| l.reported.len()).max().unwrap_or(8);
+    let h = HEADERS;
     writeln!(
         out,
-        "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  calm p99, ms [95%]",
-        "strategy", "build", "servers report", "capacity (/s)", "vs first", "calm rate"
+        "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
+        "strategy", h[0], h[1], h[2], h[3], h[4], h[5]
     )?;
     for l in &lines {
-        let vs = match (l.overlaps_first, l.vs_first) {
-            (None, _) => "-".to_string(),
-            (Some(o), r) => format!(
-                "{} {}",
-                or_dash(r, ratio),
-                if o { "overlap" } else { "APART" }
-            ),
-        };
-        let (rate, p99) = l.calm.clone().map_or(("-".into(), "-".into()), |(r, c)| {
-            (format!("{}/s", rate_exact(r)), c)
-        });
+        let c = cells(l);
         writeln!(
             out,
-            "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {p99}",
-            l.strategy,
-            format!("{}={}", l.key, l.build),
-            l.reported,
-            format!(
-                "{}{}",
-                agreement::text(l.interval),
-                if l.safe { "" } else { " UNSAFE" }
-            ),
-            vs,
-            rate
+            "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
+            l.strategy, c[0], c[1], c[2], c[3], c[4], c[5]
         )?;
     }
-    writeln!(
-        out,
-        "vs first: the capacity's geometric midpoint over the first build's, and whether the two \
-         intervals overlap. Two jobs of one build missed each other for 1 strategy in 26 (Nov \
-         27, 2026): one APART is a hint, the same APART in a second run is a difference"
-    )
+    writeln!(out, "{NOTE}")
 }

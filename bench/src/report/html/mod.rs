@@ -6,6 +6,7 @@
 //! - `run`: one run or a comparison;
 //! - `job`: a job or sweep folder (capacity, calm run, chaos), with `needs`: which strategies
 //!   meet `--needs`;
+//! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
 //!   headline table and the tables of runs), `environment` (versions, servers, reproduction).
 //!
@@ -17,6 +18,7 @@ mod needs;
 mod page;
 mod run;
 mod tables;
+mod versions;
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +38,19 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
 /// [`Needs`]): the page lists which qualify and why. A run or a comparison alone cannot answer
 /// them (no capacity, no chaos part), so `needs` there is an error.
 pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, ReportError> {
+    if let Some(builds) = versions_folder(dir) {
+        if needs.is_some() {
+            return Err(ReportError::NeedsJob {
+                dir: dir.to_path_buf(),
+                what: "a versions.sh folder of server builds side by side",
+            });
+        }
+        return write_whole(
+            dir,
+            "report.html",
+            versions::render(dir, &builds).as_bytes(),
+        );
+    }
     let page = match load_folder(dir)? {
         Folder::Job(job) => {
             let model = Model::of(&job, needs);
@@ -46,10 +61,27 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             if needs.is_some() {
                 return Err(ReportError::NeedsJob {
                     dir: dir.to_path_buf(),
+                    what: "one run or one comparison",
                 });
             }
             run::render(dir, &runs, compare)?
         }
     };
     write_whole(dir, "report.html", page.as_bytes())
+}
+
+/// The builds of a `scripts/versions.sh` folder: `<key>-<build>/sweep/sweep.json` inside, and
+/// none of a run's, comparison's, sweep's or job's files at its top.
+fn versions_folder(dir: &Path) -> Option<Vec<super::versions::Build>> {
+    let own = [
+        "summary.json",
+        "compare.json",
+        "sweep.json",
+        "sweep",
+        "calm",
+    ];
+    if own.iter().any(|f| dir.join(f).exists()) {
+        return None;
+    }
+    super::versions::load(dir).ok()
 }
