@@ -78,9 +78,9 @@ grep -q '<td>redis=valkey-9.1</td><td>valkey 9.1.2 (libc)</td>' "$versions_out/r
   --out "$versions_out/etcd" >/dev/null
 "$LOCKBENCH_BIN" run --strategy zookeeper --set servers.zookeeper=3.9 --set 'load.duration="1s"' \
   --out "$versions_out/zookeeper" >/dev/null
-# docs/reproduce.md's command, one round of each direct scenario (its verdicts are the
-# real-server test `reproduce::`'s to judge; this runs what the docs show).
-"$LOCKBENCH_BIN" reproduce --rounds 1 --out "$versions_out/reproduce" >/dev/null
+# docs/reproduce.md's commands, short: the list, and one round of etcd-11456 (every scenario's
+# verdicts are judged by the real-server tests `reproduce::`, beside the other tests).
+"$LOCKBENCH_BIN" reproduce etcd-11456 --rounds 1 --out "$versions_out/reproduce" >/dev/null
 "$LOCKBENCH_BIN" reproduce --list >/dev/null
 rm -rf "$versions_out"
 lap "versus.sh, reproducibility.sh, versions.sh, reproduce"

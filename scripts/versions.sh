@@ -3,7 +3,9 @@
 # workload's [servers] table can choose (scripts/servers.lock), one after the other on this
 # machine. For each strategy and build: the build the servers reported, the capacity interval
 # (`lockbench sweep`), then a calm run at one rate common to every build of that strategy (half
-# the lowest capacity any build showed) with its p99, 95% interval and sample count.
+# the lowest capacity any build showed) with its p99, 95% interval and sample count, after a
+# 3 s warm-up on the same servers (load.warmup: a ZooKeeper ensemble just started served its
+# first 2 s at p99 ~500 ms, then 18-70 ms).
 # Knobs (environment): REDIS_BUILDS (7.0,valkey-8.0,valkey-9.1), REDIS_STRATEGIES
 # (redis-setnx-watchdog,redis-lua-decr), ETCD_BUILDS (3.4,3.5), ETCD_STRATEGIES (etcd),
 # ZOOKEEPER_BUILDS (3.8,3.9), ZOOKEEPER_STRATEGIES (zookeeper); an empty *_BUILDS skips that
@@ -62,7 +64,7 @@ calm() {
     for b in ${builds//,/ }; do
       echo "== calm: servers.$key = $b: $s at $rate/s for $duration" >&2
       "$bin" run --strategy "$s" --workload "$workload" --set "servers.$key=$b" \
-        --set "load.rate=$rate" --set "load.duration=\"$duration\"" \
+        --set "load.rate=$rate" --set "load.duration=\"$duration\"" --set 'load.warmup="3s"' \
         --out "$out/$key-$b/calm/$s" "${extra[@]}" >/dev/null || true
     done
   done

@@ -60,6 +60,27 @@ async fn clean_sim_is_judged_safe() {
 }
 
 #[tokio::test(flavor = "current_thread")]
+async fn a_warm_up_sells_out_and_the_measured_load_starts_on_the_whole_stock_again() {
+    let mut w = workload(2);
+    // Far longer than selling out 50 units takes (4 buyers, 1 ms hold).
+    w.load.warmup = std::time::Duration::from_millis(400);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let s = run_in(Sim::new(SimFault::None), &w, dir.path(), false).await;
+    // Only the measured load counts: its 120 attempts, and the whole stock sold once more
+    // (without the store prepared again, everything would read sold out).
+    assert_eq!(s.attempts, 120);
+    assert_eq!(
+        (s.audit.sold, s.audit.final_stock),
+        (50, 0),
+        "{:?}",
+        s.audit
+    );
+    assert_eq!(s.outcomes["sold"], 50);
+    assert!(s.safe);
+    assert_eq!(s.workload["load"]["warmup"], "400ms");
+}
+
+#[tokio::test(flavor = "current_thread")]
 async fn grant_twice_breaks_the_lock_and_corrupts_the_store() {
     let s = run(Sim::new(SimFault::GrantTwice { every: 5 }), 1).await;
     assert_eq!(s.lock_verdict, Some(LockVerdict::Broken), "{s:#?}");

@@ -147,6 +147,7 @@ async fn run_planned(
         }
         None => strategy(plan, &servers.endpoints).await?,
     };
+    warm_up(plan, &built, cancel).await?;
     let workers = clients(plan, &servers, &built, cancel).await?;
     let writes_before = consensus_writes(plan, &servers).await;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;
@@ -413,6 +414,34 @@ async fn load(
         end,
         started_at,
     })
+}
+
+/// `load.warmup`: the workload's load for that long from this process, every completion
+/// dropped, then the store and the strategy's state prepared again, so the measured load
+/// starts on warm servers with the whole stock. Workers start after it (their own
+/// connections are new either way); no fault runs during it.
+async fn warm_up(
+    plan: &Plan<'_>,
+    built: &Built,
+    cancel: &CancellationToken,
+) -> Result<(), RunError> {
+    let w = plan.workload();
+    if w.load.warmup.is_zero() {
+        return Ok(());
+    }
+    let mut warm = w.clone();
+    warm.load.duration = w.load.warmup;
+    warm.load.max_attempts = None;
+    let (sink, mut drained) = tokio::sync::mpsc::channel::<crate::record::Completion>(1024);
+    let drain = tokio::spawn(async move { while drained.recv().await.is_some() {} });
+    let strategy = built.strategy.clone();
+    driver::drive(strategy, &warm, Instant::now(), sink, cancel.clone()).await;
+    let _ = drain.await;
+    if cancel.is_cancelled() {
+        return Err(RunError::Interrupted);
+    }
+    tracing::info!(warmup = ?w.load.warmup, "warm-up done; store prepared again");
+    prepare(built, w).await.map_err(RunError::from)
 }
 
 /// What the chaos runner may touch: the run's servers, its workers and its log folder.

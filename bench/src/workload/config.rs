@@ -91,6 +91,7 @@ struct RawLoad {
     max_attempts: Option<i64>,
     timeout: Option<String>,
     read_fraction: Option<f64>,
+    warmup: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -207,6 +208,12 @@ pub struct Load {
     /// Share of arrivals that are reads (check stock and price under the read lock) instead of
     /// purchases, `0..=1`; each slot is marked from the seed ([`super::pacing::Slot::read`]).
     pub read_fraction: f64,
+    /// Load offered before the measured one, on the same servers and strategy, then thrown
+    /// away with everything it sold (the store is prepared again): servers that just started
+    /// (a JVM's JIT, first connections) are warm when the measurement starts, as a service's
+    /// servers are. 0 (the default): none.
+    #[serde(serialize_with = "human")]
+    pub warmup: Duration,
 }
 
 /// `[critical_section]`
@@ -496,6 +503,7 @@ impl Fields<'_> {
             max_attempts: max_attempts.map(|m| m as u64),
             timeout: self.duration("load.timeout", l.timeout, "1s", false)?,
             read_fraction,
+            warmup: self.duration("load.warmup", l.warmup, "0s", true)?,
         })
     }
 

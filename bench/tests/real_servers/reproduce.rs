@@ -4,7 +4,7 @@
 use lockbench::reproduce::{Options, run};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{consensus_servers_available, require};
+use crate::common::{consensus_servers_available, lockbench, require, servers_available};
 use crate::versions::builds_installed;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -46,4 +46,45 @@ async fn etcd_11456_shows_on_3_4_and_reads_fixed_on_3_5() {
     // Written as it went.
     let saved = std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap();
     assert!(saved.contains("fixed in 3.5"), "{saved}");
+}
+
+/// Through the command (its pause-holder runs need worker processes: lockbench's own binary).
+#[test]
+fn kleppmanns_pause_loses_an_update_unfenced_and_is_refused_fenced_on_each_redis_build() {
+    if !servers_available() || !builds_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .args(["reproduce", "kleppmann-pause", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let printed =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}");
+    let found: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap())
+            .unwrap();
+    let verdicts: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| (f["build"].as_str().unwrap(), f["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [("7.0", "reproduced"), ("valkey-8.0", "reproduced")],
+        "{printed}"
+    );
+    for f in &found {
+        let m = f["measured"].as_str().unwrap();
+        assert!(
+            m.contains("redis-setnx: lock broken, store corrupted")
+                && m.contains("redis-setnx-fenced: lock broken-fenced, store intact"),
+            "{printed}"
+        );
+    }
+    assert!(
+        found[1]["server"].as_str().unwrap().contains("valkey 8.0"),
+        "{printed}"
+    );
 }
