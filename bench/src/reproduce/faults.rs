@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chaos::ChaosPlan;
 use crate::check::{LockVerdict, StoreVerdict};
-use crate::cluster::RedisBuild;
+use crate::cluster::{RedisBuild, Service};
 use crate::report::Summary;
 use crate::run::{RunError, RunOptions};
 use crate::workload::Workload;
@@ -123,14 +123,17 @@ fn said(s: &Summary) -> String {
     )
 }
 
+/// What the Redis nodes of `s` reported.
 fn server(s: &Summary) -> String {
-    let mut v: Vec<String> = s
-        .servers
-        .iter()
-        .filter(|n| n.service.to_string().starts_with("redis"))
-        .map(|n| format!("{} {}", n.service, n.version))
-        .collect();
-    v.sort();
-    v.dedup();
-    v.join(", ")
+    super::reported(
+        s.servers
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n.service,
+                    Service::Redis | Service::Sentinel | Service::RedisCluster
+                )
+            })
+            .map(|n| (n.service, n.version.as_str())),
+    )
 }

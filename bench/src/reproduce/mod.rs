@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::{Builds, ClusterOptions, EtcdBuild, Needs, OwnedCluster};
+use crate::cluster::{Builds, ClusterOptions, EtcdBuild, Needs, OwnedCluster, Service};
 
 /// One published failure.
 pub struct Scenario {
@@ -260,7 +260,12 @@ async fn etcd_rounds(build: EtcdBuild, rounds: u32, dir: &Path) -> (String, &'st
         Ok(c) => c,
         Err(e) => return (String::new(), "error", e.to_string()),
     };
-    let server = server_of(&cluster);
+    let server = reported(
+        cluster
+            .nodes()
+            .iter()
+            .map(|n| (n.service, n.version.as_str())),
+    );
     let mut answers = Vec::new();
     for _ in 0..rounds {
         match etcd_lease::round(cluster.endpoints()).await {
@@ -272,13 +277,9 @@ async fn etcd_rounds(build: EtcdBuild, rounds: u32, dir: &Path) -> (String, &'st
     (server, verdict, measured)
 }
 
-/// What the cluster's nodes reported, e.g. `etcd 3.4.23` (distinct versions joined).
-fn server_of(c: &OwnedCluster) -> String {
-    let mut v: Vec<String> = c
-        .nodes()
-        .iter()
-        .map(|n| format!("{} {}", n.service, n.version))
-        .collect();
+/// What servers reported, e.g. `etcd 3.4.23` (distinct values, sorted, `, `-joined).
+fn reported<'a>(nodes: impl Iterator<Item = (Service, &'a str)>) -> String {
+    let mut v: Vec<String> = nodes.map(|(s, v)| format!("{s} {v}")).collect();
     v.sort();
     v.dedup();
     v.join(", ")
