@@ -396,8 +396,9 @@ pub(crate) fn calls(n: u32, each: Duration) -> Duration {
 
 /// Bound of opening a strategy's connections before the load starts. Not measured, and a busy
 /// machine (servers, worker processes and a ZooKeeper election sharing two cores) can need
-/// seconds: `load.timeout` is for the calls that are measured.
-pub const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+/// seconds: `load.timeout` is for the calls that are measured. 30 s: in CI (three test threads
+/// beside containers) a ZooKeeper ensemble of 200 ms ticks could not open a session in 15 s.
+pub const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Runs `fut` with a deadline; a timeout becomes [`ErrorKind::Timeout`].
 pub(crate) async fn within<T, E>(

@@ -235,6 +235,7 @@ impl ZkLock {
         // Retry until the setup bound, as Curator's connection retry policy does.
         let open = |_| async {
             let deadline = tokio::time::Instant::now() + super::SETUP_TIMEOUT;
+            let mut last = None;
             loop {
                 let connector = lock
                     .connector()
@@ -242,11 +243,18 @@ impl ZkLock {
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 match tokio::time::timeout(left, connector.connect(&lock.connect)).await {
                     Ok(Ok(client)) => return Ok(client),
-                    Ok(Err(_)) if tokio::time::Instant::now() + SETUP_RETRY < deadline => {
+                    Ok(Err(e)) if tokio::time::Instant::now() + SETUP_RETRY < deadline => {
+                        last = Some(e);
                         tokio::time::sleep(SETUP_RETRY).await
                     }
                     Ok(Err(e)) => return Err(StrategyError::Zookeeper(e)),
-                    Err(_) => return Err(StrategyError::Timeout("connect to zookeeper")),
+                    // The last refusal says more than the timeout (no quorum, a lost session…).
+                    Err(_) => {
+                        return Err(last.map_or(
+                            StrategyError::Timeout("connect to zookeeper"),
+                            StrategyError::Zookeeper,
+                        ));
+                    }
                 }
             }
         };
