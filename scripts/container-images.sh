@@ -14,6 +14,8 @@
 #     MariaDB, ZooKeeper (+ headless JRE) and etcd, adds /usr/local/bin/zkServer.sh (runs
 #     `zkServer.sh start-foreground CFG` like the official zookeeper image), imports it and tags
 #     it under the four image names below. The mirror is read from this machine's apt sources.
+#  4. unless it exists: a Debian sid rootfs with MySQL 9 (servers.mysql = "mysql-9"), its
+#     package pinned by version and sha256 in scripts/servers.lock, as LOCKBENCH_IMAGE_MYSQL.
 #
 # Only `DOCKER_HOST=unix://…/docker.sock` goes to stdout; progress goes to stderr.
 #
@@ -23,6 +25,7 @@
 #   LOCKBENCH_IMAGE_MARIADB   default lockbench-local/mariadb:10.11
 #   LOCKBENCH_IMAGE_ZOOKEEPER default lockbench-local/zookeeper:3.8
 #   LOCKBENCH_IMAGE_ETCD      default lockbench-local/etcd:3.4
+#   LOCKBENCH_IMAGE_MYSQL     default lockbench-local/mysql:9
 #   LOCKBENCH_DEBIAN_MIRROR   mirror URL for debootstrap (default: read from the apt sources)
 set -euo pipefail
 
@@ -32,6 +35,7 @@ HOST_URL="unix://$SOCK"
 PIDFILE="$DIR/dockerd.pid"
 LOG="$DIR/dockerd.log"
 ROOTFS="$DIR/rootfs.build"
+ROOTFS_SID="$DIR/rootfs-sid.build"
 ADDRESS_POOL="base=10.214.0.0/16,size=24"
 SUITE=bookworm
 # Bump when the rootfs recipe below changes: images with another label are rebuilt.
@@ -42,6 +46,10 @@ IMAGES=(
   "${LOCKBENCH_IMAGE_ZOOKEEPER:-lockbench-local/zookeeper:3.8}"
   "${LOCKBENCH_IMAGE_ETCD:-lockbench-local/etcd:3.4}"
 )
+# MySQL 9 (servers.mysql = "mysql-9") needs sid's glibc: an image of its own, from a sid rootfs
+# with the one package pinned in scripts/servers.lock (version and sha256 of its .deb).
+MYSQL_IMAGE=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
+MYSQL_PIN=$(awk '$1 == "mysql" && $2 == "mysql-9" && $3 == "image:sid"' "$(dirname "$0")/servers.lock")
 # ZooKeeper comes as libzookeeper-java + a headless JRE: the `zookeeper` package only adds
 # init scripts and config but depends on the full (X11) default-jre. etcd-client (etcdctl)
 # and the clients that come with the servers help when debugging inside a container.
@@ -227,9 +235,12 @@ find_mirror() {
 }
 
 cleanup_rootfs() {
-  [ -e "$ROOTFS" ] || return 0
-  unmount_under "$ROOTFS"
-  rm -rf --one-file-system "$ROOTFS"
+  local r
+  for r in "$ROOTFS" "$ROOTFS_SID"; do
+    [ -e "$r" ] || continue
+    unmount_under "$r"
+    rm -rf --one-file-system "$r"
+  done
 }
 
 # The wrapper the official zookeeper image provides: `zkServer.sh start-foreground [CFG]`.
@@ -321,6 +332,49 @@ build_images() {
   for o in $old; do [ "$o" = "$id" ] || docker_cli image rm "$o" >/dev/null 2>&1 || true; done
 }
 
+# The MySQL 9 image: sid minbase plus the pinned mysql-server-core, its .deb checked against the
+# pin before anything is imported (sid moves on: a newer version fails here, naming the pin).
+build_mysql_image() {
+  local mirror t0 id pkg version sum deb
+  read -r _ _ _ pkg version sum <<<"$MYSQL_PIN"
+  [ -n "${sum:-}" ] || die "no 'mysql mysql-9 image:sid' line in scripts/servers.lock"
+  mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
+  cleanup_rootfs
+  trap cleanup_rootfs EXIT
+  mkdir -p "$ROOTFS_SID/usr/sbin"
+  printf '#!/bin/sh\nexit 101\n' >"$ROOTFS_SID/usr/sbin/policy-rc.d"
+  chmod +x "$ROOTFS_SID/usr/sbin/policy-rc.d"
+  log "debootstrap sid with $pkg from $mirror (about a minute)"
+  t0=$SECONDS
+  debootstrap --variant=minbase --include="$pkg" sid "$ROOTFS_SID" "$mirror" >&2 ||
+    die "debootstrap sid failed (see $ROOTFS_SID/debootstrap/debootstrap.log)"
+  unmount_under "$ROOTFS_SID"
+  deb="$ROOTFS_SID/var/cache/apt/archives/${pkg}_${version}_amd64.deb"
+  [ -f "$deb" ] || die "sid no longer carries $pkg $version (fetched: $(cd "$ROOTFS_SID/var/cache/apt/archives" && ls ${pkg}_* 2>/dev/null)); update its line in scripts/servers.lock"
+  echo "$sum  $deb" | sha256sum -c --quiet - >&2 || die "$deb does not match the sha256 pinned in scripts/servers.lock"
+  chroot "$ROOTFS_SID" mysqld --version >&2 || die "mysqld does not run in the sid rootfs"
+  # A datadir initialised once here, copied by each container: initialising takes ~8 s a run.
+  chroot "$ROOTFS_SID" mysqld --no-defaults --initialize-insecure --user=root \
+    --datadir=/var/lib/lockbench-mysql --innodb-redo-log-capacity=64M >&2 ||
+    die "mysqld --initialize-insecure failed in the sid rootfs"
+  log "debootstrap sid took $((SECONDS - t0)) s"
+  rm -f "$ROOTFS_SID/usr/sbin/policy-rc.d"
+  find "$ROOTFS_SID/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  rm -rf "$ROOTFS_SID"/var/cache/apt/archives/*.deb "$ROOTFS_SID"/var/cache/apt/*.bin \
+    "$ROOTFS_SID"/var/lib/apt/lists/* "$ROOTFS_SID"/usr/share/doc/* "$ROOTFS_SID"/usr/share/man/* \
+    "$ROOTFS_SID"/var/log/*.log "$ROOTFS_SID"/debootstrap "$ROOTFS_SID"/var/lib/mysql/*
+  id=$(tar -C "$ROOTFS_SID" --numeric-owner -c . | docker_cli import \
+    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change "ENV LANG=C.UTF-8" \
+    --change "LABEL lockbench.recipe=$RECIPE" \
+    --change "LABEL lockbench.mysql=$pkg=$version+datadir" \
+    --change 'CMD ["/bin/bash"]' \
+    - "$MYSQL_IMAGE")
+  cleanup_rootfs
+  trap - EXIT
+  log "imported $MYSQL_IMAGE ($pkg $version, $id)"
+}
+
 ready=() absent=()
 for n in "${IMAGES[@]}"; do
   if image_ok "$n"; then ready+=("$n"); else absent+=("$n"); fi
@@ -334,6 +388,13 @@ elif [ ${#ready[@]} -gt 0 ]; then
 else
   build_images
   log "images ready: ${IMAGES[*]}"
+fi
+
+read -r _ _ _ mysql_pkg mysql_version _ <<<"$MYSQL_PIN"
+if [ "$(docker_cli image inspect -f '{{index .Config.Labels "lockbench.mysql"}}' "$MYSQL_IMAGE" 2>/dev/null)" = "$mysql_pkg=$mysql_version+datadir" ] && image_ok "$MYSQL_IMAGE"; then
+  log "image present: $MYSQL_IMAGE"
+else
+  build_mysql_image
 fi
 
 echo "DOCKER_HOST=$HOST_URL" >&3

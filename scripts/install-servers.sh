@@ -107,6 +107,19 @@ PY
 
 while read -r key build source package version sum; do
   [ -n "$key" ] || continue
+  if [[ $source == image:* ]]; then
+    # An image for the containers provisioner, built by the private dockerd (stopped again
+    # unless it was already running). Its daemon runs as root only.
+    if [ "$(id -u)" != 0 ]; then
+      echo "install-servers: $key=$build is a container image: skipped (run as root: scripts/container-images.sh)" >&2
+      continue
+    fi
+    sock=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}/docker.sock
+    was_up=$([ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1 && echo 1 || true)
+    bash "$here/container-images.sh" >/dev/null
+    [ -n "$was_up" ] || bash "$here/container-images.sh" --stop
+    continue
+  fi
   dest="$prefix/$key-$build"
   record="$key $build $source $package $version $sum"
   if [ -f "$dest/LOCK" ] && [ "$(cat "$dest/LOCK")" = "$record" ]; then

@@ -59,19 +59,59 @@ crate::names::enum_names!(ZookeeperBuild {
     Zk39 = "3.9",
 });
 
+/// `servers.mysql`: the database server the `mysql-*` strategies and every store run on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum MysqlBuild {
+    /// Debian bookworm's MariaDB 10.11.
+    #[default]
+    Mariadb1011,
+    /// Oracle's MySQL 9 from Debian sid (`mysql-server-core`): it needs glibc 2.38, so it runs
+    /// only in the containers provisioner's sid image (`scripts/container-images.sh`).
+    Mysql9,
+}
+
+crate::names::enum_names!(MysqlBuild {
+    Mariadb1011 = "mariadb-10.11",
+    Mysql9 = "mysql-9",
+});
+
+impl MysqlBuild {
+    /// Whether a server reporting `version` (`SELECT VERSION()`) is this build.
+    pub fn reports(self, version: &str) -> bool {
+        match self {
+            Self::Mariadb1011 => version.starts_with("10.11.") && version.contains("MariaDB"),
+            Self::Mysql9 => version.starts_with("9.") && !version.contains("MariaDB"),
+        }
+    }
+}
+
 /// The builds of a run's servers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Builds {
     pub redis: RedisBuild,
     pub etcd: EtcdBuild,
     pub zookeeper: ZookeeperBuild,
+    pub mysql: MysqlBuild,
 }
 
 impl Builds {
-    /// Whether every build is bookworm's own (the only ones the container images and an
-    /// external target's servers can be).
+    /// Whether every build is bookworm's own (the only ones an external target's servers can
+    /// be asked to be).
     pub fn are_default(&self) -> bool {
         *self == Builds::default()
+    }
+
+    /// Why the provisioner `containers` (true) or `local` (false) cannot start these builds:
+    /// the images carry bookworm's servers and sid's MySQL; the private prefix carries builds
+    /// that run on bookworm's libc, which MySQL 9 does not.
+    pub fn unsupported_by(&self, containers: bool) -> Option<String> {
+        let mut wrong = self.chosen();
+        if containers {
+            wrong.retain(|k| !k.starts_with("servers.mysql"));
+        } else {
+            wrong.retain(|k| k.starts_with("servers.mysql"));
+        }
+        (!wrong.is_empty()).then(|| wrong.join(", "))
     }
 
     /// The builds that are not bookworm's, as `key = "value"` (for errors).
@@ -85,6 +125,9 @@ impl Builds {
         }
         if self.zookeeper != ZookeeperBuild::default() {
             out.push(format!("servers.zookeeper = \"{}\"", self.zookeeper));
+        }
+        if self.mysql != MysqlBuild::default() {
+            out.push(format!("servers.mysql = \"{}\"", self.mysql));
         }
         out
     }
@@ -107,7 +150,7 @@ impl Builds {
                     self.zookeeper.name(),
                     self.zookeeper.reports(&n.version),
                 ),
-                _ => return None,
+                Service::Mariadb => ("mysql", self.mysql.name(), self.mysql.reports(&n.version)),
             };
             (!ok).then(|| {
                 format!(
@@ -267,6 +310,7 @@ mod tests {
             redis: RedisBuild::Valkey80,
             etcd: EtcdBuild::Etcd35,
             zookeeper: ZookeeperBuild::Zk39,
+            mysql: MysqlBuild::Mariadb1011,
         };
         let nodes = [
             node(Service::Redis, "valkey 8.0.1 (jemalloc-5.3.0)"),
@@ -297,6 +341,20 @@ mod tests {
                 .unwrap()
                 .contains("servers.zookeeper = \"3.9\"")
         );
+        // MySQL says `9.7.4-2`; MariaDB names itself in its version.
+        let mysql = [node(Service::Mariadb, "9.7.4-2")];
+        assert!(
+            valkey
+                .mismatch(&mysql)
+                .unwrap()
+                .contains("servers.mysql = \"mariadb-10.11\"")
+        );
+        let my9 = Builds {
+            mysql: MysqlBuild::Mysql9,
+            ..Builds::default()
+        };
+        assert_eq!(my9.mismatch(&mysql), None);
+        assert!(my9.mismatch(&nodes[2..]).is_some());
     }
 
     #[test]
@@ -306,15 +364,30 @@ mod tests {
             redis: RedisBuild::Valkey91,
             etcd: EtcdBuild::Etcd35,
             zookeeper: ZookeeperBuild::Zk39,
+            mysql: MysqlBuild::Mysql9,
         };
         assert_eq!(
             b.chosen(),
             [
                 "servers.redis = \"valkey-9.1\"",
                 "servers.etcd = \"3.5\"",
-                "servers.zookeeper = \"3.9\""
+                "servers.zookeeper = \"3.9\"",
+                "servers.mysql = \"mysql-9\""
             ]
         );
+        // Each provisioner names what it cannot start: the images lack the private builds,
+        // the private prefix lacks MySQL 9.
+        assert_eq!(
+            b.unsupported_by(true).as_deref(),
+            Some(
+                "servers.redis = \"valkey-9.1\", servers.etcd = \"3.5\", servers.zookeeper = \"3.9\""
+            )
+        );
+        assert_eq!(
+            b.unsupported_by(false).as_deref(),
+            Some("servers.mysql = \"mysql-9\"")
+        );
+        assert_eq!(Builds::default().unsupported_by(true), None);
         assert_eq!(
             "valkey-8.0".parse::<RedisBuild>().ok(),
             Some(RedisBuild::Valkey80)

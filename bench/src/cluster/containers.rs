@@ -39,6 +39,7 @@ use tokio::io::AsyncWriteExt;
 use async_trait::async_trait;
 
 use super::backend::Backend;
+use super::builds::MysqlBuild;
 use super::error::ClusterError;
 use super::model::{ContainerInfo, Needs, Provisioner};
 use super::node::{Node, NodeServer};
@@ -57,6 +58,8 @@ pub struct Images {
     pub redis: String,
     /// MariaDB (`mariadb-install-db`, `mariadbd`, `sh`).
     pub mariadb: String,
+    /// MySQL 9, for `servers.mysql = "mysql-9"` (`mysqld`, `sh`).
+    pub mysql: String,
     /// ZooKeeper (`zkServer.sh` on PATH, `sh`).
     pub zookeeper: String,
     /// etcd (`etcd` on PATH).
@@ -69,6 +72,7 @@ impl Images {
         Self {
             redis: "redis:7.0".into(),
             mariadb: "mariadb:10.11".into(),
+            mysql: "mysql:9".into(),
             zookeeper: "zookeeper:3.8".into(),
             etcd: "quay.io/coreos/etcd:v3.4.23".into(),
         }
@@ -86,19 +90,28 @@ impl Images {
         Self {
             redis: pick("LOCKBENCH_IMAGE_REDIS", d.redis),
             mariadb: pick("LOCKBENCH_IMAGE_MARIADB", d.mariadb),
+            mysql: pick("LOCKBENCH_IMAGE_MYSQL", d.mysql),
             zookeeper: pick("LOCKBENCH_IMAGE_ZOOKEEPER", d.zookeeper),
             etcd: pick("LOCKBENCH_IMAGE_ETCD", d.etcd),
         }
     }
 
+    /// The image of the database server `build`, with the variable that overrides it.
+    pub fn database(&self, build: MysqlBuild) -> (&str, &'static str) {
+        match build {
+            MysqlBuild::Mariadb1011 => (self.mariadb.as_str(), "LOCKBENCH_IMAGE_MARIADB"),
+            MysqlBuild::Mysql9 => (self.mysql.as_str(), "LOCKBENCH_IMAGE_MYSQL"),
+        }
+    }
+
     /// The images `needs` uses, with the variable that overrides each.
-    fn needed(&self, needs: Needs) -> Vec<(&str, &'static str)> {
+    fn needed(&self, needs: Needs, mysql: MysqlBuild) -> Vec<(&str, &'static str)> {
         let mut out = Vec::new();
         if needs.redis_nodes() > 0 || needs.sentinel || needs.redis_cluster {
             out.push((self.redis.as_str(), "LOCKBENCH_IMAGE_REDIS"));
         }
         if needs.mariadb {
-            out.push((self.mariadb.as_str(), "LOCKBENCH_IMAGE_MARIADB"));
+            out.push(self.database(mysql));
         }
         if needs.zookeeper {
             out.push((self.zookeeper.as_str(), "LOCKBENCH_IMAGE_ZOOKEEPER"));
@@ -142,7 +155,7 @@ async fn api<T, E: std::fmt::Display>(
 }
 
 /// Connects to the daemon and checks that it answers and has every image `needs` uses.
-async fn connect(needs: Needs, images: &Images) -> Result<Docker, ClusterError> {
+async fn connect(needs: Needs, images: &Images, mysql: MysqlBuild) -> Result<Docker, ClusterError> {
     let unreachable = |detail: String| ClusterError::NoDocker {
         host: docker_host(),
         detail,
@@ -153,7 +166,7 @@ async fn connect(needs: Needs, images: &Images) -> Result<Docker, ClusterError> 
         Ok(Err(e)) => return Err(unreachable(e.to_string())),
         Err(_) => return Err(unreachable("no answer in 5s".into())),
     }
-    for (image, var) in images.needed(needs) {
+    for (image, var) in images.needed(needs, mysql) {
         match docker.inspect_image(image).await {
             Ok(_) => {}
             Err(bollard::errors::Error::DockerResponseServerError {
@@ -637,6 +650,8 @@ pub(super) struct Containers {
     docker: Docker,
     /// The image of each service.
     pub images: Images,
+    /// The database server's build (its image is [`Images::database`]).
+    pub mysql: MysqlBuild,
     network: DockerNetwork,
     log_dir: PathBuf,
     /// Host number (after the gateway's) the next container gets.
@@ -646,16 +661,21 @@ pub(super) struct Containers {
 impl Containers {
     /// Connects to the Docker daemon, checks that it has every image `needs` uses, removes
     /// what a dead lockbench left behind and creates the run's network.
-    pub(super) async fn prepare(needs: Needs, log_dir: &Path) -> Result<Self, ClusterError> {
+    pub(super) async fn prepare(
+        needs: Needs,
+        mysql: MysqlBuild,
+        log_dir: &Path,
+    ) -> Result<Self, ClusterError> {
         std::fs::create_dir_all(log_dir)
             .map_err(|e| ClusterError::io(format!("create {}", log_dir.display()), e))?;
         let images = Images::from_env();
-        let docker = connect(needs, &images).await?;
+        let docker = connect(needs, &images, mysql).await?;
         reap_stale(&docker).await;
         let network = DockerNetwork::create(&docker).await?;
         Ok(Self {
             docker,
             images,
+            mysql,
             network,
             log_dir: log_dir.to_path_buf(),
             next: tokio::sync::Mutex::new(1),
@@ -788,8 +808,21 @@ mod tests {
             etcd: true,
             ..Needs::NONE
         };
-        let names: Vec<&str> = d.needed(needs).iter().map(|(i, _)| *i).collect();
+        let names: Vec<&str> = d
+            .needed(needs, MysqlBuild::Mariadb1011)
+            .iter()
+            .map(|(i, _)| *i)
+            .collect();
         assert_eq!(names, ["redis:7.0", "quay.io/coreos/etcd:v3.4.23"]);
+        // The database's image follows servers.mysql.
+        let db = Needs {
+            mariadb: true,
+            ..Needs::NONE
+        };
+        assert_eq!(
+            d.needed(db, MysqlBuild::Mysql9),
+            [("mysql:9", "LOCKBENCH_IMAGE_MYSQL")]
+        );
     }
 
     #[test]

@@ -326,9 +326,9 @@ async fn provision(
     opts: &ClusterOptions,
 ) -> Result<Provisioned, ClusterError> {
     Ok(match opts.provisioner {
-        Provisioner::Containers => {
-            Provisioned::Containers(Containers::prepare(needs, &opts.log_dir).await?)
-        }
+        Provisioner::Containers => Provisioned::Containers(
+            Containers::prepare(needs, opts.builds.mysql, &opts.log_dir).await?,
+        ),
         Provisioner::Local | Provisioner::Target => {
             for k in kinds {
                 k.check_installed(opts.builds)?;

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 
 use super::backend::wait_ready;
 use super::binary::find_binary;
-use super::builds::Builds;
+use super::builds::{Builds, MysqlBuild};
 use super::containers::{Containers, Spec};
 use super::durability::{Acked, Durability, Source, bounded_query};
 use super::error::ClusterError;
@@ -209,32 +209,73 @@ async fn create_user(root: &MySqlConnectOptions, password: &str) -> Result<(), C
     Ok(())
 }
 
-/// One container that installs the datadir unless it exists (it survives a kill: same
-/// container), writes an init file with the grants and runs `mariadbd`. The socket goes to
-/// /tmp: /run/mysqld need not exist in the image.
-async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), ClusterError> {
-    let password = password()?;
+/// MySQL 9's flags after its paths and address: a redo log of 64 MB (16 MB stalled its own
+/// initialisation), no file import or export (its default directory is not in the image).
+const MYSQL_FLAGS: [&str; 6] = [
+    "--secure-file-priv=NULL",
+    "--skip-log-bin",
+    "--skip-name-resolve",
+    "--innodb-buffer-pool-size=128M",
+    "--innodb-redo-log-capacity=64M",
+    "--max-connections=2000",
+];
+
+/// The shell script of the database container of `build`: it installs the datadir unless it
+/// exists (it survives a kill: same container), writes an init file with the grants and runs
+/// the server. The socket goes to /tmp: /run/mysqld need not exist in the image.
+fn container_script(build: MysqlBuild) -> String {
     // printf's format: `%` doubled, the password its one argument.
     let init: String = grants("@PASSWORD@")
         .iter()
         .map(|g| format!("{};\\n", g.replace('%', "%%")))
         .collect::<String>()
         .replace("@PASSWORD@", "%s");
-    let script = format!(
+    let (install, server, flags) = match build {
+        MysqlBuild::Mariadb1011 => (
+            format!(
+                "mariadb-install-db --no-defaults --user=root --datadir=$D/data {}",
+                INSTALL_FLAGS.join(" ")
+            ),
+            "mariadbd",
+            SERVER_FLAGS.join(" "),
+        ),
+        // root@localhost without a password, as mariadb-install-db leaves it. The image of
+        // scripts/container-images.sh carries a datadir initialised so (8 s saved a run).
+        MysqlBuild::Mysql9 => (
+            "if [ -d /var/lib/lockbench-mysql/mysql ]; then \
+               cp -a /var/lib/lockbench-mysql $D/data; \
+             else mysqld --no-defaults --initialize-insecure --user=root --datadir=$D/data \
+               --innodb-redo-log-capacity=64M; fi"
+                .to_string(),
+            "mysqld",
+            // No X protocol listener: a second port nobody uses.
+            format!("{} --mysqlx=OFF", MYSQL_FLAGS.join(" ")),
+        ),
+    };
+    format!(
         "set -e; D=/tmp/lockbench; mkdir -p $D\n\
          if [ ! -d $D/data/mysql ]; then\n\
-           mariadb-install-db --no-defaults --user=root --datadir=$D/data {install} \
-             > $D/install.log 2>&1 || {{ cat $D/install.log; exit 1; }}\n\
+           {install} > $D/install.log 2>&1 || {{ cat $D/install.log; exit 1; }}\n\
          fi\n\
          printf \"{init}\" \"$LOCKBENCH_PASSWORD\" > $D/init.sql\n\
-         exec mariadbd --no-defaults --user=root --datadir=$D/data --port={PORT} \
-           --bind-address=0.0.0.0 --socket=$D/mysqld.sock {server} --init-file=$D/init.sql",
-        install = INSTALL_FLAGS.join(" "),
-        server = SERVER_FLAGS.join(" "),
-    );
+         exec {server} --no-defaults --user=root --datadir=$D/data --port={PORT} \
+           --bind-address=0.0.0.0 --socket=$D/mysqld.sock {flags} --init-file=$D/init.sql"
+    )
+}
+
+/// One container of the run's database build ([`container_script`]).
+async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), ClusterError> {
+    let password = password()?;
+    let script = container_script(run.mysql);
+    // The node is named after the server that runs (its log is `logs/<name>.log`); the service
+    // stays `mariadb`, the one chaos files and strategies name.
+    let name = match run.mysql {
+        MysqlBuild::Mariadb1011 => NAME,
+        MysqlBuild::Mysql9 => "mysql",
+    };
     let spec = Spec {
-        name: NAME.into(),
-        image: &run.images.mariadb,
+        name: name.into(),
+        image: run.images.database(run.mysql).0,
         cmd: vec!["sh".into(), "-c".into(), script],
         env: vec![("LOCKBENCH_PASSWORD", password.clone())],
     };
@@ -245,9 +286,9 @@ async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), Clus
         password,
         database: DATABASE.into(),
     };
-    let version = wait_ready(NAME, &mut [&mut c], || version(endpoint.connect_options())).await?;
+    let version = wait_ready(name, &mut [&mut c], || version(endpoint.connect_options())).await?;
     let node = Node {
-        name: NAME.into(),
+        name: name.into(),
         service: Service::Mariadb,
         role: Role::Primary,
         addr: endpoint.addr,

@@ -46,7 +46,7 @@ pub mod sentinel;
 pub mod target;
 mod zookeeper;
 
-pub use builds::{Builds, EtcdBuild, RedisBuild, ZookeeperBuild};
+pub use builds::{Builds, EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};
 pub use endpoints::EndpointsFile;
 pub use error::ClusterError;
 pub use guard::OwnedCluster;

@@ -216,27 +216,41 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
     Ok(())
 }
 
-/// The server builds this run starts, from `servers.redis` and `servers.etcd`, for the services
-/// the strategy uses. A build other than Debian bookworm's runs only as a local process: the
-/// container images carry bookworm's, and a target's servers are whatever they are. Servers
-/// of `--endpoints` (a `serve`'s, or a sweep's) must report the build asked for: checked when
-/// the run reads the endpoints file.
+/// The server builds this run starts, from `[servers]`, for the services the strategy uses.
+/// The container images carry Debian bookworm's builds and sid's MySQL 9; the private prefix
+/// of the local provisioner carries the others (MySQL 9 needs a newer libc than bookworm's);
+/// a target's servers are whatever they are. Servers of `--endpoints` (a `serve`'s, or a
+/// sweep's) must report the build asked for: checked when the run reads the endpoints file.
 fn builds(opts: &RunOptions, info: &StrategyInfo) -> Result<Builds, RunError> {
     let b = opts.workload.servers.builds(info.needs);
-    let why = if b.are_default() {
-        None
-    } else if opts.target.is_some() {
-        Some("--target, whose servers are what they are")
-    } else if opts.provision == Provisioner::Containers {
-        Some("--provision containers, whose images carry Debian bookworm's builds only")
+    let containers = opts.provision == Provisioner::Containers;
+    let refused = if opts.target.is_some() && !b.are_default() {
+        Some((
+            b.chosen().join(", "),
+            "--target, whose servers are what they are",
+        ))
+    } else if opts.target.is_none() {
+        b.unsupported_by(containers).map(|keys| {
+            let why = if containers {
+                "--provision containers, whose images carry Debian bookworm's builds (and \
+                 MySQL 9)"
+            } else {
+                "--provision local: MySQL 9 is built for Debian sid's glibc 2.38, bookworm has \
+                 2.36; its image comes from scripts/container-images.sh"
+            };
+            (keys, why)
+        })
     } else {
         None
     };
-    match why {
-        Some(why) => Err(RunError::Options(format!(
-            "{} with {why}: run it with --provision local (scripts/install-deps.sh --servers \
-             installs the build), or drop the key",
-            b.chosen().join(", ")
+    match refused {
+        Some((keys, why)) => Err(RunError::Options(format!(
+            "{keys} with {why}: run it with --provision {}, or drop the key",
+            if containers {
+                "local (scripts/install-deps.sh --servers installs the build)"
+            } else {
+                "containers"
+            }
         ))),
         None => Ok(b),
     }

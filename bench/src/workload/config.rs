@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::cluster::{EtcdBuild, RedisBuild, ZookeeperBuild};
+use crate::cluster::{EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};
 
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +142,8 @@ struct RawServers {
     etcd: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
     zookeeper: Option<String>,
+    #[serde(default)]
+    mysql: Option<String>,
 }
 
 /// A server build's name, as a string or as the number TOML reads from `etcd = 3.5` (or from
@@ -269,6 +271,8 @@ pub struct Servers {
     pub etcd: EtcdBuild,
     /// Which build every ZooKeeper member runs: `"3.8"` (bookworm's), `"3.9"`.
     pub zookeeper: ZookeeperBuild,
+    /// Which database server runs: `"mariadb-10.11"` (bookworm's), `"mysql-9"` (containers).
+    pub mysql: MysqlBuild,
 }
 
 impl Servers {
@@ -290,6 +294,11 @@ impl Servers {
                 self.zookeeper
             } else {
                 ZookeeperBuild::default()
+            },
+            mysql: if needs.mariadb {
+                self.mysql
+            } else {
+                MysqlBuild::default()
             },
         }
     }
@@ -547,6 +556,13 @@ impl Fields<'_> {
                 "servers.zookeeper",
                 raw.zookeeper,
                 "one of \"3.8\" (Debian bookworm's ZooKeeper), \"3.9\"",
+            )?,
+            mysql: named(
+                self,
+                "servers.mysql",
+                raw.mysql,
+                "one of \"mariadb-10.11\" (Debian bookworm's MariaDB), \"mysql-9\" (with \
+                 --provision containers)",
             )?,
         })
     }

@@ -32,7 +32,7 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 /// The images the runs will use (what lockbench reads from the same variables).
 fn images() -> Vec<String> {
     let d = lockbench::cluster::containers::Images::from_env();
-    vec![d.redis, d.mariadb, d.zookeeper, d.etcd]
+    vec![d.redis, d.mariadb, d.mysql, d.zookeeper, d.etcd]
 }
 
 /// A Docker daemon answers and has every image; through [`require`].
@@ -106,6 +106,68 @@ fn compare(dir: &Path, strategies: &str, extra: &[&str]) -> Vec<Summary> {
     let all = compare_json(strategies, &args, &dir.join("out"));
     assert_containers_gone(&all);
     all
+}
+
+/// The `mysql-*` strategies on MySQL 9 (`servers.mysql`, an image of its own): the control
+/// oversells and the locks hold under contention, as `contention::mysql_*` shows them on
+/// MariaDB. On both servers a row lock held past the waiters' `innodb_lock_wait_timeout` reads
+/// as a lock timeout (error 1205 on both), never as an error. Each run says which server ran.
+#[test]
+fn mysql_strategies_behave_alike_on_mariadb_10_11_and_mysql_9() {
+    if !docker_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload_file(dir.path(), CONTENTION);
+    let mysql9 = "servers.mysql=\"mysql-9\"";
+    let all = compare(
+        &dir.path().join("contention"),
+        "none,mysql-for-update,mysql-optimistic",
+        &["--workload", w.to_str().unwrap(), "--set", mysql9],
+    );
+    for s in &all {
+        assert_ran_on(s, "mysql", "9.");
+        if s.strategy == "none" {
+            assert!(s.audit.oversell > 0, "the control was not caught: {s:?}");
+        } else {
+            assert_safe_under_contention(s);
+        }
+    }
+    // Waiters give up after 1 s behind a 1.5 s hold: most attempts must time out.
+    let busy = CONTENTION
+        .replace("hold = \"2ms\"", "hold = \"1500ms\"")
+        .replace("acquire_timeout = \"3s\"", "acquire_timeout = \"1s\"")
+        .replace("duration = \"1500ms\"", "duration = \"3s\"")
+        .replace("clients = 32", "clients = 4");
+    let busy_dir = dir.path().join("busy");
+    std::fs::create_dir_all(&busy_dir).unwrap();
+    let busy = workload_file(&busy_dir, &busy);
+    for (build, node, says) in [
+        ("mariadb-10.11", "mariadb", "MariaDB"),
+        ("mysql-9", "mysql", "9."),
+    ] {
+        let set = format!("servers.mysql=\"{build}\"");
+        let s = &compare(
+            &dir.path().join(build),
+            "mysql-for-update",
+            &["--workload", busy.to_str().unwrap(), "--set", &set],
+        )[0];
+        assert_ran_on(s, node, says);
+        assert!(s.safe, "{build}: {s:?}");
+        assert!(s.outcomes["lock_timeout"] > 0, "{build}: {:?}", s.outcomes);
+        assert_eq!(s.errors, 0, "{build}: {:?}", s.errors_by_kind);
+    }
+}
+
+/// The database node of `s` is `node` and its version contains `says`.
+fn assert_ran_on(s: &Summary, node: &str, says: &str) {
+    let db = s.servers.iter().find(|n| n.name == node);
+    assert!(
+        db.is_some_and(|n| n.version.contains(says)),
+        "{}: {:?}",
+        s.strategy,
+        s.servers
+    );
 }
 
 #[test]
