@@ -243,7 +243,8 @@ pub struct ReproduceArgs {
     /// Only list the scenarios, their sources and the builds they run on.
     #[arg(long)]
     pub list: bool,
-    /// Rounds of each direct scenario (etcd-11456) on each build.
+    /// Rounds of each direct scenario on each build: etcd-11456's rounds; jepsen-etcd-lock runs
+    /// 10 s a round (one 5 s pause, 5 s calm).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Results folder (default: results/runs/<time>-reproduce).

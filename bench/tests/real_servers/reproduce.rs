@@ -1,7 +1,8 @@
 //! `lockbench reproduce`: a published failure reads reproduced on the build it was found on and
 //! "fixed in" on the build that fixed it, each measured on a real cluster of that build.
 
-use lockbench::reproduce::{Options, run};
+use lockbench::cluster::EtcdBuild;
+use lockbench::reproduce::{Options, jepsen_lock_outcome, run};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{consensus_servers_available, lockbench, require, servers_available};
@@ -87,4 +88,28 @@ fn kleppmanns_pause_loses_an_update_unfenced_and_is_refused_fenced_on_each_redis
         found[1]["server"].as_str().unwrap().contains("valkey 8.0"),
         "{printed}"
     );
+}
+
+/// Jepsen's lock-set on etcd 3.4, 20 s: the clients that trust the grant lose acknowledged
+/// adds to the in-memory set; the fenced ones, under the same pauses, lose none.
+#[tokio::test(flavor = "multi_thread")]
+async fn jepsen_lock_set_loses_acknowledged_adds_on_3_4_unless_fenced() {
+    if !require("etcd", consensus_servers_available()) || !builds_installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cancel = CancellationToken::new();
+    let (server, o) = jepsen_lock_outcome(EtcdBuild::Etcd34, 2, dir.path(), &cancel)
+        .await
+        .unwrap();
+    assert!(server.starts_with("etcd 3.4"), "{server}");
+    // The first pause stops every member: on resume every lease has expired, and 3.4 answers
+    // each blocked waiter as the holder.
+    assert_eq!((o.paused_all, o.paused_leader), (1, 1), "{o:?}");
+    assert!(o.nemesis_errors.is_empty(), "{o:?}");
+    assert!(o.trusting.lost >= 1, "{o:?}");
+    assert!(o.trusting.lost <= o.trusting.acked, "{o:?}");
+    // The fence met the stale holders too, and refused them.
+    assert!(o.fenced.acked >= 1 && o.fenced.refused >= 1, "{o:?}");
+    assert_eq!(o.fenced.lost, 0, "{o:?}");
 }
