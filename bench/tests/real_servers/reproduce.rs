@@ -88,3 +88,44 @@ fn kleppmanns_pause_loses_an_update_unfenced_and_is_refused_fenced_on_each_redis
         "{printed}"
     );
 }
+
+/// redis.io's failover: through the command, as Kleppmann's (its holder pause needs worker
+/// processes), both builds, about 70 s.
+#[test]
+fn a_sentinel_failover_breaks_the_plain_lock_and_the_wait_lock_grants_nothing_unreplicated() {
+    let root = nix::unistd::geteuid().is_root();
+    if !servers_available() || !builds_installed() || !require("root (partition faults)", root) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .args(["reproduce", "sentinel-failover", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let printed =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}");
+    let found: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap())
+            .unwrap();
+    let builds: Vec<&str> = found.iter().map(|f| f["build"].as_str().unwrap()).collect();
+    assert_eq!(builds, ["7.0", "valkey-8.0"], "{printed}");
+    for f in &found {
+        // Every build: the plain lock was granted twice; the WAIT lock never was.
+        let m = f["measured"].as_str().unwrap();
+        let (plain, wait) = m.split_once("; redis-sentinel-wait: ").expect(&printed);
+        assert!(
+            plain.starts_with("redis-sentinel: lock broken")
+                && !plain.contains("(double grants 0,"),
+            "{printed}"
+        );
+        assert!(wait.contains("(double grants 0,"), "{printed}");
+    }
+    // On 7.0 the WAIT lock is not broken at all: reproduced.
+    assert_eq!(
+        found[0]["verdict"].as_str().unwrap(),
+        "reproduced",
+        "{printed}"
+    );
+}
