@@ -79,10 +79,7 @@ pub const ALL: &[Scenario] = &[
         source: "redis.io, \"Distributed locks with Redis\": why failover is not enough",
         published: "a lock granted by the master is lost when a replica that lacked it is \
                     promoted; WAIT narrows the window",
-        how: How::NotRun(
-            "a forced Sentinel form of chaos/cluster-lost-lock.toml is not written yet; that \
-             file forces the same loss on a Redis Cluster, with and without WAIT",
-        ),
+        how: How::Faults(&faults::SENTINEL),
     },
 ];
 

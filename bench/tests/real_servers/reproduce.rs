@@ -113,3 +113,44 @@ async fn jepsen_lock_set_loses_acknowledged_adds_on_3_4_unless_fenced() {
     assert!(o.fenced.acked >= 1 && o.fenced.refused >= 1, "{o:?}");
     assert_eq!(o.fenced.lost, 0, "{o:?}");
 }
+
+/// redis.io's failover: through the command, as Kleppmann's (its holder pause needs worker
+/// processes), both builds, about 70 s.
+#[test]
+fn a_sentinel_failover_breaks_the_plain_lock_and_the_wait_lock_grants_nothing_unreplicated() {
+    let root = nix::unistd::geteuid().is_root();
+    if !servers_available() || !builds_installed() || !require("root (partition faults)", root) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .args(["reproduce", "sentinel-failover", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let printed =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}");
+    let found: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap())
+            .unwrap();
+    let builds: Vec<&str> = found.iter().map(|f| f["build"].as_str().unwrap()).collect();
+    assert_eq!(builds, ["7.0", "valkey-8.0"], "{printed}");
+    for f in &found {
+        // Every build: the plain lock was granted twice; the WAIT lock never was.
+        let m = f["measured"].as_str().unwrap();
+        let (plain, wait) = m.split_once("; redis-sentinel-wait: ").expect(&printed);
+        assert!(
+            plain.starts_with("redis-sentinel: lock broken")
+                && !plain.contains("(double grants 0,"),
+            "{printed}"
+        );
+        assert!(wait.contains("(double grants 0,"), "{printed}");
+    }
+    // On 7.0: reproduced (a lease the WAIT lock lost without a second grant does not undo it).
+    assert_eq!(
+        found[0]["verdict"].as_str().unwrap(),
+        "reproduced",
+        "{printed}"
+    );
+}
