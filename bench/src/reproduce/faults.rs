@@ -215,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failover_reads_reproduced_only_when_the_plain_lock_was_granted_twice_and_the_wait_one_never() {
+    fn a_failover_reproduces_when_only_the_plain_lock_granted_a_key_twice() {
         use LockVerdict::{Broken, Held};
         use StoreVerdict::{Corrupted, Intact};
         let plain = summary("redis-sentinel", Broken, 1, Corrupted);
@@ -237,7 +237,10 @@ mod tests {
         );
         // A lease the WAIT lock lost with no key granted twice leaves the finding standing.
         let lost_lease = summary("redis-sentinel-wait", Broken, 0, Intact);
-        assert_eq!(judge(Judge::Replicated, &plain, &lost_lease).0, "reproduced");
+        assert_eq!(
+            judge(Judge::Replicated, &plain, &lost_lease).0,
+            "reproduced"
+        );
         let held = summary("redis-sentinel", Held, 0, Intact);
         assert_eq!(judge(Judge::Replicated, &held, &wait).0, "not reproduced");
         // Kleppmann's judge wants a fenced lock refusing the stale write, not a held one.
