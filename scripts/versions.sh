@@ -8,8 +8,11 @@
 # first 2 s at p99 ~500 ms, then 18-70 ms).
 # Knobs (environment): REDIS_BUILDS (7.0,valkey-8.0,valkey-9.1), REDIS_STRATEGIES
 # (redis-setnx-watchdog,redis-lua-decr), ETCD_BUILDS (3.4,3.5), ETCD_STRATEGIES (etcd),
-# ZOOKEEPER_BUILDS (3.8,3.9), ZOOKEEPER_STRATEGIES (zookeeper); an empty *_BUILDS skips that
-# service. OUT (results/runs/<time>-versions), SWEEP_ARGS (extra
+# ZOOKEEPER_BUILDS (3.8,3.9), ZOOKEEPER_STRATEGIES (zookeeper), MYSQL_BUILDS
+# (mariadb-10.11,mysql-9), MYSQL_STRATEGIES (mysql-for-update); an empty *_BUILDS skips that
+# service. Both database builds run in containers (MySQL 9 needs sid's glibc; MariaDB runs there
+# too so that the two are measured alike): that part needs root and starts the private dockerd
+# of scripts/container-images.sh, stopped again at the end. OUT (results/runs/<time>-versions), SWEEP_ARGS (extra
 # `lockbench sweep` arguments), CALM_SAMPLES (1000: a calm run lasts until about that many
 # arrivals, 5 to 30 s). Extra arguments go to every sweep and run. LOCKBENCH_BIN=path uses
 # that build instead of a release build (scripts/test.sh runs a short form).
@@ -18,6 +21,11 @@ cd "$(dirname "$0")/.."
 redis_builds=${REDIS_BUILDS-7.0,valkey-8.0,valkey-9.1}
 etcd_builds=${ETCD_BUILDS-3.4,3.5}
 zookeeper_builds=${ZOOKEEPER_BUILDS-3.8,3.9}
+mysql_builds=${MYSQL_BUILDS-mariadb-10.11,mysql-9}
+if [ -n "$mysql_builds" ] && [ "$(id -u)" != 0 ]; then
+  echo "versions.sh: the MySQL builds run in containers, which need root; MYSQL_BUILDS= skips them" >&2
+  exit 2
+fi
 servers=""
 for b in ${redis_builds//,/ }; do [ "$b" = 7.0 ] || servers+="redis=$b,"; done
 for b in ${etcd_builds//,/ }; do [ "$b" = 3.4 ] || servers+="etcd=$b,"; done
@@ -28,6 +36,9 @@ out=${OUT:-"results/runs/$(date -u +%Y%m%dT%H%M%SZ)-versions"}
 workload=workloads/flash-sale.toml
 mkdir -p "$out"
 
+# The provisioner of a key's runs: containers for the databases, local processes otherwise.
+provision() { if [ "$1" = mysql ]; then echo containers; else echo local; fi; }
+
 # Sweeps every build of one service: `sweep KEY BUILDS STRATEGIES`.
 sweep() {
   local key=$1 builds=$2 strategies=$3
@@ -35,7 +46,7 @@ sweep() {
     echo "== capacity: servers.$key = $b: $strategies" >&2
     # shellcheck disable=SC2086 # SWEEP_ARGS is a list of words
     "$bin" sweep --workload "$workload" --strategies "$strategies" --set "servers.$key=$b" \
-      --out "$out/$key-$b/sweep" ${SWEEP_ARGS:-} "${extra[@]}" >/dev/null
+      --provision "$(provision "$key")" --out "$out/$key-$b/sweep" ${SWEEP_ARGS:-} "${extra[@]}" >/dev/null
   done
 }
 
@@ -64,7 +75,7 @@ calm() {
     for b in ${builds//,/ }; do
       echo "== calm: servers.$key = $b: $s at $rate/s for $duration" >&2
       "$bin" run --strategy "$s" --workload "$workload" --set "servers.$key=$b" \
-        --set "load.rate=$rate" --set "load.duration=\"$duration\"" --set 'load.warmup="3s"' \
+        --provision "$(provision "$key")" --set "load.rate=$rate" --set "load.duration=\"$duration\"" --set 'load.warmup="3s"' \
         --out "$out/$key-$b/calm/$s" "${extra[@]}" >/dev/null || true
     done
   done
@@ -73,6 +84,20 @@ calm() {
 extra=("$@")
 [ -z "$redis_builds" ] || { sweep redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; calm redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; }
 [ -z "$etcd_builds" ] || { sweep etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; calm etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; }
+if [ -n "$mysql_builds" ]; then
+  # The private dockerd: stopped at the end unless it was already running (scripts/test.sh's).
+  sock=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}/docker.sock
+  if ! { [ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1; }; then
+    trap 'bash scripts/container-images.sh --stop' EXIT
+  fi
+  docker_host=$(bash scripts/container-images.sh)
+  export "$docker_host"
+  export LOCKBENCH_IMAGE_REDIS=${LOCKBENCH_IMAGE_REDIS:-lockbench-local/redis:7.0}
+  export LOCKBENCH_IMAGE_MARIADB=${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}
+  export LOCKBENCH_IMAGE_MYSQL=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
+  sweep mysql "$mysql_builds" "${MYSQL_STRATEGIES:-mysql-for-update}"
+  calm mysql "$mysql_builds" "${MYSQL_STRATEGIES:-mysql-for-update}"
+fi
 [ -z "$zookeeper_builds" ] || { sweep zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; calm zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; }
 "$bin" versions "$out" | tee "$out/versions.txt"
 "$bin" report "$out" >/dev/null

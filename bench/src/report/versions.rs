@@ -11,7 +11,7 @@ use super::Summary;
 use super::agreement::{self, agreement};
 use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
 use super::sweep::Sweep;
-use crate::cluster::{EtcdBuild, RedisBuild, Service, ZookeeperBuild};
+use crate::cluster::{EtcdBuild, MysqlBuild, RedisBuild, Service, ZookeeperBuild};
 use crate::record::Pct;
 
 /// One build's results.
@@ -32,6 +32,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Build>> {
         .iter()
         .chain(EtcdBuild::NAMES)
         .chain(ZookeeperBuild::NAMES)
+        .chain(MysqlBuild::NAMES)
         .copied()
         .collect();
     let mut builds = Vec::new();
@@ -157,6 +158,7 @@ fn reported(b: &Build, strategy: &str) -> String {
         ),
         "etcd" => s == Service::Etcd,
         "zookeeper" => s == Service::Zookeeper,
+        "mysql" => s == Service::Mariadb,
         _ => true,
     };
     let mut v: Vec<String> = b
@@ -250,17 +252,19 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
     let lines = lines(builds);
     let w = lines.iter().map(|l| l.strategy.len()).max().unwrap_or(8);
     let rw = lines.iter().map(|l| l.reported.len()).max().unwrap_or(8);
+    // `mysql=mariadb-10.11` is the longest build cell.
+    let bw = lines.iter().map(|l| cells(l)[0].len()).max().unwrap_or(0).max(16);
     let h = HEADERS;
     writeln!(
         out,
-        "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
+        "{:<w$}  {:<bw$} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
         "strategy", h[0], h[1], h[2], h[3], h[4], h[5]
     )?;
     for l in &lines {
         let c = cells(l);
         writeln!(
             out,
-            "{:<w$}  {:<16} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
+            "{:<w$}  {:<bw$} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
             l.strategy, c[0], c[1], c[2], c[3], c[4], c[5]
         )?;
     }
