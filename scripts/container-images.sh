@@ -335,7 +335,7 @@ build_images() {
 # The MySQL 9 image: sid minbase plus the pinned mysql-server-core, its .deb checked against the
 # pin before anything is imported (sid moves on: a newer version fails here, naming the pin).
 build_mysql_image() {
-  local mirror t0 id pkg version sum deb
+  local mirror t0 id old pkg version sum deb
   read -r _ _ _ pkg version sum <<<"$MYSQL_PIN"
   [ -n "${sum:-}" ] || die "no 'mysql mysql-9 image:sid' line in scripts/servers.lock"
   mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
@@ -363,6 +363,7 @@ build_mysql_image() {
   rm -rf "$ROOTFS_SID"/var/cache/apt/archives/*.deb "$ROOTFS_SID"/var/cache/apt/*.bin \
     "$ROOTFS_SID"/var/lib/apt/lists/* "$ROOTFS_SID"/usr/share/doc/* "$ROOTFS_SID"/usr/share/man/* \
     "$ROOTFS_SID"/var/log/*.log "$ROOTFS_SID"/debootstrap "$ROOTFS_SID"/var/lib/mysql/*
+  old=$(docker_cli image inspect -f '{{.Id}}' "$MYSQL_IMAGE" 2>/dev/null || true)
   id=$(tar -C "$ROOTFS_SID" --numeric-owner -c . | docker_cli import \
     --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     --change "ENV LANG=C.UTF-8" \
@@ -372,6 +373,8 @@ build_mysql_image() {
     - "$MYSQL_IMAGE")
   cleanup_rootfs
   trap - EXIT
+  # the image of an older pin or recipe, no longer tagged
+  [ -z "$old" ] || [ "$old" = "$id" ] || docker_cli image rm "$old" >/dev/null 2>&1 || true
   log "imported $MYSQL_IMAGE ($pkg $version, $id)"
 }
 

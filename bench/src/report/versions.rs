@@ -253,7 +253,12 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
     let w = lines.iter().map(|l| l.strategy.len()).max().unwrap_or(8);
     let rw = lines.iter().map(|l| l.reported.len()).max().unwrap_or(8);
     // `mysql=mariadb-10.11` is the longest build cell.
-    let bw = lines.iter().map(|l| cells(l)[0].len()).max().unwrap_or(0).max(16);
+    let bw = lines
+        .iter()
+        .map(|l| cells(l)[0].len())
+        .max()
+        .unwrap_or(0)
+        .max(16);
     let h = HEADERS;
     writeln!(
         out,
