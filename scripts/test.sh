@@ -65,16 +65,18 @@ RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --s
 rm -rf "$repro_out"
 # Server builds side by side: Redis 7.0 and Valkey 9.1, one strategy, a short sweep and calm run.
 versions_out=$(mktemp -d)
-versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= ZOOKEEPER_BUILDS= MYSQL_BUILDS= REDIS_STRATEGIES=redis-lua-decr CALM_SAMPLES=50 \
+versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= ZOOKEEPER_BUILDS= MYSQL_BUILDS= REDIS_STRATEGIES=redis-lua-decr CALM_SAMPLES=50 FAULTS=kill-master \
   SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
   OUT="$versions_out" bash scripts/versions.sh)
 grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
   echo "test.sh: versions.sh did not show the Valkey 9.1 build:" >&2; echo "$versions" >&2; exit 1; }
+grep -Eq 'redis=valkey-9.1 .* kill-master [A-Za-z]+' <<<"$versions" || {
+  echo "test.sh: versions.sh gave Valkey 9.1 no kill-master verdict:" >&2; echo "$versions" >&2; exit 1; }
 grep -q '<td>redis=valkey-9.1</td><td>valkey 9.1.2 (libc)</td>' "$versions_out/report.html" || {
   echo "test.sh: versions.sh's report.html lacks the Valkey 9.1 row" >&2; exit 1; }
 # The database builds in containers (root only: the containers tests need it too): MySQL 9 alone.
 if [ "$(id -u)" = 0 ]; then
-  versions=$(REDIS_BUILDS= ETCD_BUILDS= ZOOKEEPER_BUILDS= MYSQL_BUILDS=mysql-9 MYSQL_STRATEGIES=mysql-atomic CALM_SAMPLES=50 \
+  versions=$(REDIS_BUILDS= ETCD_BUILDS= ZOOKEEPER_BUILDS= MYSQL_BUILDS=mysql-9 MYSQL_STRATEGIES=mysql-atomic CALM_SAMPLES=50 FAULTS= \
     SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
     OUT="$versions_out/mysql" bash scripts/versions.sh)
   grep -q 'mysql=mysql-9 *9\.7\.' <<<"$versions" || {

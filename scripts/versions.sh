@@ -10,7 +10,9 @@
 # (redis-setnx-watchdog,redis-lua-decr), ETCD_BUILDS (3.4,3.5), ETCD_STRATEGIES (etcd),
 # ZOOKEEPER_BUILDS (3.8,3.9), ZOOKEEPER_STRATEGIES (zookeeper), MYSQL_BUILDS
 # (mariadb-10.11,mysql-9), MYSQL_STRATEGIES (mysql-for-update); an empty *_BUILDS skips that
-# service. Both database builds run in containers (MySQL 9 needs sid's glibc; MariaDB runs there
+# service. FAULTS (kill-master,pause-holder; empty: none): chaos/<fault>.toml on
+# workloads/chaos.toml for every strategy and build at its calm rate, each verdict in the table.
+# Both database builds run in containers (MySQL 9 needs sid's glibc; MariaDB runs there
 # too so that the two are measured alike): that part needs root and starts the private dockerd
 # of scripts/container-images.sh, stopped again at the end. OUT (results/runs/<time>-versions), SWEEP_ARGS (extra
 # `lockbench sweep` arguments), CALM_SAMPLES (1000: a calm run lasts until about that many
@@ -81,9 +83,28 @@ calm() {
   done
 }
 
+# Every fault of FAULTS on every build at the calm rates: `faults KEY BUILDS STRATEGIES`. A
+# fault the strategy cannot take (a holder pause of a lock-free one) is refused: no verdict.
+faults() {
+  local key=$1 builds=$2 strategies=$3 all=${FAULTS-kill-master,pause-holder}
+  [ -n "$all" ] || return 0
+  calm_rates "$key" "$builds" "$strategies" | while read -r s rate _; do
+    for b in ${builds//,/ }; do
+      for f in ${all//,/ }; do
+        echo "== fault: servers.$key = $b: $s under chaos/$f.toml at $rate/s" >&2
+        "$bin" run --strategy "$s" --workload workloads/chaos.toml --chaos "chaos/$f.toml" \
+          --set "servers.$key=$b" --provision "$(provision "$key")" --set "load.rate=$rate" \
+          --out "$out/$key-$b/chaos/$f/$s" "${extra[@]}" >/dev/null 2>&1 || true
+      done
+    done
+  done
+}
+
 extra=("$@")
-[ -z "$redis_builds" ] || { sweep redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; calm redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"; }
-[ -z "$etcd_builds" ] || { sweep etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; calm etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"; }
+# The three parts of one service: `each KEY BUILDS STRATEGIES`.
+each() { sweep "$@"; calm "$@"; faults "$@"; }
+[ -z "$redis_builds" ] || each redis "$redis_builds" "${REDIS_STRATEGIES:-redis-setnx-watchdog,redis-lua-decr}"
+[ -z "$etcd_builds" ] || each etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"
 if [ -n "$mysql_builds" ]; then
   # The private dockerd: stopped at the end unless it was already running (scripts/test.sh's).
   sock=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}/docker.sock
@@ -95,10 +116,9 @@ if [ -n "$mysql_builds" ]; then
   export LOCKBENCH_IMAGE_REDIS=${LOCKBENCH_IMAGE_REDIS:-lockbench-local/redis:7.0}
   export LOCKBENCH_IMAGE_MARIADB=${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}
   export LOCKBENCH_IMAGE_MYSQL=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
-  sweep mysql "$mysql_builds" "${MYSQL_STRATEGIES:-mysql-for-update}"
-  calm mysql "$mysql_builds" "${MYSQL_STRATEGIES:-mysql-for-update}"
+  each mysql "$mysql_builds" "${MYSQL_STRATEGIES:-mysql-for-update}"
 fi
-[ -z "$zookeeper_builds" ] || { sweep zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; calm zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"; }
+[ -z "$zookeeper_builds" ] || each zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"
 "$bin" versions "$out" | tee "$out/versions.txt"
 "$bin" report "$out" >/dev/null
 echo "report: $out/report.html" >&2

@@ -23,6 +23,8 @@ pub struct Build {
     pub sweep: Sweep,
     /// Its calm runs, by strategy.
     pub calm: Vec<Summary>,
+    /// Its runs under each fault (`chaos/<fault>/<strategy>/`), as (fault, run).
+    pub faults: Vec<(String, Summary)>,
 }
 
 /// Reads every `<key>-<build>/` of `dir`, by key, the builds of a key in the order the
@@ -53,6 +55,7 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Build>> {
             build: build.to_string(),
             sweep: Sweep::read(&sweep_path)?,
             calm: calm_runs(&d.path().join("calm"))?,
+            faults: fault_runs(&d.path().join("chaos"))?,
         });
     }
     let rank = |b: &Build| {
@@ -89,6 +92,25 @@ fn calm_runs(dir: &Path) -> anyhow::Result<Vec<Summary>> {
     Ok(out)
 }
 
+/// The runs of every `<fault>/<strategy>/` under `dir`, by fault name.
+fn fault_runs(dir: &Path) -> anyhow::Result<Vec<(String, Summary)>> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(out);
+    };
+    let mut faults: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+    faults.sort();
+    for f in faults {
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        out.extend(calm_runs(&f)?.into_iter().map(|s| (name.clone(), s)));
+    }
+    Ok(out)
+}
+
 /// One line of the table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Line {
@@ -106,6 +128,8 @@ pub struct Line {
     pub vs_first: Option<f64>,
     /// The calm run: its rate and p99 cell.
     pub calm: Option<(f64, String)>,
+    /// Its verdict under each fault run, as (fault, headline).
+    pub faults: Vec<(String, &'static str)>,
 }
 
 /// The lines of `builds`: per key, per strategy of its first build, every build.
@@ -137,6 +161,12 @@ pub fn lines(builds: &[Build]) -> Vec<Line> {
                         .then(|| mid_ratio(row.intervals[0], row.intervals[k]))
                         .flatten(),
                     calm: calm.map(|s| (calm_rate(s), p99_cell(s))),
+                    faults: b
+                        .faults
+                        .iter()
+                        .filter(|(_, s)| s.strategy == row.strategy)
+                        .map(|(f, s)| (f.clone(), s.headline()))
+                        .collect(),
                 });
             }
         }
@@ -205,7 +235,7 @@ fn p99_cell(s: &Summary) -> String {
 }
 
 /// What the tables say under [`HEADERS`], one cell per column.
-pub fn cells(l: &Line) -> [String; 6] {
+pub fn cells(l: &Line) -> [String; 7] {
     let vs = match (l.overlaps_first, l.vs_first) {
         (None, _) => "-".to_string(),
         (Some(o), r) => format!(
@@ -222,6 +252,7 @@ pub fn cells(l: &Line) -> [String; 6] {
         agreement::text(l.interval),
         if l.safe { "" } else { " UNSAFE" }
     );
+    let faults: Vec<String> = l.faults.iter().map(|(f, v)| format!("{f} {v}")).collect();
     [
         format!("{}={}", l.key, l.build),
         l.reported.clone(),
@@ -229,17 +260,23 @@ pub fn cells(l: &Line) -> [String; 6] {
         vs,
         rate,
         p99,
+        if faults.is_empty() {
+            "-".into()
+        } else {
+            faults.join(" · ")
+        },
     ]
 }
 
 /// The columns after the strategy's.
-pub const HEADERS: [&str; 6] = [
+pub const HEADERS: [&str; 7] = [
     "build",
     "servers report",
     "capacity (/s)",
     "vs first",
     "calm rate",
     "calm p99, ms [95%]",
+    "verdict under each fault",
 ];
 
 /// What "vs first" means, and how far to trust one APART.
@@ -259,19 +296,72 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
         .max()
         .unwrap_or(0)
         .max(16);
+    let pw = lines
+        .iter()
+        .map(|l| cells(l)[5].len())
+        .max()
+        .unwrap_or(0)
+        .max(18);
     let h = HEADERS;
     writeln!(
         out,
-        "{:<w$}  {:<bw$} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
-        "strategy", h[0], h[1], h[2], h[3], h[4], h[5]
+        "{:<w$}  {:<bw$} {:<rw$}  {:>17}  {:>13}  {:>10}  {:<pw$}  {}",
+        "strategy", h[0], h[1], h[2], h[3], h[4], h[5], h[6]
     )?;
     for l in &lines {
         let c = cells(l);
         writeln!(
             out,
-            "{:<w$}  {:<bw$} {:<rw$}  {:>17}  {:>13}  {:>10}  {}",
-            l.strategy, c[0], c[1], c[2], c[3], c[4], c[5]
+            "{:<w$}  {:<bw$} {:<rw$}  {:>17}  {:>13}  {:>10}  {:<pw$}  {}",
+            l.strategy, c[0], c[1], c[2], c[3], c[4], c[5], c[6]
         )?;
     }
     writeln!(out, "{NOTE}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(faults: Vec<(String, &'static str)>) -> Line {
+        Line {
+            strategy: "redis-setnx".into(),
+            key: "redis".into(),
+            build: "valkey-8.0".into(),
+            reported: "valkey 8.0.1".into(),
+            interval: [Some(600.0), Some(700.0)],
+            safe: true,
+            overlaps_first: Some(true),
+            vs_first: Some(1.02),
+            calm: None,
+            faults,
+        }
+    }
+
+    #[test]
+    fn each_faults_verdict_is_named_beside_the_build() {
+        let c = cells(&line(vec![
+            ("kill-master".into(), "safe"),
+            ("pause-holder".into(), "BROKEN"),
+        ]));
+        assert_eq!(c[0], "redis=valkey-8.0");
+        assert_eq!(c[6], "kill-master safe · pause-holder BROKEN");
+        // No fault run (FAULTS= or a fault the strategy cannot take): a dash, not "safe".
+        assert_eq!(cells(&line(Vec::new()))[6], "-");
+    }
+
+    #[test]
+    fn fault_runs_are_read_by_fault_and_strategy() {
+        let dir = tempfile::tempdir().unwrap();
+        let fixture = include_str!("../../tests/fixtures/summary.json");
+        for f in ["pause-holder", "kill-master"] {
+            let d = dir.path().join(f).join("redis-setnx");
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("summary.json"), fixture).unwrap();
+        }
+        let runs = fault_runs(dir.path()).unwrap();
+        let names: Vec<&str> = runs.iter().map(|(f, _)| f.as_str()).collect();
+        assert_eq!(names, ["kill-master", "pause-holder"]);
+        assert!(fault_runs(&dir.path().join("absent")).unwrap().is_empty());
+    }
 }
