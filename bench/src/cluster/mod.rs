@@ -29,6 +29,7 @@ mod error;
 pub mod etcd;
 mod external;
 mod guard;
+pub mod installed;
 mod kind;
 mod local;
 mod mariadb;

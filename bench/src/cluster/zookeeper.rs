@@ -29,7 +29,7 @@ pub const MEMBERS: usize = 3;
 
 /// Debian's jar: bookworm's ZooKeeper, and the proof that the libraries every build's
 /// manifest names (netty, jetty, …) are installed.
-const JAR: &str = super::builds::BOOKWORM_ZOOKEEPER_JAR;
+const JAR: &str = super::installed::BOOKWORM_ZOOKEEPER_JAR;
 /// Logging backend for ZooKeeper's slf4j, not on the jar's Class-Path.
 const LOG_JARS: [&str; 2] = [
     "/usr/share/java/slf4j-log4j12.jar",

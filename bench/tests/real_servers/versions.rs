@@ -13,7 +13,7 @@ use crate::common::{
 
 /// The builds of scripts/servers.lock are installed (`install-deps.sh --servers all`).
 pub(crate) fn builds_installed() -> bool {
-    let p = lockbench::cluster::builds::prefix();
+    let p = lockbench::cluster::installed::prefix();
     require(
         "the server builds of scripts/servers.lock (bash scripts/install-deps.sh --servers all)",
         [

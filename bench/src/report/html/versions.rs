@@ -14,8 +14,9 @@ pub(super) fn render(dir: &Path, builds: &[Build]) -> String {
         h,
         "<p>The same strategies, workload and SLO on each server build, one after the other on \
          this machine: a capacity sweep per build, then a calm run at one rate common to every \
-         build of a strategy (half the lowest capacity any build showed). Each build's folder \
-         holds its sweep's and runs' own pages.</p>"
+         build of a strategy (half the lowest capacity any build showed), then at that rate \
+         under each fault of <code>FAULTS</code>. Each build's folder holds its sweep's and \
+         runs' own pages.</p>"
     );
     let _ = write!(h, "<table>\n<tr><th>strategy</th>");
     for c in HEADERS {
