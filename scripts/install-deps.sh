@@ -28,7 +28,9 @@ declare -A NEED=(
 # and Java runtimes from Debian, Curator's jars from Debian, the pinned PyPI and npm packages
 # into adapters/python/.venv and adapters/node/node_modules.
 # `--servers all|KEY=BUILD,...`: also server builds besides bookworm's (scripts/servers.lock:
-# Valkey 8.0 and 9.1, etcd 3.5) into a private prefix, for a workload's [servers] keys.
+# Valkey 8.0 and 9.1, etcd 3.5, ZooKeeper 3.9, and Curator 5.7's jars for lib:curator-5.7) into
+# a private prefix, for a workload's [servers] keys; installed before the adapters, which
+# compile against Curator 5.7 once it is there.
 adapters=""
 for_tests=""
 servers=""
@@ -105,6 +107,9 @@ if ! command -v cargo >/dev/null 2>&1; then
   echo "install-deps: cargo not found: install Rust >= 1.94 with rustup (https://rustup.rs)" >&2
   exit 1
 fi
+if [ -n "$servers" ]; then
+  bash "$(cd "$(dirname "$0")" && pwd)/install-servers.sh" "$servers"
+fi
 if [ -n "$adapters" ]; then
   here=$(cd "$(dirname "$0")/.." && pwd)
   for lang in python node curator; do
@@ -113,8 +118,5 @@ if [ -n "$adapters" ]; then
 fi
 if [ -n "$for_tests" ]; then
   sh "$(cd "$(dirname "$0")" && pwd)/kubernetes-validate/install.sh" >&2
-fi
-if [ -n "$servers" ]; then
-  bash "$(cd "$(dirname "$0")" && pwd)/install-servers.sh" "$servers"
 fi
 echo "install-deps: servers and tools present" >&2

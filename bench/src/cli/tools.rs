@@ -93,7 +93,7 @@ pub(super) fn list_libraries(out: &mut impl Write) -> std::io::Result<()> {
             s.about
         )?;
     }
-    debug_assert_eq!(LIBRARIES.len() + 3, all.len(), "three -fenced variants");
+    debug_assert_eq!(LIBRARIES.len() + 4, all.len(), "four -fenced variants");
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! Published failures that are one of lockbench's own chaos files: the same strategies run under
-//! it through the real run's pipeline (`run::run`), once per server build, and each build's
-//! verdicts are read against what was published.
+//! it through the real run's pipeline (`run::run`), once per build (of the servers, or of the
+//! library), and each build's verdicts are read against what was published.
 
 use std::path::Path;
 
@@ -8,47 +8,77 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chaos::ChaosPlan;
 use crate::check::{LockVerdict, StoreVerdict};
-use crate::cluster::{RedisBuild, Service};
+use crate::cluster::Service;
 use crate::report::Summary;
 use crate::run::{RunError, RunOptions};
 use crate::workload::Workload;
 
-/// Strategies under a chaos file on each Redis build.
+/// Two strategies under a chaos file on each of some builds.
 pub struct FaultRun {
-    /// The strategy that should break, then the one that should not ([`Judge`] says how each
-    /// is read).
-    pub strategies: [&'static str; 2],
     /// The chaos file's name (as `chaos/<name>.toml`) and text.
     pub chaos: (&'static str, &'static str),
     /// `--set` overrides of `workloads/chaos.toml`.
     pub set: &'static [&'static str],
-    /// Redis builds, the first the one the failure was published on (or the oldest here).
-    pub builds: &'static [RedisBuild],
+    /// The builds, the first the one the failure was published on (or the oldest here).
+    pub builds: &'static [Build],
     /// How the two runs of a build are read against what was published.
     pub judge: Judge,
+}
+
+/// One build of a [`FaultRun`]: a server build, or a library's (whose strategies differ).
+pub struct Build {
+    /// As its finding names it (`7.0`, `valkey-8.0`, `5.7`).
+    pub name: &'static str,
+    /// In words, for `reproduce --list` (`Redis 7.0`, `Curator 5.7.1 on ZooKeeper 3.9`).
+    pub label: &'static str,
+    /// The strategy that should break, then the one that should not ([`Judge`] says how each
+    /// is read).
+    pub strategies: [&'static str; 2],
+    /// `--set` overrides that choose its servers (after the run's own).
+    pub set: &'static [&'static str],
 }
 
 /// What makes a build's two runs read "reproduced".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Judge {
-    /// The unfenced lock broke and its store lost an update; the fenced one broke too but
-    /// refused every stale write, its store intact.
+    /// The unfenced lock broke (a key granted twice: two holders) and its store lost an update;
+    /// the fenced one broke too but refused every stale write, its store intact.
     Fenced,
     /// The plain lock broke (a key granted twice); the one that waits for a replica did not
     /// (its lock verdict `held`), whatever it sold.
     Replicated,
 }
 
+const SETNX: [&str; 2] = ["redis-setnx", "redis-setnx-fenced"];
+const SENTINELS: [&str; 2] = ["redis-sentinel", "redis-sentinel-wait"];
+
+/// Redis 7.0 and Valkey 8.0, each with `strategies`.
+const fn redis_builds(strategies: [&'static str; 2]) -> [Build; 2] {
+    [
+        Build {
+            name: "7.0",
+            label: "Redis 7.0",
+            strategies,
+            set: &["servers.redis=\"7.0\""],
+        },
+        Build {
+            name: "valkey-8.0",
+            label: "Valkey 8.0",
+            strategies,
+            set: &["servers.redis=\"valkey-8.0\""],
+        },
+    ]
+}
+
 /// Kleppmann's pause between read and write: `chaos/pause-holder.toml` on redis-setnx and
 /// redis-setnx-fenced. A short load at a modest rate: one paused holder is the whole finding.
 pub const KLEPPMANN: FaultRun = FaultRun {
-    strategies: ["redis-setnx", "redis-setnx-fenced"],
     chaos: (
         "chaos/pause-holder.toml",
         include_str!("../../../chaos/pause-holder.toml"),
     ),
     set: &["load.duration=8s", "load.rate=100"],
-    builds: &[RedisBuild::Redis70, RedisBuild::Valkey80],
+    builds: &redis_builds(SETNX),
     judge: Judge::Fenced,
 };
 
@@ -56,7 +86,6 @@ pub const KLEPPMANN: FaultRun = FaultRun {
 /// redis-sentinel-wait, one SKU, the 6 s lease the file is written for, 8 s at 100/s (the
 /// double grant lands 6-7 s in).
 pub const SENTINEL: FaultRun = FaultRun {
-    strategies: ["redis-sentinel", "redis-sentinel-wait"],
     chaos: (
         "chaos/sentinel-lost-lock.toml",
         include_str!("../../../chaos/sentinel-lost-lock.toml"),
@@ -67,9 +96,57 @@ pub const SENTINEL: FaultRun = FaultRun {
         "load.duration=8s",
         "load.rate=100",
     ],
-    builds: &[RedisBuild::Redis70, RedisBuild::Valkey80],
+    builds: &redis_builds(SENTINELS),
     judge: Judge::Replicated,
 };
+
+/// apache/curator#727 (CURATOR-206): a holder's ZooKeeper session expires under it, a waiter
+/// takes the lock, and InterProcessMutex tells the old holder nothing that stops it.
+/// `chaos/curator-session-expiry.toml` (the holder's process stops for 3x the session timeout
+/// after its read) on Curator 5.4.0 with ZooKeeper 3.8 (Debian bookworm's pair) and 5.7.1 with
+/// ZooKeeper 3.9 (trixie's), each plain and with its lock node's czxid as fence; one SKU, 8 s
+/// at 30/s (one key's Curator lock sold ~25/s on this 2-core machine, shared).
+pub const CURATOR: FaultRun = FaultRun {
+    chaos: (
+        "chaos/curator-session-expiry.toml",
+        include_str!("../../../chaos/curator-session-expiry.toml"),
+    ),
+    set: &["inventory.skus=1", "load.duration=8s", "load.rate=30"],
+    builds: &[
+        Build {
+            name: "5.4",
+            label: "Curator 5.4.0 on ZooKeeper 3.8",
+            strategies: ["lib:curator", "lib:curator-fenced"],
+            set: &["servers.zookeeper=\"3.8\""],
+        },
+        Build {
+            name: "5.7",
+            label: "Curator 5.7.1 on ZooKeeper 3.9",
+            strategies: ["lib:curator-5.7", "lib:curator-5.7-fenced"],
+            set: &["servers.zookeeper=\"3.9\""],
+        },
+    ],
+    judge: Judge::Fenced,
+};
+
+impl FaultRun {
+    /// `reproduce --list`'s line: `redis-setnx and redis-setnx-fenced on Redis 7.0 and Valkey
+    /// 8.0, under chaos/pause-holder.toml`.
+    pub fn describe(&self) -> String {
+        let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+        for b in self.builds {
+            let pair = b.strategies.join(" and ");
+            match groups.last_mut() {
+                Some((p, labels)) if *p == pair => labels.push(b.label),
+                _ => groups.push((pair, vec![b.label])),
+            }
+        }
+        let on: Vec<String> = (groups.iter())
+            .map(|(pair, labels)| format!("{pair} on {}", labels.join(" and ")))
+            .collect();
+        format!("{}, under {}", on.join("; "), self.chaos.0)
+    }
+}
 
 const WORKLOAD: (&str, &str) = (
     "workloads/chaos.toml",
@@ -85,19 +162,19 @@ pub async fn run(
     let mut out = Vec::new();
     for b in r.builds {
         let mut runs = Vec::new();
-        for id in r.strategies {
-            match one(r, *b, id, &dir.join(b.to_string()).join(id), cancel).await {
+        for id in b.strategies {
+            match one(r, b, id, &dir.join(b.name).join(id), cancel).await {
                 Ok(s) => runs.push(s),
                 Err(e) => {
                     runs.clear();
-                    out.push((b.to_string(), String::new(), "error", format!("{id}: {e}")));
+                    out.push((b.name.into(), String::new(), "error", format!("{id}: {e}")));
                     break;
                 }
             }
         }
         if let [plain, other] = runs.as_slice() {
             let (verdict, measured) = judge(r.judge, plain, other);
-            out.push((b.to_string(), server(plain), verdict, measured));
+            out.push((b.name.into(), server(plain), verdict, measured));
         }
     }
     out
@@ -105,13 +182,14 @@ pub async fn run(
 
 async fn one(
     r: &FaultRun,
-    build: RedisBuild,
+    build: &Build,
     id: &str,
     out: &Path,
     cancel: &CancellationToken,
 ) -> Result<Summary, String> {
-    let mut set: Vec<String> = r.set.iter().map(|s| s.to_string()).collect();
-    set.push(format!("servers.redis=\"{build}\""));
+    let set: Vec<String> = (r.set.iter().chain(build.set))
+        .map(|s| s.to_string())
+        .collect();
     let w = Workload::parse(WORKLOAD.0, WORKLOAD.1, &set).map_err(|e| e.to_string())?;
     let chaos = ChaosPlan::parse(r.chaos.0, r.chaos.1, &w).map_err(|e| e.to_string())?;
     let opts = RunOptions::new(id, w, Some(chaos), WORKLOAD.0, out.to_path_buf());
@@ -127,7 +205,9 @@ async fn one(
 fn judge(how: Judge, plain: &Summary, other: &Summary) -> (&'static str, String) {
     let reproduced = match how {
         Judge::Fenced => {
-            plain.store_verdict == StoreVerdict::Corrupted
+            plain.lock_verdict == Some(LockVerdict::Broken)
+                && plain.double_grant_incidents > 0
+                && plain.store_verdict == StoreVerdict::Corrupted
                 && other.lock_verdict == Some(LockVerdict::BrokenFenced)
                 && other.store_verdict == StoreVerdict::Intact
         }
@@ -185,19 +265,18 @@ fn after_first_fault(s: &Summary) -> u64 {
         .sum()
 }
 
-/// What the Redis nodes of `s` reported.
+/// What the lock's servers of `s` reported (every node but MariaDB's), and the library its
+/// adapter loaded: `redis 7.0.15`, `zookeeper 3.9.3, curator 5.7.1`.
 fn server(s: &Summary) -> String {
-    super::reported(
-        s.servers
-            .iter()
-            .filter(|n| {
-                matches!(
-                    n.service,
-                    Service::Redis | Service::Sentinel | Service::RedisCluster
-                )
-            })
+    let nodes = super::reported(
+        (s.servers.iter())
+            .filter(|n| n.service != Service::Mariadb)
             .map(|n| (n.service, n.version.as_str())),
-    )
+    );
+    match &s.library {
+        Some(l) => format!("{nodes}, {} {}", l.library, l.version),
+        None => nodes,
+    }
 }
 
 #[cfg(test)]
@@ -249,5 +328,56 @@ mod tests {
         let (v, said) = judge(Judge::Fenced, &plain, &fenced);
         assert_eq!(v, "reproduced");
         assert!(said.contains("stale writes refused"), "{said}");
+    }
+
+    #[test]
+    fn a_fenced_finding_needs_two_holders_of_the_plain_lock_not_only_a_corrupted_store() {
+        use LockVerdict::{Broken, BrokenFenced};
+        use StoreVerdict::{Corrupted, Intact};
+        let fenced = summary("lib:curator-fenced", BrokenFenced, 1, Intact);
+        let two_holders = summary("lib:curator", Broken, 1, Corrupted);
+        assert_eq!(judge(Judge::Fenced, &two_holders, &fenced).0, "reproduced");
+        // A store that lost an update with no key granted twice is another failure.
+        let one_holder = summary("lib:curator", Broken, 0, Corrupted);
+        assert_eq!(
+            judge(Judge::Fenced, &one_holder, &fenced).0,
+            "not reproduced"
+        );
+        // Two holders, but the stale write happened to cost nothing: not the published loss.
+        let lucky = summary("lib:curator", Broken, 1, Intact);
+        assert_eq!(judge(Judge::Fenced, &lucky, &fenced).0, "not reproduced");
+    }
+
+    #[test]
+    fn the_list_names_each_builds_strategies_once_per_run_of_equal_pairs() {
+        assert_eq!(
+            KLEPPMANN.describe(),
+            "redis-setnx and redis-setnx-fenced on Redis 7.0 and Valkey 8.0, under \
+             chaos/pause-holder.toml"
+        );
+        assert_eq!(
+            CURATOR.describe(),
+            "lib:curator and lib:curator-fenced on Curator 5.4.0 on ZooKeeper 3.8; \
+             lib:curator-5.7 and lib:curator-5.7-fenced on Curator 5.7.1 on ZooKeeper 3.9, \
+             under chaos/curator-session-expiry.toml"
+        );
+        // Every build's strategies exist, and a Curator build's strategies load that build.
+        for r in [&KLEPPMANN, &SENTINEL, &CURATOR] {
+            for b in r.builds {
+                for id in b.strategies {
+                    assert!(crate::strategy::find(id).is_ok(), "{id}");
+                }
+            }
+        }
+        for b in CURATOR.builds {
+            let lib = crate::strategy::adapter::library_of(b.strategies[0]).unwrap();
+            assert!(
+                lib.version.starts_with(b.name),
+                "{}: {}",
+                b.name,
+                lib.version
+            );
+            assert!(b.label.contains(lib.version), "{}", b.label);
+        }
     }
 }

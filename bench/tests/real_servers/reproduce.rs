@@ -154,3 +154,69 @@ fn a_sentinel_failover_breaks_the_plain_lock_and_the_wait_lock_grants_nothing_un
         "{printed}"
     );
 }
+
+/// apache/curator#727 through the command (its holder pause needs worker processes): on
+/// Curator 5.4.0 with ZooKeeper 3.8 and 5.7.1 with ZooKeeper 3.9, the holder's session expires
+/// while it is stopped after its read, a waiter is granted the lock, and the resumed holder
+/// writes: the plain lock is granted twice and loses an update, the czxid fence refuses the
+/// stale write. Four runs with JVMs (three ZooKeeper members and four adapters each), ~60 s.
+#[test]
+fn curator_727_grants_a_lock_twice_after_a_session_expiry_on_5_4_and_5_7_unless_fenced() {
+    use lockbench::strategy::adapter::{adapters_dir, library_of};
+    if !consensus_servers_available() || !builds_installed() {
+        return;
+    }
+    let compiled = ["lib:curator", "lib:curator-5.7"]
+        .iter()
+        .all(|id| library_of(id).unwrap().installed(&adapters_dir()));
+    if !require(
+        "Curator 5.4 and 5.7 compiled (scripts/install-deps.sh --servers all --adapters)",
+        compiled,
+    ) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .args(["reproduce", "curator-727", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let printed =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}");
+    let found: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap())
+            .unwrap();
+    let verdicts: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| (f["build"].as_str().unwrap(), f["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [("5.4", "reproduced"), ("5.7", "reproduced")],
+        "{printed}"
+    );
+    // Each build ran its own Curator on its own ZooKeeper, as their adapters and servers said.
+    for (f, zookeeper, curator) in [
+        (&found[0], "zookeeper 3.8.", "curator 5.4.0"),
+        (&found[1], "zookeeper 3.9.", "curator 5.7.1"),
+    ] {
+        let server = f["server"].as_str().unwrap();
+        assert!(
+            server.starts_with(zookeeper) && server.ends_with(curator),
+            "{printed}"
+        );
+        let m = f["measured"].as_str().unwrap();
+        let (plain, fenced) = m.split_once("; ").expect(&printed);
+        assert!(
+            plain.contains(": lock broken, store corrupted (double grants ")
+                && !plain.contains("(double grants 0,"),
+            "{printed}"
+        );
+        assert!(
+            fenced.contains("-fenced: lock broken-fenced, store intact")
+                && !fenced.contains("stale writes refused 0)"),
+            "{printed}"
+        );
+    }
+}

@@ -21,6 +21,7 @@ pub(crate) fn builds_installed() -> bool {
             "redis-valkey-9.1/bin/valkey-server",
             "etcd-3.5/bin/etcd",
             "zookeeper-3.9/lib/zookeeper.jar",
+            "curator-5.7/lib/curator-recipes.jar",
         ]
         .iter()
         .all(|b| p.join(b).exists()),

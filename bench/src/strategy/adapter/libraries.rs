@@ -77,6 +77,13 @@ pub const LIBRARIES: &[Library] = &[
         installed_marker: "curator/.classes/CuratorAdapter.class",
     },
     Library {
+        name: "curator-5.7",
+        package: "Apache Curator recipes (Debian trixie libcurator-recipes-java, private prefix)",
+        version: "5.7.1",
+        run: &["curator/run", "--curator=5.7"],
+        installed_marker: "curator/.classes-5.7/CuratorAdapter.class",
+    },
+    Library {
         name: "kazoo",
         package: "kazoo (PyPI)",
         version: "2.11.0",
@@ -154,6 +161,14 @@ pub const STRATEGIES: &[StrategyInfo] = &[
         ..LIB
     },
     StrategyInfo {
+        id: "lib:curator-5.7",
+        needs: MARIADB_ZOOKEEPER,
+        fence_token: Some("the lock node's czxid"),
+        about: "Apache Curator 5.7.1 InterProcessMutex (Java, ZooKeeper 3.9 client): the same \
+                adapter on Debian trixie's jars",
+        ..LIB
+    },
+    StrategyInfo {
         id: "lib:kazoo",
         needs: MARIADB_ZOOKEEPER,
         fence_token: Some("the lock node's sequence number"),
@@ -180,6 +195,14 @@ pub const STRATEGIES: &[StrategyInfo] = &[
         fence_token: Some("the lock node's czxid"),
         about: "Curator InterProcessMutex, its node's czxid as fencing token (the sequence \
                 restarts when ZooKeeper reaps the empty container node)",
+        ..LIB
+    },
+    StrategyInfo {
+        id: "lib:curator-5.7-fenced",
+        needs: MARIADB_ZOOKEEPER,
+        fenced: true,
+        fence_token: Some("the lock node's czxid"),
+        about: "Curator 5.7 InterProcessMutex, its node's czxid as fencing token",
         ..LIB
     },
     StrategyInfo {
