@@ -34,9 +34,6 @@ enum How {
     JepsenLock(&'static [EtcdBuild]),
     /// [`faults`]: strategies under a chaos file, on each build (Redis's, Curator's).
     Faults(&'static faults::FaultRun),
-    /// Not run here; the reason. (Every scenario runs today; kept for one that cannot.)
-    #[allow(dead_code)]
-    NotRun(&'static str),
 }
 
 /// Every scenario, in the order `reproduce` runs them.
@@ -83,7 +80,7 @@ pub const ALL: &[Scenario] = &[
 ];
 
 impl Scenario {
-    /// The builds it runs on, or why it is not run.
+    /// The builds it runs on.
     pub fn runs_on(&self) -> String {
         let names = |v: Vec<String>| v.join(", ");
         match &self.how {
@@ -100,7 +97,6 @@ impl Scenario {
                 jepsen_etcd::ROUND.as_secs()
             ),
             How::Faults(r) => r.describe(),
-            How::NotRun(why) => format!("not run: {why}"),
         }
     }
 }
@@ -111,11 +107,11 @@ pub struct Finding {
     pub scenario: String,
     pub source: String,
     pub published: String,
-    /// The build asked for (`3.4`, `valkey-8.0`), empty when not run.
+    /// The build asked for (`3.4`, `valkey-8.0`, `5.7`).
     pub build: String,
     /// What its servers reported.
     pub server: String,
-    /// `reproduced`, `not reproduced`, `not run` or `error`.
+    /// `reproduced`, `not reproduced` (`: fixed in X`), `undecided` or `error`.
     pub verdict: String,
     /// What lockbench measured, in words with its counts.
     pub measured: String,
@@ -209,12 +205,6 @@ async fn one(s: &Scenario, opts: &Options, cancel: &CancellationToken) -> Vec<Fi
         measured,
     };
     let mut found = match &s.how {
-        How::NotRun(why) => vec![finding(
-            String::new(),
-            String::new(),
-            "not run",
-            why.to_string(),
-        )],
         How::EtcdLease(builds) => {
             let mut v = Vec::new();
             for b in builds.iter() {

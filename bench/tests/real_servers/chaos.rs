@@ -10,9 +10,9 @@ use lockbench::check::{LockVerdict, StoreVerdict};
 use lockbench::report::Summary;
 
 use crate::common::{
-    START_BOUND, assert_all_gone, assert_faults_went_as_planned, assert_rejected,
-    assert_servers_gone, compare_json, consensus_servers_available, descendants, interrupt,
-    lockbench, read_summary, require, servers_available, stop,
+    START_BOUND, assert_all_gone, assert_faults_went_as_planned, assert_networks_gone,
+    assert_rejected, assert_servers_gone, compare_json, consensus_servers_available, descendants,
+    interrupt, lockbench, read_summary, require, servers_available, stop,
 };
 
 /// `lockbench compare` over `strategies` on workloads/chaos.toml with `chaos`, `sets` as
@@ -285,44 +285,6 @@ fn root() -> bool {
         "root (partition faults need CAP_NET_ADMIN)",
         nix::unistd::geteuid().is_root(),
     )
-}
-
-/// The private networks the runs of `summaries` used are gone: no bridge, no namespace, no
-/// veth end.
-fn assert_networks_gone(summaries: &[Summary]) {
-    let links = String::from_utf8(
-        std::process::Command::new("ip")
-            .args(["-o", "link"])
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let netns = std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    for s in summaries {
-        let ip = s.servers[0].addr.ip().to_string();
-        let k = ip.split('.').nth(2).unwrap();
-        let bridge = format!("lbk{k}");
-        assert!(
-            ip.starts_with("10.213."),
-            "{}: not in a private network: {ip}",
-            s.strategy
-        );
-        assert!(
-            !links.contains(&format!(" {bridge}:")) && !links.contains(&format!(" {bridge}v")),
-            "{bridge} or its veths left behind:\n{links}"
-        );
-        assert!(
-            !netns.iter().any(|n| n.starts_with(&format!("{bridge}-"))),
-            "namespaces left behind: {netns:?}"
-        );
-    }
 }
 
 /// The master's host is cut off from the other Sentinel hosts and from half of the clients:

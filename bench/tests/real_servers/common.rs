@@ -660,3 +660,41 @@ pub fn max_shared_holders(dir: &Path, strategy: &str) -> u64 {
     lockbench::record::max_shared_holders(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
+
+/// The private networks the runs of `summaries` used are gone: no bridge, no namespace, no
+/// veth end.
+pub fn assert_networks_gone(summaries: &[Summary]) {
+    let links = String::from_utf8(
+        std::process::Command::new("ip")
+            .args(["-o", "link"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let netns = std::fs::read_dir("/run/netns")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for s in summaries {
+        let ip = s.servers[0].addr.ip().to_string();
+        let k = ip.split('.').nth(2).unwrap();
+        let bridge = format!("lbk{k}");
+        assert!(
+            ip.starts_with("10.213."),
+            "{}: not in a private network: {ip}",
+            s.strategy
+        );
+        assert!(
+            !links.contains(&format!(" {bridge}:")) && !links.contains(&format!(" {bridge}v")),
+            "{bridge} or its veths left behind:\n{links}"
+        );
+        assert!(
+            !netns.iter().any(|n| n.starts_with(&format!("{bridge}-"))),
+            "namespaces left behind: {netns:?}"
+        );
+    }
+}
