@@ -149,8 +149,8 @@ while read -r key build; do
       echo "install-servers: $key=$build is a container image: skipped (run as root: scripts/container-images.sh)" >&2
       continue
     fi
-    sock=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}/docker.sock
-    was_up=$([ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1 && echo 1 || true)
+    . "$here/lib/docker.sh"
+    was_up=$(docker_answering && echo 1 || true)
     bash "$here/container-images.sh" >/dev/null </dev/null
     [ -n "$was_up" ] || bash "$here/container-images.sh" --stop </dev/null
     continue

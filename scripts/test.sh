@@ -23,14 +23,8 @@ lap "layer and function checks"
 if [ "$(id -u)" = 0 ]; then
   # The daemon is stopped again on every way out; its images stay for the next run.
   trap 'bash scripts/container-images.sh --stop' EXIT
-  # Assigned first: `export $(…)` would hide the script's failure from `set -e`.
-  docker_host=$(bash scripts/container-images.sh)
-  export "$docker_host"
-  export LOCKBENCH_IMAGE_REDIS=${LOCKBENCH_IMAGE_REDIS:-lockbench-local/redis:7.0}
-  export LOCKBENCH_IMAGE_MARIADB=${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}
-  export LOCKBENCH_IMAGE_ZOOKEEPER=${LOCKBENCH_IMAGE_ZOOKEEPER:-lockbench-local/zookeeper:3.8}
-  export LOCKBENCH_IMAGE_ETCD=${LOCKBENCH_IMAGE_ETCD:-lockbench-local/etcd:3.4}
-  export LOCKBENCH_IMAGE_MYSQL=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
+  . scripts/lib/docker.sh
+  docker_up scripts
   lap "container images"
 elif [ -n "${CI:-}" ]; then
   echo "test.sh: CI runs as root (a private dockerd for the containers tests)" >&2

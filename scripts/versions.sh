@@ -107,15 +107,9 @@ each() { sweep "$@"; calm "$@"; faults "$@"; }
 [ -z "$etcd_builds" ] || each etcd "$etcd_builds" "${ETCD_STRATEGIES:-etcd}"
 if [ -n "$mysql_builds" ]; then
   # The private dockerd: stopped at the end unless it was already running (scripts/test.sh's).
-  sock=${LOCKBENCH_DOCKER_DIR:-/var/lib/lockbench-docker}/docker.sock
-  if ! { [ -S "$sock" ] && docker -H "unix://$sock" info >/dev/null 2>&1; }; then
-    trap 'bash scripts/container-images.sh --stop' EXIT
-  fi
-  docker_host=$(bash scripts/container-images.sh)
-  export "$docker_host"
-  export LOCKBENCH_IMAGE_REDIS=${LOCKBENCH_IMAGE_REDIS:-lockbench-local/redis:7.0}
-  export LOCKBENCH_IMAGE_MARIADB=${LOCKBENCH_IMAGE_MARIADB:-lockbench-local/mariadb:10.11}
-  export LOCKBENCH_IMAGE_MYSQL=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
+  . scripts/lib/docker.sh
+  docker_answering || trap 'bash scripts/container-images.sh --stop' EXIT
+  docker_up scripts
   each mysql "$mysql_builds" "${MYSQL_STRATEGIES:-mysql-for-update}"
 fi
 [ -z "$zookeeper_builds" ] || each zookeeper "$zookeeper_builds" "${ZOOKEEPER_STRATEGIES:-zookeeper}"

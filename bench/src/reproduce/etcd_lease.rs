@@ -24,7 +24,7 @@ use crate::cluster::{Endpoints, etcd};
 /// The lock's name; every round releases what it took, so rounds share it.
 const NAME: &str = "lockbench/repro/etcd-11456";
 /// Bound of every call that must answer at once.
-const CALL: Duration = Duration::from_secs(5);
+pub(super) const CALL: Duration = Duration::from_secs(5);
 
 /// What the waiter's `Lock` answered in one round.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,7 +82,7 @@ async fn lease(c: &mut Client, ttl: i64) -> Result<i64, String> {
 }
 
 /// `f` bounded by [`CALL`], its error as text.
-async fn call<T>(
+pub(super) async fn call<T>(
     f: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
 ) -> Result<T, String> {
     match timeout(CALL, f).await {

@@ -34,6 +34,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, sleep, timeout};
 use tokio_util::sync::CancellationToken;
 
+use super::etcd_lease::{CALL, call};
 use crate::cluster::{Endpoints, OwnedCluster, Service, etcd};
 
 /// Lease TTL in seconds (`lock.clj`'s `lease-ttl`).
@@ -47,8 +48,6 @@ pub const INTERVAL: Duration = Duration::from_secs(5);
 pub const ROUND: Duration = Duration::from_secs(10);
 /// The longest sleep between read and write (`lock.clj`: up to twice its 1000 ms latency).
 const HOLD_MAX_MS: u64 = 2_000;
-/// Bound of every call that should answer at once (lease grant, unlock, revoke).
-const CALL: Duration = Duration::from_secs(5);
 /// Bound of one `Lock` call (a waiter may wait out a pause and four holders).
 const LOCK_WAIT: Duration = Duration::from_secs(15);
 /// Seed of the clients' sleeps.
@@ -272,16 +271,6 @@ async fn keep_alive(mut c: Client, lease: i64) {
         if matches!(sent, Ok(Err(_))) || matches!(heard, Ok(Err(_)) | Ok(Ok(None))) {
             stream = None;
         }
-    }
-}
-
-/// `f` bounded by [`CALL`], its error as text.
-async fn call<T>(
-    f: impl std::future::Future<Output = Result<T, etcd_client::Error>>,
-) -> Result<T, String> {
-    match timeout(CALL, f).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err(format!("no answer within {CALL:?}")),
     }
 }
 
