@@ -17,6 +17,7 @@ pub mod needs;
 mod saved;
 pub mod sweep;
 mod table;
+pub mod usl;
 pub mod versions;
 
 use std::collections::BTreeMap;
