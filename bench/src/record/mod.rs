@@ -7,6 +7,7 @@
 //! utilization tracker, and, if asked, streams completions to a JSONL history. Memory grows
 //! with the run's seconds, never with its attempts.
 
+pub mod acquire;
 mod history;
 mod lease_rows;
 #[cfg(test)]

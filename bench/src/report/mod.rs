@@ -5,6 +5,7 @@
 pub mod agreement;
 mod chaos;
 mod charts;
+pub mod contend;
 mod error;
 pub mod evidence;
 mod files;
@@ -25,7 +26,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
-pub use charts::{Chart, Kind as ChartKind, render_sweep};
+pub use charts::{Chart, Kind as ChartKind, render_contend, render_sweep};
 pub use error::ReportError;
 pub use files::{write_results, write_summary};
 pub use html::{write_report, write_report_with};

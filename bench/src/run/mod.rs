@@ -7,6 +7,7 @@
 
 mod plan;
 mod progress;
+pub mod contend;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

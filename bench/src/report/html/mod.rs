@@ -7,11 +7,13 @@
 //! - `job`: a job or sweep folder (capacity, calm run, chaos), with `needs`: which strategies
 //!   meet `--needs`;
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
+//! - `contend`: a `lockbench contend` folder (the cost of contention);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
 //!   headline table and the tables of runs), `environment` (versions, servers, reproduction).
 //!
 //! This file only picks the page and writes it.
 
+mod contend;
 mod environment;
 mod job;
 mod needs;
@@ -51,6 +53,20 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             versions::render(dir, &builds).as_bytes(),
         );
     }
+    if dir.join("contend.json").is_file() {
+        if needs.is_some() {
+            return Err(ReportError::NeedsJob {
+                dir: dir.to_path_buf(),
+                what: "a contend folder (no capacity, no chaos part)",
+            });
+        }
+        let path = dir.join("contend.json");
+        let c = super::contend::Contend::read(&path).map_err(|e| ReportError::Parse {
+            path,
+            msg: format!("{e:#}"),
+        })?;
+        return write_whole(dir, "report.html", contend::render(dir, &c)?.as_bytes());
+    }
     let page = match load_folder(dir)? {
         Folder::Job(job) => {
             let model = Model::of(&job, needs);
@@ -77,6 +93,7 @@ fn versions_folder(dir: &Path) -> Option<Vec<super::versions::Build>> {
         "summary.json",
         "compare.json",
         "sweep.json",
+        "contend.json",
         "sweep",
         "calm",
     ];
