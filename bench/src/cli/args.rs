@@ -565,7 +565,9 @@ fn trial_duration(s: &str) -> Result<std::time::Duration, String> {
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("`{s}`: {e}; expected a duration such as 2s or 500ms"))?;
     if d < std::time::Duration::from_millis(200) || d > std::time::Duration::from_secs(600) {
-        return Err(format!("`{s}`: expected a duration from 200ms to 10m, e.g. 2s"));
+        return Err(format!(
+            "`{s}`: expected a duration from 200ms to 10m, e.g. 2s"
+        ));
     }
     Ok(d)
 }

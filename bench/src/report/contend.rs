@@ -243,13 +243,7 @@ pub fn print_contend(out: &mut impl Write, c: &Contend) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<22} {:>4}  {:<22} {:<13} {:<24} {:<24} {:>8}",
-        "strategy",
-        "N",
-        "grants/s (95% CI)",
-        "trials",
-        "acquire p50",
-        "acquire p99",
-        "timeouts"
+        "strategy", "N", "grants/s (95% CI)", "trials", "acquire p50", "acquire p99", "timeouts"
     )?;
     for e in &c.entries {
         for l in &e.levels {
@@ -293,7 +287,10 @@ mod tests {
         assert_eq!((three.min, three.max, three.n), (390.0, 410.0, 3));
         // s = 10, t(0.975, 2) = 4.303: 400 ± 24.84.
         let (lo, hi) = three.ci95.unwrap();
-        assert!((hi - 424.84).abs() < 0.01 && (lo - 375.16).abs() < 0.01, "{lo} {hi}");
+        assert!(
+            (hi - 424.84).abs() < 0.01 && (lo - 375.16).abs() < 0.01,
+            "{lo} {hi}"
+        );
         assert_eq!(three.text(), "400/s (375–425)");
         assert_eq!(Spread::of(&[]).n, 0);
     }

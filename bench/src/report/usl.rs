@@ -73,10 +73,13 @@ impl Usl {
                 format!("too few levels to fit ({levels}; the fit needs {needed})")
             }
             Usl::Fit(f) => {
-                let r2 = f.r2.map_or("undefined (flat)".to_string(), |r| format!("{r:.3}"));
+                let r2 =
+                    f.r2.map_or("undefined (flat)".to_string(), |r| format!("{r:.3}"));
                 let peak = match (f.peak_n, f.peak_per_s) {
                     (Some(n), Some(x)) => format!("peak at N = {n:.1} ({x:.0}/s)"),
-                    _ if f.sigma > 0.0 => format!("no peak: levels off at {:.0}/s", f.lambda / f.sigma),
+                    _ if f.sigma > 0.0 => {
+                        format!("no peak: levels off at {:.0}/s", f.lambda / f.sigma)
+                    }
                     _ => "no peak: linear".to_string(),
                 };
                 let poor = if f.poor { " — poor fit" } else { "" };
@@ -145,7 +148,11 @@ fn coefficients(pts: &[(f64, f64)], lambda: f64) -> (f64, f64) {
         .map(|&(n, x)| (n - 1.0, n * (n - 1.0), lambda * n / x - 1.0))
         .collect();
     let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>();
-    let (aa, ab, bb) = (sum(&|r| r.0 * r.0), sum(&|r| r.0 * r.1), sum(&|r| r.1 * r.1));
+    let (aa, ab, bb) = (
+        sum(&|r| r.0 * r.0),
+        sum(&|r| r.0 * r.1),
+        sum(&|r| r.1 * r.1),
+    );
     let (ay, by) = (sum(&|r| r.0 * r.2), sum(&|r| r.1 * r.2));
     let residual = |s: f64, k: f64| sum(&|r| (r.2 - s * r.0 - k * r.1).powi(2));
     let only = |num: f64, den: f64| if den > 0.0 { num / den } else { 0.0 };
@@ -224,7 +231,10 @@ mod tests {
     fn trials_with_noise_still_land_near_the_truth() {
         // ±3 % alternating noise, three trials a level.
         let mut pts = Vec::new();
-        for (i, (n, x)) in synthetic(500.0, 0.1, 0.0005, &LEVELS).into_iter().enumerate() {
+        for (i, (n, x)) in synthetic(500.0, 0.1, 0.0005, &LEVELS)
+            .into_iter()
+            .enumerate()
+        {
             for (j, e) in [-0.03, 0.0, 0.03].iter().enumerate() {
                 let sign = if (i + j) % 2 == 0 { 1.0 } else { -1.0 };
                 pts.push((n, x * (1.0 + sign * e)));

@@ -124,7 +124,14 @@ pub fn level_workload(base: &Workload, n: u32, load: Duration) -> Workload {
     w
 }
 
-fn trial_options(opts: &ContendOptions, id: &str, n: u32, load: Duration, dir: &str, ep: &Path) -> RunOptions {
+fn trial_options(
+    opts: &ContendOptions,
+    id: &str,
+    n: u32,
+    load: Duration,
+    dir: &str,
+    ep: &Path,
+) -> RunOptions {
     RunOptions {
         strategy: id.to_string(),
         workload: level_workload(&opts.workload, n, load),
@@ -262,7 +269,14 @@ impl Bench<'_> {
             .mysql;
         if !opts.warm_up.is_zero() {
             let n = (*opts.levels.last().expect("checked")).min(16);
-            let o = trial_options(opts, self.id, n, opts.warm_up, &format!("{}/warm-up", self.id), ep);
+            let o = trial_options(
+                opts,
+                self.id,
+                n,
+                opts.warm_up,
+                &format!("{}/warm-up", self.id),
+                ep,
+            );
             self.bounded(&o).await?;
         }
         let mut pooled: Vec<Pooled> = opts
@@ -289,7 +303,11 @@ impl Bench<'_> {
                 }
                 let dir = format!("{}/n{n}/trial-{k}", self.id);
                 let (trial, waits) = self.trial(n, &dir, ep).await?;
-                let _ = writeln!(self.log, "{}", trial_line(self.id, n, k, opts.trials, &trial));
+                let _ = writeln!(
+                    self.log,
+                    "{}",
+                    trial_line(self.id, n, k, opts.trials, &trial)
+                );
                 pooled[i].trials.push(trial);
                 pooled[i].waits.merge(&waits);
                 self.publish(c, &pooled)?;
@@ -299,7 +317,12 @@ impl Bench<'_> {
     }
 
     /// One trial of `n` contenders in `dir`.
-    async fn trial(&mut self, n: u32, dir: &str, ep: &Path) -> Result<(LevelTrial, AcquireWaits), String> {
+    async fn trial(
+        &mut self,
+        n: u32,
+        dir: &str,
+        ep: &Path,
+    ) -> Result<(LevelTrial, AcquireWaits), String> {
         let o = trial_options(self.opts, self.id, n, self.opts.trial, dir, ep);
         let s = self.bounded(&o).await?;
         let history = o.out.join("history.jsonl");
@@ -348,7 +371,9 @@ impl Bench<'_> {
             .collect();
         entry.refit();
         c.elapsed_s = self.began.elapsed().as_secs_f64();
-        c.write(&self.opts.out).map(|_| ()).map_err(|e| e.to_string())
+        c.write(&self.opts.out)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -445,6 +470,10 @@ mod tests {
             }
             assert!(families.contains(&f), "{f:?} has no representative");
         }
-        assert!(DEFAULT_STRATEGIES.iter().all(|id| strategy::find(id).unwrap().locks));
+        assert!(
+            DEFAULT_STRATEGIES
+                .iter()
+                .all(|id| strategy::find(id).unwrap().locks)
+        );
     }
 }

@@ -5,9 +5,9 @@
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
 //! still audits and writes what was measured.
 
+pub mod contend;
 mod plan;
 mod progress;
-pub mod contend;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

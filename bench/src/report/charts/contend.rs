@@ -60,15 +60,30 @@ impl<'a> ContentionChart<'a> {
         let trials = levels().flat_map(|l| [l.throughput.min, l.throughput.max]);
         let rate = log_range(trials.chain(fits), 1.6, (1.0, 10.0));
         let p99 = log_range(
-            levels().filter(|l| l.acquire_us.count > 0).map(|l| p99_ms(l)),
+            levels()
+                .filter(|l| l.acquire_us.count > 0)
+                .map(|l| p99_ms(l)),
             2.0,
             (0.1, 10.0),
         );
+        let grey = Ink {
+            color: KEY_GREY,
+            ..Ink::nth(0)
+        };
         let key = vec![
-            ("mean of a level's trials".to_string(), Mark::Dot(KEY_GREY)),
-            ("whisker: lowest to highest trial".to_string(), Mark::Stroke(Ink::nth(0))),
-            ("line above: USL fit (dashed: none)".to_string(), Mark::Dashed(KEY_GREY)),
-            ("ring: too few waits, their maximum".to_string(), Mark::Ring(KEY_GREY)),
+            (
+                "mean of a level's trials (whisker: lowest to highest)".to_string(),
+                Mark::Dot(KEY_GREY),
+            ),
+            ("USL fit".to_string(), Mark::Stroke(grey)),
+            (
+                "no fit: the means joined".to_string(),
+                Mark::Dashed(KEY_GREY),
+            ),
+            (
+                "ring: too few waits for a p99, their maximum".to_string(),
+                Mark::Ring(KEY_GREY),
+            ),
         ];
         let n = c.entries.len();
         let frame = Frame::new(Kind::Contention.title(), key, &[n, n], 1, 220, PANEL_MIN_H);
@@ -160,9 +175,25 @@ impl ContentionChart<'_> {
                         .map(|k| top.powf(f64::from(k) / 60.0))
                         .map(|n| (n, f.at(n)))
                         .collect();
-                    frame::draw_line(&mut chart, curve, Ink { dashed: false, ..ink }, None)?;
+                    frame::draw_line(
+                        &mut chart,
+                        curve,
+                        Ink {
+                            dashed: false,
+                            ..ink
+                        },
+                        None,
+                    )?;
                 }
-                None => frame::draw_line(&mut chart, means.clone(), Ink { dashed: true, ..ink }, None)?,
+                None => frame::draw_line(
+                    &mut chart,
+                    means.clone(),
+                    Ink {
+                        dashed: true,
+                        ..ink
+                    },
+                    None,
+                )?,
             }
             for l in e.levels.iter().filter(|l| l.throughput.max > 0.0) {
                 let n = f64::from(l.contenders);
@@ -181,7 +212,10 @@ impl ContentionChart<'_> {
         Ok(self.legend())
     }
 
-    fn acquire<DB: DrawingBackend>(&self, p: &PanelArea<DB>) -> Result<Vec<(String, Mark)>, String> {
+    fn acquire<DB: DrawingBackend>(
+        &self,
+        p: &PanelArea<DB>,
+    ) -> Result<Vec<(String, Mark)>, String> {
         let (desc, labels) = p.fonts();
         let mut chart = p
             .builder()

@@ -69,7 +69,11 @@ fn problems(h: &mut String, c: &Contend) {
     let mut notes: Vec<String> = c
         .entries
         .iter()
-        .filter_map(|e| e.error.as_ref().map(|w| format!("{}: stopped early: {w}", e.strategy)))
+        .filter_map(|e| {
+            e.error
+                .as_ref()
+                .map(|w| format!("{}: stopped early: {w}", e.strategy))
+        })
         .collect();
     if c.interrupted {
         notes.push("Interrupted (Ctrl-C): the levels shown are what was measured.".into());
@@ -185,6 +189,10 @@ fn levels(h: &mut String, c: &Contend) {
         .map(|l| l.acquire_source.clone())
         .next()
     {
-        let _ = writeln!(h, "<p><small>Acquire waits from {}.</small></p>", esc(&source));
+        let _ = writeln!(
+            h,
+            "<p><small>Acquire waits from {}.</small></p>",
+            esc(&source)
+        );
     }
 }
