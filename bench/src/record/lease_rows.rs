@@ -38,6 +38,12 @@ const MAX_WAIT_NS: u64 = 2_000_000_000;
 /// | fence | if flagged |
 /// | token | index into `tokens`: the token, or what precedes its trailing digits |
 /// | number, digits | if flagged: the trailing digits as a number, and their count (one byte; leading zeros) |
+/// | client | the buyer |
+/// | acquired − started | its wait for the lock |
+///
+/// A give-up (an exclusive wait that ended at `lock.acquire_timeout`, flag 64) is a row too, so
+/// the contention check sees every wait in end order: no lease (empty key and token, released
+/// and acquired at its end), its wait in the last field.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WireLeases {
     /// Lock keys.
@@ -64,6 +70,7 @@ const SOLD: u8 = 4;
 const FOUND_SOLD_OUT: u8 = 8;
 const FENCE: u8 = 16;
 const NUMBERED: u8 = 32;
+const GAVE_UP: u8 = 64;
 
 /// Builds a [`WireLeases`].
 #[derive(Default)]
@@ -154,6 +161,28 @@ impl LeaseWriter {
             varint(&mut self.rows, n);
             self.rows.push(digits);
         }
+        varint(&mut self.rows, u64::from(c.client));
+        varint(
+            &mut self.rows,
+            acquired.saturating_sub(ns(c.started, start)),
+        );
+        self.last_end = ended;
+        self.count += 1;
+    }
+
+    /// Appends the give-up `c` (an exclusive wait that timed out).
+    pub(super) fn push_give_up(&mut self, c: &Completion, start: Instant) {
+        let ended = ns(c.ended, start);
+        let out = &mut self.rows;
+        out.push(GAVE_UP);
+        varint(out, u64::from(self.keys.id("")));
+        varint(out, u64::from(c.sku));
+        varint(out, zigzag(ended.wrapping_sub(self.last_end) as i64));
+        varint(out, 0);
+        varint(out, 0);
+        varint(out, u64::from(self.tokens.id("")));
+        varint(&mut self.rows, u64::from(c.client));
+        varint(&mut self.rows, ended.saturating_sub(ns(c.started, start)));
         self.last_end = ended;
         self.count += 1;
     }
@@ -222,6 +251,11 @@ pub(super) struct LeaseRow<'a> {
     pub shared: bool,
     pub sold: bool,
     pub found_sold_out: bool,
+    pub client: u32,
+    /// When it asked for the lock.
+    pub started: Instant,
+    /// No lease: the wait ended in a give-up at `ended`.
+    pub gave_up: bool,
 }
 
 /// A row read, its strings still indices into its interval's tables; times ns.
@@ -235,6 +269,8 @@ struct Row {
     acquired: u64,
     head: u32,
     number: Option<(u64, u8)>,
+    client: u32,
+    waited: u64,
 }
 
 /// Reads an interval's rows one at a time.
@@ -313,6 +349,8 @@ impl Cursor {
         } else {
             None
         };
+        let client = self.varint()? as u32;
+        let waited = self.varint()?;
         Ok(Some(Row {
             flags,
             key,
@@ -322,6 +360,8 @@ impl Cursor {
             acquired,
             head,
             number,
+            client,
+            waited,
         }))
     }
 
@@ -342,6 +382,9 @@ impl Cursor {
             shared: row.flags & SHARED != 0,
             sold: row.flags & SOLD != 0,
             found_sold_out: row.flags & FOUND_SOLD_OUT != 0,
+            client: row.client,
+            started: at(start, row.acquired.saturating_sub(row.waited)),
+            gave_up: row.flags & GAVE_UP != 0,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! with the run's seconds, never with its attempts.
 
 pub mod acquire;
+pub mod contention;
 mod history;
 mod lease_rows;
 #[cfg(test)]
@@ -124,6 +125,8 @@ pub struct Recording {
     pub phases: phases::PhaseData,
     /// Leased time per SKU, for utilization.
     pub coverage: utilization::Coverage,
+    /// How the locks shared their keys (`None` without a lock attempt).
+    pub contention: Option<contention::Contention>,
 }
 
 /// What reaches the recorder.
@@ -162,6 +165,8 @@ struct LeaseSeen<'a> {
     key: &'a str,
     token: &'a str,
     sku: u32,
+    client: u32,
+    started: Instant,
     held: (Instant, Instant),
     ended: Instant,
     shared: bool,
@@ -169,10 +174,11 @@ struct LeaseSeen<'a> {
     found_sold_out: bool,
 }
 
-/// What is checked on leases: double grants and utilization.
+/// What is checked on leases: double grants, utilization and contention.
 struct LeaseChecks {
     double_grants: DoubleGrantChecker,
     coverage: utilization::CoverageTracker,
+    contention: contention::ContentionTracker,
     /// Worker K's clock domain (empty: every lease on the coordinator's clock).
     domains: Vec<u32>,
 }
@@ -191,6 +197,8 @@ impl LeaseChecks {
         if !l.found_sold_out {
             self.coverage.observe_lease(l.sku, l.held, l.ended, l.sold);
         }
+        self.contention
+            .grant(l.sku, l.client, l.started, l.held, l.ended, l.shared);
     }
 }
 
@@ -211,6 +219,7 @@ impl Ingest {
             checks: LeaseChecks {
                 double_grants: DoubleGrantChecker::new(horizon, ORDER_SLACK),
                 coverage: utilization::CoverageTracker::new(horizon, ORDER_SLACK),
+                contention: contention::ContentionTracker::new(horizon, ORDER_SLACK),
                 domains: Vec::new(),
             },
             merge: lease_rows::LeaseMerge::default(),
@@ -265,6 +274,8 @@ impl Ingest {
                     key: &l.key,
                     token: &l.token,
                     sku: c.sku,
+                    client: c.client,
+                    started: c.started,
                     held: (l.acquired, l.released),
                     ended: c.ended,
                     shared: l.shared,
@@ -272,6 +283,10 @@ impl Ingest {
                     found_sold_out: c.outcome == Outcome::SoldOut,
                 },
             );
+        } else if c.outcome == Outcome::LockTimeout && !c.read {
+            self.checks
+                .contention
+                .give_up(c.sku, c.client, c.started, c.ended);
         }
         self.history(c)
     }
@@ -317,12 +332,19 @@ impl Ingest {
     fn release_leases(&mut self, all: bool) -> Result<(), BatchError> {
         let checks = &mut self.checks;
         self.merge.release(all, self.start, |worker, l| {
+            if l.gave_up {
+                return checks
+                    .contention
+                    .give_up(l.sku, l.client, l.started, l.ended);
+            }
             checks.observe(
                 Some(worker),
                 LeaseSeen {
                     key: l.key,
                     token: l.token,
                     sku: l.sku,
+                    client: l.client,
+                    started: l.started,
                     held: (l.acquired, l.released),
                     ended: l.ended,
                     shared: l.shared,
@@ -344,6 +366,7 @@ impl Ingest {
             double_grants: self.checks.double_grants.finish(),
             phases: self.phases.finish(end),
             coverage: self.checks.coverage.finish(self.start),
+            contention: self.checks.contention.finish(),
         })
     }
 }

@@ -152,6 +152,8 @@ impl WorkerFold {
         }
         if let Some(l) = &c.lease {
             self.leases.push(c, l, self.start);
+        } else if c.outcome == Outcome::LockTimeout && !c.read {
+            self.leases.push_give_up(c, self.start);
         }
     }
 

@@ -37,6 +37,7 @@ use crate::check::{
     DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict, WorkerClock,
 };
 use crate::cluster::{NodeInfo, Provisioner};
+use crate::record::contention::Contention;
 use crate::record::utilization::{Coverage, Utilization};
 use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
 use crate::strategy::StrategyInfo;
@@ -124,6 +125,10 @@ pub struct Summary {
     /// (see README "Utilization"); `null` for strategies without a lock.
     #[serde(default)]
     pub utilization: Option<Utilization>,
+    /// How the lock shared its keys among waiting buyers: acquire wait, fairness, barging,
+    /// missed wake-ups (`record::contention`); `null` for strategies without a lock.
+    #[serde(default)]
+    pub contention: Option<Contention>,
     /// How buyers waited for a busy lock (`lock.wait`); `null` for strategies that wait
     /// server-side or take no lock.
     #[serde(default)]
@@ -261,6 +266,8 @@ pub struct RunParts<'a> {
     pub double_grants: &'a DoubleGrants,
     /// Leased time per SKU.
     pub coverage: &'a Coverage,
+    /// How the locks shared their keys.
+    pub contention: Option<&'a Contention>,
     /// Locks left held with no expiry.
     pub stuck_locks: u64,
     /// The servers used.
@@ -340,6 +347,7 @@ impl Summary {
             utilization: info
                 .locks
                 .then(|| p.coverage.utilization(w.inventory.skus, drive.elapsed)),
+            contention: p.contention.filter(|_| info.locks).cloned(),
             lock_wait: LockWait::of(info, w),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
             attempts,
@@ -682,6 +690,7 @@ mod tests {
             },
             safety: &safety,
             coverage: &Coverage::default(),
+            contention: None,
             double_grants: &DoubleGrants {
                 count: 2,
                 incidents: 1,

@@ -553,6 +553,7 @@ fn results(
         stats,
         double_grants: &m.recording.double_grants,
         coverage: &m.recording.coverage,
+        contention: m.recording.contention.as_ref(),
         stuck_locks: audited.stuck_locks,
         drive: &m.drive,
         safety: &audited.safety,
