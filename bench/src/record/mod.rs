@@ -7,7 +7,6 @@
 //! utilization tracker, and, if asked, streams completions to a JSONL history. Memory grows
 //! with the run's seconds, never with its attempts.
 
-pub mod acquire;
 pub mod contention;
 mod history;
 mod lease_rows;

@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use super::format::{decimals, latency_parts, ms_table, or_dash};
+use super::format::{decimals, ms_table, samples};
 use super::usl::{self, Usl};
-use crate::record::{LatencySummary, Pct};
+use crate::record::contention::Fairness;
+use crate::record::{LatencySummary, Pct, quantile};
 use crate::strategy::Family;
 
 /// The schema of `contend.json`; a reader accepts every `lockbench.contend/` version.
@@ -75,12 +76,61 @@ pub struct Level {
     pub contenders: u32,
     /// Grants per second over its trials.
     pub throughput: Spread,
-    /// Acquire wait of every granted attempt of every trial, µs.
-    pub acquire_us: LatencySummary,
-    /// Where the acquire waits come from.
-    pub acquire_source: String,
+    /// Each trial's acquire-wait median, µs (the maximum of a trial too small to bound it).
+    pub acquire_p50_us: Spread,
+    /// Each trial's acquire-wait p99, µs (the same rule).
+    pub acquire_p99_us: Spread,
+    /// Acquire waits over every trial: its granted attempts.
+    pub acquire_count: u64,
+    /// The fewest any trial had: below a percentile's need ([`quantile::supported`]), that
+    /// trial's figure is its maximum.
+    pub acquire_fewest: u64,
+    /// Jain's index of the buyers' grant shares, over the trials that had it (1 = even).
+    #[serde(default)]
+    pub jain: Option<Spread>,
+    /// What equal odds would read over the same attempts, mean over the trials.
+    #[serde(default)]
+    pub jain_if_fair: Option<f64>,
     /// Each trial.
     pub trials: Vec<LevelTrial>,
+}
+
+impl Level {
+    /// A level from its trials.
+    pub fn of(contenders: u32, trials: Vec<LevelTrial>) -> Level {
+        let each = |f: &dyn Fn(&LevelTrial) -> f64| -> Spread {
+            Spread::of(&trials.iter().map(f).collect::<Vec<f64>>())
+        };
+        let fair: Vec<&Fairness> = trials.iter().filter_map(|t| t.fairness.as_ref()).collect();
+        let jain = (!fair.is_empty())
+            .then(|| Spread::of(&fair.iter().map(|f| f.jain).collect::<Vec<_>>()));
+        let if_fair = (!fair.is_empty())
+            .then(|| fair.iter().map(|f| f.jain_if_fair).sum::<f64>() / fair.len() as f64);
+        Level {
+            contenders,
+            throughput: each(&|t| t.grants_per_s),
+            acquire_p50_us: each(&|t| t.acquire_us.shown(Pct::P50) as f64),
+            acquire_p99_us: each(&|t| t.acquire_us.shown(Pct::P99) as f64),
+            acquire_count: trials.iter().map(|t| t.acquire_us.count).sum(),
+            acquire_fewest: trials.iter().map(|t| t.acquire_us.count).min().unwrap_or(0),
+            jain,
+            jain_if_fair: if_fair,
+            trials,
+        }
+    }
+
+    /// Whether every trial had the waits `p` needs.
+    pub fn supports(&self, p: Pct) -> bool {
+        quantile::supported(p.q(), self.acquire_fewest)
+    }
+
+    /// `p`'s spread over the trials.
+    pub fn acquire(&self, p: Pct) -> &Spread {
+        match p {
+            Pct::P50 => &self.acquire_p50_us,
+            _ => &self.acquire_p99_us,
+        }
+    }
 }
 
 /// One trial of a level: a closed-loop run of its own.
@@ -98,8 +148,20 @@ pub struct LevelTrial {
     pub lock_timeouts: u64,
     /// Attempts that failed or whose outcome is unknown.
     pub errors: u64,
-    /// Its own acquire waits, µs.
+    /// Its acquire waits, µs: the recorder's (`summary.json`'s `contention.acquire`).
     pub acquire_us: LatencySummary,
+    /// Its buyers' grant shares (`contention.fairness`).
+    #[serde(default)]
+    pub fairness: Option<Fairness>,
+    /// Releasing holders that took the key again while another buyer waited.
+    #[serde(default)]
+    pub barges: u64,
+    /// Handoffs while another buyer waited (barges are among them).
+    #[serde(default)]
+    pub handoffs_with_waiter: u64,
+    /// Give-ups during which the key lay free (`contention.missed_wakeups`).
+    #[serde(default)]
+    pub missed_wakeups: u64,
     /// Its verdict held: the lock held and the store stayed intact.
     pub safe: bool,
     /// It was cut short (Ctrl-C or the level's bound).
@@ -231,11 +293,33 @@ impl Contend {
     }
 }
 
-/// `0.45 ms (n=2470)` or `12.50 ms (max of 42)`; `-` without grants.
-pub fn acquire_cell(l: &LatencySummary, p: Pct) -> String {
-    or_dash(latency_parts(l, p, |_| false, ms_table), |(v, n)| {
-        format!("{v} ms ({n})")
-    })
+/// A level's acquire percentile: the trials' mean, their range when several, and what the
+/// figure rests on: `3.20 ms (2.90–3.61, n=7410)`, or `(…, max of 70)` when some trial had
+/// too few waits to bound `p` and gave its maximum; `-` without grants.
+pub fn acquire_cell(l: &Level, p: Pct) -> String {
+    if l.acquire_count == 0 {
+        return "-".into();
+    }
+    let s = l.acquire(p);
+    let n = if l.supports(p) {
+        samples(l.acquire_count, true)
+    } else {
+        samples(l.acquire_fewest, false)
+    };
+    let ms = |us: f64| ms_table(us.round() as u64);
+    if s.n > 1 {
+        format!("{} ms ({}–{}, {n})", ms(s.mean), ms(s.min), ms(s.max))
+    } else {
+        format!("{} ms ({n})", ms(s.mean))
+    }
+}
+
+/// `0.97 (fair 0.99)`: Jain's index over the trials, beside what equal odds read; `-` without.
+pub fn jain_cell(l: &Level) -> String {
+    match (&l.jain, l.jain_if_fair) {
+        (Some(j), Some(f)) => format!("{:.3} (fair {f:.3})", j.mean),
+        _ => "-".into(),
+    }
 }
 
 /// The table of every strategy's levels, then each one's fit.
@@ -251,13 +335,14 @@ pub fn print_contend(out: &mut impl Write, c: &Contend) -> std::io::Result<()> {
             let timeouts: u64 = l.trials.iter().map(|t| t.lock_timeouts).sum();
             writeln!(
                 out,
-                "{:<22} {:>4}  {:<22} {:<13} {:<24} {:<24} {:>8}",
+                "{:<22} {:>4}  {:<20} {:<11} {:<32} {:<32} {:<20} {:>8}",
                 e.strategy,
                 l.contenders,
                 l.throughput.text(),
                 range,
-                acquire_cell(&l.acquire_us, Pct::P50),
-                acquire_cell(&l.acquire_us, Pct::P99),
+                acquire_cell(l, Pct::P50),
+                acquire_cell(l, Pct::P99),
+                jain_cell(l),
                 timeouts
             )?;
         }
@@ -293,6 +378,52 @@ mod tests {
         );
         assert_eq!(three.text(), "400/s (375–425)");
         assert_eq!(Spread::of(&[]).n, 0);
+    }
+
+    fn trial(p50: u64, p99: u64, count: u64) -> LevelTrial {
+        LevelTrial {
+            dir: "x/n4/trial-1".into(),
+            grants: count,
+            duration_s: 1.0,
+            grants_per_s: count as f64,
+            lock_timeouts: 0,
+            errors: 0,
+            acquire_us: LatencySummary {
+                p50,
+                p99,
+                max: p99 * 2,
+                count,
+                ..LatencySummary::default()
+            },
+            fairness: None,
+            barges: 0,
+            handoffs_with_waiter: 0,
+            missed_wakeups: 0,
+            safe: true,
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn a_level_spreads_its_trials_percentiles_and_says_what_they_rest_on() {
+        let l = Level::of(4, vec![trial(1000, 3000, 400), trial(1200, 5000, 500)]);
+        assert_eq!((l.acquire_count, l.acquire_fewest), (900, 400));
+        assert_eq!(acquire_cell(&l, Pct::P99), "4.00 ms (3.00–5.00, n=900)");
+        assert_eq!(l.throughput.mean, 450.0);
+        assert_eq!(jain_cell(&l), "-");
+        // A trial of 100 waits cannot bound a p99: it gives its maximum, and the cell says so.
+        let l = Level::of(4, vec![trial(1000, 3000, 100), trial(1000, 3000, 400)]);
+        assert_eq!(
+            acquire_cell(&l, Pct::P99),
+            "4.50 ms (3.00–6.00, max of 100)"
+        );
+        assert_eq!(acquire_cell(&l, Pct::P50), "1.00 ms (1.00–1.00, n=500)");
+        let one = Level::of(1, vec![trial(500, 900, 300)]);
+        assert_eq!(acquire_cell(&one, Pct::P99), "0.90 ms (n=300)");
+        assert_eq!(
+            acquire_cell(&Level::of(2, vec![trial(0, 0, 0)]), Pct::P99),
+            "-"
+        );
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! `lockbench contend`: the cost of contention. Each strategy runs closed loops on one key at
 //! 1, 2, 4, … N contenders, each level a few trials, every trial a whole [`run`](super::run)
 //! with its own folder on one set of servers per strategy (started once, warmed once). A
-//! trial counts its grants per second and the acquire wait of every granted attempt
-//! ([`AcquireWaits`], read from its history); trials go round the levels in turn, so a machine
-//! that drifts moves every level alike. `contend.json` is rewritten after every trial, so
+//! trial counts its grants per second; its acquire waits and fairness are the recorder's
+//! (`summary.json`'s `contention`). Trials go round the levels in turn, so a machine that
+//! drifts moves every level alike. `contend.json` is rewritten after every trial, so
 //! Ctrl-C, an error or the budget keeps what was measured.
 
 use std::io::Write;
@@ -14,10 +14,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{RunError, RunOptions, run};
 use crate::cluster::{ClusterOptions, EndpointsFile, OwnedCluster, Provisioner};
-use crate::record::LatencySummary;
-use crate::record::acquire::AcquireWaits;
 use crate::report::Summary;
-use crate::report::contend::{CONTEND_SCHEMA, Contend, ContendEntry, Level, LevelTrial, Spread};
+use crate::report::contend::{CONTEND_SCHEMA, Contend, ContendEntry, Level, LevelTrial};
 use crate::strategy;
 use crate::workload::Workload;
 use crate::workload::config::LoadMode;
@@ -35,10 +33,6 @@ pub const DEFAULT_STRATEGIES: &[&str] = &[
 
 /// The most contenders a level may have: each is a buyer with connections of its own.
 pub const MAX_CONTENDERS: u32 = 1024;
-
-/// Where the acquire waits come from, as contend.json says.
-pub const ACQUIRE_SOURCE: &str =
-    "history.jsonl: lease acquired − attempt started, granted attempts only";
 
 /// A level's run may take this much longer than its load (servers answering slowly at the
 /// start, the audit, writing results) before it is cut.
@@ -145,8 +139,7 @@ fn trial_options(
         endpoints: Some(ep.to_path_buf()),
         provision: opts.provision,
         target: None,
-        // The acquire waits are read from it.
-        history: true,
+        history: false,
         progress: false,
     }
 }
@@ -231,12 +224,6 @@ struct Bench<'a> {
     log: &'a mut dyn Write,
 }
 
-/// A level's trials so far, with their acquire waits pooled.
-struct Pooled {
-    trials: Vec<LevelTrial>,
-    waits: AcquireWaits,
-}
-
 impl Bench<'_> {
     /// Starts the strategy's servers, warms them, runs its trials; the servers stop when this
     /// returns, on every path. An error is why it stopped early.
@@ -279,14 +266,7 @@ impl Bench<'_> {
             );
             self.bounded(&o).await?;
         }
-        let mut pooled: Vec<Pooled> = opts
-            .levels
-            .iter()
-            .map(|_| Pooled {
-                trials: Vec::new(),
-                waits: AcquireWaits::default(),
-            })
-            .collect();
+        let mut pooled: Vec<Vec<LevelTrial>> = vec![Vec::new(); opts.levels.len()];
         for k in 1..=opts.trials {
             for (i, &n) in opts.levels.iter().enumerate() {
                 if self.cancel.is_cancelled() {
@@ -302,14 +282,13 @@ impl Bench<'_> {
                     let _ = strategy::mysql::settle(m, SETTLE_BOUND).await;
                 }
                 let dir = format!("{}/n{n}/trial-{k}", self.id);
-                let (trial, waits) = self.trial(n, &dir, ep).await?;
+                let trial = self.trial(n, &dir, ep).await?;
                 let _ = writeln!(
                     self.log,
                     "{}",
                     trial_line(self.id, n, k, opts.trials, &trial)
                 );
-                pooled[i].trials.push(trial);
-                pooled[i].waits.merge(&waits);
+                pooled[i].push(trial);
                 self.publish(c, &pooled)?;
             }
         }
@@ -317,18 +296,10 @@ impl Bench<'_> {
     }
 
     /// One trial of `n` contenders in `dir`.
-    async fn trial(
-        &mut self,
-        n: u32,
-        dir: &str,
-        ep: &Path,
-    ) -> Result<(LevelTrial, AcquireWaits), String> {
+    async fn trial(&mut self, n: u32, dir: &str, ep: &Path) -> Result<LevelTrial, String> {
         let o = trial_options(self.opts, self.id, n, self.opts.trial, dir, ep);
         let s = self.bounded(&o).await?;
-        let history = o.out.join("history.jsonl");
-        let waits = AcquireWaits::of_history(&history)
-            .map_err(|e| format!("{}: {e}", history.display()))?;
-        Ok((level_trial(dir, &s, &waits), waits))
+        level_trial(dir, &s)
     }
 
     /// Runs `o` within its load and [`LEVEL_SLACK`]; Ctrl-C stops it too (its summary says so).
@@ -359,15 +330,15 @@ impl Bench<'_> {
     }
 
     /// The strategy's levels as they stand, its fit, and contend.json rewritten.
-    fn publish(&self, c: &mut Contend, pooled: &[Pooled]) -> Result<(), String> {
+    fn publish(&self, c: &mut Contend, pooled: &[Vec<LevelTrial>]) -> Result<(), String> {
         let entry = c.entries.last_mut().expect("pushed before its trials");
         entry.levels = self
             .opts
             .levels
             .iter()
             .zip(pooled)
-            .filter(|(_, p)| !p.trials.is_empty())
-            .map(|(&n, p)| level(n, p))
+            .filter(|(_, p)| !p.is_empty())
+            .map(|(&n, p)| Level::of(n, p.clone()))
             .collect();
         entry.refit();
         c.elapsed_s = self.began.elapsed().as_secs_f64();
@@ -377,44 +348,52 @@ impl Bench<'_> {
     }
 }
 
-fn level(contenders: u32, p: &Pooled) -> Level {
-    let rates: Vec<f64> = p.trials.iter().map(|t| t.grants_per_s).collect();
-    Level {
-        contenders,
-        throughput: Spread::of(&rates),
-        acquire_us: LatencySummary::of(&p.waits.hist),
-        acquire_source: ACQUIRE_SOURCE.to_string(),
-        trials: p.trials.clone(),
-    }
-}
-
-/// A trial's row of contend.json from its summary and its waits.
-fn level_trial(dir: &str, s: &Summary, waits: &AcquireWaits) -> LevelTrial {
+/// A trial's row of contend.json from its summary: grants and waits are the recorder's.
+fn level_trial(dir: &str, s: &Summary) -> Result<LevelTrial, String> {
+    let c = s
+        .contention
+        .as_ref()
+        .ok_or_else(|| format!("{dir}: summary.json holds no contention (no lock taken?)"))?;
     let outcome = |k: &str| s.outcomes.get(k).copied().unwrap_or(0);
-    LevelTrial {
+    let grants = c.acquire.count;
+    Ok(LevelTrial {
         dir: dir.to_string(),
-        grants: waits.grants,
+        grants,
         duration_s: s.duration_s,
         grants_per_s: if s.duration_s > 0.0 {
-            waits.grants as f64 / s.duration_s
+            grants as f64 / s.duration_s
         } else {
             0.0
         },
         lock_timeouts: outcome("lock_timeout"),
         errors: s.errors + s.unknown,
-        acquire_us: LatencySummary::of(&waits.hist),
+        acquire_us: c.acquire,
+        fairness: c.fairness.clone(),
+        barges: c.barges,
+        handoffs_with_waiter: c.handoffs_with_waiter,
+        missed_wakeups: c.missed_wakeups,
         safe: s.safe,
         interrupted: s.interrupted,
-    }
+    })
 }
 
 fn trial_line(id: &str, n: u32, k: u32, trials: u32, t: &LevelTrial) -> String {
     use crate::record::Pct;
-    use crate::report::contend::acquire_cell;
+    use crate::report::format::latency_cell;
+    let jain = t
+        .fairness
+        .as_ref()
+        .map_or("-".into(), |f| format!("{:.3}", f.jain));
     format!(
-        "{id:<22} N={n:<4} trial {k}/{trials}: {:.0} grants/s, acquire p99 {}, {} lock timeouts{}",
+        "{id:<22} N={n:<4} trial {k}/{trials}: {:.0} grants/s, acquire p99 {} ms, Jain {jain}, \
+         {} lock timeouts{}",
         t.grants_per_s,
-        acquire_cell(&t.acquire_us, Pct::P99),
+        latency_cell(
+            &t.acquire_us,
+            Pct::P99,
+            |_| false,
+            crate::report::format::ms_table
+        ),
         t.lock_timeouts,
         if t.safe { "" } else { ", UNSAFE" }
     )

@@ -51,16 +51,18 @@ fn contend_measures_each_level_and_leaves_nothing_running() {
         );
         let grants: u64 = l.trials.iter().map(|t| t.grants).sum();
         // Every grant's wait is in the level's histogram, and the table carries the count.
-        assert!(grants > 0 && l.acquire_us.count == grants, "{l:?}");
+        assert!(grants > 0 && l.acquire_count == grants, "{l:?}");
         assert!(l.trials.iter().all(|t| t.safe), "{l:?}");
         let row = table
             .lines()
             .find(|r| r.split_whitespace().nth(1) == Some(&l.contenders.to_string()))
             .unwrap_or_else(|| panic!("no row for N={}: {table}", l.contenders));
-        assert!(row.contains(&format!("{grants})")), "{row}");
+        assert!(row.contains(&format!("n={grants})")), "{row}");
     }
-    // One contender waits for no one: its median wait is below the four contenders' p99.
-    assert!(e.levels[0].acquire_us.p50 < e.levels[1].acquire_us.shown(lockbench::record::Pct::P99));
+    // One contender waits for no one: its median wait is below the four contenders' p99;
+    // four contenders share the key, and the recorder says how evenly.
+    assert!(e.levels[0].acquire_p50_us.mean < e.levels[1].acquire_p99_us.mean);
+    assert!(e.levels[1].jain.is_some(), "{:?}", e.levels[1]);
     assert_eq!(
         e.usl,
         Some(Usl::TooFewLevels {

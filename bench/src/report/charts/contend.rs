@@ -61,8 +61,8 @@ impl<'a> ContentionChart<'a> {
         let rate = log_range(trials.chain(fits), 1.6, (1.0, 10.0));
         let p99 = log_range(
             levels()
-                .filter(|l| l.acquire_us.count > 0)
-                .map(|l| p99_ms(l)),
+                .filter(|l| l.acquire_count > 0)
+                .flat_map(|l| [l.acquire_p99_us.min / 1000.0, l.acquire_p99_us.max / 1000.0]),
             2.0,
             (0.1, 10.0),
         );
@@ -81,7 +81,7 @@ impl<'a> ContentionChart<'a> {
                 Mark::Dashed(KEY_GREY),
             ),
             (
-                "ring: too few waits for a p99, their maximum".to_string(),
+                "ring: a trial had too few waits for a p99 (its maximum)".to_string(),
                 Mark::Ring(KEY_GREY),
             ),
         ];
@@ -104,9 +104,10 @@ fn fit_of(e: &ContendEntry) -> Option<&crate::report::usl::UslFit> {
     }
 }
 
-/// A level's acquire p99 in ms (its maximum when too few waits bound it).
+/// A level's acquire p99 in ms, the mean of its trials' (a trial's maximum when too few
+/// waits bound it).
 fn p99_ms(l: &crate::report::contend::Level) -> f64 {
-    l.acquire_us.shown(Pct::P99) as f64 / 1000.0
+    l.acquire_p99_us.mean / 1000.0
 }
 
 impl Draw for ContentionChart<'_> {
@@ -237,14 +238,22 @@ impl ContentionChart<'_> {
             .map_err(err)?;
         for (i, e) in self.c.entries.iter().enumerate() {
             let ink = Ink::nth(i);
-            let levels: Vec<_> = e.levels.iter().filter(|l| l.acquire_us.count > 0).collect();
+            let levels: Vec<_> = e.levels.iter().filter(|l| l.acquire_count > 0).collect();
             let points: Vec<(f64, f64)> = levels
                 .iter()
                 .map(|l| (f64::from(l.contenders), p99_ms(l).max(self.p99.0)))
                 .collect();
             frame::draw_line(&mut chart, points.clone(), ink, None)?;
             for (l, at) in levels.iter().zip(points) {
-                let style = if l.acquire_us.supports(Pct::P99) {
+                // The trials' range, as on the throughput panel.
+                let (lo, hi) = (l.acquire_p99_us.min / 1000.0, l.acquire_p99_us.max / 1000.0);
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(at.0, lo.max(self.p99.0)), (at.0, hi.max(self.p99.0))],
+                        ink.color.stroke_width(2),
+                    )))
+                    .map_err(err)?;
+                let style = if l.supports(Pct::P99) {
                     ink.color.filled()
                 } else {
                     ink.color.stroke_width(2)

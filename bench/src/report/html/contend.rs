@@ -8,7 +8,7 @@ use std::path::Path;
 use super::page::{caption, esc, figure, page_end, page_start};
 use crate::record::Pct;
 use crate::report::charts;
-use crate::report::contend::{Contend, ContendEntry, acquire_cell};
+use crate::report::contend::{Contend, ContendEntry, LevelTrial, acquire_cell, jain_cell};
 use crate::report::error::ReportError;
 use crate::report::usl::{POOR_R2, Usl};
 
@@ -153,18 +153,18 @@ fn levels(h: &mut String, c: &Contend) {
     let _ = writeln!(
         h,
         "<h2 id=\"levels\">Every level</h2>\n<table>\n<thead><tr><th>strategy</th><th>N</th>\
-         <th>grants/s (95% CI)</th><th>trials, lowest–highest</th><th>acquire p50</th>\
-         <th>acquire p99</th><th>lock timeouts</th><th>errors</th></tr></thead>\n<tbody>"
+         <th>grants/s (95% CI)</th><th>trials, lowest–highest</th><th>acquire p50 (trials)</th>\
+         <th>acquire p99 (trials)</th><th>Jain's index</th><th>barges / handoffs to a waiter\
+         </th><th>lock timeouts</th><th>missed wake-ups</th><th>errors</th></tr></thead>\n<tbody>"
     );
     for e in &c.entries {
         for l in &e.levels {
-            let sum = |f: fn(&crate::report::contend::LevelTrial) -> u64| {
-                l.trials.iter().map(f).sum::<u64>()
-            };
+            let sum = |f: fn(&LevelTrial) -> u64| l.trials.iter().map(f).sum::<u64>();
             let _ = writeln!(
                 h,
                 "<tr id=\"{}-n{}\"><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
                  <td class=\"n\">{:.0}–{:.0} ({} trials)</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{} / {}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td></tr>",
                 esc(&e.strategy),
                 l.contenders,
@@ -174,25 +174,25 @@ fn levels(h: &mut String, c: &Contend) {
                 l.throughput.min,
                 l.throughput.max,
                 l.throughput.n,
-                esc(&acquire_cell(&l.acquire_us, Pct::P50)),
-                esc(&acquire_cell(&l.acquire_us, Pct::P99)),
+                esc(&acquire_cell(l, Pct::P50)),
+                esc(&acquire_cell(l, Pct::P99)),
+                esc(&jain_cell(l)),
+                sum(|t| t.barges),
+                sum(|t| t.handoffs_with_waiter),
                 sum(|t| t.lock_timeouts),
+                sum(|t| t.missed_wakeups),
                 sum(|t| t.errors)
             );
         }
     }
-    let _ = writeln!(h, "</tbody></table>");
-    if let Some(source) = c
-        .entries
-        .iter()
-        .flat_map(|e| e.levels.first())
-        .map(|l| l.acquire_source.clone())
-        .next()
-    {
-        let _ = writeln!(
-            h,
-            "<p><small>Acquire waits from {}.</small></p>",
-            esc(&source)
-        );
-    }
+    let _ = writeln!(
+        h,
+        "</tbody></table>\n<p><small>Acquire waits, fairness, barges and missed wake-ups are \
+         the recorder's (each trial's <code>summary.json</code>, <code>contention</code>). A \
+         percentile cell is the mean of the trials' figures, their range, and the waits it \
+         rests on; <code>max of N</code>: some trial had only N waits, too few to bound it, \
+         and gave its maximum. Jain's index is over each buyer's share of its attempts that \
+         won the key, beside what equal odds would read over the same attempts (fair).\
+         </small></p>"
+    );
 }
