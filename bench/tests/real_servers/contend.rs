@@ -21,7 +21,7 @@ fn contend_measures_each_level_and_leaves_nothing_running() {
     let out = dir.path().join("contend");
     // docs/contention.md's command, short.
     let res = lockbench()
-        .args(["contend", "--strategy", "redis-setnx", "--levels", "1,4"])
+        .args(["contend", "--strategies", "redis-setnx", "--levels", "1,4"])
         .args([
             "--duration",
             "1s",
