@@ -326,8 +326,15 @@ pub fn jain_cell(l: &Level) -> String {
 pub fn print_contend(out: &mut impl Write, c: &Contend) -> std::io::Result<()> {
     writeln!(
         out,
-        "{:<22} {:>4}  {:<22} {:<13} {:<24} {:<24} {:>8}",
-        "strategy", "N", "grants/s (95% CI)", "trials", "acquire p50", "acquire p99", "timeouts"
+        "{:<22} {:>4}  {:<20} {:<11} {:<32} {:<32} {:<20} {:>8}",
+        "strategy",
+        "N",
+        "grants/s (95% CI)",
+        "trials",
+        "acquire p50 (trials)",
+        "acquire p99 (trials)",
+        "Jain",
+        "timeouts"
     )?;
     for e in &c.entries {
         for l in &e.levels {

@@ -379,21 +379,17 @@ fn level_trial(dir: &str, s: &Summary) -> Result<LevelTrial, String> {
 
 fn trial_line(id: &str, n: u32, k: u32, trials: u32, t: &LevelTrial) -> String {
     use crate::record::Pct;
-    use crate::report::format::latency_cell;
+    use crate::report::format::{latency_parts, ms_table};
     let jain = t
         .fairness
         .as_ref()
         .map_or("-".into(), |f| format!("{:.3}", f.jain));
+    let p99 = latency_parts(&t.acquire_us, Pct::P99, |_| false, ms_table)
+        .map_or("-".into(), |(v, n)| format!("{v} ms ({n})"));
     format!(
-        "{id:<22} N={n:<4} trial {k}/{trials}: {:.0} grants/s, acquire p99 {} ms, Jain {jain}, \
+        "{id:<22} N={n:<4} trial {k}/{trials}: {:.0} grants/s, acquire p99 {p99}, Jain {jain}, \
          {} lock timeouts{}",
         t.grants_per_s,
-        latency_cell(
-            &t.acquire_us,
-            Pct::P99,
-            |_| false,
-            crate::report::format::ms_table
-        ),
         t.lock_timeouts,
         if t.safe { "" } else { ", UNSAFE" }
     )
