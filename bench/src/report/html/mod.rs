@@ -61,9 +61,18 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             });
         }
         let path = dir.join("contend.json");
-        let c = super::contend::Contend::read(&path).map_err(|e| ReportError::Parse {
+        let mut c = super::contend::Contend::read(&path).map_err(|e| ReportError::Parse {
             path,
             msg: format!("{e:#}"),
+        })?;
+        // The fit is derived from the trials: refitted by this lockbench and saved with them, so
+        // the page and contend.json agree (the trials themselves are untouched).
+        c.entries
+            .iter_mut()
+            .for_each(super::contend::ContendEntry::refit);
+        c.write(dir).map_err(|source| ReportError::Write {
+            path: dir.join("contend.json"),
+            source,
         })?;
         return write_whole(dir, "report.html", contend::render(dir, &c)?.as_bytes());
     }
