@@ -8,10 +8,12 @@
 //!   meet `--needs`;
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
-//!   headline table and the tables of runs), `environment` (versions, servers, reproduction).
+//!   headline table and the tables of runs), `contention` (how locks shared their keys),
+//!   `environment` (versions, servers, reproduction).
 //!
 //! This file only picks the page and writes it.
 
+mod contention;
 mod environment;
 mod job;
 mod needs;
