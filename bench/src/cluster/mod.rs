@@ -45,6 +45,7 @@ pub mod redis_cluster;
 mod registry;
 pub mod sentinel;
 pub mod target;
+pub mod work;
 mod zookeeper;
 
 pub use builds::{Builds, EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};

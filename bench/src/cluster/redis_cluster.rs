@@ -23,6 +23,7 @@ use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
 use super::kind::{Running, ServiceKind, Started};
+use super::work::{Meter, Reading};
 use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
@@ -489,6 +490,14 @@ impl ServiceKind for RedisCluster {
         sku: u32,
     ) -> Result<(SocketAddr, Vec<SocketAddr>), String> {
         slot_owners(&ep.redis_cluster, None, sku_slot(sku)).await
+    }
+
+    fn work_meter(&self) -> Option<Meter> {
+        Some(super::redis::WORK_METER)
+    }
+
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        super::redis::work(&ep.redis_cluster, ep.redis_auth.as_ref()).await
     }
 
     async fn durability(

@@ -18,6 +18,7 @@ use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{bounded, target_err, unowned_node};
 use super::kind::{Running, ServiceKind, Started};
+use super::work::{Meter, Reading};
 use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
@@ -320,6 +321,20 @@ impl ServiceKind for Sentinel {
     }
 
     /// Sentinels keep no data of a run (their master and replicas are Redis nodes).
+    fn work_meter(&self) -> Option<Meter> {
+        Some(super::redis::WORK_METER)
+    }
+
+    /// The master the sentinels name now: the only node the locks send requests to (the
+    /// sentinels' own pings and hellos are background the run subtracts).
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        let master = named_master(ep)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no sentinel to name the master")?;
+        super::redis::work(&[master], ep.redis_auth.as_ref()).await
+    }
+
     async fn durability(
         &self,
         _addr: SocketAddr,
