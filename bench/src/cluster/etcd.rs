@@ -590,7 +590,10 @@ mod tests {
                     etcd_debugging_mvcc_events_total 2\n\
                     etcd_server_proposals_committed_total 40\n";
         let c = member_work(text);
-        assert_eq!((c[TOTAL], c["grpc.Txn"], c["grpc.LeaseKeepAlive"]), (8, 5, 3));
+        assert_eq!(
+            (c[TOTAL], c["grpc.Txn"], c["grpc.LeaseKeepAlive"]),
+            (8, 5, 3)
+        );
         assert!(!c.contains_key("grpc.Range"));
         assert_eq!((c[BYTES_IN], c[BYTES_OUT]), (900, 1200));
         assert_eq!((c["watch_events"], c["proposals_committed"]), (2, 40));

@@ -23,12 +23,12 @@ use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
 use super::kind::{Running, ServiceKind, Started};
-use super::work::{Meter, Reading};
 use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::{Appendfsync, connection, prefix_keys};
+use super::work::{Meter, Reading};
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16_384;

@@ -18,11 +18,11 @@ use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{bounded, target_err, unowned_node};
 use super::kind::{Running, ServiceKind, Started};
-use super::work::{Meter, Reading};
 use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::Appendfsync;
+use super::work::{Meter, Reading};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";

@@ -182,11 +182,14 @@ mod tests {
                     grpc_server_msg_received_total{grpc_method=\"Watch\",grpc_service=\"etcdserverpb.Watch\",grpc_type=\"bidi_stream\"} 1.5e+06\n\
                     grpc_server_msg_received_total_other 3\n\
                     etcd_server_proposals_committed_total 42\n";
-        let s: Vec<(&str, u64)> = prometheus_samples(text, "grpc_server_msg_received_total")
-            .collect();
+        let s: Vec<(&str, u64)> =
+            prometheus_samples(text, "grpc_server_msg_received_total").collect();
         assert_eq!(s.len(), 2);
         assert_eq!(label(s[0].0, "grpc_method"), Some("Range"));
-        assert_eq!((label(s[1].0, "grpc_method"), s[1].1), (Some("Watch"), 1_500_000));
+        assert_eq!(
+            (label(s[1].0, "grpc_method"), s[1].1),
+            (Some("Watch"), 1_500_000)
+        );
         let p: Vec<_> = prometheus_samples(text, "etcd_server_proposals_committed_total").collect();
         assert_eq!(p, vec![("", 42)]);
     }
@@ -207,7 +210,10 @@ mod tests {
         let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
         let mut r = Reading::default();
         r.add(b, BTreeMap::from([(TOTAL.to_string(), 3)]));
-        r.add(a, BTreeMap::from([(TOTAL.to_string(), 4), (BYTES_IN.into(), 1)]));
+        r.add(
+            a,
+            BTreeMap::from([(TOTAL.to_string(), 4), (BYTES_IN.into(), 1)]),
+        );
         assert_eq!(r.nodes, vec![a, b]);
         assert_eq!((r.counters[TOTAL], r.counters[BYTES_IN]), (7, 1));
     }

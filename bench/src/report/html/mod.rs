@@ -8,7 +8,8 @@
 //!   meet `--needs`;
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
-//!   headline table and the tables of runs), `environment` (versions, servers, reproduction).
+//!   headline table and the tables of runs), `work` (the servers' work per grant),
+//!   `environment` (versions, servers, reproduction).
 //!
 //! This file only picks the page and writes it.
 
@@ -19,6 +20,7 @@ mod page;
 mod run;
 mod tables;
 mod versions;
+mod work;
 
 use std::path::{Path, PathBuf};
 
