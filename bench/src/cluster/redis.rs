@@ -185,8 +185,9 @@ fn describe_build(info: &str) -> String {
 /// What lockbench reads of a Redis node's work.
 pub(super) const WORK_METER: Meter = Meter {
     unit: "commands",
-    source: "INFO commandstats (calls) and INFO stats (net_input_bytes, net_output_bytes) of \
-             every master; a replica's commands replay its master's, so replicas are not counted",
+    source: "INFO commandstats (calls of every command, those Lua scripts run included) and \
+             INFO stats (total_net_{input,output}_bytes less replication's) of every master; a \
+             replica's commands replay its master's, so replicas are not counted",
 };
 
 /// The work counters of the Redis nodes at `addrs` (see [`work::redis_counters`]), summed;

@@ -89,12 +89,14 @@ pub fn info_fields(text: &str) -> impl Iterator<Item = (&str, &str)> {
 }
 
 /// The counters of a Redis (or Valkey) `INFO stats commandstats` answer: [`TOTAL`] (calls of
-/// every command), `cmd.<name>` (each command's calls; subcommands such as `client|setinfo`
-/// keep their name), and the client network bytes (`net_input_bytes`, `net_output_bytes`,
-/// which leave out the replication stream since Redis 7.0).
+/// every command, those a Lua script runs included: commandstats cannot tell them apart),
+/// `cmd.<name>` (each command's calls; subcommands such as `client|setinfo` keep their name),
+/// and the client network bytes (`total_net_input_bytes` less the replication stream's
+/// `total_net_repl_input_bytes`, which Redis 7.0 counts apart; likewise for output).
 pub fn redis_counters(info: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     let mut total = 0;
+    let mut bytes = [0u64; 4];
     for (k, v) in info_fields(info) {
         if let Some(cmd) = k.strip_prefix("cmdstat_") {
             // calls=12,usec=34,usec_per_call=2.83,rejected_calls=0,failed_calls=0
@@ -105,16 +107,21 @@ pub fn redis_counters(info: &str) -> BTreeMap<String, u64> {
                 .unwrap_or(0);
             total += calls;
             out.insert(format!("cmd.{cmd}"), calls);
-        } else if let Some(key) = match k {
-            "net_input_bytes" => Some(BYTES_IN),
-            "net_output_bytes" => Some(BYTES_OUT),
-            _ => None,
-        } && let Ok(n) = v.trim().parse::<u64>()
+        } else if let Some(i) = [
+            "total_net_input_bytes",
+            "total_net_output_bytes",
+            "total_net_repl_input_bytes",
+            "total_net_repl_output_bytes",
+        ]
+        .iter()
+        .position(|n| *n == k)
         {
-            out.insert(key.to_string(), n);
+            bytes[i] = v.trim().parse().unwrap_or(0);
         }
     }
     out.insert(TOTAL.to_string(), total);
+    out.insert(BYTES_IN.to_string(), bytes[0].saturating_sub(bytes[2]));
+    out.insert(BYTES_OUT.to_string(), bytes[1].saturating_sub(bytes[3]));
     out
 }
 
@@ -158,8 +165,9 @@ mod tests {
 
     #[test]
     fn redis_info_gives_commands_and_bytes() {
-        let info = "# Stats\r\ntotal_connections_received:3\r\nnet_input_bytes:1200\r\n\
-                    net_output_bytes:3400\r\nnet_repl_input_bytes:0\r\n\r\n# Commandstats\r\n\
+        let info = "# Stats\r\ntotal_connections_received:3\r\ntotal_net_input_bytes:1200\r\n\
+                    total_net_output_bytes:3900\r\ntotal_net_repl_input_bytes:0\r\n\
+                    total_net_repl_output_bytes:500\r\n\r\n# Commandstats\r\n\
                     cmdstat_set:calls=10,usec=30,usec_per_call=3.00,rejected_calls=0,failed_calls=0\r\n\
                     cmdstat_evalsha:calls=7,usec=70,usec_per_call=10.00\r\n\
                     cmdstat_client|setinfo:calls=2,usec=1,usec_per_call=0.50\r\n";
@@ -169,7 +177,7 @@ mod tests {
         assert_eq!(c["cmd.evalsha"], 7);
         assert_eq!(c["cmd.client|setinfo"], 2);
         assert_eq!((c[BYTES_IN], c[BYTES_OUT]), (1200, 3400));
-        assert!(!c.contains_key("net_repl_input_bytes"));
+        assert!(!c.contains_key("total_net_repl_input_bytes"));
         // An answer without commands still has a total.
         assert_eq!(redis_counters("# Stats\n")[TOTAL], 0);
     }

@@ -151,7 +151,8 @@ async fn run_planned(
     warm_up(plan, &built, cancel).await?;
     let workers = clients(plan, &servers, &built, cancel).await?;
     let writes_before = consensus_writes(plan, &servers).await;
-    let watch = work::before_load(plan.info.needs, &servers.endpoints, cancel).await;
+    let needs = (plan.opts.server_work).then_some(plan.info.needs);
+    let watch = work::before_load(needs, &servers.endpoints, cancel).await;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;
     let work = watch.finish(&servers.endpoints).await;
     let writes_after = consensus_writes(plan, &servers).await;

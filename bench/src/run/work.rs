@@ -54,14 +54,15 @@ async fn read_all(services: &[Service], ep: &Endpoints) -> Vec<Result<Stamped, S
     futures::future::join_all(reads).await
 }
 
-/// Reads the counters of the services a strategy that `needs` these uses, before the load:
+/// Reads the counters of the services a strategy that `needs` these uses (`None`: none read),
+/// before the load:
 /// back to back, then after [`IDLE_WINDOW`] (cut short by `cancel`). Nothing to read: no wait.
 pub(super) async fn before_load(
-    needs: crate::cluster::Needs,
+    needs: Option<crate::cluster::Needs>,
     ep: &Endpoints,
     cancel: &CancellationToken,
 ) -> Watch {
-    let list = services(needs);
+    let list = needs.map(services).unwrap_or_default();
     if list.is_empty() {
         return Watch {
             watched: Vec::new(),
