@@ -1,5 +1,6 @@
 //! One run, in named steps: [`plan`](RunOptions::plan) → `servers` → `strategy` →
-//! `clients` → `load` (with faults) → `measurements` → [`audit`] → `results`.
+//! `clients` → `work` (the servers' counters, read around the load) → `load` (with faults) →
+//! `measurements` → [`audit`] → `results`.
 //!
 //! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
