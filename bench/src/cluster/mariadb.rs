@@ -529,6 +529,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn global_status_rows_become_work_counters() {
+        let rows: Vec<(String, String)> = [
+            ("Questions", "120"),
+            ("Bytes_received", "4000"),
+            ("Bytes_sent", "9000"),
+            ("Innodb_row_lock_waits", "7"),
+            ("Com_select", "x"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = status_counters(&rows);
+        assert_eq!((c[TOTAL], c[BYTES_IN], c[BYTES_OUT]), (120, 4000, 9000));
+        assert_eq!(c["innodb_row_lock_waits"], 7);
+        assert!(!c.contains_key("com_select"));
+    }
+
+    #[test]
     fn the_flush_setting_says_where_an_acknowledged_write_is() {
         assert_eq!(acked("1"), Acked::Disk);
         assert_eq!(acked("2"), Acked::Os);

@@ -568,6 +568,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn mntr_gives_packets_and_bytes() {
+        let text = "zk_version\t3.8.0\nzk_packets_received\t70\nzk_packets_sent\t69\n\
+                    zk_bytes_received_count\t5000\nzk_watch_count\t3\n";
+        let c = mntr_work(text);
+        assert_eq!((c[TOTAL], c["packets_sent"], c[BYTES_IN]), (70, 69, 5000));
+        assert_eq!(c.len(), 3);
+    }
+
+    #[test]
+    fn mntr_is_whitelisted_beside_srvr() {
+        assert!(config("/d", None, 2181, "").contains("4lw.commands.whitelist=srvr,mntr\n"));
+    }
+
+    #[test]
     fn the_ensemble_lockbench_starts_keeps_its_fsync() {
         // What `durability` says without asking the servers.
         let cfg = config("/d", None, 2181, "");
