@@ -300,7 +300,7 @@ mod tests {
         };
         let w = ServiceWork::new(Service::Redis, METER, "grant", 10, Ok(r));
         let f = w.figures.unwrap();
-        assert_eq!(f.total_per, Some(9.9));
+        assert_eq!(f.total_per, Some(10.8));
         assert!(
             f.notes[0].starts_with("background dominates"),
             "{:?}",
