@@ -24,6 +24,11 @@ pub fn round(x: f64, places: i32) -> f64 {
     (x * scale).round() / scale
 }
 
+/// Server work per grant or sale (commands, bytes): two decimals at most, `-` when missing.
+pub fn work_per(v: Option<f64>) -> String {
+    or_dash(v, |v| decimals(v, 2))
+}
+
 /// `-` for a figure that is missing, else `f` of it.
 pub fn or_dash<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| "-".into(), f)

@@ -18,6 +18,7 @@ mod saved;
 pub mod sweep;
 mod table;
 pub mod versions;
+pub mod work;
 
 use std::collections::BTreeMap;
 
@@ -201,6 +202,10 @@ pub struct Summary {
     /// Consensus writes the lock service committed during the load (etcd runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consensus_writes: Option<ConsensusWrites>,
+    /// What the lock service (per grant) and the store (per sale) did for the load, as their
+    /// own counters say, background subtracted; `null` in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_work: Option<work::ServerWork>,
     /// The lease TTL the lock service granted, seconds, for locks whose server may change the
     /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -373,6 +378,7 @@ impl Summary {
             workers: p.chaos.workers,
             worker_failures: p.chaos.worker_failures,
             consensus_writes: None,
+            server_work: None,
             lease_ttl_granted_s: None,
             library: None,
             broken: drive.broken.clone(),

@@ -252,6 +252,19 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
                 s.strategy, c.writes
             )?;
         }
+        if let Some(w) = &s.server_work {
+            for (role, sw) in
+                (w.lock.iter().map(|x| ("lock", x))).chain(w.store.iter().map(|x| ("store", x)))
+            {
+                writeln!(
+                    out,
+                    "note: {}: server work, {role} ({}): {}",
+                    s.strategy,
+                    sw.service,
+                    sw.line()
+                )?;
+            }
+        }
         if let Some(note) = s.clock_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;
         }

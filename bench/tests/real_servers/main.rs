@@ -21,6 +21,7 @@ mod reconnect;
 mod remote;
 mod reproduce;
 mod rwlocks;
+mod server_work;
 mod sweep;
 mod target;
 mod ttl;

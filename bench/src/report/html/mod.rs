@@ -9,6 +9,7 @@
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
 //!   headline table and the tables of runs), `contention` (how locks shared their keys),
+//!   `work` (the servers' work per grant),
 //!   `environment` (versions, servers, reproduction).
 //!
 //! This file only picks the page and writes it.
@@ -21,6 +22,7 @@ mod page;
 mod run;
 mod tables;
 mod versions;
+mod work;
 
 use std::path::{Path, PathBuf};
 
