@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Serialize, Serializer};
 
 use super::holder::Point;
+pub use crate::cluster::netem::Impairment;
 use crate::cluster::{Needs, Provisioner, Service};
 use crate::names::{UnknownName, enum_names};
 
@@ -59,6 +60,14 @@ pub enum FaultKind {
     /// Run the file's own shell command (`run`) at the start and its `heal` command at the
     /// end, each bounded by `timeout`: how faults reach servers lockbench does not own.
     Command,
+    /// Hold each packet the target nodes send to their peers for `delay` ± `jitter`.
+    Delay,
+    /// Drop a share (`loss`) of the packets the target nodes send to their peers.
+    Loss,
+    /// Pace the packets the target nodes send to their peers to `bandwidth`.
+    Bandwidth,
+    /// Answer every TCP packet the target nodes receive from their peers with a reset.
+    Reset,
 }
 
 enum_names!(FaultKind {
@@ -67,7 +76,18 @@ enum_names!(FaultKind {
     Clock = "clock",
     Partition = "partition",
     Command = "command",
+    Delay = "delay",
+    Loss = "loss",
+    Bandwidth = "bandwidth",
+    Reset = "reset",
 });
+
+impl FaultKind {
+    /// Whether it impairs the network rather than cutting it ([`Fault::Network`]).
+    pub fn is_network(self) -> bool {
+        matches!(self, Self::Delay | Self::Loss | Self::Bandwidth | Self::Reset)
+    }
+}
 
 /// Which client processes a partition also cuts from the isolated nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,6 +248,16 @@ pub enum Fault {
     },
     /// Run the file's own shell commands.
     Command(CommandFault),
+    /// Impair the links between the nodes and the service's other nodes and `clients`:
+    /// delay, loss, bandwidth or reset (NFQUEUE, `cluster::netem`).
+    Network {
+        /// Whose links.
+        servers: Servers,
+        /// Which clients' links too.
+        clients: ClientSide,
+        /// What happens to the packets.
+        impairment: Impairment,
+    },
 }
 
 impl Fault {
@@ -239,6 +269,12 @@ impl Fault {
             Self::Clock { .. } => FaultKind::Clock,
             Self::Partition { .. } => FaultKind::Partition,
             Self::Command(_) => FaultKind::Command,
+            Self::Network { impairment, .. } => match impairment {
+                Impairment::Delay { .. } => FaultKind::Delay,
+                Impairment::Loss { .. } => FaultKind::Loss,
+                Impairment::Bandwidth { .. } => FaultKind::Bandwidth,
+                Impairment::Reset => FaultKind::Reset,
+            },
         }
     }
 
@@ -252,11 +288,21 @@ impl Fault {
         }
     }
 
+    /// What a network fault does to the packets.
+    pub fn impairment(&self) -> Option<Impairment> {
+        match self {
+            Self::Network { impairment, .. } => Some(*impairment),
+            _ => None,
+        }
+    }
+
     /// The server nodes it hits, if it hits servers lockbench started.
     pub fn servers(&self) -> Option<&Servers> {
         match self {
             Self::Kill(s) | Self::Pause(s) => Some(s),
-            Self::Clock { servers, .. } | Self::Partition { servers, .. } => Some(servers),
+            Self::Clock { servers, .. }
+            | Self::Partition { servers, .. }
+            | Self::Network { servers, .. } => Some(servers),
             Self::PauseClient(_) | Self::Command(_) => None,
         }
     }
@@ -310,6 +356,15 @@ struct FlatFault<'a> {
     point: Option<Point>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sku: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "human_opt")]
+    delay: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "human_opt")]
+    jitter: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<f64>,
+    /// Bits per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bandwidth_bit_s: Option<u64>,
 }
 
 impl Serialize for FaultSpec {
@@ -327,7 +382,7 @@ impl Serialize for FaultSpec {
                 _ => None,
             },
             clients: match f {
-                Fault::Partition { clients, .. } => Some(*clients),
+                Fault::Partition { clients, .. } | Fault::Network { clients, .. } => Some(*clients),
                 _ => None,
             },
             command: match f {
@@ -339,6 +394,22 @@ impl Serialize for FaultSpec {
                 _ => None,
             },
             sku: f.servers().and_then(|s| s.sku),
+            delay: match f.impairment() {
+                Some(Impairment::Delay { delay, .. }) => Some(delay),
+                _ => None,
+            },
+            jitter: match f.impairment() {
+                Some(Impairment::Delay { jitter, .. }) => Some(jitter),
+                _ => None,
+            },
+            loss: match f.impairment() {
+                Some(Impairment::Loss { share }) => Some(share),
+                _ => None,
+            },
+            bandwidth_bit_s: match f.impairment() {
+                Some(Impairment::Bandwidth { bits_per_s }) => Some(bits_per_s),
+                _ => None,
+            },
         }
         .serialize(s)
     }
@@ -390,14 +461,37 @@ impl ChaosPlan {
     pub fn needs_workers(&self) -> bool {
         self.faults
             .iter()
-            .any(|f| matches!(f.fault, Fault::PauseClient(_) | Fault::Partition { .. }))
+            .any(|f| {
+                matches!(
+                    f.fault,
+                    Fault::PauseClient(_) | Fault::Partition { .. } | Fault::Network { .. }
+                )
+            })
     }
 
-    /// Whether any fault partitions the network (nodes then run in network namespaces).
+    /// Whether any fault partitions or impairs the network (nodes then run in network
+    /// namespaces).
     pub fn needs_network(&self) -> bool {
         self.faults
             .iter()
-            .any(|f| matches!(f.fault, Fault::Partition { .. }))
+            .any(|f| matches!(f.fault, Fault::Partition { .. } | Fault::Network { .. }))
+    }
+
+    /// Rejects, before anything starts, network faults (delay, loss, bandwidth, reset) when
+    /// this process cannot make them: they need root for namespaces, iptables and NFQUEUE.
+    pub fn check_privileges(&self, root: bool) -> Result<(), ChaosError> {
+        match self.faults.iter().position(|f| f.fault.kind().is_network()) {
+            Some(i) if !root => Err(ChaosError::Invalid {
+                file: self.file.clone(),
+                field: format!("fault[{i}].kind"),
+                value: format!("{:?}", self.faults[i].fault.kind().name()),
+                expected: "a fault this process can make: network faults need root \
+                           (CAP_NET_ADMIN, for network namespaces, iptables and NFQUEUE); run as \
+                           root or drop the fault"
+                    .into(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Longest pause of a client process: attempts may outlast their bound by this much.
@@ -507,6 +601,15 @@ impl ChaosPlan {
                          Redis processes, which containers do not have; use --provision local",
                     );
                 }
+                (Provisioner::Containers, f @ Fault::Network { .. }) => {
+                    return reject(
+                        "kind",
+                        format!("{:?}", f.kind().name()),
+                        "kill, pause or partition: network faults (delay, loss, bandwidth, reset) \
+                         queue the packets of a node's network namespace, which only local \
+                         processes have here; use --provision local",
+                    );
+                }
                 (Provisioner::Containers, Fault::Partition { clients, .. })
                     if *clients != ClientSide::All =>
                 {
@@ -527,6 +630,13 @@ impl ChaosPlan {
 
 fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => human(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 #[cfg(test)]

@@ -24,6 +24,24 @@ pub fn round(x: f64, places: i32) -> f64 {
     (x * scale).round() / scale
 }
 
+/// A network fault's probe in one cell: the median round trip before / during / after, ms,
+/// and the spread of the samples during it (`0.21 / 101.4 (n=10, 82.1–119.6) / 0.2`).
+pub fn probe_rtt(p: &crate::chaos::network::LinkProbe) -> String {
+    let med = |s: &crate::cluster::netem::ProbeSamples| or_dash(s.median_ms, |m| format!("{m}"));
+    let d = &p.during;
+    let lo = d.rtt_ms.iter().copied().reduce(f64::min);
+    let hi = d.rtt_ms.iter().copied().reduce(f64::max);
+    let failed = match d.failed {
+        0 => String::new(),
+        k => format!(", {k} failed"),
+    };
+    let spread = match lo.zip(hi) {
+        Some((lo, hi)) => format!(" (n={}, {lo}–{hi}{failed})", d.rtt_ms.len()),
+        None => format!(" (n=0{failed})"),
+    };
+    format!("{} / {}{spread} / {}", med(&p.before), med(d), med(&p.after))
+}
+
 /// `-` for a figure that is missing, else `f` of it.
 pub fn or_dash<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| "-".into(), f)

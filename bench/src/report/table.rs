@@ -3,7 +3,9 @@
 use std::io::Write;
 
 use super::Summary;
-use super::format::{latency_cell, ms_table, or_dash, percent, secs_table, too_few_note};
+use super::format::{
+    latency_cell, ms_table, or_dash, percent, probe_rtt, secs_table, too_few_note,
+};
 use crate::check::Verdict;
 use crate::record::Pct;
 
@@ -106,6 +108,15 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
             ]);
             if let Some(n) = &f.note {
                 notes.push(format!("note: {}: fault {}: {n}", s.strategy, f.id));
+            }
+            if let Some(p) = &f.probe {
+                notes.push(format!(
+                    "probe: {}: fault {} ({}): round trip ms before / during / after: {}",
+                    s.strategy,
+                    f.id,
+                    p.path,
+                    probe_rtt(p)
+                ));
             }
         }
     }
