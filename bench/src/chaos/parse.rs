@@ -295,7 +295,7 @@ impl Validator<'_> {
             return Err(self.invalid(
                 &field("target"),
                 target,
-                "a server target (master, leader, one, minority, majority, all): only `pause` \
+                "a server target (master, leader, follower, one, minority, majority, all): only `pause` \
                  hits client processes",
             ));
         }

@@ -115,6 +115,9 @@ pub enum NodeSet {
     Master,
     /// The ZooKeeper / etcd leader (as the servers say now); the master for Redis.
     Leader,
+    /// One node that does not lead now (a ZooKeeper / etcd follower, a Sentinel set's
+    /// replica), drawn from the seed.
+    Follower,
     /// One node of the service, drawn from the seed.
     One,
     /// The largest minority of the service's nodes (1 of 3, 2 of 5).
@@ -131,6 +134,7 @@ enum_names!(NodeSet {
     Master = "master",
     Replica = "replica",
     Leader = "leader",
+    Follower = "follower",
     One = "one",
     Minority = "minority",
     Majority = "majority",
@@ -155,7 +159,8 @@ impl Target {
 
     /// Every name: the [`NodeSet`]s, then the clients.
     pub const NAMES: &'static [&'static str] = &[
-        "master", "replica", "leader", "one", "minority", "majority", "all", "holder", "client",
+        "master", "replica", "leader", "follower", "one", "minority", "majority", "all", "holder",
+        "client",
     ];
 
     /// The name in chaos files and summaries.

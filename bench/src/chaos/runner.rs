@@ -561,6 +561,28 @@ async fn pick_nodes(
         .map(|n| (n, Vec::new()))
 }
 
+/// The node of `service` that leads now. An earlier fault may have started an election (a
+/// ZooKeeper leader paused for 1.5 s is voted out): wait for it, bounded, as an operator
+/// would, rather than skip.
+async fn wait_leader(cluster: &OwnedCluster, service: Service) -> Result<String, String> {
+    let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+    loop {
+        match cluster.leader(service).await {
+            Ok(Some(node)) => return Ok(node.name.clone()),
+            Ok(None) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "no {service} node led within {} s (election under way?)",
+                    LEADER_WAIT.as_secs()
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// The nodes of `service` that `set` names right now.
 async fn pick_set(
     cluster: &OwnedCluster,
@@ -580,25 +602,11 @@ async fn pick_set(
     names.sort();
     let n = names.len();
     let count = match set {
-        NodeSet::Master | NodeSet::Leader => {
-            // An earlier fault may have started an election (a ZooKeeper leader paused for
-            // 1.5 s is voted out): wait for it, bounded, as an operator would, rather than skip.
-            let deadline = tokio::time::Instant::now() + LEADER_WAIT;
-            loop {
-                match cluster.leader(service).await {
-                    Ok(Some(node)) => return Ok(vec![node.name.clone()]),
-                    Ok(None) if tokio::time::Instant::now() < deadline => {
-                        tokio::time::sleep(Duration::from_millis(200)).await
-                    }
-                    Ok(None) => {
-                        return Err(format!(
-                            "no {service} node led within {} s (election under way?)",
-                            LEADER_WAIT.as_secs()
-                        ));
-                    }
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
+        NodeSet::Master | NodeSet::Leader => return Ok(vec![wait_leader(cluster, service).await?]),
+        NodeSet::Follower => {
+            let leader = wait_leader(cluster, service).await?;
+            names.retain(|n| *n != leader);
+            1
         }
         NodeSet::Replica => unreachable!("pick_nodes answers replicas"),
         NodeSet::One => 1,
@@ -606,8 +614,8 @@ async fn pick_set(
         NodeSet::Majority => n / 2 + 1,
         NodeSet::All => n,
     };
-    if count == 0 {
-        return Err(format!("{n} {service} node(s) have no minority to hit"));
+    if count == 0 || names.is_empty() {
+        return Err(format!("{n} {service} node(s) have no {set} to hit"));
     }
     names.shuffle(rng);
     names.truncate(count);

@@ -18,7 +18,8 @@
 //!
 //! [`net`]: super::net
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -35,8 +36,9 @@ use super::net::{Host, run};
 /// What a network fault does to the packets a host sends to its peers.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Impairment {
-    /// Each packet waits `delay` ± up to `jitter` (uniform), in order: a later packet never
-    /// overtakes an earlier one, as on a link whose jitter comes from queueing.
+    /// Each packet waits `delay` ± up to `jitter` (uniform); within one flow (addresses,
+    /// protocol and ports) a later packet never overtakes an earlier one, so TCP sees no
+    /// reordering, while flows do not wait for each other.
     Delay { delay: Duration, jitter: Duration },
     /// This share of packets (0..=1) is dropped, each independently.
     Loss { share: f64 },
@@ -69,8 +71,27 @@ pub enum Decision {
 pub struct Pacer {
     imp: Impairment,
     rng: ChaCha8Rng,
-    /// The latest release given so far: releases never go back in time (packets stay in order).
-    last: Option<Instant>,
+    /// The latest release given to each flow (a delay's), or to the link (a bandwidth's):
+    /// releases never go back in time, so packets stay in order.
+    last: HashMap<u64, Instant>,
+}
+
+/// Flows remembered before the ones whose last release has passed are forgotten.
+const FLOWS_KEPT: usize = 1024;
+
+/// A packet's flow, from its IPv4 header: addresses, protocol and (TCP / UDP) ports.
+pub fn flow_of(header: &[u8]) -> u64 {
+    let ihl = header.first().map_or(20, |b| usize::from(b & 0x0f) * 4);
+    let mut key = [0u8; 13];
+    for (k, i) in (12..20).chain([9]).enumerate() {
+        key[k] = header.get(i).copied().unwrap_or(0);
+    }
+    for (k, i) in (ihl..ihl + 4).enumerate() {
+        key[9 + k] = header.get(i).copied().unwrap_or(0);
+    }
+    // FNV-1a: a stable, cheap hash of 13 bytes.
+    key.iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
 }
 
 impl Pacer {
@@ -79,12 +100,21 @@ impl Pacer {
         Self {
             imp,
             rng: ChaCha8Rng::seed_from_u64(seed),
-            last: None,
+            last: HashMap::new(),
         }
     }
 
-    /// The fate of a packet of `len` bytes that arrives at `now`.
-    pub fn decide(&mut self, now: Instant, len: usize) -> Decision {
+    /// The fate of a packet of `len` bytes of flow `flow` ([`flow_of`]) that arrives at `now`.
+    pub fn decide(&mut self, now: Instant, len: usize, flow: u64) -> Decision {
+        // A bandwidth paces the whole link; a delay keeps each flow in order.
+        let key = match self.imp {
+            Impairment::Bandwidth { .. } => 0,
+            _ => flow,
+        };
+        if self.last.len() > FLOWS_KEPT {
+            self.last.retain(|_, at| *at > now);
+        }
+        let last = self.last.get(&key).copied();
         let at = match self.imp {
             Impairment::Delay { delay, jitter } => {
                 let j = jitter.as_secs_f64() * (2.0 * self.rng.random::<f64>() - 1.0);
@@ -97,7 +127,7 @@ impl Pacer {
                 now
             }
             Impairment::Bandwidth { bits_per_s } => {
-                let start = self.last.map_or(now, |l| l.max(now));
+                let start = last.map_or(now, |l| l.max(now));
                 let wire = Duration::from_secs_f64(len as f64 * 8.0 / bits_per_s.max(1) as f64);
                 if start + wire > now + BACKLOG_LIMIT {
                     return Decision::Drop;
@@ -106,8 +136,8 @@ impl Pacer {
             }
             Impairment::Reset => now,
         };
-        let at = self.last.map_or(at, |l| l.max(at));
-        self.last = Some(at);
+        let at = last.map_or(at, |l| l.max(at));
+        self.last.insert(key, at);
         Decision::At(at)
     }
 }
@@ -168,20 +198,22 @@ impl Link {
                 Err(_) => return Err(format!("NFQUEUE {queue}: the thread never bound it")),
             }
         }
-        for p in peers {
-            let p = p.to_string();
-            let rule: Vec<String> = match imp {
-                Impairment::Reset => ["INPUT", "-s", &p, "-p", "tcp", "-j", "REJECT"]
-                    .into_iter()
-                    .chain(["--reject-with", "tcp-reset"])
-                    .map(String::from)
-                    .collect(),
-                _ => ["OUTPUT", "-d", &p, "-j", "NFQUEUE", "--queue-bypass"]
-                    .into_iter()
-                    .map(String::from)
-                    .chain(["--queue-num".to_string(), queue.to_string()])
-                    .collect(),
-            };
+        // One rule for every peer (iptables expands the list): one call to add, one to delete.
+        let p: Vec<String> = peers.iter().map(IpAddr::to_string).collect();
+        let p = p.join(",");
+        let rule: Vec<String> = match imp {
+            Impairment::Reset => ["INPUT", "-s", &p, "-p", "tcp", "-j", "REJECT"]
+                .into_iter()
+                .chain(["--reject-with", "tcp-reset"])
+                .map(String::from)
+                .collect(),
+            _ => ["OUTPUT", "-d", &p, "-j", "NFQUEUE", "--queue-bypass"]
+                .into_iter()
+                .map(String::from)
+                .chain(["--queue-num".to_string(), queue.to_string()])
+                .collect(),
+        };
+        if !peers.is_empty() {
             link.iptables("-A", &rule)?;
             link.rules.push(rule);
         }
@@ -267,23 +299,23 @@ fn serve(
     };
     let _ = ready.send(Ok(()));
     let mut pacer = Pacer::new(imp, seed);
-    let mut held: VecDeque<(Instant, nfq::Message)> = VecDeque::new();
+    let mut held = BinaryHeap::new();
     let mut counts = LinkCounts::default();
     let deadline = Instant::now() + lifetime;
     while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
         take(&mut q, &mut pacer, &mut held, &mut counts);
         let now = Instant::now();
-        while held.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, m) = held.pop_front().expect("checked above");
-            accept(&mut q, m);
+        while held.peek().is_some_and(|Reverse(h): &Reverse<Held>| h.at <= now) {
+            let Reverse(h) = held.pop().expect("checked above");
+            accept(&mut q, h.msg);
         }
-        let next = held.front().map_or(TICK, |(at, _)| at.saturating_duration_since(now));
+        let next = (held.peek()).map_or(TICK, |Reverse(h)| h.at.saturating_duration_since(now));
         std::thread::sleep(next.min(TICK));
     }
     // The rules are gone (teardown deletes them first): release what is held, then whatever
     // was queued before they went, then close.
-    for (_, m) in held.drain(..) {
-        accept(&mut q, m);
+    for Reverse(h) in held.drain() {
+        accept(&mut q, h.msg);
     }
     for _ in 0..HELD_MAX {
         match q.recv() {
@@ -295,12 +327,36 @@ fn serve(
     counts
 }
 
+/// A packet held until `at` (`seq`: arrival order, for equal times).
+struct Held {
+    at: Instant,
+    seq: u64,
+    msg: nfq::Message,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.seq) == (o.at, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(o.at, o.seq))
+    }
+}
+
 /// Takes every packet waiting in the kernel's queue (at most [`HELD_MAX`]): drops the ones the
 /// pacer drops, holds the others.
 fn take(
     q: &mut nfq::Queue,
     pacer: &mut Pacer,
-    held: &mut VecDeque<(Instant, nfq::Message)>,
+    held: &mut BinaryHeap<Reverse<Held>>,
     counts: &mut LinkCounts,
 ) {
     for _ in 0..HELD_MAX {
@@ -309,8 +365,13 @@ fn take(
         };
         counts.packets += 1;
         let full = held.len() >= HELD_MAX as usize;
-        match pacer.decide(Instant::now(), m.get_original_len()) {
-            Decision::At(at) if !full => held.push_back((at, m)),
+        let flow = flow_of(m.get_payload());
+        match pacer.decide(Instant::now(), m.get_original_len(), flow) {
+            Decision::At(at) if !full => held.push(Reverse(Held {
+                at,
+                seq: counts.packets,
+                msg: m,
+            })),
             _ => {
                 counts.dropped += 1;
                 m.set_verdict(nfq::Verdict::Drop);
@@ -411,7 +472,7 @@ mod tests {
     }
 
     #[test]
-    fn delays_stay_within_the_jitter_and_in_order() {
+    fn delays_stay_within_the_jitter_and_in_order_within_a_flow() {
         let imp = Impairment::Delay {
             delay: Duration::from_millis(100),
             jitter: Duration::from_millis(20),
@@ -422,7 +483,7 @@ mod tests {
         let mut waits = Vec::new();
         for i in 0..1000 {
             let now = t0 + Duration::from_millis(i);
-            let Decision::At(at) = p.decide(now, 100) else {
+            let Decision::At(at) = p.decide(now, 100, 1) else {
                 panic!("a delay drops nothing");
             };
             assert!(at >= last, "packet {i} overtook the one before");
@@ -430,15 +491,51 @@ mod tests {
             waits.push(ms(at - now));
         }
         // In order: a packet may wait behind an earlier one, never less than delay - jitter.
-        assert!(waits.iter().all(|w| (80.0..=120.0 + 1e-6).contains(w)), "{waits:?}");
-        let mean = waits.iter().sum::<f64>() / waits.len() as f64;
-        assert!((100.0..115.0).contains(&mean), "mean {mean}");
-        // Another seed, other waits; the same seed, the same.
-        let again: Vec<_> = (0..5)
-            .map(|i| Pacer::new(imp, 7).decide(t0 + Duration::from_millis(i), 1))
+        let in_range = |w: &f64| (80.0..=120.0 + 1e-6).contains(w);
+        assert!(waits.iter().all(in_range), "{waits:?}");
+        // Packets of different flows wait for nobody: their waits spread over the whole ± 20 ms,
+        // centred on the delay.
+        let mut p = Pacer::new(imp, 7);
+        let mut waits: Vec<f64> = (0..1000)
+            .map(|flow| match p.decide(t0, 100, flow) {
+                Decision::At(at) => ms(at - t0),
+                Decision::Drop => panic!("a delay drops nothing"),
+            })
             .collect();
-        assert_eq!(again[0], Pacer::new(imp, 7).decide(t0, 1));
-        assert_ne!(Pacer::new(imp, 8).decide(t0, 1), Pacer::new(imp, 7).decide(t0, 1));
+        waits.sort_by(f64::total_cmp);
+        assert!(waits.iter().all(in_range));
+        assert!((waits[0] < 82.0) && (waits[999] > 118.0), "{waits:?}");
+        assert!((97.0..103.0).contains(&waits[500]), "median {}", waits[500]);
+        // The same seed draws the same waits; another seed, others.
+        let first = |seed| Pacer::new(imp, seed).decide(t0, 1, 1);
+        assert_eq!(first(7), first(7));
+        assert_ne!(first(8), first(7));
+    }
+
+    #[test]
+    fn flows_are_told_apart_by_addresses_protocol_and_ports() {
+        // IPv4, IHL 5, TCP, 10.213.0.1 → 10.213.0.2, ports 40000 → 6379.
+        let mut h = [0u8; 24];
+        h[0] = 0x45;
+        h[9] = 6;
+        h[12..16].copy_from_slice(&[10, 213, 0, 1]);
+        h[16..20].copy_from_slice(&[10, 213, 0, 2]);
+        h[20..24].copy_from_slice(&[0x9c, 0x40, 0x18, 0xeb]);
+        let other_port = {
+            let mut o = h;
+            o[21] = 0x41;
+            o
+        };
+        let other_host = {
+            let mut o = h;
+            o[15] = 3;
+            o
+        };
+        assert_eq!(flow_of(&h), flow_of(&h.clone()));
+        assert_ne!(flow_of(&h), flow_of(&other_port));
+        assert_ne!(flow_of(&h), flow_of(&other_host));
+        // A truncated header is a flow too, not a panic.
+        assert_eq!(flow_of(&h[..3]), flow_of(&h[..3]));
     }
 
     #[test]
@@ -446,14 +543,14 @@ mod tests {
         let mut p = Pacer::new(Impairment::Loss { share: 0.3 }, 1);
         let t0 = Instant::now();
         let dropped = (0..10_000)
-            .filter(|_| p.decide(t0, 100) == Decision::Drop)
+            .filter(|_| p.decide(t0, 100, 0) == Decision::Drop)
             .count();
         // 3000 expected; 4 standard deviations (46 each) either side.
         assert!((2816..3184).contains(&dropped), "{dropped}");
         let mut none = Pacer::new(Impairment::Loss { share: 0.0 }, 1);
-        assert_eq!(none.decide(t0, 1), Decision::At(t0));
+        assert_eq!(none.decide(t0, 1, 0), Decision::At(t0));
         let mut all = Pacer::new(Impairment::Loss { share: 1.0 }, 1);
-        assert_eq!(all.decide(t0, 1), Decision::Drop);
+        assert_eq!(all.decide(t0, 1, 0), Decision::Drop);
     }
 
     #[test]
@@ -466,20 +563,20 @@ mod tests {
             1,
         );
         let t0 = Instant::now();
-        let times: Vec<_> = (0..3).map(|_| p.decide(t0, 1250)).collect();
+        let times: Vec<_> = (0..3).map(|_| p.decide(t0, 1250, 0)).collect();
         let want: Vec<_> = (1..=3)
             .map(|k| Decision::At(t0 + Duration::from_millis(10 * k)))
             .collect();
         assert_eq!(times, want);
-        // A burst fills 1 s of backlog (100 packets in all), then is dropped.
+        // A burst of any flows fills 1 s of backlog (100 packets in all), then is dropped.
         let sent = (0..200)
-            .filter(|_| matches!(p.decide(t0, 1250), Decision::At(_)))
+            .filter(|i| matches!(p.decide(t0, 1250, *i), Decision::At(_)))
             .count();
         assert_eq!(sent, 97);
         // Once the backlog has drained, packets go at once again.
         let later = t0 + Duration::from_secs(5);
         assert_eq!(
-            p.decide(later, 1250),
+            p.decide(later, 1250, 9),
             Decision::At(later + Duration::from_millis(10))
         );
     }
