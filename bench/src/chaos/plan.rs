@@ -929,6 +929,141 @@ heal = "b"
     }
 
     #[test]
+    fn network_faults_parse_with_their_own_keys() {
+        let fault = |kind: &str, extra: &str| {
+            let text = format!(
+                "[[fault]]\nkind = \"{kind}\"\ntarget = \"follower\"\nservice = \"zookeeper\"\n\
+                 at = \"1s\"\nduration = \"2s\"\n{extra}"
+            );
+            ChaosPlan::parse("n.toml", &text, &workload())
+        };
+        let ms = Duration::from_millis;
+        let cases = [
+            (
+                fault("delay", "delay = \"100ms\"\njitter = \"20ms\"\n"),
+                Impairment::Delay {
+                    delay: ms(100),
+                    jitter: ms(20),
+                },
+            ),
+            (
+                fault("delay", "delay = \"1s\"\n"),
+                Impairment::Delay {
+                    delay: ms(1000),
+                    jitter: Duration::ZERO,
+                },
+            ),
+            (
+                fault("loss", "loss = 0.3\n"),
+                Impairment::Loss { share: 0.3 },
+            ),
+            (
+                fault("bandwidth", "bandwidth = \"1mbit\"\n"),
+                Impairment::Bandwidth {
+                    bits_per_s: 1_000_000,
+                },
+            ),
+            (
+                fault("bandwidth", "bandwidth = \"512 kbit/s\"\n"),
+                Impairment::Bandwidth {
+                    bits_per_s: 512_000,
+                },
+            ),
+            (fault("reset", ""), Impairment::Reset),
+        ];
+        for (plan, want) in cases {
+            let plan = plan.unwrap();
+            let f = &plan.faults[0];
+            assert_eq!(f.fault.impairment(), Some(want));
+            assert_eq!(f.target(), Some(Target::Nodes(NodeSet::Follower)));
+            // Every client's link by default: the node is slow for everyone.
+            assert!(matches!(
+                f.fault,
+                Fault::Network {
+                    clients: ClientSide::All,
+                    ..
+                }
+            ));
+            assert!(plan.needs_network() && plan.needs_workers());
+            plan.check_provisioner(Provisioner::Local).unwrap();
+            plan.check_privileges(true).unwrap();
+            let e = plan.check_privileges(false).unwrap_err().to_string();
+            assert!(e.starts_with("n.toml: fault[0].kind = \""), "{e}");
+            assert!(e.contains("need root") && e.contains("drop the fault"), "{e}");
+            let e = (plan.check_provisioner(Provisioner::Containers))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--provision local"), "{e}");
+            let e = (plan.check_provisioner(Provisioner::Target))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("expected \"command\""), "{e}");
+        }
+        let plan = fault("delay", "delay = \"100ms\"\njitter = \"20ms\"\nclients = \"split\"\n");
+        let f = &plan.unwrap().faults[0];
+        assert_eq!(f.label(), "delay zookeeper follower");
+        let json = serde_json::to_value(f).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"id": 1, "kind": "delay", "target": "follower",
+                "service": "zookeeper", "at": "1s", "duration": "2s", "clients": "split",
+                "delay": "100ms", "jitter": "20ms"})
+        );
+    }
+
+    #[test]
+    fn bad_network_values_name_file_field_and_form() {
+        let base = "[[fault]]\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n";
+        let cases = [
+            ("kind = \"delay\"\n", "fault[0].delay = missing: expected a duration"),
+            (
+                "kind = \"delay\"\ndelay = \"-100ms\"\n",
+                "fault[0].delay = \"-100ms\": expected a duration from \"1ms\" to \"30s\"",
+            ),
+            ("kind = \"delay\"\ndelay = \"0ms\"\n", "fault[0].delay = \"0ms\""),
+            ("kind = \"delay\"\ndelay = \"100 parsecs\"\n", "fault[0].delay"),
+            (
+                "kind = \"delay\"\ndelay = \"100ms\"\njitter = \"200ms\"\n",
+                "fault[0].jitter = \"200ms\": expected a duration up to the delay",
+            ),
+            (
+                "kind = \"loss\"\nloss = 1.5\n",
+                "fault[0].loss = 1.5: expected the share of packets dropped, a number in (0, 1]",
+            ),
+            ("kind = \"loss\"\nloss = -0.1\n", "fault[0].loss = -0.1"),
+            ("kind = \"loss\"\nloss = 0.0\n", "fault[0].loss = 0"),
+            ("kind = \"loss\"\n", "fault[0].loss = missing"),
+            (
+                "kind = \"bandwidth\"\nbandwidth = \"1 megabyte\"\n",
+                "fault[0].bandwidth = \"1 megabyte\": expected a rate such as \"1mbit\"",
+            ),
+            ("kind = \"bandwidth\"\nbandwidth = \"1bit\"\n", "at least \"8kbit\""),
+            (
+                "kind = \"loss\"\nloss = 0.3\ndelay = \"1s\"\n",
+                "fault[0].delay = set: expected no value: only delay faults take it",
+            ),
+            (
+                "kind = \"reset\"\nbandwidth = \"1mbit\"\n",
+                "fault[0].bandwidth = set: expected no value: only bandwidth faults take it",
+            ),
+            (
+                "kind = \"kill\"\nloss = 0.3\n",
+                "fault[0].loss = set: expected no value: only loss faults take it",
+            ),
+        ];
+        for (extra, want) in cases {
+            let e = err(&format!("{base}{extra}"));
+            assert!(e.starts_with("c.toml: "), "{e}");
+            assert!(e.contains(want), "expected {want:?} in: {e}");
+        }
+        let all = err(&format!(
+            "{}kind = \"reset\"\n",
+            base.replace("\"one\"", "\"majority\"")
+        ));
+        assert!(all.contains("fault[0].target = majority"), "{all}");
+    }
+
+    #[test]
     fn a_cluster_slot_fault_names_its_sku() {
         let text = "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nservice = \"redis-cluster\"\n\
                     sku = 5\nat = \"1s\"\nduration = \"1s\"\n";

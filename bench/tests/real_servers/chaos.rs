@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use lockbench::check::{LockVerdict, StoreVerdict};
 use lockbench::report::Summary;
 
+mod network;
+
 use crate::common::{
     START_BOUND, assert_all_gone, assert_faults_went_as_planned, assert_networks_gone,
     assert_rejected, assert_servers_gone, compare_json, consensus_servers_available, descendants,
