@@ -975,7 +975,7 @@ heal = "b"
             let plan = plan.unwrap();
             let f = &plan.faults[0];
             assert_eq!(f.fault.impairment(), Some(want));
-            assert_eq!(f.target(), Some(Target::Nodes(NodeSet::Follower)));
+            assert_eq!(f.fault.target(), Some(Target::Nodes(NodeSet::Follower)));
             // Every client's link by default: the node is slow for everyone.
             assert!(matches!(
                 f.fault,

@@ -38,7 +38,7 @@ fn delayed_run(strategy: &str, chaos: &Path, seconds: u32) -> Summary {
 
 /// The delay took effect: the probe's connects through the impaired path (from a worker whose
 /// link is delayed, to the node) took the delay while it was in force, and none before.
-fn assert_delayed(s: &Summary, node_prefix: &str) -> &FaultSummary {
+fn assert_delayed<'a>(s: &'a Summary, node_prefix: &str) -> &'a FaultSummary {
     let f = &s.faults[0];
     assert!(f.nodes[0].starts_with(node_prefix), "{f:?}");
     assert_eq!(
@@ -46,6 +46,10 @@ fn assert_delayed(s: &Summary, node_prefix: &str) -> &FaultSummary {
         (Some("delay"), Some("100ms"))
     );
     let p = f.probe.as_ref().expect("a network fault records its probe");
+    eprintln!(
+        "{}: probe {}: before {:?} during {:?} after {:?}",
+        s.strategy, p.path, p.before.rtt_ms, p.during.rtt_ms, p.after.rtt_ms
+    );
     assert!(p.path.starts_with("worker-"), "{p:?}");
     let during = p.during.median_ms.expect("connects completed during the fault");
     // 80-120 ms each (a busy machine only adds): the lowest sample stays above 75 ms.
