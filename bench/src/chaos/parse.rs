@@ -438,7 +438,11 @@ impl Validator<'_> {
                     None => Duration::ZERO,
                 };
                 if jitter > delay {
-                    return Err(self.invalid(&field("jitter"), format!("{:?}", x.jitter.unwrap_or_default()), jitter_form));
+                    return Err(self.invalid(
+                        &field("jitter"),
+                        format!("{:?}", x.jitter.unwrap_or_default()),
+                        jitter_form,
+                    ));
                 }
                 Impairment::Delay { delay, jitter }
             }
@@ -465,7 +469,9 @@ impl Validator<'_> {
             return Err(self.invalid(field, "missing", form));
         };
         match humantime::parse_duration(t.trim()) {
-            Ok(d) if d <= Duration::from_secs(30) && (!d.is_zero() || field.ends_with("jitter")) => {
+            Ok(d)
+                if d <= Duration::from_secs(30) && (!d.is_zero() || field.ends_with("jitter")) =>
+            {
                 Ok(d)
             }
             _ => Err(self.invalid(field, format!("{t:?}"), form)),

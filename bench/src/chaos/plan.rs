@@ -85,7 +85,10 @@ enum_names!(FaultKind {
 impl FaultKind {
     /// Whether it impairs the network rather than cutting it ([`Fault::Network`]).
     pub fn is_network(self) -> bool {
-        matches!(self, Self::Delay | Self::Loss | Self::Bandwidth | Self::Reset)
+        matches!(
+            self,
+            Self::Delay | Self::Loss | Self::Bandwidth | Self::Reset
+        )
     }
 }
 
@@ -464,14 +467,12 @@ impl ChaosPlan {
     /// Whether clients must run as worker processes: to pause one, or to put them in network
     /// namespaces of their own for a partition.
     pub fn needs_workers(&self) -> bool {
-        self.faults
-            .iter()
-            .any(|f| {
-                matches!(
-                    f.fault,
-                    Fault::PauseClient(_) | Fault::Partition { .. } | Fault::Network { .. }
-                )
-            })
+        self.faults.iter().any(|f| {
+            matches!(
+                f.fault,
+                Fault::PauseClient(_) | Fault::Partition { .. } | Fault::Network { .. }
+            )
+        })
     }
 
     /// Whether any fault partitions or impairs the network (nodes then run in network
@@ -989,7 +990,10 @@ heal = "b"
             plan.check_privileges(true).unwrap();
             let e = plan.check_privileges(false).unwrap_err().to_string();
             assert!(e.starts_with("n.toml: fault[0].kind = \""), "{e}");
-            assert!(e.contains("need root") && e.contains("drop the fault"), "{e}");
+            assert!(
+                e.contains("need root") && e.contains("drop the fault"),
+                "{e}"
+            );
             let e = (plan.check_provisioner(Provisioner::Containers))
                 .unwrap_err()
                 .to_string();
@@ -999,7 +1003,10 @@ heal = "b"
                 .to_string();
             assert!(e.contains("expected \"command\""), "{e}");
         }
-        let plan = fault("delay", "delay = \"100ms\"\njitter = \"20ms\"\nclients = \"split\"\n");
+        let plan = fault(
+            "delay",
+            "delay = \"100ms\"\njitter = \"20ms\"\nclients = \"split\"\n",
+        );
         let f = &plan.unwrap().faults[0];
         assert_eq!(f.label(), "delay zookeeper follower");
         let json = serde_json::to_value(f).unwrap();
@@ -1015,13 +1022,22 @@ heal = "b"
     fn bad_network_values_name_file_field_and_form() {
         let base = "[[fault]]\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n";
         let cases = [
-            ("kind = \"delay\"\n", "fault[0].delay = missing: expected a duration"),
+            (
+                "kind = \"delay\"\n",
+                "fault[0].delay = missing: expected a duration",
+            ),
             (
                 "kind = \"delay\"\ndelay = \"-100ms\"\n",
                 "fault[0].delay = \"-100ms\": expected a duration from \"1ms\" to \"30s\"",
             ),
-            ("kind = \"delay\"\ndelay = \"0ms\"\n", "fault[0].delay = \"0ms\""),
-            ("kind = \"delay\"\ndelay = \"100 parsecs\"\n", "fault[0].delay"),
+            (
+                "kind = \"delay\"\ndelay = \"0ms\"\n",
+                "fault[0].delay = \"0ms\"",
+            ),
+            (
+                "kind = \"delay\"\ndelay = \"100 parsecs\"\n",
+                "fault[0].delay",
+            ),
             (
                 "kind = \"delay\"\ndelay = \"100ms\"\njitter = \"200ms\"\n",
                 "fault[0].jitter = \"200ms\": expected a duration up to the delay",
@@ -1037,7 +1053,10 @@ heal = "b"
                 "kind = \"bandwidth\"\nbandwidth = \"1 megabyte\"\n",
                 "fault[0].bandwidth = \"1 megabyte\": expected a rate such as \"1mbit\"",
             ),
-            ("kind = \"bandwidth\"\nbandwidth = \"1bit\"\n", "at least \"8kbit\""),
+            (
+                "kind = \"bandwidth\"\nbandwidth = \"1bit\"\n",
+                "at least \"8kbit\"",
+            ),
             (
                 "kind = \"loss\"\nloss = 0.3\ndelay = \"1s\"\n",
                 "fault[0].delay = set: expected no value: only delay faults take it",

@@ -18,9 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::network::{self, LinkProbe};
-use super::plan::{
-    ChaosPlan, ClientPause, CommandFault, Fault, FaultSpec, NodeSet, Servers,
-};
+use super::plan::{ChaosPlan, ClientPause, CommandFault, Fault, FaultSpec, NodeSet, Servers};
 use crate::cluster::{OwnedCluster, Service, redis_cluster};
 use crate::record::phases::Boundaries;
 
@@ -469,8 +467,9 @@ async fn heal(
         for n in &r.nodes {
             let res = match r.spec.fault {
                 // Rules deleted, then held packets released, then the queue closed.
-                Fault::Network { .. } => (cluster.unimpair(n))
-                    .map(|c| r.probe.get_or_insert_default().count(c)),
+                Fault::Network { .. } => {
+                    (cluster.unimpair(n)).map(|c| r.probe.get_or_insert_default().count(c))
+                }
                 Fault::Kill(_) => cluster.restart(n).await,
                 Fault::Pause(_) => cluster.resume(n).await,
                 Fault::Clock { .. } => cluster.set_clock(n, None),

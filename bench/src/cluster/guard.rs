@@ -312,7 +312,10 @@ impl OwnedCluster {
         for (i, name) in names.iter().enumerate() {
             let node = self.node(name)?;
             let seed = seed ^ (i as u64) << 32;
-            cut = self.backend.backend().impair(node, clients, imp, seed, lifetime)?;
+            cut = self
+                .backend
+                .backend()
+                .impair(node, clients, imp, seed, lifetime)?;
         }
         Ok(cut)
     }

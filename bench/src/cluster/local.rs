@@ -16,10 +16,10 @@ use super::backend::Backend;
 use super::builds::Builds;
 use super::error::ClusterError;
 use super::model::{ClusterOptions, Provisioner};
+use super::netem::{self, Impairment, LinkCounts};
 use super::node::Node;
 use super::ports::{Placement, PortAllocator};
 use super::process::ServerProcess;
-use super::netem::{self, Impairment, LinkCounts};
 use super::{clock, net};
 
 /// The addresses, data and network of a run's local nodes.

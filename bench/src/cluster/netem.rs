@@ -90,8 +90,9 @@ pub fn flow_of(header: &[u8]) -> u64 {
         key[9 + k] = header.get(i).copied().unwrap_or(0);
     }
     // FNV-1a: a stable, cheap hash of 13 bytes.
-    key.iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+    key.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 impl Pacer {
@@ -305,7 +306,10 @@ fn serve(
     while !stop.load(Ordering::SeqCst) && Instant::now() < deadline {
         take(&mut q, &mut pacer, &mut held, &mut counts);
         let now = Instant::now();
-        while held.peek().is_some_and(|Reverse(h): &Reverse<Held>| h.at <= now) {
+        while held
+            .peek()
+            .is_some_and(|Reverse(h): &Reverse<Held>| h.at <= now)
+        {
             let Reverse(h) = held.pop().expect("checked above");
             accept(&mut q, h.msg);
         }

@@ -39,7 +39,12 @@ pub fn probe_rtt(p: &crate::chaos::network::LinkProbe) -> String {
         Some((lo, hi)) => format!(" (n={}, {lo}–{hi}{failed})", d.rtt_ms.len()),
         None => format!(" (n=0{failed})"),
     };
-    format!("{} / {}{spread} / {}", med(&p.before), med(d), med(&p.after))
+    format!(
+        "{} / {}{spread} / {}",
+        med(&p.before),
+        med(d),
+        med(&p.after)
+    )
 }
 
 /// `-` for a figure that is missing, else `f` of it.

@@ -452,7 +452,11 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
                 secs(f.recovery_s),
                 secs(f.promotion_s),
                 secs(f.unavailable_s),
-                or_dash(f.probe.as_ref(), |p| esc(&format!("{}: {}", p.path, probe_rtt(p)))),
+                or_dash(f.probe.as_ref(), |p| esc(&format!(
+                    "{}: {}",
+                    p.path,
+                    probe_rtt(p)
+                ))),
                 esc(f.note.as_deref().unwrap_or(""))
             );
         }

@@ -22,7 +22,12 @@ fn delayed_run(strategy: &str, chaos: &Path, seconds: u32) -> Summary {
     let s = run_json(
         lockbench()
             .args(["run", "--json", "--strategy", strategy])
-            .args(["--workload", "workloads/chaos.toml", "--set", "load.rate=100"])
+            .args([
+                "--workload",
+                "workloads/chaos.toml",
+                "--set",
+                "load.rate=100",
+            ])
             .arg("--set")
             .arg(format!("load.duration={seconds}s"))
             .arg("--chaos")
@@ -51,7 +56,10 @@ fn assert_delayed<'a>(s: &'a Summary, node_prefix: &str) -> &'a FaultSummary {
         s.strategy, p.path, p.before.rtt_ms, p.during.rtt_ms, p.after.rtt_ms
     );
     assert!(p.path.starts_with("worker-"), "{p:?}");
-    let during = p.during.median_ms.expect("connects completed during the fault");
+    let during = p
+        .during
+        .median_ms
+        .expect("connects completed during the fault");
     // 80-120 ms each (a busy machine only adds): the lowest sample stays above 75 ms.
     assert!(p.during.rtt_ms.len() >= 5, "{p:?}");
     let low = p.during.rtt_ms.iter().copied().fold(f64::MAX, f64::min);
