@@ -299,16 +299,16 @@ impl Validator<'_> {
                  hits client processes",
             ));
         }
-        if (kind == FaultKind::Partition || kind.is_network())
+        // A slow or lossy majority is a fault of its own; a cut-off majority is the same
+        // partition as a cut-off minority.
+        if kind == FaultKind::Partition
             && matches!(target, Target::Nodes(NodeSet::All | NodeSet::Majority))
         {
             return Err(self.invalid(
                 &field("target"),
                 target,
-                &format!(
-                    "master, leader, one or minority: a {kind} fault acts on the links between \
-                     some nodes and the rest"
-                ),
+                "master, leader, follower, one or minority: a partition isolates some nodes \
+                 from the rest",
             ));
         }
         if target.is_client() && service.is_some() {

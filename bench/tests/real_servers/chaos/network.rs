@@ -2,7 +2,7 @@
 //! ZooKeeper follower takes effect (the probe's round trip through the impaired path, in
 //! summary.json, is the delay), and its heal brings everything back (no NFQUEUE or REJECT rule
 //! and no bound queue left in the node's namespace, the round trip back at its baseline, no
-//! namespace left after the run). Each run is short: 9 s of load (Redlock, the shipped
+//! namespace left after the run). Each run is short: 7 s of load (Redlock, the shipped
 //! scenario) or 5 s (ZooKeeper, a 3 s fault).
 
 use std::path::Path;
@@ -86,8 +86,8 @@ fn a_delay_on_one_redlock_node_takes_effect_and_its_heal_restores_the_path() {
     if !servers_available() || !root() {
         return;
     }
-    // The shipped scenario (docs/chaos.md shows it): 100 ± 20 ms from 3 s to 8 s.
-    let s = delayed_run("redlock", Path::new("chaos/slow-redlock-node.toml"), 9);
+    // The shipped scenario (docs/chaos.md shows it): 100 ± 20 ms from 2 s to 6 s.
+    let s = delayed_run("redlock", Path::new("chaos/slow-redlock-node.toml"), 7);
     let f = assert_delayed(&s, "redis-");
     assert_healed(f);
     // One slow node of five never costs the quorum its safety.
