@@ -244,6 +244,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_probe_reads_as_medians_and_the_spread_during_the_fault() {
+        use crate::chaos::network::LinkProbe;
+        use crate::cluster::netem::ProbeSamples;
+        let samples = |rtt_ms: Vec<f64>, failed| {
+            let mut s = ProbeSamples {
+                rtt_ms,
+                failed,
+                median_ms: None,
+            };
+            s.median_ms = s.median();
+            s
+        };
+        let p = LinkProbe {
+            path: "worker-2 → redis-3".into(),
+            before: samples(vec![0.1, 0.2, 0.1], 0),
+            during: samples(vec![101.5, 82.0, 119.25], 1),
+            after: samples(vec![0.12], 0),
+            ..LinkProbe::default()
+        };
+        assert_eq!(
+            probe_rtt(&p),
+            "0.1 / 101.5 (n=3, 82–119.25, 1 failed) / 0.12"
+        );
+        // A reset: every connect during it failed.
+        let reset = LinkProbe {
+            during: samples(vec![], 10),
+            ..p
+        };
+        assert_eq!(probe_rtt(&reset), "0.1 / - (n=0, 10 failed) / 0.12");
+    }
+
+    #[test]
     fn ms_is_exact() {
         assert_eq!(ms_exact(0), "0.000");
         assert_eq!(ms_exact(7), "0.007");

@@ -429,6 +429,19 @@ fn bad_chaos_input_exits_non_zero_naming_file_and_field() {
             &["--endpoints", "endpoints.json"],
             &["--chaos with --endpoints"],
         ),
+        (
+            "[[fault]]\nkind = \"loss\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n\
+             loss = 1.5",
+            &[],
+            &["c.toml", "fault[0].loss = 1.5", "(0, 1]"],
+        ),
+        // Refused before any server (or Docker daemon) starts: named file, field, way out.
+        (
+            "[[fault]]\nkind = \"delay\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n\
+             delay = \"100ms\"",
+            &["--provision", "containers"],
+            &["c.toml", "fault[0].kind = \"delay\"", "--provision local"],
+        ),
     ];
     for (text, extra, needles) in cases {
         std::fs::write(&c, text).unwrap();
