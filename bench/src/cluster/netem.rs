@@ -235,7 +235,11 @@ impl Link {
     fn teardown(&mut self) -> Result<LinkCounts, String> {
         let mut errors = Vec::new();
         for rule in std::mem::take(&mut self.rules) {
-            if let Err(e) = self.iptables("-D", &rule) {
+            // A rule already gone is healed too: a partition of the same host flushes every
+            // rule when it heals.
+            if let Err(e) = self.iptables("-D", &rule)
+                && self.iptables("-C", &rule).is_ok()
+            {
                 errors.push(e);
             }
         }
