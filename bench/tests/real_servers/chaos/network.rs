@@ -2,8 +2,8 @@
 //! ZooKeeper follower takes effect (the probe's round trip through the impaired path, in
 //! summary.json, is the delay), and its heal brings everything back (no NFQUEUE or REJECT rule
 //! and no bound queue left in the node's namespace, the round trip back at its baseline, no
-//! namespace left after the run). Each run is short: 7 s of load (Redlock, the shipped
-//! scenario) or 5 s (ZooKeeper, a 3 s fault).
+//! namespace left after the run). Loss, bandwidth and reset take effect and heal too. Each
+//! run is short: 5–7 s of load.
 
 use std::path::Path;
 
@@ -112,4 +112,52 @@ fn a_delay_on_a_zookeeper_follower_takes_effect_and_its_heal_restores_the_path()
     let f = assert_delayed(&s, "zookeeper-");
     assert_healed(f);
     assert_eq!((s.double_grants, s.audit.lost_updates), (0, 0), "{f:?}");
+}
+
+/// Loss, bandwidth and reset, one after the other on the only Redis of redis-setnx: each takes
+/// effect (packets dropped in about the asked share; connects slowed behind the paced
+/// traffic; every connect reset) and its heal leaves nothing behind.
+#[test]
+fn loss_bandwidth_and_reset_take_effect_and_heal() {
+    if !servers_available() || !root() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let chaos = dir.path().join("links.toml");
+    let fault = |kind: &str, at: &str, extra: &str| {
+        format!(
+            "[[fault]]\nkind = \"{kind}\"\ntarget = \"master\"\nservice = \"redis\"\n\
+             at = \"{at}\"\nduration = \"1200ms\"\n{extra}"
+        )
+    };
+    let text = [
+        "description = \"test\"\n".to_string(),
+        fault("loss", "1s", "loss = 0.5\n"),
+        fault("bandwidth", "2500ms", "bandwidth = \"64kbit\"\n"),
+        fault("reset", "4s", ""),
+    ]
+    .concat();
+    std::fs::write(&chaos, text).unwrap();
+    let s = delayed_run("redis-setnx", &chaos, 6);
+    let probes: Vec<_> = (s.faults.iter())
+        .map(|f| f.probe.as_ref().expect("a network fault records its probe"))
+        .collect();
+    for (f, p) in s.faults.iter().zip(&probes) {
+        eprintln!("{}: {p:?}", f.label);
+        assert_healed(f);
+    }
+    let (loss, bandwidth, reset) = (probes[0], probes[1], probes[2]);
+    // Half of what the node sent was dropped: at least 20 packets, 30-70 % of them.
+    let share = loss.dropped as f64 / loss.packets as f64;
+    assert!(
+        loss.packets >= 20 && (0.3..0.7).contains(&share),
+        "{loss:?}"
+    );
+    // 64 kbit/s: a probe's SYN-ACK waits behind the paced replies, never dropped for a SYN.
+    assert!(bandwidth.packets > 0, "{bandwidth:?}");
+    assert_eq!(reset.packets, 0, "a reset queues nothing");
+    assert!(
+        reset.during.failed > 0 && reset.during.rtt_ms.is_empty(),
+        "every connect reset: {reset:?}"
+    );
 }
