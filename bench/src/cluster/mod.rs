@@ -37,6 +37,7 @@ mod mariadb;
 mod model;
 pub mod namespace;
 pub mod net;
+pub mod netem;
 mod node;
 mod ports;
 mod process;

@@ -214,6 +214,7 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
         ));
     }
     plan.check_provisioner(opts.provisioner())?;
+    plan.check_privileges(nix::unistd::geteuid().is_root())?;
     if opts.target.is_none() {
         plan.check_services(info.lock_service(), info.needs)?;
     }
