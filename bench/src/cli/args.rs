@@ -32,6 +32,15 @@ pub enum Command {
     List,
     /// Run one strategy: start its servers, load them, audit the stock, write results.
     Run(RunArgs),
+    /// The cost of contention: each lock in a closed loop on one key at 1, 2, 4, … --max
+    /// contenders (or --levels), --trials trials of --duration at each level, on one set of
+    /// servers per strategy. Measures grants/s (mean and 95% interval over the trials) and
+    /// the acquire wait of every granted attempt (p50, p99 with their sample counts), and fits
+    /// the Universal Scalability Law (λ, σ contention, κ coherency, R², peak N) per strategy.
+    /// Writes <out>/contend.json after every trial, a folder per trial, and report.html with
+    /// the contention chart; prints the table. See docs/contention.md.
+    Contend(ContendArgs),
+
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
     /// Find each strategy's capacity: an interval of offered rates, from the highest decided
@@ -501,4 +510,64 @@ pub struct CompareArgs {
     pub common_rate: bool,
     #[command(flatten)]
     pub common: Common,
+}
+
+/// `lockbench contend`
+#[derive(Debug, Args)]
+pub struct ContendArgs {
+    /// Comma-separated lock strategy ids. Default: one per lock family (mysql-for-update,
+    /// redis-setnx, redlock, zookeeper, etcd).
+    #[arg(long, alias = "strategy", value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Contenders of the last level: the levels are 1, 2, 4, … up to it.
+    #[arg(long, default_value_t = 64, conflicts_with = "levels",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::run::contend::MAX_CONTENDERS)))]
+    pub max: u32,
+    /// The contender counts to measure instead of --max, e.g. 1,2,4,8.
+    #[arg(long, value_name = "N,N,...", value_parser = levels)]
+    pub levels: Option<Levels>,
+    /// Trials at each level (their spread is reported).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub trials: u32,
+    /// Load of one trial (the level's bound is this plus a minute).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = trial_duration)]
+    pub duration: std::time::Duration,
+    /// Closed-loop load before a strategy's first trial, not measured (0s: none).
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub warm_up: std::time::Duration,
+    /// Time the whole command may take: no trial starts after it, and what was measured is
+    /// kept.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub budget: std::time::Duration,
+    /// Results folder. Default: results/runs/<time>-contend.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    /// First port for the servers. Default: free ports chosen by the OS.
+    #[arg(long, value_name = "PORT")]
+    pub base_port: Option<u16>,
+    /// Where the servers come from: `local` processes or `containers` (see `run --help`).
+    #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with = "base_port")]
+    pub provision: Provisioner,
+}
+
+/// The contender counts of `--levels`, ascending.
+#[derive(Debug, Clone)]
+pub struct Levels(pub Vec<u32>);
+
+fn levels(s: &str) -> Result<Levels, String> {
+    crate::run::contend::parse_levels(s).map(Levels)
+}
+
+/// A trial's load: from 200ms (a shorter one holds few grants at 1 contender) to 10m.
+fn trial_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("`{s}`: {e}; expected a duration such as 2s or 500ms"))?;
+    if d < std::time::Duration::from_millis(200) || d > std::time::Duration::from_secs(600) {
+        return Err(format!(
+            "`{s}`: expected a duration from 200ms to 10m, e.g. 2s"
+        ));
+    }
+    Ok(d)
 }

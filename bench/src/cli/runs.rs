@@ -1,4 +1,4 @@
-//! The subcommands that run strategies: `run`, `coordinate`, `compare`, `sweep`, and
+//! The subcommands that run strategies: `run`, `coordinate`, `compare`, `sweep`, `contend`, and
 //! `k8s render` (which makes every check `coordinate` makes).
 
 use std::io::Write;
@@ -9,7 +9,8 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Common, CompareArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, RunArgs, SweepArgs,
+    Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, RunArgs,
+    SweepArgs,
 };
 use crate::chaos::ChaosPlan;
 use crate::cluster::Provisioner;
@@ -335,6 +336,66 @@ pub(super) async fn cmd_sweep(
         .collect();
     if !failed.is_empty() {
         eprintln!("lockbench: sweep incomplete for: {}", failed.join(", "));
+        return Ok(ExitCode::from(EXIT_PARTIAL));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) async fn cmd_contend(
+    args: ContendArgs,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    use crate::run::contend::{self, ContendOptions, DEFAULT_STRATEGIES};
+    let ids = if args.strategies.is_empty() {
+        DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
+    } else {
+        strategy_ids(&args.strategies)?
+    };
+    let out = args.out.unwrap_or_else(|| default_out("contend"));
+    let opts = ContendOptions {
+        strategies: ids.clone(),
+        workload: args.load.load()?,
+        workload_file: args.load.workload.display().to_string(),
+        levels: args
+            .levels
+            .map_or_else(|| contend::plan_levels(args.max), |l| l.0),
+        trials: args.trials,
+        trial: args.duration,
+        warm_up: args.warm_up,
+        budget: args.budget,
+        out: out.clone(),
+        base_port: args.base_port,
+        provision: args.provision,
+    };
+    contend::check(&opts)?;
+    eprintln!(
+        "contend: {} strategies at {:?} contenders on one key, {} trial(s) of {} a level, \
+         within {}",
+        ids.len(),
+        opts.levels,
+        opts.trials,
+        humantime::format_duration(opts.trial),
+        humantime::format_duration(opts.budget)
+    );
+    let c = match contend::contend(&opts, &cancel, &mut std::io::stderr()).await {
+        Ok(c) => c,
+        Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+        Err(e) => return Err(e).context("contend failed"),
+    };
+    report::contend::print_contend(&mut std::io::stdout().lock(), &c)?;
+    eprintln!("results: {}", out.display());
+    write_report(&out);
+    if cancel.is_cancelled() {
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
+    let failed: Vec<&str> = c
+        .entries
+        .iter()
+        .filter(|e| e.error.is_some())
+        .map(|e| e.strategy.as_str())
+        .collect();
+    if !failed.is_empty() {
+        eprintln!("lockbench: contend incomplete for: {}", failed.join(", "));
         return Ok(ExitCode::from(EXIT_PARTIAL));
     }
     Ok(ExitCode::SUCCESS)

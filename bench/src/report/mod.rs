@@ -5,6 +5,7 @@
 pub mod agreement;
 mod chaos;
 mod charts;
+pub mod contend;
 mod error;
 pub mod evidence;
 mod files;
@@ -17,6 +18,7 @@ pub mod needs;
 mod saved;
 pub mod sweep;
 mod table;
+pub mod usl;
 pub mod versions;
 pub mod work;
 
@@ -25,7 +27,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use chaos::{FaultSummary, PhaseSummary, summarize as summarize_chaos};
-pub use charts::{Chart, Kind as ChartKind, render_sweep};
+pub use charts::{Chart, Kind as ChartKind, render_contend, render_sweep};
 pub use error::ReportError;
 pub use files::{write_results, write_summary};
 pub use html::{write_report, write_report_with};

@@ -6,6 +6,7 @@
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
 //! still audits and writes what was measured.
 
+pub mod contend;
 mod plan;
 mod progress;
 pub mod sweep;

@@ -10,6 +10,7 @@ mod cli;
 mod cluster;
 mod common;
 mod containers;
+mod contend;
 mod contention;
 mod durability;
 mod etcd;

@@ -8,6 +8,7 @@
 //! within a panel. A run of one family is one panel, drawn as a single chart.
 
 mod capacity;
+mod contend;
 mod frame;
 mod layout;
 mod palette;
@@ -22,6 +23,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 pub use capacity::render_sweep;
+pub use contend::render_contend;
 use frame::{Frame, PANEL_LEGEND_W, PANEL_MIN_H, register_font, text_size};
 use layout::Placed;
 use palette::{Group, Ink, Panel};
@@ -52,6 +54,8 @@ pub enum Kind {
     LatencyVsRate,
     /// A sweep's capacity at the SLO, one bar per strategy.
     Capacity,
+    /// `contend`: grants/s with the USL fit, and the acquire p99, against contenders.
+    Contention,
 }
 
 impl Kind {
@@ -77,6 +81,7 @@ impl Kind {
             Kind::Safety => "safety",
             Kind::LatencyVsRate => "latency-vs-rate",
             Kind::Capacity => "capacity",
+            Kind::Contention => "contention",
         }
     }
 
@@ -90,6 +95,7 @@ impl Kind {
             Kind::Safety => "Safety violations",
             Kind::LatencyVsRate => "Latency against offered rate",
             Kind::Capacity => "Capacity at the latency target",
+            Kind::Contention => "The cost of contention",
         }
     }
 }
@@ -269,7 +275,9 @@ impl Draw for RunChart<'_, '_> {
             }
             Kind::Tradeoff => self.draw_tradeoff(root).map(|_| ()),
             Kind::Safety => safety(root, runs, &set.panels),
-            Kind::LatencyVsRate | Kind::Capacity => Err("a sweep chart, not a run's".into()),
+            Kind::LatencyVsRate | Kind::Capacity | Kind::Contention => {
+                Err("a sweep or contend chart, not a run's".into())
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 //! - `job`: a job or sweep folder (capacity, calm run, chaos), with `needs`: which strategies
 //!   meet `--needs`;
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
+//! - `contend`: a `lockbench contend` folder (the cost of contention);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
 //!   headline table and the tables of runs), `contention` (how locks shared their keys),
 //!   `work` (the servers' work per grant),
@@ -14,6 +15,7 @@
 //!
 //! This file only picks the page and writes it.
 
+mod contend;
 mod contention;
 mod environment;
 mod job;
@@ -55,6 +57,20 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             versions::render(dir, &builds).as_bytes(),
         );
     }
+    if dir.join("contend.json").is_file() {
+        if needs.is_some() {
+            return Err(ReportError::NeedsJob {
+                dir: dir.to_path_buf(),
+                what: "a contend folder (no capacity, no chaos part)",
+            });
+        }
+        let path = dir.join("contend.json");
+        let c = super::contend::Contend::read(&path).map_err(|e| ReportError::Parse {
+            path,
+            msg: format!("{e:#}"),
+        })?;
+        return write_whole(dir, "report.html", contend::render(dir, &c)?.as_bytes());
+    }
     let page = match load_folder(dir)? {
         Folder::Job(job) => {
             let model = Model::of(&job, needs);
@@ -81,6 +97,7 @@ fn versions_folder(dir: &Path) -> Option<Vec<super::versions::Build>> {
         "summary.json",
         "compare.json",
         "sweep.json",
+        "contend.json",
         "sweep",
         "calm",
     ];

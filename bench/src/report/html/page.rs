@@ -155,6 +155,12 @@ fn caption_text(kind: Kind) -> &'static str {
             "The highest offered rate that met the SLO with the store intact (sweep.json); an \
              open end is a lower bound, \"<\" failed even the lowest rate."
         }
+        Kind::Contention => {
+            "Each strategy in a closed loop on one key (contend.json). Above: grants/s, a dot \
+             the mean of a level's trials and a whisker their range, the line the Universal \
+             Scalability Law fitted to every trial. Below: the p99 of the wait for the lock \
+             (granted attempts, critical section apart); a ring is the maximum of too few waits."
+        }
     }
 }
 
