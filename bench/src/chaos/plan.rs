@@ -558,6 +558,18 @@ impl ChaosPlan {
                     ),
                 );
             }
+            if f.fault.kind().is_network() && service == Service::Mariadb {
+                return reject(
+                    "service",
+                    "\"mariadb\"".into(),
+                    format!(
+                        "a service whose nodes have network namespaces of their own (the fault \
+                         {named} {service}): MariaDB runs on the private network's bridge \
+                         address, in lockbench's own namespace, whose links a network fault \
+                         does not touch"
+                    ),
+                );
+            }
             if (s.nodes == NodeSet::Replica || s.sku.is_some()) && service != Service::RedisCluster
             {
                 let (key, value) = match s.sku {
@@ -1003,6 +1015,21 @@ heal = "b"
                 .to_string();
             assert!(e.contains("expected \"command\""), "{e}");
         }
+        let mariadb = Needs {
+            mariadb: true,
+            ..Needs::NONE
+        };
+        // The file names no service: it falls to the strategy's, MariaDB.
+        let text = "[[fault]]\nkind = \"loss\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n\
+                    loss = 0.5\n";
+        let on_mariadb = (ChaosPlan::parse("n.toml", text, &workload()).unwrap())
+            .check_services(Service::Mariadb, mariadb)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            on_mariadb.contains("fault[0].service = \"mariadb\""),
+            "{on_mariadb}"
+        );
         let plan = fault(
             "delay",
             "delay = \"100ms\"\njitter = \"20ms\"\nclients = \"split\"\n",
