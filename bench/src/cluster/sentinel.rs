@@ -322,7 +322,11 @@ impl ServiceKind for Sentinel {
 
     /// Sentinels keep no data of a run (their master and replicas are Redis nodes).
     fn work_meter(&self) -> Option<Meter> {
-        Some(super::redis::WORK_METER)
+        Some(Meter {
+            unit: "commands",
+            source: "INFO commandstats and INFO stats of the master the Sentinels name (not of \
+                     the Sentinels, nor of the replicas, whose commands replay the master's)",
+        })
     }
 
     /// The master the sentinels name now: the only node the locks send requests to (the

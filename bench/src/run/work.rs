@@ -46,6 +46,7 @@ fn services(needs: crate::cluster::Needs) -> Vec<(Service, Meter, bool)> {
         .collect()
 }
 
+/// One reading of each of `services`, stamped when it arrived.
 async fn read_all(services: &[Service], ep: &Endpoints) -> Vec<Result<Stamped, String>> {
     let reads = services.iter().map(|s| async move {
         let r = work::read(*s, ep).await?;
@@ -54,9 +55,9 @@ async fn read_all(services: &[Service], ep: &Endpoints) -> Vec<Result<Stamped, S
     futures::future::join_all(reads).await
 }
 
-/// Reads the counters of the services a strategy that `needs` these uses (`None`: none read),
-/// before the load:
-/// back to back, then after [`IDLE_WINDOW`] (cut short by `cancel`). Nothing to read: no wait.
+/// Reads the counters of the services a strategy that `needs` these uses (`None`: none read)
+/// before the load: back to back, then after [`IDLE_WINDOW`] (cut short by `cancel`). Nothing
+/// to read: no wait.
 pub(super) async fn before_load(
     needs: Option<crate::cluster::Needs>,
     ep: &Endpoints,
