@@ -683,6 +683,14 @@ mod tests {
             inconsistent_skus: 1,
             lost_sales: 0,
         };
+        // Two buyers on SKU 0: one waits 5 ms and holds, the other gives up after 40 ms.
+        let mut contention = crate::record::contention::ContentionTracker::new(
+            Duration::from_secs(5),
+            Duration::ZERO,
+        );
+        contention.grant(0, 1, at(0), (at(5), at(25)), at(25), false);
+        contention.give_up(0, 2, at(1), at(41));
+        let contention = contention.finish();
         let summary = Summary::new(RunParts {
             info: crate::strategy::find("redis-setnx").expect("known"),
             workload: &w,
@@ -696,7 +704,7 @@ mod tests {
             },
             safety: &safety,
             coverage: &Coverage::default(),
-            contention: None,
+            contention: contention.as_ref(),
             double_grants: &DoubleGrants {
                 count: 2,
                 incidents: 1,
