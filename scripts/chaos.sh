@@ -2,7 +2,8 @@
 # The chaos scenarios side by side: each chaos/*.toml against the strategies it is about, on
 # workloads/chaos.toml (steady demand that never sells out, 2 s leases). Prints, per scenario,
 # the usual table plus one row per fault (sales/s and p99 before / during / after, recovery).
-# Partition faults need root (network namespaces); without it that scenario is skipped.
+# Partition and network faults need root (network namespaces); without it those scenarios are
+# skipped.
 # Extra arguments go to every `lockbench compare`, e.g. scripts/chaos.sh --set load.rate=200
 # Knobs: CHAOS_ONLY=name,name (scenarios to run), CHAOS_STRATEGIES=id,id (instead of each
 # scenario's own), LOCKBENCH_BIN (a build to use instead of a release build; scripts/test.sh
@@ -30,8 +31,12 @@ scenario kill-master mysql-for-update,mysql-atomic,redis-setnx,redis-sentinel,re
 scenario pause-server mysql-for-update,redis-setnx,redis-sentinel,etcd,zookeeper "$@"
 if [ "$(id -u)" = 0 ]; then
   scenario partition-master redis-sentinel,etcd,zookeeper "$@"
+  # Network faults (NFQUEUE in the nodes' namespaces): slow, jittery and lossy links.
+  scenario slow-redlock-node redlock "$@"
+  scenario jittery-zookeeper zookeeper "$@"
+  scenario lossy-sentinel-master redis-sentinel "$@"
 else
-  echo "== chaos/partition-master.toml: skipped (needs root for network namespaces)"
+  echo "== chaos/partition-master.toml and the network faults: skipped (need root for network namespaces)"
 fi
 scenario random redis-setnx,etcd "$@"
 echo

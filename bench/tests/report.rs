@@ -1200,3 +1200,55 @@ mod job {
         );
     }
 }
+
+/// A run's server work shows in report.html with its sample count and what was not available;
+/// a summary written before the field existed still loads, without the section.
+#[test]
+fn server_work_shows_per_grant_with_its_samples() {
+    use lockbench::cluster::Service;
+    use lockbench::report::work::{Counted, ServerWork, ServiceWork, WorkFigures};
+    let dir = tempfile::tempdir().unwrap();
+    let fake = Fake::held("redis-setnx", 790.0);
+    let mut s = write_run(dir.path(), &fake, 100);
+    let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
+    assert!(
+        !html.contains("id=\"server-work\""),
+        "an old summary has no server work"
+    );
+    let counted = |per| Counted {
+        raw: 100,
+        background: 0.0,
+        net: 100.0,
+        per: Some(per),
+    };
+    let figures = WorkFigures {
+        nodes: 1,
+        load_s: 5.0,
+        total_per: Some(4.02),
+        bytes_in_per: Some(190.5),
+        bytes_out_per: Some(11.0),
+        counters: [("cmd.publish".to_string(), counted(1.0))].into(),
+        background_share: 0.01,
+        notes: Vec::new(),
+    };
+    let work = |service, per: &str, figures, not_available: Option<&str>| ServiceWork {
+        service,
+        unit: "commands".into(),
+        per: per.into(),
+        samples: 321,
+        source: "INFO commandstats".into(),
+        figures,
+        not_available: not_available.map(String::from),
+    };
+    s.server_work = Some(ServerWork {
+        lock: vec![work(Service::Redis, "grant", Some(figures), None)],
+        store: Some(work(Service::Mariadb, "sale", None, Some("no login"))),
+        idle_window_s: 1.0,
+    });
+    report::write_summary(dir.path(), &s).unwrap();
+    let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
+    let table = &html[html.find("id=\"server-work\"").expect("server work table")..];
+    assert!(table.contains("<td class=\"n\">321</td><td class=\"n\">4.02 commands</td>"));
+    assert!(table.contains("publish 1"));
+    assert!(table.contains("not available: no login"));
+}

@@ -85,6 +85,13 @@ struct RawFault {
     point: Option<String>,
     /// On a Redis Cluster: the SKU whose slot's master or replica is hit.
     sku: Option<u32>,
+    /// Delay faults: each packet's wait, and how far it may stray either way.
+    delay: Option<String>,
+    jitter: Option<String>,
+    /// Loss faults: the share of packets dropped.
+    loss: Option<f64>,
+    /// Bandwidth faults: `"1mbit"`.
+    bandwidth: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +116,10 @@ struct Extras<'a> {
     clients: Option<&'a str>,
     point: Option<&'a str>,
     sku: Option<u32>,
+    delay: Option<&'a str>,
+    jitter: Option<&'a str>,
+    loss: Option<f64>,
+    bandwidth: Option<&'a str>,
 }
 
 const SERVICES: &str = "one of \"mariadb\", \"redis\", \"redis-cluster\", \"zookeeper\", \"etcd\"";
@@ -214,6 +225,10 @@ impl Validator<'_> {
                 clients: f.clients.as_deref(),
                 point: f.point.as_deref(),
                 sku: f.sku,
+                delay: f.delay.as_deref(),
+                jitter: f.jitter.as_deref(),
+                loss: f.loss,
+                bandwidth: f.bandwidth.as_deref(),
             };
             self.aim(&field, kind, target, service, &extras)?
         };
@@ -280,17 +295,20 @@ impl Validator<'_> {
             return Err(self.invalid(
                 &field("target"),
                 target,
-                "a server target (master, leader, one, minority, majority, all): only `pause` \
+                "a server target (master, leader, follower, one, minority, majority, all): only `pause` \
                  hits client processes",
             ));
         }
+        // A slow or lossy majority is a fault of its own; a cut-off majority is the same
+        // partition as a cut-off minority.
         if kind == FaultKind::Partition
             && matches!(target, Target::Nodes(NodeSet::All | NodeSet::Majority))
         {
             return Err(self.invalid(
                 &field("target"),
                 target,
-                "master, leader, one or minority: a partition isolates some nodes from the rest",
+                "master, leader, follower, one or minority: a partition isolates some nodes \
+                 from the rest",
             ));
         }
         if target.is_client() && service.is_some() {
@@ -318,9 +336,18 @@ impl Validator<'_> {
             let keys = [("jump", x.jump.is_some()), ("rate", x.rate.is_some())];
             self.none_set(field, &keys, "only clock faults take it")?;
         }
-        if kind != FaultKind::Partition {
+        if kind != FaultKind::Partition && !kind.is_network() {
             let keys = [("clients", x.clients.is_some())];
-            self.none_set(field, &keys, "only partition faults take it")?;
+            self.none_set(field, &keys, "only partition and network faults take it")?;
+        }
+        let only = [
+            (FaultKind::Delay, "delay", x.delay.is_some()),
+            (FaultKind::Delay, "jitter", x.jitter.is_some()),
+            (FaultKind::Loss, "loss", x.loss.is_some()),
+            (FaultKind::Bandwidth, "bandwidth", x.bandwidth.is_some()),
+        ];
+        for (k, key, set) in only.into_iter().filter(|(k, ..)| *k != kind) {
+            self.none_set(field, &[(key, set)], &format!("only {k} faults take it"))?;
         }
         if target != Target::Holder {
             let keys = [("point", x.point.is_some())];
@@ -381,8 +408,97 @@ impl Validator<'_> {
                     None => ClientSide::Split,
                 },
             },
-            FaultKind::Command => unreachable!("command faults are read by command_fault"),
+            k if k.is_network() => Fault::Network {
+                servers,
+                clients: match x.clients {
+                    Some(c) => self.named(&field("clients"), c, &one_of(ClientSide::NAMES))?,
+                    None => ClientSide::All,
+                },
+                impairment: self.impairment(field, kind, x)?,
+            },
+            _ => unreachable!("command faults are read by command_fault"),
         })
+    }
+
+    /// `delay` (+ `jitter`), `loss` or `bandwidth`, as `kind` asks.
+    fn impairment(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        kind: FaultKind,
+        x: &Extras,
+    ) -> Result<Impairment, ChaosError> {
+        Ok(match kind {
+            FaultKind::Delay => {
+                let form = "a duration from \"1ms\" to \"30s\", such as \"100ms\"";
+                let delay = self.wait(&field("delay"), x.delay, form)?;
+                let jitter_form = "a duration up to the delay, such as \"20ms\" (each packet \
+                                   waits delay ± up to jitter)";
+                let jitter = match x.jitter {
+                    Some(j) => self.wait(&field("jitter"), Some(j), jitter_form)?,
+                    None => Duration::ZERO,
+                };
+                if jitter > delay {
+                    return Err(self.invalid(
+                        &field("jitter"),
+                        format!("{:?}", x.jitter.unwrap_or_default()),
+                        jitter_form,
+                    ));
+                }
+                Impairment::Delay { delay, jitter }
+            }
+            FaultKind::Loss => match x.loss {
+                Some(share) if share > 0.0 && share <= 1.0 => Impairment::Loss { share },
+                v => {
+                    return Err(self.invalid(
+                        &field("loss"),
+                        v.map_or("missing".into(), |v| v.to_string()),
+                        "the share of packets dropped, a number in (0, 1] such as 0.3",
+                    ));
+                }
+            },
+            FaultKind::Bandwidth => Impairment::Bandwidth {
+                bits_per_s: self.bandwidth(&field("bandwidth"), x.bandwidth)?,
+            },
+            _ => Impairment::Reset,
+        })
+    }
+
+    /// A delay or jitter: a plain duration of at most 30 s (`"0ms"` only for a jitter).
+    fn wait(&self, field: &str, text: Option<&str>, form: &str) -> Result<Duration, ChaosError> {
+        let Some(t) = text else {
+            return Err(self.invalid(field, "missing", form));
+        };
+        match humantime::parse_duration(t.trim()) {
+            Ok(d)
+                if d <= Duration::from_secs(30) && (!d.is_zero() || field.ends_with("jitter")) =>
+            {
+                Ok(d)
+            }
+            _ => Err(self.invalid(field, format!("{t:?}"), form)),
+        }
+    }
+
+    /// `"1mbit"`: a number and one of tc's units (`bit`, `kbit`, `mbit`, `gbit`: powers of
+    /// 1000 bits per second), optionally followed by `/s`.
+    fn bandwidth(&self, field: &str, text: Option<&str>) -> Result<u64, ChaosError> {
+        let form = "a rate such as \"1mbit\" or \"512kbit\" (bit, kbit, mbit or gbit per \
+                    second), at least \"8kbit\"";
+        let Some(t) = text else {
+            return Err(self.invalid(field, "missing", form));
+        };
+        let bad = || self.invalid(field, format!("{t:?}"), form);
+        let v = t.trim().to_ascii_lowercase();
+        let v = v.strip_suffix("/s").unwrap_or(&v).trim_end();
+        let (number, scale) = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)]
+            .into_iter()
+            .find_map(|(unit, scale)| v.strip_suffix(unit).map(|n| (n.trim(), scale)))
+            .ok_or_else(bad)?;
+        let n: f64 = number.parse().map_err(|_| bad())?;
+        let bits = n * scale;
+        if !(bits.is_finite() && (8e3..=1e12).contains(&bits)) {
+            return Err(bad());
+        }
+        Ok(bits as u64)
     }
 
     /// `jump = "+1.5x ttl"` and / or `rate = 2.0`: at least one of them changes the clock.
@@ -442,6 +558,10 @@ impl Validator<'_> {
                 ("rate", f.rate.is_some()),
                 ("clients", f.clients.is_some()),
                 ("point", f.point.is_some()),
+                ("delay", f.delay.is_some()),
+                ("jitter", f.jitter.is_some()),
+                ("loss", f.loss.is_some()),
+                ("bandwidth", f.bandwidth.is_some()),
             ],
             "a command fault hits whatever its commands hit",
         )?;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde::{Serialize, Serializer};
 
 use super::holder::Point;
+pub use crate::cluster::netem::Impairment;
 use crate::cluster::{Needs, Provisioner, Service};
 use crate::names::{UnknownName, enum_names};
 
@@ -59,6 +60,14 @@ pub enum FaultKind {
     /// Run the file's own shell command (`run`) at the start and its `heal` command at the
     /// end, each bounded by `timeout`: how faults reach servers lockbench does not own.
     Command,
+    /// Hold each packet the target nodes send to their peers for `delay` ± `jitter`.
+    Delay,
+    /// Drop a share (`loss`) of the packets the target nodes send to their peers.
+    Loss,
+    /// Pace the packets the target nodes send to their peers to `bandwidth`.
+    Bandwidth,
+    /// Answer every TCP packet the target nodes receive from their peers with a reset.
+    Reset,
 }
 
 enum_names!(FaultKind {
@@ -67,7 +76,21 @@ enum_names!(FaultKind {
     Clock = "clock",
     Partition = "partition",
     Command = "command",
+    Delay = "delay",
+    Loss = "loss",
+    Bandwidth = "bandwidth",
+    Reset = "reset",
 });
+
+impl FaultKind {
+    /// Whether it impairs the network rather than cutting it ([`Fault::Network`]).
+    pub fn is_network(self) -> bool {
+        matches!(
+            self,
+            Self::Delay | Self::Loss | Self::Bandwidth | Self::Reset
+        )
+    }
+}
 
 /// Which client processes a partition also cuts from the isolated nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +118,9 @@ pub enum NodeSet {
     Master,
     /// The ZooKeeper / etcd leader (as the servers say now); the master for Redis.
     Leader,
+    /// One node that does not lead now (a ZooKeeper / etcd follower, a Sentinel set's
+    /// replica), drawn from the seed.
+    Follower,
     /// One node of the service, drawn from the seed.
     One,
     /// The largest minority of the service's nodes (1 of 3, 2 of 5).
@@ -111,6 +137,7 @@ enum_names!(NodeSet {
     Master = "master",
     Replica = "replica",
     Leader = "leader",
+    Follower = "follower",
     One = "one",
     Minority = "minority",
     Majority = "majority",
@@ -135,7 +162,8 @@ impl Target {
 
     /// Every name: the [`NodeSet`]s, then the clients.
     pub const NAMES: &'static [&'static str] = &[
-        "master", "replica", "leader", "one", "minority", "majority", "all", "holder", "client",
+        "master", "replica", "leader", "follower", "one", "minority", "majority", "all", "holder",
+        "client",
     ];
 
     /// The name in chaos files and summaries.
@@ -228,6 +256,16 @@ pub enum Fault {
     },
     /// Run the file's own shell commands.
     Command(CommandFault),
+    /// Impair the links between the nodes and the service's other nodes and `clients`:
+    /// delay, loss, bandwidth or reset (NFQUEUE, `cluster::netem`).
+    Network {
+        /// Whose links.
+        servers: Servers,
+        /// Which clients' links too.
+        clients: ClientSide,
+        /// What happens to the packets.
+        impairment: Impairment,
+    },
 }
 
 impl Fault {
@@ -239,6 +277,12 @@ impl Fault {
             Self::Clock { .. } => FaultKind::Clock,
             Self::Partition { .. } => FaultKind::Partition,
             Self::Command(_) => FaultKind::Command,
+            Self::Network { impairment, .. } => match impairment {
+                Impairment::Delay { .. } => FaultKind::Delay,
+                Impairment::Loss { .. } => FaultKind::Loss,
+                Impairment::Bandwidth { .. } => FaultKind::Bandwidth,
+                Impairment::Reset => FaultKind::Reset,
+            },
         }
     }
 
@@ -252,11 +296,21 @@ impl Fault {
         }
     }
 
+    /// What a network fault does to the packets.
+    pub fn impairment(&self) -> Option<Impairment> {
+        match self {
+            Self::Network { impairment, .. } => Some(*impairment),
+            _ => None,
+        }
+    }
+
     /// The server nodes it hits, if it hits servers lockbench started.
     pub fn servers(&self) -> Option<&Servers> {
         match self {
             Self::Kill(s) | Self::Pause(s) => Some(s),
-            Self::Clock { servers, .. } | Self::Partition { servers, .. } => Some(servers),
+            Self::Clock { servers, .. }
+            | Self::Partition { servers, .. }
+            | Self::Network { servers, .. } => Some(servers),
             Self::PauseClient(_) | Self::Command(_) => None,
         }
     }
@@ -310,6 +364,15 @@ struct FlatFault<'a> {
     point: Option<Point>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sku: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "human_opt")]
+    delay: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "human_opt")]
+    jitter: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    loss: Option<f64>,
+    /// Bits per second.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bandwidth_bit_s: Option<u64>,
 }
 
 impl Serialize for FaultSpec {
@@ -327,7 +390,7 @@ impl Serialize for FaultSpec {
                 _ => None,
             },
             clients: match f {
-                Fault::Partition { clients, .. } => Some(*clients),
+                Fault::Partition { clients, .. } | Fault::Network { clients, .. } => Some(*clients),
                 _ => None,
             },
             command: match f {
@@ -339,6 +402,22 @@ impl Serialize for FaultSpec {
                 _ => None,
             },
             sku: f.servers().and_then(|s| s.sku),
+            delay: match f.impairment() {
+                Some(Impairment::Delay { delay, .. }) => Some(delay),
+                _ => None,
+            },
+            jitter: match f.impairment() {
+                Some(Impairment::Delay { jitter, .. }) => Some(jitter),
+                _ => None,
+            },
+            loss: match f.impairment() {
+                Some(Impairment::Loss { share }) => Some(share),
+                _ => None,
+            },
+            bandwidth_bit_s: match f.impairment() {
+                Some(Impairment::Bandwidth { bits_per_s }) => Some(bits_per_s),
+                _ => None,
+            },
         }
         .serialize(s)
     }
@@ -388,16 +467,37 @@ impl ChaosPlan {
     /// Whether clients must run as worker processes: to pause one, or to put them in network
     /// namespaces of their own for a partition.
     pub fn needs_workers(&self) -> bool {
-        self.faults
-            .iter()
-            .any(|f| matches!(f.fault, Fault::PauseClient(_) | Fault::Partition { .. }))
+        self.faults.iter().any(|f| {
+            matches!(
+                f.fault,
+                Fault::PauseClient(_) | Fault::Partition { .. } | Fault::Network { .. }
+            )
+        })
     }
 
-    /// Whether any fault partitions the network (nodes then run in network namespaces).
+    /// Whether any fault partitions or impairs the network (nodes then run in network
+    /// namespaces).
     pub fn needs_network(&self) -> bool {
         self.faults
             .iter()
-            .any(|f| matches!(f.fault, Fault::Partition { .. }))
+            .any(|f| matches!(f.fault, Fault::Partition { .. } | Fault::Network { .. }))
+    }
+
+    /// Rejects, before anything starts, network faults (delay, loss, bandwidth, reset) when
+    /// this process cannot make them: they need root for namespaces, iptables and NFQUEUE.
+    pub fn check_privileges(&self, root: bool) -> Result<(), ChaosError> {
+        match self.faults.iter().position(|f| f.fault.kind().is_network()) {
+            Some(i) if !root => Err(ChaosError::Invalid {
+                file: self.file.clone(),
+                field: format!("fault[{i}].kind"),
+                value: format!("{:?}", self.faults[i].fault.kind().name()),
+                expected: "a fault this process can make: network faults need root \
+                           (CAP_NET_ADMIN, for network namespaces, iptables and NFQUEUE); run as \
+                           root or drop the fault"
+                    .into(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Longest pause of a client process: attempts may outlast their bound by this much.
@@ -458,6 +558,18 @@ impl ChaosPlan {
                     ),
                 );
             }
+            if f.fault.kind().is_network() && service == Service::Mariadb {
+                return reject(
+                    "service",
+                    "\"mariadb\"".into(),
+                    format!(
+                        "a service whose nodes have network namespaces of their own (the fault \
+                         {named} {service}): MariaDB runs on the private network's bridge \
+                         address, in lockbench's own namespace, whose links a network fault \
+                         does not touch"
+                    ),
+                );
+            }
             if (s.nodes == NodeSet::Replica || s.sku.is_some()) && service != Service::RedisCluster
             {
                 let (key, value) = match s.sku {
@@ -507,6 +619,15 @@ impl ChaosPlan {
                          Redis processes, which containers do not have; use --provision local",
                     );
                 }
+                (Provisioner::Containers, f @ Fault::Network { .. }) => {
+                    return reject(
+                        "kind",
+                        format!("{:?}", f.kind().name()),
+                        "kill, pause or partition: network faults (delay, loss, bandwidth, reset) \
+                         queue the packets of a node's network namespace, which only local \
+                         processes have here; use --provision local",
+                    );
+                }
                 (Provisioner::Containers, Fault::Partition { clients, .. })
                     if *clients != ClientSide::All =>
                 {
@@ -527,6 +648,13 @@ impl ChaosPlan {
 
 fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => human(d, s),
+        None => s.serialize_none(),
+    }
 }
 
 #[cfg(test)]
@@ -811,6 +939,175 @@ heal = "b"
                 "command `a`"
             ]
         );
+    }
+
+    #[test]
+    fn network_faults_parse_with_their_own_keys() {
+        let fault = |kind: &str, extra: &str| {
+            let text = format!(
+                "[[fault]]\nkind = \"{kind}\"\ntarget = \"follower\"\nservice = \"zookeeper\"\n\
+                 at = \"1s\"\nduration = \"2s\"\n{extra}"
+            );
+            ChaosPlan::parse("n.toml", &text, &workload())
+        };
+        let ms = Duration::from_millis;
+        let cases = [
+            (
+                fault("delay", "delay = \"100ms\"\njitter = \"20ms\"\n"),
+                Impairment::Delay {
+                    delay: ms(100),
+                    jitter: ms(20),
+                },
+            ),
+            (
+                fault("delay", "delay = \"1s\"\n"),
+                Impairment::Delay {
+                    delay: ms(1000),
+                    jitter: Duration::ZERO,
+                },
+            ),
+            (
+                fault("loss", "loss = 0.3\n"),
+                Impairment::Loss { share: 0.3 },
+            ),
+            (
+                fault("bandwidth", "bandwidth = \"1mbit\"\n"),
+                Impairment::Bandwidth {
+                    bits_per_s: 1_000_000,
+                },
+            ),
+            (
+                fault("bandwidth", "bandwidth = \"512 kbit/s\"\n"),
+                Impairment::Bandwidth {
+                    bits_per_s: 512_000,
+                },
+            ),
+            (fault("reset", ""), Impairment::Reset),
+        ];
+        for (plan, want) in cases {
+            let plan = plan.unwrap();
+            let f = &plan.faults[0];
+            assert_eq!(f.fault.impairment(), Some(want));
+            assert_eq!(f.fault.target(), Some(Target::Nodes(NodeSet::Follower)));
+            // Every client's link by default: the node is slow for everyone.
+            assert!(matches!(
+                f.fault,
+                Fault::Network {
+                    clients: ClientSide::All,
+                    ..
+                }
+            ));
+            assert!(plan.needs_network() && plan.needs_workers());
+            plan.check_provisioner(Provisioner::Local).unwrap();
+            plan.check_privileges(true).unwrap();
+            let e = plan.check_privileges(false).unwrap_err().to_string();
+            assert!(e.starts_with("n.toml: fault[0].kind = \""), "{e}");
+            assert!(
+                e.contains("need root") && e.contains("drop the fault"),
+                "{e}"
+            );
+            let e = (plan.check_provisioner(Provisioner::Containers))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("--provision local"), "{e}");
+            let e = (plan.check_provisioner(Provisioner::Target))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("expected \"command\""), "{e}");
+        }
+        let mariadb = Needs {
+            mariadb: true,
+            ..Needs::NONE
+        };
+        // The file names no service: it falls to the strategy's, MariaDB.
+        let text = "[[fault]]\nkind = \"loss\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n\
+                    loss = 0.5\n";
+        let on_mariadb = (ChaosPlan::parse("n.toml", text, &workload()).unwrap())
+            .check_services(Service::Mariadb, mariadb)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            on_mariadb.contains("fault[0].service = \"mariadb\""),
+            "{on_mariadb}"
+        );
+        let plan = fault(
+            "delay",
+            "delay = \"100ms\"\njitter = \"20ms\"\nclients = \"split\"\n",
+        );
+        let f = &plan.unwrap().faults[0];
+        assert_eq!(f.label(), "delay zookeeper follower");
+        let json = serde_json::to_value(f).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"id": 1, "kind": "delay", "target": "follower",
+                "service": "zookeeper", "at": "1s", "duration": "2s", "clients": "split",
+                "delay": "100ms", "jitter": "20ms"})
+        );
+    }
+
+    #[test]
+    fn bad_network_values_name_file_field_and_form() {
+        let base = "[[fault]]\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n";
+        let cases = [
+            (
+                "kind = \"delay\"\n",
+                "fault[0].delay = missing: expected a duration",
+            ),
+            (
+                "kind = \"delay\"\ndelay = \"-100ms\"\n",
+                "fault[0].delay = \"-100ms\": expected a duration from \"1ms\" to \"30s\"",
+            ),
+            (
+                "kind = \"delay\"\ndelay = \"0ms\"\n",
+                "fault[0].delay = \"0ms\"",
+            ),
+            (
+                "kind = \"delay\"\ndelay = \"100 parsecs\"\n",
+                "fault[0].delay",
+            ),
+            (
+                "kind = \"delay\"\ndelay = \"100ms\"\njitter = \"200ms\"\n",
+                "fault[0].jitter = \"200ms\": expected a duration up to the delay",
+            ),
+            (
+                "kind = \"loss\"\nloss = 1.5\n",
+                "fault[0].loss = 1.5: expected the share of packets dropped, a number in (0, 1]",
+            ),
+            ("kind = \"loss\"\nloss = -0.1\n", "fault[0].loss = -0.1"),
+            ("kind = \"loss\"\nloss = 0.0\n", "fault[0].loss = 0"),
+            ("kind = \"loss\"\n", "fault[0].loss = missing"),
+            (
+                "kind = \"bandwidth\"\nbandwidth = \"1 megabyte\"\n",
+                "fault[0].bandwidth = \"1 megabyte\": expected a rate such as \"1mbit\"",
+            ),
+            (
+                "kind = \"bandwidth\"\nbandwidth = \"1bit\"\n",
+                "at least \"8kbit\"",
+            ),
+            (
+                "kind = \"loss\"\nloss = 0.3\ndelay = \"1s\"\n",
+                "fault[0].delay = set: expected no value: only delay faults take it",
+            ),
+            (
+                "kind = \"reset\"\nbandwidth = \"1mbit\"\n",
+                "fault[0].bandwidth = set: expected no value: only bandwidth faults take it",
+            ),
+            (
+                "kind = \"kill\"\nloss = 0.3\n",
+                "fault[0].loss = set: expected no value: only loss faults take it",
+            ),
+        ];
+        for (extra, want) in cases {
+            let e = err(&format!("{base}{extra}"));
+            assert!(e.starts_with("c.toml: "), "{e}");
+            assert!(e.contains(want), "expected {want:?} in: {e}");
+        }
+        // Unlike a partition, a network fault may hit a majority: a slow quorum.
+        let slow_majority = format!(
+            "{}kind = \"delay\"\ndelay = \"30ms\"\n",
+            base.replace("\"one\"", "\"majority\"")
+        );
+        ChaosPlan::parse("c.toml", &slow_majority, &workload()).unwrap();
     }
 
     #[test]

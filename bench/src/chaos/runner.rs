@@ -17,9 +17,8 @@ use rand::{RngExt, SeedableRng};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::{
-    ChaosPlan, ClientPause, ClientSide, CommandFault, Fault, FaultSpec, NodeSet, Servers,
-};
+use super::network::{self, LinkProbe};
+use super::plan::{ChaosPlan, ClientPause, CommandFault, Fault, FaultSpec, NodeSet, Servers};
 use crate::cluster::{OwnedCluster, Service, redis_cluster};
 use crate::record::phases::Boundaries;
 
@@ -41,6 +40,10 @@ pub struct FaultRecord {
     /// When a replica of the Redis Cluster slot whose master it hit first answered as master
     /// (polled every [`PROMOTION_POLL`]); `None`: no promotion was seen, or not such a fault.
     pub promoted: Option<Instant>,
+    /// What a network fault's probe measured through the impaired path.
+    pub probe: Option<LinkProbe>,
+    /// The probe running while a network fault is in force; its heal stops it.
+    pub during: Option<Arc<network::During>>,
 }
 
 impl FaultRecord {
@@ -152,6 +155,8 @@ impl FaultRecord {
             healed: None,
             note: None,
             promoted: None,
+            probe: None,
+            during: None,
         }
     }
 }
@@ -266,7 +271,8 @@ async fn inject(
         Fault::Kill(s)
         | Fault::Pause(s)
         | Fault::Clock { servers: s, .. }
-        | Fault::Partition { servers: s, .. } => hit_servers(r, t, s, boundaries, &mut rng).await,
+        | Fault::Partition { servers: s, .. }
+        | Fault::Network { servers: s, .. } => hit_servers(r, t, s, boundaries, &mut rng).await,
     }
 }
 
@@ -347,20 +353,8 @@ async fn hit_servers(
             return (State::Done, None);
         }
     };
-    let mut errors = Vec::new();
-    if let Fault::Partition { clients, .. } = r.spec.fault {
-        let workers = t.workers.as_ref().map_or(0, |w| w.len());
-        let clients: Vec<usize> = match clients {
-            ClientSide::Split => (workers / 2..workers).collect(),
-            ClientSide::All => (0..workers).collect(),
-            ClientSide::None => Vec::new(),
-        };
-        // The cluster cuts as its backend can; it says which clients it cut.
-        match cluster.partition(&nodes, &clients, workers).await {
-            Ok(cut) => r.cut_clients = cut,
-            Err(e) => errors.push(e.to_string()),
-        }
-    }
+    let workers = t.workers.as_ref().map_or(0, |w| w.len());
+    let mut errors = hit_links(r, cluster, &nodes, workers, rng.random()).await;
     for n in &nodes {
         let res = match r.spec.fault {
             Fault::Kill(_) => cluster.kill(n).await,
@@ -368,7 +362,10 @@ async fn hit_servers(
             Fault::Clock { change, .. } => {
                 cluster.set_clock(n, Some((change.jump_ms, change.rate)))
             }
-            Fault::Partition { .. } | Fault::PauseClient(_) | Fault::Command(_) => Ok(()),
+            Fault::Partition { .. }
+            | Fault::Network { .. }
+            | Fault::PauseClient(_)
+            | Fault::Command(_) => Ok(()),
         };
         if let Err(e) = res {
             errors.push(e.to_string());
@@ -379,6 +376,10 @@ async fn hit_servers(
     let hit = r.summary_nodes();
     tracing::info!(fault = r.spec.id, label = %r.spec.label(), ?hit, "fault started");
     r.started = Some(at);
+    if let (Some(imp), Some(_)) = (r.spec.fault.impairment(), &r.probe) {
+        let from = r.cut_clients.first().copied();
+        r.during = network::start_during(cluster, &r.nodes[0], from, imp);
+    }
     if !errors.is_empty() {
         r.note = Some(errors.join("; "));
     }
@@ -396,6 +397,49 @@ async fn hit_servers(
         },
         watch,
     )
+}
+
+/// How long a network fault's queue may outlive its planned heal before it gives up by itself
+/// (a backstop: every way out heals it sooner; its rules then let packets pass).
+const NETWORK_GRACE: Duration = Duration::from_secs(60);
+
+/// Cuts (partition) or impairs (network faults) the links of `nodes` to the other servers
+/// and to some of the `workers`; notes which clients; returns the errors.
+async fn hit_links(
+    r: &mut FaultRecord,
+    cluster: &mut OwnedCluster,
+    nodes: &[String],
+    workers: usize,
+    seed: u64,
+) -> Vec<String> {
+    let mut errors = Vec::new();
+    match r.spec.fault {
+        Fault::Partition { clients, .. } => {
+            let clients = network::impaired_clients(clients, workers);
+            // The cluster cuts as its backend can; it says which clients it cut.
+            match cluster.partition(nodes, &clients, workers).await {
+                Ok(cut) => r.cut_clients = cut,
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Fault::Network {
+            clients,
+            impairment,
+            ..
+        } => {
+            let clients = network::impaired_clients(clients, workers);
+            let lifetime = r.spec.duration + NETWORK_GRACE;
+            match network::impair(cluster, nodes, &clients, impairment, seed, lifetime).await {
+                Ok((probe, cut)) => {
+                    r.probe = Some(probe);
+                    r.cut_clients = cut;
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        _ => {}
+    }
+    errors
 }
 
 /// Ends one fault.
@@ -417,8 +461,15 @@ async fn heal(
             errors.push(format!("SIGCONT worker-{k}: {e}"));
         }
     } else if let Some(cluster) = t.cluster.as_deref_mut() {
+        if let Some(d) = &r.during {
+            d.stop();
+        }
         for n in &r.nodes {
             let res = match r.spec.fault {
+                // Rules deleted, then held packets released, then the queue closed.
+                Fault::Network { .. } => {
+                    (cluster.unimpair(n)).map(|c| r.probe.get_or_insert_default().count(c))
+                }
                 Fault::Kill(_) => cluster.restart(n).await,
                 Fault::Pause(_) => cluster.resume(n).await,
                 Fault::Clock { .. } => cluster.set_clock(n, None),
@@ -433,6 +484,12 @@ async fn heal(
     let at = boundaries.mark();
     tracing::info!(fault = r.spec.id, "fault healed");
     r.healed = Some(at);
+    if let (Some(cluster), Some(mut probe)) = (t.cluster.as_deref(), r.probe.take()) {
+        let from = r.cut_clients.first().copied();
+        let during = r.during.take();
+        errors.extend(network::after_heal(cluster, &r.nodes, from, during, &mut probe).await);
+        r.probe = Some(probe);
+    }
     if !errors.is_empty() {
         let prior = r.note.take().map(|n| format!("{n}; ")).unwrap_or_default();
         r.note = Some(format!("{prior}healing: {}", errors.join("; ")));
@@ -503,6 +560,28 @@ async fn pick_nodes(
         .map(|n| (n, Vec::new()))
 }
 
+/// The node of `service` that leads now. An earlier fault may have started an election (a
+/// ZooKeeper leader paused for 1.5 s is voted out): wait for it, bounded, as an operator
+/// would, rather than skip.
+async fn wait_leader(cluster: &OwnedCluster, service: Service) -> Result<String, String> {
+    let deadline = tokio::time::Instant::now() + LEADER_WAIT;
+    loop {
+        match cluster.leader(service).await {
+            Ok(Some(node)) => return Ok(node.name.clone()),
+            Ok(None) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "no {service} node led within {} s (election under way?)",
+                    LEADER_WAIT.as_secs()
+                ));
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
 /// The nodes of `service` that `set` names right now.
 async fn pick_set(
     cluster: &OwnedCluster,
@@ -522,25 +601,11 @@ async fn pick_set(
     names.sort();
     let n = names.len();
     let count = match set {
-        NodeSet::Master | NodeSet::Leader => {
-            // An earlier fault may have started an election (a ZooKeeper leader paused for
-            // 1.5 s is voted out): wait for it, bounded, as an operator would, rather than skip.
-            let deadline = tokio::time::Instant::now() + LEADER_WAIT;
-            loop {
-                match cluster.leader(service).await {
-                    Ok(Some(node)) => return Ok(vec![node.name.clone()]),
-                    Ok(None) if tokio::time::Instant::now() < deadline => {
-                        tokio::time::sleep(Duration::from_millis(200)).await
-                    }
-                    Ok(None) => {
-                        return Err(format!(
-                            "no {service} node led within {} s (election under way?)",
-                            LEADER_WAIT.as_secs()
-                        ));
-                    }
-                    Err(e) => return Err(e.to_string()),
-                }
-            }
+        NodeSet::Master | NodeSet::Leader => return Ok(vec![wait_leader(cluster, service).await?]),
+        NodeSet::Follower => {
+            let leader = wait_leader(cluster, service).await?;
+            names.retain(|n| *n != leader);
+            1
         }
         NodeSet::Replica => unreachable!("pick_nodes answers replicas"),
         NodeSet::One => 1,
@@ -548,8 +613,8 @@ async fn pick_set(
         NodeSet::Majority => n / 2 + 1,
         NodeSet::All => n,
     };
-    if count == 0 {
-        return Err(format!("{n} {service} node(s) have no minority to hit"));
+    if count == 0 || names.is_empty() {
+        return Err(format!("{n} {service} node(s) have no {set} to hit"));
     }
     names.shuffle(rng);
     names.truncate(count);

@@ -124,6 +124,7 @@ pub(super) fn run_options(
         target,
         history: c.history,
         progress: !c.json,
+        server_work: true,
     }
 }
 
@@ -423,6 +424,7 @@ pub(super) fn cmd_k8s_render(args: crate::clients::k8s::RenderArgs) -> anyhow::R
         target: Some(inputs.target.checked.clone()),
         history: false,
         progress: false,
+        server_work: true,
     };
     let plan = opts.plan()?;
     if plan.workers != args.workers {

@@ -17,6 +17,7 @@ use async_trait::async_trait;
 use super::error::ClusterError;
 use super::model::Provisioner;
 use super::net;
+use super::netem::{Impairment, LinkCounts};
 use super::node::{Node, NodeServer};
 
 /// How long any server may take to become ready before the run fails.
@@ -44,6 +45,37 @@ pub(super) trait Backend: std::fmt::Debug + Send + Sync {
 
     /// Undoes [`Backend::partition`] for `node`.
     async fn heal(&self, node: &mut Node) -> Result<(), ClusterError>;
+
+    /// Impairs the links between `node` and every other server host and the hosts of the client
+    /// workers `clients` (a network fault), for at most `lifetime`; returns the workers whose
+    /// links are impaired. Only local nodes in the run's private network can.
+    fn impair(
+        &self,
+        node: &Node,
+        _clients: &[usize],
+        _imp: Impairment,
+        _seed: u64,
+        _lifetime: Duration,
+    ) -> Result<Vec<usize>, ClusterError> {
+        Err(ClusterError::Setup {
+            node: node.name.clone(),
+            what: "network fault".into(),
+            detail: format!(
+                "{} nodes are not in a private network of this run (use --provision local)",
+                self.provisioner().name()
+            ),
+        })
+    }
+
+    /// Undoes [`Backend::impair`] for `node` (rules deleted, held packets released, queue
+    /// closed); what its queue saw.
+    fn unimpair(&self, node: &Node) -> Result<LinkCounts, ClusterError> {
+        Err(ClusterError::Setup {
+            node: node.name.clone(),
+            what: "heal network fault".into(),
+            detail: "no network fault on this node".into(),
+        })
+    }
 
     /// Moves the wall clock of node `name`; only nodes started with the clock shim can.
     fn set_clock(&self, name: &str, _change: Option<(i64, f64)>) -> Result<(), ClusterError> {

@@ -20,6 +20,7 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
+use super::work::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
@@ -313,23 +314,80 @@ pub async fn proposals_committed(addrs: &[SocketAddr]) -> Result<u64, String> {
     best.ok_or_else(|| errors.join("; "))
 }
 
-/// The value of the un-labelled metric `name` on the member at `addr` (plain HTTP/1.0, bounded
-/// by [`STATUS_TIMEOUT`]).
+/// The value of the un-labelled metric `name` on the member at `addr`.
 async fn metric(addr: SocketAddr, name: &str) -> Result<u64, String> {
+    let text = metrics(addr).await?;
+    metric_value(&text, name).ok_or_else(|| format!("no {name} in its /metrics"))
+}
+
+/// The `/metrics` text of the member at `addr` (plain HTTP/1.0 on its client URL, which needs
+/// no login, bounded by [`STATUS_TIMEOUT`]).
+async fn metrics(addr: SocketAddr) -> Result<String, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let fetch = async {
         let mut conn = tokio::net::TcpStream::connect(addr).await?;
         let ask = format!("GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n");
         conn.write_all(ask.as_bytes()).await?;
         let mut body = String::new();
-        conn.read_to_string(&mut body).await?;
+        // A member's exposition is a few hundred kB; the bound keeps a wrong server finite.
+        (&mut conn).take(16 << 20).read_to_string(&mut body).await?;
         Ok::<_, std::io::Error>(body)
     };
-    let text = tokio::time::timeout(STATUS_TIMEOUT, fetch)
+    tokio::time::timeout(STATUS_TIMEOUT, fetch)
         .await
         .map_err(|_| format!("/metrics timed out after {STATUS_TIMEOUT:?}"))?
-        .map_err(|e| e.to_string())?;
-    metric_value(&text, name).ok_or_else(|| format!("no {name} in its /metrics"))
+        .map_err(|e| e.to_string())
+}
+
+/// What lockbench reads of an etcd member's work.
+const WORK_METER: Meter = Meter {
+    unit: "requests",
+    source: "/metrics of every member: grpc_server_msg_received_total (unary requests and \
+             stream messages such as keep-alives), etcd_network_client_grpc_{received,sent}\
+             _bytes_total, etcd_debugging_mvcc_events_total (watch events sent), and the most \
+             advanced member's etcd_server_proposals_committed_total",
+};
+
+/// The work counters of one member's `/metrics` text: [`TOTAL`] (gRPC messages received),
+/// `grpc.<method>` each, the client gRPC bytes, `watch_events`, `proposals_committed`.
+fn member_work(text: &str) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for (labels, v) in work::prometheus_samples(text, "grpc_server_msg_received_total") {
+        *out.entry(TOTAL.to_string()).or_default() += v;
+        if v > 0
+            && let Some(m) = work::label(labels, "grpc_method")
+        {
+            *out.entry(format!("grpc.{m}")).or_default() += v;
+        }
+    }
+    for (name, key) in [
+        ("etcd_network_client_grpc_received_bytes_total", BYTES_IN),
+        ("etcd_network_client_grpc_sent_bytes_total", BYTES_OUT),
+        ("etcd_debugging_mvcc_events_total", "watch_events"),
+        (PROPOSALS_COMMITTED, "proposals_committed"),
+    ] {
+        if let Some(v) = metric_value(text, name) {
+            out.insert(key.to_string(), v);
+        }
+    }
+    out
+}
+
+/// The work counters of the members at `addrs`, summed, but `proposals_committed` is the most
+/// advanced member's (each member commits every entry).
+async fn work_of(addrs: &[SocketAddr]) -> Result<Reading, String> {
+    let answers = futures::future::join_all(addrs.iter().map(|a| metrics(*a))).await;
+    let mut reading = Reading::default();
+    let mut committed = 0;
+    for (addr, text) in addrs.iter().zip(answers) {
+        let mut c = member_work(&text.map_err(|e| format!("{addr}: {e}"))?);
+        committed = committed.max(c.remove("proposals_committed").unwrap_or(0));
+        reading.add(*addr, c);
+    }
+    reading
+        .counters
+        .insert("proposals_committed".into(), committed);
+    Ok(reading)
 }
 
 /// The value of `name` in a Prometheus text exposition (Go prints large values as `1.2e+06`).
@@ -403,6 +461,14 @@ impl ServiceKind for Etcd {
 
     /// etcd fsyncs its WAL before a commit is acknowledged unless started with
     /// `--unsafe-no-fsync`, which [`COMMON_FLAGS`] never passes; no API tells it.
+    fn work_meter(&self) -> Option<Meter> {
+        Some(WORK_METER)
+    }
+
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        work_of(&ep.etcd).await
+    }
+
     async fn durability(
         &self,
         _addr: SocketAddr,
@@ -512,6 +578,25 @@ mod tests {
                     etcd_server_proposals_committed_total 1.234567e+06\n";
         assert_eq!(metric_value(text, PROPOSALS_COMMITTED), Some(1_234_567));
         assert_eq!(metric_value("x 1\n", PROPOSALS_COMMITTED), None);
+    }
+
+    #[test]
+    fn a_member_s_work_is_read_from_its_metrics() {
+        let text = "grpc_server_msg_received_total{grpc_method=\"Txn\",grpc_type=\"unary\"} 5\n\
+                    grpc_server_msg_received_total{grpc_method=\"Range\",grpc_type=\"unary\"} 0\n\
+                    grpc_server_msg_received_total{grpc_method=\"LeaseKeepAlive\"} 3\n\
+                    etcd_network_client_grpc_received_bytes_total 900\n\
+                    etcd_network_client_grpc_sent_bytes_total 1.2e+03\n\
+                    etcd_debugging_mvcc_events_total 2\n\
+                    etcd_server_proposals_committed_total 40\n";
+        let c = member_work(text);
+        assert_eq!(
+            (c[TOTAL], c["grpc.Txn"], c["grpc.LeaseKeepAlive"]),
+            (8, 5, 3)
+        );
+        assert!(!c.contains_key("grpc.Range"));
+        assert_eq!((c[BYTES_IN], c[BYTES_OUT]), (900, 1200));
+        assert_eq!((c["watch_events"], c["proposals_committed"]), (2, 40));
     }
 
     #[test]

@@ -4,7 +4,11 @@
 //! What it knows of each service it asks of the service's module, through the registry.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use super::backend::wait_ready;
 use super::containers::Containers;
@@ -15,6 +19,7 @@ use super::kind::{Running, ServiceKind, Started};
 use super::local::Local;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Provisioner, Service};
 use super::net;
+use super::netem::{self, Impairment, LinkCounts, ProbeSamples};
 use super::node::Node;
 use super::provision::Provisioned;
 use super::registry;
@@ -290,6 +295,81 @@ impl OwnedCluster {
     pub async fn heal_partition(&mut self, name: &str) -> Result<(), ClusterError> {
         let node = find_node(&mut self.nodes, name)?;
         self.backend.backend().heal(node).await
+    }
+
+    /// Impairs the links between nodes `names` and every other server and the client workers
+    /// `clients` (a network fault: delay, loss, bandwidth, reset), for at most `lifetime`;
+    /// returns the workers whose links are impaired. Local nodes in the private network only.
+    pub fn impair(
+        &self,
+        names: &[String],
+        clients: &[usize],
+        imp: Impairment,
+        seed: u64,
+        lifetime: Duration,
+    ) -> Result<Vec<usize>, ClusterError> {
+        let mut cut = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let node = self.node(name)?;
+            let seed = seed ^ (i as u64) << 32;
+            cut = self
+                .backend
+                .backend()
+                .impair(node, clients, imp, seed, lifetime)?;
+        }
+        Ok(cut)
+    }
+
+    /// Heals the network fault on node `name`: its rules deleted, then its held packets
+    /// released, then its queue closed. What its queue saw.
+    pub fn unimpair(&self, name: &str) -> Result<LinkCounts, ClusterError> {
+        self.backend.backend().unimpair(self.node(name)?)
+    }
+
+    /// Starts a probe of the path to node `name`: `samples` TCP connects to its port, `gap`
+    /// apart and each bounded by `timeout`, from the host of client worker `client` (else from
+    /// another server's host), until `stop`. Needs the private network.
+    pub fn probe(
+        &self,
+        name: &str,
+        client: Option<usize>,
+        (samples, gap, timeout): (usize, Duration, Duration),
+        stop: Arc<AtomicBool>,
+    ) -> Result<JoinHandle<Result<ProbeSamples, String>>, ClusterError> {
+        let node = self.node(name)?;
+        let err = |detail: &str| ClusterError::Setup {
+            node: name.to_string(),
+            what: "probe".into(),
+            detail: detail.into(),
+        };
+        let net = self.network().ok_or_else(|| err("no private network"))?;
+        let from = match client {
+            Some(k) => net.clients.get(k),
+            None => net.servers.iter().find(|h| h.ip != node.addr.ip()),
+        }
+        .ok_or_else(|| err("no host to probe from"))?;
+        let ns = PathBuf::from(format!("/run/netns/{}", from.netns));
+        Ok(netem::probe(ns, node.addr, samples, gap, timeout, stop))
+    }
+
+    /// What network faults left in node `name`'s namespace (rules, bound queues): empty after
+    /// every heal.
+    pub fn residue(&self, name: &str) -> Result<Vec<String>, ClusterError> {
+        let node = self.node(name)?;
+        let host = (self.network())
+            .and_then(|n| n.host(node.addr.ip()))
+            .ok_or_else(|| no_such_node(name))?;
+        netem::residue(&host.netns).map_err(|detail| ClusterError::Setup {
+            node: name.to_string(),
+            what: "residue".into(),
+            detail,
+        })
+    }
+
+    fn node(&self, name: &str) -> Result<&Node, ClusterError> {
+        (self.nodes.iter())
+            .find(|n| n.name == name)
+            .ok_or_else(|| no_such_node(name))
     }
 
     /// Cuts node `name` off from every other node and every client.

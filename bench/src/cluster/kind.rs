@@ -13,6 +13,7 @@ use super::error::ClusterError;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::node::Node;
 use super::provision::Launcher;
+use super::work::{Meter, Reading};
 
 /// What starting one service brought up.
 pub(super) struct Started {
@@ -115,6 +116,18 @@ pub(super) trait ServiceKind: Sync {
         ep: &Endpoints,
         unasked: Source,
     ) -> Option<Durability>;
+
+    /// What its counters of the work it did count; `None`: lockbench reads none of them.
+    fn work_meter(&self) -> Option<Meter> {
+        None
+    }
+
+    /// Its work counters now, summed over its nodes in `ep` that strategies send requests to;
+    /// the error says why they cannot be read.
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        let _ = ep;
+        Err(format!("lockbench reads no counters of {}", self.service()))
+    }
 
     /// External target: checks that `ep.prefix` is free or lockbench's on its servers in `ep`
     /// (none: nothing to do), then marks it as lockbench's; refuses

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -14,6 +16,7 @@ use super::backend::Backend;
 use super::builds::Builds;
 use super::error::ClusterError;
 use super::model::{ClusterOptions, Provisioner};
+use super::netem::{self, Impairment, LinkCounts};
 use super::node::Node;
 use super::ports::{Placement, PortAllocator};
 use super::process::ServerProcess;
@@ -29,6 +32,8 @@ pub(super) struct Local {
     shim: Option<PathBuf>,
     /// Which build of each server runs ([`ClusterOptions::builds`]).
     builds: Builds,
+    /// Network faults in force, by node: healed (by drop on a panic) before the network goes.
+    links: Mutex<HashMap<String, netem::Link>>,
     // Fields drop in order: the namespaces go before the data directory.
     network: Option<net::Network>,
     data: tempfile::TempDir,
@@ -66,6 +71,7 @@ impl Local {
             log_dir: opts.log_dir.clone(),
             shim,
             builds: opts.builds,
+            links: Mutex::default(),
             network,
             data,
         })
@@ -166,6 +172,48 @@ impl Backend for Local {
             })?;
         }
         Ok(clients.to_vec())
+    }
+
+    /// NFQUEUE (or REJECT) rules in the node's namespace against every other server host and
+    /// the hosts of `clients`, and the queue thread that serves them.
+    fn impair(
+        &self,
+        node: &Node,
+        clients: &[usize],
+        imp: Impairment,
+        seed: u64,
+        lifetime: Duration,
+    ) -> Result<Vec<usize>, ClusterError> {
+        let host = self.host_of(node)?;
+        let net = self.network.as_ref().expect("host_of found a network");
+        let peers: Vec<IpAddr> = (net.servers.iter())
+            .filter(|h| h.ip != host.ip)
+            .chain(clients.iter().filter_map(|k| net.clients.get(*k)))
+            .map(|h| h.ip)
+            .collect();
+        let link = netem::Link::start(host, &peers, imp, seed, lifetime).map_err(|detail| {
+            ClusterError::Setup {
+                node: node.name.clone(),
+                what: "network fault".into(),
+                detail,
+            }
+        })?;
+        let mut links = self.links.lock().expect("links are never poisoned");
+        // A second fault on the same node replaces the first (whose drop heals it).
+        links.insert(node.name.clone(), link);
+        Ok(clients.to_vec())
+    }
+
+    fn unimpair(&self, node: &Node) -> Result<LinkCounts, ClusterError> {
+        let err = |detail: String| ClusterError::Setup {
+            node: node.name.clone(),
+            what: "heal network fault".into(),
+            detail,
+        };
+        let link = (self.links.lock().expect("links are never poisoned"))
+            .remove(&node.name)
+            .ok_or_else(|| err("no network fault on this node".into()))?;
+        link.stop().map_err(err)
     }
 
     async fn heal(&self, node: &mut Node) -> Result<(), ClusterError> {

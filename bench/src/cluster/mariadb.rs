@@ -25,6 +25,7 @@ use super::namespace::Prefix;
 use super::node::Node;
 use super::process::ServerProcess;
 use super::provision::Launcher;
+use super::work::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 
 /// The node's name.
 const NAME: &str = "mariadb";
@@ -365,6 +366,31 @@ impl ServiceKind for Mariadb {
         })
     }
 
+    fn work_meter(&self) -> Option<Meter> {
+        Some(Meter {
+            unit: "statements",
+            source: "SHOW GLOBAL STATUS: Questions, Bytes_received, Bytes_sent, \
+                     Innodb_row_lock_waits, Innodb_row_lock_time (ms), Com_*",
+        })
+    }
+
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        let m = ep.mysql.as_ref().ok_or("no MariaDB login")?;
+        let mut con = connection(m).await?;
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Bytes_received', \
+             'Bytes_sent', 'Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Com_select', \
+             'Com_insert', 'Com_update', 'Com_delete', 'Com_commit', 'Com_rollback')",
+        )
+        .fetch_all(&mut con)
+        .await
+        .map_err(|e| format!("SHOW GLOBAL STATUS: {e}"))?;
+        let _ = con.close().await;
+        let mut reading = Reading::default();
+        reading.add(m.addr, status_counters(&rows));
+        Ok(reading)
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         match &ep.mysql {
             Some(m) => claim_prefix(m, &ep.prefix).await,
@@ -418,6 +444,22 @@ async fn settings(opts: MySqlConnectOptions) -> Result<Vec<(String, String)>, St
     .map_err(|e| e.to_string())?;
     let _ = con.close().await;
     Ok(rows)
+}
+
+/// Work counters of `SHOW GLOBAL STATUS` rows: `Questions` is [`TOTAL`] (statements clients
+/// sent), the bytes theirs, the rest by their lower-case name (`innodb_row_lock_time` in ms).
+fn status_counters(rows: &[(String, String)]) -> std::collections::BTreeMap<String, u64> {
+    rows.iter()
+        .filter_map(|(k, v)| {
+            let key = match k.as_str() {
+                "Questions" => TOTAL.to_string(),
+                "Bytes_received" => BYTES_IN.to_string(),
+                "Bytes_sent" => BYTES_OUT.to_string(),
+                other => other.to_ascii_lowercase(),
+            };
+            Some((key, v.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 async fn connection(m: &MysqlEndpoint) -> Result<sqlx::MySqlConnection, String> {
@@ -485,6 +527,24 @@ async fn drop_tables(m: &MysqlEndpoint, p: &Prefix) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn global_status_rows_become_work_counters() {
+        let rows: Vec<(String, String)> = [
+            ("Questions", "120"),
+            ("Bytes_received", "4000"),
+            ("Bytes_sent", "9000"),
+            ("Innodb_row_lock_waits", "7"),
+            ("Com_select", "x"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = status_counters(&rows);
+        assert_eq!((c[TOTAL], c[BYTES_IN], c[BYTES_OUT]), (120, 4000, 9000));
+        assert_eq!(c["innodb_row_lock_waits"], 7);
+        assert!(!c.contains_key("com_select"));
+    }
 
     #[test]
     fn the_flush_setting_says_where_an_acknowledged_write_is() {

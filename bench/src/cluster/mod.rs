@@ -14,8 +14,9 @@
 //!
 //! This file only names the rooms: `model` (the types), `error`, `node`, `guard` (the owning
 //! [`OwnedCluster`]), `endpoints` (the endpoints file), the backends (`backend`, `local`,
-//! [`containers`], `provision`), the server builds a run may choose ([`builds`]), and one
-//! module per service, each implementing `kind`'s `ServiceKind`, listed once in `registry`.
+//! [`containers`], `provision`), the server builds a run may choose ([`builds`]), what their
+//! counters say of the work they did ([`work`]), and one module per service, each
+//! implementing `kind`'s `ServiceKind`, listed once in `registry`.
 
 mod backend;
 mod binary;
@@ -36,6 +37,7 @@ mod mariadb;
 mod model;
 pub mod namespace;
 pub mod net;
+pub mod netem;
 mod node;
 mod ports;
 mod process;
@@ -45,6 +47,7 @@ pub mod redis_cluster;
 mod registry;
 pub mod sentinel;
 pub mod target;
+pub mod work;
 mod zookeeper;
 
 pub use builds::{Builds, EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};

@@ -58,7 +58,7 @@ pub struct Network {
     pub clients: Vec<Host>,
 }
 
-fn run(args: &[&str]) -> Result<(), String> {
+pub(super) fn run(args: &[&str]) -> Result<(), String> {
     let out = Command::new(args[0])
         .args(&args[1..])
         .output()

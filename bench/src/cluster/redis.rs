@@ -19,6 +19,7 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
+use super::work::{self, Meter, Reading};
 
 pub use super::durability::Appendfsync;
 
@@ -181,6 +182,41 @@ fn describe_build(info: &str) -> String {
     }
 }
 
+/// What lockbench reads of a Redis node's work.
+pub(super) const WORK_METER: Meter = Meter {
+    unit: "commands",
+    source: "INFO commandstats (calls of every command, those Lua scripts run included) and \
+             INFO stats (total_net_{input,output}_bytes less replication's) of every master; a \
+             replica's commands replay its master's, so replicas are not counted",
+};
+
+/// The work counters of the Redis nodes at `addrs` (see [`work::redis_counters`]), summed;
+/// a node whose `INFO replication` says it is a replica is read but adds nothing.
+pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Reading, String> {
+    let answers = futures::future::join_all(addrs.iter().map(|a| async move {
+        let mut con = connection(*a, auth).await?;
+        ::redis::cmd("INFO")
+            .arg("stats")
+            .arg("commandstats")
+            .arg("replication")
+            .query_async::<String>(&mut con)
+            .await
+            .map_err(|e| format!("{a}: INFO: {e}"))
+    }));
+    let mut reading = Reading::default();
+    for (addr, info) in addrs.iter().zip(answers.await) {
+        let info = info?;
+        let replica = work::info_fields(&info).any(|(k, v)| k == "role" && v.trim() == "slave");
+        let counters = if replica {
+            Default::default()
+        } else {
+            work::redis_counters(&info)
+        };
+        reading.add(*addr, counters);
+    }
+    Ok(reading)
+}
+
 /// The standalone Redis servers of a run: `redis-1`, or Redlock's `redis-1..5`.
 pub(super) struct Redis;
 
@@ -234,6 +270,14 @@ impl ServiceKind for Redis {
         _unasked: Source,
     ) -> Option<Durability> {
         Some(durability(addr, ep.redis_auth.as_ref()).await)
+    }
+
+    fn work_meter(&self) -> Option<Meter> {
+        Some(WORK_METER)
+    }
+
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        work(&ep.redis, ep.redis_auth.as_ref()).await
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {

@@ -28,6 +28,7 @@ use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::{Appendfsync, connection, prefix_keys};
+use super::work::{Meter, Reading};
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16_384;
@@ -489,6 +490,14 @@ impl ServiceKind for RedisCluster {
         sku: u32,
     ) -> Result<(SocketAddr, Vec<SocketAddr>), String> {
         slot_owners(&ep.redis_cluster, None, sku_slot(sku)).await
+    }
+
+    fn work_meter(&self) -> Option<Meter> {
+        Some(super::redis::WORK_METER)
+    }
+
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        super::redis::work(&ep.redis_cluster, ep.redis_auth.as_ref()).await
     }
 
     async fn durability(

@@ -22,6 +22,7 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::Appendfsync;
+use super::work::{Meter, Reading};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";
@@ -320,6 +321,24 @@ impl ServiceKind for Sentinel {
     }
 
     /// Sentinels keep no data of a run (their master and replicas are Redis nodes).
+    fn work_meter(&self) -> Option<Meter> {
+        Some(Meter {
+            unit: "commands",
+            source: "INFO commandstats and INFO stats of the master the Sentinels name (not of \
+                     the Sentinels, nor of the replicas, whose commands replay the master's)",
+        })
+    }
+
+    /// The master the sentinels name now: the only node the locks send requests to (the
+    /// sentinels' own pings and hellos are background the run subtracts).
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        let master = named_master(ep)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or("no sentinel to name the master")?;
+        super::redis::work(&[master], ep.redis_auth.as_ref()).await
+    }
+
     async fn durability(
         &self,
         _addr: SocketAddr,

@@ -23,6 +23,7 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
+use super::work::{self, BYTES_IN, Meter, Reading, TOTAL};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
@@ -248,8 +249,8 @@ pub(super) fn config(
          # of 60 connections per address would refuse the rest\n\
          maxClientCnxns=1024\n\
          admin.enableServer=false\n\
-         # srvr tells readiness and leadership; nothing else is needed\n\
-         4lw.commands.whitelist=srvr\n\
+         # srvr tells readiness and leadership, mntr the packets served\n\
+         4lw.commands.whitelist=srvr,mntr\n\
          {servers}"
     )
 }
@@ -282,16 +283,19 @@ struct Srvr {
     version: String,
 }
 
-/// Asks one member `srvr`. A member without a quorum answers that it is not serving, which is
-/// an error here.
-async fn srvr(addr: SocketAddr) -> Result<Srvr, String> {
+/// Asks the member at `addr` the four-letter word `word` (one of the whitelist of
+/// [`config`]); the server answers and closes the connection.
+async fn four_letters(addr: SocketAddr, word: &str) -> Result<String, String> {
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| e.to_string())?;
-        stream.write_all(b"srvr").await.map_err(|e| e.to_string())?;
+        stream
+            .write_all(word.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
         let mut text = String::new();
-        // The server closes the connection after answering; the answer is a few hundred bytes.
+        // The answer is a few kB at most.
         (&mut stream)
             .take(64 * 1024)
             .read_to_string(&mut text)
@@ -301,7 +305,50 @@ async fn srvr(addr: SocketAddr) -> Result<Srvr, String> {
     };
     let text = tokio::time::timeout(FOUR_LETTER_TIMEOUT, ask)
         .await
-        .map_err(|_| format!("srvr timed out after {FOUR_LETTER_TIMEOUT:?}"))??;
+        .map_err(|_| format!("{word} timed out after {FOUR_LETTER_TIMEOUT:?}"))??;
+    // A word off the whitelist is answered with this line, not an error.
+    if text.contains("is not executed because it is not in the whitelist") {
+        return Err(format!("{word}: {}", text.trim()));
+    }
+    Ok(text)
+}
+
+/// What lockbench reads of a ZooKeeper member's work.
+const WORK_METER: Meter = Meter {
+    unit: "packets",
+    source: "mntr of every member: zk_packets_received (requests and pings), zk_packets_sent, \
+             zk_bytes_received_count; needs mntr in 4lw.commands.whitelist",
+};
+
+/// The work counters of one member's `mntr` answer.
+fn mntr_work(text: &str) -> std::collections::BTreeMap<String, u64> {
+    work::mntr_fields(text)
+        .filter_map(|(k, v)| {
+            let key = match k {
+                "zk_packets_received" => TOTAL,
+                "zk_bytes_received_count" => BYTES_IN,
+                "zk_packets_sent" => "packets_sent",
+                _ => return None,
+            };
+            Some((key.to_string(), v))
+        })
+        .collect()
+}
+
+/// The work counters of the members at `addrs`, summed.
+async fn work_of(addrs: &[SocketAddr]) -> Result<Reading, String> {
+    let answers = futures::future::join_all(addrs.iter().map(|a| four_letters(*a, "mntr"))).await;
+    let mut reading = Reading::default();
+    for (addr, text) in addrs.iter().zip(answers) {
+        reading.add(*addr, mntr_work(&text.map_err(|e| format!("{addr}: {e}"))?));
+    }
+    Ok(reading)
+}
+
+/// Asks one member `srvr`. A member without a quorum answers that it is not serving, which is
+/// an error here.
+async fn srvr(addr: SocketAddr) -> Result<Srvr, String> {
+    let text = four_letters(addr, "srvr").await?;
     let field = |name: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(name))
@@ -387,6 +434,14 @@ impl ServiceKind for Zookeeper {
 
     /// ZooKeeper fsyncs its transaction log before acknowledging a proposal unless
     /// `forceSync=no`; [`config`] leaves the default, and no four-letter word tells it.
+    fn work_meter(&self) -> Option<Meter> {
+        Some(WORK_METER)
+    }
+
+    async fn work(&self, ep: &Endpoints) -> Result<Reading, String> {
+        work_of(&ep.zookeeper).await
+    }
+
     async fn durability(
         &self,
         _addr: SocketAddr,
@@ -511,6 +566,20 @@ async fn delete_tree(zk: &zookeeper_client::Client, root: &str) -> Result<(), St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mntr_gives_packets_and_bytes() {
+        let text = "zk_version\t3.8.0\nzk_packets_received\t70\nzk_packets_sent\t69\n\
+                    zk_bytes_received_count\t5000\nzk_watch_count\t3\n";
+        let c = mntr_work(text);
+        assert_eq!((c[TOTAL], c["packets_sent"], c[BYTES_IN]), (70, 69, 5000));
+        assert_eq!(c.len(), 3);
+    }
+
+    #[test]
+    fn mntr_is_whitelisted_beside_srvr() {
+        assert!(config("/d", None, 2181, "").contains("4lw.commands.whitelist=srvr,mntr\n"));
+    }
 
     #[test]
     fn the_ensemble_lockbench_starts_keeps_its_fsync() {

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::format::round;
 use crate::chaos::FaultRecord;
+use crate::chaos::network::LinkProbe;
 use crate::record::phases::{PhaseData, Segment};
 use crate::record::{ErrorKind, LatencySummary, Outcome};
 
@@ -39,6 +40,10 @@ pub struct FaultSummary {
     pub unavailable_s: Option<f64>,
     /// Why it did not happen as planned, or what failed while healing it.
     pub note: Option<String>,
+    /// A network fault's probe: TCP connect round trips through the impaired path before,
+    /// during and after the fault, what its queue saw, and what the heal left (nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<LinkProbe>,
 }
 
 /// Measurements between two fault boundaries.
@@ -135,6 +140,7 @@ fn fault_summary(r: &FaultRecord, data: &PhaseData, start: Instant, end: Instant
             .map(|(a, b)| s(b.saturating_duration_since(a))),
         unavailable_s: unavailable.map(s),
         note: r.note.clone(),
+        probe: r.probe.clone(),
     }
 }
 

@@ -670,6 +670,7 @@ pub(crate) mod fixtures {
             promotion_s: None,
             unavailable_s: Some(0.5),
             note: None,
+            probe: None,
         }
     }
 

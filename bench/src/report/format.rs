@@ -24,6 +24,34 @@ pub fn round(x: f64, places: i32) -> f64 {
     (x * scale).round() / scale
 }
 
+/// Server work per grant or sale (commands, bytes): two decimals at most, `-` when missing.
+pub fn work_per(v: Option<f64>) -> String {
+    or_dash(v, |v| decimals(v, 2))
+}
+
+/// A network fault's probe in one cell: the median round trip before / during / after, ms,
+/// and the spread of the samples during it (`0.21 / 101.4 (n=10, 82.1–119.6) / 0.2`).
+pub fn probe_rtt(p: &crate::chaos::network::LinkProbe) -> String {
+    let med = |s: &crate::cluster::netem::ProbeSamples| or_dash(s.median_ms, |m| format!("{m}"));
+    let d = &p.during;
+    let lo = d.rtt_ms.iter().copied().reduce(f64::min);
+    let hi = d.rtt_ms.iter().copied().reduce(f64::max);
+    let failed = match d.failed {
+        0 => String::new(),
+        k => format!(", {k} failed"),
+    };
+    let spread = match lo.zip(hi) {
+        Some((lo, hi)) => format!(" (n={}, {lo}–{hi}{failed})", d.rtt_ms.len()),
+        None => format!(" (n=0{failed})"),
+    };
+    format!(
+        "{} / {}{spread} / {}",
+        med(&p.before),
+        med(d),
+        med(&p.after)
+    )
+}
+
 /// `-` for a figure that is missing, else `f` of it.
 pub fn or_dash<T>(v: Option<T>, f: impl FnOnce(T) -> String) -> String {
     v.map_or_else(|| "-".into(), f)
@@ -219,6 +247,38 @@ pub fn too_few_note() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_reads_as_medians_and_the_spread_during_the_fault() {
+        use crate::chaos::network::LinkProbe;
+        use crate::cluster::netem::ProbeSamples;
+        let samples = |rtt_ms: Vec<f64>, failed| {
+            let mut s = ProbeSamples {
+                rtt_ms,
+                failed,
+                median_ms: None,
+            };
+            s.median_ms = s.median();
+            s
+        };
+        let p = LinkProbe {
+            path: "worker-2 → redis-3".into(),
+            before: samples(vec![0.1, 0.2, 0.1], 0),
+            during: samples(vec![101.5, 82.0, 119.25], 1),
+            after: samples(vec![0.12], 0),
+            ..LinkProbe::default()
+        };
+        assert_eq!(
+            probe_rtt(&p),
+            "0.1 / 101.5 (n=3, 82–119.25, 1 failed) / 0.12"
+        );
+        // A reset: every connect during it failed.
+        let reset = LinkProbe {
+            during: samples(vec![], 10),
+            ..p
+        };
+        assert_eq!(probe_rtt(&reset), "0.1 / - (n=0, 10 failed) / 0.12");
+    }
 
     #[test]
     fn ms_is_exact() {

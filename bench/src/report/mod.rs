@@ -20,6 +20,7 @@ pub mod sweep;
 mod table;
 pub mod usl;
 pub mod versions;
+pub mod work;
 
 use std::collections::BTreeMap;
 
@@ -203,6 +204,10 @@ pub struct Summary {
     /// Consensus writes the lock service committed during the load (etcd runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consensus_writes: Option<ConsensusWrites>,
+    /// What the lock service (per grant) and the store (per sale) did for the load, as their
+    /// own counters say, background subtracted; `null` in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_work: Option<work::ServerWork>,
     /// The lease TTL the lock service granted, seconds, for locks whose server may change the
     /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -375,6 +380,7 @@ impl Summary {
             workers: p.chaos.workers,
             worker_failures: p.chaos.worker_failures,
             consensus_writes: None,
+            server_work: None,
             lease_ttl_granted_s: None,
             library: None,
             broken: drive.broken.clone(),
@@ -677,6 +683,14 @@ mod tests {
             inconsistent_skus: 1,
             lost_sales: 0,
         };
+        // Two buyers on SKU 0: one waits 5 ms and holds, the other gives up after 40 ms.
+        let mut contention = crate::record::contention::ContentionTracker::new(
+            Duration::from_secs(5),
+            Duration::ZERO,
+        );
+        contention.grant(0, 1, at(0), (at(5), at(25)), at(25), false);
+        contention.give_up(0, 2, at(1), at(41));
+        let contention = contention.finish();
         let summary = Summary::new(RunParts {
             info: crate::strategy::find("redis-setnx").expect("known"),
             workload: &w,
@@ -690,7 +704,7 @@ mod tests {
             },
             safety: &safety,
             coverage: &Coverage::default(),
-            contention: None,
+            contention: contention.as_ref(),
             double_grants: &DoubleGrants {
                 count: 2,
                 incidents: 1,

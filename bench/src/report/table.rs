@@ -3,7 +3,9 @@
 use std::io::Write;
 
 use super::Summary;
-use super::format::{latency_cell, ms_table, or_dash, percent, secs_table, too_few_note};
+use super::format::{
+    latency_cell, ms_table, or_dash, percent, probe_rtt, secs_table, too_few_note,
+};
 use crate::check::Verdict;
 use crate::record::Pct;
 
@@ -104,9 +106,7 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
                 secs(f.recovery_s),
                 secs(f.unavailable_s),
             ]);
-            if let Some(n) = &f.note {
-                notes.push(format!("note: {}: fault {}: {n}", s.strategy, f.id));
-            }
+            notes.extend(fault_notes(s, f));
         }
     }
     writeln!(out)?;
@@ -115,6 +115,24 @@ pub fn print_faults(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<(
         writeln!(out, "{n}")?;
     }
     Ok(())
+}
+
+/// The lines printed under the fault table for fault `f` of `s`: its note, its probe.
+fn fault_notes(s: &Summary, f: &super::FaultSummary) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(n) = &f.note {
+        notes.push(format!("note: {}: fault {}: {n}", s.strategy, f.id));
+    }
+    if let Some(p) = &f.probe {
+        notes.push(format!(
+            "probe: {}: fault {} ({}): round trip ms before / during / after: {}",
+            s.strategy,
+            f.id,
+            p.path,
+            probe_rtt(p)
+        ));
+    }
+    notes
 }
 
 /// The `q` quantile (`us`) of every arrival, in ms; `+` when it lands among the arrivals that
@@ -251,6 +269,19 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
                 "note: {}: {} consensus writes during the load, {per_sale} per sale{ttl}",
                 s.strategy, c.writes
             )?;
+        }
+        if let Some(w) = &s.server_work {
+            for (role, sw) in
+                (w.lock.iter().map(|x| ("lock", x))).chain(w.store.iter().map(|x| ("store", x)))
+            {
+                writeln!(
+                    out,
+                    "note: {}: server work, {role} ({}): {}",
+                    s.strategy,
+                    sw.service,
+                    sw.line()
+                )?;
+            }
         }
         if let Some(note) = s.clock_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;

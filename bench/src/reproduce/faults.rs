@@ -192,7 +192,11 @@ async fn one(
         .collect();
     let w = Workload::parse(WORKLOAD.0, WORKLOAD.1, &set).map_err(|e| e.to_string())?;
     let chaos = ChaosPlan::parse(r.chaos.0, r.chaos.1, &w).map_err(|e| e.to_string())?;
-    let opts = RunOptions::new(id, w, Some(chaos), WORKLOAD.0, out.to_path_buf());
+    let opts = RunOptions {
+        // A reproduction judges a verdict; the servers' work is not its question.
+        server_work: false,
+        ..RunOptions::new(id, w, Some(chaos), WORKLOAD.0, out.to_path_buf())
+    };
     let plan = opts.plan().map_err(|e| e.to_string())?;
     match crate::run::run(&plan, cancel).await {
         Ok(s) => Ok(s),

@@ -141,6 +141,8 @@ fn trial_options(
         target: None,
         history: false,
         progress: false,
+        // A trial is seconds long: a 1 s idle window before each would add a third to it.
+        server_work: false,
     }
 }
 

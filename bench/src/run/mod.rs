@@ -1,5 +1,6 @@
 //! One run, in named steps: [`plan`](RunOptions::plan) → `servers` → `strategy` →
-//! `clients` → `load` (with faults) → `measurements` → [`audit`] → `results`.
+//! `clients` → `work` (the servers' counters, read around the load) → `load` (with faults) →
+//! `measurements` → [`audit`] → `results`.
 //!
 //! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
@@ -9,6 +10,7 @@ pub mod contend;
 mod plan;
 mod progress;
 pub mod sweep;
+mod work;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -151,7 +153,10 @@ async fn run_planned(
     warm_up(plan, &built, cancel).await?;
     let workers = clients(plan, &servers, &built, cancel).await?;
     let writes_before = consensus_writes(plan, &servers).await;
+    let needs = (plan.opts.server_work).then_some(plan.info.needs);
+    let watch = work::before_load(needs, &servers.endpoints, cancel).await;
     let measured = load(plan, &built, &mut servers, workers, cancel).await?;
+    let work = watch.finish(&servers.endpoints).await;
     let writes_after = consensus_writes(plan, &servers).await;
     // Written before the audit, which needs the servers: a server that died mid-run fails the
     // audit, and what was measured must survive that.
@@ -167,6 +172,7 @@ async fn run_planned(
             .map(|(b, a)| a.saturating_sub(b)),
         lease_ttl_granted: built.strategy.lease_ttl_granted(),
         library: built.strategy.library(),
+        work,
     };
     let summary = results(plan, &servers, measured, chaos, audited, cost)?;
     built.store.close().await;
@@ -336,6 +342,8 @@ struct LockCost {
     lease_ttl_granted: Option<std::time::Duration>,
     /// The library behind a `lib:` strategy.
     library: Option<crate::strategy::adapter::Hello>,
+    /// The servers' own counters around the load.
+    work: work::Finished,
 }
 
 /// What the load measured.
@@ -576,6 +584,8 @@ fn results(
         .map(|n| report::ConsensusWrites::new(n, audited.safety.sold, CONSENSUS_WRITES_SOURCE));
     summary.lease_ttl_granted_s = cost.lease_ttl_granted.map(|d| d.as_secs_f64());
     summary.library = cost.library;
+    let grants = report::work::grants(&summary.outcomes);
+    summary.server_work = (cost.work).figures(plan.info.locks, grants, audited.safety.sold);
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

@@ -52,6 +52,9 @@ pub struct RunOptions {
     pub history: bool,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
     pub progress: bool,
+    /// Read the servers' work counters around the load (`run::work`: one idle window of
+    /// [`IDLE_WINDOW`](super::work::IDLE_WINDOW) more per run); a sweep's trials do not.
+    pub server_work: bool,
 }
 
 impl RunOptions {
@@ -79,6 +82,7 @@ impl RunOptions {
             target: None,
             history: false,
             progress: false,
+            server_work: true,
         }
     }
 
@@ -210,6 +214,7 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
         ));
     }
     plan.check_provisioner(opts.provisioner())?;
+    plan.check_privileges(nix::unistd::geteuid().is_root())?;
     if opts.target.is_none() {
         plan.check_services(info.lock_service(), info.needs)?;
     }

@@ -324,6 +324,8 @@ fn step_options(
         target: None,
         history: false,
         progress: false,
+        // A trial measures capacity; the job's calm run measures the servers' work.
+        server_work: false,
     }
 }
 

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 use lockbench::check::{LockVerdict, StoreVerdict};
 use lockbench::report::Summary;
 
+mod network;
+
 use crate::common::{
     START_BOUND, assert_all_gone, assert_faults_went_as_planned, assert_networks_gone,
     assert_rejected, assert_servers_gone, compare_json, consensus_servers_available, descendants,
@@ -426,6 +428,19 @@ fn bad_chaos_input_exits_non_zero_naming_file_and_field() {
             "[[fault]]\nkind = \"kill\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"",
             &["--endpoints", "endpoints.json"],
             &["--chaos with --endpoints"],
+        ),
+        (
+            "[[fault]]\nkind = \"loss\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n\
+             loss = 1.5",
+            &[],
+            &["c.toml", "fault[0].loss = 1.5", "(0, 1]"],
+        ),
+        // Refused before any server (or Docker daemon) starts: named file, field, way out.
+        (
+            "[[fault]]\nkind = \"delay\"\ntarget = \"one\"\nat = \"1s\"\nduration = \"1s\"\n\
+             delay = \"100ms\"",
+            &["--provision", "containers"],
+            &["c.toml", "fault[0].kind = \"delay\"", "--provision local"],
         ),
     ];
     for (text, extra, needles) in cases {

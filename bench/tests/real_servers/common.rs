@@ -106,6 +106,8 @@ pub fn run_options(strategy: &str, workload: &str, out: PathBuf) -> RunOptions {
         provision: lockbench::cluster::Provisioner::Local,
         history: true,
         progress: false,
+        // One idle window more per run; the tests of server work ask for it.
+        server_work: false,
         chaos: None,
         workers: 0,
         worker_link: lockbench::clients::WorkerLink::Pipe,

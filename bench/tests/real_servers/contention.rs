@@ -73,7 +73,6 @@ safe_under_contention! {
     mysql_for_update_is_safe_under_contention => "mysql-for-update",
     mysql_optimistic_is_safe_under_contention => "mysql-optimistic",
     mysql_atomic_is_safe_under_contention => "mysql-atomic",
-    redis_setnx_is_safe_under_contention => "redis-setnx",
     redis_setnx_watchdog_is_safe_under_contention => "redis-setnx-watchdog",
     redis_setnx_fenced_is_safe_under_contention => "redis-setnx-fenced",
     redis_lua_decr_is_safe_under_contention => "redis-lua-decr",
@@ -84,6 +83,17 @@ safe_under_contention! {
     // Every attempt writes here (no `read_fraction`): the control's leak is in its read lock
     // only, so its writers must be safe; `rwlocks.rs` shows the leak.
     redis_rwlock_leaky_read_writes_are_safe_under_contention => "redis-rwlock-leaky-read",
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_setnx_is_safe_under_contention_and_barges() {
+    if !servers_available() {
+        return;
+    }
+    let s = measure("redis-setnx", CONTENTION).await;
+    assert_safe_under_contention(&s);
+    assert_nothing_lapsed(&s);
+    assert_barging(&s, false);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -170,7 +180,7 @@ fn fences_in_grant_order(dir: &Path, strategy: &str) -> Vec<u64> {
 
 /// The lock strategies backed by a consensus service: safe, nothing lapsed, and fencing
 /// tokens that grow with every new holder of the (single) lock.
-async fn assert_consensus_lock_safe(strategy: &str) {
+async fn assert_consensus_lock_safe(strategy: &str) -> Summary {
     let dir = tempfile::tempdir().unwrap();
     // 5 s instead of 1.5 s to sell the 20 units out: a JVM ensemble starved by three tests at
     // once on 2 cores did not sell out in 1.5 s (Nov 27, 2026). The attempt bound still ends
@@ -189,6 +199,29 @@ async fn assert_consensus_lock_safe(strategy: &str) {
         fences.windows(2).all(|w| w[0] < w[1]),
         "{strategy}: fencing tokens not increasing in grant order: {fences:?}"
     );
+    s
+}
+
+/// A server-side queue grants in order: a releasing holder that asks again queues behind the
+/// buyers already waiting, so (almost) no handoff goes back to it. A client-side wait lets
+/// whoever asks first after a release win: the releaser, which asks at once, often does.
+fn assert_barging(s: &Summary, queued: bool) {
+    let c = s
+        .contention
+        .as_ref()
+        .expect("a lock run measures contention");
+    println!("{}: {c:?}", s.strategy);
+    assert!(c.handoffs_with_waiter >= 10, "{}: {c:?}", s.strategy);
+    let share = c.barges as f64 / c.handoffs_with_waiter as f64;
+    if queued {
+        // Not 0: a give-up's end is stamped after its queue node is gone, so a grant in that
+        // instant can read as one.
+        assert!(share <= 0.05, "{}: a queue barged: {c:?}", s.strategy);
+    } else {
+        assert!(share >= 0.2, "{}: no barging seen: {c:?}", s.strategy);
+    }
+    let f = c.fairness.as_ref().expect("32 buyers competed");
+    assert!(f.jain > 0.0 && f.jain <= 1.0 && f.buyers >= 2, "{f:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -196,7 +229,8 @@ async fn zookeeper_is_safe_under_contention() {
     if !consensus_servers_available() {
         return;
     }
-    assert_consensus_lock_safe("zookeeper").await;
+    let s = assert_consensus_lock_safe("zookeeper").await;
+    assert_barging(&s, true);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -204,7 +238,8 @@ async fn etcd_is_safe_under_contention() {
     if !consensus_servers_available() {
         return;
     }
-    assert_consensus_lock_safe("etcd").await;
+    let s = assert_consensus_lock_safe("etcd").await;
+    assert_barging(&s, true);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -214,7 +249,7 @@ async fn fenced_consensus_locks_are_safe_under_contention() {
     }
     // The fenced store must accept every token of a lock that never lapses.
     for id in ["zookeeper-fenced", "etcd-fenced"] {
-        assert_consensus_lock_safe(id).await;
+        let _ = assert_consensus_lock_safe(id).await;
     }
 }
 

@@ -22,6 +22,7 @@ mod reconnect;
 mod remote;
 mod reproduce;
 mod rwlocks;
+mod server_work;
 mod sweep;
 mod target;
 mod ttl;

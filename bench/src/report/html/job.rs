@@ -352,6 +352,8 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
     notes(h, &part.runs);
     calm_charts(h, job, part)?;
     utilization(h, &part.runs);
+    super::contention::contention_table(h, &part.runs);
+    super::work::server_work(h, &part.runs);
     Ok(())
 }
 

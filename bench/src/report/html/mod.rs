@@ -9,11 +9,14 @@
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - `contend`: a `lockbench contend` folder (the cost of contention);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
-//!   headline table and the tables of runs), `environment` (versions, servers, reproduction).
+//!   headline table and the tables of runs), `contention` (how locks shared their keys),
+//!   `work` (the servers' work per grant),
+//!   `environment` (versions, servers, reproduction).
 //!
 //! This file only picks the page and writes it.
 
 mod contend;
+mod contention;
 mod environment;
 mod job;
 mod needs;
@@ -21,6 +24,7 @@ mod page;
 mod run;
 mod tables;
 mod versions;
+mod work;
 
 use std::path::{Path, PathBuf};
 

@@ -62,6 +62,8 @@ fn page(
         figure(&mut h, c, &caption(c.kind, runs), &png);
     }
     utilization(&mut h, runs);
+    super::contention::contention_table(&mut h, runs);
+    super::work::server_work(&mut h, runs);
     faults(&mut h, runs);
     environment(&mut h, runs, compare, exact, "");
     page_end(

@@ -8,7 +8,9 @@ use crate::check::Verdict;
 use crate::record::Pct;
 use crate::report::Summary;
 use crate::report::evidence::Recovery;
-use crate::report::format::{latency_cell, ms_exact, or_dash, percent, secs, too_few_note};
+use crate::report::format::{
+    latency_cell, ms_exact, or_dash, percent, probe_rtt, secs, too_few_note,
+};
 use crate::report::saved::RunData;
 use crate::strategy::Family;
 
@@ -421,7 +423,8 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
         h,
         "<div class=\"scroll\"><table id=\"{}\">\n<thead><tr><th>strategy</th><th>fault</th>\
          <th>hit</th><th>started s</th><th>healed s</th><th>first served after start s</th>\
-         <th>recovery s</th><th>promotion s</th><th>unavailable s</th><th>note</th></tr>\
+         <th>recovery s</th><th>promotion s</th><th>unavailable s</th>\
+         <th>probe round trip ms before / during / after</th><th>note</th></tr>\
          </thead>\n<tbody>",
         esc(id)
     );
@@ -433,7 +436,8 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
                 "<tr class=\"fault\" data-strategy=\"{}\" data-fault=\"{}\" data-started=\"{}\" \
                  data-healed=\"{}\"><td>{}</td><td>{} {}</td><td>{}</td><td class=\"n\">{}</td>\
                  <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}</td></tr>",
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"probe\">{}</td>\
+                 <td>{}</td></tr>",
                 esc(&r.summary.strategy),
                 f.id,
                 f.started_s.map(|v| v.to_string()).unwrap_or_default(),
@@ -448,6 +452,11 @@ pub(super) fn faults_table(h: &mut String, runs: &[RunData], id: &str) {
                 secs(f.recovery_s),
                 secs(f.promotion_s),
                 secs(f.unavailable_s),
+                or_dash(f.probe.as_ref(), |p| esc(&format!(
+                    "{}: {}",
+                    p.path,
+                    probe_rtt(p)
+                ))),
                 esc(f.note.as_deref().unwrap_or(""))
             );
         }

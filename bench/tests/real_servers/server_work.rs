@@ -1,0 +1,172 @@
+//! Server work per grant (`summary.server_work`), from the servers' own counters: a notify
+//! lock under contention publishes its releases and runs at least its SET and its release
+//! script per grant, a poll lock without contention publishes nothing, a row lock under
+//! contention makes MariaDB wait on row locks, and etcd and ZooKeeper count their requests.
+
+use std::path::Path;
+
+use lockbench::cluster::Needs;
+use lockbench::report::Summary;
+use lockbench::report::work::{ServiceWork, WorkFigures};
+use tokio_util::sync::CancellationToken;
+
+use crate::common::{cluster, consensus_servers_available, run_options, servers_available};
+
+/// One SKU, `clients` buyers in a closed loop for `secs`, waiting as `wait` says.
+fn one_key(clients: u32, secs: f64, extra: &str) -> String {
+    format!(
+        "seed = 5\n[inventory]\nskus = 1\nstock = 1000000\n[load]\nmode = \"closed\"\n\
+         clients = {clients}\nduration = \"{secs}s\"\n[critical_section]\nhold = \"5ms\"\n\
+         [lock]\nttl = \"2s\"\nacquire_timeout = \"2s\"\n{extra}"
+    )
+}
+
+/// Servers for `needs` (shared by a test's runs: one start instead of one per run), with
+/// their endpoints file in `dir`.
+async fn servers(needs: Needs, dir: &Path) -> lockbench::cluster::OwnedCluster {
+    let c = cluster(needs, &dir.join("logs")).await;
+    c.write_endpoints(&dir.join("endpoints.json")).unwrap();
+    c
+}
+
+/// Runs `strategy` on `workload` on the servers of `dir`'s endpoints file, with the
+/// server-work readings on; results in `dir/<name>`.
+async fn run_measured(dir: &Path, name: &str, strategy: &str, workload: &str) -> Summary {
+    let mut opts = run_options(strategy, workload, dir.join(name));
+    opts.endpoints = Some(dir.join("endpoints.json"));
+    opts.server_work = true;
+    let plan = opts.plan().unwrap_or_else(|e| panic!("{strategy}: {e}"));
+    lockbench::run::run(&plan, &CancellationToken::new())
+        .await
+        .unwrap_or_else(|e| panic!("{strategy}: {e}"))
+}
+
+/// The lock service's work of `s` (its only one), with figures.
+fn lock_work(s: &Summary) -> (&ServiceWork, &WorkFigures) {
+    let w = s.server_work.as_ref().expect("server work measured");
+    let lock = &w.lock[0];
+    let f = lock
+        .figures
+        .as_ref()
+        .unwrap_or_else(|| panic!("{:?}", lock.not_available));
+    println!("{}: lock ({}): {}", s.strategy, lock.service, lock.line());
+    (lock, f)
+}
+
+fn net(f: &WorkFigures, key: &str) -> f64 {
+    f.counters.get(key).map_or(0.0, |c| c.net)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redis_counts_a_notify_lock_s_publishes_and_none_for_a_lone_poller() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let needs = Needs {
+        mariadb: true,
+        redis: true,
+        ..Needs::NONE
+    };
+    let _servers = servers(needs, dir.path()).await;
+    let s = run_measured(
+        dir.path(),
+        "notify",
+        "redis-setnx",
+        &one_key(6, 1.5, "wait = \"notify\""),
+    )
+    .await;
+    let (lock, f) = lock_work(&s);
+    assert_eq!(
+        (lock.per.as_str(), lock.unit.as_str()),
+        ("grant", "commands")
+    );
+    assert!(lock.samples > 20, "{} grants", lock.samples);
+    // SET NX and the release script at least, for every grant.
+    assert!(f.total_per.unwrap() >= 2.0, "{f:?}");
+    assert!(
+        net(f, "cmd.evalsha") + net(f, "cmd.eval") >= lock.samples as f64 * 0.9,
+        "{f:?}"
+    );
+    // Every release publishes on the lock's channel; waiters subscribed to it.
+    assert!(net(f, "cmd.publish") >= lock.samples as f64 * 0.9, "{f:?}");
+    assert!(
+        f.bytes_in_per.unwrap() > 0.0 && f.bytes_out_per.unwrap() > 0.0,
+        "{f:?}"
+    );
+    let store = s.server_work.as_ref().unwrap().store.as_ref().unwrap();
+    assert_eq!((store.per.as_str(), store.samples), ("sale", s.audit.sold));
+    let sf = store.figures.as_ref().unwrap();
+    assert!(
+        sf.total_per.unwrap() >= 3.0,
+        "read, write, insert per sale: {sf:?}"
+    );
+
+    // One buyer never meets a held lock: a poller neither publishes nor subscribes.
+    let s = run_measured(
+        dir.path(),
+        "poll",
+        "redis-setnx",
+        &one_key(1, 1.0, "wait = \"poll\""),
+    )
+    .await;
+    let (lock, f) = lock_work(&s);
+    assert!(lock.samples > 5, "{} grants", lock.samples);
+    for cmd in ["cmd.publish", "cmd.subscribe", "cmd.psubscribe"] {
+        assert_eq!(net(f, cmd), 0.0, "{cmd}: {f:?}");
+    }
+    assert!(f.total_per.unwrap() >= 2.0, "{f:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_row_lock_under_contention_makes_mariadb_wait_on_row_locks() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let _servers = servers(
+        Needs {
+            mariadb: true,
+            ..Needs::NONE
+        },
+        dir.path(),
+    )
+    .await;
+    let s = run_measured(dir.path(), "row", "mysql-for-update", &one_key(6, 1.5, "")).await;
+    let (lock, f) = lock_work(&s);
+    // The lock lives in the store: one service, per grant.
+    assert_eq!(
+        (lock.service.to_string().as_str(), lock.per.as_str()),
+        ("mariadb", "grant")
+    );
+    assert!(s.server_work.as_ref().unwrap().store.is_none());
+    assert!(f.counters["innodb_row_lock_waits"].raw > 0, "{f:?}");
+    assert!(f.total_per.unwrap() >= 3.0, "{f:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_and_zookeeper_count_their_requests_per_grant() {
+    if !consensus_servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let needs = Needs {
+        mariadb: true,
+        etcd: true,
+        zookeeper: true,
+        ..Needs::NONE
+    };
+    let _servers = servers(needs, dir.path()).await;
+    for (strategy, unit) in [("etcd", "requests"), ("zookeeper", "packets")] {
+        let s = run_measured(dir.path(), strategy, strategy, &one_key(4, 1.0, "")).await;
+        let (lock, f) = lock_work(&s);
+        assert_eq!(lock.unit, unit);
+        // A ZooKeeper session takes a while in a debug build: a few grants may be all.
+        assert!(lock.samples > 0, "{strategy}: no grant");
+        // Acquire and release are a request each at least.
+        assert!(f.total_per.unwrap() >= 2.0, "{strategy}: {f:?}");
+        if strategy == "etcd" {
+            assert!(f.counters["proposals_committed"].net > 0.0, "{f:?}");
+        }
+    }
+}
