@@ -26,6 +26,7 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::stats::{LatencySummary, hist};
+use super::utilization::union;
 
 /// How long a key must lie free during a wait that ends in a give-up to count as a missed
 /// wake-up: well above a loopback round trip and the scheduling delays of a busy 2-core
@@ -271,18 +272,6 @@ impl Waiting {
         };
         top.iter().any(|(end, who)| *who != holder && *end >= next)
     }
-}
-
-/// The union of intervals sorted by start.
-fn union(sorted: &[(Instant, Instant)]) -> Vec<(Instant, Instant)> {
-    let mut out: Vec<(Instant, Instant)> = Vec::with_capacity(sorted.len());
-    for &(a, b) in sorted {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
 }
 
 /// The longest stretch of `[from, to]` that no interval of `covered` (a union) covers.

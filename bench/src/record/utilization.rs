@@ -38,13 +38,7 @@ impl Sku {
     /// Folds the intervals that end before `frontier` (none later can overlap them).
     fn compact(&mut self, frontier: Option<Instant>) {
         self.pending.sort_unstable_by_key(|i| i.0);
-        let mut merged: Vec<(Instant, Instant)> = Vec::with_capacity(self.pending.len());
-        for &(a, b) in &self.pending {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
+        let merged = union(&self.pending);
         self.pending.clear();
         for (a, b) in merged {
             if frontier.is_none_or(|f| b < f) {
@@ -55,6 +49,18 @@ impl Sku {
         }
         self.compact_at = (self.pending.len() * 2).max(COMPACT_AT);
     }
+}
+
+/// The union of intervals sorted by start, as disjoint intervals in order.
+pub(super) fn union(sorted: &[(Instant, Instant)]) -> Vec<(Instant, Instant)> {
+    let mut out: Vec<(Instant, Instant)> = Vec::with_capacity(sorted.len());
+    for &(a, b) in sorted {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
 }
 
 /// Streaming union of lease intervals per SKU.

@@ -67,7 +67,9 @@ fn row(h: &mut String, s: &Summary, c: &Contention) {
         } else {
             "-".into()
         },
-        or_dash(f, |f| format!("{:.3}", f.jain)),
+        or_dash(f, |f| {
+            format!("{:.3} ({} buyers, {} keys)", f.jain, f.buyers, f.keys)
+        }),
         or_dash(f, |f| format!("{:.3}", f.jain_if_fair)),
         or_dash(f.and_then(|f| f.lowest_share), |x| format!("{x:.2}")),
         format!("{} of {}", c.barges, c.handoffs_with_waiter),
