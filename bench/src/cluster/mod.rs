@@ -40,6 +40,7 @@ pub mod net;
 pub mod netem;
 mod node;
 mod ports;
+pub mod postgres;
 mod process;
 mod provision;
 pub mod redis;
@@ -55,8 +56,8 @@ pub use endpoints::EndpointsFile;
 pub use error::ClusterError;
 pub use guard::OwnedCluster;
 pub use model::{
-    Auth, ClusterOptions, ContainerInfo, Endpoints, MysqlEndpoint, Needs, NodeInfo, Provisioner,
-    REDLOCK_NODES, Role, Service,
+    Auth, ClusterOptions, ContainerInfo, Endpoints, MysqlEndpoint, Needs, NodeInfo,
+    PostgresEndpoint, Provisioner, REDLOCK_NODES, Role, Service,
 };
 pub use namespace::Prefix;
 pub use node::{Node, NodeServer};

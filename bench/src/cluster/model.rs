@@ -48,6 +48,8 @@ pub enum Service {
     Zookeeper,
     /// A member of a 3-node etcd cluster.
     Etcd,
+    /// A PostgreSQL server (primary, or a streaming replica of it).
+    Postgres,
 }
 
 enum_names!(Service {
@@ -57,6 +59,7 @@ enum_names!(Service {
     RedisCluster = "redis-cluster",
     Zookeeper = "zookeeper",
     Etcd = "etcd",
+    Postgres = "postgres",
 });
 
 /// The servers one strategy needs; the run starts exactly these.
@@ -76,6 +79,8 @@ pub struct Needs {
     pub zookeeper: bool,
     /// A 3-node etcd cluster.
     pub etcd: bool,
+    /// A PostgreSQL primary.
+    pub postgres: bool,
 }
 
 impl Needs {
@@ -88,6 +93,7 @@ impl Needs {
         redis_cluster: false,
         zookeeper: false,
         etcd: false,
+        postgres: false,
     };
 
     /// Whether a run with these needs starts nodes of `service` (Redlock's nodes and a
@@ -100,6 +106,7 @@ impl Needs {
             Service::RedisCluster => self.redis_cluster,
             Service::Zookeeper => self.zookeeper,
             Service::Etcd => self.etcd,
+            Service::Postgres => self.postgres,
         }
     }
 
@@ -113,6 +120,7 @@ impl Needs {
             (self.redis_cluster, "redis-cluster"),
             (self.zookeeper, "zookeeper"),
             (self.etcd, "etcd"),
+            (self.postgres, "postgres"),
         ]
         .into_iter()
         .filter_map(|(needed, name)| needed.then_some(name))
@@ -129,6 +137,7 @@ impl Needs {
             redis_cluster: self.redis_cluster || o.redis_cluster,
             zookeeper: self.zookeeper || o.zookeeper,
             etcd: self.etcd || o.etcd,
+            postgres: self.postgres || o.postgres,
         }
     }
 
@@ -181,6 +190,33 @@ pub struct MysqlEndpoint {
     pub password: String,
     /// Database the harness owns.
     pub database: String,
+}
+
+/// How to reach the PostgreSQL of a run (its primary).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PostgresEndpoint {
+    /// Address the server listens on.
+    pub addr: SocketAddr,
+    /// User owning `database`.
+    pub user: String,
+    /// Never written into results (only into the endpoints file of `lockbench serve`).
+    #[serde(skip_serializing, default)]
+    pub password: String,
+    /// Database the harness owns.
+    pub database: String,
+}
+
+impl PostgresEndpoint {
+    /// How to connect over TCP as this user (no TLS: the servers are private).
+    pub fn connect_options(&self) -> sqlx::postgres::PgConnectOptions {
+        sqlx::postgres::PgConnectOptions::new()
+            .host(&self.addr.ip().to_string())
+            .port(self.addr.port())
+            .username(&self.user)
+            .password(&self.password)
+            .database(&self.database)
+            .ssl_mode(sqlx::postgres::PgSslMode::Disable)
+    }
 }
 
 /// A user and password for a Redis (ACL user, or `requirepass` with no user), a Sentinel or an
@@ -251,6 +287,9 @@ pub struct Endpoints {
     /// Client addresses of the etcd cluster members (empty when not needed).
     #[serde(default)]
     pub etcd: Vec<SocketAddr>,
+    /// The PostgreSQL primary, if the strategy needs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres: Option<PostgresEndpoint>,
     /// Start of every key, table and node the strategies create on these servers.
     #[serde(default)]
     pub prefix: Prefix,
@@ -366,6 +405,8 @@ impl Builds {
                     self.zookeeper.reports(&n.version),
                 ),
                 Service::Mariadb => ("mysql", self.mysql.name(), self.mysql.reports(&n.version)),
+                // Only bookworm's build so far.
+                Service::Postgres => return None,
             };
             (!ok).then(|| {
                 format!(

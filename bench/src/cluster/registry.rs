@@ -4,16 +4,17 @@
 
 use super::kind::ServiceKind;
 use super::model::Service;
-use super::{etcd, mariadb, redis, redis_cluster, sentinel, zookeeper};
+use super::{etcd, mariadb, postgres, redis, redis_cluster, sentinel, zookeeper};
 
 /// The services, in order.
-pub(super) const ALL: [&dyn ServiceKind; 6] = [
+pub(super) const ALL: [&dyn ServiceKind; 7] = [
     &mariadb::Mariadb,
     &redis::Redis,
     &sentinel::Sentinel,
     &redis_cluster::RedisCluster,
     &zookeeper::Zookeeper,
     &etcd::Etcd,
+    &postgres::Postgres,
 ];
 
 /// What lockbench knows about `service`.

@@ -262,6 +262,8 @@ impl StrategyInfo {
             Service::RedisCluster
         } else if n.redis || n.redlock || n.sentinel {
             Service::Redis
+        } else if n.postgres {
+            Service::Postgres
         } else {
             Service::Mariadb
         }
@@ -326,6 +328,17 @@ pub mod needs {
     pub const MARIADB_ETCD: Needs = Needs {
         mariadb: true,
         etcd: true,
+        ..Needs::NONE
+    };
+    /// PostgreSQL alone (the stock in PostgreSQL).
+    pub const POSTGRES: Needs = Needs {
+        postgres: true,
+        ..Needs::NONE
+    };
+    /// MariaDB (the stock) and PostgreSQL (the lock service).
+    pub const MARIADB_POSTGRES: Needs = Needs {
+        mariadb: true,
+        postgres: true,
         ..Needs::NONE
     };
 }
