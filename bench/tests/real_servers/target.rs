@@ -611,7 +611,7 @@ fn command_faults_reach_a_target_and_are_always_healed() {
 }
 
 /// A Sentinel deployment with passwords everywhere: the data nodes require one (`[redis]`
-/// names only the login), the sentinels require one of clients and of each other. A 4 s
+/// names only the login), the sentinels require one of clients and of each other. A 6 s
 /// SIGSTOP of the master makes the sentinels fail over, which they can only do with the
 /// master's password; the strategy finds the new master through the sentinels' login and
 /// sells again. Neither password reaches the results; a wrong sentinel password is reported.
@@ -707,6 +707,35 @@ fn sentinel_logins_reach_the_master_through_a_failover() {
         query(sentinels[0], None, &["PING"]).is_err(),
         "the sentinels must refuse anonymous clients"
     );
+    // The links just cut are remade with the passwords over the next seconds (hello messages
+    // every 2 s). A pause before they are back finds sentinels that cannot vote or reach the
+    // replicas, and a failed election waits 2 × failover-timeout before retrying (CI, Nov 27:
+    // no failover within a 4 s pause). Wait until every sentinel sees its peers and both
+    // replicas again.
+    let linked = |s: SocketAddr| {
+        let ask = |what: &str| {
+            query(s, Some(&sentinel_pw), &["SENTINEL", what, master_name])
+                .ok()
+                .and_then(|v| redis::from_redis_value::<Vec<Vec<String>>>(v).ok())
+                .unwrap_or_default()
+        };
+        let flags = |entries: Vec<Vec<String>>, want: &str| {
+            entries.len() == 2
+                && entries.iter().all(|kv| {
+                    kv.chunks(2)
+                        .any(|p| p.len() == 2 && p[0] == "flags" && p[1] == want)
+                })
+        };
+        flags(ask("REPLICAS"), "slave") && flags(ask("SENTINELS"), "sentinel")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !sentinels.iter().all(|&s| linked(s)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sentinels did not see their peers and replicas again within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
     let mysql = &f["endpoints"]["mysql"];
     let quoted: Vec<String> = sentinels.iter().map(|a| format!("\"{a}\"")).collect();
     let target = dir.join("sentinel.toml");
@@ -727,7 +756,7 @@ fn sentinel_logins_reach_the_master_through_a_failover() {
     std::fs::write(
         &chaos,
         format!(
-            "[[fault]]\nkind = \"command\"\nat = \"2s\"\nduration = \"4s\"\n\
+            "[[fault]]\nkind = \"command\"\nat = \"2s\"\nduration = \"6s\"\n\
              run = \"kill -STOP {master_pid}\"\nheal = \"kill -CONT {master_pid}\"\n"
         ),
     )
