@@ -33,6 +33,8 @@ pub enum Kind {
 pub enum Family {
     /// Locks and deductions in MariaDB alone.
     Database,
+    /// PostgreSQL: its advisory locks, row locks and atomic updates.
+    Postgres,
     /// One Redis server (beside the MariaDB store).
     RedisSingle,
     /// Several Redis servers: Redlock's independent masters, Sentinel's replicated master.
@@ -47,8 +49,9 @@ pub enum Family {
 
 impl Family {
     /// Every family, in the order reports show them.
-    pub const ALL: [Family; 6] = [
+    pub const ALL: [Family; 7] = [
         Self::Database,
+        Self::Postgres,
         Self::RedisSingle,
         Self::RedisMulti,
         Self::Consensus,
@@ -60,6 +63,7 @@ impl Family {
     pub fn title(self) -> &'static str {
         match self {
             Self::Database => "database",
+            Self::Postgres => "PostgreSQL",
             Self::RedisSingle => "Redis, single node",
             Self::RedisMulti => "Redis, multi-node",
             Self::Consensus => "consensus",
@@ -115,6 +119,8 @@ impl StrategyInfo {
             Family::RedisMulti
         } else if n.redis {
             Family::RedisSingle
+        } else if n.postgres {
+            Family::Postgres
         } else {
             Family::Database
         }

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# The short forms of every script README.md and docs/ show, on the debug build (their numbers
+# mean nothing there; a renamed table once broke bench-overhead.sh unnoticed). Three groups run
+# side by side: the scripts mostly wait on servers starting and on loads of fixed length, and
+# one after another they took 371 s of the suite's 20-minute budget (Nov 27, 2026, warm cache).
+# Each group's output goes to a log of its own, printed when it fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${LOCKBENCH_BIN:=target/debug/lockbench}"
+export LOCKBENCH_BIN
+
+# The benchmarks, and the main job's three parts (sweep, calm, chaos) and its report on two
+# strategies.
+benchmarks_and_jobs() {
+  ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
+  ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
+  COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null
+  # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
+  STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+    CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
+}
+
+# Comparisons of pairs, of repeated sweeps, of server builds; the published failures.
+comparisons_and_builds() {
+  PAIRS="redis-rwlock=redis-reentrant" SETS="load.read_fraction=0.9" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+    bash scripts/versus.sh >/dev/null
+  # Two sweeps of one strategy and their agreement table; exit 1 (intervals apart) is an answer
+  # the script may give on a busy debug build, anything else is the script broken.
+  repro_out=$(mktemp -d)
+  repro_rc=0
+  RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+    bash scripts/reproducibility.sh >/dev/null || repro_rc=$?
+  [ "$repro_rc" -le 1 ] || { echo "test.sh: reproducibility.sh exited $repro_rc" >&2; exit 1; }
+  rm -rf "$repro_out"
+  # Server builds side by side: Redis 7.0 and Valkey 9.1, one strategy, a short sweep and calm run.
+  versions_out=$(mktemp -d)
+  versions=$(REDIS_BUILDS=7.0,valkey-9.1 ETCD_BUILDS= ZOOKEEPER_BUILDS= MYSQL_BUILDS= REDIS_STRATEGIES=redis-lua-decr CALM_SAMPLES=50 FAULTS=kill-master \
+    SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+    OUT="$versions_out" bash scripts/versions.sh)
+  grep -q 'redis=valkey-9.1 *valkey 9.1.2 (libc)' <<<"$versions" || {
+    echo "test.sh: versions.sh did not show the Valkey 9.1 build:" >&2; echo "$versions" >&2; exit 1; }
+  grep -Eq 'redis=valkey-9.1 .* kill-master [A-Za-z]+' <<<"$versions" || {
+    echo "test.sh: versions.sh gave Valkey 9.1 no kill-master verdict:" >&2; echo "$versions" >&2; exit 1; }
+  grep -q '<td>redis=valkey-9.1</td><td>valkey 9.1.2 (libc)</td>' "$versions_out/report.html" || {
+    echo "test.sh: versions.sh's report.html lacks the Valkey 9.1 row" >&2; exit 1; }
+  # The database builds in containers (root only: the containers tests need it too): MySQL 9 alone.
+  if [ "$(id -u)" = 0 ]; then
+    versions=$(REDIS_BUILDS= ETCD_BUILDS= ZOOKEEPER_BUILDS= MYSQL_BUILDS=mysql-9 MYSQL_STRATEGIES=mysql-atomic CALM_SAMPLES=50 FAULTS= \
+      SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+      OUT="$versions_out/mysql" bash scripts/versions.sh)
+    grep -q 'mysql=mysql-9 *9\.7\.' <<<"$versions" || {
+      echo "test.sh: versions.sh did not show the MySQL 9 build:" >&2; echo "$versions" >&2; exit 1; }
+  fi
+  # docs/servers.md's runs on other builds, as shown there (shorter).
+  "$LOCKBENCH_BIN" run --strategy redis-setnx --set servers.redis=valkey-8.0 --set 'load.duration="1s"' \
+    --out "$versions_out/valkey" >/dev/null
+  "$LOCKBENCH_BIN" run --strategy etcd --set servers.etcd=3.5 --set 'load.duration="1s"' \
+    --out "$versions_out/etcd" >/dev/null
+  "$LOCKBENCH_BIN" run --strategy zookeeper --set servers.zookeeper=3.9 --set 'load.duration="1s"' \
+    --out "$versions_out/zookeeper" >/dev/null
+  # docs/reproduce.md's commands, short: the list, and one round of etcd-11456 (every scenario's
+  # verdicts are judged by the real-server tests `reproduce::`, beside the other tests).
+  "$LOCKBENCH_BIN" reproduce etcd-11456 --rounds 1 --out "$versions_out/reproduce" >/dev/null
+  "$LOCKBENCH_BIN" reproduce --list >/dev/null
+  rm -rf "$versions_out"
+}
+
+# One chaos scenario, the regression gate and its power, the library table, an adapter
+# check, remote workers.
+gates_libraries_remote() {
+  CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
+    --set load.duration=5s >/dev/null
+  # The gate against a baseline of its own (the committed one is for release builds), with
+  # tolerances a debug build on a busy machine cannot miss: this checks the script, not speed.
+  # One repetition a side cannot be tested, and the gate must say so.
+  gate_dir=$(mktemp -d)
+  BASE_REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh --update-baseline >/dev/null
+  gate_out=$(REPS=1 STRATEGIES=none,mysql-atomic BASELINE="$gate_dir" bash scripts/ci-gate.sh \
+    --max-throughput-drop 99% --max-p99-rise 1000%)
+  grep -q '^UNTESTED: 1 vs 1 repetitions cannot show a regression' <<<"$gate_out"
+  rm -rf "$gate_dir"
+  power_out=$(mktemp -d)
+  TRIALS=1 REPS=2 BASE_REPS=2 STRATEGIES=mysql-atomic OUT="$power_out" bash scripts/gate-power.sh >/dev/null
+  rm -rf "$power_out"
+  lib_out=$(mktemp -d)
+  PAIRS=lib:example=redis-setnx SKIP_CHAOS=1 OUT="$lib_out" bash scripts/libraries.sh \
+    --set load.duration=1s >/dev/null
+  rm -rf "$lib_out"
+  "$LOCKBENCH_BIN" adapter-check --lib example >/dev/null
+  remote_out=$(mktemp -d)
+  WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set load.rate=100 \
+    --set inventory.skus=50 >/dev/null
+  rm -rf "$remote_out"
+}
+
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+groups=(benchmarks_and_jobs comparisons_and_builds gates_libraries_remote)
+declare -A pids
+for g in "${groups[@]}"; do
+  ( set -euo pipefail; start=$SECONDS; "$g"; echo "test-scripts: [$((SECONDS - start)) s] $g" ) \
+    >"$logs/$g.log" 2>&1 &
+  pids[$g]=$!
+done
+failed=0
+for g in "${groups[@]}"; do
+  if wait "${pids[$g]}"; then
+    tail -n 1 "$logs/$g.log" >&2
+  else
+    echo "test-scripts: $g failed; its output:" >&2
+    tail -n 60 "$logs/$g.log" >&2
+    failed=1
+  fi
+done
+[ "$failed" = 0 ] || exit 1
+echo "test-scripts: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, reproduce, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
