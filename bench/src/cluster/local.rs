@@ -33,12 +33,22 @@ pub(super) struct Local {
     /// Which build of each server runs ([`ClusterOptions::builds`]).
     builds: Builds,
     /// Network faults in force, by node: healed (by drop on a panic) before the network goes.
-    links: Mutex<HashMap<String, netem::Link>>,
+    links: Mutex<HashMap<String, NodeLinks>>,
     // Fields drop in order: the namespaces go before the data directory.
     network: Option<net::Network>,
     data: tempfile::TempDir,
 }
 
+/// The network faults of one node. Faults of one node can overlap when a heal runs late (a
+/// bandwidth fault releasing its paced packets on a loaded machine took over a second, Nov 27,
+/// 2026): the later one replaces the earlier, and each heal still ends its own fault.
+#[derive(Debug, Default)]
+struct NodeLinks {
+    /// The fault acting now.
+    live: Option<netem::Link>,
+    /// What replaced faults counted, oldest first, for their heals.
+    replaced: std::collections::VecDeque<Result<LinkCounts, String>>,
+}
 impl Local {
     /// Creates the run's directories and network and reserves a port for each of `names`
     /// (a node, or one of its ports), so a busy port fails the run before anything starts.
@@ -199,8 +209,12 @@ impl Backend for Local {
             }
         })?;
         let mut links = self.links.lock().expect("links are never poisoned");
-        // A second fault on the same node replaces the first (whose drop heals it).
-        links.insert(node.name.clone(), link);
+        let on_node = links.entry(node.name.clone()).or_default();
+        // A second fault on the same node replaces the first, healed now; the first one's heal,
+        // still to come, gets what it counted.
+        if let Some(old) = on_node.live.replace(link) {
+            on_node.replaced.push_back(old.stop());
+        }
         Ok(clients.to_vec())
     }
 
@@ -210,9 +224,15 @@ impl Backend for Local {
             what: "heal network fault".into(),
             detail,
         };
-        let link = (self.links.lock().expect("links are never poisoned"))
-            .remove(&node.name)
-            .ok_or_else(|| err("no network fault on this node".into()))?;
+        let mut links = self.links.lock().expect("links are never poisoned");
+        let on_node = links.entry(node.name.clone()).or_default();
+        // Heals come in the order their faults started: a replaced fault's first.
+        if let Some(counts) = on_node.replaced.pop_front() {
+            return counts.map_err(err);
+        }
+        let link =
+            (on_node.live.take()).ok_or_else(|| err("no network fault on this node".into()))?;
+        drop(links);
         link.stop().map_err(err)
     }
 
