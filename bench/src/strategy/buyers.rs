@@ -32,6 +32,10 @@ pub struct Buyers<C> {
 /// A buyer's own connection, held for one call sequence.
 pub struct BuyerConn<'a, C> {
     guard: tokio::sync::MutexGuard<'a, Slot<C>>,
+    /// In a transaction that has not ended: dropped now (the attempt cut mid-transaction), the
+    /// connection is closed, so the server rolls back and frees the transaction's locks at
+    /// once instead of at the buyer's next call.
+    unsettled: bool,
 }
 
 impl<C> BuyerConn<'_, C> {
@@ -48,10 +52,24 @@ impl<C> BuyerConn<'_, C> {
             self.guard.con.take();
         }
     }
+
+    /// A transaction starts: until [`Self::settled`], dropping this closes the connection.
+    pub fn unsettled(&mut self) {
+        self.unsettled = true;
+    }
+
+    /// The transaction ended (committed, rolled back, or its rollback queued on the
+    /// connection by sqlx's `Transaction` drop): the connection may be kept.
+    pub fn settled(&mut self) {
+        self.unsettled = false;
+    }
 }
 
 impl<C> Drop for BuyerConn<'_, C> {
     fn drop(&mut self) {
+        if self.unsettled {
+            self.guard.con.take();
+        }
         self.guard.returned = Instant::now();
     }
 }
@@ -127,7 +145,10 @@ impl<C: sqlx::Connection> Buyers<C> {
             guard.con.take();
         }
         ready?;
-        Ok(BuyerConn { guard })
+        Ok(BuyerConn {
+            guard,
+            unsettled: false,
+        })
     }
 
     /// Replaces buyer `client`'s connection before its next use.

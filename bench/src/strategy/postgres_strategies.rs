@@ -103,6 +103,7 @@ impl Strategy for Atomic {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
+        con.unsettled();
         let result = async {
             let mut tx = within(s.timeout, con.begin(), classify)
                 .await
@@ -126,6 +127,7 @@ impl Strategy for Atomic {
             Ok(Outcome::Sold)
         }
         .await;
+        con.settled();
         match result {
             Ok(o) => o.into(),
             Err(o) => fail_and_drop(con, o).into(),
@@ -212,6 +214,7 @@ impl Strategy for TxLocked {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
+        con.unsettled();
         let mut tx = match within(s.timeout, con.begin(), classify).await {
             Ok(tx) => tx,
             Err(k) => {
@@ -261,6 +264,7 @@ impl Strategy for TxLocked {
                 Err(o)
             }
         };
+        con.settled();
         match finished {
             Ok(o) => held(o, released),
             Err(o) => held(fail_and_drop(con, o), released),

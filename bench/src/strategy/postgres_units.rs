@@ -155,6 +155,7 @@ impl Strategy for SkipLocked {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
+        con.unsettled();
         let result = async {
             let mut tx = within(s.timeout, con.begin(), classify)
                 .await
@@ -171,6 +172,7 @@ impl Strategy for SkipLocked {
             }
         }
         .await;
+        con.settled();
         match result {
             Ok(o) => o.into(),
             Err(o) => fail_and_drop(con, o).into(),

@@ -185,6 +185,24 @@ pub fn assert_safe_under_contention(s: &Summary) {
     );
 }
 
+/// Nothing lapsed, so nothing to catch: no lease overlap, stale write, stuck lock, failed
+/// release or lost lease.
+pub fn assert_nothing_lapsed(s: &Summary) {
+    let lapses = (
+        s.double_grants,
+        s.stale_rejected,
+        s.stuck_locks,
+        s.release_failures,
+        s.lease_lost,
+    );
+    assert_eq!(
+        lapses,
+        (0, 0, 0, 0, 0),
+        "{}: (double grants, stale, stuck, release failures, leases lost)",
+        s.strategy
+    );
+}
+
 /// A run's faults went as planned: each started and healed with nothing to note, the phases
 /// are `before` then `during` / `after` each fault in turn, and no client worker failed.
 pub fn assert_faults_went_as_planned(s: &Summary) {
