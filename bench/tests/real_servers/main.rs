@@ -18,6 +18,7 @@ mod libraries;
 mod lifecycle;
 mod locks;
 mod pg_strategies;
+mod postgres;
 mod reads;
 mod reconnect;
 mod remote;

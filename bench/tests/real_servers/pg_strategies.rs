@@ -13,16 +13,8 @@ use sqlx::{ConnectOptions, Connection};
 
 use crate::common::{
     CONTENTION, assert_nothing_lapsed, assert_safe_under_contention, cluster, measure,
-    run_strategy, servers_available,
+    postgres_available, run_strategy, servers_available,
 };
-
-// TEMPORARY until wt-pgsvc's common::postgres_available is merged.
-fn postgres_available() -> bool {
-    crate::common::require(
-        "PostgreSQL 15",
-        std::path::Path::new("/usr/lib/postgresql/15/bin/postgres").is_file(),
-    )
-}
 
 /// MariaDB (the shared store, for `pg-advisory`) and PostgreSQL are installed.
 fn available() -> bool {
