@@ -46,7 +46,7 @@ pub const ADVISORY: StrategyInfo = StrategyInfo {
     kind: Kind::Lock,
     locks: true,
     fenced: false,
-    fence_token: Some("nextval of a sequence, after the grant"),
+    fence_token: Some("nextval after the grant"),
     needs: MARIADB_POSTGRES,
     wait: Some(super::wait::PG_ADVISORY),
     about: "session advisory lock (pg_advisory_lock on a session per buyer, key hashed as sqlx's \
@@ -136,7 +136,12 @@ impl AdvisoryLock {
             .conn(client, self.timeout, open, classify)
             .await
             .map_err(Failure::Failed)?;
-        match tokio::time::timeout(limit, call.run(&mut con)).await {
+        // Cut before its answer (the attempt dropped at its bound), the call may still be
+        // granted on the session: closing the session then frees what nobody knows it holds.
+        con.unsettled();
+        let answer = tokio::time::timeout(limit, call.run(&mut con)).await;
+        con.settled();
+        match answer {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) if is_lock_timeout(&e) => Err(Failure::LockTimeout),
             Ok(Err(e)) => {

@@ -43,7 +43,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     id: "pg-atomic",
     kind: Kind::LockFree,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0 RETURNING qty, then the order \
-            row, in one transaction (no lock; what the PostgreSQL docs and ORMs' F() updates do)",
+            row, in one transaction (no lock; Django's filter(qty__gt=0).update(F('qty') - 1))",
     build: |s| {
         Box::pin(async move {
             let store = s.postgres().await?;

@@ -40,7 +40,7 @@ pub const SKIP_LOCKED: StrategyInfo = StrategyInfo {
     id: "pg-skip-locked",
     kind: Kind::LockFree,
     about: "one row per unit; take a free one with FOR UPDATE SKIP LOCKED, mark it sold with the \
-            order in one transaction (the job-queue idiom of Que, GoodJob, graphile-worker)",
+            order in one transaction (the job-queue idiom of Oban, pg-boss, Solid Queue)",
     build: |s| {
         Box::pin(async move {
             let units = Arc::new(Units::new(s.postgres().await?, s.w));
