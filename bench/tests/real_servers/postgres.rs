@@ -6,8 +6,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use lockbench::cluster::durability::Acked;
-use lockbench::cluster::{Needs, OwnedCluster, PostgresEndpoint, Role, Service};
+use lockbench::cluster::durability::{Acked, Source, SynchronousCommit};
+use lockbench::cluster::{
+    ClusterOptions, Needs, OwnedCluster, PostgresEndpoint, Role, Service, work,
+};
 use sqlx::{ConnectOptions, Connection, PgConnection};
 
 use crate::common::{alive, assert_all_gone, cluster, descendants, postgres_available};
@@ -119,6 +121,49 @@ async fn a_primary_starts_leads_pauses_and_leaves_nothing_behind() {
     for d in dirs {
         assert!(!d.exists(), "{} outlived the cluster", d.display());
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn synchronous_commit_is_set_by_the_run_and_recorded() {
+    if !postgres_available() {
+        return;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let mut opts = ClusterOptions::new(logs.path());
+    opts.postgres_synchronous_commit = SynchronousCommit::Off;
+    let c = OwnedCluster::start(PRIMARY, &opts).await.unwrap();
+    let d = c.info()[0].durability.clone().expect("recorded");
+    assert_eq!(
+        (d.acked, d.source),
+        (Acked::Memory, Source::Queried),
+        "{d:?}"
+    );
+    assert_eq!(d.settings["synchronous_commit"], "off");
+    assert_eq!(d.settings["fsync"], "on");
+    assert_eq!(d.settings["synchronous_standby_names"], "");
+    // The work counters count the transactions of the run's database.
+    let ep = c.endpoints().clone();
+    let before = work::read(Service::Postgres, &ep).await.unwrap();
+    let mut con = connect(
+        ep.postgres.as_ref().unwrap(),
+        ep.postgres.as_ref().unwrap().addr,
+    )
+    .await;
+    for _ in 0..20 {
+        sqlx::query("SELECT 1").execute(&mut con).await.unwrap();
+    }
+    drop(con);
+    // A backend reports its counts when idle, at most once a second, and on exit.
+    let mut grew = 0;
+    for _ in 0..100 {
+        let after = work::read(Service::Postgres, &ep).await.unwrap();
+        grew = after.counters[work::TOTAL] - before.counters[work::TOTAL];
+        if grew >= 20 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(grew >= 20, "{grew} transactions counted of 20");
 }
 
 #[tokio::test(flavor = "multi_thread")]
