@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::mysql::{MysqlStore, SharedStore};
+use super::postgres::{PgStore, SharedPgStore};
 use super::wait::{WaitDefault, WaitPolicy, Waiter};
 use super::{Lock, Locked, Store, Strategy, StrategyError};
 use crate::cluster::{Endpoints, Needs, Service};
@@ -164,6 +165,18 @@ impl Setup<'_> {
             .map(Arc::new)
     }
 
+    /// The PostgreSQL store (the `pg-*` strategies that sell from PostgreSQL).
+    pub async fn postgres(&self) -> Result<SharedPgStore, StrategyError> {
+        let e = self
+            .ep
+            .postgres
+            .as_ref()
+            .ok_or(self.missing("PostgreSQL"))?;
+        PgStore::connect(e, &self.ep.prefix, self.w)
+            .await
+            .map(Arc::new)
+    }
+
     /// How this strategy's buyers wait for a busy lock (its default, with the workload's
     /// keys applied), ready to subscribe for `notify`.
     pub fn waiter(&self) -> Result<Waiter, StrategyError> {
@@ -203,8 +216,8 @@ impl Setup<'_> {
         }
     }
 
-    /// A lock-free strategy over the MariaDB store.
-    pub fn on_store(&self, strategy: impl Strategy + 'static, store: SharedStore) -> Built {
+    /// A strategy that sells from `store` itself (lock-free, or a lock its transaction takes).
+    pub fn on_store(&self, strategy: impl Strategy + 'static, store: Arc<dyn Store>) -> Built {
         Built {
             strategy: Arc::new(strategy),
             store,

@@ -15,12 +15,17 @@
 //! driver cuts an attempt there, and the double-grant checker keeps leases that long.
 
 pub mod adapter;
+mod buyers;
 mod entry;
 mod etcd;
 mod locked;
 pub mod mysql;
 pub mod mysql_lock_table;
 mod mysql_strategies;
+pub mod postgres;
+mod postgres_advisory;
+mod postgres_strategies;
+mod postgres_units;
 mod redis_cluster;
 mod redis_conn;
 mod redis_lua_decr;
@@ -369,6 +374,9 @@ pub enum StrategyError {
     /// A MariaDB call failed during setup or audit.
     #[error("mariadb: {0}")]
     Mysql(#[from] sqlx::Error),
+    /// A PostgreSQL call failed during setup or audit.
+    #[error("postgres: {0}")]
+    Postgres(sqlx::Error),
     /// A Redis call failed during setup or audit.
     #[error("redis: {0}")]
     Redis(#[from] ::redis::RedisError),
@@ -387,6 +395,29 @@ pub enum StrategyError {
     /// A library's adapter failed to start or broke the protocol (the message names it).
     #[error("{0}")]
     Adapter(String),
+}
+
+/// The audit of `skus` SKUs from `(sku, final stock)` and `(sku, orders)` pairs, as the stores'
+/// queries return them: a SKU with no order row sold nothing.
+pub(crate) fn audits(
+    skus: u32,
+    stock: impl IntoIterator<Item = (u32, i64)>,
+    orders: impl IntoIterator<Item = (u32, i64)>,
+) -> Vec<SkuAudit> {
+    let mut out: Vec<SkuAudit> = (0..skus)
+        .map(|sku| SkuAudit {
+            sku,
+            final_stock: 0,
+            sold: 0,
+        })
+        .collect();
+    for (sku, qty) in stock {
+        out[sku as usize].final_stock = qty;
+    }
+    for (sku, n) in orders {
+        out[sku as usize].sold = n as u64;
+    }
+    out
 }
 
 /// `calls` network calls of at most `each`.

@@ -10,6 +10,7 @@ use sqlx::{
     ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row, SqlSafeStr, SqlStr,
 };
 
+use super::buyers::Buyers;
 use super::{CriticalSection, Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
 use crate::cluster::{MysqlEndpoint, Prefix};
@@ -41,10 +42,7 @@ pub enum Guard {
 /// The stock table in MariaDB: a connection per buyer, a small pool for setup and audit.
 pub struct MysqlStore {
     pool: MySqlPool,
-    buyers: Vec<tokio::sync::Mutex<Slot>>,
-    /// Per buyer slot: replace the connection before its next use (set where the connection
-    /// itself is still borrowed and cannot be discarded on the spot).
-    stale: Vec<std::sync::atomic::AtomicBool>,
+    buyers: Buyers<MySqlConnection>,
     opts: MySqlConnectOptions,
     lock_wait_s: u64,
     /// Bound of every single statement.
@@ -143,7 +141,8 @@ pub fn lock_wait(w: &Workload) -> Duration {
     Duration::from_secs(w.lock.acquire_timeout.as_secs_f64().ceil().max(1.0) as u64)
 }
 
-fn now_us() -> i64 {
+/// Wall-clock time in µs, stamped on each order row.
+pub(super) fn now_us() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
@@ -153,58 +152,8 @@ fn now_us() -> i64 {
 /// Most buyer connections; beyond this, buyers share them (and wait on each other).
 const MAX_BUYER_CONNECTIONS: u32 = 1000;
 
-/// A connection idle longer than this is pinged before use, and reopened if the ping fails:
-/// HikariCP's rule (`HikariPool.getConnection`: `aliveBypassWindowMs`, 500 ms by default); sqlx's
-/// pool pings at every checkout (`test_before_acquire`). A connection broken while the server
-/// was down then fails the ping, not the buyer's first statement after the server is back.
-pub const IDLE_CHECK: Duration = Duration::from_millis(500);
-
-/// A buyer's connection slot, and when the connection was last handed back.
-struct Slot {
-    con: Option<MySqlConnection>,
-    returned: std::time::Instant,
-}
-
-/// A buyer's own connection, held for one call sequence. Like each mysqlslap client thread,
-/// a buyer keeps its connection: no pool checkout and return around every attempt.
-pub struct BuyerConn<'a> {
-    guard: tokio::sync::MutexGuard<'a, Slot>,
-}
-
-impl BuyerConn<'_> {
-    /// Closes the connection instead of keeping it: after a timeout or an error
-    /// mid-transaction its state is unknown. The buyer reconnects on its next call.
-    pub fn discard(mut self) {
-        self.guard.con.take();
-    }
-
-    /// Closes the connection after an error that may have broken it (a lost connection or a
-    /// timeout), as HikariCP evicts a connection whose statement failed with a connection error.
-    pub fn discard_if_broken(&mut self, kind: ErrorKind) {
-        if matches!(kind, ErrorKind::Connection | ErrorKind::Timeout) {
-            self.guard.con.take();
-        }
-    }
-}
-
-impl Drop for BuyerConn<'_> {
-    fn drop(&mut self) {
-        self.guard.returned = std::time::Instant::now();
-    }
-}
-
-impl std::ops::Deref for BuyerConn<'_> {
-    type Target = MySqlConnection;
-    fn deref(&self) -> &MySqlConnection {
-        (self.guard.con.as_ref()).expect("a BuyerConn always holds a connection")
-    }
-}
-
-impl std::ops::DerefMut for BuyerConn<'_> {
-    fn deref_mut(&mut self) -> &mut MySqlConnection {
-        (self.guard.con.as_mut()).expect("a BuyerConn always holds a connection")
-    }
-}
+/// A buyer's own MariaDB connection, held for one call sequence.
+pub type BuyerConn<'a> = super::buyers::BuyerConn<'a, MySqlConnection>;
 
 impl MysqlStore {
     /// Connects one connection per buyer (bounded) plus a small pool for setup and audit.
@@ -225,17 +174,7 @@ impl MysqlStore {
             .await?;
         let store = Self {
             pool,
-            buyers: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
-                .map(|_| {
-                    tokio::sync::Mutex::new(Slot {
-                        con: None,
-                        returned: std::time::Instant::now(),
-                    })
-                })
-                .collect(),
-            stale: (0..w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS))
-                .map(|_| Default::default())
-                .collect(),
+            buyers: Buyers::new(w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS) as usize),
             opts,
             lock_wait_s: lock_wait(w).as_secs(),
             timeout: w.load.timeout,
@@ -243,18 +182,14 @@ impl MysqlStore {
             sql: Sql::new(prefix),
         };
         // Connect every buyer now, so the first attempts do not pay for it.
-        let all = futures::future::join_all(store.buyers.iter().map(|slot| async {
-            let con = store.open().await?;
-            slot.lock().await.con = Some(con);
-            Ok::<_, sqlx::Error>(())
-        }));
-        for r in tokio::time::timeout(ADMIN_TIMEOUT, all)
+        match store
+            .buyers
+            .connect_all(|| store.open(), ADMIN_TIMEOUT)
             .await
-            .map_err(|_| StrategyError::Timeout("connect buyers"))?
         {
-            r?;
+            Err(sqlx::Error::PoolTimedOut) => Err(StrategyError::Timeout("connect buyers")),
+            r => r.map(|()| store).map_err(StrategyError::from),
         }
-        Ok(store)
     }
 
     async fn open(&self) -> Result<MySqlConnection, sqlx::Error> {
@@ -273,37 +208,11 @@ impl MysqlStore {
         &self.pool
     }
 
-    /// Buyer `client`'s connection: reopened if an earlier failure discarded it or, idle
-    /// longer than [`IDLE_CHECK`], it fails a ping. Nothing of the buyer's is sent before it is
-    /// ready, and the whole check is bounded by one `load.timeout`.
+    /// Buyer `client`'s connection (see [`Buyers::conn`]), bounded by one `load.timeout`.
     pub async fn conn(&self, client: u32) -> Result<BuyerConn<'_>, ErrorKind> {
-        let slot = client as usize % self.buyers.len();
-        let mut guard = self.buyers[slot].lock().await;
-        if self.stale[slot].swap(false, std::sync::atomic::Ordering::Relaxed) {
-            guard.con.take();
-        }
-        let ready = within(self.timeout, self.ready(&mut guard), classify).await;
-        if ready.is_err() {
-            // A ping or handshake cut short leaves the connection in an unknown state.
-            guard.con.take();
-        }
-        ready?;
-        Ok(BuyerConn { guard })
-    }
-
-    /// Pings the slot's connection if it sat idle, and opens one if there is none (left).
-    async fn ready(&self, slot: &mut Slot) -> Result<(), sqlx::Error> {
-        if let Some(con) = slot.con.as_mut()
-            && slot.returned.elapsed() > IDLE_CHECK
-            && let Err(e) = con.ping().await
-        {
-            tracing::debug!("an idle buyer connection failed its ping; reopening: {e}");
-            slot.con = None;
-        }
-        if slot.con.is_none() {
-            slot.con = Some(self.open().await?);
-        }
-        Ok(())
+        (self.buyers)
+            .conn(client, self.timeout, || self.open(), classify)
+            .await
     }
 
     /// Reads `(qty, version)` of a SKU; `for_update` takes the row lock.
@@ -441,17 +350,11 @@ impl MysqlStore {
 
     /// Replaces buyer `client`'s connection before its next use.
     pub fn discard_later(&self, client: u32) {
-        self.stale[client as usize % self.stale.len()]
-            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.buyers.discard_later(client);
     }
 }
 
-/// Returns `outcome`, discarding the connection: after a timeout or error mid-transaction its
-/// state is unknown.
-pub fn fail_and_drop(con: BuyerConn<'_>, outcome: Outcome) -> Outcome {
-    con.discard();
-    outcome
-}
+pub use super::buyers::fail_and_drop;
 
 #[async_trait]
 impl Store for MysqlStore {
@@ -495,36 +398,20 @@ impl Store for MysqlStore {
     }
 
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
+        let (stock_t, orders_t) = (&self.sql.stock, &self.sql.orders);
+        let pairs = |q: String| async move {
+            let rows = sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(q))
+                .fetch_all(&self.pool)
+                .await?;
+            Ok::<Vec<(u32, i64)>, sqlx::Error>(
+                rows.into_iter().map(|(s, n)| (s as u32, n)).collect(),
+            )
+        };
         let work = async {
-            let mut out: Vec<SkuAudit> = (0..skus)
-                .map(|sku| SkuAudit {
-                    sku,
-                    final_stock: 0,
-                    sold: 0,
-                })
-                .collect();
-            let stock_t = &self.sql.stock;
-            for row in sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT sku, qty FROM {stock_t}"
-            )))
-            .fetch_all(&self.pool)
-            .await?
-            {
-                let sku: i32 = row.try_get(0)?;
-                out[sku as usize].final_stock = row.try_get(1)?;
-            }
-            let orders_t = &self.sql.orders;
-            for row in sqlx::query(sqlx::AssertSqlSafe(format!(
-                "SELECT sku, COUNT(*) FROM {orders_t} GROUP BY sku"
-            )))
-            .fetch_all(&self.pool)
-            .await?
-            {
-                let sku: i32 = row.try_get(0)?;
-                let n: i64 = row.try_get(1)?;
-                out[sku as usize].sold = n as u64;
-            }
-            Ok::<_, StrategyError>(out)
+            let stock = pairs(format!("SELECT sku, qty FROM {stock_t}")).await?;
+            let orders =
+                pairs(format!("SELECT sku, COUNT(*) FROM {orders_t} GROUP BY sku")).await?;
+            Ok::<_, StrategyError>(super::audits(skus, stock, orders))
         };
         tokio::time::timeout(ADMIN_TIMEOUT, work)
             .await

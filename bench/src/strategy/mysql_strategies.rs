@@ -1,14 +1,15 @@
 //! Strategies that use MariaDB alone: the `none` control, the row lock, optimistic versioning
 //! and the atomic conditional update.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sqlx::Connection;
 
 use super::mysql::{
-    BuyerConn, ER_LOCK_WAIT_TIMEOUT, Guard, SharedStore, classify, error_number, fail_and_drop,
-    lock_wait, write_failure,
+    BuyerConn, ER_LOCK_WAIT_TIMEOUT, Guard, MysqlStore, SharedStore, classify, error_number,
+    fail_and_drop, lock_wait, write_failure,
 };
 use super::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
@@ -89,20 +90,22 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     },
 };
 
-fn token(p: &Purchase) -> String {
+/// The order's token of a strategy without a lock service: the buyer's attempt.
+pub(super) fn token(p: &Purchase) -> String {
     format!("b{}", p.seq)
 }
 
 /// `none`: the shared critical section with no lock. Under contention several buyers read the
 /// same stock and each writes `read - 1`: the control that proves the checker sees oversell.
-pub struct NoLock {
-    store: SharedStore,
+/// Generic over the store: `pg-none` runs it on the PostgreSQL store.
+pub struct NoLock<S = MysqlStore> {
+    store: Arc<S>,
     hold: Duration,
 }
 
-impl NoLock {
+impl<S: CriticalSection> NoLock<S> {
     /// Sells from `store` with the workload's hold time.
-    pub fn new(store: SharedStore, w: &Workload) -> Self {
+    pub fn new(store: Arc<S>, w: &Workload) -> Self {
         Self {
             store,
             hold: w.critical_section.hold,
@@ -111,7 +114,7 @@ impl NoLock {
 }
 
 #[async_trait]
-impl Strategy for NoLock {
+impl<S: CriticalSection> Strategy for NoLock<S> {
     fn bound(&self) -> Duration {
         self.store.critical_section_bound(self.hold)
     }
@@ -192,7 +195,8 @@ impl Strategy for ForUpdate {
         // The server frees the row lock itself (at commit, rollback, or when a cut attempt's
         // connection goes), so only the interval the buyer held it is recorded here.
         let held = |outcome: Outcome, released: Instant| {
-            p.lease.put(row_lease(p, &token, acquired, released));
+            p.lease
+                .put(tx_lease(row_key(p.sku), &token, acquired, released));
             Attempt::from(outcome)
         };
         if p.read && self.touch_store {
@@ -248,10 +252,21 @@ fn locking_read_failed(con: BuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
     }
 }
 
-/// The interval the buyer held the row lock, as a lease.
-fn row_lease(p: &Purchase, token: &str, acquired: Instant, released: Instant) -> LeaseSpan {
+/// The lease key of a SKU's stock row.
+pub(super) fn row_key(sku: u32) -> String {
+    format!("stock-row:{sku}")
+}
+
+/// The interval the buyer held a lock its transaction took (the row lock; PostgreSQL's
+/// transaction-scoped advisory lock), as a lease on `key`.
+pub(super) fn tx_lease(
+    key: String,
+    token: &str,
+    acquired: Instant,
+    released: Instant,
+) -> LeaseSpan {
     LeaseSpan {
-        key: format!("stock-row:{}", p.sku),
+        key,
         token: token.to_string(),
         fence: None,
         acquired,

@@ -4,8 +4,9 @@
 
 use super::entry::{Built, StrategyInfo};
 use super::{
-    StrategyError, etcd, mysql_lock_table, mysql_strategies, redis_cluster, redis_lua_decr,
-    redis_reentrant, redis_rwlock, redis_setnx, redlock, zookeeper,
+    StrategyError, etcd, mysql_lock_table, mysql_strategies, postgres_advisory,
+    postgres_strategies, postgres_units, redis_cluster, redis_lua_decr, redis_reentrant,
+    redis_rwlock, redis_setnx, redlock, zookeeper,
 };
 use crate::cluster::Endpoints;
 
@@ -22,6 +23,13 @@ pub const ALL: &[StrategyInfo] = &[
     mysql_strategies::ATOMIC,
     mysql_lock_table::LOCK_TABLE,
     mysql_lock_table::LOCK_TABLE_FENCED,
+    postgres_strategies::FOR_UPDATE,
+    postgres_strategies::ATOMIC,
+    postgres_units::SKIP_LOCKED,
+    postgres_strategies::ADVISORY_XACT,
+    postgres_advisory::ADVISORY,
+    postgres_advisory::ADVISORY_FENCED,
+    postgres_strategies::NONE,
     redis_setnx::SETNX,
     redis_setnx::WATCHDOG,
     redis_setnx::FENCED,

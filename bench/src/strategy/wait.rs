@@ -6,7 +6,8 @@
 //! - `poll` (redis-py, node-redlock, Spring's JdbcLockRegistry): sleep `poll_interval` ±
 //!   `poll_jitter` between tries.
 //!
-//! ZooKeeper, etcd and the row lock queue waiters server-side and do not use this.
+//! ZooKeeper, etcd and the row lock queue waiters server-side and do not use this; `pg-advisory`
+//! waits in PostgreSQL's queue under `notify` and polls through this under `poll`.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -68,6 +69,18 @@ pub const SPRING_JDBC: WaitDefault = WaitDefault {
     poll_jitter: Duration::ZERO,
     can_notify: false,
     follows: "Spring Integration JdbcLockRegistry",
+};
+
+/// sqlx's `PgAdvisoryLock::acquire` (`pg-advisory`): a blocking `pg_advisory_lock`, queued in
+/// PostgreSQL's lock manager and woken by the release — a server-side notification, so shown as
+/// `notify`. `poll` tries `pg_try_advisory_lock` every 100 ± 50 ms, as Ruby's with_advisory_lock
+/// does (`sleep(rand(0.05..0.15))`).
+pub const PG_ADVISORY: WaitDefault = WaitDefault {
+    mode: WaitMode::Notify,
+    poll_interval: Duration::from_millis(100),
+    poll_jitter: Duration::from_millis(50),
+    can_notify: true,
+    follows: "sqlx PgAdvisoryLock::acquire: blocking pg_advisory_lock; poll: with_advisory_lock",
 };
 
 /// The effective wait of a run: the strategy's default with the workload's keys applied.

@@ -71,6 +71,18 @@ pub fn consensus_servers_available() -> bool {
     servers_available() && require_installed(&["etcd", "java"], &["/usr/share/java/zookeeper.jar"])
 }
 
+/// Debian's PostgreSQL 15 is installed (its programs are off PATH); through [`require`].
+pub fn postgres_available() -> bool {
+    require_installed(
+        &[],
+        &[
+            "/usr/lib/postgresql/15/bin/initdb",
+            "/usr/lib/postgresql/15/bin/postgres",
+            "/usr/lib/postgresql/15/bin/pg_basebackup",
+        ],
+    )
+}
+
 // ---- Runs through the library.
 
 /// The contention scenario of the foundation tests: one SKU, 20 units, 32 buyers in a closed
@@ -182,6 +194,24 @@ pub fn assert_safe_under_contention(s: &Summary) {
         ),
         "{id}: {:?}",
         s.lock_verdict
+    );
+}
+
+/// Nothing lapsed, so nothing to catch: no lease overlap, stale write, stuck lock, failed
+/// release or lost lease.
+pub fn assert_nothing_lapsed(s: &Summary) {
+    let lapses = (
+        s.double_grants,
+        s.stale_rejected,
+        s.stuck_locks,
+        s.release_failures,
+        s.lease_lost,
+    );
+    assert_eq!(
+        lapses,
+        (0, 0, 0, 0, 0),
+        "{}: (double grants, stale, stuck, release failures, leases lost)",
+        s.strategy
     );
 }
 

@@ -8,27 +8,9 @@ use std::path::Path;
 use lockbench::report::Summary;
 
 use crate::common::{
-    CONTENTION, assert_safe_under_contention, consensus_servers_available, measure, run_options,
-    run_strategy, servers_available,
+    CONTENTION, assert_nothing_lapsed, assert_safe_under_contention, consensus_servers_available,
+    measure, run_options, run_strategy, servers_available,
 };
-
-/// Nothing lapsed, so nothing to catch: no lease overlap, stale write, stuck lock, failed
-/// release or lost lease.
-fn assert_nothing_lapsed(s: &Summary) {
-    let lapses = (
-        s.double_grants,
-        s.stale_rejected,
-        s.stuck_locks,
-        s.release_failures,
-        s.lease_lost,
-    );
-    assert_eq!(
-        lapses,
-        (0, 0, 0, 0, 0),
-        "{}: (double grants, stale, stuck, release failures, leases lost)",
-        s.strategy
-    );
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn none_oversells_under_contention() {

@@ -17,6 +17,8 @@ mod etcd;
 mod libraries;
 mod lifecycle;
 mod locks;
+mod pg_strategies;
+mod postgres;
 mod reads;
 mod reconnect;
 mod remote;

@@ -1,0 +1,317 @@
+//! Strategies on the PostgreSQL store alone: the `pg-none` control, the atomic conditional
+//! update, and the two locks a transaction takes and commit or rollback frees — the row lock
+//! (`SELECT … FOR UPDATE`) and the transaction-scoped advisory lock (`pg_advisory_xact_lock`).
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sqlx::postgres::PgConnection;
+use sqlx::{Connection, SqlSafeStr, SqlStr};
+
+use super::buyers::fail_and_drop;
+use super::entry::needs::POSTGRES;
+use super::entry::{Kind, Setup, StrategyInfo};
+use super::mysql::write_failure;
+use super::mysql_strategies::{NoLock, row_key, token, tx_lease};
+use super::postgres::{PgBuyerConn, SharedPgStore, classify, is_lock_timeout, sku};
+use super::postgres_advisory::advisory_key;
+use super::{Attempt, Purchase, Strategy, StrategyError, calls, within};
+use crate::record::{ErrorKind, Outcome};
+use crate::workload::Workload;
+
+/// `pg-none`.
+pub const NONE: StrategyInfo = StrategyInfo {
+    id: "pg-none",
+    kind: Kind::Control,
+    locks: false,
+    fenced: false,
+    fence_token: None,
+    needs: POSTGRES,
+    wait: None,
+    about: "control: the critical section on the PostgreSQL store with no lock; must oversell \
+            under contention (proves the PostgreSQL store's audit sees it)",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.postgres().await?;
+            Ok(s.on_store(NoLock::new(store.clone(), s.w), store))
+        })
+    },
+};
+
+/// `pg-atomic`.
+pub const ATOMIC: StrategyInfo = StrategyInfo {
+    id: "pg-atomic",
+    kind: Kind::LockFree,
+    about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0 RETURNING qty, then the order \
+            row, in one transaction (no lock; Django's filter(qty__gt=0).update(F('qty') - 1))",
+    build: |s| {
+        Box::pin(async move {
+            let store = s.postgres().await?;
+            Ok(s.on_store(
+                Atomic {
+                    store: store.clone(),
+                },
+                store,
+            ))
+        })
+    },
+    ..NONE
+};
+
+/// `pg-for-update`.
+pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
+    id: "pg-for-update",
+    kind: Kind::Lock,
+    locks: true,
+    about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section, \
+            waits bounded by lock_timeout (Django select_for_update, JPA PESSIMISTIC_WRITE)",
+    build: |s| Box::pin(build_tx(s, TxLock::Row)),
+    ..NONE
+};
+
+/// `pg-advisory-xact`.
+pub const ADVISORY_XACT: StrategyInfo = StrategyInfo {
+    id: "pg-advisory-xact",
+    about: "pg_advisory_xact_lock in the transaction that sells from the PostgreSQL store, freed \
+            by its commit or rollback; waits in PostgreSQL's lock queue under lock_timeout \
+            (django-pglock's advisory(xact=True), key hashed as sqlx's PgAdvisoryLock)",
+    build: |s| Box::pin(build_tx(s, TxLock::AdvisoryXact)),
+    ..FOR_UPDATE
+};
+
+async fn build_tx(s: Setup<'_>, how: TxLock) -> Result<super::Built, StrategyError> {
+    let store = s.postgres().await?;
+    Ok(s.on_store(TxLocked::new(store.clone(), s.w, how), store))
+}
+
+/// `pg-atomic`: `UPDATE … SET qty = qty - 1 WHERE sku = $1 AND qty > 0 RETURNING qty` and the
+/// order row in one transaction. No read-modify-write, so no lock and no hold.
+pub struct Atomic {
+    store: SharedPgStore,
+}
+
+#[async_trait]
+impl Strategy for Atomic {
+    /// Connection, begin, update, insert or rollback, commit.
+    fn bound(&self) -> Duration {
+        calls(5, self.store.timeout)
+    }
+
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let s = &self.store;
+        let mut con = match s.conn(p.client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k).into(),
+        };
+        con.unsettled();
+        let result = async {
+            let mut tx = within(s.timeout, con.begin(), classify)
+                .await
+                .map_err(Outcome::Failed)?;
+            let update = sqlx::query_scalar::<_, i64>(s.sql.decrement.clone()).bind(sku(p));
+            let left = within(s.timeout, update.fetch_optional(&mut *tx), classify)
+                .await
+                .map_err(write_failure)?;
+            if left.is_none() {
+                within(s.timeout, tx.rollback(), classify)
+                    .await
+                    .map_err(Outcome::Failed)?;
+                return Ok(Outcome::SoldOut);
+            }
+            s.insert_order(&mut tx, p, &token(p))
+                .await
+                .map_err(write_failure)?;
+            within(s.timeout, tx.commit(), classify)
+                .await
+                .map_err(write_failure)?;
+            Ok(Outcome::Sold)
+        }
+        .await;
+        con.settled();
+        match result {
+            Ok(o) => o.into(),
+            Err(o) => fail_and_drop(con, o).into(),
+        }
+    }
+}
+
+/// Which lock the transaction takes first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxLock {
+    /// `SELECT qty … FOR UPDATE`: the stock row's lock, taken by the read itself.
+    Row,
+    /// `pg_advisory_xact_lock(key)`, then a plain read. It needs no fence: the lock, the read
+    /// and the writes live and die with one transaction on one server. If the session dies
+    /// the transaction aborts, its writes with it; a write can only commit while the lock is
+    /// held, because the commit that makes it durable is what frees the lock.
+    AdvisoryXact,
+}
+
+/// The critical section inside one transaction that starts by taking a lock the transaction
+/// holds until its commit or rollback. Waits end at `lock.acquire_timeout` (`lock_timeout`,
+/// SQLSTATE 55P03).
+pub struct TxLocked {
+    store: SharedPgStore,
+    hold: Duration,
+    how: TxLock,
+    advisory: SqlStr,
+    /// False: take the lock and commit, nothing else (the lock alone).
+    touch_store: bool,
+}
+
+impl TxLocked {
+    /// Sells from `store`, locking as `how` says.
+    pub fn new(store: SharedPgStore, w: &Workload, how: TxLock) -> Self {
+        Self {
+            store,
+            hold: w.critical_section.hold,
+            how,
+            advisory: "SELECT pg_advisory_xact_lock($1)".into_sql_str(),
+            touch_store: w.critical_section.touch_store,
+        }
+    }
+
+    /// Takes the lock; returns the stock read under it (0 when the store is not touched).
+    async fn take(&self, tx: &mut PgConnection, p: &Purchase<'_>) -> Result<i64, sqlx::Error> {
+        let s = &self.store;
+        match self.how {
+            TxLock::Row => s.read(tx, sku(p), true).await,
+            TxLock::AdvisoryXact => {
+                let key = advisory_key(&s.prefix.lock_key(p.sku));
+                sqlx::query(self.advisory.clone())
+                    .bind(key)
+                    .execute(&mut *tx)
+                    .await?;
+                if !self.touch_store {
+                    return Ok(0);
+                }
+                s.read(tx, sku(p), false).await
+            }
+        }
+    }
+
+    /// The key the lease is recorded under.
+    fn lease_key(&self, p: &Purchase<'_>) -> String {
+        match self.how {
+            TxLock::Row => row_key(p.sku),
+            TxLock::AdvisoryXact => self.store.prefix.lock_key(p.sku),
+        }
+    }
+}
+
+#[async_trait]
+impl Strategy for TxLocked {
+    /// Connection and begin, the lock (which may wait `lock_wait` on top of its call), the
+    /// read, the hold, then update, insert and commit.
+    fn bound(&self) -> Duration {
+        let t = self.store.timeout;
+        self.store.lock_wait + calls(7, t) + self.hold
+    }
+
+    async fn attempt(&self, p: &Purchase) -> Attempt {
+        let s = &self.store;
+        let mut con = match s.conn(p.client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k).into(),
+        };
+        con.unsettled();
+        let mut tx = match within(s.timeout, con.begin(), classify).await {
+            Ok(tx) => tx,
+            Err(k) => {
+                // A connection that cannot begin (the server restarted) is replaced next time.
+                s.discard_later(p.client);
+                return Outcome::Failed(k).into();
+            }
+        };
+        // Taking the lock may legitimately wait, up to the server's lock_timeout.
+        let qty =
+            match tokio::time::timeout(s.lock_wait + s.timeout * 2, self.take(&mut tx, p)).await {
+                Ok(Ok(qty)) => qty,
+                Ok(Err(e)) => {
+                    drop(tx);
+                    return lock_failed(con, Some(e)).into();
+                }
+                Err(_) => {
+                    drop(tx);
+                    return lock_failed(con, None).into();
+                }
+            };
+        // Held from here until the commit or rollback is sent; the server frees it itself, so
+        // only the interval the buyer held it is recorded.
+        let acquired = Instant::now();
+        let token = token(p);
+        let held = |outcome: Outcome, released: Instant| {
+            p.lease
+                .put(tx_lease(self.lease_key(p), &token, acquired, released));
+            Attempt::from(outcome)
+        };
+        let (outcome, released) = self.under_lock(&mut tx, p, qty, &token).await;
+        let finished = match outcome {
+            Ok(Outcome::Sold) => within(s.timeout, tx.commit(), classify)
+                .await
+                .map(|()| Outcome::Sold)
+                .map_err(write_failure),
+            // A read, or no sale: nothing to keep. A failed rollback leaves the connection in
+            // doubt, so it is replaced, but the outcome stands.
+            Ok(o) => {
+                if within(s.timeout, tx.rollback(), classify).await.is_err() {
+                    s.discard_later(p.client);
+                }
+                Ok(o)
+            }
+            Err(o) => {
+                drop(tx);
+                Err(o)
+            }
+        };
+        con.settled();
+        match finished {
+            Ok(o) => held(o, released),
+            Err(o) => held(fail_and_drop(con, o), released),
+        }
+    }
+}
+
+impl TxLocked {
+    /// What the transaction does under the lock, and when its release was sent (the commit or
+    /// rollback follows at once): a read's check, or a sale's hold and writes.
+    async fn under_lock(
+        &self,
+        tx: &mut PgConnection,
+        p: &Purchase<'_>,
+        qty: i64,
+        token: &str,
+    ) -> (Result<Outcome, Outcome>, Instant) {
+        let s = &self.store;
+        if !self.touch_store {
+            return (Ok(Outcome::Locked), Instant::now());
+        }
+        if p.read {
+            // A plain lock serves a read with its exclusive lock. READ COMMITTED: each read of
+            // the transaction sees the latest commit, so a writer's change would show.
+            let locking = self.how == TxLock::Row;
+            let checked = s.check_stock(tx, sku(p), self.hold, locking).await;
+            return (checked.map_err(Outcome::Failed), Instant::now());
+        }
+        if qty <= 0 {
+            return (Ok(Outcome::SoldOut), Instant::now());
+        }
+        tokio::time::sleep(self.hold).await;
+        let written = s.write(tx, p, qty - 1, None, token).await;
+        let released = Instant::now();
+        (
+            written.map(|_| Outcome::Sold).map_err(write_failure),
+            released,
+        )
+    }
+}
+
+/// What a lock that was not taken makes of the attempt: `lock_timeout` ran out, or a failure
+/// (`None`: the call timed out client-side) that discards the connection.
+fn lock_failed(con: PgBuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
+    match e {
+        Some(e) if is_lock_timeout(&e) => Outcome::LockTimeout,
+        Some(e) => fail_and_drop(con, Outcome::Failed(classify(&e))),
+        None => fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)),
+    }
+}
