@@ -99,7 +99,7 @@ pub const LIBRARIES: &[Library] = &[
     },
     Library {
         name: "advisory-lock",
-        package: "advisory-lock (npm), on pg 8.23.1",
+        package: "advisory-lock (npm), on pg",
         version: "2.0.0",
         run: &["advisory-lock/run"],
         installed_marker: "node/node_modules/.package-lock.json",

@@ -148,10 +148,12 @@ impl InitEndpoints {
         }
     }
 
-    /// The adapter's environment: the passwords that never go into a line.
+    /// The adapter's environment: the passwords that never go into a line (none for a login
+    /// without one, which leaves the adapter whatever its environment already says).
     pub fn env(&self) -> Vec<(&'static str, String)> {
         self.postgres_login
             .iter()
+            .filter(|l| !l.password.is_empty())
             .map(|l| (PASSWORD_ENV, l.password.clone()))
             .collect()
     }
