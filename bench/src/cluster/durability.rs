@@ -35,6 +35,34 @@ enum_names!(Appendfsync {
     Always = "always",
 });
 
+/// What every PostgreSQL node of a run waits for before it acknowledges a commit: the
+/// `synchronous_commit` it is started with (`cluster/postgres.rs` turns it into a flag).
+/// Without a synchronous standby (lockbench's replica is asynchronous) `on`, `remote_write`
+/// and `remote_apply` all wait for the local WAL flush only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SynchronousCommit {
+    /// Commit returns before its WAL is flushed; the WAL writer flushes within
+    /// 3 × `wal_writer_delay` (600 ms): a crash loses the last commits, never consistency.
+    Off,
+    /// Waits for the local WAL flush only, even with a synchronous standby.
+    Local,
+    /// Waits for the local flush (and a synchronous standby's flush): the server's default.
+    #[default]
+    On,
+    /// As `on`, the standby having written (not flushed) it.
+    RemoteWrite,
+    /// As `on`, the standby having applied it (visible to its readers).
+    RemoteApply,
+}
+
+enum_names!(SynchronousCommit {
+    Off = "off",
+    Local = "local",
+    On = "on",
+    RemoteWrite = "remote_write",
+    RemoteApply = "remote_apply",
+});
+
 /// Where a write is when the server acknowledges it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acked {
@@ -81,7 +109,8 @@ pub struct Durability {
     pub acked: Acked,
     /// The settings that decide it, by the server's own names: Redis `appendonly`,
     /// `appendfsync`, `save`; MariaDB `innodb_flush_log_at_trx_commit`, `sync_binlog`,
-    /// `log_bin`; etcd `unsafe-no-fsync`; ZooKeeper `forceSync`.
+    /// `log_bin`; PostgreSQL `synchronous_commit`, `fsync`, `wal_sync_method`,
+    /// `synchronous_standby_names`; etcd `unsafe-no-fsync`; ZooKeeper `forceSync`.
     pub settings: BTreeMap<String, String>,
     /// Where the settings come from.
     pub source: Source,

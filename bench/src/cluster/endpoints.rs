@@ -28,6 +28,9 @@ pub struct EndpointsFile {
     /// The ZooKeeper password, if the ensemble needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zookeeper_password: Option<String>,
+    /// The PostgreSQL password, if a PostgreSQL runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub postgres_password: Option<String>,
     /// The nodes serving them.
     pub nodes: Vec<NodeInfo>,
 }
@@ -61,6 +64,7 @@ impl EndpointsFile {
             sentinel_password: pw(&endpoints.sentinel_auth),
             etcd_password: pw(&endpoints.etcd_auth),
             zookeeper_password: pw(&endpoints.zookeeper_auth),
+            postgres_password: endpoints.postgres.as_ref().map(|p| p.password.clone()),
             endpoints,
             nodes,
         }
@@ -97,6 +101,7 @@ impl EndpointsFile {
             &self.sentinel_password,
             &self.etcd_password,
             &self.zookeeper_password,
+            &self.postgres_password,
         ];
         credentials::PASSWORD_ENV
             .iter()
@@ -115,13 +120,14 @@ impl EndpointsFile {
     }
 
     /// In the order of [`credentials::PASSWORD_ENV`].
-    fn passwords_mut(&mut self) -> [&mut Option<String>; 5] {
+    fn passwords_mut(&mut self) -> [&mut Option<String>; 6] {
         [
             &mut self.mysql_password,
             &mut self.redis_password,
             &mut self.sentinel_password,
             &mut self.etcd_password,
             &mut self.zookeeper_password,
+            &mut self.postgres_password,
         ]
     }
 
@@ -131,6 +137,9 @@ impl EndpointsFile {
         let ep = &mut self.endpoints;
         if let (Some(m), Some(pw)) = (ep.mysql.as_mut(), &self.mysql_password) {
             m.password = pw.clone();
+        }
+        if let (Some(p), Some(pw)) = (ep.postgres.as_mut(), &self.postgres_password) {
+            p.password = pw.clone();
         }
         for (auth, pw) in [
             (&mut ep.redis_auth, &self.redis_password),

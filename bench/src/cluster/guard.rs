@@ -171,6 +171,18 @@ impl OwnedCluster {
         kind.leader(service, members, run).await
     }
 
+    /// Promotes standby node `name` to primary, as an operator (or a failover tool) does after
+    /// killing, pausing or cutting off the primary: PostgreSQL's `pg_promote()`. Returns the
+    /// time from the request until the node took a write. The endpoints do not change: a
+    /// client finds the new primary among the primary and its standbys
+    /// (`postgres::current_primary`), as [`Self::leader`] does.
+    pub async fn promote(&self, name: &str) -> Result<Duration, ClusterError> {
+        let node = self.node(name)?;
+        (registry::kind(node.service))
+            .promote(node, &self.endpoints)
+            .await
+    }
+
     /// Whether `service` shards its keys over slots (a Redis Cluster), each with a master of
     /// its own ([`Self::slot_nodes`]).
     pub fn has_slots(&self, service: Service) -> bool {

@@ -4,6 +4,7 @@
 //! claim or describe a service.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -89,6 +90,18 @@ pub(super) trait ServiceKind: Sync {
     ) -> Result<Option<&'n Node>, ClusterError> {
         let _ = (asked, run);
         Ok(members.into_iter().find(|n| n.role == Role::Primary))
+    }
+
+    /// Makes its standby `node` the primary, as an operator or a failover tool would after a
+    /// fault of the primary (reached through `ep`); returns how long it took until the node
+    /// took a write. A service whose servers fail over by themselves has nothing to do.
+    async fn promote(&self, node: &Node, ep: &Endpoints) -> Result<Duration, ClusterError> {
+        let _ = ep;
+        Err(ClusterError::Setup {
+            node: node.name.clone(),
+            what: "promote".into(),
+            detail: format!("{} has no promotion done by lockbench", self.service()),
+        })
     }
 
     /// Whether it shards keys over slots, each served by a master of its own.

@@ -110,7 +110,22 @@ impl Local {
 
     /// Spawns `cmd` as node `name`, in the namespace of its reserved address, into its log.
     pub(super) fn spawn(&self, name: &str, cmd: Command) -> Result<ServerProcess, ClusterError> {
-        ServerProcess::spawn(name, self.addr(name).ip(), cmd, &self.log(name))
+        self.spawn_as(name, cmd, None)
+    }
+
+    /// [`Local::spawn`], as `user` (uid, gid) when given ([`ServerProcess::spawn_as`]).
+    pub(super) fn spawn_as(
+        &self,
+        name: &str,
+        cmd: Command,
+        user: Option<(u32, u32)>,
+    ) -> Result<ServerProcess, ClusterError> {
+        ServerProcess::spawn_as(name, self.addr(name).ip(), cmd, &self.log(name), user)
+    }
+
+    /// The run's data directory (each node's is below it).
+    pub(super) fn data_root(&self) -> &Path {
+        self.data.path()
     }
 
     /// The private-network host of `node`.

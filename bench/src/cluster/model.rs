@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::builds::Builds;
-use super::durability::{Appendfsync, Durability};
+use super::durability::{Appendfsync, Durability, SynchronousCommit};
 use super::namespace::Prefix;
 use crate::names::enum_names;
 
@@ -81,6 +81,9 @@ pub struct Needs {
     pub etcd: bool,
     /// A PostgreSQL primary.
     pub postgres: bool,
+    /// A PostgreSQL primary and a streaming replica of it (`pg_basebackup -R`, asynchronous),
+    /// which `OwnedCluster::promote` makes the primary after a fault of the first.
+    pub postgres_replica: bool,
 }
 
 impl Needs {
@@ -94,6 +97,7 @@ impl Needs {
         zookeeper: false,
         etcd: false,
         postgres: false,
+        postgres_replica: false,
     };
 
     /// Whether a run with these needs starts nodes of `service` (Redlock's nodes and a
@@ -106,7 +110,7 @@ impl Needs {
             Service::RedisCluster => self.redis_cluster,
             Service::Zookeeper => self.zookeeper,
             Service::Etcd => self.etcd,
-            Service::Postgres => self.postgres,
+            Service::Postgres => self.postgres || self.postgres_replica,
         }
     }
 
@@ -120,7 +124,8 @@ impl Needs {
             (self.redis_cluster, "redis-cluster"),
             (self.zookeeper, "zookeeper"),
             (self.etcd, "etcd"),
-            (self.postgres, "postgres"),
+            (self.postgres && !self.postgres_replica, "postgres"),
+            (self.postgres_replica, "postgres+replica"),
         ]
         .into_iter()
         .filter_map(|(needed, name)| needed.then_some(name))
@@ -138,6 +143,7 @@ impl Needs {
             zookeeper: self.zookeeper || o.zookeeper,
             etcd: self.etcd || o.etcd,
             postgres: self.postgres || o.postgres,
+            postgres_replica: self.postgres_replica || o.postgres_replica,
         }
     }
 
@@ -290,6 +296,11 @@ pub struct Endpoints {
     /// The PostgreSQL primary, if the strategy needs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub postgres: Option<PostgresEndpoint>,
+    /// Streaming replicas of that primary, same login (empty without one). After a failover
+    /// the primary is whichever of `postgres.addr` and these is not in recovery
+    /// (`postgres::current_primary` asks them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub postgres_standbys: Vec<SocketAddr>,
     /// Start of every key, table and node the strategies create on these servers.
     #[serde(default)]
     pub prefix: Prefix,
@@ -369,6 +380,8 @@ pub struct ClusterOptions {
     pub redis_appendfsync: Appendfsync,
     /// Which build of each server local nodes run (containers run bookworm's only).
     pub builds: Builds,
+    /// What every PostgreSQL node waits for before acknowledging a commit.
+    pub postgres_synchronous_commit: SynchronousCommit,
 }
 
 impl ClusterOptions {
@@ -383,6 +396,7 @@ impl ClusterOptions {
             provisioner: Provisioner::Local,
             redis_appendfsync: Appendfsync::Off,
             builds: Builds::default(),
+            postgres_synchronous_commit: SynchronousCommit::On,
         }
     }
 }

@@ -36,12 +36,15 @@ struct Spec {
     cwd: Option<PathBuf>,
     /// Network namespace to run in (a host of the run's private network).
     netns: Option<PathBuf>,
+    /// The user (uid, gid) it runs as, when not lockbench's own.
+    user: Option<(u32, u32)>,
 }
 
 impl Spec {
-    fn of(cmd: &Command, ip: IpAddr) -> Self {
+    fn of(cmd: &Command, ip: IpAddr, user: Option<(u32, u32)>) -> Self {
         Self {
             netns: super::net::netns_of(ip),
+            user,
             program: cmd.get_program().to_owned(),
             args: cmd.get_args().map(ToOwned::to_owned).collect(),
             envs: cmd
@@ -76,10 +79,22 @@ impl ServerProcess {
     /// The child also gets `PR_SET_PDEATHSIG = SIGKILL`, so even a SIGKILL of lockbench itself
     /// (which runs no destructors) does not leave a server behind.
     pub fn spawn(name: &str, ip: IpAddr, cmd: Command, log: &Path) -> Result<Self, ClusterError> {
-        let spec = Spec::of(&cmd, ip);
+        Self::spawn_as(name, ip, cmd, log, None)
+    }
+
+    /// [`ServerProcess::spawn`], run as `user` (uid, gid) when given, also on a restart: a
+    /// server that refuses to run as root (PostgreSQL) while lockbench is root.
+    pub fn spawn_as(
+        name: &str,
+        ip: IpAddr,
+        cmd: Command,
+        log: &Path,
+        user: Option<(u32, u32)>,
+    ) -> Result<Self, ClusterError> {
+        let spec = Spec::of(&cmd, ip, user);
         let out = File::create(log)
             .map_err(|e| ClusterError::io(format!("create {}", log.display()), e))?;
-        let child = launch(name, cmd, out, spec.netns.as_deref())?;
+        let child = launch(name, cmd, out, &spec)?;
         Ok(Self {
             name: name.to_string(),
             child,
@@ -97,12 +112,7 @@ impl ServerProcess {
             .append(true)
             .open(&self.log)
             .map_err(|e| ClusterError::io(format!("open {}", self.log.display()), e))?;
-        self.child = launch(
-            &self.name,
-            self.spec.command(),
-            out,
-            self.spec.netns.as_deref(),
-        )?;
+        self.child = launch(&self.name, self.spec.command(), out, &self.spec)?;
         self.paused = false;
         Ok(())
     }
@@ -214,14 +224,11 @@ impl Drop for ServerProcess {
     }
 }
 
-/// Spawns `cmd` in its own process group, output to `out`, dying with its parent.
-fn launch(
-    name: &str,
-    mut cmd: Command,
-    out: File,
-    netns: Option<&Path>,
-) -> Result<Child, ClusterError> {
-    let ns = netns
+/// Spawns `cmd` in its own process group, output to `out`, dying with its parent, in the
+/// namespace and as the user of `spec`.
+fn launch(name: &str, mut cmd: Command, out: File, spec: &Spec) -> Result<Child, ClusterError> {
+    let user = spec.user;
+    let ns = (spec.netns.as_deref())
         .map(|p| File::open(p).map_err(|e| ClusterError::io(format!("open {}", p.display()), e)))
         .transpose()?;
     let err = out
@@ -237,6 +244,14 @@ fn launch(
             if let Some(ns) = &ns {
                 // SAFETY (of the call): setns is a plain syscall on an fd opened before fork.
                 nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET)?;
+            }
+            // Here, not with `Command::uid`, which std applies before this closure: `setns`
+            // needs root, and a change of user afterwards would clear the death signal.
+            if let Some((uid, gid)) = user {
+                let gid = nix::unistd::Gid::from_raw(gid);
+                nix::unistd::setgroups(&[gid])?;
+                nix::unistd::setgid(gid)?;
+                nix::unistd::setuid(nix::unistd::Uid::from_raw(uid))?;
             }
             nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
         });

@@ -71,6 +71,18 @@ pub fn consensus_servers_available() -> bool {
     servers_available() && require_installed(&["etcd", "java"], &["/usr/share/java/zookeeper.jar"])
 }
 
+/// Debian's PostgreSQL 15 is installed (its programs are off PATH); through [`require`].
+pub fn postgres_available() -> bool {
+    require_installed(
+        &[],
+        &[
+            "/usr/lib/postgresql/15/bin/initdb",
+            "/usr/lib/postgresql/15/bin/postgres",
+            "/usr/lib/postgresql/15/bin/pg_basebackup",
+        ],
+    )
+}
+
 // ---- Runs through the library.
 
 /// The contention scenario of the foundation tests: one SKU, 20 units, 32 buyers in a closed

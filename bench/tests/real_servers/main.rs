@@ -17,6 +17,7 @@ mod etcd;
 mod libraries;
 mod lifecycle;
 mod locks;
+mod postgres;
 mod reads;
 mod reconnect;
 mod remote;
