@@ -16,6 +16,9 @@
 #     it under the four image names below. The mirror is read from this machine's apt sources.
 #  4. unless it exists: a Debian sid rootfs with MySQL 9 (servers.mysql = "mysql-9"), its
 #     package pinned by version and sha256 in scripts/servers.lock, as LOCKBENCH_IMAGE_MYSQL.
+#  5. unless it exists: a Debian bookworm rootfs with PostgreSQL 15 (postgresql-15, its default
+#     cluster removed: lockbench makes its own), as LOCKBENCH_IMAGE_POSTGRES. An image of its
+#     own, so adding it left the shared image of step 3 (and its recipe) as it was.
 #
 # Only `DOCKER_HOST=unix://…/docker.sock` goes to stdout; progress goes to stderr.
 #
@@ -26,6 +29,7 @@
 #   LOCKBENCH_IMAGE_ZOOKEEPER default lockbench-local/zookeeper:3.8
 #   LOCKBENCH_IMAGE_ETCD      default lockbench-local/etcd:3.4
 #   LOCKBENCH_IMAGE_MYSQL     default lockbench-local/mysql:9
+#   LOCKBENCH_IMAGE_POSTGRES  default lockbench-local/postgres:15
 #   LOCKBENCH_DEBIAN_MIRROR   mirror URL for debootstrap (default: read from the apt sources)
 set -euo pipefail
 
@@ -36,6 +40,7 @@ PIDFILE="$DIR/dockerd.pid"
 LOG="$DIR/dockerd.log"
 ROOTFS="$DIR/rootfs.build"
 ROOTFS_SID="$DIR/rootfs-sid.build"
+ROOTFS_PG="$DIR/rootfs-pg.build"
 ADDRESS_POOL="base=10.214.0.0/16,size=24"
 SUITE=bookworm
 # Bump when the rootfs recipe below changes: images with another label are rebuilt.
@@ -49,6 +54,7 @@ IMAGES=(
 # MySQL 9 (servers.mysql = "mysql-9") needs sid's glibc: an image of its own, from a sid rootfs
 # with the one package pinned in scripts/servers.lock (version and sha256 of its .deb).
 MYSQL_IMAGE=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
+POSTGRES_IMAGE=${LOCKBENCH_IMAGE_POSTGRES:-lockbench-local/postgres:15}
 MYSQL_PIN=$(awk '$1 == "mysql" && $2 == "mysql-9" && $3 == "image:sid"' "$(dirname "$0")/servers.lock")
 # ZooKeeper comes as libzookeeper-java + a headless JRE: the `zookeeper` package only adds
 # init scripts and config but depends on the full (X11) default-jre. etcd-client (etcdctl)
@@ -236,7 +242,7 @@ find_mirror() {
 
 cleanup_rootfs() {
   local r
-  for r in "$ROOTFS" "$ROOTFS_SID"; do
+  for r in "$ROOTFS" "$ROOTFS_SID" "$ROOTFS_PG"; do
     [ -e "$r" ] || continue
     unmount_under "$r"
     rm -rf --one-file-system "$r"
@@ -378,6 +384,48 @@ build_mysql_image() {
   log "imported $MYSQL_IMAGE ($pkg $version, $id)"
 }
 
+# The PostgreSQL 15 image: bookworm minbase plus postgresql-15. The server runs as the package's
+# `postgres` user (lockbench's start script switches to it with util-linux's setpriv).
+build_postgres_image() {
+  local mirror t0 id old b
+  mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
+  cleanup_rootfs
+  trap cleanup_rootfs EXIT
+  mkdir -p "$ROOTFS_PG/usr/sbin" "$ROOTFS_PG/etc/postgresql-common"
+  printf '#!/bin/sh\nexit 101\n' >"$ROOTFS_PG/usr/sbin/policy-rc.d"
+  chmod +x "$ROOTFS_PG/usr/sbin/policy-rc.d"
+  # No default cluster from the package's postinst: the harness runs initdb itself.
+  echo "create_main_cluster = false" >"$ROOTFS_PG/etc/postgresql-common/createcluster.conf"
+  log "debootstrap $SUITE with postgresql-15 from $mirror (a few minutes)"
+  t0=$SECONDS
+  debootstrap --variant=minbase --include=postgresql-15 "$SUITE" "$ROOTFS_PG" "$mirror" >&2 ||
+    die "debootstrap of the postgres rootfs failed (see $ROOTFS_PG/debootstrap/debootstrap.log)"
+  unmount_under "$ROOTFS_PG"
+  for b in initdb postgres pg_basebackup; do
+    [ -x "$ROOTFS_PG/usr/lib/postgresql/15/bin/$b" ] || die "postgres rootfs lacks $b"
+  done
+  [ -x "$ROOTFS_PG/usr/bin/setpriv" ] || die "postgres rootfs lacks setpriv (util-linux)"
+  chroot "$ROOTFS_PG" id postgres >&2 || die "postgres rootfs has no postgres user"
+  log "debootstrap took $((SECONDS - t0)) s"
+  rm -f "$ROOTFS_PG/usr/sbin/policy-rc.d"
+  find "$ROOTFS_PG/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  rm -rf "$ROOTFS_PG"/var/cache/apt/archives/*.deb "$ROOTFS_PG"/var/cache/apt/*.bin \
+    "$ROOTFS_PG"/var/lib/apt/lists/* "$ROOTFS_PG"/usr/share/doc/* "$ROOTFS_PG"/usr/share/man/* \
+    "$ROOTFS_PG"/var/log/*.log "$ROOTFS_PG"/debootstrap
+  old=$(docker_cli image inspect -f '{{.Id}}' "$POSTGRES_IMAGE" 2>/dev/null || true)
+  id=$(tar -C "$ROOTFS_PG" --numeric-owner -c . | docker_cli import \
+    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change "ENV LANG=C.UTF-8" \
+    --change "LABEL lockbench.recipe=$RECIPE" \
+    --change "LABEL lockbench.postgres=postgresql-15" \
+    --change 'CMD ["/bin/bash"]' \
+    - "$POSTGRES_IMAGE")
+  cleanup_rootfs
+  trap - EXIT
+  [ -z "$old" ] || [ "$old" = "$id" ] || docker_cli image rm "$old" >/dev/null 2>&1 || true
+  log "imported $POSTGRES_IMAGE ($id)"
+}
+
 ready=() absent=()
 for n in "${IMAGES[@]}"; do
   if image_ok "$n"; then ready+=("$n"); else absent+=("$n"); fi
@@ -398,6 +446,12 @@ if [ "$(docker_cli image inspect -f '{{index .Config.Labels "lockbench.mysql"}}'
   log "image present: $MYSQL_IMAGE"
 else
   build_mysql_image
+fi
+
+if [ "$(docker_cli image inspect -f '{{index .Config.Labels "lockbench.postgres"}}' "$POSTGRES_IMAGE" 2>/dev/null)" = postgresql-15 ] && image_ok "$POSTGRES_IMAGE"; then
+  log "image present: $POSTGRES_IMAGE"
+else
+  build_postgres_image
 fi
 
 echo "DOCKER_HOST=$HOST_URL" >&3

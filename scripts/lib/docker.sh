@@ -18,4 +18,5 @@ docker_up() {
   export LOCKBENCH_IMAGE_ZOOKEEPER=${LOCKBENCH_IMAGE_ZOOKEEPER:-lockbench-local/zookeeper:3.8}
   export LOCKBENCH_IMAGE_ETCD=${LOCKBENCH_IMAGE_ETCD:-lockbench-local/etcd:3.4}
   export LOCKBENCH_IMAGE_MYSQL=${LOCKBENCH_IMAGE_MYSQL:-lockbench-local/mysql:9}
+  export LOCKBENCH_IMAGE_POSTGRES=${LOCKBENCH_IMAGE_POSTGRES:-lockbench-local/postgres:15}
 }

@@ -351,6 +351,7 @@ fn logins(vars: &PasswordVars) -> Vec<(&'static str, &str)> {
         &vars.sentinel,
         &vars.etcd,
         &vars.zookeeper,
+        &vars.postgres,
     ];
     WORKER_PASSWORD_ENV
         .iter()

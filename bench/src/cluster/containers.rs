@@ -64,6 +64,9 @@ pub struct Images {
     pub zookeeper: String,
     /// etcd (`etcd` on PATH).
     pub etcd: String,
+    /// PostgreSQL 15 (Debian's layout: `/usr/lib/postgresql/15/bin`, a `postgres` user,
+    /// `setpriv`, `sh`).
+    pub postgres: String,
 }
 
 impl Images {
@@ -75,6 +78,7 @@ impl Images {
             mysql: "mysql:9".into(),
             zookeeper: "zookeeper:3.8".into(),
             etcd: "quay.io/coreos/etcd:v3.4.23".into(),
+            postgres: "postgres:15".into(),
         }
     }
 
@@ -93,6 +97,7 @@ impl Images {
             mysql: pick("LOCKBENCH_IMAGE_MYSQL", d.mysql),
             zookeeper: pick("LOCKBENCH_IMAGE_ZOOKEEPER", d.zookeeper),
             etcd: pick("LOCKBENCH_IMAGE_ETCD", d.etcd),
+            postgres: pick("LOCKBENCH_IMAGE_POSTGRES", d.postgres),
         }
     }
 
@@ -118,6 +123,9 @@ impl Images {
         }
         if needs.etcd {
             out.push((self.etcd.as_str(), "LOCKBENCH_IMAGE_ETCD"));
+        }
+        if needs.runs(super::model::Service::Postgres) {
+            out.push((self.postgres.as_str(), "LOCKBENCH_IMAGE_POSTGRES"));
         }
         out
     }
@@ -822,6 +830,14 @@ mod tests {
         assert_eq!(
             d.needed(db, MysqlBuild::Mysql9),
             [("mysql:9", "LOCKBENCH_IMAGE_MYSQL")]
+        );
+        let pg = Needs {
+            postgres_replica: true,
+            ..Needs::NONE
+        };
+        assert_eq!(
+            d.needed(pg, MysqlBuild::Mariadb1011),
+            [("postgres:15", "LOCKBENCH_IMAGE_POSTGRES")]
         );
     }
 

@@ -64,6 +64,10 @@ pub const KEEPALIVE_DEADLINE: Duration = Duration::from_secs(
     (TCP_KEEPALIVES_IDLE_S + TCP_KEEPALIVES_INTERVAL_S * TCP_KEEPALIVES_COUNT) as u64,
 );
 
+/// Bound of one question to a node about its state: a new connection's password exchange
+/// (scram) took over 2 s on 2 cores shared with a CPU hog.
+const ASK_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Bound of one promotion: `pg_promote` waits at most this long, and so does the wait for
 /// the first write.
 const PROMOTE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -218,11 +222,11 @@ fn timeline(walfile: &str) -> u32 {
 
 /// Of `addrs` (a primary and its standbys, reached with `ep`'s login), the one that accepts
 /// writes now: not in recovery, on the highest timeline (an old primary restarted after a
-/// promotion also leaves recovery, on the old timeline). Each node is asked for at most 2 s;
-/// one that does not answer is skipped. `Ok(None)`: none accepts writes.
+/// promotion also leaves recovery, on the old timeline). The nodes are asked at once, each for
+/// at most [`ASK_TIMEOUT`]; one that does not answer is skipped. `None`: none accepts writes.
 async fn writable(ep: &PostgresEndpoint, addrs: &[SocketAddr]) -> Option<SocketAddr> {
     let asks = addrs.iter().map(|&a| async move {
-        let s = tokio::time::timeout(Duration::from_secs(2), state(at(ep, a))).await;
+        let s = tokio::time::timeout(ASK_TIMEOUT, state(at(ep, a))).await;
         (a, s.ok().and_then(Result::ok))
     });
     let answers = futures::future::join_all(asks).await;

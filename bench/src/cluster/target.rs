@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::durability::Source;
 use super::error::ClusterError;
 use super::external::target_err;
-use super::model::{Auth, Endpoints, MysqlEndpoint, Needs, NodeInfo};
+use super::model::{Auth, Endpoints, MysqlEndpoint, Needs, NodeInfo, PostgresEndpoint, Service};
 use super::namespace::Prefix;
 use super::registry;
 
@@ -42,6 +42,7 @@ struct RawTarget {
     redis_cluster: Option<RawAuthNodes>,
     zookeeper: Option<RawAuthNodes>,
     etcd: Option<RawAuthNodes>,
+    postgres: Option<RawPostgres>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -49,6 +50,16 @@ struct RawTarget {
 struct RawMysql {
     dsn: String,
     password_env: Option<String>,
+}
+
+/// A PostgreSQL primary, and the standbys a client may find promoted after a failover.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPostgres {
+    dsn: String,
+    password_env: Option<String>,
+    #[serde(default)]
+    standbys: Vec<String>,
 }
 
 /// Nodes of a service, and a login if it asks for one.
@@ -75,6 +86,8 @@ struct RawSentinel {
 const ADDR_FORM: &str = "\"host:port\" (a name or an IP address)";
 const DSN_FORM: &str = "\"mysql://USER@HOST:PORT/DATABASE\" (the password goes into the environment \
      variable that mysql.password_env names, never into the file)";
+const PG_DSN_FORM: &str = "\"postgresql://USER@HOST:PORT/DATABASE\" (the password goes into the \
+     environment variable that postgres.password_env names, never into the file)";
 
 impl ExternalTarget {
     /// Reads and validates `path`.
@@ -129,6 +142,12 @@ impl ExternalTarget {
                 password,
                 database: database.to_string(),
             });
+        }
+        if let Some(p) = &raw.postgres {
+            ep.postgres = Some(r.postgres(p)?);
+            if !p.standbys.is_empty() {
+                ep.postgres_standbys = r.addrs("postgres.standbys", &p.standbys)?;
+            }
         }
         r.redis_sets(&raw, &mut ep)?;
         if let Some(x) = &raw.zookeeper {
@@ -221,6 +240,14 @@ impl ExternalTarget {
             out.etcd = ep.etcd.clone();
             out.etcd_auth = ep.etcd_auth.clone();
         }
+        if needs.runs(Service::Postgres) {
+            out.postgres = Some(
+                ep.postgres
+                    .clone()
+                    .ok_or_else(|| missing("[postgres]", "a PostgreSQL database"))?,
+            );
+            out.postgres_standbys = ep.postgres_standbys.clone();
+        }
         Ok(out)
     }
 }
@@ -254,6 +281,8 @@ pub struct PasswordVars {
     pub etcd: Option<String>,
     /// `[zookeeper]`.
     pub zookeeper: Option<String>,
+    /// `[postgres]`.
+    pub postgres: Option<String>,
 }
 
 impl OfflineTarget {
@@ -277,6 +306,10 @@ impl OfflineTarget {
         let mut ep = named.endpoints;
         let take = |a: &mut Option<Auth>| a.as_mut().map(|a| std::mem::take(&mut a.password));
         let mysql = ep.mysql.as_mut().map(|m| std::mem::take(&mut m.password));
+        let postgres = ep
+            .postgres
+            .as_mut()
+            .map(|p| std::mem::take(&mut p.password));
         let password_vars = PasswordVars {
             // A MySQL login without `password_env` has an empty password.
             mysql: mysql.filter(|v| !v.is_empty()),
@@ -284,6 +317,7 @@ impl OfflineTarget {
             sentinel: take(&mut ep.sentinel_auth),
             etcd: take(&mut ep.etcd_auth),
             zookeeper: take(&mut ep.zookeeper_auth),
+            postgres: postgres.filter(|v| !v.is_empty()),
         };
         let checked = ExternalTarget {
             file: named.file,
@@ -355,6 +389,21 @@ impl Reader<'_> {
         Ok(())
     }
 
+    /// `[postgres]`'s login: its DSN, and the password `password_env` names.
+    fn postgres(&self, p: &RawPostgres) -> Result<PostgresEndpoint, ClusterError> {
+        let bad = |v: &str| self.bad("postgres.dsn", v, PG_DSN_FORM);
+        let (user, host, database) =
+            parse_pg_dsn(&p.dsn).ok_or_else(|| bad(&format!("{:?}", p.dsn)))?;
+        let addr = (self.resolve)(host).map_err(|e| bad(&e))?;
+        let password = self.password("postgres", &p.password_env)?;
+        Ok(PostgresEndpoint {
+            addr,
+            user: user.to_string(),
+            password: password.unwrap_or_default(),
+            database: database.to_string(),
+        })
+    }
+
     fn bad(&self, field: &str, value: &str, expected: &str) -> ClusterError {
         ClusterError::Target {
             file: self.file.to_string(),
@@ -419,7 +468,17 @@ impl Reader<'_> {
 
 /// `mysql://user@host:port/database` → (user, host:port, database).
 fn parse_dsn(dsn: &str) -> Option<(&str, &str, &str)> {
-    let rest = dsn.strip_prefix("mysql://")?;
+    split_dsn(dsn.strip_prefix("mysql://")?)
+}
+
+/// `postgresql://user@host:port/database` (or `postgres://`) → (user, host:port, database).
+fn parse_pg_dsn(dsn: &str) -> Option<(&str, &str, &str)> {
+    let rest = (dsn.strip_prefix("postgresql://")).or_else(|| dsn.strip_prefix("postgres://"))?;
+    split_dsn(rest)
+}
+
+/// `user@host:port/database` → (user, host:port, database); no password, no options.
+fn split_dsn(rest: &str) -> Option<(&str, &str, &str)> {
     let (user, rest) = rest.split_once('@')?;
     let (host, database) = rest.split_once('/')?;
     let ok = |s: &str| !s.is_empty() && !s.contains([':', '/', '@', '?']);
@@ -539,6 +598,49 @@ mod tests {
         // The password never reaches what results are written from.
         let json = serde_json::to_string(ep).unwrap();
         assert!(!json.contains("secret"), "{json}");
+    }
+
+    #[test]
+    fn a_postgres_table_names_its_primary_standbys_and_password_variable() {
+        let t = parse(
+            "[postgres]\ndsn = \"postgresql://bench@127.0.0.1:5432/shop\"\n\
+             password_env = \"PW\"\nstandbys = [\"127.0.0.1:5433\"]\n",
+        )
+        .unwrap();
+        let p = t.endpoints.postgres.as_ref().unwrap();
+        assert_eq!(
+            (p.user.as_str(), p.password.as_str(), p.database.as_str()),
+            ("bench", "secret", "shop")
+        );
+        assert_eq!(p.addr.port(), 5432);
+        assert_eq!(t.endpoints.postgres_standbys[0].port(), 5433);
+        let json = serde_json::to_string(&t.endpoints).unwrap();
+        assert!(!json.contains("secret"), "{json}");
+        let needs = Needs {
+            postgres: true,
+            ..Needs::NONE
+        };
+        let ep = t.endpoints_for("pg-advisory", needs).unwrap();
+        assert_eq!(ep.postgres.unwrap().addr, p.addr);
+        let e = parse("[redis]\nnodes = [\"127.0.0.1:1\"]\n")
+            .unwrap()
+            .endpoints_for("pg-advisory", needs)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[postgres]") && e.contains("pg-advisory"), "{e}");
+        // `postgres://` is the other spelling; a password in the DSN is refused.
+        assert!(parse("[postgres]\ndsn = \"postgres://u@127.0.0.1:1/d\"\n").is_ok());
+        let e = parse("[postgres]\ndsn = \"postgresql://u:pw@127.0.0.1:1/d\"\n").unwrap_err();
+        assert!(
+            e.contains("t.toml: postgres.dsn") && e.contains("postgres.password_env"),
+            "{e}"
+        );
+        let off = OfflineTarget::parse(
+            "t.toml",
+            "[postgres]\ndsn = \"postgresql://u@db.svc:5432/d\"\npassword_env = \"PG_PW\"\n",
+        )
+        .unwrap();
+        assert_eq!(off.password_vars.postgres.as_deref(), Some("PG_PW"));
     }
 
     #[test]

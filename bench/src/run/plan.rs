@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use super::RunError;
 use crate::chaos::ChaosPlan;
+use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::redis::Appendfsync;
 use crate::cluster::target::ExternalTarget;
-use crate::cluster::{Builds, ClusterOptions, Provisioner};
+use crate::cluster::{Builds, ClusterOptions, Provisioner, Service};
 use crate::strategy::{self, StrategyInfo};
 use crate::workload::Workload;
 use crate::workload::config::RedisAppendfsync;
@@ -166,6 +167,7 @@ impl<'a> Plan<'a> {
         let mut cluster = ClusterOptions::new(opts.out.join("logs"));
         cluster.base_port = opts.base_port;
         cluster.redis_appendfsync = aof;
+        cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info)?;
         cluster.builds = builds(opts, info)?;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
         cluster.provisioner = opts.provision;
@@ -259,6 +261,30 @@ fn builds(opts: &RunOptions, info: &StrategyInfo) -> Result<Builds, RunError> {
         ))),
         None => Ok(b),
     }
+}
+
+/// What the PostgreSQL nodes this run starts wait for before acknowledging a commit, from
+/// `servers.postgres_synchronous_commit`. As with Redis's persistence, servers this run does
+/// not start keep their own, and asking for another one there is an error.
+fn postgres_synchronous_commit(
+    opts: &RunOptions,
+    info: &StrategyInfo,
+) -> Result<SynchronousCommit, RunError> {
+    let v = opts.workload.servers.postgres_synchronous_commit;
+    let flag = match (&opts.target, &opts.endpoints) {
+        (Some(_), _) => "--target",
+        (None, Some(_)) => "--endpoints",
+        (None, None) => return Ok(v),
+    };
+    if info.needs.runs(Service::Postgres) && v != SynchronousCommit::default() {
+        return Err(RunError::Options(format!(
+            "servers.postgres_synchronous_commit = \"{v}\" with {flag}: only PostgreSQL servers \
+             this run starts can be configured; these keep their own setting (summary.json \
+             reports it under servers[].durability): drop the key, or let this run start its \
+             servers"
+        )));
+    }
+    Ok(v)
 }
 
 /// The persistence of the Redis nodes this run starts, from `servers.redis_appendfsync`.

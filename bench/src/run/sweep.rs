@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{RunError, RunOptions, run};
+use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{ClusterOptions, Endpoints, EndpointsFile, Needs, OwnedCluster, Provisioner};
 use crate::record::pressure::Mark;
 use crate::report::sweep::{
@@ -336,6 +337,14 @@ pub fn check(opts: &SweepOptions) -> Result<(), RunError> {
         return Err(RunError::Options(
             "servers.redis_appendfsync with sweep: the sweep starts one set of servers for every \
              strategy and does not configure Redis persistence yet; drop the key"
+                .into(),
+        ));
+    }
+    if opts.workload.servers.postgres_synchronous_commit != SynchronousCommit::default() {
+        return Err(RunError::Options(
+            "servers.postgres_synchronous_commit with sweep: the sweep starts one set of \
+             servers for every strategy and does not configure PostgreSQL's commits yet; drop \
+             the key"
                 .into(),
         ));
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
+use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};
 
 /// Errors in a workload file or its overrides.
@@ -136,6 +137,7 @@ crate::names::enum_names!(WaitMode {
 #[serde(deny_unknown_fields)]
 struct RawServers {
     redis_appendfsync: Option<String>,
+    postgres_synchronous_commit: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
     redis: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
@@ -265,6 +267,10 @@ pub struct LockParams {
 pub struct Servers {
     /// What every Redis node does with a write before acknowledging it.
     pub redis_appendfsync: RedisAppendfsync,
+    /// What every PostgreSQL node waits for before acknowledging a commit: `"on"` (the
+    /// server's default: the WAL flushed), `"off"`, `"local"`, `"remote_write"`,
+    /// `"remote_apply"`.
+    pub postgres_synchronous_commit: SynchronousCommit,
     /// Which build every Redis node runs: `"7.0"` (bookworm's), `"valkey-8.0"`, `"valkey-9.1"`.
     pub redis: RedisBuild,
     /// Which build every etcd member runs: `"3.4"` (bookworm's), `"3.5"`.
@@ -539,6 +545,13 @@ impl Fields<'_> {
                 raw.redis_appendfsync,
                 "one of \"off\", \"no\", \"everysec\", \"always\"",
             )?,
+            postgres_synchronous_commit: named(
+                self,
+                "servers.postgres_synchronous_commit",
+                raw.postgres_synchronous_commit,
+                "one of \"on\" (PostgreSQL's default), \"off\", \"local\", \"remote_write\", \
+                 \"remote_apply\"",
+            )?,
             redis: named(
                 self,
                 "servers.redis",
@@ -802,6 +815,40 @@ ttl = "1s"
         let text = toml::to_string(&w).unwrap();
         let back = Workload::parse("effective", &text, &[]).unwrap();
         assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+    }
+
+    #[test]
+    fn servers_section_sets_postgres_synchronous_commit() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.servers.postgres_synchronous_commit, SynchronousCommit::On);
+        let text = "[servers]\npostgres_synchronous_commit = \"off\"\n";
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        assert_eq!(
+            w.servers.postgres_synchronous_commit,
+            SynchronousCommit::Off
+        );
+        let o = vec!["servers.postgres_synchronous_commit=remote_apply".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(
+            w.servers.postgres_synchronous_commit,
+            SynchronousCommit::RemoteApply
+        );
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(
+            back.servers.postgres_synchronous_commit,
+            SynchronousCommit::RemoteApply
+        );
+        let e = err("[servers]\npostgres_synchronous_commit = \"yes\"\n", &[]);
+        assert_eq!(
+            e,
+            "w.toml: servers.postgres_synchronous_commit = \"yes\": expected one of \"on\" \
+             (PostgreSQL's default), \"off\", \"local\", \"remote_write\", \"remote_apply\""
+        );
+        let e = err(GOOD, &["servers.postgres_synchronous_commit=true"]);
+        assert!(
+            e.starts_with("--set servers.postgres_synchronous_commit=true:"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -32,11 +32,11 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 /// The images the runs will use (what lockbench reads from the same variables).
 fn images() -> Vec<String> {
     let d = lockbench::cluster::containers::Images::from_env();
-    vec![d.redis, d.mariadb, d.mysql, d.zookeeper, d.etcd]
+    vec![d.redis, d.mariadb, d.mysql, d.zookeeper, d.etcd, d.postgres]
 }
 
 /// A Docker daemon answers and has every image; through [`require`].
-fn docker_available() -> bool {
+pub fn docker_available() -> bool {
     let problem = block_on(async {
         let docker = Docker::connect_with_defaults().map_err(|e| e.to_string())?;
         // Generous: a busy CI machine's daemon is slow, and CI fails on a missed answer.
