@@ -162,7 +162,7 @@ pub struct AdapterCheckArgs {
     #[arg(long, conflicts_with = "command", required_unless_present = "command")]
     pub lib: Option<String>,
     /// Servers to start for COMMAND (comma-separated): redis, redlock (five independent
-    /// masters), zookeeper, etcd.
+    /// masters), zookeeper, etcd, postgres.
     #[arg(
         long,
         value_enum,
@@ -199,6 +199,8 @@ pub enum AdapterServers {
     Zookeeper,
     /// An etcd cluster.
     Etcd,
+    /// A PostgreSQL server (its password in the adapter's PGPASSWORD).
+    Postgres,
 }
 
 /// `lockbench gate`

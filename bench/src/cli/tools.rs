@@ -153,6 +153,7 @@ pub(super) async fn cmd_adapter_check(
                     AdapterServers::Redlock => needs.redlock = true,
                     AdapterServers::Zookeeper => needs.zookeeper = true,
                     AdapterServers::Etcd => needs.etcd = true,
+                    AdapterServers::Postgres => needs.postgres = true,
                 }
             }
             ("under check".to_string(), args.command.clone(), needs)

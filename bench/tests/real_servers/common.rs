@@ -603,7 +603,8 @@ impl Drop for Serve {
 /// [`require`] (`scripts/install-deps.sh --adapters` installs the libraries).
 pub fn libraries_available() -> bool {
     use lockbench::strategy::adapter::{LIBRARIES, adapters_dir};
-    if !consensus_servers_available() {
+    // Every library's lock service: Redis, ZooKeeper, etcd and PostgreSQL (advisory-lock).
+    if !consensus_servers_available() || !postgres_available() {
         return false;
     }
     let dir = adapters_dir();

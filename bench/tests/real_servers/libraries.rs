@@ -11,8 +11,8 @@ use crate::common::{compare_json, libraries_available, lockbench, servers_availa
 
 /// Every library strategy, fenced variants included.
 pub const LIBRARIES: &str = "lib:redis-py,lib:redis-semaphore,lib:node-redlock,\
-lib:node-redlock-v5,lib:curator,lib:kazoo,lib:aetcd,lib:example,lib:curator-fenced,\
-lib:kazoo-fenced,lib:aetcd-fenced";
+lib:node-redlock-v5,lib:curator,lib:kazoo,lib:aetcd,lib:advisory-lock,lib:example,\
+lib:curator-fenced,lib:kazoo-fenced,lib:aetcd-fenced";
 
 /// Calm: no faults, 4 SKUs, 32 buyers at 150 sales/s for 3 s on the chaos workload's 2 s
 /// lease. Every library holds its lock and keeps the store intact, and says what it loaded.
@@ -59,6 +59,78 @@ fn every_library_is_safe_under_calm_contention() {
         let declared = lockbench::strategy::find(id).unwrap().fence_token.is_some();
         assert_eq!(lib.fencing, declared, "{id}: {lib:?}");
     }
+}
+
+/// advisory-lock's lock is its session's, with no lease: a holder stopped (its worker and its
+/// adapter) for 2x the 2 s ttl after its read keeps the lock, since its connection stays open.
+/// No later grant overlaps it and nothing is lost; the paused key's buyers give up instead
+/// (the server's lock_timeout, the acquire timeout, ends their waits).
+#[test]
+fn a_paused_advisory_lock_holder_keeps_its_session_lock_and_its_key_waits() {
+    if !libraries_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = compare_json(
+        "lib:advisory-lock",
+        &[
+            "--workload",
+            "workloads/chaos.toml",
+            "--chaos",
+            "chaos/pause-holder.toml",
+            "--set",
+            "load.duration=8s",
+            "--set",
+            "load.rate=150",
+        ],
+        dir.path(),
+    );
+    let s = &all[0];
+    let f = &s.faults[0];
+    assert!(f.nodes[0].starts_with("worker-"), "{f:?}");
+    let paused = f.healed_s.unwrap() - f.started_s.unwrap();
+    assert!(paused >= 3.99, "paused {paused}s: {f:?}");
+    assert!(s.audit.sold > 0, "{:?}", s.audit);
+    assert_eq!(
+        (
+            s.double_grants,
+            s.audit.oversell,
+            s.audit.lost_updates,
+            s.lease_lost
+        ),
+        (0, 0, 0, 0),
+        "the paused holder kept its lock: {:?}",
+        s.faults
+    );
+    assert_eq!(s.lock_verdict, Some(LockVerdict::Held));
+    assert_eq!(s.store_verdict, StoreVerdict::Intact);
+    let gave_up = s.outcomes.get("lock_timeout").copied().unwrap_or(0);
+    assert!(
+        gave_up > 0,
+        "the paused key's buyers waited: {:?}",
+        s.outcomes
+    );
+}
+
+/// The conformance test of the PostgreSQL library, on a PostgreSQL it starts (its password
+/// reaches the adapter in PGPASSWORD only): every rule passes.
+#[test]
+fn advisory_lock_passes_adapter_check() {
+    if !libraries_available() {
+        return;
+    }
+    let res = lockbench()
+        .args(["adapter-check", "--lib", "advisory-lock"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&res.stdout);
+    let err = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{out}\n{err}");
+    assert!(
+        out.contains("advisory-lock 2.0.0 (fencing: false, renews: false)"),
+        "{out}"
+    );
+    assert!(out.contains("all 8 rules passed"), "{out}");
 }
 
 /// A folder of adapters in which `lib:example` is the protocol-breaking fixture in `mode`.

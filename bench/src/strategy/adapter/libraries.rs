@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::strategy::entry::needs::{
-    MARIADB_ETCD, MARIADB_REDIS, MARIADB_REDLOCK, MARIADB_ZOOKEEPER,
+    MARIADB_ETCD, MARIADB_POSTGRES, MARIADB_REDIS, MARIADB_REDLOCK, MARIADB_ZOOKEEPER,
 };
 use crate::strategy::entry::{Kind, StrategyInfo};
 
@@ -98,6 +98,13 @@ pub const LIBRARIES: &[Library] = &[
         installed_marker: "python/.venv/lockbench-requirements.txt",
     },
     Library {
+        name: "advisory-lock",
+        package: "advisory-lock (npm), on pg",
+        version: "2.0.0",
+        run: &["advisory-lock/run"],
+        installed_marker: "node/node_modules/.package-lock.json",
+    },
+    Library {
         name: "example",
         package: "adapters/example/adapter.py, Python standard library only",
         version: "1.0",
@@ -180,6 +187,13 @@ pub const STRATEGIES: &[StrategyInfo] = &[
         needs: MARIADB_ETCD,
         fence_token: Some("the lock key's revision"),
         about: "aetcd 1.0.0 lock (Python asyncio): a lease per lock + txn on the key",
+        ..LIB
+    },
+    StrategyInfo {
+        id: "lib:advisory-lock",
+        needs: MARIADB_POSTGRES,
+        about: "advisory-lock 2.0.0 (Node, PostgreSQL): a connection per lock, pg_advisory_lock \
+                queued by the server, lock_timeout = acquire timeout",
         ..LIB
     },
     StrategyInfo {

@@ -204,6 +204,7 @@ impl AdapterProcess {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            .envs(init.endpoints.env())
             .kill_on_drop(true);
         if !JOIN_PROCESS_GROUP.load(Ordering::SeqCst) {
             cmd.process_group(0);

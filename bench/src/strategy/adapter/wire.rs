@@ -78,7 +78,41 @@ pub struct InitEndpoints {
     pub zookeeper: Vec<String>,
     /// The etcd members.
     pub etcd: Vec<String>,
+    /// The PostgreSQL primary (one address; omitted when not needed).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub postgres: Vec<String>,
+    /// Who to log in to PostgreSQL as; its password travels in the adapter's environment.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub postgres_login: Option<PostgresLogin>,
 }
+
+/// The user and database of `postgres`. The password is never in a line: the adapter reads it
+/// from `PGPASSWORD` ([`PASSWORD_ENV`]), libpq's variable, which PostgreSQL drivers read
+/// themselves.
+#[derive(Clone, Serialize)]
+pub struct PostgresLogin {
+    /// The user.
+    pub user: String,
+    /// Its database.
+    pub database: String,
+    /// Set as the adapter's `PGPASSWORD`; never serialised.
+    #[serde(skip)]
+    pub password: String,
+}
+
+impl std::fmt::Debug for PostgresLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Debug output ends up in logs and panic messages: never the password.
+        f.debug_struct("PostgresLogin")
+            .field("user", &self.user)
+            .field("database", &self.database)
+            .field("password", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The environment variable an adapter reads the PostgreSQL password from.
+pub const PASSWORD_ENV: &str = "PGPASSWORD";
 
 impl InitEndpoints {
     /// The servers of `ep` that `needs` names.
@@ -100,7 +134,28 @@ impl InitEndpoints {
             } else {
                 Vec::new()
             },
+            postgres: match &ep.postgres {
+                Some(pg) if needs.postgres => vec![pg.addr.to_string()],
+                _ => Vec::new(),
+            },
+            postgres_login: ep.postgres.as_ref().filter(|_| needs.postgres).map(|pg| {
+                PostgresLogin {
+                    user: pg.user.clone(),
+                    database: pg.database.clone(),
+                    password: pg.password.clone(),
+                }
+            }),
         }
+    }
+
+    /// The adapter's environment: the passwords that never go into a line (none for a login
+    /// without one, which leaves the adapter whatever its environment already says).
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        self.postgres_login
+            .iter()
+            .filter(|l| !l.password.is_empty())
+            .map(|l| (PASSWORD_ENV, l.password.clone()))
+            .collect()
     }
 }
 
@@ -191,6 +246,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("unknown variant `granted`"), "{e}");
+    }
+
+    #[test]
+    fn the_postgres_password_goes_into_the_environment_and_never_into_a_line() {
+        use crate::cluster::{Endpoints, PostgresEndpoint};
+        use crate::strategy::entry::needs::{MARIADB_POSTGRES, MARIADB_REDIS};
+        let ep = Endpoints {
+            redis: vec!["127.0.0.1:6379".parse().unwrap()],
+            postgres: Some(PostgresEndpoint {
+                addr: "127.0.0.1:5432".parse().unwrap(),
+                user: "bench".into(),
+                password: "s3cret-pw".into(),
+                database: "shop".into(),
+            }),
+            ..Endpoints::default()
+        };
+        let init = InitEndpoints::of(&ep, MARIADB_POSTGRES);
+        let line = serde_json::to_string(&init).unwrap();
+        assert_eq!(
+            line,
+            r#"{"redis":[],"zookeeper":[],"etcd":[],"postgres":["127.0.0.1:5432"],"postgres_login":{"user":"bench","database":"shop"}}"#
+        );
+        assert!(!format!("{init:?}").contains("s3cret-pw"));
+        assert_eq!(init.env(), vec![("PGPASSWORD", "s3cret-pw".to_string())]);
+        // A library that does not need PostgreSQL gets neither its address nor its password.
+        let redis = InitEndpoints::of(&ep, MARIADB_REDIS);
+        let line = serde_json::to_string(&redis).unwrap();
+        assert_eq!(
+            line,
+            r#"{"redis":["127.0.0.1:6379"],"zookeeper":[],"etcd":[]}"#
+        );
+        assert!(redis.env().is_empty());
     }
 
     #[test]
