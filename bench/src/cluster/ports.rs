@@ -38,6 +38,12 @@ impl Placement {
             n.parse::<usize>().ok().map(|n| n + 1)
         } else if name == "mariadb" {
             None
+        } else if name == "postgres" {
+            // Its own host, so a partition can cut it (and a holder's session) off; no
+            // strategy needs PostgreSQL beside another service's host-1 node.
+            Some(1)
+        } else if name == "postgres-replica" {
+            Some(2)
         } else {
             name.rsplit_once('-')
                 .and_then(|(_, n)| n.parse::<usize>().ok())
@@ -132,6 +138,8 @@ mod tests {
             ("zookeeper-1 (election)", 1),
             ("redis-5", 5),
             ("mariadb", 254),
+            ("postgres", 1),
+            ("postgres-replica", 2),
         ] {
             assert_eq!(p.ip_for(node), h(host), "{node}");
         }

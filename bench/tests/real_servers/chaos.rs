@@ -10,6 +10,7 @@ use lockbench::check::{LockVerdict, StoreVerdict};
 use lockbench::report::Summary;
 
 mod network;
+mod postgres;
 
 use crate::common::{
     START_BOUND, assert_all_gone, assert_faults_went_as_planned, assert_networks_gone,
@@ -282,7 +283,7 @@ fn pause_server_leaves_no_zookeeper_waiter_behind_an_orphaned_node() {
 
 /// Running as root (partition faults need CAP_NET_ADMIN; CI runs the suite as root); through
 /// [`require`].
-fn root() -> bool {
+pub(super) fn root() -> bool {
     require(
         "root (partition faults need CAP_NET_ADMIN)",
         nix::unistd::geteuid().is_root(),
