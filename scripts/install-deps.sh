@@ -61,6 +61,11 @@ declare -A NEED_FILE=(
   [/usr/include/google/protobuf/descriptor.proto]=libprotobuf-dev
   # peak RSS in scripts/bench-overhead.sh (`time` alone is the shell keyword)
   [/usr/bin/time]=time
+  # PostgreSQL 15: Debian puts the server's programs off PATH (PATH has only the wrappers of
+  # postgresql-common); lockbench runs them from here, as the package's `postgres` user when root
+  [/usr/lib/postgresql/15/bin/postgres]=postgresql-15
+  [/usr/lib/postgresql/15/bin/initdb]=postgresql-15
+  [/usr/lib/postgresql/15/bin/pg_basebackup]=postgresql-15
 )
 
 have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
@@ -93,6 +98,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   # Servers are started by lockbench itself; keep Debian from starting its own copies.
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
+  # postgresql-15's postinst would create (and try to start) a cluster on port 5432; lockbench
+  # makes its own with initdb. A createcluster.conf already there is left as it is.
+  if [[ " $pkgs " == *" postgresql-15 "* ]] && [ ! -e /etc/postgresql-common/createcluster.conf ]; then
+    $SUDO mkdir -p /etc/postgresql-common
+    echo "create_main_cluster = false" | $SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null
+  fi
   # shellcheck disable=SC2086
   $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 fi

@@ -91,7 +91,9 @@ pub struct AdvisoryLock {
     waiter: Waiter,
     /// `nextval` of the run's sequence, for the fenced variant.
     fence: Option<SqlStr>,
-    sequence: String,
+    /// `<prefix>_fence`: a table whose identity column owns the sequence, so dropping the
+    /// run's tables (an external target's clean-up) drops the sequence too.
+    sequence_table: String,
 }
 
 impl AdvisoryLock {
@@ -109,16 +111,18 @@ impl AdvisoryLock {
                        share its advisory locks)",
             });
         }
-        let sequence = s.ep.prefix.table("fence");
+        let sequence_table = s.ep.prefix.table("fence");
         let lock = Self {
             sessions: Buyers::new(w.load.clients as usize),
             opts: session_options(ep, waiter.acquire_timeout(), w.load.timeout),
             timeout: w.load.timeout,
             waiter,
             fence: s.info.fenced.then(|| {
-                sqlx::AssertSqlSafe(format!("SELECT nextval('{sequence}')")).into_sql_str()
+                // The identity column's sequence, named by PostgreSQL's rule.
+                let seq = format!("{sequence_table}_n_seq");
+                sqlx::AssertSqlSafe(format!("SELECT nextval('{seq}')")).into_sql_str()
             }),
-            sequence,
+            sequence_table,
         };
         let open = || lock.opts.connect();
         match lock.sessions.connect_all(open, super::SETUP_TIMEOUT).await {
@@ -247,15 +251,15 @@ impl Lock for AdvisoryLock {
         if self.fence.is_none() {
             return Ok(());
         }
-        let seq = &self.sequence;
+        let t = &self.sequence_table;
         let work = async {
             let mut con = self.opts.connect().await?;
+            con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {t}")))
+                .await?;
             con.execute(sqlx::AssertSqlSafe(format!(
-                "DROP SEQUENCE IF EXISTS {seq}"
+                "CREATE TABLE {t} (n BIGINT GENERATED ALWAYS AS IDENTITY)"
             )))
             .await?;
-            con.execute(sqlx::AssertSqlSafe(format!("CREATE SEQUENCE {seq}")))
-                .await?;
             con.close().await
         };
         tokio::time::timeout(super::SETUP_TIMEOUT, work)

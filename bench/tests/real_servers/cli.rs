@@ -202,6 +202,13 @@ fn list_names_every_strategy() {
         "mysql-lock-table",
         "redis-reentrant",
         "redis-setnx-watchdog",
+        "pg-atomic",
+        "pg-for-update",
+        "pg-skip-locked",
+        "pg-advisory-xact",
+        "pg-advisory",
+        "pg-advisory-fenced",
+        "pg-none",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(id)),

@@ -5,7 +5,6 @@
 
 use std::time::Duration;
 
-use lockbench::cluster::Needs;
 use lockbench::record::Outcome;
 use lockbench::strategy::{self, LeaseSlot, Purchase};
 use lockbench::workload::Workload;
@@ -86,25 +85,33 @@ fn buyer(seq: u64, lease: &LeaseSlot) -> Purchase<'_> {
     }
 }
 
-/// `pg-advisory-fenced`: each grant draws a larger token than the grant before it, and the
-/// lease carries it; `pg-advisory` (same lock, unfenced) takes the lock without drawing one.
+/// Four buyers, a lock wait of 300 ms: the advisory lock's mechanics, one call at a time.
+const FEW: &str = "[inventory]\nskus = 1\nstock = 10\n[load]\nclients = 4\n\
+                   [lock]\nacquire_timeout = \"300ms\"";
+
+/// The session advisory lock on one MariaDB + PostgreSQL:
+/// - `pg-advisory-fenced`: each grant draws a larger token than the grant before it, and the
+///   lease carries it; `pg-advisory` (same lock, unfenced) draws none;
+/// - it dies with its session: ended by the server while the holder works, the lock goes to the
+///   next buyer at once, and the holder's release finds it no longer held
+///   (`pg_advisory_unlock` false on the session it reconnects): a lost lease, as a run reports.
 #[tokio::test(flavor = "multi_thread")]
-async fn advisory_fences_increase_in_grant_order() {
+async fn advisory_fences_follow_grants_and_an_ended_session_loses_its_lease() {
     if !available() {
         return;
     }
-    let w = Workload::parse("w.toml", CONTENTION, &[]).unwrap();
+    let w = Workload::parse("w.toml", FEW, &[]).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster(
         strategy::find("pg-advisory-fenced").unwrap().needs,
         dir.path(),
     )
     .await;
-    let built = strategy::build("pg-advisory-fenced", cluster.endpoints(), &w)
+    let fenced = strategy::build("pg-advisory-fenced", cluster.endpoints(), &w)
         .await
         .unwrap();
-    built.strategy.prepare(1).await.unwrap();
-    let lock = built.lock.clone().unwrap();
+    fenced.strategy.prepare(1).await.unwrap();
+    let lock = fenced.lock.clone().unwrap();
     let mut last = 0;
     for client in [0, 1, 2, 1, 0] {
         let lease = lock.acquire(client, "k", "t").await.expect("free lock");
@@ -113,39 +120,14 @@ async fn advisory_fences_increase_in_grant_order() {
         last = fence;
         assert_eq!(lock.release(client, &lease).await, Ok(true));
     }
+    fenced.strategy.close().await;
     let plain = strategy::build("pg-advisory", cluster.endpoints(), &w)
         .await
         .unwrap();
-    let lease = plain
-        .lock
-        .clone()
-        .unwrap()
-        .acquire(0, "k", "t")
-        .await
-        .unwrap();
-    assert_eq!(lease.fence, None);
-    built.strategy.close().await;
-    plain.strategy.close().await;
-}
-
-/// A session advisory lock dies with its session: ended by the server while the holder works,
-/// the lock goes to the next buyer at once, and the holder's release finds it no longer held
-/// (`pg_advisory_unlock` false on the session it reconnects): a lost lease, as the run reports.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_ended_session_frees_its_lock_and_its_holder_learns_at_release() {
-    if !available() {
-        return;
-    }
-    let w = Workload::parse("w.toml", CONTENTION, &[]).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let needs: Needs = strategy::find("pg-advisory").unwrap().needs;
-    let cluster = cluster(needs, dir.path()).await;
-    let built = strategy::build("pg-advisory", cluster.endpoints(), &w)
-        .await
-        .unwrap();
-    let lock = built.lock.clone().unwrap();
+    let lock = plain.lock.clone().unwrap();
     let lease = lock.acquire(0, "k", "t0").await.unwrap();
-    // Another buyer finds it held (the wait ends at lock_timeout, 3 s).
+    assert_eq!(lease.fence, None);
+    // Another buyer finds it held (its wait ends at lock_timeout).
     let busy = lock.acquire(1, "k", "t1").await;
     assert!(busy.is_err(), "granted twice: {busy:?}");
     // The server ends the holder's session (as a failover or an idle timeout would).
@@ -168,7 +150,7 @@ async fn an_ended_session_frees_its_lock_and_its_holder_learns_at_release() {
     assert_eq!(lock.release(0, &lease).await, Ok(false), "a lost lease");
     assert_eq!(lock.release(1, &next).await, Ok(true));
     let _ = admin.close().await;
-    built.strategy.close().await;
+    plain.strategy.close().await;
 }
 
 /// `pg-advisory-xact` and `pg-for-update` free their lock with the transaction: an attempt cut

@@ -1,7 +1,8 @@
 //! The PostgreSQL service: a primary that starts, says its version and durability, takes the
-//! lockbench login, leads, pauses with its backends, and leaves no process and no data
-//! behind; a streaming replica that receives the primary's rows and, promoted after the
-//! primary is killed, leads and takes writes.
+//! lockbench login, leads, pauses with its backends, comes back from a kill with its data, and
+//! leaves no process and no data behind; a streaming replica that receives the primary's rows
+//! and, promoted after the primary is killed, leads and takes writes; the same in containers;
+//! an external PostgreSQL claimed, refused and cleaned.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -57,7 +58,7 @@ fn footprint(c: &OwnedCluster) -> (Vec<(u32, String)>, Vec<PathBuf>) {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_primary_starts_leads_pauses_and_leaves_nothing_behind() {
+async fn a_primary_starts_leads_pauses_restarts_and_leaves_nothing_behind() {
     if !postgres_available() {
         return;
     }
@@ -108,6 +109,25 @@ async fn a_primary_starts_leads_pauses_and_leaves_nothing_behind() {
     .expect("answers after resume")
     .unwrap();
     assert_eq!(v, 1);
+
+    // A kill takes the backends with the postmaster; a restart recovers the committed row
+    // (on the same user and data directory) once crash recovery lets clients in.
+    let before = footprint(&c).0;
+    c.kill("postgres").await.unwrap();
+    assert_all_gone(&before);
+    c.restart("postgres").await.unwrap();
+    let mut kept = None;
+    for _ in 0..300 {
+        if let Ok(mut con) = ep.connect_options().connect().await {
+            kept = sqlx::query_scalar::<_, i32>("SELECT v FROM t")
+                .fetch_one(&mut con)
+                .await
+                .ok();
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(kept, Some(1), "the committed row after a crash and restart");
 
     let (procs, dirs) = footprint(&c);
     assert!(procs.len() > 3, "postmaster and helpers: {procs:?}");
