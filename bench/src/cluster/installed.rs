@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::binary::{find_binary, is_executable};
-use super::builds::{EtcdBuild, RedisBuild, ZookeeperBuild};
+use super::builds::{EtcdBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 use super::error::ClusterError;
 
 /// Where the private builds live: `$LOCKBENCH_SERVERS`, else `/var/lib/lockbench/servers`
@@ -59,6 +59,27 @@ impl EtcdBuild {
         match self {
             Self::Etcd34 => find_binary("etcd", "etcd-server"),
             Self::Etcd35 => private("etcd", self.name(), "bin/etcd"),
+        }
+    }
+}
+
+impl PostgresBuild {
+    /// `program` (`initdb`, `postgres`, `pg_basebackup`) of this build: bookworm's in
+    /// `/usr/lib/postgresql/15/bin` (off PATH), 18's in the private prefix.
+    pub(super) fn program(self, program: &str) -> Result<PathBuf, ClusterError> {
+        match self {
+            Self::Pg15 => {
+                let path = PathBuf::from("/usr/lib/postgresql/15/bin").join(program);
+                if is_executable(&path) {
+                    Ok(path)
+                } else {
+                    Err(ClusterError::MissingFile {
+                        path,
+                        package: "postgresql-15".into(),
+                    })
+                }
+            }
+            Self::Pg18 => private("postgres", self.name(), &format!("bin/{program}")),
         }
     }
 }

@@ -51,7 +51,7 @@ pub mod target;
 pub mod work;
 mod zookeeper;
 
-pub use builds::{Builds, EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};
+pub use builds::{Builds, EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 pub use endpoints::EndpointsFile;
 pub use error::ClusterError;
 pub use guard::OwnedCluster;

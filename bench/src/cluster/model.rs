@@ -419,8 +419,11 @@ impl Builds {
                     self.zookeeper.reports(&n.version),
                 ),
                 Service::Mariadb => ("mysql", self.mysql.name(), self.mysql.reports(&n.version)),
-                // Only bookworm's build so far.
-                Service::Postgres => return None,
+                Service::Postgres => (
+                    "postgres",
+                    self.postgres.name(),
+                    self.postgres.reports(&n.version),
+                ),
             };
             (!ok).then(|| {
                 format!(
@@ -464,6 +467,7 @@ mod tests {
             etcd: EtcdBuild::Etcd35,
             zookeeper: ZookeeperBuild::Zk39,
             mysql: MysqlBuild::Mariadb1011,
+            postgres: Default::default(),
         };
         let nodes = [
             node(Service::Redis, "valkey 8.0.1 (jemalloc-5.3.0)"),

@@ -373,8 +373,8 @@ impl ServiceKind for Postgres {
         needs.runs(Service::Postgres)
     }
 
-    fn check_installed(&self, _: Builds) -> Result<(), ClusterError> {
-        local::check_installed()
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        local::check_installed(builds.postgres)
     }
 
     fn port_names(&self, needs: Needs) -> Vec<String> {

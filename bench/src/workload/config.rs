@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::cluster::durability::SynchronousCommit;
-use crate::cluster::{EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};
+use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
@@ -144,21 +144,25 @@ struct RawServers {
     etcd: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
     zookeeper: Option<String>,
+    #[serde(default, deserialize_with = "version_name")]
+    postgres: Option<String>,
     #[serde(default)]
     mysql: Option<String>,
 }
 
 /// A server build's name, as a string or as the number TOML reads from `etcd = 3.5` (or from
-/// `--set servers.etcd=3.5`): `3.5` is read as "3.5", `7.0` as "7.0".
+/// `--set servers.etcd=3.5`): `3.5` is read as "3.5", `7.0` as "7.0", `18` as "18".
 fn version_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum Name {
         Text(String),
+        Whole(i64),
         Number(f64),
     }
     Ok(Some(match Name::deserialize(d)? {
         Name::Text(s) => s,
+        Name::Whole(n) => n.to_string(),
         Name::Number(n) => format!("{n:?}"),
     }))
 }
@@ -277,6 +281,8 @@ pub struct Servers {
     pub etcd: EtcdBuild,
     /// Which build every ZooKeeper member runs: `"3.8"` (bookworm's), `"3.9"`.
     pub zookeeper: ZookeeperBuild,
+    /// Which build every PostgreSQL node runs: `"15"` (bookworm's), `"18"`.
+    pub postgres: PostgresBuild,
     /// Which database server runs: `"mariadb-10.11"` (bookworm's), `"mysql-9"` (containers).
     pub mysql: MysqlBuild,
 }
@@ -305,6 +311,11 @@ impl Servers {
                 self.mysql
             } else {
                 MysqlBuild::default()
+            },
+            postgres: if needs.runs(crate::cluster::Service::Postgres) {
+                self.postgres
+            } else {
+                PostgresBuild::default()
             },
         }
     }
@@ -563,6 +574,12 @@ impl Fields<'_> {
                 "servers.etcd",
                 raw.etcd,
                 "one of \"3.4\" (Debian bookworm's etcd), \"3.5\"",
+            )?,
+            postgres: named(
+                self,
+                "servers.postgres",
+                raw.postgres,
+                "one of \"15\" (Debian bookworm's PostgreSQL), \"18\"",
             )?,
             zookeeper: named(
                 self,
@@ -837,6 +854,21 @@ ttl = "1s"
         assert_eq!(
             back.servers.postgres_synchronous_commit,
             SynchronousCommit::RemoteApply
+        );
+        // The build, by name or number; only when a strategy runs PostgreSQL.
+        let w = Workload::parse("w.toml", "[servers]\npostgres = 18\n", &[]).unwrap();
+        assert_eq!(w.servers.postgres, PostgresBuild::Pg18);
+        let pg = crate::cluster::Needs {
+            postgres: true,
+            ..crate::cluster::Needs::NONE
+        };
+        assert_eq!(w.servers.builds(pg).postgres, PostgresBuild::Pg18);
+        let none = crate::cluster::Needs::NONE;
+        assert_eq!(w.servers.builds(none).postgres, PostgresBuild::Pg15);
+        let e = err("[servers]\npostgres = 16\n", &[]);
+        assert!(
+            e.contains("servers.postgres = \"16\"") && e.contains("\"18\""),
+            "{e}"
         );
         let e = err("[servers]\npostgres_synchronous_commit = \"yes\"\n", &[]);
         assert_eq!(

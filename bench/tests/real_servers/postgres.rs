@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use lockbench::cluster::durability::{Acked, Source, SynchronousCommit};
 use lockbench::cluster::{
-    ClusterOptions, Needs, OwnedCluster, PostgresEndpoint, Role, Service, work,
+    Builds, ClusterOptions, Needs, OwnedCluster, PostgresEndpoint, Role, Service, work,
 };
 use sqlx::{ConnectOptions, PgConnection};
 
@@ -391,4 +391,41 @@ async fn replicated(ep: &PostgresEndpoint, addr: std::net::SocketAddr) -> Option
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_18_from_its_wheel_streams_and_promotes() {
+    let bin = lockbench::cluster::installed::prefix().join("postgres-18/bin/postgres");
+    if !(postgres_available()
+        && crate::common::require(
+            "PostgreSQL 18 (bash scripts/install-deps.sh --servers postgres=18)",
+            bin.is_file(),
+        ))
+    {
+        return;
+    }
+    let logs = tempfile::tempdir().unwrap();
+    let mut opts = ClusterOptions::new(logs.path());
+    opts.builds.postgres = lockbench::cluster::PostgresBuild::Pg18;
+    let mut c = OwnedCluster::start(REPLICATED, &opts).await.unwrap();
+    for n in c.info() {
+        assert!(n.version.starts_with("18."), "{n:?}");
+        assert_eq!(opts.builds.mismatch(std::slice::from_ref(&n)), None);
+    }
+    assert!(
+        Builds::default().mismatch(&c.info()).is_some(),
+        "15 is asked, 18 runs"
+    );
+    let ep = c.endpoints().postgres.clone().unwrap();
+    let mut primary = connect(&ep, ep.addr).await;
+    sqlx::raw_sql("CREATE TABLE t (v int); INSERT INTO t VALUES (42)")
+        .execute(&mut primary)
+        .await
+        .unwrap();
+    let standby = c.endpoints().postgres_standbys[0];
+    assert_eq!(replicated(&ep, standby).await, Some(42));
+    c.kill("postgres").await.unwrap();
+    let took = c.promote("postgres-replica").await.unwrap();
+    eprintln!("postgres 18 promotion took {took:?}");
+    assert_eq!(leader(&c).await, "postgres-replica");
 }

@@ -17,6 +17,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::super::backend::wait_ready;
+use super::super::builds::PostgresBuild;
 use super::super::durability::SynchronousCommit;
 use super::super::error::ClusterError;
 use super::super::local::Local;
@@ -28,31 +29,21 @@ use super::{
     server_settings, superuser, version,
 };
 
-/// Where Debian's postgresql-15 puts its programs (not on PATH: Debian's wrappers are).
-const BIN_DIR: &str = "/usr/lib/postgresql/15/bin";
-/// The package that installs them.
+/// The package that creates the system user.
 const PACKAGE: &str = "postgresql-15";
 /// The system user the package creates, which the servers run as when lockbench is root.
 const SYSTEM_USER: &str = "postgres";
 /// Bound of `initdb` and of a replica's base backup.
 const SETUP_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// `program` of bookworm's PostgreSQL 15, or an error naming the package.
-fn bin(program: &str) -> Result<PathBuf, ClusterError> {
-    let path = Path::new(BIN_DIR).join(program);
-    if super::super::binary::is_executable(&path) {
-        Ok(path)
-    } else {
-        Err(ClusterError::MissingFile {
-            path,
-            package: PACKAGE.into(),
-        })
-    }
+/// `program` of the run's PostgreSQL build, or an error naming how to install it.
+fn bin(local: &Local, program: &str) -> Result<PathBuf, ClusterError> {
+    local.builds().postgres.program(program)
 }
 
-pub(super) fn check_installed() -> Result<(), ClusterError> {
+pub(super) fn check_installed(build: PostgresBuild) -> Result<(), ClusterError> {
     for p in ["initdb", "postgres", "pg_basebackup"] {
-        bin(p)?;
+        build.program(p)?;
     }
     if is_root() {
         system_user()?;
@@ -190,7 +181,7 @@ async fn init(
 ) -> Result<(), ClusterError> {
     let pwfile = private_file(dir, "pwfile", su_password, user)?;
     let data = dir.join("data");
-    let mut cmd = Command::new(bin("initdb")?);
+    let mut cmd = Command::new(bin(local, "initdb")?);
     cmd.arg("-D")
         .arg(&data)
         .args([
@@ -223,7 +214,7 @@ fn server(
     sync: SynchronousCommit,
 ) -> Result<Command, ClusterError> {
     let addr = local.addr(name);
-    let mut cmd = Command::new(bin("postgres")?);
+    let mut cmd = Command::new(bin(local, "postgres")?);
     cmd.arg("-D")
         .arg(dir.join("data"))
         .args(server_settings(&addr.ip().to_string(), addr.port(), sync))
@@ -277,7 +268,7 @@ pub(super) async fn start_replica(
     let user = run_as()?;
     let addr = local.addr(REPLICA);
     let (dir, own) = node_dir(local, REPLICA, user)?;
-    let mut cmd = Command::new(bin("pg_basebackup")?);
+    let mut cmd = Command::new(bin(local, "pg_basebackup")?);
     cmd.arg("-D")
         .arg(dir.join("data"))
         .args([
