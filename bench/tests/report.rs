@@ -644,15 +644,17 @@ fn swept(
     report::sweep::Entry::new(strategy, family, kind, (pass, bound, fail), steps, None)
 }
 
-/// A sweep of 28 strategies over every family, with each kind of bound and unsafe steps.
+/// A sweep of 30 strategies over every family, with each kind of bound and unsafe steps.
 fn synthetic_sweep() -> report::sweep::Sweep {
     use lockbench::strategy::{Family as F, Kind as K};
-    let rows: [(&str, F, K, f64); 28] = [
+    let rows: [(&str, F, K, f64); 30] = [
         ("mysql-for-update", F::Database, K::Lock, 900.0),
         ("mysql-optimistic", F::Database, K::LockFree, 500.0),
         ("mysql-atomic", F::Database, K::LockFree, 20000.0),
         ("mysql-lock-table", F::Database, K::Lock, 180.0),
         ("mysql-lock-table-fenced", F::Database, K::Lock, 170.0),
+        ("pg-advisory", F::Postgres, K::Lock, 400.0),
+        ("pg-atomic", F::Postgres, K::LockFree, 3000.0),
         ("redis-setnx", F::RedisSingle, K::Lock, 700.0),
         ("redis-setnx-watchdog", F::RedisSingle, K::Lock, 680.0),
         ("redis-setnx-fenced", F::RedisSingle, K::Lock, 650.0),

@@ -21,10 +21,11 @@ use crate::workload::Workload;
 use crate::workload::config::LoadMode;
 
 /// One representative per lock family (`strategy::Family`): the row lock of the database,
-/// SET NX on one Redis, Redlock across five, and both consensus locks, which queue
-/// differently (ZooKeeper's sequential nodes, etcd's revisions).
+/// PostgreSQL's session advisory lock, SET NX on one Redis, Redlock across five, and both
+/// consensus locks, which queue differently (ZooKeeper's sequential nodes, etcd's revisions).
 pub const DEFAULT_STRATEGIES: &[&str] = &[
     "mysql-for-update",
+    "pg-advisory",
     "redis-setnx",
     "redlock",
     "zookeeper",
