@@ -29,7 +29,7 @@ fi
 pairs=${PAIRS:-"lib:redis-py=redis-setnx lib:redis-semaphore=redis-setnx-watchdog lib:node-redlock=redlock
 lib:node-redlock-v5=redlock lib:curator=zookeeper lib:kazoo=zookeeper lib:aetcd=etcd
 lib:example=redis-setnx lib:curator-fenced=zookeeper-fenced lib:kazoo-fenced=zookeeper-fenced
-lib:aetcd-fenced=etcd-fenced"}
+lib:aetcd-fenced=etcd-fenced lib:advisory-lock=pg-advisory"}
 strategies=$(for p in $pairs; do echo "${p%%=*}"; echo "${p#*=}"; done | awk '!seen[$0]++' | paste -sd,)
 out=${OUT:-results/runs/$(date +%Y%m%d-%H%M%S)-libraries}
 
