@@ -2,22 +2,19 @@
 # The short forms of every script README.md and docs/ show, on the debug build (their numbers
 # mean nothing there; a renamed table once broke bench-overhead.sh unnoticed). Three groups run
 # side by side: the scripts mostly wait on servers starting and on loads of fixed length, and
-# one after another they took 371 s of the suite's 20-minute budget (Nov 27, 2026, warm cache).
+# one after another they took 371 s of the suite's 20-minute budget (Nov 27, 2026, warm cache);
+# side by side 255 s, the longest group then holding compare.sh too.
 # Each group's output goes to a log of its own, printed when it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${LOCKBENCH_BIN:=target/debug/lockbench}"
 export LOCKBENCH_BIN
 
-# The benchmarks, and the main job's three parts (sweep, calm, chaos) and its report on two
-# strategies.
-benchmarks_and_jobs() {
+# The benchmarks.
+benchmarks() {
   ROUNDS=1 SECONDS_PER=1 RSS_ATTEMPTS=5000 bash scripts/bench-overhead.sh >/dev/null
   ROUNDS=1 SECONDS_PER=1 bash scripts/bench-wait.sh >/dev/null
   COMPLETIONS=20000 ROUNDS=1 bash scripts/bench-ingest.sh >/dev/null
-  # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
-  STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
-    CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
 }
 
 # Comparisons of pairs, of repeated sweeps, of server builds; the published failures.
@@ -65,9 +62,12 @@ comparisons_and_builds() {
   rm -rf "$versions_out"
 }
 
-# One chaos scenario, the regression gate and its power, the library table, an adapter
-# check, remote workers.
-gates_libraries_remote() {
+# The main job's three parts and its report, one chaos scenario, the regression gate and its
+# power, the library table, an adapter check, remote workers.
+jobs_gates_libraries() {
+  # The main job's three parts (sweep, calm, chaos) and its report, on two strategies.
+  STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
+    CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh >/dev/null
   CHAOS_ONLY=kill-master CHAOS_STRATEGIES=mysql-atomic bash scripts/chaos.sh \
     --set load.duration=5s >/dev/null
   # The gate against a baseline of its own (the committed one is for release builds), with
@@ -95,7 +95,7 @@ gates_libraries_remote() {
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-groups=(benchmarks_and_jobs comparisons_and_builds gates_libraries_remote)
+groups=(benchmarks comparisons_and_builds jobs_gates_libraries)
 declare -A pids
 for g in "${groups[@]}"; do
   ( set -euo pipefail; start=$SECONDS; "$g"; echo "test-scripts: [$((SECONDS - start)) s] $g" ) \
