@@ -3,7 +3,7 @@
 # mean nothing there; a renamed table once broke bench-overhead.sh unnoticed). Three groups run
 # side by side: the scripts mostly wait on servers starting and on loads of fixed length, and
 # one after another they took 371 s of the suite's 20-minute budget (Nov 27, 2026, warm cache);
-# side by side 255 s, the longest group then holding compare.sh too.
+# side by side 255 s with compare.sh in the benchmarks group, 193 s as the groups are now.
 # Each group's output goes to a log of its own, printed when it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
