@@ -38,7 +38,10 @@ lap "debug build"
 export LOCKBENCH_BIN=target/debug/lockbench
 bash scripts/check-docs.sh
 lap check-docs
-# The short forms of every script the README and docs/ show (scripts/test-scripts.sh).
+# The short forms of every script the README and docs/ show, three groups side by side
+# (scripts/test-scripts.sh): bench-overhead.sh, bench-wait.sh, bench-ingest.sh, compare.sh,
+# versus.sh, reproducibility.sh, versions.sh (Valkey 9.1 locally, MySQL 9 in containers),
+# reproduce, chaos.sh, ci-gate.sh, gate-power.sh, libraries.sh, adapter-check, remote.sh.
 bash scripts/test-scripts.sh
 lap "the scripts' short forms"
 unset LOCKBENCH_BIN
