@@ -199,6 +199,24 @@ impl PgStore {
         self.buyers.conn(client, self.timeout, open, classify).await
     }
 
+    /// Runs one transaction's `body` on buyer `client`'s connection, marked unsettled while it
+    /// runs (an attempt cut mid-way closes it, so the server frees its locks at once); an
+    /// `Err` outcome drops the connection too.
+    pub async fn in_transaction(
+        &self,
+        client: u32,
+        body: impl AsyncFnOnce(&mut PgConnection) -> Result<Outcome, Outcome>,
+    ) -> Outcome {
+        let mut con = match self.conn(client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        con.unsettled();
+        let result = body(&mut con).await;
+        con.settled();
+        result.unwrap_or_else(|o| fail_and_drop(con, o))
+    }
+
     /// Reads a SKU's stock; `for_update` takes the row lock (and may wait `lock_wait`).
     pub async fn read(
         &self,

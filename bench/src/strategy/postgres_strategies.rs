@@ -99,12 +99,7 @@ impl Strategy for Atomic {
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
-        let mut con = match s.conn(p.client).await {
-            Ok(c) => c,
-            Err(k) => return Outcome::Failed(k).into(),
-        };
-        con.unsettled();
-        let result = async {
+        let sell = async |con: &mut PgConnection| {
             let mut tx = within(s.timeout, con.begin(), classify)
                 .await
                 .map_err(Outcome::Failed)?;
@@ -125,13 +120,8 @@ impl Strategy for Atomic {
                 .await
                 .map_err(write_failure)?;
             Ok(Outcome::Sold)
-        }
-        .await;
-        con.settled();
-        match result {
-            Ok(o) => o.into(),
-            Err(o) => fail_and_drop(con, o).into(),
-        }
+        };
+        s.in_transaction(p.client, sell).await.into()
     }
 }
 

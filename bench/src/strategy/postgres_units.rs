@@ -24,7 +24,6 @@ use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, SqlSafeStr, SqlStr};
 
-use super::buyers::fail_and_drop;
 use super::entry::{Kind, StrategyInfo};
 use super::mysql::write_failure;
 use super::mysql_strategies::token;
@@ -151,12 +150,7 @@ impl Strategy for SkipLocked {
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.0.pg;
-        let mut con = match s.conn(p.client).await {
-            Ok(c) => c,
-            Err(k) => return Outcome::Failed(k).into(),
-        };
-        con.unsettled();
-        let result = async {
+        let sell = async |con: &mut PgConnection| {
             let mut tx = within(s.timeout, con.begin(), classify)
                 .await
                 .map_err(Outcome::Failed)?;
@@ -170,13 +164,8 @@ impl Strategy for SkipLocked {
                     .map(|()| other)
                     .map_err(Outcome::Failed),
             }
-        }
-        .await;
-        con.settled();
-        match result {
-            Ok(o) => o.into(),
-            Err(o) => fail_and_drop(con, o).into(),
-        }
+        };
+        s.in_transaction(p.client, sell).await.into()
     }
 }
 
