@@ -13,7 +13,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver;
 use super::protocol::{Control, Event, Job, WireCompletion, emit};
-use crate::clock::monotonic_ns;
 use crate::record::Completion;
 use crate::record::partial::{FLUSH, WorkerFold};
 use crate::record::phases::Boundaries;
@@ -92,7 +91,7 @@ where
     let Some(origin_ns) = await_start(&mut lines).await? else {
         return Ok(());
     };
-    let start = Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(origin_ns));
+    let start = crate::clock::instant_at(origin_ns);
     let cancel = CancellationToken::new();
     let boundaries = Arc::new(Boundaries::default());
     let control = tokio::spawn(follow_control(

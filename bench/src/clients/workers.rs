@@ -452,7 +452,7 @@ impl WorkerSet {
 
     /// Tells each worker the start, on its own clock; returns the workers that could not be told.
     fn send_start(&self, start: Instant) -> Vec<String> {
-        let origin_ns = monotonic_ns() - ns(Instant::now(), start);
+        let origin_ns = crate::clock::monotonic_at(start);
         let mut failures = Vec::new();
         let offsets: Vec<i64> = {
             let clocks = self.clocks.lock().expect("never poisoned");

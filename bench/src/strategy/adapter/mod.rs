@@ -15,7 +15,7 @@ pub mod wire;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -23,7 +23,6 @@ use self::process::{AdapterProcess, Bounds, CallError, InitArgs};
 use self::wire::{InitEndpoints, Reply, Request};
 use super::entry::Setup;
 use super::{AcquireError, Built, KeepAlive, Lease, Lock, StrategyError};
-use crate::clock::monotonic_ns;
 use crate::record::ErrorKind;
 
 pub use libraries::{LIBRARIES, Library, STRATEGIES, library_of};
@@ -172,8 +171,7 @@ impl Lock for AdapterLock {
             other => unreachable!("the reader lets only acquire_ok or error through: {other:?}"),
         };
         // The lease starts when the library returned, not when its answer crossed the pipe.
-        let granted_at =
-            Instant::now() - Duration::from_nanos(monotonic_ns().saturating_sub(granted_ns));
+        let granted_at = crate::clock::instant_at(granted_ns);
         self.held
             .lock()
             .expect("held lock")
