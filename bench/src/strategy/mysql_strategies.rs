@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use sqlx::Connection;
+use sqlx::{Connection, MySqlConnection};
 
 use super::mysql::{
     BuyerConn, ER_LOCK_WAIT_TIMEOUT, Guard, MysqlStore, SharedStore, classify, error_number,
     fail_and_drop, lock_wait, write_failure,
 };
 use super::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
+use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Workload;
 
@@ -225,9 +226,7 @@ impl Strategy for ForUpdate {
             };
             return held(done, released);
         }
-        tokio::time::sleep(self.hold).await;
-        let written = s.write(&mut tx, p, qty - 1, Guard::None, &token).await;
-        let released = Instant::now();
+        let (written, released) = self.hold_and_write(&mut tx, p, qty, &token).await;
         let written = match written {
             Ok(_) => within(s.timeout, tx.commit(), classify).await,
             Err(k) => {
@@ -239,6 +238,26 @@ impl Strategy for ForUpdate {
             Ok(()) => held(Outcome::Sold, released),
             Err(k) => held(fail_and_drop(con, write_failure(k)), released),
         }
+    }
+}
+
+impl ForUpdate {
+    /// The sale under the row lock: the hold, then the write; when the release (the commit)
+    /// is about to be sent. The holder pause points are here, as in a lock of its own.
+    async fn hold_and_write(
+        &self,
+        tx: &mut MySqlConnection,
+        p: &Purchase<'_>,
+        qty: i64,
+        token: &str,
+    ) -> (Result<bool, ErrorKind>, Instant) {
+        // The locking read took the lock and read the stock at once: both points are here.
+        holder::reached(Point::AfterAcquire);
+        holder::reached(Point::AfterRead);
+        tokio::time::sleep(self.hold).await;
+        let written = self.store.write(tx, p, qty - 1, Guard::None, token).await;
+        holder::reached(Point::BeforeRelease);
+        (written, Instant::now())
     }
 }
 

@@ -24,6 +24,8 @@ use crate::workload::Workload;
 
 /// SQLSTATE `lock_not_available`: `lock_timeout` ran out (or a `NOWAIT` found the lock held).
 pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// SQLSTATE `query_canceled`: `statement_timeout` ran out (or a cancel request).
+pub const QUERY_CANCELED: &str = "57014";
 /// SQLSTATE `deadlock_detected`: this transaction was the victim (rolled back).
 pub const DEADLOCK_DETECTED: &str = "40P01";
 

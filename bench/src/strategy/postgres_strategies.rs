@@ -13,9 +13,12 @@ use super::entry::needs::POSTGRES;
 use super::entry::{Kind, Setup, StrategyInfo};
 use super::mysql::write_failure;
 use super::mysql_strategies::{NoLock, row_key, token, tx_lease};
-use super::postgres::{PgBuyerConn, SharedPgStore, classify, is_lock_timeout, sku};
+use super::postgres::{
+    PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sku, sqlstate,
+};
 use super::postgres_advisory::advisory_key;
 use super::{Attempt, Purchase, Strategy, StrategyError, calls, within};
+use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
 use crate::workload::Workload;
 
@@ -217,6 +220,15 @@ impl Strategy for TxLocked {
         let qty =
             match tokio::time::timeout(s.lock_wait + s.timeout * 2, self.take(&mut tx, p)).await {
                 Ok(Ok(qty)) => qty,
+                Ok(Err(e)) if gave_up_waiting(&e) => {
+                    // The server ended the wait and applied nothing. As a real client does
+                    // (Django's atomic block), roll back and keep the connection: closing it
+                    // made the buyer's next attempt pay a new session (a fork, a SCRAM login).
+                    if within(s.timeout, tx.rollback(), classify).await.is_ok() {
+                        con.settled();
+                    }
+                    return Outcome::LockTimeout.into();
+                }
                 Ok(Err(e)) => {
                     drop(tx);
                     return lock_failed(con, Some(e)).into();
@@ -286,8 +298,13 @@ impl TxLocked {
         if qty <= 0 {
             return (Ok(Outcome::SoldOut), Instant::now());
         }
+        // Taking the lock read the stock too (the row lock's locking read; the advisory lock
+        // then the read, one call): both pause points are here.
+        holder::reached(Point::AfterAcquire);
+        holder::reached(Point::AfterRead);
         tokio::time::sleep(self.hold).await;
         let written = s.write(tx, p, qty - 1, None, token).await;
+        holder::reached(Point::BeforeRelease);
         let released = Instant::now();
         (
             written.map(|_| Outcome::Sold).map_err(write_failure),
@@ -296,11 +313,19 @@ impl TxLocked {
     }
 }
 
-/// What a lock that was not taken makes of the attempt: `lock_timeout` ran out, or a failure
+/// Whether taking the lock ended because the wait was too long: `lock_timeout`, or
+/// `statement_timeout` (SQLSTATE `query_canceled`), which a waiter queued behind another
+/// waiter can reach first, since `lock_timeout` bounds each lock a statement waits for (the
+/// tuple's, then the holder's transaction's) and not their sum. Only the statement that takes
+/// the lock can wait that long.
+fn gave_up_waiting(e: &sqlx::Error) -> bool {
+    is_lock_timeout(e) || sqlstate(e).as_deref() == Some(QUERY_CANCELED)
+}
+
+/// What a lock that was not taken makes of the attempt, other than a wait given up: a failure
 /// (`None`: the call timed out client-side) that discards the connection.
 fn lock_failed(con: PgBuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
     match e {
-        Some(e) if is_lock_timeout(&e) => Outcome::LockTimeout,
         Some(e) => fail_and_drop(con, Outcome::Failed(classify(&e))),
         None => fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)),
     }

@@ -125,6 +125,49 @@ fn pause_after_read_is_refused_by_every_fenced_store() {
     }
 }
 
+/// The same pause against the locks a transaction holds (the row lock; PostgreSQL's
+/// transaction-scoped advisory lock): the paused holder's connection stays open, so the server
+/// keeps its lock through the pause. The pause really happens (the hook sits where the lock
+/// and the read are one call), no later grant overlaps it, the other buyers of that SKU wait
+/// and give up at the lock timeout, and the store stays intact: held, and now for a reason.
+#[test]
+fn a_paused_holder_of_a_transactions_lock_keeps_it_and_the_others_give_up() {
+    if !servers_available() || !crate::common::postgres_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let all = compare(
+        dir.path(),
+        "mysql-for-update,pg-for-update,pg-advisory-xact",
+        "chaos/pause-holder.toml",
+        &["load.duration=8s", "load.rate=200"],
+    );
+    for s in &all {
+        let id = &s.strategy;
+        let f = &s.faults[0];
+        assert!(f.nodes[0].starts_with("worker-"), "{id}: {f:?}");
+        let paused = f.healed_s.zip(f.started_s).map(|(h, b)| h - b);
+        assert!(
+            paused.is_some_and(|p| (3.99..5.5).contains(&p)),
+            "{id}: the holder was not paused for 2x the ttl: {f:?}"
+        );
+        assert_eq!(
+            (s.double_grant_incidents, s.lease_lost),
+            (0, 0),
+            "{id}: the server kept the lock through the pause"
+        );
+        assert_eq!((s.audit.oversell, s.audit.lost_updates), (0, 0), "{id}");
+        assert!(
+            s.outcomes.get("lock_timeout").copied().unwrap_or(0) > 0,
+            "{id}: the paused SKU's other buyers should have waited out the lock timeout: {:?}",
+            s.outcomes
+        );
+        assert_eq!(s.lock_verdict, Some(LockVerdict::Held), "{id}");
+        assert_eq!(s.store_verdict, StoreVerdict::Intact, "{id}");
+        assert!(s.safe, "{id}");
+    }
+}
+
 /// Redlock's clock assumption: the wall clocks of 3 of the 5 nodes jump forward past the ttl,
 /// the lock keys on that majority expire under their holder, and a second client acquires a
 /// majority while the first is still in its critical section.
