@@ -117,7 +117,11 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
     // mariadbd refuses to run as root unless told to; as another user it runs as that user.
     let user_arg = running_as_root().then_some("--user=root");
 
-    install_datadir(local, addr.ip(), &install, &datadir, &tmpdir, user_arg).await?;
+    let mut flags: Vec<&str> = INSTALL_FLAGS.to_vec();
+    flags.extend(user_arg);
+    let kept = super::datadir_cache::key("mariadb", &install, &flags);
+    let init = install_datadir(local, addr.ip(), &install, &datadir, &tmpdir, user_arg);
+    super::datadir_cache::init_or_copy(&kept, &datadir, init).await?;
 
     let mut cmd = Command::new(server);
     cmd.arg("--no-defaults")

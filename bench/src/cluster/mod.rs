@@ -24,6 +24,7 @@ pub mod builds;
 mod clock;
 pub mod containers;
 pub mod credentials;
+mod datadir_cache;
 pub mod durability;
 mod endpoints;
 mod error;
