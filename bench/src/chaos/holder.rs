@@ -66,6 +66,13 @@ pub fn reached(point: Point) {
     }
 }
 
+/// Called by a holder whose one call took the lock and read the stock (a locking read, or a
+/// transaction's lock and read sent together): both points are there.
+pub fn reached_by_locking_read() {
+    reached(Point::AfterAcquire);
+    reached(Point::AfterRead);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -251,9 +251,7 @@ impl ForUpdate {
         qty: i64,
         token: &str,
     ) -> (Result<bool, ErrorKind>, Instant) {
-        // The locking read took the lock and read the stock at once: both points are here.
-        holder::reached(Point::AfterAcquire);
-        holder::reached(Point::AfterRead);
+        holder::reached_by_locking_read();
         tokio::time::sleep(self.hold).await;
         let written = self.store.write(tx, p, qty - 1, Guard::None, token).await;
         holder::reached(Point::BeforeRelease);

@@ -299,9 +299,8 @@ impl TxLocked {
             return (Ok(Outcome::SoldOut), Instant::now());
         }
         // Taking the lock read the stock too (the row lock's locking read; the advisory lock
-        // then the read, one call): both pause points are here.
-        holder::reached(Point::AfterAcquire);
-        holder::reached(Point::AfterRead);
+        // then the read, one call).
+        holder::reached_by_locking_read();
         tokio::time::sleep(self.hold).await;
         let written = s.write(tx, p, qty - 1, None, token).await;
         holder::reached(Point::BeforeRelease);
