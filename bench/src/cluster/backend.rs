@@ -77,6 +77,12 @@ pub(super) trait Backend: std::fmt::Debug + Send + Sync {
         })
     }
 
+    /// Whether a network fault acts on `node` now (a later fault that replaced one whose heal
+    /// came late): its rules are not the late heal's residue.
+    fn impaired(&self, _node: &Node) -> bool {
+        false
+    }
+
     /// Moves the wall clock of node `name`; only nodes started with the clock shim can.
     fn set_clock(&self, name: &str, _change: Option<(i64, f64)>) -> Result<(), ClusterError> {
         Err(ClusterError::Setup {

@@ -251,6 +251,11 @@ impl Backend for Local {
         link.stop().map_err(err)
     }
 
+    fn impaired(&self, node: &Node) -> bool {
+        let links = self.links.lock().expect("links are never poisoned");
+        links.get(&node.name).is_some_and(|l| l.live.is_some())
+    }
+
     async fn heal(&self, node: &mut Node) -> Result<(), ClusterError> {
         let host = self.host_of(node)?;
         let net = self.network.as_ref().expect("host_of found a network");

@@ -48,19 +48,19 @@ fn run(dir: &Path, name: &str, args: &[&str]) -> Summary {
     )
 }
 
-/// The totals of a run over TCP equal those of the same run over pipes.
+/// A run over TCP runs the schedule of the same run over pipes (same seed), and each sold every
+/// attempt it started. How many of the scheduled attempts started is the machine's: a starved
+/// one leaves some never started, in either run (Nov 27, 2026, a slow CI run: 615 started + 11
+/// not over TCP against 568 + 58 over pipes).
 fn assert_same_totals(pipe: &Summary, tcp: &Summary) {
     assert!(tcp.attempts > 400, "{}", tcp.attempts);
     assert_eq!(
-        (tcp.attempts, tcp.not_started, &tcp.outcomes, tcp.audit.sold),
-        (
-            pipe.attempts,
-            pipe.not_started,
-            &pipe.outcomes,
-            pipe.audit.sold
-        ),
-        "tcp vs pipe"
+        tcp.attempts + tcp.not_started,
+        pipe.attempts + pipe.not_started,
+        "tcp vs pipe: the schedule"
     );
+    assert_all_sold(pipe);
+    assert_all_sold(tcp);
     for s in [pipe, tcp] {
         assert!(s.worker_failures.is_empty(), "{:?}", s.worker_failures);
         assert!(
@@ -248,9 +248,12 @@ fn coordinate_admits_each_index_once_and_reports_every_other_connection() {
     // None of them touched the totals: the two admitted workers ran the whole schedule.
     let pipe = run(dir.path(), "pipe", &[]);
     assert_eq!(
-        (s.attempts, s.audit.sold, s.not_started),
-        (pipe.attempts, pipe.audit.sold, pipe.not_started)
+        s.attempts + s.not_started,
+        pipe.attempts + pipe.not_started,
+        "the schedule"
     );
+    assert_all_sold(&s);
+    assert_all_sold(&pipe);
     assert!(s.safe);
     let mut codes: Vec<i32> = twins.into_iter().map(|a| wait_exit(a).0).collect();
     codes.sort();
@@ -421,4 +424,14 @@ fn a_remote_worker_paused_from_outside_is_resumed_and_its_buyers_wait_it_out() {
     for a in agents {
         assert_eq!(wait_exit(a).0, 0);
     }
+}
+
+/// Every attempt that started sold (the stock outlasts the load): none failed or was lost.
+fn assert_all_sold(s: &Summary) {
+    assert_eq!(
+        (s.outcomes.get("sold").copied(), s.audit.sold),
+        (Some(s.attempts), s.attempts),
+        "{:?}",
+        s.outcomes
+    );
 }
