@@ -33,16 +33,19 @@ fn root() -> Option<PathBuf> {
     Some(base.join("datadirs"))
 }
 
-/// The name of the copy for `kind` made by `program` with `args` as this user: a different
-/// build (path, size or modification time of the program), flag or user is another copy.
-pub fn key(kind: &str, program: &Path, args: &[&str]) -> String {
+/// The name of the copy for `kind` made by `programs` with `args` as this user: a different
+/// build (path, size or modification time of any program: the install script and the server it
+/// bootstraps), flag or user is another copy.
+pub fn key(kind: &str, programs: &[&Path], args: &[&str]) -> String {
     let mut h = Sha256::new();
-    h.update(program.as_os_str().as_encoded_bytes());
-    if let Ok(m) = std::fs::metadata(program) {
-        h.update(m.len().to_le_bytes());
-        if let Ok(t) = m.modified() {
-            let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-            h.update(since.as_nanos().to_le_bytes());
+    for program in programs {
+        h.update(program.as_os_str().as_encoded_bytes());
+        if let Ok(m) = std::fs::metadata(program) {
+            h.update(m.len().to_le_bytes());
+            if let Ok(t) = m.modified() {
+                let since = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+                h.update(since.as_nanos().to_le_bytes());
+            }
         }
     }
     for a in args {
@@ -168,12 +171,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bin = dir.path().join("install");
         std::fs::write(&bin, b"v1").unwrap();
-        let a = key("mariadb", &bin, &["--x"]);
-        assert_eq!(a, key("mariadb", &bin, &["--x"]), "stable");
-        assert_ne!(a, key("mariadb", &bin, &["--y"]), "flags");
-        assert_ne!(a, key("mariadb", &bin, &["--x", ""]), "flag boundaries");
+        let a = key("mariadb", &[&bin], &["--x"]);
+        assert_eq!(a, key("mariadb", &[&bin], &["--x"]), "stable");
+        assert_ne!(a, key("mariadb", &[&bin], &["--y"]), "flags");
+        assert_ne!(a, key("mariadb", &[&bin], &["--x", ""]), "flag boundaries");
         std::fs::write(&bin, b"v2 longer").unwrap();
-        assert_ne!(a, key("mariadb", &bin, &["--x"]), "another build");
+        assert_ne!(a, key("mariadb", &[&bin], &["--x"]), "another build");
+        let server = dir.path().join("server");
+        std::fs::write(&server, b"s").unwrap();
+        let with_server = key("mariadb", &[&bin, &server], &["--x"]);
+        std::fs::write(&server, b"s2").unwrap();
+        assert_ne!(
+            with_server,
+            key("mariadb", &[&bin, &server], &["--x"]),
+            "another server"
+        );
         assert!(a.starts_with("mariadb-"), "{a}");
     }
 

@@ -119,7 +119,7 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
 
     let mut flags: Vec<&str> = INSTALL_FLAGS.to_vec();
     flags.extend(user_arg);
-    let kept = super::datadir_cache::key("mariadb", &install, &flags);
+    let kept = super::datadir_cache::key("mariadb", &[&install, &server], &flags);
     let init = install_datadir(local, addr.ip(), &install, &datadir, &tmpdir, user_arg);
     super::datadir_cache::init_or_copy(&kept, &datadir, init).await?;
 
