@@ -1,27 +1,27 @@
 //! `lockbench sweep`: the capacity of each strategy at a latency target, as an interval. For
 //! each strategy, on the same servers: a closed-loop warm-up, then steps at offered rates chosen
 //! by [`Searcher`] (a ramp up or down until one rate passes and one fails, then geometric
-//! midpoints). A step runs trials — each a whole [`run`](super::run) with its own folder — until
-//! the share of arrivals that missed the target is decided above or below its goal at the
+//! midpoints). A step runs trials — each a whole run, a trial of the sweep's one [`Session`],
+//! with its own folder, judged on what it measured in memory — until the share of arrivals that missed the target is decided above or below its goal at the
 //! sweep's confidence ([`Judged`]), or the step's budget is spent (undecided). The machine's
 //! pressure (PSI) is recorded for every trial. `sweep.json` is rewritten after every strategy,
 //! so Ctrl-C or an error keeps what was measured.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunError, RunOptions, run};
+use super::{RunError, RunOptions, Session, Source};
 use crate::cluster::durability::SynchronousCommit;
-use crate::cluster::{ClusterOptions, Endpoints, EndpointsFile, Needs, OwnedCluster, Provisioner};
+use crate::cluster::{Needs, Provisioner};
 use crate::record::pressure::Mark;
 use crate::report::sweep::{
     Bound, Entry, Judged, SWEEP_SCHEMA, Search, Slo, Step, Sweep, Trial, rate_text,
 };
 use crate::stats::{self, Decision};
-use crate::strategy;
+use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
 use crate::workload::config::{LoadMode, RedisAppendfsync};
 
@@ -302,32 +302,15 @@ fn pass_secs(search: &Search, slo: &Slo, rate: f64) -> f64 {
 }
 
 /// One trial: a run of `id` at `rate` on the sweep's servers, into `<out>/<dir>`.
-fn step_options(
-    opts: &SweepOptions,
-    id: &str,
-    rate: f64,
-    secs: f64,
-    dir: &str,
-    ep: &Path,
-) -> RunOptions {
-    RunOptions {
-        strategy: id.to_string(),
-        workload: step_workload(&opts.workload, rate, secs),
-        chaos: None,
-        workers: 0,
-        worker_link: crate::clients::WorkerLink::Pipe,
-        private_network: false,
-        workload_file: opts.workload_file.clone(),
-        out: opts.out.join(dir),
-        base_port: None,
-        endpoints: Some(ep.to_path_buf()),
-        provision: opts.provision,
-        target: None,
-        history: false,
-        progress: false,
-        // A trial measures capacity; the job's calm run measures the servers' work.
-        server_work: false,
-    }
+fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) -> RunOptions {
+    let w = step_workload(&opts.workload, rate, secs);
+    RunOptions::trial(
+        id,
+        w,
+        &opts.workload_file,
+        opts.out.join(dir),
+        opts.provision,
+    )
 }
 
 /// Every check a step makes, for every strategy, before any server starts.
@@ -348,10 +331,9 @@ pub fn check(opts: &SweepOptions) -> Result<(), RunError> {
                 .into(),
         ));
     }
-    let ep = opts.out.join("endpoints.json");
     for id in &opts.strategies {
         let rate = opts.search.start_per_s.unwrap_or(opts.search.min_per_s);
-        step_options(opts, id, rate, opts.search.trial_s, id, &ep).plan()?;
+        step_options(opts, id, rate, opts.search.trial_s, id).plan()?;
     }
     Ok(())
 }
@@ -416,31 +398,35 @@ pub async fn sweep(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Sweep, RunError> {
+    let source = match &opts.endpoints {
+        Some(path) => Source::Endpoints(path.clone()),
+        None => Source::Start {
+            provision: opts.provision,
+            base_port: opts.base_port,
+        },
+    };
+    sweep_on(opts, &source, WARM_UP_ROUND, cancel, log).await
+}
+
+/// [`sweep`] on servers from `source` (the sim's tests: none), warm-up rounds of
+/// `warm_up_round` each (zero: no warm-up).
+pub async fn sweep_on(
+    opts: &SweepOptions,
+    source: &Source,
+    warm_up_round: Duration,
+    cancel: &CancellationToken,
+    log: &mut dyn Write,
+) -> Result<Sweep, RunError> {
     let began = Instant::now();
     let out = &opts.out;
     std::fs::create_dir_all(out).map_err(super::write_err(out))?;
     let mut needs = Needs::NONE;
     for id in &opts.strategies {
-        needs = needs.union(strategy::find(id)?.needs);
+        needs = needs.union(source.info(id)?.needs);
     }
     // One set of servers for every step of every strategy: the same machines, warmed once.
-    let (endpoints, cluster) = match &opts.endpoints {
-        Some(path) => (path.clone(), None),
-        None => {
-            let mut c = ClusterOptions::new(out.join("logs"));
-            c.base_port = opts.base_port;
-            c.provisioner = opts.provision;
-            c.builds = opts.workload.servers.builds(needs);
-            let cluster = tokio::select! {
-                c = OwnedCluster::start(needs, &c) => c?,
-                _ = cancel.cancelled() => return Err(RunError::Interrupted),
-            };
-            let path = out.join("endpoints.json");
-            cluster.write_endpoints(&path)?;
-            (path, Some(cluster))
-        }
-    };
-    let servers = EndpointsFile::read(&endpoints)?.endpoints;
+    let logs = out.join("logs");
+    let mut session = Session::open(source, &opts.workload, needs, logs, cancel).await?;
     let mut sweep = Sweep {
         schema: SWEEP_SCHEMA.to_string(),
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -451,20 +437,14 @@ pub async fn sweep(
         entries: Vec::new(),
         elapsed_s: 0.0,
     };
-    let bench = |id| Bench {
-        opts,
-        id,
-        endpoints: &endpoints,
-        servers: &servers,
-        cancel,
-    };
     let mut searched = Vec::new();
     for id in &opts.strategies {
         if cancel.is_cancelled() {
             break;
         }
-        let s = sweep_one(&bench(id), log).await;
-        sweep.entries.push(s.entry(id, log));
+        let mut b = Bench::new(opts, id, &mut session, warm_up_round, cancel)?;
+        let s = sweep_one(&mut b, log).await;
+        sweep.entries.push(s.entry(&b, log));
         searched.push(s);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
@@ -477,16 +457,19 @@ pub async fn sweep(
         if !opts.search.revisit || cancel.is_cancelled() {
             break;
         }
-        let id = &opts.strategies[i];
-        revisit_one(&bench(id), s, log).await;
-        sweep.entries[i] = s.entry(id, log);
+        let mut b = Bench::new(
+            opts,
+            &opts.strategies[i],
+            &mut session,
+            warm_up_round,
+            cancel,
+        )?;
+        revisit_one(&mut b, s, log).await;
+        sweep.entries[i] = s.entry(&b, log);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
     }
-    if let Some(c) = cluster {
-        c.stop();
-        let _ = std::fs::remove_file(&endpoints);
-    }
+    session.close();
     Ok(sweep)
 }
 
@@ -499,10 +482,12 @@ pub async fn sweep(
 /// 2026) on a cold ensemble — `zookeeper` warmed at 164–199/s while the two swept after it
 /// warmed at 267–341/s, and its interval missed the next job's in two of three pairs.
 /// Returns the attempts per second of the last round, or why it failed.
-async fn warm_up(b: &Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
+async fn warm_up(b: &mut Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
     let id = b.id;
-    if let Some(mysql) = &b.servers.mysql {
-        let _ = strategy::mysql::settle(mysql, SETTLE_BOUND).await;
+    let _ = b.session.settle(SETTLE_BOUND).await;
+    if b.warm_up_round.is_zero() {
+        // No warm-up (the sim's tests): a search not given its start begins at its lowest rate.
+        return Ok(b.opts.search.min_per_s * 2.0);
     }
     let mut rates: Vec<f64> = Vec::new();
     let mut attempts = 0;
@@ -526,7 +511,7 @@ async fn warm_up(b: &Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
         "{id:<24} warm-up, {} round(s) of {} s in a closed loop (not judged): {attempts} attempts \
          ({}/s)",
         rates.len(),
-        WARM_UP_ROUND.as_secs(),
+        b.warm_up_round.as_secs_f64(),
         each.join(", ")
     );
     Ok(*rates.last().expect("at least one round"))
@@ -545,20 +530,21 @@ fn warm(rates: &[f64]) -> bool {
 
 /// One warm-up round in `dir`: a closed loop of up to [`WARM_UP_BUYERS`], so each strategy
 /// warms its servers with as many calls as it can serve.
-async fn warm_up_round(b: &Bench<'_>, dir: &str) -> Result<crate::report::Summary, RunError> {
+async fn warm_up_round(b: &mut Bench<'_>, dir: &str) -> Result<crate::report::Summary, RunError> {
     let opts = b.opts;
-    let mut o = step_options(opts, b.id, opts.search.min_per_s, 1.0, dir, b.endpoints);
+    let mut o = step_options(opts, b.id, opts.search.min_per_s, 1.0, dir);
     let load = &mut o.workload.load;
     load.mode = LoadMode::Closed;
     load.clients = load.clients.min(WARM_UP_BUYERS);
-    load.duration = WARM_UP_ROUND;
+    load.duration = b.warm_up_round;
     load.max_attempts = None;
     // Enough stock for a closed loop of a fast strategy.
     o.workload.inventory.stock = o.workload.inventory.stock.max(200_000);
-    run(&o.plan()?, b.cancel).await
+    let plan = b.session.plan(&o)?;
+    Ok(b.session.trial(&plan, b.cancel).await?.summary)
 }
 
-/// Load duration of one warm-up round.
+/// Load duration of one warm-up round (the sim's tests take shorter ones).
 const WARM_UP_ROUND: std::time::Duration = std::time::Duration::from_secs(1);
 /// Fewest warm-up rounds (2 s in all, the fixed warm-up's length until Nov 27, 2026).
 const WARM_UP_MIN: usize = 2;
@@ -585,9 +571,29 @@ const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 struct Bench<'a> {
     opts: &'a SweepOptions,
     id: &'a str,
-    endpoints: &'a Path,
-    servers: &'a Endpoints,
+    info: &'static StrategyInfo,
+    session: &'a mut Session,
+    warm_up_round: Duration,
     cancel: &'a CancellationToken,
+}
+
+impl<'a> Bench<'a> {
+    fn new(
+        opts: &'a SweepOptions,
+        id: &'a str,
+        session: &'a mut Session,
+        warm_up_round: Duration,
+        cancel: &'a CancellationToken,
+    ) -> Result<Self, RunError> {
+        Ok(Self {
+            info: session.info(id)?,
+            opts,
+            id,
+            session,
+            warm_up_round,
+            cancel,
+        })
+    }
 }
 
 /// One strategy's search, kept until its revisit.
@@ -608,8 +614,8 @@ struct Searched {
 
 impl Searched {
     /// Its entry in `sweep.json` as it stands; logs the capacity.
-    fn entry(&self, id: &str, log: &mut dyn Write) -> Entry {
-        let info = strategy::find(id).expect("checked before the sweep");
+    fn entry(&self, b: &Bench<'_>, log: &mut dyn Write) -> Entry {
+        let (id, info) = (b.id, b.info);
         let capacity = self.searcher.result(self.error.is_none());
         let (steps, error) = (self.steps.clone(), self.error.clone());
         let mut entry = Entry::new(id, info.family(), info.kind, capacity, steps, error);
@@ -622,7 +628,7 @@ impl Searched {
 
 /// The steps of one strategy: a warm-up, then steps until the interval is narrow enough or
 /// the strategy's budget is spent.
-async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Searched {
+async fn sweep_one(b: &mut Bench<'_>, log: &mut dyn Write) -> Searched {
     let began = Instant::now();
     let opts = b.opts;
     let warm = warm_up(b, log).await;
@@ -648,7 +654,7 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Searched {
 
 /// Steps at the rates the search chooses, until it ends, an error stops it, or `s.left_s` is
 /// spent (it is what remains after).
-async fn search_steps(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
+async fn search_steps(b: &mut Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
     let (opts, id) = (b.opts, b.id);
     let (budget, stepping) = (s.left_s, Instant::now());
     let left = || budget - stepping.elapsed().as_secs_f64();
@@ -691,7 +697,7 @@ async fn search_steps(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
 /// The revisit of one strategy, within its own budget: each decided end once more, judged on
 /// its search's trials and the new ones pooled; then, if an end moved, the search again until
 /// the interval is as narrow as the goal or the budget is spent.
-async fn revisit_one(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
+async fn revisit_one(b: &mut Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
     let (opts, id) = (b.opts, b.id);
     let ends = s.searcher.ends();
     // A failing end below which nothing passed bounds an interval open below whatever it
@@ -722,7 +728,7 @@ async fn revisit_one(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
 /// One end of a strategy's interval again, `rate`, pooled with its search step: whether its
 /// decision moved, or `None` when the revisit must stop (an error or Ctrl-C).
 async fn revisit_end(
-    b: &Bench<'_>,
+    b: &mut Bench<'_>,
     s: &mut Searched,
     rate: f64,
     log: &mut dyn Write,
@@ -789,7 +795,7 @@ struct Look {
 /// earlier step, `prior`, and runs its own in a folder of its own. Returns the step and its
 /// look.
 async fn step(
-    b: &Bench<'_>,
+    b: &mut Bench<'_>,
     rate: f64,
     left: f64,
     prior: Option<&Look>,
@@ -810,19 +816,18 @@ async fn step(
     });
     let first = trials.len();
     loop {
-        if let Some(mysql) = &b.servers.mysql {
-            // What an overloaded trial left running must not slow the next one.
-            if let Err(e) = strategy::mysql::settle(mysql, SETTLE_BOUND).await {
-                let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
-            }
+        // What an overloaded trial left running must not slow the next one.
+        if let Err(e) = b.session.settle(SETTLE_BOUND).await {
+            let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
         }
         let trial_dir = format!("{dir}/trial-{}", trials.len() - first + 1);
-        let o = step_options(opts, id, rate, secs, &trial_dir, b.endpoints);
+        let o = step_options(opts, id, rate, secs, &trial_dir);
         let (mark, t0) = (Mark::now(), Instant::now());
-        let summary = run(&o.plan()?, b.cancel).await?;
+        let plan = b.session.plan(&o)?;
+        let ran = b.session.trial(&plan, b.cancel).await?;
         let pressure = mark.since();
-        let (mut trial, hist) = Trial::count(&opts.out, trial_dir.clone(), &summary, slo)
-            .map_err(|e| RunError::Options(format!("reading trial {trial_dir}: {e}")))?;
+        let (load, summary) = (o.workload.load.duration, ran.summary);
+        let (mut trial, hist) = Trial::count(trial_dir, &summary, &ran.latency, load, slo);
         trial.wall_s = (t0.elapsed().as_secs_f64() * 100.0).round() / 100.0;
         trial.pressure = pressure;
         let discards = trials[first..]

@@ -315,6 +315,12 @@ pub trait Store: Send + Sync {
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
     /// Closes connections cleanly before the servers stop.
     async fn close(&self) {}
+    /// Between trials on the same servers (after this store's trial closed it): ends what the
+    /// trial left running server-side, waiting at most `bound`, so it cannot slow the next
+    /// trial; returns how many sessions it ended. Nothing is left by default.
+    async fn settle(&self, _bound: Duration) -> Result<usize, StrategyError> {
+        Ok(0)
+    }
 }
 
 /// The work every lock protects: read the stock, hold, write `read - 1` and the order; and,

@@ -418,6 +418,12 @@ impl Store for MysqlStore {
             .map_err(|_| StrategyError::Timeout("audit"))?
     }
 
+    /// What an overloaded trial left running (a statement whose client gave up keeps its row
+    /// locks) ends before the next trial on this server: [`settle`].
+    async fn settle(&self, bound: Duration) -> Result<usize, StrategyError> {
+        settle_as(&self.opts, bound).await
+    }
+
     async fn close(&self) {
         // Bounded: a dead server must not hold up the end of the run.
         let _ = tokio::time::timeout(Duration::from_secs(5), self.pool.close()).await;
@@ -503,14 +509,20 @@ impl CriticalSection for MysqlStore {
 /// every other connection of the harness's user and waits (up to `bound`) until they are gone.
 /// Returns how many it killed.
 pub async fn settle(ep: &MysqlEndpoint, bound: Duration) -> Result<usize, StrategyError> {
-    let opts = ep.connect_options().log_statements(log::LevelFilter::Off);
+    settle_as(&ep.connect_options(), bound).await
+}
+
+/// [`settle`] with the options of the harness's user.
+async fn settle_as(opts: &MySqlConnectOptions, bound: Duration) -> Result<usize, StrategyError> {
+    let user = opts.get_username().to_string();
+    let opts = opts.clone().log_statements(log::LevelFilter::Off);
     let mut con = tokio::time::timeout(bound, MySqlConnection::connect_with(&opts))
         .await
         .map_err(|_| StrategyError::Timeout("connecting to MariaDB to settle it"))??;
     let others =
         "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND ID <> CONNECTION_ID()";
     let ids: Vec<i64> = sqlx::query_scalar(others)
-        .bind(&ep.user)
+        .bind(&user)
         .fetch_all(&mut con)
         .await?;
     for id in &ids {
@@ -522,7 +534,7 @@ pub async fn settle(ep: &MysqlEndpoint, bound: Duration) -> Result<usize, Strate
     let deadline = tokio::time::Instant::now() + bound;
     loop {
         let left: Vec<i64> = sqlx::query_scalar(others)
-            .bind(&ep.user)
+            .bind(&user)
             .fetch_all(&mut con)
             .await?;
         if left.iter().all(|id| !ids.contains(id)) || tokio::time::Instant::now() >= deadline {
