@@ -11,6 +11,7 @@
 pub mod contend;
 mod plan;
 mod progress;
+mod search;
 mod session;
 pub mod sweep;
 mod work;
