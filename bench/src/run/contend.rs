@@ -121,14 +121,8 @@ pub fn level_workload(base: &Workload, n: u32, load: Duration) -> Workload {
 
 /// One trial: `n` contenders of `id` for `load` on the strategy's servers, into `<out>/<dir>`.
 fn trial_options(opts: &ContendOptions, id: &str, n: u32, load: Duration, dir: &str) -> RunOptions {
-    let w = level_workload(&opts.workload, n, load);
-    RunOptions::trial(
-        id,
-        w,
-        &opts.workload_file,
-        opts.out.join(dir),
-        opts.provision,
-    )
+    let (w, file) = (level_workload(&opts.workload, n, load), &opts.workload_file);
+    RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
 }
 
 /// Every check a trial makes, for every strategy, before any server starts; and only locks:

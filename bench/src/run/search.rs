@@ -233,12 +233,12 @@ fn round_rate(r: f64) -> f64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::report::sweep::rate_text;
 
     /// The defaults, with a budget the synthetic searches never reach.
-    const SEARCH: Search = Search {
+    pub(in crate::run) const SEARCH: Search = Search {
         start_per_s: None,
         budget_s: 60.0,
         ..crate::report::sweep::DEFAULTS

@@ -77,14 +77,11 @@ fn pass_secs(search: &Search, slo: &Slo, rate: f64) -> f64 {
 
 /// One trial: a run of `id` at `rate` on the sweep's servers, into `<out>/<dir>`.
 fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) -> RunOptions {
-    let w = step_workload(&opts.workload, rate, secs);
-    RunOptions::trial(
-        id,
-        w,
+    let (w, file) = (
+        step_workload(&opts.workload, rate, secs),
         &opts.workload_file,
-        opts.out.join(dir),
-        opts.provision,
-    )
+    );
+    RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
 }
 
 /// Every check a step makes, for every strategy, before any server starts.
@@ -751,14 +748,8 @@ fn step_line(id: &str, s: &Step) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::search::tests::SEARCH;
     use super::*;
-
-    /// The defaults, with a budget the synthetic searches never reach.
-    const SEARCH: Search = Search {
-        start_per_s: None,
-        budget_s: 60.0,
-        ..crate::report::sweep::DEFAULTS
-    };
 
     #[test]
     fn a_step_stops_when_its_budget_cannot_decide_it() {
