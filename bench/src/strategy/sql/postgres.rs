@@ -16,10 +16,10 @@ use sqlx::{ConnectOptions, Connection, Executor, Row, SqlSafeStr, SqlStr};
 
 use super::buyers::{Buyers, fail_and_drop};
 use super::mysql::{PRICE_CENTS, now_us, write_failure};
-use super::{CriticalSection, Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
 use crate::cluster::{PostgresEndpoint, Prefix};
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::{CriticalSection, Purchase, Store, StrategyError, within};
 use crate::workload::Workload;
 
 /// SQLSTATE `lock_not_available`: `lock_timeout` ran out (or a `NOWAIT` found the lock held).
@@ -256,7 +256,7 @@ impl PgStore {
         let stock: i64 = row.try_get(0).map_err(|e| classify(&e))?;
         tokio::time::sleep(hold).await;
         let later = within(self.timeout, self.read(con, sku, locking), classify).await?;
-        Ok(super::read_outcome(stock, later))
+        Ok(crate::strategy::read_outcome(stock, later))
     }
 
     /// Inserts the order row of a sale; returns its id.
@@ -411,7 +411,11 @@ impl Store for PgStore {
         let stock = self
             .counts(format!("SELECT sku, qty FROM {stock_t}"))
             .await?;
-        Ok(super::audits(skus, stock, self.orders_per_sku().await?))
+        Ok(crate::strategy::audits(
+            skus,
+            stock,
+            self.orders_per_sku().await?,
+        ))
     }
 
     async fn close(&self) {
@@ -466,7 +470,7 @@ impl CriticalSection for PgStore {
     /// The connection, raising the fence, the read, `hold`, then begin, update, insert and
     /// commit — 7 calls.
     fn critical_section_bound(&self, hold: Duration) -> Duration {
-        super::calls(7, self.timeout) + hold
+        crate::strategy::calls(7, self.timeout) + hold
     }
 
     async fn read_section(&self, p: &Purchase<'_>, hold: Duration) -> Outcome {
@@ -481,7 +485,7 @@ impl CriticalSection for PgStore {
     }
 
     fn read_section_bound(&self, hold: Duration) -> Duration {
-        super::calls(3, self.timeout) + hold
+        crate::strategy::calls(3, self.timeout) + hold
     }
 }
 

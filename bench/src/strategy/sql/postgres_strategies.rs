@@ -9,17 +9,17 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Connection, SqlSafeStr, SqlStr};
 
 use super::buyers::fail_and_drop;
-use super::entry::needs::POSTGRES;
-use super::entry::{Kind, Setup, StrategyInfo};
 use super::mysql::write_failure;
 use super::mysql_strategies::{NoLock, row_key, token, tx_lease};
 use super::postgres::{
     PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sku, sqlstate,
 };
 use super::postgres_advisory::advisory_key;
-use super::{Attempt, Purchase, Strategy, StrategyError, calls, within};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::entry::needs::POSTGRES;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::{Attempt, Purchase, Strategy, StrategyError, calls, within};
 use crate::workload::Workload;
 
 /// `pg-none`.
@@ -82,7 +82,7 @@ pub const ADVISORY_XACT: StrategyInfo = StrategyInfo {
     ..FOR_UPDATE
 };
 
-async fn build_tx(s: Setup<'_>, how: TxLock) -> Result<super::Built, StrategyError> {
+async fn build_tx(s: Setup<'_>, how: TxLock) -> Result<crate::strategy::Built, StrategyError> {
     let store = s.postgres().await?;
     Ok(s.on_store(TxLocked::new(store.clone(), s.w, how), store))
 }

@@ -11,10 +11,10 @@ use sqlx::{
 };
 
 use super::buyers::Buyers;
-use super::{CriticalSection, Purchase, Store, StrategyError, within};
 use crate::check::SkuAudit;
 use crate::cluster::{MysqlEndpoint, Prefix};
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::{CriticalSection, Purchase, Store, StrategyError, within};
 use crate::workload::Workload;
 
 /// MariaDB error number of a lock wait timeout (`innodb_lock_wait_timeout`).
@@ -255,7 +255,7 @@ impl MysqlStore {
         );
         tokio::time::sleep(hold).await;
         let (later, _) = within(self.timeout, self.read(con, sku, locking), classify).await?;
-        Ok(super::read_outcome(stock, later))
+        Ok(crate::strategy::read_outcome(stock, later))
     }
 
     /// Raises the SKU's fence to `fence` (never lowers it) before a fenced read, so a writer
@@ -411,7 +411,7 @@ impl Store for MysqlStore {
             let stock = pairs(format!("SELECT sku, qty FROM {stock_t}")).await?;
             let orders =
                 pairs(format!("SELECT sku, COUNT(*) FROM {orders_t} GROUP BY sku")).await?;
-            Ok::<_, StrategyError>(super::audits(skus, stock, orders))
+            Ok::<_, StrategyError>(crate::strategy::audits(skus, stock, orders))
         };
         tokio::time::timeout(ADMIN_TIMEOUT, work)
             .await
@@ -476,7 +476,7 @@ impl CriticalSection for MysqlStore {
     /// Bound of [`Self::critical_section`]: the buyer's connection (opened if needed), raising
     /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
     fn critical_section_bound(&self, hold: Duration) -> Duration {
-        super::calls(7, self.timeout) + hold
+        crate::strategy::calls(7, self.timeout) + hold
     }
 
     /// Stock and price, hold, the stock again, each read the latest commit (autocommit).
@@ -493,7 +493,7 @@ impl CriticalSection for MysqlStore {
 
     /// The buyer's connection, two reads and `hold`.
     fn read_section_bound(&self, hold: Duration) -> Duration {
-        super::calls(3, self.timeout) + hold
+        crate::strategy::calls(3, self.timeout) + hold
     }
 }
 

@@ -11,13 +11,13 @@ use super::mysql::{
     BuyerConn, ER_LOCK_WAIT_TIMEOUT, Guard, MysqlStore, SharedStore, classify, error_number,
     fail_and_drop, lock_wait, write_failure,
 };
-use super::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
+use crate::strategy::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
 use crate::workload::Workload;
 
-use super::entry::needs::MARIADB;
-use super::entry::{Kind, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB;
+use crate::strategy::entry::{Kind, StrategyInfo};
 
 /// `none`.
 pub const NONE: StrategyInfo = StrategyInfo {
