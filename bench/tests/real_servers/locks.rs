@@ -133,7 +133,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
 #[tokio::test(flavor = "multi_thread")]
 async fn fenced_store_refuses_the_older_token_in_both_orders() {
     use lockbench::strategy::Store;
-    use lockbench::strategy::sql::mysql::Guard;
+    use lockbench::strategy::sql::Guard;
     if !servers_available() {
         return;
     }

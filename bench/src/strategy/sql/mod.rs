@@ -1,5 +1,6 @@
-//! The SQL family: the stores in MariaDB/MySQL and PostgreSQL, the buyers' connections, and
-//! the strategies on them.
+//! The SQL family: one store over MariaDB/MySQL and PostgreSQL (`store.rs`, generic over a
+//! `Dialect`: `mysql.rs`, `postgres.rs`), the buyers' connections, the strategies written once
+//! for both (`strategies.rs`: the `none` controls, the atomic update), and those of one dialect.
 
 mod buyers;
 pub mod mysql;
@@ -9,3 +10,7 @@ pub mod postgres;
 pub(super) mod postgres_advisory;
 pub(super) mod postgres_strategies;
 pub(super) mod postgres_units;
+mod store;
+mod strategies;
+
+pub use store::{Arg, Db, Dialect, Guard, SqlStore, Statements};

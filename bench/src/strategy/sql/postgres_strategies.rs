@@ -1,6 +1,7 @@
-//! Strategies on the PostgreSQL store alone: the `pg-none` control, the atomic conditional
-//! update, and the two locks a transaction takes and commit or rollback frees — the row lock
-//! (`SELECT … FOR UPDATE`) and the transaction-scoped advisory lock (`pg_advisory_xact_lock`).
+//! The PostgreSQL strategies: their entries (`pg-none` and `pg-atomic` run the sellers of
+//! [`super::strategies`], shared with MariaDB), and the two locks a transaction takes and commit
+//! or rollback frees — the row lock (`SELECT … FOR UPDATE`) and the transaction-scoped advisory
+//! lock (`pg_advisory_xact_lock`).
 
 use std::time::{Duration, Instant};
 
@@ -9,12 +10,12 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Connection, SqlSafeStr, SqlStr};
 
 use super::buyers::fail_and_drop;
-use super::mysql::write_failure;
-use super::mysql_strategies::{NoLock, row_key, token, tx_lease};
 use super::postgres::{
-    PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sku, sqlstate,
+    PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sqlstate,
 };
 use super::postgres_advisory::advisory_key;
+use super::store::{Guard, write_failure};
+use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
 use crate::strategy::entry::needs::POSTGRES;
@@ -50,12 +51,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     build: |s| {
         Box::pin(async move {
             let store = s.postgres().await?;
-            Ok(s.on_store(
-                Atomic {
-                    store: store.clone(),
-                },
-                store,
-            ))
+            Ok(s.on_store(Atomic::new(store.clone()), store))
         })
     },
     ..NONE
@@ -85,47 +81,6 @@ pub const ADVISORY_XACT: StrategyInfo = StrategyInfo {
 async fn build_tx(s: Setup<'_>, how: TxLock) -> Result<crate::strategy::Built, StrategyError> {
     let store = s.postgres().await?;
     Ok(s.on_store(TxLocked::new(store.clone(), s.w, how), store))
-}
-
-/// `pg-atomic`: `UPDATE … SET qty = qty - 1 WHERE sku = $1 AND qty > 0 RETURNING qty` and the
-/// order row in one transaction. No read-modify-write, so no lock and no hold.
-pub struct Atomic {
-    store: SharedPgStore,
-}
-
-#[async_trait]
-impl Strategy for Atomic {
-    /// Connection, begin, update, insert or rollback, commit.
-    fn bound(&self) -> Duration {
-        calls(5, self.store.timeout)
-    }
-
-    async fn attempt(&self, p: &Purchase) -> Attempt {
-        let s = &self.store;
-        let sell = async |con: &mut PgConnection| {
-            let mut tx = within(s.timeout, con.begin(), classify)
-                .await
-                .map_err(Outcome::Failed)?;
-            let update = sqlx::query_scalar::<_, i64>(s.sql.decrement.clone()).bind(sku(p));
-            let left = within(s.timeout, update.fetch_optional(&mut *tx), classify)
-                .await
-                .map_err(write_failure)?;
-            if left.is_none() {
-                within(s.timeout, tx.rollback(), classify)
-                    .await
-                    .map_err(Outcome::Failed)?;
-                return Ok(Outcome::SoldOut);
-            }
-            s.insert_order(&mut tx, p, &token(p))
-                .await
-                .map_err(write_failure)?;
-            within(s.timeout, tx.commit(), classify)
-                .await
-                .map_err(write_failure)?;
-            Ok(Outcome::Sold)
-        };
-        s.in_transaction(p.client, sell).await.into()
-    }
 }
 
 /// Which lock the transaction takes first.
@@ -168,7 +123,7 @@ impl TxLocked {
     async fn take(&self, tx: &mut PgConnection, p: &Purchase<'_>) -> Result<i64, sqlx::Error> {
         let s = &self.store;
         match self.how {
-            TxLock::Row => s.read(tx, sku(p), true).await,
+            TxLock::Row => s.read(tx, p.sku, true).await.map(|(qty, _)| qty),
             TxLock::AdvisoryXact => {
                 let key = advisory_key(&s.prefix.lock_key(p.sku));
                 sqlx::query(self.advisory.clone())
@@ -178,7 +133,7 @@ impl TxLocked {
                 if !self.touch_store {
                     return Ok(0);
                 }
-                s.read(tx, sku(p), false).await
+                s.read(tx, p.sku, false).await.map(|(qty, _)| qty)
             }
         }
     }
@@ -292,7 +247,7 @@ impl TxLocked {
             // A plain lock serves a read with its exclusive lock. READ COMMITTED: each read of
             // the transaction sees the latest commit, so a writer's change would show.
             let locking = self.how == TxLock::Row;
-            let checked = s.check_stock(tx, sku(p), self.hold, locking).await;
+            let checked = s.check_stock(tx, p.sku, self.hold, locking).await;
             return (checked.map_err(Outcome::Failed), Instant::now());
         }
         if qty <= 0 {
@@ -302,7 +257,7 @@ impl TxLocked {
         // then the read, one call).
         holder::reached_by_locking_read();
         tokio::time::sleep(self.hold).await;
-        let written = s.write(tx, p, qty - 1, None, token).await;
+        let written = s.write(tx, p, qty - 1, Guard::None, token).await;
         holder::reached(Point::BeforeRelease);
         let released = Instant::now();
         (

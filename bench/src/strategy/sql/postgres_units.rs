@@ -24,10 +24,10 @@ use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, SqlSafeStr, SqlStr};
 
-use super::mysql::write_failure;
-use super::mysql_strategies::token;
 use super::postgres::{PgStore, SharedPgStore, classify, sku};
 use super::postgres_strategies::NONE;
+use super::store::write_failure;
+use super::strategies::token;
 use crate::check::SkuAudit;
 use crate::record::Outcome;
 use crate::strategy::entry::{Kind, StrategyInfo};
@@ -90,7 +90,8 @@ impl Units {
         let order = s
             .insert_order(tx, p, &token(p))
             .await
-            .map_err(write_failure)?;
+            .map_err(write_failure)?
+            .expect("PostgreSQL's insert returns the order's id");
         let mark = sqlx::query(self.mark.clone())
             .bind(order)
             .bind(sku(p))
