@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use sqlx::mysql::{MySql, MySqlArguments, MySqlConnectOptions};
 use sqlx::query::Query;
-use sqlx::{
-    ConnectOptions, Connection, Executor, MySqlConnection, MySqlPool, Row, SqlSafeStr, SqlStr,
-};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, SqlSafeStr};
 
-use super::store::{Arg, Dialect, PRICE_CENTS, SqlStore, Statements};
+use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls};
 use crate::cluster::{MysqlEndpoint, Prefix};
 use crate::record::ErrorKind;
 use crate::strategy::StrategyError;
@@ -185,51 +183,7 @@ impl Dialect for Mysql {
         Ok(con)
     }
 
-    async fn execute(
-        con: &mut MySqlConnection,
-        sql: SqlStr,
-        args: &[Arg<'_>],
-    ) -> Result<u64, sqlx::Error> {
-        let done = bind(sqlx::query(sql), args).execute(con).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn fetch(
-        con: &mut MySqlConnection,
-        sql: SqlStr,
-        args: &[Arg<'_>],
-        cols: usize,
-    ) -> Result<Option<[i64; 2]>, sqlx::Error> {
-        let row = bind(sqlx::query(sql), args).fetch_optional(con).await?;
-        let Some(row) = row else { return Ok(None) };
-        let mut out = [0; 2];
-        for (i, v) in out.iter_mut().enumerate().take(cols) {
-            *v = row.try_get(i)?;
-        }
-        Ok(Some(out))
-    }
-
-    async fn admin(pool: &MySqlPool, statements: &[String]) -> Result<(), sqlx::Error> {
-        let mut con = pool.acquire().await?;
-        for s in statements {
-            con.execute(sqlx::AssertSqlSafe(s.as_str())).await?;
-        }
-        Ok(())
-    }
-
-    async fn pairs(pool: &MySqlPool, query: String) -> Result<Vec<(u32, i64)>, sqlx::Error> {
-        let rows = sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(query))
-            .fetch_all(pool)
-            .await?;
-        Ok(rows.into_iter().map(|(s, n)| (s as u32, n)).collect())
-    }
-}
-
-impl MysqlStore {
-    /// `mysql-atomic`'s one-statement deduction: `qty - 1` where stock is left.
-    pub fn decrement_sql(&self) -> SqlStr {
-        self.sql.decrement.clone()
-    }
+    driver_calls!();
 }
 
 /// Ends what earlier runs left on a shared server before the next one starts: a statement whose

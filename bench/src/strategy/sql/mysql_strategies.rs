@@ -13,11 +13,11 @@ use super::store::{Guard, write_failure};
 use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
-use crate::strategy::{Attempt, Purchase, Strategy, backoff, calls, within};
+use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, backoff, calls, within};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB;
-use crate::strategy::entry::{Kind, StrategyInfo};
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 
 /// `none`.
 pub const NONE: StrategyInfo = StrategyInfo {
@@ -29,12 +29,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     needs: MARIADB,
     wait: None,
     about: "control: the critical section with no lock at all; must oversell under contention",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(NoLock::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, NoLock::new)),
 };
 
 /// `mysql-for-update`.
@@ -42,54 +37,37 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     id: "mysql-for-update",
     kind: Kind::Lock,
     locks: true,
-    fenced: false,
-    fence_token: None,
-    needs: MARIADB,
-    wait: None,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(ForUpdate::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, ForUpdate::new)),
+    ..NONE
 };
 
 /// `mysql-optimistic`.
 pub const OPTIMISTIC: StrategyInfo = StrategyInfo {
     id: "mysql-optimistic",
     kind: Kind::LockFree,
-    locks: false,
-    fenced: false,
-    fence_token: None,
-    needs: MARIADB,
-    wait: None,
     about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(Optimistic::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, Optimistic::new)),
+    ..NONE
 };
 
 /// `mysql-atomic`.
 pub const ATOMIC: StrategyInfo = StrategyInfo {
     id: "mysql-atomic",
     kind: Kind::LockFree,
-    locks: false,
-    fenced: false,
-    fence_token: None,
-    needs: MARIADB,
-    wait: None,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(Atomic::new(store.clone()), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, |store, _| Atomic::new(store))),
+    ..NONE
 };
+
+/// A strategy `make` builds on the MariaDB store, selling from it.
+async fn on_mariadb<T: Strategy + 'static>(
+    s: Setup<'_>,
+    make: impl FnOnce(SharedStore, &Workload) -> T,
+) -> Result<Built, StrategyError> {
+    let store = s.mariadb().await?;
+    Ok(s.on_store(make(store.clone(), s.w), store))
+}
 
 /// `mysql-for-update`: the critical section inside one transaction that starts with
 /// `SELECT … FOR UPDATE`, so the row lock is the mutex. Waits end at `lock.acquire_timeout`

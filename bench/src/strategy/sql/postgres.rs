@@ -10,11 +10,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, PgPool, Postgres};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, Postgres};
 use sqlx::query::Query;
-use sqlx::{ConnectOptions, Executor, Row, SqlSafeStr, SqlStr};
+use sqlx::{ConnectOptions, SqlSafeStr};
 
-use super::store::{Arg, Dialect, PRICE_CENTS, SqlStore, Statements};
+use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls};
 use crate::cluster::{PostgresEndpoint, Prefix};
 use crate::record::ErrorKind;
 use crate::strategy::{Purchase, StrategyError};
@@ -193,44 +193,7 @@ impl Dialect for Pg {
         self.opts.connect().await
     }
 
-    async fn execute(
-        con: &mut PgConnection,
-        sql: SqlStr,
-        args: &[Arg<'_>],
-    ) -> Result<u64, sqlx::Error> {
-        let done = bind(sqlx::query(sql), args).execute(con).await?;
-        Ok(done.rows_affected())
-    }
-
-    async fn fetch(
-        con: &mut PgConnection,
-        sql: SqlStr,
-        args: &[Arg<'_>],
-        cols: usize,
-    ) -> Result<Option<[i64; 2]>, sqlx::Error> {
-        let row = bind(sqlx::query(sql), args).fetch_optional(con).await?;
-        let Some(row) = row else { return Ok(None) };
-        let mut out = [0; 2];
-        for (i, v) in out.iter_mut().enumerate().take(cols) {
-            *v = row.try_get(i)?;
-        }
-        Ok(Some(out))
-    }
-
-    async fn admin(pool: &PgPool, statements: &[String]) -> Result<(), sqlx::Error> {
-        let mut con = pool.acquire().await?;
-        for s in statements {
-            con.execute(sqlx::AssertSqlSafe(s.as_str())).await?;
-        }
-        Ok(())
-    }
-
-    async fn pairs(pool: &PgPool, query: String) -> Result<Vec<(u32, i64)>, sqlx::Error> {
-        let rows = sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(query))
-            .fetch_all(pool)
-            .await?;
-        Ok(rows.into_iter().map(|(s, n)| (s as u32, n)).collect())
-    }
+    driver_calls!();
 }
 
 /// The orders table, dropped with the tables of earlier runs (units included).

@@ -20,7 +20,7 @@ use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
 use crate::strategy::entry::needs::POSTGRES;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
-use crate::strategy::{Attempt, Purchase, Strategy, StrategyError, calls, within};
+use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, calls, within};
 use crate::workload::Workload;
 
 /// `pg-none`.
@@ -34,12 +34,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     wait: None,
     about: "control: the critical section on the PostgreSQL store with no lock; must oversell \
             under contention (proves the PostgreSQL store's audit sees it)",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.postgres().await?;
-            Ok(s.on_store(NoLock::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_postgres(s, NoLock::new)),
 };
 
 /// `pg-atomic`.
@@ -48,12 +43,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     kind: Kind::LockFree,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0 RETURNING qty, then the order \
             row, in one transaction (no lock; Django's filter(qty__gt=0).update(F('qty') - 1))",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.postgres().await?;
-            Ok(s.on_store(Atomic::new(store.clone()), store))
-        })
-    },
+    build: |s| Box::pin(on_postgres(s, |store, _| Atomic::new(store))),
     ..NONE
 };
 
@@ -64,7 +54,7 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     locks: true,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section, \
             waits bounded by lock_timeout (Django select_for_update, JPA PESSIMISTIC_WRITE)",
-    build: |s| Box::pin(build_tx(s, TxLock::Row)),
+    build: |s| Box::pin(on_postgres(s, |st, w| TxLocked::new(st, w, TxLock::Row))),
     ..NONE
 };
 
@@ -74,13 +64,21 @@ pub const ADVISORY_XACT: StrategyInfo = StrategyInfo {
     about: "pg_advisory_xact_lock in the transaction that sells from the PostgreSQL store, freed \
             by its commit or rollback; waits in PostgreSQL's lock queue under lock_timeout \
             (django-pglock's advisory(xact=True), key hashed as sqlx's PgAdvisoryLock)",
-    build: |s| Box::pin(build_tx(s, TxLock::AdvisoryXact)),
+    build: |s| {
+        Box::pin(on_postgres(s, |st, w| {
+            TxLocked::new(st, w, TxLock::AdvisoryXact)
+        }))
+    },
     ..FOR_UPDATE
 };
 
-async fn build_tx(s: Setup<'_>, how: TxLock) -> Result<crate::strategy::Built, StrategyError> {
+/// A strategy `make` builds on the PostgreSQL store, selling from it.
+async fn on_postgres<T: Strategy + 'static>(
+    s: Setup<'_>,
+    make: impl FnOnce(SharedPgStore, &Workload) -> T,
+) -> Result<Built, StrategyError> {
     let store = s.postgres().await?;
-    Ok(s.on_store(TxLocked::new(store.clone(), s.w, how), store))
+    Ok(s.on_store(make(store.clone(), s.w), store))
 }
 
 /// Which lock the transaction takes first.

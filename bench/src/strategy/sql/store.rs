@@ -111,6 +111,59 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     ) -> impl Future<Output = Result<Vec<(u32, i64)>, sqlx::Error>> + Send;
 }
 
+/// A dialect's calls into its driver: the same text for every driver, each expansion checked
+/// against its own driver's concrete types (generic code would need sqlx's executor bounds on
+/// every caller). Expanded inside `impl Dialect`, beside the dialect's own `bind`.
+macro_rules! driver_calls {
+    () => {
+        async fn execute(
+            con: &mut Self::Conn,
+            sql: sqlx::SqlStr,
+            args: &[Arg<'_>],
+        ) -> Result<u64, sqlx::Error> {
+            let done = bind(sqlx::query(sql), args).execute(con).await?;
+            Ok(done.rows_affected())
+        }
+
+        async fn fetch(
+            con: &mut Self::Conn,
+            sql: sqlx::SqlStr,
+            args: &[Arg<'_>],
+            cols: usize,
+        ) -> Result<Option<[i64; 2]>, sqlx::Error> {
+            let row = bind(sqlx::query(sql), args).fetch_optional(con).await?;
+            let Some(row) = row else { return Ok(None) };
+            let mut out = [0; 2];
+            for (i, v) in out.iter_mut().enumerate().take(cols) {
+                *v = sqlx::Row::try_get(&row, i)?;
+            }
+            Ok(Some(out))
+        }
+
+        async fn admin(
+            pool: &sqlx::Pool<Db<Self>>,
+            statements: &[String],
+        ) -> Result<(), sqlx::Error> {
+            let mut con = pool.acquire().await?;
+            for s in statements {
+                sqlx::Executor::execute(&mut *con, sqlx::AssertSqlSafe(s.as_str())).await?;
+            }
+            Ok(())
+        }
+
+        async fn pairs(
+            pool: &sqlx::Pool<Db<Self>>,
+            query: String,
+        ) -> Result<Vec<(u32, i64)>, sqlx::Error> {
+            let rows = sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(query))
+                .fetch_all(pool)
+                .await?;
+            Ok(rows.into_iter().map(|(s, n)| (s as u32, n)).collect())
+        }
+    };
+}
+pub(super) use driver_calls;
+
 /// A store's statements, with its table names filled in once at connect (cloning a [`SqlStr`]
 /// is a reference count, not a copy).
 pub struct Statements {
