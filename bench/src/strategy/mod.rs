@@ -2,7 +2,7 @@
 //!
 //! Two extension points:
 //! - [`Lock`]: acquire → [`Lease`] (with an optional fencing token) → release. Every lock runs
-//!   the same critical section ([`mysql::MysqlStore::critical_section`]), so locks are compared
+//!   the same critical section (the SQL store's, [`sql::SqlStore`]), so locks are compared
 //!   on identical work: read the stock, hold for the business time, blind-write `read - 1` and
 //!   insert an order row. A lapse of mutual exclusion therefore shows up as oversell or lost
 //!   updates.

@@ -1,5 +1,5 @@
 //! PostgreSQL as a [`Dialect`] of the SQL store: `<prefix>_stock` and `<prefix>_orders` as in
-//! MariaDB (and `<prefix>_units` for `pg-skip-locked`, in [`super::postgres_units`]), `$n`
+//! MariaDB (and `<prefix>_units` for `pg-skip-locked`, in `postgres_units.rs`), `$n`
 //! placeholders, `RETURNING`, SQLSTATE classification.
 //!
 //! Waits are bounded server-side too: every buyer session starts with `lock_timeout` (the

@@ -458,7 +458,7 @@ impl<D: Dialect> SqlStore<D> {
         self.buyers.discard_later(client);
     }
 
-    /// Runs `statements` in order on the admin pool (setup), bounded by [`ADMIN_TIMEOUT`].
+    /// Runs `statements` in order on the admin pool (setup), bounded by `ADMIN_TIMEOUT`.
     pub async fn admin(&self, statements: &[String]) -> Result<(), StrategyError> {
         tokio::time::timeout(ADMIN_TIMEOUT, D::admin(&self.pool, statements))
             .await
@@ -466,7 +466,7 @@ impl<D: Dialect> SqlStore<D> {
             .map_err(D::error)
     }
 
-    /// Pairs `(sku, n)` of a grouping query on the admin pool, bounded by [`ADMIN_TIMEOUT`].
+    /// Pairs `(sku, n)` of a grouping query on the admin pool, bounded by `ADMIN_TIMEOUT`.
     pub async fn counts(&self, query: String) -> Result<Vec<(u32, i64)>, StrategyError> {
         tokio::time::timeout(ADMIN_TIMEOUT, D::pairs(&self.pool, query))
             .await
