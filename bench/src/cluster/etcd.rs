@@ -11,6 +11,7 @@ use etcd_client::{Client, ConnectOptions};
 use super::backend::wait_ready;
 use super::builds::Builds;
 use super::containers::{Containers, Spec};
+use super::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 use super::durability::{Acked, Durability, Source};
 use super::error::ClusterError;
 use super::external::{CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node};
@@ -20,7 +21,6 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
-use super::work::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
@@ -352,10 +352,10 @@ const WORK_METER: Meter = Meter {
 /// `grpc.<method>` each, the client gRPC bytes, `watch_events`, `proposals_committed`.
 fn member_work(text: &str) -> std::collections::BTreeMap<String, u64> {
     let mut out = std::collections::BTreeMap::new();
-    for (labels, v) in work::prometheus_samples(text, "grpc_server_msg_received_total") {
+    for (labels, v) in counters::prometheus_samples(text, "grpc_server_msg_received_total") {
         *out.entry(TOTAL.to_string()).or_default() += v;
         if v > 0
-            && let Some(m) = work::label(labels, "grpc_method")
+            && let Some(m) = counters::label(labels, "grpc_method")
         {
             *out.entry(format!("grpc.{m}")).or_default() += v;
         }

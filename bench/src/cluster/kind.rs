@@ -9,12 +9,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::builds::Builds;
+use super::counters::{Meter, Reading};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::node::Node;
 use super::provision::Launcher;
-use super::work::{Meter, Reading};
 
 /// What starting one service brought up.
 pub(super) struct Started {

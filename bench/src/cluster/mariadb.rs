@@ -15,6 +15,7 @@ use super::backend::wait_ready;
 use super::binary::find_binary;
 use super::builds::{Builds, MysqlBuild};
 use super::containers::{Containers, Spec};
+use super::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 use super::durability::{Acked, Durability, Source, bounded_query};
 use super::error::ClusterError;
 use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
@@ -25,7 +26,6 @@ use super::namespace::Prefix;
 use super::node::Node;
 use super::process::ServerProcess;
 use super::provision::Launcher;
-use super::work::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 
 /// The node's name.
 const NAME: &str = "mariadb";

@@ -15,14 +15,16 @@
 //! This file only names the rooms: `model` (the types), `error`, `node`, `guard` (the owning
 //! [`OwnedCluster`]), `endpoints` (the endpoints file), the backends (`backend`, `local`,
 //! [`containers`], `provision`), the server builds a run may choose ([`builds`]), what their
-//! counters say of the work they did ([`work`]), and one module per service, each
-//! implementing `kind`'s `ServiceKind`, listed once in `registry`.
+//! counters say of the work they did (`counters`: the shared types and parsers, below the
+//! services; [`work`]: read through the registry, above them), and one module per service,
+//! each implementing `kind`'s `ServiceKind`, listed once in `registry`.
 
 mod backend;
 mod binary;
 pub mod builds;
 mod clock;
 pub mod containers;
+mod counters;
 pub mod credentials;
 mod datadir_cache;
 pub mod durability;

@@ -23,13 +23,13 @@ use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
 use super::builds::Builds;
+use super::counters::{Meter, Reading, TOTAL};
 use super::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
 use super::error::ClusterError;
 use super::kind::{Running, ServiceKind, Started};
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service};
 use super::node::Node;
 use super::provision::Launcher;
-use super::work::{Meter, Reading, TOTAL};
 
 /// The primary's node name.
 const NAME: &str = "postgres";

@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use super::backend::wait_ready;
 use super::builds::Builds;
 use super::containers::Spec;
+use super::counters::{self, Meter, Reading};
 use super::durability::{Acked, Durability, Source, bounded_query};
 use super::error::ClusterError;
 use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
@@ -19,7 +20,6 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
-use super::work::{self, Meter, Reading};
 
 pub use super::durability::Appendfsync;
 
@@ -190,7 +190,7 @@ pub(super) const WORK_METER: Meter = Meter {
              replica's commands replay its master's, so replicas are not counted",
 };
 
-/// The work counters of the Redis nodes at `addrs` (see [`work::redis_counters`]), summed;
+/// The work counters of the Redis nodes at `addrs` (see [`counters::redis_counters`]), summed;
 /// a node whose `INFO replication` says it is a replica is read but adds nothing.
 pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Reading, String> {
     let answers = futures::future::join_all(addrs.iter().map(|a| async move {
@@ -206,11 +206,11 @@ pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Re
     let mut reading = Reading::default();
     for (addr, info) in addrs.iter().zip(answers.await) {
         let info = info?;
-        let replica = work::info_fields(&info).any(|(k, v)| k == "role" && v.trim() == "slave");
+        let replica = counters::info_fields(&info).any(|(k, v)| k == "role" && v.trim() == "slave");
         let counters = if replica {
             Default::default()
         } else {
-            work::redis_counters(&info)
+            counters::redis_counters(&info)
         };
         reading.add(*addr, counters);
     }

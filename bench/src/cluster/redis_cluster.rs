@@ -19,6 +19,7 @@ use async_trait::async_trait;
 
 use super::backend::{READY_TIMEOUT, wait_ready};
 use super::builds::Builds;
+use super::counters::{Meter, Reading};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
@@ -28,7 +29,6 @@ use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::{Appendfsync, connection, prefix_keys};
-use super::work::{Meter, Reading};
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16_384;

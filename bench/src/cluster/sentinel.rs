@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use super::backend::wait_ready;
 use super::builds::Builds;
 use super::containers::Spec;
+use super::counters::{Meter, Reading};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::external::{bounded, target_err, unowned_node};
@@ -22,7 +23,6 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
 use super::redis::Appendfsync;
-use super::work::{Meter, Reading};
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";

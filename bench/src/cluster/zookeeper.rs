@@ -14,6 +14,7 @@ use super::backend::wait_ready;
 use super::binary::find_binary;
 use super::builds::Builds;
 use super::containers::{Containers, Spec};
+use super::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
 use super::durability::{Acked, Durability, Source};
 use super::error::ClusterError;
 use super::external::{CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node};
@@ -23,7 +24,6 @@ use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Servi
 use super::namespace::Prefix;
 use super::node::{Node, NodeServer};
 use super::provision::Launcher;
-use super::work::{self, BYTES_IN, Meter, Reading, TOTAL};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
@@ -322,7 +322,7 @@ const WORK_METER: Meter = Meter {
 
 /// The work counters of one member's `mntr` answer.
 fn mntr_work(text: &str) -> std::collections::BTreeMap<String, u64> {
-    work::mntr_fields(text)
+    counters::mntr_fields(text)
         .filter_map(|(k, v)| {
             let key = match k {
                 "zk_packets_received" => TOTAL,
