@@ -4,7 +4,7 @@
 
 use super::kind::ServiceKind;
 use super::model::Service;
-use super::{etcd, mariadb, postgres, redis, redis_cluster, sentinel, zookeeper};
+use super::services::{etcd, mariadb, postgres, redis, redis_cluster, sentinel, zookeeper};
 
 /// The services, in order.
 pub(super) const ALL: [&dyn ServiceKind; 7] = [

@@ -8,25 +8,25 @@ use std::process::Command;
 
 use async_trait::async_trait;
 
-use super::backend::wait_ready;
-use super::builds::Builds;
-use super::containers::Spec;
-use super::counters::{self, Meter, Reading};
-use super::durability::{Acked, Durability, Source, bounded_query};
-use super::error::ClusterError;
-use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
-use super::kind::{ServiceKind, Started};
-use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
-use super::namespace::Prefix;
-use super::node::{Node, NodeServer};
-use super::provision::Launcher;
+use crate::cluster::backend::wait_ready;
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::Spec;
+use crate::cluster::counters::{self, Meter, Reading};
+use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use crate::cluster::kind::{ServiceKind, Started};
+use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::namespace::Prefix;
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::provision::Launcher;
 
-pub use super::durability::Appendfsync;
+pub use crate::cluster::durability::Appendfsync;
 
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
 
-pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+pub(in crate::cluster) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     builds.redis.server().map(|_| ())
 }
 
@@ -51,9 +51,9 @@ fn flags(port: u16, aof: Appendfsync, extra: &[String]) -> Vec<String> {
 
 /// Starts `redis-server` as node `name` with persistence `aof` and `extra` flags, and waits
 /// until it answers. With `clock` and a run that preloads the clock shim, its wall clock can be
-/// moved at run time ([`super::clock`]). A restart after a kill keeps the command line and the
+/// moved at run time ([`crate::cluster::clock`]). A restart after a kill keeps the command line and the
 /// data directory, so with an append-only file the node reloads what it acknowledged.
-pub(super) async fn start(
+pub(in crate::cluster) async fn start(
     l: Launcher<'_>,
     name: &str,
     role: Role,
@@ -73,7 +73,7 @@ pub(super) async fn start(
                 .arg("--dir")
                 .arg(&dir);
             if let Some(shim) = local.shim().filter(|_| clock) {
-                let control = super::clock::create_control(&dir)?;
+                let control = crate::cluster::clock::create_control(&dir)?;
                 cmd.env("LD_PRELOAD", shim)
                     .env("LOCKBENCH_CLOCK_FILE", control);
             }
@@ -122,7 +122,7 @@ pub fn client(addr: SocketAddr, auth: Option<&Auth>) -> ::redis::RedisResult<::r
 
 /// The persistence settings of the Redis server at `addr`, as `CONFIG GET` reads them:
 /// `appendonly`, `appendfsync` and `save`.
-pub(super) async fn persistence(
+pub(in crate::cluster) async fn persistence(
     addr: SocketAddr,
     auth: Option<&Auth>,
 ) -> Result<Vec<(String, String)>, String> {
@@ -150,7 +150,10 @@ pub(super) async fn persistence(
 /// The build a Redis server (or Sentinel) at `addr` reports in `INFO server` and `memory`:
 /// `7.0.15 (jemalloc-5.3.0)`, or `valkey 8.0.1 (jemalloc-5.3.0)` (Valkey reports a
 /// `redis_version` of the Redis it is compatible with, and its own beside it).
-pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
+pub(in crate::cluster) async fn version(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<String, String> {
     let client = client(addr, auth).map_err(|e| e.to_string())?;
     let mut con = client
         .get_multiplexed_async_connection()
@@ -183,7 +186,7 @@ fn describe_build(info: &str) -> String {
 }
 
 /// What lockbench reads of a Redis node's work.
-pub(super) const WORK_METER: Meter = Meter {
+pub(in crate::cluster) const WORK_METER: Meter = Meter {
     unit: "commands",
     source: "INFO commandstats (calls of every command, those Lua scripts run included) and \
              INFO stats (total_net_{input,output}_bytes less replication's) of every master; a \
@@ -192,7 +195,10 @@ pub(super) const WORK_METER: Meter = Meter {
 
 /// The work counters of the Redis nodes at `addrs` (see [`counters::redis_counters`]), summed;
 /// a node whose `INFO replication` says it is a replica is read but adds nothing.
-pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Reading, String> {
+pub(in crate::cluster) async fn work(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+) -> Result<Reading, String> {
     let answers = futures::future::join_all(addrs.iter().map(|a| async move {
         let mut con = connection(*a, auth).await?;
         ::redis::cmd("INFO")
@@ -218,7 +224,7 @@ pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Re
 }
 
 /// The standalone Redis servers of a run: `redis-1`, or Redlock's `redis-1..5`.
-pub(super) struct Redis;
+pub(in crate::cluster) struct Redis;
 
 /// Their node names, which are also the names their local ports are reserved under.
 fn names(needs: Needs) -> Vec<String> {
@@ -323,7 +329,7 @@ fn acked(appendonly: &str, appendfsync: &str) -> Acked {
 }
 
 /// What the Redis server (or Cluster node) at `addr` does with a write, as it says.
-pub(super) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durability {
+pub(in crate::cluster) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durability {
     match bounded_query(persistence(addr, auth)).await {
         Ok(kv) => {
             let get = |k: &str| {
@@ -341,7 +347,7 @@ pub(super) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durabil
 }
 
 /// A connection to the Redis server at `addr`.
-pub(super) async fn connection(
+pub(in crate::cluster) async fn connection(
     addr: SocketAddr,
     auth: Option<&Auth>,
 ) -> Result<::redis::aio::MultiplexedConnection, String> {
@@ -353,7 +359,7 @@ pub(super) async fn connection(
 }
 
 /// Keys under the prefix (at most `limit`), by a bounded SCAN.
-pub(super) async fn prefix_keys(
+pub(in crate::cluster) async fn prefix_keys(
     con: &mut ::redis::aio::MultiplexedConnection,
     p: &Prefix,
     limit: usize,
@@ -382,7 +388,7 @@ pub(super) async fn prefix_keys(
 }
 
 /// A claim on one Redis server: keys `<prefix>:*`, marked by the owner key.
-pub(super) async fn claim_server(
+pub(in crate::cluster) async fn claim_server(
     addr: SocketAddr,
     auth: Option<&Auth>,
     p: &Prefix,
@@ -413,7 +419,7 @@ pub(super) async fn claim_server(
 
 /// Deletes every key of the prefix from one Redis server (bounded); what failed, as a line
 /// of the clean-up's error.
-pub(super) async fn release_server(
+pub(in crate::cluster) async fn release_server(
     addr: SocketAddr,
     auth: Option<&Auth>,
     p: &Prefix,
