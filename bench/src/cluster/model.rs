@@ -34,7 +34,7 @@ enum_names!(Provisioner {
 });
 
 /// The kinds of server a strategy can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Service {
     /// A MariaDB server with a `lockbench` database and a password user.
     Mariadb,

@@ -24,6 +24,9 @@ use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
+/// The variable a worker reads the etcd password from.
+pub const PASSWORD_ENV: &str = "LOCKBENCH_ETCD_PASSWORD";
+
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
 

@@ -29,6 +29,9 @@ use crate::cluster::node::Node;
 use crate::cluster::process::ServerProcess;
 use crate::cluster::provision::Launcher;
 
+/// MariaDB's password for the user lockbench creates (or a worker's login to it).
+pub const PASSWORD_ENV: &str = "LOCKBENCH_MYSQL_PASSWORD";
+
 /// The node's name.
 const NAME: &str = "mariadb";
 const DATABASE: &str = "lockbench";
@@ -56,7 +59,7 @@ const SERVER_FLAGS: [&str; 5] = [
 /// other hosts of `lockbench coordinate` read it from there: it never crosses their link), a
 /// fresh random one otherwise.
 fn password() -> Result<String, ClusterError> {
-    let var = crate::cluster::credentials::MYSQL_PASSWORD_ENV;
+    let var = PASSWORD_ENV;
     match std::env::var(var) {
         Ok(p)
             if !p.is_empty()

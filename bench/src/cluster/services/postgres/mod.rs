@@ -33,6 +33,9 @@ use crate::cluster::model::{
 use crate::cluster::node::Node;
 use crate::cluster::provision::Launcher;
 
+/// PostgreSQL's password for the user lockbench creates (or a worker's login to it).
+pub const PASSWORD_ENV: &str = "LOCKBENCH_POSTGRES_PASSWORD";
+
 /// The primary's node name.
 const NAME: &str = "postgres";
 /// The replica's node name.
@@ -112,7 +115,7 @@ const HBA: &str = "host all all 0.0.0.0/0 scram-sha-256\n\
 /// on other hosts read it from there: it never crosses their link), a fresh random one
 /// otherwise.
 fn password() -> Result<String, ClusterError> {
-    let var = crate::cluster::credentials::POSTGRES_PASSWORD_ENV;
+    let var = PASSWORD_ENV;
     match std::env::var(var) {
         Ok(p) if sql_safe(&p) => Ok(p),
         Ok(_) => Err(ClusterError::Setup {

@@ -23,6 +23,10 @@ use crate::cluster::provision::Launcher;
 
 pub use crate::cluster::durability::Appendfsync;
 
+/// The variable a worker reads the Redis password from (single node, replicas, Redlock
+/// nodes, cluster: one login serves them all).
+pub const PASSWORD_ENV: &str = "LOCKBENCH_REDIS_PASSWORD";
+
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
 

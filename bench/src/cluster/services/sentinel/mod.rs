@@ -24,6 +24,9 @@ use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Ro
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
+/// The variable a worker reads the Sentinels' password from.
+pub const PASSWORD_ENV: &str = "LOCKBENCH_SENTINEL_PASSWORD";
+
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";
 

@@ -27,6 +27,9 @@ use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
+/// The variable a worker reads the ZooKeeper (digest auth) password from.
+pub const PASSWORD_ENV: &str = "LOCKBENCH_ZOOKEEPER_PASSWORD";
+
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
 
