@@ -35,4 +35,27 @@ mod tests {
         }
         assert_eq!(ALL.len(), Service::ALL.len());
     }
+
+    /// ARCHITECTURE.md's "Adding a service": its folder, its registry line (above) and its
+    /// `Service` variant go together. A folder without a variant, or a variant without a
+    /// folder, fails here.
+    #[test]
+    fn every_service_has_a_folder_and_every_folder_a_service() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/cluster/services");
+        let folder = |s: &Service| s.name().replace('-', "_");
+        for s in Service::ALL {
+            let m = dir.join(folder(s)).join("mod.rs");
+            assert!(m.is_file(), "{s}: no {}", m.display());
+        }
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                let name = e.file_name().into_string().unwrap();
+                assert!(
+                    Service::ALL.iter().any(|s| folder(s) == name),
+                    "services/{name}/ is no Service variant"
+                );
+            }
+        }
+    }
 }
