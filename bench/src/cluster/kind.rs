@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::builds::Builds;
+use super::containers::Image;
 use super::counters::{Meter, Reading};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
@@ -129,6 +130,18 @@ pub(super) trait ServiceKind: Sync {
         ep: &Endpoints,
         unasked: Source,
     ) -> Option<Durability>;
+
+    /// Every container image its nodes may run, the default build's first (none: it has no
+    /// containers).
+    fn images(&self) -> Vec<Image> {
+        Vec::new()
+    }
+
+    /// The image its containers run with `builds`.
+    fn image(&self, builds: Builds) -> Option<Image> {
+        let _ = builds;
+        self.images().first().copied()
+    }
 
     /// What its counters of the work it did count; `None`: lockbench reads none of them.
     fn work_meter(&self) -> Option<Meter> {

@@ -63,3 +63,4 @@ pub use namespace::Prefix;
 pub use node::{Node, NodeServer};
 pub use ports::{Placement, PortAllocator};
 pub use process::ServerProcess;
+pub use registry::container_images;

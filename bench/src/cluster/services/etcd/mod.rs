@@ -10,7 +10,7 @@ use etcd_client::{Client, ConnectOptions};
 
 use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
-use crate::cluster::containers::{Containers, Spec};
+use crate::cluster::containers::{Containers, Image, Spec};
 use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source};
 use crate::cluster::error::ClusterError;
@@ -26,6 +26,12 @@ use crate::cluster::provision::Launcher;
 
 /// The variable a worker reads the etcd password from.
 pub const PASSWORD_ENV: &str = "LOCKBENCH_ETCD_PASSWORD";
+
+/// Its image: etcd (`etcd` on PATH).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_ETCD",
+    official: "quay.io/coreos/etcd:v3.4.23",
+};
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
@@ -183,7 +189,7 @@ async fn start_containers(
                 .iter()
                 .map(|m| Spec {
                     name: m.name.clone(),
-                    image: &run.images.etcd,
+                    image: run.images.get(IMAGE),
                     cmd: std::iter::once("etcd".to_string())
                         .chain(m.flags(&cluster, token))
                         .collect(),
@@ -415,6 +421,10 @@ pub(in crate::cluster) struct Etcd;
 impl ServiceKind for Etcd {
     fn service(&self) -> Service {
         Service::Etcd
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {

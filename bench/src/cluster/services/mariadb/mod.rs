@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use crate::cluster::backend::wait_ready;
 use crate::cluster::binary::find_binary;
 use crate::cluster::builds::{Builds, MysqlBuild};
-use crate::cluster::containers::{Containers, Spec};
+use crate::cluster::containers::{Containers, Image, Spec};
 use crate::cluster::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
 use crate::cluster::error::ClusterError;
@@ -31,6 +31,26 @@ use crate::cluster::provision::Launcher;
 
 /// MariaDB's password for the user lockbench creates (or a worker's login to it).
 pub const PASSWORD_ENV: &str = "LOCKBENCH_MYSQL_PASSWORD";
+
+/// Its image: MariaDB (`mariadb-install-db`, `mariadbd`, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_MARIADB",
+    official: "mariadb:10.11",
+};
+
+/// Its image: MySQL 9, for `servers.mysql = "mysql-9"` (`mysqld`, `sh`).
+pub(in crate::cluster) const MYSQL_IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_MYSQL",
+    official: "mysql:9",
+};
+
+/// The image of the database server `build`.
+fn image(build: MysqlBuild) -> Image {
+    match build {
+        MysqlBuild::Mariadb1011 => IMAGE,
+        MysqlBuild::Mysql9 => MYSQL_IMAGE,
+    }
+}
 
 /// The node's name.
 const NAME: &str = "mariadb";
@@ -287,7 +307,7 @@ async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), Clus
     };
     let spec = Spec {
         name: name.into(),
-        image: run.images.database(run.mysql).0,
+        image: run.images.get(image(run.mysql)),
         cmd: vec!["sh".into(), "-c".into(), script],
         env: vec![("LOCKBENCH_PASSWORD", password.clone())],
     };
@@ -328,6 +348,14 @@ pub(in crate::cluster) struct Mariadb;
 impl ServiceKind for Mariadb {
     fn service(&self) -> Service {
         Service::Mariadb
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE, MYSQL_IMAGE]
+    }
+
+    fn image(&self, builds: Builds) -> Option<Image> {
+        Some(image(builds.mysql))
     }
 
     fn wanted(&self, needs: Needs) -> bool {

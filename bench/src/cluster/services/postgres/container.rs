@@ -75,7 +75,7 @@ async fn launch(
 ) -> Result<(Node, SocketAddr), ClusterError> {
     let spec = Spec {
         name: name.into(),
-        image: &run.images.postgres,
+        image: run.images.get(super::IMAGE),
         cmd: vec!["sh".into(), "-c".into(), script(setup, sync)],
         env: vec![("LOCKBENCH_SUPERUSER_PASSWORD", su_password.to_string())],
     };

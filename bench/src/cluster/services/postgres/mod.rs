@@ -23,6 +23,7 @@ use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
 use crate::cluster::builds::Builds;
+use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
 use crate::cluster::error::ClusterError;
@@ -35,6 +36,13 @@ use crate::cluster::provision::Launcher;
 
 /// PostgreSQL's password for the user lockbench creates (or a worker's login to it).
 pub const PASSWORD_ENV: &str = "LOCKBENCH_POSTGRES_PASSWORD";
+
+/// Its image: PostgreSQL 15 (Debian's layout: `/usr/lib/postgresql/15/bin`, a `postgres` user,
+/// `setpriv`, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_POSTGRES",
+    official: "postgres:15",
+};
 
 /// The primary's node name.
 const NAME: &str = "postgres";
@@ -372,6 +380,10 @@ pub(in crate::cluster) struct Postgres;
 impl ServiceKind for Postgres {
     fn service(&self) -> Service {
         Service::Postgres
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 
 use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
-use crate::cluster::containers::Spec;
+use crate::cluster::containers::{Image, Spec};
 use crate::cluster::counters::{self, Meter, Reading};
 use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
 use crate::cluster::error::ClusterError;
@@ -26,6 +26,12 @@ pub use crate::cluster::durability::Appendfsync;
 /// The variable a worker reads the Redis password from (single node, replicas, Redlock
 /// nodes, cluster: one login serves them all).
 pub const PASSWORD_ENV: &str = "LOCKBENCH_REDIS_PASSWORD";
+
+/// Its image: Redis and Sentinel (`redis-server`, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_REDIS",
+    official: "redis:7.0",
+};
 
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
@@ -90,7 +96,7 @@ pub(in crate::cluster) async fn start(
             cmd.extend(flags(PORT, aof, extra));
             let spec = Spec {
                 name: name.to_string(),
-                image: &run.images.redis,
+                image: run.images.get(IMAGE),
                 cmd,
                 env: Vec::new(),
             };
@@ -241,6 +247,10 @@ fn names(needs: Needs) -> Vec<String> {
 impl ServiceKind for Redis {
     fn service(&self) -> Service {
         Service::Redis
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {

@@ -20,6 +20,7 @@ use async_trait::async_trait;
 use super::redis::{Appendfsync, connection, prefix_keys};
 use crate::cluster::backend::{READY_TIMEOUT, wait_ready};
 use crate::cluster::builds::Builds;
+use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
@@ -442,6 +443,10 @@ pub(in crate::cluster) struct RedisCluster;
 impl ServiceKind for RedisCluster {
     fn service(&self) -> Service {
         Service::RedisCluster
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![super::redis::IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {

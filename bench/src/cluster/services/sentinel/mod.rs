@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use super::redis::Appendfsync;
 use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
-use crate::cluster::containers::Spec;
+use crate::cluster::containers::{Image, Spec};
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
@@ -253,7 +253,7 @@ async fn launch_sentinel(
                           > /tmp/sentinel.conf; exec redis-server /tmp/sentinel.conf --sentinel";
             let spec = Spec {
                 name: name.to_string(),
-                image: &run.images.redis,
+                image: run.images.get(super::redis::IMAGE),
                 cmd: vec!["sh".into(), "-c".into(), script.into()],
                 env: vec![(
                     "LOCKBENCH_SENTINEL_CONF",
@@ -273,6 +273,10 @@ pub(in crate::cluster) struct Sentinel;
 impl ServiceKind for Sentinel {
     fn service(&self) -> Service {
         Service::Sentinel
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![super::redis::IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::cluster::backend::wait_ready;
 use crate::cluster::binary::find_binary;
 use crate::cluster::builds::Builds;
-use crate::cluster::containers::{Containers, Spec};
+use crate::cluster::containers::{Containers, Image, Spec};
 use crate::cluster::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source};
 use crate::cluster::error::ClusterError;
@@ -29,6 +29,12 @@ use crate::cluster::provision::Launcher;
 
 /// The variable a worker reads the ZooKeeper (digest auth) password from.
 pub const PASSWORD_ENV: &str = "LOCKBENCH_ZOOKEEPER_PASSWORD";
+
+/// Its image: ZooKeeper (`zkServer.sh` on PATH, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_ZOOKEEPER",
+    official: "zookeeper:3.8",
+};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
@@ -206,7 +212,7 @@ async fn launch_containers(run: &Containers) -> Result<Launched, ClusterError> {
             (1..=ips.len())
                 .map(|i| Spec {
                     name: format!("zookeeper-{i}"),
-                    image: &run.images.zookeeper,
+                    image: run.images.get(IMAGE),
                     cmd: vec![
                         "sh".into(),
                         "-c".into(),
@@ -396,6 +402,10 @@ pub(in crate::cluster) struct Zookeeper;
 impl ServiceKind for Zookeeper {
     fn service(&self) -> Service {
         Service::Zookeeper
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
