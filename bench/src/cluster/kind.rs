@@ -131,6 +131,13 @@ pub(super) trait ServiceKind: Sync {
         unasked: Source,
     ) -> Option<Durability>;
 
+    /// Of the build `builds` chooses for it: its `[servers]` key, its name, and whether a node
+    /// reporting `version` runs it; `None`: its build cannot be chosen.
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let _ = (builds, version);
+        None
+    }
+
     /// Every container image its nodes may run, the default build's first (none: it has no
     /// containers).
     fn images(&self) -> Vec<Image> {

@@ -423,6 +423,11 @@ impl ServiceKind for Etcd {
         Service::Etcd
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.etcd;
+        Some(("etcd", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![IMAGE]
     }

@@ -350,6 +350,11 @@ impl ServiceKind for Mariadb {
         Service::Mariadb
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.mysql;
+        Some(("mysql", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![IMAGE, MYSQL_IMAGE]
     }

@@ -382,6 +382,11 @@ impl ServiceKind for Postgres {
         Service::Postgres
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.postgres;
+        Some(("postgres", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![IMAGE]
     }

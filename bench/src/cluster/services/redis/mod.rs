@@ -249,6 +249,11 @@ impl ServiceKind for Redis {
         Service::Redis
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.redis;
+        Some(("redis", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![IMAGE]
     }

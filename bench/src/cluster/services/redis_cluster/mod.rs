@@ -445,6 +445,11 @@ impl ServiceKind for RedisCluster {
         Service::RedisCluster
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.redis;
+        Some(("redis", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![super::redis::IMAGE]
     }

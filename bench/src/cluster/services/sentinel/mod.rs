@@ -275,6 +275,11 @@ impl ServiceKind for Sentinel {
         Service::Sentinel
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.redis;
+        Some(("redis", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![super::redis::IMAGE]
     }

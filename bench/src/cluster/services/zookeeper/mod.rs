@@ -404,6 +404,11 @@ impl ServiceKind for Zookeeper {
         Service::Zookeeper
     }
 
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.zookeeper;
+        Some(("zookeeper", b.name(), b.reports(version)))
+    }
+
     fn images(&self) -> Vec<Image> {
         vec![IMAGE]
     }
