@@ -162,6 +162,16 @@ pub(super) trait ServiceKind: Sync {
         Err(format!("lockbench reads no counters of {}", self.service()))
     }
 
+    /// External target: copies its servers and login from `target` (everything a target file
+    /// names) into `out`, as much as `needs` asks; a missing part is an error naming the
+    /// table and what the strategy needs of it (`("[etcd]", "an etcd cluster")`).
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        needs: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)>;
+
     /// External target: checks that `ep.prefix` is free or lockbench's on its servers in `ep`
     /// (none: nothing to do), then marks it as lockbench's; refuses
     /// ([`ClusterError::PrefixTaken`]) when it holds data without the marker.

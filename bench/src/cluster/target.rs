@@ -192,62 +192,11 @@ impl ExternalTarget {
             prefix: ep.prefix.clone(),
             ..Endpoints::default()
         };
-        if needs.mariadb {
-            out.mysql = Some(
-                ep.mysql
-                    .clone()
-                    .ok_or_else(|| missing("[mysql]", "a MariaDB or MySQL database"))?,
-            );
-        }
-        let redis_nodes = needs.redis_nodes();
-        if redis_nodes > 0 {
-            if ep.redis.len() < redis_nodes {
-                return Err(missing(
-                    "[redis] nodes",
-                    &format!("{redis_nodes} independent Redis server(s)"),
-                ));
-            }
-            out.redis = ep.redis[..redis_nodes].to_vec();
-            out.redis_auth = ep.redis_auth.clone();
-        }
-        if needs.sentinel {
-            if ep.sentinels.is_empty() {
-                return Err(missing("[sentinel]", "Redis Sentinels"));
-            }
-            out.sentinels = ep.sentinels.clone();
-            out.sentinel_master = ep.sentinel_master.clone();
-            out.sentinel_auth = ep.sentinel_auth.clone();
-            // The master the sentinels name is a Redis server like the others.
-            out.redis_auth = ep.redis_auth.clone();
-        }
-        if needs.redis_cluster {
-            if ep.redis_cluster.is_empty() {
-                return Err(missing("[redis_cluster]", "a Redis Cluster"));
-            }
-            out.redis_cluster = ep.redis_cluster.clone();
-            out.redis_auth = ep.redis_auth.clone();
-        }
-        if needs.zookeeper {
-            if ep.zookeeper.is_empty() {
-                return Err(missing("[zookeeper]", "a ZooKeeper ensemble"));
-            }
-            out.zookeeper = ep.zookeeper.clone();
-            out.zookeeper_auth = ep.zookeeper_auth.clone();
-        }
-        if needs.etcd {
-            if ep.etcd.is_empty() {
-                return Err(missing("[etcd]", "an etcd cluster"));
-            }
-            out.etcd = ep.etcd.clone();
-            out.etcd_auth = ep.etcd_auth.clone();
-        }
-        if needs.runs(Service::Postgres) {
-            out.postgres = Some(
-                ep.postgres
-                    .clone()
-                    .ok_or_else(|| missing("[postgres]", "a PostgreSQL database"))?,
-            );
-            out.postgres_standbys = ep.postgres_standbys.clone();
+        // Each service copies its part, in the registry's order (which names the first
+        // table missing).
+        for kind in registry::ALL.into_iter().filter(|k| k.wanted(needs)) {
+            (kind.copy_from_target(ep, needs, &mut out))
+                .map_err(|(table, what)| missing(table, &what))?;
         }
         Ok(out)
     }

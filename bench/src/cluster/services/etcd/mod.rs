@@ -504,6 +504,20 @@ impl ServiceKind for Etcd {
         Some(Durability::new(Acked::Disk, &settings, unasked))
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.etcd.is_empty() {
+            return Err(("[etcd]", "an etcd cluster".into()));
+        }
+        out.etcd = target.etcd.clone();
+        out.etcd_auth = target.etcd_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         if ep.etcd.is_empty() {
             return Ok(());

@@ -435,6 +435,17 @@ impl ServiceKind for Mariadb {
         Ok(reading)
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        let db = target.mysql.clone();
+        out.mysql = Some(db.ok_or(("[mysql]", "a MariaDB or MySQL database".into()))?);
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         match &ep.mysql {
             Some(m) => claim_prefix(m, &ep.prefix).await,

@@ -500,6 +500,18 @@ impl ServiceKind for Postgres {
         work(ep.postgres.as_ref().ok_or("no PostgreSQL login")?).await
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        let db = target.postgres.clone();
+        out.postgres = Some(db.ok_or(("[postgres]", "a PostgreSQL database".into()))?);
+        out.postgres_standbys = target.postgres_standbys.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         match &ep.postgres {
             Some(p) => target::claim_prefix(p, &ep.prefix).await,

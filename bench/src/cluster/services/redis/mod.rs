@@ -305,6 +305,21 @@ impl ServiceKind for Redis {
         work(&ep.redis, ep.redis_auth.as_ref()).await
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        needs: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        let n = needs.redis_nodes();
+        if target.redis.len() < n {
+            return Err(("[redis] nodes", format!("{n} independent Redis server(s)")));
+        }
+        out.redis = target.redis[..n].to_vec();
+        out.redis_auth = target.redis_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         for &addr in &ep.redis {
             claim_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await?;

@@ -522,6 +522,20 @@ impl ServiceKind for RedisCluster {
         Some(super::redis::durability(addr, ep.redis_auth.as_ref()).await)
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.redis_cluster.is_empty() {
+            return Err(("[redis_cluster]", "a Redis Cluster".into()));
+        }
+        out.redis_cluster = target.redis_cluster.clone();
+        out.redis_auth = target.redis_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         if ep.redis_cluster.is_empty() {
             return Ok(());

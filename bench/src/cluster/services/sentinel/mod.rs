@@ -367,6 +367,23 @@ impl ServiceKind for Sentinel {
     }
 
     /// Claims the master the sentinels name (a Redis server like the others).
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.sentinels.is_empty() {
+            return Err(("[sentinel]", "Redis Sentinels".into()));
+        }
+        out.sentinels = target.sentinels.clone();
+        out.sentinel_master = target.sentinel_master.clone();
+        out.sentinel_auth = target.sentinel_auth.clone();
+        // The master the sentinels name is a Redis server like the others.
+        out.redis_auth = target.redis_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         if let Some(addr) = named_master(ep).await? {
             super::redis::claim_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await?;

@@ -477,6 +477,20 @@ impl ServiceKind for Zookeeper {
         ))
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.zookeeper.is_empty() {
+            return Err(("[zookeeper]", "a ZooKeeper ensemble".into()));
+        }
+        out.zookeeper = target.zookeeper.clone();
+        out.zookeeper_auth = target.zookeeper_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         if ep.zookeeper.is_empty() {
             return Ok(());
