@@ -83,16 +83,35 @@ impl Group {
     }
 }
 
-/// `median` alone, or `median [lo–hi]`, with `places` decimals; `-` without a value.
-fn cell(s: Option<Spread>, places: usize, range: bool) -> String {
+/// `median` alone, or `median [lo–hi]`, each spelled by `f`; `-` without a value.
+fn cell(s: Option<Spread>, f: fn(f64) -> String, range: bool) -> String {
     or_dash(s, |s| {
-        let d = |x: f64| decimals(x, places);
         if range {
-            format!("{} [{}–{}]", d(s.median), d(s.lo), d(s.hi))
+            format!("{} [{}–{}]", f(s.median), f(s.lo), f(s.hi))
         } else {
-            d(s.median)
+            f(s.median)
         }
     })
+}
+
+/// A share or an index: three decimals.
+fn share(x: f64) -> String {
+    decimals(x, 3)
+}
+
+/// A rate or a count: one decimal (a median of two rounds may fall between).
+fn tenths(x: f64) -> String {
+    decimals(x, 1)
+}
+
+/// Milliseconds to three significant digits: `1516`, `23.6`, `1.62`.
+fn ms(x: f64) -> String {
+    let places = match x {
+        x if x >= 100.0 => 0,
+        x if x >= 10.0 => 1,
+        _ => 2,
+    };
+    decimals(x, places)
 }
 
 /// The two tables (medians; then how the key was shared, with ranges) and the ratio of the
@@ -109,10 +128,10 @@ pub fn print_rounds(out: &mut impl Write, groups: &[Group]) -> std::io::Result<(
     for g in groups {
         lines.push(vec![
             g.name.clone(),
-            cell(g.spread(|f| f.utilization), 3, false),
-            cell(g.spread(|f| f.sales_per_s), 1, false),
-            cell(g.spread(|f| f.p99_ms), 1, false),
-            cell(g.spread(|f| f.lock_timeouts), 1, false),
+            cell(g.spread(|f| f.utilization), share, false),
+            cell(g.spread(|f| f.sales_per_s), tenths, false),
+            cell(g.spread(|f| f.p99_ms), ms, false),
+            cell(g.spread(|f| f.lock_timeouts), tenths, false),
         ]);
     }
     writeln!(out, "\nmedians over {rounds} rounds:")?;
@@ -131,10 +150,10 @@ pub fn print_rounds(out: &mut impl Write, groups: &[Group]) -> std::io::Result<(
     for g in groups {
         lines.push(vec![
             g.name.clone(),
-            cell(g.spread(|f| f.acquire_p99_ms), 1, true),
-            cell(g.spread(|f| f.jain), 3, true),
-            cell(g.spread(|f| f.barges), 3, true),
-            cell(g.spread(|f| f.missed), 3, true),
+            cell(g.spread(|f| f.acquire_p99_ms), ms, true),
+            cell(g.spread(|f| f.jain), share, true),
+            cell(g.spread(|f| f.barges), share, true),
+            cell(g.spread(|f| f.missed), share, true),
         ]);
     }
     render(out, &lines)?;
