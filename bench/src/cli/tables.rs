@@ -106,3 +106,74 @@ pub(super) fn cmd_free_port() -> anyhow::Result<ExitCode> {
     println!("{}", addr.port());
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::evidence::fixtures::{entry, summary, sweep};
+    use crate::report::sweep::Bound;
+
+    fn write(dir: &Path, file: &str, value: &impl serde::Serialize) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join(file), serde_json::to_vec(value).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn versus_reads_a_sweep_or_a_comparison_by_what_the_folder_holds() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = sweep(vec![
+            entry("a", 100.0, Bound::Found, &[(100.0, true, true)]),
+            entry("b", 50.0, Bound::Found, &[(50.0, true, true)]),
+        ]);
+        write(&tmp.path().join("sweep-1"), "sweep.json", &s);
+        write(
+            &tmp.path().join("default"),
+            "compare.json",
+            &vec![summary("a"), summary("b")],
+        );
+        let args = VersusArgs {
+            dirs: vec![tmp.path().join("sweep-1"), tmp.path().join("default")],
+            pairs: vec!["a=b".parse().unwrap()],
+        };
+        assert_eq!(cmd_versus(args).unwrap(), ExitCode::SUCCESS);
+        let none = VersusArgs {
+            dirs: vec![tmp.path().join("absent")],
+            pairs: vec!["a=b".parse().unwrap()],
+        };
+        assert!(cmd_versus(none).is_err());
+    }
+
+    #[test]
+    fn totals_exit_1_when_a_run_counted_other_attempts() {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = summary("redis-setnx");
+        let mut other = base.clone();
+        other.not_started += 1;
+        write(&tmp.path().join("pipe"), "summary.json", &base);
+        write(&tmp.path().join("same"), "summary.json", &base);
+        write(&tmp.path().join("other"), "summary.json", &other);
+        let totals = |names: &[&str]| {
+            let runs = names.iter().map(|n| tmp.path().join(n)).collect();
+            cmd_totals(TotalsArgs { runs }).unwrap()
+        };
+        assert_eq!(totals(&["pipe", "same"]), ExitCode::SUCCESS);
+        assert_eq!(totals(&["pipe", "other"]), ExitCode::from(EXIT_PARTIAL));
+    }
+
+    #[test]
+    fn rounds_read_one_run_per_round_folder() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (g, r) in [
+            ("notify", "round-1"),
+            ("notify", "round-2"),
+            ("poll", "round-1"),
+        ] {
+            write(&tmp.path().join(g).join(r), "summary.json", &summary("x"));
+        }
+        let groups = vec![tmp.path().join("notify"), tmp.path().join("poll")];
+        assert_eq!(
+            cmd_rounds(RoundsArgs { groups }).unwrap(),
+            ExitCode::SUCCESS
+        );
+    }
+}
