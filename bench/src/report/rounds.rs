@@ -114,49 +114,52 @@ fn ms(x: f64) -> String {
     decimals(x, places)
 }
 
+/// A column: its heading, the figure, how it is spelled.
+type Column = (&'static str, fn(&Figures) -> Option<f64>, fn(f64) -> String);
+
+/// How fast the lock served: medians.
+const SERVED: [Column; 4] = [
+    ("utilization", |f| f.utilization, share),
+    ("sales/s", |f| f.sales_per_s, tenths),
+    ("p99 ms", |f| f.p99_ms, ms),
+    ("lock timeouts", |f| f.lock_timeouts, tenths),
+];
+
+/// How the lock shared its key: medians and ranges.
+const SHARED: [Column; 4] = [
+    ("acquire p99 ms", |f| f.acquire_p99_ms, ms),
+    ("fairness (Jain)", |f| f.jain, share),
+    ("barges/handoff", |f| f.barges, share),
+    ("missed/give-up", |f| f.missed, share),
+];
+
+/// One table: a row per group, a cell per column.
+fn print_columns(
+    out: &mut impl Write,
+    groups: &[Group],
+    columns: &[Column],
+    range: bool,
+) -> std::io::Result<()> {
+    let head = std::iter::once("group").chain(columns.iter().map(|c| c.0));
+    let mut lines = vec![head.map(String::from).collect::<Vec<_>>()];
+    for g in groups {
+        let cells = columns.iter().map(|c| cell(g.spread(c.1), c.2, range));
+        lines.push(std::iter::once(g.name.clone()).chain(cells).collect());
+    }
+    render(out, &lines)
+}
+
 /// The two tables (medians; then how the key was shared, with ranges) and the ratio of the
 /// first group's median sales/s to each other's.
 pub fn print_rounds(out: &mut impl Write, groups: &[Group]) -> std::io::Result<()> {
     let rounds = groups.iter().map(|g| g.rounds.len()).max().unwrap_or(0);
-    let mut lines = vec![vec![
-        "group".to_string(),
-        "utilization".into(),
-        "sales/s".into(),
-        "p99 ms".into(),
-        "lock timeouts".into(),
-    ]];
-    for g in groups {
-        lines.push(vec![
-            g.name.clone(),
-            cell(g.spread(|f| f.utilization), share, false),
-            cell(g.spread(|f| f.sales_per_s), tenths, false),
-            cell(g.spread(|f| f.p99_ms), ms, false),
-            cell(g.spread(|f| f.lock_timeouts), tenths, false),
-        ]);
-    }
     writeln!(out, "\nmedians over {rounds} rounds:")?;
-    render(out, &lines)?;
+    print_columns(out, groups, &SERVED, false)?;
     writeln!(
         out,
         "\nhow the key was shared (median, range over {rounds} rounds):"
     )?;
-    let mut lines = vec![vec![
-        "group".to_string(),
-        "acquire p99 ms".into(),
-        "fairness (Jain)".into(),
-        "barges/handoff".into(),
-        "missed/give-up".into(),
-    ]];
-    for g in groups {
-        lines.push(vec![
-            g.name.clone(),
-            cell(g.spread(|f| f.acquire_p99_ms), ms, true),
-            cell(g.spread(|f| f.jain), share, true),
-            cell(g.spread(|f| f.barges), share, true),
-            cell(g.spread(|f| f.missed), share, true),
-        ]);
-    }
-    render(out, &lines)?;
+    print_columns(out, groups, &SHARED, true)?;
     let Some((first, rest)) = groups.split_first() else {
         return Ok(());
     };
