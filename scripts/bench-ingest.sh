@@ -14,11 +14,6 @@ cd "$(dirname "$0")/.."
 COMPLETIONS=${COMPLETIONS:-1000000}
 ROUNDS=${ROUNDS:-3}
 
-if [ -n "${LOCKBENCH_BIN:-}" ]; then
-  cargo build --quiet --example ingest
-  INGEST=$PWD/target/debug/examples/ingest
-else
-  cargo build --release --quiet --example ingest
-  INGEST=$PWD/target/release/examples/ingest
-fi
-"$INGEST" "$COMPLETIONS" "$ROUNDS"
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+"$(example_bin ingest)" "$COMPLETIONS" "$ROUNDS"

@@ -21,21 +21,14 @@ SECONDS_PER=${SECONDS_PER:-8}
 ROUNDS=${ROUNDS:-3}
 RSS_ATTEMPTS=${RSS_ATTEMPTS:-1000000}
 
-bash scripts/install-deps.sh
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin
 command -v /usr/bin/time >/dev/null || { echo "bench-overhead: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
-if [ -n "${LOCKBENCH_BIN:-}" ]; then
-  LB=$(realpath "$LOCKBENCH_BIN")
-  cargo build --quiet --example lock_cycle
-  CYCLE=$PWD/target/debug/examples/lock_cycle
-else
-  cargo build --release --quiet
-  cargo build --release --quiet --example lock_cycle
-  LB=$PWD/target/release/lockbench
-  CYCLE=$PWD/target/release/examples/lock_cycle
-fi
+CYCLE=$(example_bin lock_cycle)
 # shellcheck source=lib/serve.sh
 source scripts/lib/serve.sh
-serve_up bench-overhead "$LB" redis-setnx,redis-lua-decr,mysql-atomic
+serve_up bench-overhead "$bin" redis-setnx,redis-lua-decr,mysql-atomic
 redis_port=$(grep -A1 '"redis": \[' "$ep" | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
 mysql_port=$(grep -A1 '"mysql": {' "$ep" | grep -o '127.0.0.1:[0-9]*' | cut -d: -f2)
 mysql_pw=$(grep -o '"mysql_password": "[^"]*"' "$ep" | cut -d'"' -f4)
@@ -43,7 +36,7 @@ sql() { mariadb --no-defaults -h127.0.0.1 -P"$mysql_port" -ulockbench -p"$mysql_
 
 # Closed loop, one hot SKU, stock that never runs out: every attempt does the full sale.
 lockbench_rate() { # strategy -> attempts/s
-  "$LB" run --strategy "$1" --endpoints "$ep" --json --out "$work/run-$1" \
+  "$bin" run --strategy "$1" --endpoints "$ep" --json --out "$work/run-$1" \
     --set load.mode=closed --set load.clients="$CLIENTS" --set load.duration="${SECONDS_PER}s" \
     --set inventory.skus=1 --set inventory.stock=1000000000 --set critical_section.hold=0s \
     2>/dev/null | grep -o '"attempts_per_s": [0-9.]*' | head -1 | awk '{print $2}'
@@ -94,7 +87,7 @@ rb_rate() { # redis-benchmark args... -> requests/s
 }
 ref=(); ours=()
 for r in $(seq 1 "$ROUNDS"); do
-  lb=$("$LB" run --strategy redis-setnx --endpoints "$ep" --json --out "$work/run-cycle" \
+  lb=$("$bin" run --strategy redis-setnx --endpoints "$ep" --json --out "$work/run-cycle" \
          --set load.mode=closed --set load.clients=1 --set load.duration="${SECONDS_PER}s" \
          --set critical_section.touch_store=false 2>/dev/null \
        | grep -o '"attempts_per_s": [0-9.]*' | head -1 | awk '{print $2}')
@@ -112,7 +105,7 @@ echo "== the same cycle through each redis-rs connection type, nothing else (ben
 
 echo "== peak RSS of lockbench (redis-lua-decr, closed loop, history off)" >&2
 rss() { # attempts -> max RSS in KiB
-  /usr/bin/time -f '%M' -o "$work/rss" "$LB" run --strategy redis-lua-decr --endpoints "$ep" --json \
+  /usr/bin/time -f '%M' -o "$work/rss" "$bin" run --strategy redis-lua-decr --endpoints "$ep" --json \
     --out "$work/rss-$1" --set load.mode=closed --set load.clients="$CLIENTS" --set load.duration=10m \
     --set load.max_attempts="$1" --set inventory.skus=1 --set inventory.stock=1000000000 >/dev/null 2>&1
   cat "$work/rss"

@@ -10,8 +10,9 @@
 # runs a short form so CI exercises this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin
 out="results/runs/$(date -u +%Y%m%dT%H%M%SZ)-chaos"
 status=0
 scenario() {

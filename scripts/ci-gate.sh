@@ -20,8 +20,9 @@ REPS=${REPS:-6}
 if [ "${1:-}" = "--update-baseline" ]; then REPS=${BASE_REPS:-$((2 * REPS))}; fi
 BASELINE=${BASELINE:-results/baseline}
 STRATEGIES=${STRATEGIES:-none,mysql-atomic,mysql-for-update,redis-setnx-watchdog,redis-lua-decr,redis-get-del}
-bash scripts/install-deps.sh
-if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin
 out="results/runs/$(date -u +%Y%m%dT%H%M%SZ)-ci"
 for i in $(seq 1 "$REPS"); do
   # workloads/ci.toml: short, contended, with a hold past the ttl so the controls are caught.

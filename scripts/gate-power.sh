@@ -24,8 +24,9 @@ BASE_REPS=${BASE_REPS:-12}
 STRATEGIES=${STRATEGIES:-redis-setnx-watchdog}
 SLOW=${SLOW:-1.3}
 OUT=${OUT:-results/runs/$(date -u +%Y%m%dT%H%M%SZ)-gate-power}
-bash scripts/install-deps.sh
-if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin
 mkdir -p "$OUT"
 
 # The servers, once; stopped on every way out.

@@ -18,13 +18,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 WORKLOAD=${WORKLOAD:-workloads/flash-sale.toml}
 
-bash scripts/install-deps.sh --adapters
-if [ -n "${LOCKBENCH_BIN:-}" ]; then
-  LB=$(realpath "$LOCKBENCH_BIN")
-else
-  cargo build --release --quiet
-  LB=$PWD/target/release/lockbench
-fi
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin --adapters
 
 pairs=${PAIRS:-"lib:redis-py=redis-setnx lib:redis-semaphore=redis-setnx-watchdog lib:node-redlock=redlock
 lib:node-redlock-v5=redlock lib:curator=zookeeper lib:kazoo=zookeeper lib:aetcd=etcd
@@ -33,33 +29,14 @@ lib:aetcd-fenced=etcd-fenced lib:advisory-lock=pg-advisory"}
 strategies=$(for p in $pairs; do echo "${p%%=*}"; echo "${p#*=}"; done | awk '!seen[$0]++' | paste -sd,)
 out=${OUT:-results/runs/$(date +%Y%m%d-%H%M%S)-libraries}
 
-# One comparison, then the pairs' ratios from its compare.json.
+# One comparison, then the pairs' ratios from its compare.json (`lockbench versus`).
 compare() { # name, then compare arguments
   local name=$1; shift
   echo "libraries.sh: $name: $strategies" >&2
   # A failed strategy (an adapter not installed, a broken one) is named by compare; the table
   # and the ratios still cover the others.
-  "$LB" compare --strategies "$strategies" --workload "$WORKLOAD" --out "$out/$name" "$@" || true
-  python3 - "$out/$name/compare.json" "$pairs" <<'PY'
-import json, sys
-runs = {s["strategy"]: s for s in json.load(open(sys.argv[1]))}
-def cell(s):
-    lock = s.get("lock_verdict") or "-"
-    return (s["throughput"]["sales_per_s"], s["latency_us"]["p99"] / 1000,
-            (s.get("utilization") or {}).get("overall"), f'{lock}/{s["store_verdict"]}')
-print(f'\n{"library":<22} {"sales/s":>8} {"p99 ms":>8} {"util":>5} {"verdict":<22} '
-      f'{"own strategy":<22} {"sales/s":>8} {"p99 ms":>8} {"util":>5} {"verdict":<22} {"ratio":>6}')
-for pair in sys.argv[2].split():
-    lib, own = pair.split("=")
-    if lib not in runs or own not in runs:
-        print(f'{lib:<22} (not measured: {", ".join(x for x in (lib, own) if x not in runs)})')
-        continue
-    a, b = cell(runs[lib]), cell(runs[own])
-    ratio = a[0] / b[0] if b[0] else float("nan")
-    util = lambda u: "-" if u is None else f"{u:.2f}"
-    fmt = lambda c: f'{c[0]:>8.0f} {c[1]:>8.1f} {util(c[2]):>5} {c[3]:<22}'
-    print(f'{lib:<22} {fmt(a)} {own:<22} {fmt(b)} {ratio:>6.2f}')
-PY
+  "$bin" compare --strategies "$strategies" --workload "$WORKLOAD" --out "$out/$name" "$@" || true
+  "$bin" versus "$out/$name" --pairs "$(for p in $pairs; do echo "$p"; done | paste -sd,)"
 }
 
 compare default "$@"

@@ -10,8 +10,9 @@
 # Extra arguments go to every run (e.g. --set load.rate=1000 --set load.duration=10s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bin=${LOCKBENCH_BIN:-target/release/lockbench}
-[ -x "$bin" ] || cargo build --release --quiet
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin
 strategy=${STRATEGY:-redis-setnx}
 n=${WORKERS:-4}
 out=${OUT:-results/runs/$(date -u +%Y%m%dT%H%M%SZ)-remote}
@@ -32,7 +33,7 @@ fi
 LOCKBENCH_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 LOCKBENCH_MYSQL_PASSWORD=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 export LOCKBENCH_TOKEN LOCKBENCH_MYSQL_PASSWORD
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$("$bin" free-port)
 "$bin" coordinate --listen "127.0.0.1:$port" --wait 120s "${common[@]}" --out "$out/coordinate" \
   >/dev/null &
 coordinator=$!
@@ -49,19 +50,6 @@ trap - EXIT
 [ "$status" = 0 ] || { echo "remote.sh: coordinate or a worker failed ($status); see $out" >&2; exit 1; }
 modes+=(coordinate)
 
-python3 - "$out" "${modes[@]}" <<'EOF'
-import json, sys
-out, modes = sys.argv[1], sys.argv[2:]
-rows = [(m, json.load(open(f"{out}/{m}/summary.json"))) for m in modes]
-print(f"{'mode':<11} {'attempts':>9} {'sold':>7} {'unstarted':>9} {'sales/s':>9} {'p99 ms':>8}  failures")
-for m, s in rows:
-    print(f"{m:<11} {s['attempts']:>9} {s['sold']:>7} {s['not_started']:>9} "
-          f"{s['throughput']['sales_per_s']:>9.1f} {s['latency_us']['p99'] / 1000:>8.2f}  "
-          f"{len(s['worker_failures'])}")
-base = rows[0][1]
-same = all((s['attempts'], s['sold'], s['not_started']) ==
-           (base['attempts'], base['sold'], base['not_started']) for _, s in rows)
-print("totals equal pipe mode:", "yes" if same else "NO")
-sys.exit(0 if same else 1)
-EOF
+"$bin" totals "${modes[@]/#/$out/}" || status=$?
 echo "results: $out" >&2
+exit "$status"

@@ -9,8 +9,9 @@
 # short form so CI exercises this script).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+lockbench_bin
 runs=${RUNS:-2}
 out=${OUT:-"results/runs/$(date -u +%Y%m%dT%H%M%SZ)-repro"}
 only=()

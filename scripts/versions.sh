@@ -32,8 +32,9 @@ servers=""
 for b in ${redis_builds//,/ }; do [ "$b" = 7.0 ] || servers+="redis=$b,"; done
 for b in ${etcd_builds//,/ }; do [ "$b" = 3.4 ] || servers+="etcd=$b,"; done
 for b in ${zookeeper_builds//,/ }; do [ "$b" = 3.8 ] || servers+="zookeeper=$b,"; done
-if [ -n "$servers" ]; then bash scripts/install-deps.sh --servers "${servers%,}"; else bash scripts/install-deps.sh; fi
-if [ -n "${LOCKBENCH_BIN:-}" ]; then bin=$LOCKBENCH_BIN; else cargo build --release --quiet; bin=./target/release/lockbench; fi
+# shellcheck source=lib/bin.sh
+. scripts/lib/bin.sh
+if [ -n "$servers" ]; then lockbench_bin --servers "${servers%,}"; else lockbench_bin; fi
 out=${OUT:-"results/runs/$(date -u +%Y%m%dT%H%M%SZ)-versions"}
 workload=workloads/flash-sale.toml
 mkdir -p "$out"
@@ -56,18 +57,7 @@ sweep() {
 # (half the lowest failing rate when no build passed any), and how long to run to reach about
 # CALM_SAMPLES arrivals. Prints "strategy rate duration" lines.
 calm_rates() {
-  python3 - "$out" "$1" "$2" "$3" "${CALM_SAMPLES:-1000}" <<'PY'
-import json, sys
-out, key, builds, strategies, samples = sys.argv[1], sys.argv[2], sys.argv[3].split(","), sys.argv[4].split(","), int(sys.argv[5])
-for s in strategies:
-    lows = []
-    for b in builds:
-        e = next(e for e in json.load(open(f"{out}/{key}-{b}/sweep/sweep.json"))["entries"] if e["strategy"] == s)
-        lows.append(e["capacity_per_s"] or e["first_failing_per_s"] or 1.0)
-    rate = max(min(lows) / 2, 1.0)
-    rate = float(f"{rate:.3g}")  # three digits, printed without an exponent
-    print(s, f"{rate:g}", f"{min(max(samples / rate, 5), 30):.0f}s")
-PY
+  "$bin" versions "$out" --calm-rates "$1" --builds "$2" --strategies "$3" --samples "${CALM_SAMPLES:-1000}"
 }
 
 # Calm runs of every build at the common rates: `calm KEY BUILDS STRATEGIES`.

@@ -64,6 +64,23 @@ pub enum Command {
     /// and build, what its servers reported, its capacity interval against the first build's,
     /// and its calm p99 with its 95% interval and sample count.
     Versions(VersionsArgs),
+    /// Strategies in pairs, side by side, from saved results: from a sweep, each capacity
+    /// interval and the ratio of each pair (an interval too: a pair reads higher or lower only
+    /// when it excludes 1, else overlap); from a comparison, sales/s, p99, utilization and
+    /// verdict, and the ratio of sales/s. scripts/versus.sh and scripts/libraries.sh run them.
+    Versus(VersusArgs),
+    /// Runs repeated in rounds, by group: the median over the rounds of utilization, sales/s,
+    /// p99 and lock timeouts, then the median and range of how the lock shared its key
+    /// (acquire p99, Jain's fairness, barges per handoff, missed wake-ups per give-up), and the
+    /// first group's sales/s over each other's (scripts/bench-wait.sh runs them).
+    Rounds(RoundsArgs),
+    /// Runs of one seed made different ways, totals side by side (attempts, sales, unstarted
+    /// arrivals, sales/s, p99, worker failures); exits 1 unless every run's attempts, sales and
+    /// unstarted arrivals equal the first's (scripts/remote.sh runs them).
+    Totals(TotalsArgs),
+    /// Print a TCP port on 127.0.0.1 that is free now, for a script that starts
+    /// `coordinate --listen` and the workers that connect to it.
+    FreePort,
     /// Published lock failures, each run on real servers of the builds where it was found and
     /// where it may be fixed: what was published beside what lockbench measured, and a verdict
     /// per build (reproduced, not reproduced: fixed in X, not run and why). Writes
@@ -268,6 +285,51 @@ pub struct ReproduceArgs {
 pub struct VersionsArgs {
     /// The folder scripts/versions.sh wrote: one `<key>-<build>/` per server build.
     pub dir: PathBuf,
+    /// Instead of the table: the calm rate of each of --strategies on the builds of this
+    /// `[servers]` key swept so far, one `strategy rate duration` line each (half the lowest
+    /// capacity of any build, three significant digits; a load of about --samples arrivals).
+    #[arg(long, value_name = "KEY", requires = "strategies")]
+    pub calm_rates: Option<String>,
+    /// With --calm-rates: comma-separated strategy ids.
+    #[arg(long, value_delimiter = ',', requires = "calm_rates")]
+    pub strategies: Vec<String>,
+    /// With --calm-rates: only these builds of the key (comma-separated; default: every one
+    /// in DIR).
+    #[arg(long, value_delimiter = ',', requires = "calm_rates")]
+    pub builds: Vec<String>,
+    /// With --calm-rates: arrivals a calm run should have (its load lasts 5 to 30 s).
+    #[arg(long, default_value_t = 1000, requires = "calm_rates")]
+    pub samples: u32,
+}
+
+/// `lockbench versus`
+#[derive(Debug, Args)]
+pub struct VersusArgs {
+    /// Sweep folders (sweep.json) or comparison folders (compare.json), one table each.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The pairs, comma-separated: `a=b` sets strategy a against b (b is the ratio's
+    /// denominator), e.g. `redis-rwlock=redis-reentrant,zookeeper-rwlock=zookeeper`.
+    #[arg(long, required = true, value_delimiter = ',', value_name = "A=B,...")]
+    pub pairs: Vec<report::versus::Pair>,
+}
+
+/// `lockbench rounds`
+#[derive(Debug, Args)]
+pub struct RoundsArgs {
+    /// One folder per group, each holding one run folder (summary.json) per round; a group is
+    /// named by its folder, the first is the one the ratios divide.
+    #[arg(required = true, value_name = "DIR")]
+    pub groups: Vec<PathBuf>,
+}
+
+/// `lockbench totals`
+#[derive(Debug, Args)]
+pub struct TotalsArgs {
+    /// Run folders (summary.json) of one seed, each named by its folder; the first is the
+    /// reference.
+    #[arg(required = true, num_args = 2.., value_name = "DIR")]
+    pub runs: Vec<PathBuf>,
 }
 
 /// `lockbench agreement`

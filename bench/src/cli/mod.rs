@@ -1,8 +1,8 @@
 //! The command line: argument definitions ([`args`]) and the subcommands, as library code so
 //! tests can call it. `main.rs` only parses and maps the result to an exit code; this module
 //! dispatches, [`runs`] runs strategies (run, coordinate, compare, sweep, contend, k8s
-//! render) and
-//! [`tools`] holds the rest (list, serve, adapter-check, gate).
+//! render), [`tables`] prints the scripts' tables over saved results (versus, rounds, totals,
+//! versions' calm rates) and [`tools`] holds the rest (list, serve, adapter-check, gate).
 
 use std::process::ExitCode;
 
@@ -13,10 +13,12 @@ use crate::report;
 
 mod args;
 mod runs;
+mod tables;
 mod tools;
 
 pub use args::*;
 use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_k8s_render, cmd_run, cmd_sweep};
+use tables::{cmd_free_port, cmd_rounds, cmd_totals, cmd_versus};
 pub use tools::list;
 use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
 
@@ -62,7 +64,14 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
         Command::Reproduce(args) => with_runtime(|cancel| cmd_reproduce(args, cancel)),
+        Command::Versus(args) => cmd_versus(args),
+        Command::Rounds(args) => cmd_rounds(args),
+        Command::Totals(args) => cmd_totals(args),
+        Command::FreePort => cmd_free_port(),
         Command::Versions(args) => {
+            if let Some(key) = &args.calm_rates {
+                return tables::cmd_calm_rates(&args, key);
+            }
             let builds = report::versions::load(&args.dir)?;
             report::versions::print_versions(&mut std::io::stdout(), &builds)?;
             Ok(ExitCode::SUCCESS)

@@ -345,18 +345,9 @@ fn secret_vars(vars: &PasswordVars) -> Vec<&str> {
 
 /// (the worker's variable, the target's variable) of each login with a password.
 fn logins(vars: &PasswordVars) -> Vec<(&'static str, &str)> {
-    let by_login = [
-        &vars.mysql,
-        &vars.redis,
-        &vars.sentinel,
-        &vars.etcd,
-        &vars.zookeeper,
-        &vars.postgres,
-    ];
     WORKER_PASSWORD_ENV
         .iter()
-        .zip(by_login)
-        .filter_map(|((_, worker), var)| Some((*worker, var.as_deref()?)))
+        .filter_map(|(service, worker)| Some((*worker, vars.get(*service)?)))
         .collect()
 }
 

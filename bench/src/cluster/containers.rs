@@ -41,7 +41,7 @@ use async_trait::async_trait;
 use super::backend::Backend;
 use super::builds::MysqlBuild;
 use super::error::ClusterError;
-use super::model::{ContainerInfo, Needs, Provisioner};
+use super::model::{ContainerInfo, Provisioner};
 use super::node::{Node, NodeServer};
 
 /// A bound on one Docker API call (pulls are never made, so every call is short).
@@ -51,83 +51,59 @@ const LABEL_PID: &str = "lockbench.pid";
 /// Label naming the host of that process (pids are only meaningful there).
 const LABEL_HOST: &str = "lockbench.host";
 
-/// The image of each service: `LOCKBENCH_IMAGE_<SERVICE>` or the official image.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Images {
-    /// Redis and Sentinel (`redis-server`, `sh`).
-    pub redis: String,
-    /// MariaDB (`mariadb-install-db`, `mariadbd`, `sh`).
-    pub mariadb: String,
-    /// MySQL 9, for `servers.mysql = "mysql-9"` (`mysqld`, `sh`).
-    pub mysql: String,
-    /// ZooKeeper (`zkServer.sh` on PATH, `sh`).
-    pub zookeeper: String,
-    /// etcd (`etcd` on PATH).
-    pub etcd: String,
-    /// PostgreSQL 15 (Debian's layout: `/usr/lib/postgresql/15/bin`, a `postgres` user,
-    /// `setpriv`, `sh`).
-    pub postgres: String,
+/// A container image a service runs: the official one, as published on Docker Hub or quay.io,
+/// unless its variable (`LOCKBENCH_IMAGE_<NAME>`) names another. Each service names its own
+/// in its folder (`ServiceKind::images`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Image {
+    /// The environment variable that overrides it.
+    pub var: &'static str,
+    /// The official image.
+    pub official: &'static str,
 }
 
-impl Images {
-    /// The official images, as published on Docker Hub and quay.io.
-    pub fn official() -> Self {
-        Self {
-            redis: "redis:7.0".into(),
-            mariadb: "mariadb:10.11".into(),
-            mysql: "mysql:9".into(),
-            zookeeper: "zookeeper:3.8".into(),
-            etcd: "quay.io/coreos/etcd:v3.4.23".into(),
-            postgres: "postgres:15".into(),
-        }
-    }
+/// The images of a run, each read from its variable once, by variable, in the order given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Images(Vec<(&'static str, String)>);
 
-    /// [`Images::official`], each overridden by its environment variable when set.
-    pub fn from_env() -> Self {
-        let pick = |var: &str, default: String| {
-            std::env::var(var)
+impl Images {
+    /// Each of `images` as its variable names it now (set and not blank), else the official.
+    pub fn from_env(images: impl IntoIterator<Item = Image>) -> Self {
+        Self::picked(images, |i| {
+            std::env::var(i.var)
                 .ok()
                 .filter(|v| !v.trim().is_empty())
-                .unwrap_or(default)
-        };
-        let d = Self::official();
-        Self {
-            redis: pick("LOCKBENCH_IMAGE_REDIS", d.redis),
-            mariadb: pick("LOCKBENCH_IMAGE_MARIADB", d.mariadb),
-            mysql: pick("LOCKBENCH_IMAGE_MYSQL", d.mysql),
-            zookeeper: pick("LOCKBENCH_IMAGE_ZOOKEEPER", d.zookeeper),
-            etcd: pick("LOCKBENCH_IMAGE_ETCD", d.etcd),
-            postgres: pick("LOCKBENCH_IMAGE_POSTGRES", d.postgres),
-        }
+                .unwrap_or_else(|| i.official.to_string())
+        })
     }
 
-    /// The image of the database server `build`, with the variable that overrides it.
-    pub fn database(&self, build: MysqlBuild) -> (&str, &'static str) {
-        match build {
-            MysqlBuild::Mariadb1011 => (self.mariadb.as_str(), "LOCKBENCH_IMAGE_MARIADB"),
-            MysqlBuild::Mysql9 => (self.mysql.as_str(), "LOCKBENCH_IMAGE_MYSQL"),
-        }
+    /// Each of `images` as published, whatever the environment says.
+    #[cfg(test)]
+    pub(super) fn official(images: impl IntoIterator<Item = Image>) -> Self {
+        Self::picked(images, |i| i.official.to_string())
     }
 
-    /// The images `needs` uses, with the variable that overrides each.
-    fn needed(&self, needs: Needs, mysql: MysqlBuild) -> Vec<(&str, &'static str)> {
-        let mut out = Vec::new();
-        if needs.redis_nodes() > 0 || needs.sentinel || needs.redis_cluster {
-            out.push((self.redis.as_str(), "LOCKBENCH_IMAGE_REDIS"));
+    /// Each of `images` once, as `pick` names it.
+    fn picked(images: impl IntoIterator<Item = Image>, pick: impl Fn(Image) -> String) -> Self {
+        let mut out: Vec<(&'static str, String)> = Vec::new();
+        for i in images {
+            if !out.iter().any(|(v, _)| *v == i.var) {
+                out.push((i.var, pick(i)));
+            }
         }
-        if needs.mariadb {
-            out.push(self.database(mysql));
-        }
-        if needs.zookeeper {
-            out.push((self.zookeeper.as_str(), "LOCKBENCH_IMAGE_ZOOKEEPER"));
-        }
-        if needs.etcd {
-            out.push((self.etcd.as_str(), "LOCKBENCH_IMAGE_ETCD"));
-        }
-        if needs.runs(super::model::Service::Postgres) {
-            out.push((self.postgres.as_str(), "LOCKBENCH_IMAGE_POSTGRES"));
-        }
-        out
+        Self(out)
+    }
+
+    /// The image `image` stands for in this run (the official one if it was not read).
+    pub fn get(&self, image: Image) -> &str {
+        (self.0.iter())
+            .find(|(v, _)| *v == image.var)
+            .map_or(image.official, |(_, i)| i.as_str())
+    }
+
+    /// Every image, with the variable that overrides it.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &'static str)> {
+        self.0.iter().map(|(v, i)| (i.as_str(), *v))
     }
 }
 
@@ -163,7 +139,7 @@ async fn api<T, E: std::fmt::Display>(
 }
 
 /// Connects to the daemon and checks that it answers and has every image `needs` uses.
-async fn connect(needs: Needs, images: &Images, mysql: MysqlBuild) -> Result<Docker, ClusterError> {
+async fn connect(images: &Images) -> Result<Docker, ClusterError> {
     let unreachable = |detail: String| ClusterError::NoDocker {
         host: docker_host(),
         detail,
@@ -174,7 +150,7 @@ async fn connect(needs: Needs, images: &Images, mysql: MysqlBuild) -> Result<Doc
         Ok(Err(e)) => return Err(unreachable(e.to_string())),
         Err(_) => return Err(unreachable("no answer in 5s".into())),
     }
-    for (image, var) in images.needed(needs, mysql) {
+    for (image, var) in images.iter() {
         match docker.inspect_image(image).await {
             Ok(_) => {}
             Err(bollard::errors::Error::DockerResponseServerError {
@@ -656,9 +632,9 @@ pub(super) struct Spec<'a> {
 #[derive(Debug)]
 pub(super) struct Containers {
     docker: Docker,
-    /// The image of each service.
+    /// The image of each service the run starts.
     pub images: Images,
-    /// The database server's build (its image is [`Images::database`]).
+    /// The database server's build.
     pub mysql: MysqlBuild,
     network: DockerNetwork,
     log_dir: PathBuf,
@@ -667,17 +643,16 @@ pub(super) struct Containers {
 }
 
 impl Containers {
-    /// Connects to the Docker daemon, checks that it has every image `needs` uses, removes
-    /// what a dead lockbench left behind and creates the run's network.
+    /// Connects to the Docker daemon, checks that it has every one of `images` (the run's),
+    /// removes what a dead lockbench left behind and creates the run's network.
     pub(super) async fn prepare(
-        needs: Needs,
+        images: Images,
         mysql: MysqlBuild,
         log_dir: &Path,
     ) -> Result<Self, ClusterError> {
         std::fs::create_dir_all(log_dir)
             .map_err(|e| ClusterError::io(format!("create {}", log_dir.display()), e))?;
-        let images = Images::from_env();
-        let docker = connect(needs, &images, mysql).await?;
+        let docker = connect(&images).await?;
         reap_stale(&docker).await;
         let network = DockerNetwork::create(&docker).await?;
         Ok(Self {
@@ -804,41 +779,6 @@ mod tests {
             ("localhost:5000/redis", "latest")
         );
         assert_eq!(split_image("redis"), ("redis", "latest"));
-    }
-
-    #[test]
-    fn images_default_to_the_official_ones() {
-        let d = Images::official();
-        assert_eq!(d.redis, "redis:7.0");
-        assert_eq!(d.etcd, "quay.io/coreos/etcd:v3.4.23");
-        let needs = Needs {
-            redis: true,
-            etcd: true,
-            ..Needs::NONE
-        };
-        let names: Vec<&str> = d
-            .needed(needs, MysqlBuild::Mariadb1011)
-            .iter()
-            .map(|(i, _)| *i)
-            .collect();
-        assert_eq!(names, ["redis:7.0", "quay.io/coreos/etcd:v3.4.23"]);
-        // The database's image follows servers.mysql.
-        let db = Needs {
-            mariadb: true,
-            ..Needs::NONE
-        };
-        assert_eq!(
-            d.needed(db, MysqlBuild::Mysql9),
-            [("mysql:9", "LOCKBENCH_IMAGE_MYSQL")]
-        );
-        let pg = Needs {
-            postgres_replica: true,
-            ..Needs::NONE
-        };
-        assert_eq!(
-            d.needed(pg, MysqlBuild::Mariadb1011),
-            [("postgres:15", "LOCKBENCH_IMAGE_POSTGRES")]
-        );
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::names::enum_names;
 const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What every Redis node of a run does with a write before acknowledging it: the
-/// `appendonly` and `appendfsync` it is started with (`cluster/redis.rs` turns it into flags).
+/// `appendonly` and `appendfsync` it is started with (`services/redis/` turns it into flags).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Appendfsync {
     /// No persistence (`--save "" --appendonly no`): a restarted node comes back empty.
@@ -36,7 +36,7 @@ enum_names!(Appendfsync {
 });
 
 /// What every PostgreSQL node of a run waits for before it acknowledges a commit: the
-/// `synchronous_commit` it is started with (`cluster/postgres.rs` turns it into a flag).
+/// `synchronous_commit` it is started with (`services/postgres/` turns it into a flag).
 /// Without a synchronous standby (lockbench's replica is asynchronous) `on`, `remote_write`
 /// and `remote_apply` all wait for the local WAL flush only.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::backend::wait_ready;
-use super::containers::Containers;
+use super::containers::{Containers, Images};
 use super::durability::{Durability, Source};
 use super::endpoints::EndpointsFile;
 use super::error::ClusterError;
@@ -424,7 +424,12 @@ async fn provision(
 ) -> Result<Provisioned, ClusterError> {
     Ok(match opts.provisioner {
         Provisioner::Containers => Provisioned::Containers(
-            Containers::prepare(needs, opts.builds.mysql, &opts.log_dir).await?,
+            Containers::prepare(
+                Images::from_env(kinds.iter().filter_map(|k| k.image(opts.builds))),
+                opts.builds.mysql,
+                &opts.log_dir,
+            )
+            .await?,
         ),
         Provisioner::Local | Provisioner::Target => {
             for k in kinds {

@@ -9,12 +9,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::builds::Builds;
+use super::containers::Image;
+use super::counters::{Meter, Reading};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::node::Node;
 use super::provision::Launcher;
-use super::work::{Meter, Reading};
 
 /// What starting one service brought up.
 pub(super) struct Started {
@@ -130,6 +131,25 @@ pub(super) trait ServiceKind: Sync {
         unasked: Source,
     ) -> Option<Durability>;
 
+    /// Of the build `builds` chooses for it: its `[servers]` key, its name, and whether a node
+    /// reporting `version` runs it; `None`: its build cannot be chosen.
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let _ = (builds, version);
+        None
+    }
+
+    /// Every container image its nodes may run, the default build's first (none: it has no
+    /// containers).
+    fn images(&self) -> Vec<Image> {
+        Vec::new()
+    }
+
+    /// The image its containers run with `builds`.
+    fn image(&self, builds: Builds) -> Option<Image> {
+        let _ = builds;
+        self.images().first().copied()
+    }
+
     /// What its counters of the work it did count; `None`: lockbench reads none of them.
     fn work_meter(&self) -> Option<Meter> {
         None
@@ -141,6 +161,16 @@ pub(super) trait ServiceKind: Sync {
         let _ = ep;
         Err(format!("lockbench reads no counters of {}", self.service()))
     }
+
+    /// External target: copies its servers and login from `target` (everything a target file
+    /// names) into `out`, as much as `needs` asks; a missing part is an error naming the
+    /// table and what the strategy needs of it (`("[etcd]", "an etcd cluster")`).
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        needs: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)>;
 
     /// External target: checks that `ep.prefix` is free or lockbench's on its servers in `ep`
     /// (none: nothing to do), then marks it as lockbench's; refuses

@@ -15,42 +15,41 @@
 //! This file only names the rooms: `model` (the types), `error`, `node`, `guard` (the owning
 //! [`OwnedCluster`]), `endpoints` (the endpoints file), the backends (`backend`, `local`,
 //! [`containers`], `provision`), the server builds a run may choose ([`builds`]), what their
-//! counters say of the work they did ([`work`]), and one module per service, each
-//! implementing `kind`'s `ServiceKind`, listed once in `registry`.
+//! counters say of the work they did (`counters`: the shared types and parsers, below the
+//! services; [`work`]: read through the registry, above them), and `services/`, one folder
+//! per service, each implementing `kind`'s `ServiceKind`, listed once in `registry`.
 
 mod backend;
 mod binary;
 pub mod builds;
 mod clock;
 pub mod containers;
+mod counters;
 pub mod credentials;
 mod datadir_cache;
 pub mod durability;
 mod endpoints;
 mod error;
-pub mod etcd;
 mod external;
 mod guard;
 pub mod installed;
 mod kind;
 mod local;
-mod mariadb;
 mod model;
 pub mod namespace;
 pub mod net;
 pub mod netem;
 mod node;
 mod ports;
-pub mod postgres;
 mod process;
 mod provision;
-pub mod redis;
-pub mod redis_cluster;
 mod registry;
-pub mod sentinel;
+mod services;
 pub mod target;
 pub mod work;
-mod zookeeper;
+
+// The services other parts call by name (clients, versions, fault probes).
+pub use services::{etcd, postgres, redis, redis_cluster, sentinel};
 
 pub use builds::{Builds, EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 pub use endpoints::EndpointsFile;
@@ -64,3 +63,4 @@ pub use namespace::Prefix;
 pub use node::{Node, NodeServer};
 pub use ports::{Placement, PortAllocator};
 pub use process::ServerProcess;
+pub use registry::container_images;

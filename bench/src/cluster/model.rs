@@ -34,7 +34,7 @@ enum_names!(Provisioner {
 });
 
 /// The kinds of server a strategy can ask for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Service {
     /// A MariaDB server with a `lockbench` database and a password user.
     Mariadb,
@@ -401,44 +401,9 @@ impl ClusterOptions {
     }
 }
 
-impl Builds {
-    /// Why `nodes` (of servers started elsewhere) are not these builds, if they are not:
-    /// `servers.redis = "valkey-8.0", but redis-1 reports 7.0.15 (jemalloc-5.3.0)`. A node
-    /// that could not say (`unknown`, `unreachable: …`) is not held against them.
-    pub fn mismatch(&self, nodes: &[NodeInfo]) -> Option<String> {
-        let said = |v: &str| v.starts_with(|c: char| c.is_ascii_digit()) || v.starts_with("valkey");
-        nodes.iter().filter(|n| said(&n.version)).find_map(|n| {
-            let (key, name, ok) = match n.service {
-                Service::Redis | Service::Sentinel | Service::RedisCluster => {
-                    ("redis", self.redis.name(), self.redis.reports(&n.version))
-                }
-                Service::Etcd => ("etcd", self.etcd.name(), self.etcd.reports(&n.version)),
-                Service::Zookeeper => (
-                    "zookeeper",
-                    self.zookeeper.name(),
-                    self.zookeeper.reports(&n.version),
-                ),
-                Service::Mariadb => ("mysql", self.mysql.name(), self.mysql.reports(&n.version)),
-                Service::Postgres => (
-                    "postgres",
-                    self.postgres.name(),
-                    self.postgres.reports(&n.version),
-                ),
-            };
-            (!ok).then(|| {
-                format!(
-                    "servers.{key} = \"{name}\", but {} reports {}",
-                    n.name, n.version
-                )
-            })
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::builds::{EtcdBuild, MysqlBuild, RedisBuild, ZookeeperBuild};
 
     #[test]
     fn provisioner_names_on_the_command_line_are_its_names() {
@@ -447,70 +412,5 @@ mod tests {
             let v = p.to_possible_value().expect("listed variants have a value");
             assert_eq!(v.get_name(), p.name());
         }
-    }
-
-    #[test]
-    fn servers_started_elsewhere_must_report_the_build_asked_for() {
-        let node = |service, version: &str| NodeInfo {
-            name: "n-1".into(),
-            service,
-            role: crate::cluster::Role::Primary,
-            addr: "127.0.0.1:1".parse().unwrap(),
-            version: version.into(),
-            pid: 0,
-            log: Default::default(),
-            container: None,
-            durability: None,
-        };
-        let valkey = Builds {
-            redis: RedisBuild::Valkey80,
-            etcd: EtcdBuild::Etcd35,
-            zookeeper: ZookeeperBuild::Zk39,
-            mysql: MysqlBuild::Mariadb1011,
-            postgres: Default::default(),
-        };
-        let nodes = [
-            node(Service::Redis, "valkey 8.0.1 (jemalloc-5.3.0)"),
-            node(Service::Etcd, "3.5.16"),
-            node(Service::Mariadb, "10.11.6-MariaDB"),
-        ];
-        assert_eq!(valkey.mismatch(&nodes), None);
-        assert_eq!(
-            Builds::default().mismatch(&nodes).as_deref(),
-            Some("servers.redis = \"7.0\", but n-1 reports valkey 8.0.1 (jemalloc-5.3.0)")
-        );
-        let old_etcd = [node(Service::Etcd, "3.4.23")];
-        assert!(
-            valkey
-                .mismatch(&old_etcd)
-                .unwrap()
-                .contains("servers.etcd = \"3.5\"")
-        );
-        assert_eq!(valkey.mismatch(&[node(Service::Redis, "unknown")]), None);
-        // ZooKeeper's `srvr` says `3.9.3-<commit>`.
-        assert_eq!(
-            valkey.mismatch(&[node(Service::Zookeeper, "3.9.3-abc")]),
-            None
-        );
-        assert!(
-            valkey
-                .mismatch(&[node(Service::Zookeeper, "3.8.0-11")])
-                .unwrap()
-                .contains("servers.zookeeper = \"3.9\"")
-        );
-        // MySQL says `9.7.4-2`; MariaDB names itself in its version.
-        let mysql = [node(Service::Mariadb, "9.7.4-2")];
-        assert!(
-            valkey
-                .mismatch(&mysql)
-                .unwrap()
-                .contains("servers.mysql = \"mariadb-10.11\"")
-        );
-        let my9 = Builds {
-            mysql: MysqlBuild::Mysql9,
-            ..Builds::default()
-        };
-        assert_eq!(my9.mismatch(&mysql), None);
-        assert!(my9.mismatch(&nodes[2..]).is_some());
     }
 }

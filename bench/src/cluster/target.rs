@@ -9,6 +9,7 @@
 //! This file reads the target file; each service's claim, clean-up and description are in its
 //! own module (`ServiceKind`), run here in the registry's order.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 
@@ -191,62 +192,11 @@ impl ExternalTarget {
             prefix: ep.prefix.clone(),
             ..Endpoints::default()
         };
-        if needs.mariadb {
-            out.mysql = Some(
-                ep.mysql
-                    .clone()
-                    .ok_or_else(|| missing("[mysql]", "a MariaDB or MySQL database"))?,
-            );
-        }
-        let redis_nodes = needs.redis_nodes();
-        if redis_nodes > 0 {
-            if ep.redis.len() < redis_nodes {
-                return Err(missing(
-                    "[redis] nodes",
-                    &format!("{redis_nodes} independent Redis server(s)"),
-                ));
-            }
-            out.redis = ep.redis[..redis_nodes].to_vec();
-            out.redis_auth = ep.redis_auth.clone();
-        }
-        if needs.sentinel {
-            if ep.sentinels.is_empty() {
-                return Err(missing("[sentinel]", "Redis Sentinels"));
-            }
-            out.sentinels = ep.sentinels.clone();
-            out.sentinel_master = ep.sentinel_master.clone();
-            out.sentinel_auth = ep.sentinel_auth.clone();
-            // The master the sentinels name is a Redis server like the others.
-            out.redis_auth = ep.redis_auth.clone();
-        }
-        if needs.redis_cluster {
-            if ep.redis_cluster.is_empty() {
-                return Err(missing("[redis_cluster]", "a Redis Cluster"));
-            }
-            out.redis_cluster = ep.redis_cluster.clone();
-            out.redis_auth = ep.redis_auth.clone();
-        }
-        if needs.zookeeper {
-            if ep.zookeeper.is_empty() {
-                return Err(missing("[zookeeper]", "a ZooKeeper ensemble"));
-            }
-            out.zookeeper = ep.zookeeper.clone();
-            out.zookeeper_auth = ep.zookeeper_auth.clone();
-        }
-        if needs.etcd {
-            if ep.etcd.is_empty() {
-                return Err(missing("[etcd]", "an etcd cluster"));
-            }
-            out.etcd = ep.etcd.clone();
-            out.etcd_auth = ep.etcd_auth.clone();
-        }
-        if needs.runs(Service::Postgres) {
-            out.postgres = Some(
-                ep.postgres
-                    .clone()
-                    .ok_or_else(|| missing("[postgres]", "a PostgreSQL database"))?,
-            );
-            out.postgres_standbys = ep.postgres_standbys.clone();
+        // Each service copies its part, in the registry's order (which names the first
+        // table missing).
+        for kind in registry::ALL.into_iter().filter(|k| k.wanted(needs)) {
+            (kind.copy_from_target(ep, needs, &mut out))
+                .map_err(|(table, what)| missing(table, &what))?;
         }
         Ok(out)
     }
@@ -268,21 +218,25 @@ pub struct OfflineTarget {
 }
 
 /// The environment variable each login of a target file reads its password from (the
-/// table's `password_env`); `None`: no password.
+/// table's `password_env`), by service: `[mysql]` is MariaDB's login, and `[redis]` or
+/// `[redis_cluster]` give Redis's (one Redis login serves both). A service without one has
+/// no password.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PasswordVars {
-    /// `[mysql]`.
-    pub mysql: Option<String>,
-    /// `[redis]` or `[redis_cluster]` (one Redis login serves both).
-    pub redis: Option<String>,
-    /// `[sentinel]`.
-    pub sentinel: Option<String>,
-    /// `[etcd]`.
-    pub etcd: Option<String>,
-    /// `[zookeeper]`.
-    pub zookeeper: Option<String>,
-    /// `[postgres]`.
-    pub postgres: Option<String>,
+pub struct PasswordVars(BTreeMap<Service, String>);
+
+impl PasswordVars {
+    /// The variable `service`'s login reads its password from, if it has one.
+    pub fn get(&self, service: Service) -> Option<&str> {
+        self.0.get(&service).map(String::as_str)
+    }
+
+    /// `self` with `service`'s variable set to `var` (none: left without).
+    pub fn with(mut self, service: Service, var: Option<String>) -> Self {
+        if let Some(v) = var {
+            self.0.insert(service, v);
+        }
+        self
+    }
 }
 
 impl OfflineTarget {
@@ -310,15 +264,14 @@ impl OfflineTarget {
             .postgres
             .as_mut()
             .map(|p| std::mem::take(&mut p.password));
-        let password_vars = PasswordVars {
+        let password_vars = PasswordVars::default()
             // A MySQL login without `password_env` has an empty password.
-            mysql: mysql.filter(|v| !v.is_empty()),
-            redis: take(&mut ep.redis_auth),
-            sentinel: take(&mut ep.sentinel_auth),
-            etcd: take(&mut ep.etcd_auth),
-            zookeeper: take(&mut ep.zookeeper_auth),
-            postgres: postgres.filter(|v| !v.is_empty()),
-        };
+            .with(Service::Mariadb, mysql.filter(|v| !v.is_empty()))
+            .with(Service::Redis, take(&mut ep.redis_auth))
+            .with(Service::Sentinel, take(&mut ep.sentinel_auth))
+            .with(Service::Etcd, take(&mut ep.etcd_auth))
+            .with(Service::Zookeeper, take(&mut ep.zookeeper_auth))
+            .with(Service::Postgres, postgres.filter(|v| !v.is_empty()));
         let checked = ExternalTarget {
             file: named.file,
             endpoints: ep,
@@ -640,7 +593,7 @@ mod tests {
             "[postgres]\ndsn = \"postgresql://u@db.svc:5432/d\"\npassword_env = \"PG_PW\"\n",
         )
         .unwrap();
-        assert_eq!(off.password_vars.postgres.as_deref(), Some("PG_PW"));
+        assert_eq!(off.password_vars.get(Service::Postgres), Some("PG_PW"));
     }
 
     #[test]
@@ -771,12 +724,10 @@ mod tests {
         let t = OfflineTarget::parse("t.toml", text).unwrap();
         assert_eq!(
             t.password_vars,
-            PasswordVars {
-                mysql: Some("DB_PW".into()),
-                redis: Some("RC_PW".into()),
-                etcd: Some("ETCD_PW".into()),
-                ..PasswordVars::default()
-            }
+            PasswordVars::default()
+                .with(Service::Mariadb, Some("DB_PW".into()))
+                .with(Service::Redis, Some("RC_PW".into()))
+                .with(Service::Etcd, Some("ETCD_PW".into()))
         );
         assert_eq!(t.text, text);
         let ep = &t.checked.endpoints;

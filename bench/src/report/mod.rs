@@ -15,11 +15,14 @@ mod hlog;
 pub mod html;
 pub mod model;
 pub mod needs;
+pub mod rounds;
 mod saved;
 pub mod sweep;
 mod table;
+pub mod totals;
 pub mod usl;
 pub mod versions;
+pub mod versus;
 pub mod work;
 
 use std::collections::BTreeMap;
@@ -32,6 +35,7 @@ pub use error::ReportError;
 pub use files::{write_results, write_summary};
 pub use html::{write_report, write_report_with};
 pub use needs::Needs;
+pub use saved::summaries;
 pub use table::{print_faults, print_table};
 
 use crate::check::{

@@ -178,6 +178,12 @@ fn load_job(dir: &Path) -> Job {
     job
 }
 
+/// The summaries of a run's folder (summary.json) or a comparison's (compare.json), without
+/// their timelines and histograms.
+pub fn summaries(dir: &Path) -> Result<Vec<Summary>, ReportError> {
+    Ok(load(dir)?.0.into_iter().map(|r| r.summary).collect())
+}
+
 /// The runs of a folder and whether it is a comparison.
 pub(super) fn load(dir: &Path) -> Result<(Vec<RunData>, bool), ReportError> {
     let parse = |path: &Path, e: serde_json::Error| ReportError::Parse {

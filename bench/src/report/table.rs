@@ -10,7 +10,7 @@ use crate::check::Verdict;
 use crate::record::Pct;
 
 /// Left-aligned first column, right-aligned others, a rule under the header.
-fn render(out: &mut impl Write, lines: &[Vec<String>]) -> std::io::Result<()> {
+pub(super) fn render(out: &mut impl Write, lines: &[Vec<String>]) -> std::io::Result<()> {
     let cols = lines[0].len();
     let widths: Vec<usize> = (0..cols)
         .map(|c| {

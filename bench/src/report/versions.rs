@@ -319,6 +319,50 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
     writeln!(out, "{NOTE}")
 }
 
+/// One strategy's calm runs on every build of a key: the rate and the load's length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CalmRate {
+    pub strategy: String,
+    /// Arrivals per second, three significant digits.
+    pub rate_per_s: f64,
+    /// Seconds of load: about the samples asked for at that rate, 5 to 30.
+    pub duration_s: u64,
+}
+
+/// The rate every build of `key` runs `strategy` at in its calm run, common to the builds so
+/// their p99s compare: half the lowest capacity any build showed (a build that passed no rate
+/// counts its lowest failing one, and 1/s without either), at least 1/s, to three significant
+/// digits; run long enough for about `samples` arrivals, 5 to 30 s. `None` when no build of
+/// `key` swept it.
+pub fn common_calm_rate(
+    builds: &[Build],
+    key: &str,
+    strategy: &str,
+    samples: f64,
+) -> Option<CalmRate> {
+    let lows = builds
+        .iter()
+        .filter(|b| b.key == key)
+        .filter_map(|b| b.sweep.entry(strategy))
+        .map(|e| match (e.capacity_per_s, e.first_failing_per_s) {
+            (c, _) if c > 0.0 => c,
+            (_, Some(f)) if f > 0.0 => f,
+            _ => 1.0,
+        });
+    let lowest = lows.reduce(f64::min)?;
+    let rate = (lowest / 2.0).max(1.0);
+    // Three significant digits, as a command line offers it (`1230`, `12.5`).
+    let rate: f64 = format!("{rate:.2e}").parse().unwrap_or(rate);
+    Some(CalmRate {
+        strategy: strategy.to_string(),
+        rate_per_s: rate,
+        // Rounded as the text would be (half to even), the way the script always rounded it.
+        duration_s: format!("{:.0}", (samples / rate).clamp(5.0, 30.0))
+            .parse()
+            .unwrap_or(30),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -363,5 +407,43 @@ mod tests {
         let names: Vec<&str> = runs.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(names, ["kill-master", "pause-holder"]);
         assert!(fault_runs(&dir.path().join("absent")).unwrap().is_empty());
+    }
+
+    #[test]
+    fn the_calm_rate_is_half_the_lowest_build_in_three_digits() {
+        use crate::report::evidence::fixtures::{entry, sweep};
+        use crate::report::sweep::Bound;
+        let build = |name: &str, cap: f64, fail: Option<f64>| {
+            let mut e = entry("redis-lua-decr", cap, Bound::Found, &[(50.0, true, true)]);
+            e.capacity_per_s = cap;
+            e.first_failing_per_s = fail;
+            Build {
+                key: "redis".into(),
+                build: name.into(),
+                sweep: sweep(vec![e]),
+                calm: Vec::new(),
+                faults: Vec::new(),
+            }
+        };
+        let builds = [
+            build("7.0", 2469.0, None),
+            build("valkey-9.1", 3000.0, None),
+        ];
+        let c = common_calm_rate(&builds, "redis", "redis-lua-decr", 1000.0).unwrap();
+        assert_eq!((c.rate_per_s, c.duration_s), (1230.0, 5));
+        // No rate passed: half the lowest failing rate; a long load for few arrivals, at most 30 s.
+        let builds = [
+            build("7.0", 0.0, Some(25.0)),
+            build("valkey-9.1", 400.0, None),
+        ];
+        let c = common_calm_rate(&builds, "redis", "redis-lua-decr", 1000.0).unwrap();
+        assert_eq!((c.rate_per_s, c.duration_s), (12.5, 30));
+        let c = common_calm_rate(&builds, "redis", "redis-lua-decr", 50.0).unwrap();
+        assert_eq!(c.duration_s, 5);
+        assert_eq!(
+            common_calm_rate(&builds, "etcd", "redis-lua-decr", 50.0),
+            None
+        );
+        assert_eq!(common_calm_rate(&builds, "redis", "etcd", 50.0), None);
     }
 }

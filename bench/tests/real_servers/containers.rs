@@ -31,8 +31,8 @@ fn block_on<T>(f: impl std::future::Future<Output = T>) -> T {
 
 /// The images the runs will use (what lockbench reads from the same variables).
 fn images() -> Vec<String> {
-    let d = lockbench::cluster::containers::Images::from_env();
-    vec![d.redis, d.mariadb, d.mysql, d.zookeeper, d.etcd, d.postgres]
+    let images = lockbench::cluster::container_images();
+    images.iter().map(|(image, _)| image.to_string()).collect()
 }
 
 /// A Docker daemon answers and has every image; through [`require`].

@@ -6,16 +6,16 @@
 
 use std::net::SocketAddr;
 
-use super::super::backend::wait_ready;
-use super::super::containers::{Containers, Spec};
-use super::super::durability::SynchronousCommit;
-use super::super::error::ClusterError;
-use super::super::model::{PostgresEndpoint, Role, Service};
-use super::super::node::Node;
 use super::{
     DATABASE, HBA, NAME, PORT, REPLICA, SUPERUSER, USER, create_user, password, random_password,
     server_settings, superuser, version,
 };
+use crate::cluster::backend::wait_ready;
+use crate::cluster::containers::{Containers, Spec};
+use crate::cluster::durability::SynchronousCommit;
+use crate::cluster::error::ClusterError;
+use crate::cluster::model::{PostgresEndpoint, Role, Service};
+use crate::cluster::node::Node;
 
 /// Where the data lives in the container.
 const DIR: &str = "/tmp/pg";
@@ -75,7 +75,7 @@ async fn launch(
 ) -> Result<(Node, SocketAddr), ClusterError> {
     let spec = Spec {
         name: name.into(),
-        image: &run.images.postgres,
+        image: run.images.get(super::IMAGE),
         cmd: vec!["sh".into(), "-c".into(), script(setup, sync)],
         env: vec![("LOCKBENCH_SUPERUSER_PASSWORD", su_password.to_string())],
     };

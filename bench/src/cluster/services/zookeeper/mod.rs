@@ -10,27 +10,38 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::backend::wait_ready;
-use super::binary::find_binary;
-use super::builds::Builds;
-use super::containers::{Containers, Spec};
-use super::durability::{Acked, Durability, Source};
-use super::error::ClusterError;
-use super::external::{CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use super::kind::{Running, ServiceKind, Started};
-use super::local::Local;
-use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
-use super::namespace::Prefix;
-use super::node::{Node, NodeServer};
-use super::provision::Launcher;
-use super::work::{self, BYTES_IN, Meter, Reading, TOTAL};
+use crate::cluster::backend::wait_ready;
+use crate::cluster::binary::find_binary;
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::{Containers, Image, Spec};
+use crate::cluster::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
+use crate::cluster::durability::{Acked, Durability, Source};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{
+    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
+};
+use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::local::Local;
+use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::namespace::Prefix;
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::provision::Launcher;
+
+/// The variable a worker reads the ZooKeeper (digest auth) password from.
+pub const PASSWORD_ENV: &str = "LOCKBENCH_ZOOKEEPER_PASSWORD";
+
+/// Its image: ZooKeeper (`zkServer.sh` on PATH, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_ZOOKEEPER",
+    official: "zookeeper:3.8",
+};
 
 /// Members of the ensemble: 3 tolerates one failed node, the smallest set that can lose one.
 pub const MEMBERS: usize = 3;
 
 /// Debian's jar: bookworm's ZooKeeper, and the proof that the libraries every build's
 /// manifest names (netty, jetty, …) are installed.
-const JAR: &str = super::installed::BOOKWORM_ZOOKEEPER_JAR;
+const JAR: &str = crate::cluster::installed::BOOKWORM_ZOOKEEPER_JAR;
 /// Logging backend for ZooKeeper's slf4j, not on the jar's Class-Path.
 const LOG_JARS: [&str; 2] = [
     "/usr/share/java/slf4j-log4j12.jar",
@@ -58,7 +69,7 @@ const FOUR_LETTER_TIMEOUT: Duration = Duration::from_secs(2);
 const PORTS: [u16; 3] = [2181, 2888, 3888];
 
 /// Every port of every member: the names local ports are reserved under.
-pub(super) fn port_names() -> Vec<String> {
+pub(in crate::cluster) fn port_names() -> Vec<String> {
     (1..=MEMBERS)
         .flat_map(|i| {
             let name = format!("zookeeper-{i}");
@@ -71,7 +82,7 @@ pub(super) fn port_names() -> Vec<String> {
         .collect()
 }
 
-pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+pub(in crate::cluster) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     find_binary("java", "openjdk-17-jre-headless")?;
     builds.zookeeper.jars()?;
     for jar in std::iter::once(JAR).chain(LOG_JARS) {
@@ -97,7 +108,7 @@ fn servers(members: &[(std::net::IpAddr, u16, u16)]) -> String {
 
 /// Starts every member and waits until the ensemble has elected a leader and every member
 /// answers (one `leader`, the others `follower`).
-pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<Node>, ClusterError> {
+pub(in crate::cluster) async fn start(l: Launcher<'_>) -> Result<Vec<Node>, ClusterError> {
     let (clients, mut servers) = match l {
         Launcher::Local(local) => launch_local(local)?,
         Launcher::Containers(run) => launch_containers(run).await?,
@@ -201,7 +212,7 @@ async fn launch_containers(run: &Containers) -> Result<Launched, ClusterError> {
             (1..=ips.len())
                 .map(|i| Spec {
                     name: format!("zookeeper-{i}"),
-                    image: &run.images.zookeeper,
+                    image: run.images.get(IMAGE),
                     cmd: vec![
                         "sh".into(),
                         "-c".into(),
@@ -229,7 +240,7 @@ async fn launch_containers(run: &Containers) -> Result<Launched, ClusterError> {
 /// The configuration of one member: data in `data_dir`, clients on `client_port` (of
 /// `client_ip` only, when given), the ensemble in `servers` (`server.N=host:quorum:election`
 /// lines).
-pub(super) fn config(
+pub(in crate::cluster) fn config(
     data_dir: &str,
     client_ip: Option<std::net::IpAddr>,
     client_port: u16,
@@ -257,7 +268,9 @@ pub(super) fn config(
 
 /// Ok with every member's version once the members at `clients` have one leader and the
 /// rest follow it.
-pub(super) async fn quorum_versions(clients: Vec<SocketAddr>) -> Result<Vec<String>, String> {
+pub(in crate::cluster) async fn quorum_versions(
+    clients: Vec<SocketAddr>,
+) -> Result<Vec<String>, String> {
     let answers = futures::future::join_all(clients.iter().map(|a| srvr(*a))).await;
     let mut modes = Vec::new();
     let mut versions = Vec::new();
@@ -322,7 +335,7 @@ const WORK_METER: Meter = Meter {
 
 /// The work counters of one member's `mntr` answer.
 fn mntr_work(text: &str) -> std::collections::BTreeMap<String, u64> {
-    work::mntr_fields(text)
+    counters::mntr_fields(text)
         .filter_map(|(k, v)| {
             let key = match k {
                 "zk_packets_received" => TOTAL,
@@ -367,7 +380,7 @@ async fn srvr(addr: SocketAddr) -> Result<Srvr, String> {
 
 /// Client addresses of the members that say they lead (one, normally; none during an
 /// election; briefly two when a cut-off old leader has not noticed yet).
-pub(super) async fn leaders(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
+pub(in crate::cluster) async fn leaders(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
     let answers = futures::future::join_all(addrs.iter().map(|a| srvr(*a))).await;
     addrs
         .iter()
@@ -378,17 +391,26 @@ pub(super) async fn leaders(addrs: &[SocketAddr]) -> Vec<SocketAddr> {
 }
 
 /// The version the member at `addr` reports (for servers lockbench did not start).
-pub(super) async fn version(addr: SocketAddr) -> Result<String, String> {
+pub(in crate::cluster) async fn version(addr: SocketAddr) -> Result<String, String> {
     srvr(addr).await.map(|s| s.version)
 }
 
 /// The ZooKeeper ensemble.
-pub(super) struct Zookeeper;
+pub(in crate::cluster) struct Zookeeper;
 
 #[async_trait]
 impl ServiceKind for Zookeeper {
     fn service(&self) -> Service {
         Service::Zookeeper
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.zookeeper;
+        Some(("zookeeper", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -453,6 +475,20 @@ impl ServiceKind for Zookeeper {
             &[("forceSync", "yes")],
             unasked,
         ))
+    }
+
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.zookeeper.is_empty() {
+            return Err(("[zookeeper]", "a ZooKeeper ensemble".into()));
+        }
+        out.zookeeper = target.zookeeper.clone();
+        out.zookeeper_auth = target.zookeeper_auth.clone();
+        Ok(())
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {

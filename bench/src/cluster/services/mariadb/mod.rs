@@ -11,21 +11,46 @@ use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mys
 
 use async_trait::async_trait;
 
-use super::backend::wait_ready;
-use super::binary::find_binary;
-use super::builds::{Builds, MysqlBuild};
-use super::containers::{Containers, Spec};
-use super::durability::{Acked, Durability, Source, bounded_query};
-use super::error::ClusterError;
-use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use super::kind::{ServiceKind, Started};
-use super::local::Local;
-use super::model::{ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service};
-use super::namespace::Prefix;
-use super::node::Node;
-use super::process::ServerProcess;
-use super::provision::Launcher;
-use super::work::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::backend::wait_ready;
+use crate::cluster::binary::find_binary;
+use crate::cluster::builds::{Builds, MysqlBuild};
+use crate::cluster::containers::{Containers, Image, Spec};
+use crate::cluster::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
+use crate::cluster::kind::{ServiceKind, Started};
+use crate::cluster::local::Local;
+use crate::cluster::model::{
+    ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service,
+};
+use crate::cluster::namespace::Prefix;
+use crate::cluster::node::Node;
+use crate::cluster::process::ServerProcess;
+use crate::cluster::provision::Launcher;
+
+/// MariaDB's password for the user lockbench creates (or a worker's login to it).
+pub const PASSWORD_ENV: &str = "LOCKBENCH_MYSQL_PASSWORD";
+
+/// Its image: MariaDB (`mariadb-install-db`, `mariadbd`, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_MARIADB",
+    official: "mariadb:10.11",
+};
+
+/// Its image: MySQL 9, for `servers.mysql = "mysql-9"` (`mysqld`, `sh`).
+pub(in crate::cluster) const MYSQL_IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_MYSQL",
+    official: "mysql:9",
+};
+
+/// The image of the database server `build`.
+fn image(build: MysqlBuild) -> Image {
+    match build {
+        MysqlBuild::Mariadb1011 => IMAGE,
+        MysqlBuild::Mysql9 => MYSQL_IMAGE,
+    }
+}
 
 /// The node's name.
 const NAME: &str = "mariadb";
@@ -54,7 +79,7 @@ const SERVER_FLAGS: [&str; 5] = [
 /// other hosts of `lockbench coordinate` read it from there: it never crosses their link), a
 /// fresh random one otherwise.
 fn password() -> Result<String, ClusterError> {
-    let var = super::credentials::MYSQL_PASSWORD_ENV;
+    let var = PASSWORD_ENV;
     match std::env::var(var) {
         Ok(p)
             if !p.is_empty()
@@ -83,14 +108,16 @@ fn grants(password: &str) -> [String; 3] {
 }
 
 /// Starts the server and creates the database and user the strategies use.
-pub(super) async fn start(l: Launcher<'_>) -> Result<(Node, MysqlEndpoint), ClusterError> {
+pub(in crate::cluster) async fn start(
+    l: Launcher<'_>,
+) -> Result<(Node, MysqlEndpoint), ClusterError> {
     match l {
         Launcher::Local(local) => start_local(local).await,
         Launcher::Containers(run) => start_container(run).await,
     }
 }
 
-pub(super) fn check_installed() -> Result<(), ClusterError> {
+pub(in crate::cluster) fn check_installed() -> Result<(), ClusterError> {
     find_binary("mariadbd", "mariadb-server")?;
     find_binary("mariadb-install-db", "mariadb-server").map(|_| ())
 }
@@ -119,9 +146,9 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
 
     let mut flags: Vec<&str> = INSTALL_FLAGS.to_vec();
     flags.extend(user_arg);
-    let kept = super::datadir_cache::key("mariadb", &[&install, &server], &flags);
+    let kept = crate::cluster::datadir_cache::key("mariadb", &[&install, &server], &flags);
     let init = install_datadir(local, addr.ip(), &install, &datadir, &tmpdir, user_arg);
-    super::datadir_cache::init_or_copy(&kept, &datadir, init).await?;
+    crate::cluster::datadir_cache::init_or_copy(&kept, &datadir, init).await?;
 
     let mut cmd = Command::new(server);
     cmd.arg("--no-defaults")
@@ -280,7 +307,7 @@ async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), Clus
     };
     let spec = Spec {
         name: name.into(),
-        image: run.images.database(run.mysql).0,
+        image: run.images.get(image(run.mysql)),
         cmd: vec!["sh".into(), "-c".into(), script],
         env: vec![("LOCKBENCH_PASSWORD", password.clone())],
     };
@@ -304,7 +331,7 @@ async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), Clus
 }
 
 /// The version the server reports, asked through a connection made with `opts`.
-pub(super) async fn version(opts: MySqlConnectOptions) -> Result<String, String> {
+pub(in crate::cluster) async fn version(opts: MySqlConnectOptions) -> Result<String, String> {
     let mut con = opts.connect().await.map_err(|e| e.to_string())?;
     let v: String = sqlx::query_scalar("SELECT VERSION()")
         .fetch_one(&mut con)
@@ -315,12 +342,25 @@ pub(super) async fn version(opts: MySqlConnectOptions) -> Result<String, String>
 }
 
 /// The MariaDB server: the stock table of every MariaDB-backed strategy lives there.
-pub(super) struct Mariadb;
+pub(in crate::cluster) struct Mariadb;
 
 #[async_trait]
 impl ServiceKind for Mariadb {
     fn service(&self) -> Service {
         Service::Mariadb
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.mysql;
+        Some(("mysql", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE, MYSQL_IMAGE]
+    }
+
+    fn image(&self, builds: Builds) -> Option<Image> {
+        Some(image(builds.mysql))
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -393,6 +433,17 @@ impl ServiceKind for Mariadb {
         let mut reading = Reading::default();
         reading.add(m.addr, status_counters(&rows));
         Ok(reading)
+    }
+
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        let db = target.mysql.clone();
+        out.mysql = Some(db.ok_or(("[mysql]", "a MariaDB or MySQL database".into()))?);
+        Ok(())
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {

@@ -22,14 +22,27 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
-use super::builds::Builds;
-use super::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
-use super::error::ClusterError;
-use super::kind::{Running, ServiceKind, Started};
-use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service};
-use super::node::Node;
-use super::provision::Launcher;
-use super::work::{Meter, Reading, TOTAL};
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::Image;
+use crate::cluster::counters::{Meter, Reading, TOTAL};
+use crate::cluster::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
+use crate::cluster::error::ClusterError;
+use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::model::{
+    ClusterOptions, Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service,
+};
+use crate::cluster::node::Node;
+use crate::cluster::provision::Launcher;
+
+/// PostgreSQL's password for the user lockbench creates (or a worker's login to it).
+pub const PASSWORD_ENV: &str = "LOCKBENCH_POSTGRES_PASSWORD";
+
+/// Its image: PostgreSQL 15 (Debian's layout: `/usr/lib/postgresql/15/bin`, a `postgres` user,
+/// `setpriv`, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_POSTGRES",
+    official: "postgres:15",
+};
 
 /// The primary's node name.
 const NAME: &str = "postgres";
@@ -110,7 +123,7 @@ const HBA: &str = "host all all 0.0.0.0/0 scram-sha-256\n\
 /// on other hosts read it from there: it never crosses their link), a fresh random one
 /// otherwise.
 fn password() -> Result<String, ClusterError> {
-    let var = super::credentials::POSTGRES_PASSWORD_ENV;
+    let var = PASSWORD_ENV;
     match std::env::var(var) {
         Ok(p) if sql_safe(&p) => Ok(p),
         Ok(_) => Err(ClusterError::Setup {
@@ -162,7 +175,7 @@ fn at(ep: &PostgresEndpoint, addr: SocketAddr) -> PgConnectOptions {
 }
 
 /// The version the server reports, `15.20` (Debian adds ` (Debian 15.20-0+deb12u1)`).
-pub(super) async fn version(opts: PgConnectOptions) -> Result<String, String> {
+pub(in crate::cluster) async fn version(opts: PgConnectOptions) -> Result<String, String> {
     let mut con = opts.connect().await.map_err(|e| e.to_string())?;
     let v: String = sqlx::query_scalar("SHOW server_version")
         .fetch_one(&mut con)
@@ -361,12 +374,21 @@ async fn work(ep: &PostgresEndpoint) -> Result<Reading, String> {
 }
 
 /// The PostgreSQL server: the lock service and store of the `pg-*` strategies.
-pub(super) struct Postgres;
+pub(in crate::cluster) struct Postgres;
 
 #[async_trait]
 impl ServiceKind for Postgres {
     fn service(&self) -> Service {
         Service::Postgres
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.postgres;
+        Some(("postgres", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -478,6 +500,18 @@ impl ServiceKind for Postgres {
         work(ep.postgres.as_ref().ok_or("no PostgreSQL login")?).await
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        let db = target.postgres.clone();
+        out.postgres = Some(db.ok_or(("[postgres]", "a PostgreSQL database".into()))?);
+        out.postgres_standbys = target.postgres_standbys.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         match &ep.postgres {
             Some(p) => target::claim_prefix(p, &ep.prefix).await,
@@ -506,9 +540,9 @@ async fn wait_streaming(nodes: &mut [Node], ep: &PostgresEndpoint) -> Result<(),
     let standbys: Vec<SocketAddr> = nodes[1..].iter().map(|n| n.addr).collect();
     let primary = at(ep, nodes[0].addr);
     let (first, rest) = nodes.split_first_mut().expect("a primary");
-    let mut watch: Vec<&mut dyn super::node::NodeServer> = vec![&mut *first.server];
+    let mut watch: Vec<&mut dyn crate::cluster::node::NodeServer> = vec![&mut *first.server];
     watch.extend(rest.iter_mut().map(|n| &mut *n.server));
-    super::backend::wait_ready(REPLICA, &mut watch, || {
+    crate::cluster::backend::wait_ready(REPLICA, &mut watch, || {
         caught_up(primary.clone(), ep, &standbys)
     })
     .await

@@ -16,18 +16,18 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use super::super::backend::wait_ready;
-use super::super::builds::PostgresBuild;
-use super::super::durability::SynchronousCommit;
-use super::super::error::ClusterError;
-use super::super::local::Local;
-use super::super::model::{ContainerInfo, PostgresEndpoint, Role, Service};
-use super::super::node::{Node, NodeServer};
-use super::super::process::ServerProcess;
 use super::{
     DATABASE, HBA, NAME, REPLICA, SUPERUSER, USER, create_user, password, random_password,
     server_settings, superuser, version,
 };
+use crate::cluster::backend::wait_ready;
+use crate::cluster::builds::PostgresBuild;
+use crate::cluster::durability::SynchronousCommit;
+use crate::cluster::error::ClusterError;
+use crate::cluster::local::Local;
+use crate::cluster::model::{ContainerInfo, PostgresEndpoint, Role, Service};
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::process::ServerProcess;
 
 /// The package that creates the system user.
 const PACKAGE: &str = "postgresql-15";

@@ -11,18 +11,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::backend::wait_ready;
-use super::builds::Builds;
-use super::containers::Spec;
-use super::durability::{Durability, Source};
-use super::error::ClusterError;
-use super::external::{bounded, target_err, unowned_node};
-use super::kind::{Running, ServiceKind, Started};
-use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
-use super::node::{Node, NodeServer};
-use super::provision::Launcher;
 use super::redis::Appendfsync;
-use super::work::{Meter, Reading};
+use crate::cluster::backend::wait_ready;
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::{Image, Spec};
+use crate::cluster::counters::{Meter, Reading};
+use crate::cluster::durability::{Durability, Source};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{bounded, target_err, unowned_node};
+use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::provision::Launcher;
+
+/// The variable a worker reads the Sentinels' password from.
+pub const PASSWORD_ENV: &str = "LOCKBENCH_SENTINEL_PASSWORD";
 
 /// The name the sentinels monitor the master under.
 pub const MASTER_NAME: &str = "lockbench";
@@ -42,7 +45,7 @@ const SENTINELS: usize = 3;
 const PORT: u16 = 26379;
 
 /// Every node of the set, master first: the names local ports are reserved under.
-pub(super) fn port_names() -> Vec<String> {
+pub(in crate::cluster) fn port_names() -> Vec<String> {
     let replicas = (1..=REPLICAS).map(|i| format!("redis-replica-{i}"));
     let sentinels = (1..=SENTINELS).map(|i| format!("sentinel-{i}"));
     std::iter::once("redis-master".to_string())
@@ -51,7 +54,7 @@ pub(super) fn port_names() -> Vec<String> {
         .collect()
 }
 
-pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+pub(in crate::cluster) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     builds.redis.sentinel().map(|_| ())
 }
 
@@ -70,7 +73,7 @@ async fn query<T: redis::FromRedisValue>(
 
 /// The lines that make a sentinel watch `master`: two sentinels must agree it is down, which
 /// they decide after 1 s without an answer.
-pub(super) fn monitor_config(master: SocketAddr) -> String {
+pub(in crate::cluster) fn monitor_config(master: SocketAddr) -> String {
     format!(
         "sentinel monitor {MASTER_NAME} {ip} {port} 2\n\
          sentinel down-after-milliseconds {MASTER_NAME} 1000\n\
@@ -82,7 +85,10 @@ pub(super) fn monitor_config(master: SocketAddr) -> String {
 }
 
 /// Ok once the master at `master` has `n` replicas online.
-pub(super) async fn replicas_online(master: SocketAddr, n: usize) -> Result<(), String> {
+pub(in crate::cluster) async fn replicas_online(
+    master: SocketAddr,
+    n: usize,
+) -> Result<(), String> {
     let info: String = query(master, None, redis::cmd("INFO").arg("replication")).await?;
     let online = info
         .lines()
@@ -96,7 +102,7 @@ pub(super) async fn replicas_online(master: SocketAddr, n: usize) -> Result<(), 
 }
 
 /// Ok once the sentinel at `addr` sees the master, both replicas and two other sentinels.
-pub(super) async fn sees_set(addr: SocketAddr) -> Result<(), String> {
+pub(in crate::cluster) async fn sees_set(addr: SocketAddr) -> Result<(), String> {
     let m = master_state(addr).await?;
     let field = |k: &str| m.get(k).cloned().unwrap_or_default();
     if field("num-slaves") == "2" && field("num-other-sentinels") == "2" {
@@ -165,7 +171,10 @@ fn config(port: u16, bind: Option<IpAddr>, dir: &str, master: SocketAddr) -> Str
 /// Starts the set, every Redis node with persistence `aof`, and waits until every sentinel
 /// sees the master, both replicas and the two other sentinels. Sentinels start only once both
 /// replicas are online.
-pub(super) async fn start(l: Launcher<'_>, aof: Appendfsync) -> Result<Vec<Node>, ClusterError> {
+pub(in crate::cluster) async fn start(
+    l: Launcher<'_>,
+    aof: Appendfsync,
+) -> Result<Vec<Node>, ClusterError> {
     let fast_sync = ["--repl-diskless-sync-delay".to_string(), "0".into()];
     let master =
         super::redis::start(l, "redis-master", Role::Master, aof, &fast_sync, false).await?;
@@ -244,7 +253,7 @@ async fn launch_sentinel(
                           > /tmp/sentinel.conf; exec redis-server /tmp/sentinel.conf --sentinel";
             let spec = Spec {
                 name: name.to_string(),
-                image: &run.images.redis,
+                image: run.images.get(super::redis::IMAGE),
                 cmd: vec!["sh".into(), "-c".into(), script.into()],
                 env: vec![(
                     "LOCKBENCH_SENTINEL_CONF",
@@ -258,12 +267,21 @@ async fn launch_sentinel(
 }
 
 /// The Sentinel set: its master and replicas are Redis nodes, whose master it names.
-pub(super) struct Sentinel;
+pub(in crate::cluster) struct Sentinel;
 
 #[async_trait]
 impl ServiceKind for Sentinel {
     fn service(&self) -> Service {
         Service::Sentinel
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.redis;
+        Some(("redis", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![super::redis::IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -349,6 +367,23 @@ impl ServiceKind for Sentinel {
     }
 
     /// Claims the master the sentinels name (a Redis server like the others).
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.sentinels.is_empty() {
+            return Err(("[sentinel]", "Redis Sentinels".into()));
+        }
+        out.sentinels = target.sentinels.clone();
+        out.sentinel_master = target.sentinel_master.clone();
+        out.sentinel_auth = target.sentinel_auth.clone();
+        // The master the sentinels name is a Redis server like the others.
+        out.redis_auth = target.redis_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         if let Some(addr) = named_master(ep).await? {
             super::redis::claim_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await?;

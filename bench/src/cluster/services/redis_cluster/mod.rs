@@ -17,18 +17,19 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::backend::{READY_TIMEOUT, wait_ready};
-use super::builds::Builds;
-use super::durability::{Durability, Source};
-use super::error::ClusterError;
-use super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use super::kind::{Running, ServiceKind, Started};
-use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
-use super::namespace::Prefix;
-use super::node::{Node, NodeServer};
-use super::provision::Launcher;
 use super::redis::{Appendfsync, connection, prefix_keys};
-use super::work::{Meter, Reading};
+use crate::cluster::backend::{READY_TIMEOUT, wait_ready};
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::Image;
+use crate::cluster::counters::{Meter, Reading};
+use crate::cluster::durability::{Durability, Source};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
+use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::namespace::Prefix;
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::provision::Launcher;
 
 /// Hash slots of a Redis Cluster.
 pub const SLOTS: u16 = 16_384;
@@ -96,7 +97,7 @@ fn slot_range(i: usize) -> (u16, u16) {
 
 /// Node names, masters first; the names local ports are reserved under (a client port and a
 /// cluster bus port each: the default bus port, client + 10000, may be taken or out of range).
-pub(super) fn port_names() -> Vec<String> {
+pub(in crate::cluster) fn port_names() -> Vec<String> {
     (1..=NODES)
         .flat_map(|i| {
             [
@@ -338,7 +339,10 @@ fn cluster_flags(bus_port: Option<u16>) -> Vec<String> {
 
 /// Starts the six nodes with persistence `aof`, forms the cluster (slots, MEET, REPLICATE)
 /// and waits until it is ready ([`ready`]).
-pub(super) async fn start(l: Launcher<'_>, aof: Appendfsync) -> Result<Vec<Node>, ClusterError> {
+pub(in crate::cluster) async fn start(
+    l: Launcher<'_>,
+    aof: Appendfsync,
+) -> Result<Vec<Node>, ClusterError> {
     let starts = (1..=NODES).map(|i| async move {
         let name = format!("redis-cluster-{i}");
         let bus = match l {
@@ -433,12 +437,21 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
 }
 
 /// The Redis Cluster: slots over three masters, each with a replica.
-pub(super) struct RedisCluster;
+pub(in crate::cluster) struct RedisCluster;
 
 #[async_trait]
 impl ServiceKind for RedisCluster {
     fn service(&self) -> Service {
         Service::RedisCluster
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.redis;
+        Some(("redis", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![super::redis::IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -507,6 +520,20 @@ impl ServiceKind for RedisCluster {
         _unasked: Source,
     ) -> Option<Durability> {
         Some(super::redis::durability(addr, ep.redis_auth.as_ref()).await)
+    }
+
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.redis_cluster.is_empty() {
+            return Err(("[redis_cluster]", "a Redis Cluster".into()));
+        }
+        out.redis_cluster = target.redis_cluster.clone();
+        out.redis_auth = target.redis_auth.clone();
+        Ok(())
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {

@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 
 use sqlx::{ConnectOptions, Connection, PgConnection};
 
-use super::super::error::ClusterError;
-use super::super::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use super::super::model::{NodeInfo, PostgresEndpoint, Role, Service};
-use super::super::namespace::Prefix;
 use super::{at, version};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
+use crate::cluster::model::{NodeInfo, PostgresEndpoint, Role, Service};
+use crate::cluster::namespace::Prefix;
 
 /// The service as errors and failures name it.
 const SERVICE: &str = "postgres";

@@ -8,25 +8,35 @@ use std::process::Command;
 
 use async_trait::async_trait;
 
-use super::backend::wait_ready;
-use super::builds::Builds;
-use super::containers::Spec;
-use super::durability::{Acked, Durability, Source, bounded_query};
-use super::error::ClusterError;
-use super::external::{MARKER, bounded, foreign, target_err, unowned_node};
-use super::kind::{ServiceKind, Started};
-use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
-use super::namespace::Prefix;
-use super::node::{Node, NodeServer};
-use super::provision::Launcher;
-use super::work::{self, Meter, Reading};
+use crate::cluster::backend::wait_ready;
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::{Image, Spec};
+use crate::cluster::counters::{self, Meter, Reading};
+use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{MARKER, bounded, foreign, target_err, unowned_node};
+use crate::cluster::kind::{ServiceKind, Started};
+use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::namespace::Prefix;
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::provision::Launcher;
 
-pub use super::durability::Appendfsync;
+pub use crate::cluster::durability::Appendfsync;
+
+/// The variable a worker reads the Redis password from (single node, replicas, Redlock
+/// nodes, cluster: one login serves them all).
+pub const PASSWORD_ENV: &str = "LOCKBENCH_REDIS_PASSWORD";
+
+/// Its image: Redis and Sentinel (`redis-server`, `sh`).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_REDIS",
+    official: "redis:7.0",
+};
 
 /// Client port inside a container (a local node gets a reserved one).
 const PORT: u16 = 6379;
 
-pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+pub(in crate::cluster) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     builds.redis.server().map(|_| ())
 }
 
@@ -51,9 +61,9 @@ fn flags(port: u16, aof: Appendfsync, extra: &[String]) -> Vec<String> {
 
 /// Starts `redis-server` as node `name` with persistence `aof` and `extra` flags, and waits
 /// until it answers. With `clock` and a run that preloads the clock shim, its wall clock can be
-/// moved at run time ([`super::clock`]). A restart after a kill keeps the command line and the
+/// moved at run time ([`crate::cluster::clock`]). A restart after a kill keeps the command line and the
 /// data directory, so with an append-only file the node reloads what it acknowledged.
-pub(super) async fn start(
+pub(in crate::cluster) async fn start(
     l: Launcher<'_>,
     name: &str,
     role: Role,
@@ -73,7 +83,7 @@ pub(super) async fn start(
                 .arg("--dir")
                 .arg(&dir);
             if let Some(shim) = local.shim().filter(|_| clock) {
-                let control = super::clock::create_control(&dir)?;
+                let control = crate::cluster::clock::create_control(&dir)?;
                 cmd.env("LD_PRELOAD", shim)
                     .env("LOCKBENCH_CLOCK_FILE", control);
             }
@@ -86,7 +96,7 @@ pub(super) async fn start(
             cmd.extend(flags(PORT, aof, extra));
             let spec = Spec {
                 name: name.to_string(),
-                image: &run.images.redis,
+                image: run.images.get(IMAGE),
                 cmd,
                 env: Vec::new(),
             };
@@ -122,7 +132,7 @@ pub fn client(addr: SocketAddr, auth: Option<&Auth>) -> ::redis::RedisResult<::r
 
 /// The persistence settings of the Redis server at `addr`, as `CONFIG GET` reads them:
 /// `appendonly`, `appendfsync` and `save`.
-pub(super) async fn persistence(
+pub(in crate::cluster) async fn persistence(
     addr: SocketAddr,
     auth: Option<&Auth>,
 ) -> Result<Vec<(String, String)>, String> {
@@ -150,7 +160,10 @@ pub(super) async fn persistence(
 /// The build a Redis server (or Sentinel) at `addr` reports in `INFO server` and `memory`:
 /// `7.0.15 (jemalloc-5.3.0)`, or `valkey 8.0.1 (jemalloc-5.3.0)` (Valkey reports a
 /// `redis_version` of the Redis it is compatible with, and its own beside it).
-pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
+pub(in crate::cluster) async fn version(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<String, String> {
     let client = client(addr, auth).map_err(|e| e.to_string())?;
     let mut con = client
         .get_multiplexed_async_connection()
@@ -183,16 +196,19 @@ fn describe_build(info: &str) -> String {
 }
 
 /// What lockbench reads of a Redis node's work.
-pub(super) const WORK_METER: Meter = Meter {
+pub(in crate::cluster) const WORK_METER: Meter = Meter {
     unit: "commands",
     source: "INFO commandstats (calls of every command, those Lua scripts run included) and \
              INFO stats (total_net_{input,output}_bytes less replication's) of every master; a \
              replica's commands replay its master's, so replicas are not counted",
 };
 
-/// The work counters of the Redis nodes at `addrs` (see [`work::redis_counters`]), summed;
+/// The work counters of the Redis nodes at `addrs` (see [`counters::redis_counters`]), summed;
 /// a node whose `INFO replication` says it is a replica is read but adds nothing.
-pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Reading, String> {
+pub(in crate::cluster) async fn work(
+    addrs: &[SocketAddr],
+    auth: Option<&Auth>,
+) -> Result<Reading, String> {
     let answers = futures::future::join_all(addrs.iter().map(|a| async move {
         let mut con = connection(*a, auth).await?;
         ::redis::cmd("INFO")
@@ -206,11 +222,11 @@ pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Re
     let mut reading = Reading::default();
     for (addr, info) in addrs.iter().zip(answers.await) {
         let info = info?;
-        let replica = work::info_fields(&info).any(|(k, v)| k == "role" && v.trim() == "slave");
+        let replica = counters::info_fields(&info).any(|(k, v)| k == "role" && v.trim() == "slave");
         let counters = if replica {
             Default::default()
         } else {
-            work::redis_counters(&info)
+            counters::redis_counters(&info)
         };
         reading.add(*addr, counters);
     }
@@ -218,7 +234,7 @@ pub(super) async fn work(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Re
 }
 
 /// The standalone Redis servers of a run: `redis-1`, or Redlock's `redis-1..5`.
-pub(super) struct Redis;
+pub(in crate::cluster) struct Redis;
 
 /// Their node names, which are also the names their local ports are reserved under.
 fn names(needs: Needs) -> Vec<String> {
@@ -231,6 +247,15 @@ fn names(needs: Needs) -> Vec<String> {
 impl ServiceKind for Redis {
     fn service(&self) -> Service {
         Service::Redis
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.redis;
+        Some(("redis", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -280,6 +305,21 @@ impl ServiceKind for Redis {
         work(&ep.redis, ep.redis_auth.as_ref()).await
     }
 
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        needs: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        let n = needs.redis_nodes();
+        if target.redis.len() < n {
+            return Err(("[redis] nodes", format!("{n} independent Redis server(s)")));
+        }
+        out.redis = target.redis[..n].to_vec();
+        out.redis_auth = target.redis_auth.clone();
+        Ok(())
+    }
+
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
         for &addr in &ep.redis {
             claim_server(addr, ep.redis_auth.as_ref(), &ep.prefix).await?;
@@ -323,7 +363,7 @@ fn acked(appendonly: &str, appendfsync: &str) -> Acked {
 }
 
 /// What the Redis server (or Cluster node) at `addr` does with a write, as it says.
-pub(super) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durability {
+pub(in crate::cluster) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durability {
     match bounded_query(persistence(addr, auth)).await {
         Ok(kv) => {
             let get = |k: &str| {
@@ -341,7 +381,7 @@ pub(super) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durabil
 }
 
 /// A connection to the Redis server at `addr`.
-pub(super) async fn connection(
+pub(in crate::cluster) async fn connection(
     addr: SocketAddr,
     auth: Option<&Auth>,
 ) -> Result<::redis::aio::MultiplexedConnection, String> {
@@ -353,7 +393,7 @@ pub(super) async fn connection(
 }
 
 /// Keys under the prefix (at most `limit`), by a bounded SCAN.
-pub(super) async fn prefix_keys(
+pub(in crate::cluster) async fn prefix_keys(
     con: &mut ::redis::aio::MultiplexedConnection,
     p: &Prefix,
     limit: usize,
@@ -382,7 +422,7 @@ pub(super) async fn prefix_keys(
 }
 
 /// A claim on one Redis server: keys `<prefix>:*`, marked by the owner key.
-pub(super) async fn claim_server(
+pub(in crate::cluster) async fn claim_server(
     addr: SocketAddr,
     auth: Option<&Auth>,
     p: &Prefix,
@@ -413,7 +453,7 @@ pub(super) async fn claim_server(
 
 /// Deletes every key of the prefix from one Redis server (bounded); what failed, as a line
 /// of the clean-up's error.
-pub(super) async fn release_server(
+pub(in crate::cluster) async fn release_server(
     addr: SocketAddr,
     auth: Option<&Auth>,
     p: &Prefix,

@@ -8,19 +8,30 @@ use std::time::Duration;
 use async_trait::async_trait;
 use etcd_client::{Client, ConnectOptions};
 
-use super::backend::wait_ready;
-use super::builds::Builds;
-use super::containers::{Containers, Spec};
-use super::durability::{Acked, Durability, Source};
-use super::error::ClusterError;
-use super::external::{CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use super::kind::{Running, ServiceKind, Started};
-use super::local::Local;
-use super::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
-use super::namespace::Prefix;
-use super::node::{Node, NodeServer};
-use super::provision::Launcher;
-use super::work::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::backend::wait_ready;
+use crate::cluster::builds::Builds;
+use crate::cluster::containers::{Containers, Image, Spec};
+use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::durability::{Acked, Durability, Source};
+use crate::cluster::error::ClusterError;
+use crate::cluster::external::{
+    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
+};
+use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::local::Local;
+use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::namespace::Prefix;
+use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::provision::Launcher;
+
+/// The variable a worker reads the etcd password from.
+pub const PASSWORD_ENV: &str = "LOCKBENCH_ETCD_PASSWORD";
+
+/// Its image: etcd (`etcd` on PATH).
+pub(in crate::cluster) const IMAGE: Image = Image {
+    var: "LOCKBENCH_IMAGE_ETCD",
+    official: "quay.io/coreos/etcd:v3.4.23",
+};
 
 /// Members of the cluster: 3 tolerates one failed member.
 pub const MEMBERS: usize = 3;
@@ -32,13 +43,13 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(2);
 const PORTS: [u16; 2] = [2379, 2380];
 
 /// Every port of every member: the names local ports are reserved under.
-pub(super) fn port_names() -> Vec<String> {
+pub(in crate::cluster) fn port_names() -> Vec<String> {
     (1..=MEMBERS)
         .flat_map(|i| [format!("etcd-{i}"), format!("etcd-{i} (peer)")])
         .collect()
 }
 
-pub(super) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
+pub(in crate::cluster) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     builds.etcd.server().map(|_| ())
 }
 
@@ -94,7 +105,7 @@ fn initial_cluster(members: &[Member]) -> String {
 
 /// Starts every member and waits until all answer a status request naming the same leader.
 /// Returns each node with its etcd member id.
-pub(super) async fn start(l: Launcher<'_>) -> Result<Vec<(Node, u64)>, ClusterError> {
+pub(in crate::cluster) async fn start(l: Launcher<'_>) -> Result<Vec<(Node, u64)>, ClusterError> {
     let names: Vec<String> = (1..=MEMBERS).map(|i| format!("etcd-{i}")).collect();
     // A token unique to this run: members of another cluster that happen to reach these
     // ports refuse to join it.
@@ -178,7 +189,7 @@ async fn start_containers(
                 .iter()
                 .map(|m| Spec {
                     name: m.name.clone(),
-                    image: &run.images.etcd,
+                    image: run.images.get(IMAGE),
                     cmd: std::iter::once("etcd".to_string())
                         .chain(m.flags(&cluster, token))
                         .collect(),
@@ -194,7 +205,7 @@ async fn start_containers(
 }
 
 /// Flags every member gets after its names and addresses.
-pub(super) const COMMON_FLAGS: [&str; 10] = [
+pub(in crate::cluster) const COMMON_FLAGS: [&str; 10] = [
     "--initial-cluster-state",
     "new",
     // Defaults are 100 / 1000 too, but they are what the fault timings assume: a killed
@@ -212,7 +223,9 @@ pub(super) const COMMON_FLAGS: [&str; 10] = [
 
 /// Ok with each member's (id, version) once every member at `clients` answers and all name
 /// the same leader, which is one of them.
-pub(super) async fn agreed(clients: Vec<SocketAddr>) -> Result<Vec<(u64, String)>, String> {
+pub(in crate::cluster) async fn agreed(
+    clients: Vec<SocketAddr>,
+) -> Result<Vec<(u64, String)>, String> {
     let answers = futures::future::join_all(clients.iter().map(|a| status(*a, None))).await;
     let mut out = Vec::new();
     for (addr, answer) in clients.iter().zip(answers) {
@@ -277,7 +290,7 @@ async fn status(addr: SocketAddr, auth: Option<&Auth>) -> Result<Status, String>
 
 /// The member id that the answering members with the highest raft term name as leader, if
 /// any names one.
-pub(super) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
+pub(in crate::cluster) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
     let answers = futures::future::join_all(addrs.iter().map(|a| status(*a, None))).await;
     answers
         .into_iter()
@@ -288,7 +301,10 @@ pub(super) async fn leader_id(addrs: &[SocketAddr]) -> Option<u64> {
 }
 
 /// The version the member at `addr` reports (for servers lockbench did not start).
-pub(super) async fn version(addr: SocketAddr, auth: Option<&Auth>) -> Result<String, String> {
+pub(in crate::cluster) async fn version(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+) -> Result<String, String> {
     status(addr, auth).await.map(|s| s.version)
 }
 
@@ -352,10 +368,10 @@ const WORK_METER: Meter = Meter {
 /// `grpc.<method>` each, the client gRPC bytes, `watch_events`, `proposals_committed`.
 fn member_work(text: &str) -> std::collections::BTreeMap<String, u64> {
     let mut out = std::collections::BTreeMap::new();
-    for (labels, v) in work::prometheus_samples(text, "grpc_server_msg_received_total") {
+    for (labels, v) in counters::prometheus_samples(text, "grpc_server_msg_received_total") {
         *out.entry(TOTAL.to_string()).or_default() += v;
         if v > 0
-            && let Some(m) = work::label(labels, "grpc_method")
+            && let Some(m) = counters::label(labels, "grpc_method")
         {
             *out.entry(format!("grpc.{m}")).or_default() += v;
         }
@@ -399,12 +415,21 @@ fn metric_value(text: &str, name: &str) -> Option<u64> {
 }
 
 /// The etcd cluster.
-pub(super) struct Etcd;
+pub(in crate::cluster) struct Etcd;
 
 #[async_trait]
 impl ServiceKind for Etcd {
     fn service(&self) -> Service {
         Service::Etcd
+    }
+
+    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+        let b = builds.etcd;
+        Some(("etcd", b.name(), b.reports(version)))
+    }
+
+    fn images(&self) -> Vec<Image> {
+        vec![IMAGE]
     }
 
     fn wanted(&self, needs: Needs) -> bool {
@@ -477,6 +502,20 @@ impl ServiceKind for Etcd {
     ) -> Option<Durability> {
         let settings = [("unsafe-no-fsync", "false")];
         Some(Durability::new(Acked::Disk, &settings, unasked))
+    }
+
+    fn copy_from_target(
+        &self,
+        target: &Endpoints,
+        _: Needs,
+        out: &mut Endpoints,
+    ) -> Result<(), (&'static str, String)> {
+        if target.etcd.is_empty() {
+            return Err(("[etcd]", "an etcd cluster".into()));
+        }
+        out.etcd = target.etcd.clone();
+        out.etcd_auth = target.etcd_auth.clone();
+        Ok(())
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
