@@ -1,6 +1,6 @@
 //! The command line: argument definitions ([`args`]) and the subcommands, as library code so
 //! tests can call it. `main.rs` only parses and maps the result to an exit code; this module
-//! dispatches, [`runs`] runs strategies (run, coordinate, compare, sweep, contend, k8s
+//! dispatches, [`runs`] runs strategies (run, coordinate, compare, sweep, job, contend, k8s
 //! render) and
 //! [`tools`] holds the rest (list, serve, adapter-check, gate).
 
@@ -16,7 +16,7 @@ mod runs;
 mod tools;
 
 pub use args::*;
-use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_k8s_render, cmd_run, cmd_sweep};
+use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_job, cmd_k8s_render, cmd_run, cmd_sweep};
 pub use tools::list;
 use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
 
@@ -45,6 +45,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Sweep(args) => with_runtime(|cancel| cmd_sweep(args, cancel)),
+        Command::Job(args) => with_runtime(|cancel| cmd_job(args, cancel)),
         Command::Contend(args) => with_runtime(|cancel| cmd_contend(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
