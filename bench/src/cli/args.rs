@@ -49,6 +49,11 @@ pub enum Command {
     /// capacity, with 2 s leases and stock that never runs out (<out>/chaos/<scenario>/);
     /// then one report, <out>/report.html. A part that fails does not stop the later ones;
     /// the job exits non-zero when one did.
+    ///
+    /// scripts/compare.sh runs it, its environment mapped onto these flags: SLO, CHAOS_SHARE,
+    /// SCENARIOS, STRATEGIES, NEEDS, CALM_DURATION, CHAOS_DURATION name theirs; SWEEP_ARGS are
+    /// the sweep's flags (--slo to --revisit-budget, as `sweep` takes them); its extra
+    /// arguments (e.g. --set load.clients=32) come last, and a --set applies to every part.
     Job(JobArgs),
     /// Find each strategy's capacity: an interval of offered rates, from the highest decided
     /// to sustain a latency target (SLO) to the lowest decided to miss it, by short open-loop
