@@ -303,20 +303,19 @@ pub(super) async fn cmd_contend(
     report::contend::print_contend(&mut std::io::stdout().lock(), &c)?;
     eprintln!("results: {}", out.display());
     write_report(&out);
-    if cancel.is_cancelled() {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
     let failed: Vec<&str> = c
         .entries
         .iter()
         .filter(|e| e.error.is_some())
         .map(|e| e.strategy.as_str())
         .collect();
-    if !failed.is_empty() {
-        eprintln!("lockbench: contend incomplete for: {}", failed.join(", "));
-        return Ok(ExitCode::from(EXIT_PARTIAL));
-    }
-    Ok(ExitCode::SUCCESS)
+    let ended = job::ended(
+        &cancel,
+        &failed,
+        "contend incomplete for",
+        &mut std::io::stderr(),
+    );
+    Ok(exit_code(ended))
 }
 
 /// `k8s render`: the files and every check `coordinate` makes before it starts anything, then

@@ -358,24 +358,31 @@ pub async fn sweep_part(
     let _ = report::sweep::print_capacity(&mut &mut *out, &sweep);
     let _ = writeln!(log, "results: {}", opts.out.display());
     compare::write_report(&opts.out, log);
-    if cancel.is_cancelled() {
-        return Ok(Ended::Interrupted);
-    }
     let failed: Vec<&str> = sweep
         .entries
         .iter()
         .filter(|e| e.error.is_some())
         .map(|e| e.strategy.as_str())
         .collect();
-    if !failed.is_empty() {
-        let _ = writeln!(
-            log,
-            "lockbench: sweep incomplete for: {}",
-            failed.join(", ")
-        );
-        return Ok(Ended::Partial);
+    Ok(ended(cancel, &failed, "sweep incomplete for", log))
+}
+
+/// How a command that measured several strategies ended: interrupted, or with the strategies
+/// in `failed` incomplete (said on `log` after `what`), or done.
+pub fn ended(
+    cancel: &CancellationToken,
+    failed: &[&str],
+    what: &str,
+    log: &mut dyn Write,
+) -> Ended {
+    if cancel.is_cancelled() {
+        return Ended::Interrupted;
     }
-    Ok(Ended::Done)
+    if failed.is_empty() {
+        return Ended::Done;
+    }
+    let _ = writeln!(log, "lockbench: {what}: {}", failed.join(", "));
+    Ended::Partial
 }
 
 /// `lockbench compare` once its options hold: the runs, their table (or JSON), the report.
@@ -396,18 +403,8 @@ pub async fn compare_part(
     if !done.summaries.is_empty() {
         compare::write_report(&dir, log);
     }
-    if cancel.is_cancelled() {
-        return Ok(Ended::Interrupted);
-    }
-    if !done.failed.is_empty() {
-        let _ = writeln!(
-            log,
-            "lockbench: failed strategies: {}",
-            done.failed.join(", ")
-        );
-        return Ok(Ended::Partial);
-    }
-    Ok(Ended::Done)
+    let failed: Vec<&str> = done.failed.iter().map(String::as_str).collect();
+    Ok(ended(cancel, &failed, "failed strategies", log))
 }
 
 #[cfg(test)]
