@@ -20,8 +20,17 @@ lap() { echo "test.sh: [$((SECONDS - lap_start)) s] $1" >&2; lap_start=$SECONDS;
 bash scripts/install-deps.sh --for-tests --servers all
 lap install-deps
 cargo fmt --all -- --check
+lap fmt
+# Fail fast: the tests that start no server (unit tests, the simulated pipeline, the report
+# renderers, k8s manifests, doc tests) run first, so a logic error shows within minutes, before
+# clippy, the container images and the real-server tests. The real-server stage below runs
+# only `real_servers`, so nothing runs twice.
+fast_tests=(--lib --bins --test pipeline --test report --test k8s)
+cargo test --workspace --quiet "${fast_tests[@]}"
+cargo test --workspace --quiet --doc
+lap "tests without servers"
 cargo clippy --workspace --all-targets -- -D warnings
-lap "fmt and clippy"
+lap clippy
 # Layers only point down, and no circle between parts (ARCHITECTURE.md).
 bash scripts/check-layers.sh
 # No function over 80 lines in bench/src outside tests.
@@ -59,13 +68,13 @@ unset LOCKBENCH_BIN
 # killed beside each other) starved the ensembles past the orphaned-node test's margin in two of
 # three full runs. As two stages (the others 3 at a time, then chaos 2 at a time) they took
 # 541 s + 426 s (Nov 27, 2026). Each process's output is printed whole when it ends.
-cargo test --workspace --no-run --quiet
+cargo test --workspace --no-run --quiet --test real_servers
 lap "test build"
 logs=$(mktemp -d)
-cargo test --workspace -- --test-threads 1 chaos:: >"$logs/chaos.log" 2>&1 &
+cargo test --workspace --test real_servers -- --test-threads 1 chaos:: >"$logs/chaos.log" 2>&1 &
 chaos=$!
 others=0
-cargo test --workspace -- --test-threads 2 --skip chaos:: >"$logs/others.log" 2>&1 || others=$?
+cargo test --workspace --test real_servers -- --test-threads 2 --skip chaos:: >"$logs/others.log" 2>&1 || others=$?
 cat "$logs/others.log"
 lap "cargo test (all but chaos::), beside the chaos tests"
 chaos_rc=0

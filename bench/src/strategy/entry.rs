@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use super::mysql::{MysqlStore, SharedStore};
-use super::postgres::{PgStore, SharedPgStore};
+use super::sql::mysql::{MysqlStore, SharedStore};
+use super::sql::postgres::{PgStore, SharedPgStore};
 use super::wait::{WaitDefault, WaitPolicy, Waiter};
 use super::{Lock, Locked, Store, Strategy, StrategyError};
 use crate::cluster::{Endpoints, Needs, Service};

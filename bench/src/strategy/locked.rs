@@ -16,7 +16,7 @@ use super::{AcquireError, Attempt, CriticalSection, Lease, LeaseSlot, Lock, Purc
 use crate::chaos::failpoint;
 use crate::chaos::holder::{self, Point};
 use crate::record::{LeaseSpan, Outcome};
-use crate::strategy::mysql::MysqlStore;
+use crate::strategy::sql::mysql::MysqlStore;
 use crate::workload::Workload;
 
 /// A lock around the shared critical section of a store (the MariaDB store for every real

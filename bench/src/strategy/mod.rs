@@ -2,7 +2,7 @@
 //!
 //! Two extension points:
 //! - [`Lock`]: acquire → [`Lease`] (with an optional fencing token) → release. Every lock runs
-//!   the same critical section ([`mysql::MysqlStore::critical_section`]), so locks are compared
+//!   the same critical section (the SQL store's, [`sql::SqlStore`]), so locks are compared
 //!   on identical work: read the stock, hold for the business time, blind-write `read - 1` and
 //!   insert an order row. A lapse of mutual exclusion therefore shows up as oversell or lost
 //!   updates.
@@ -15,27 +15,13 @@
 //! driver cuts an attempt there, and the double-grant checker keeps leases that long.
 
 pub mod adapter;
-mod buyers;
+pub mod coord;
 mod entry;
-mod etcd;
 mod locked;
-pub mod mysql;
-pub mod mysql_lock_table;
-mod mysql_strategies;
-pub mod postgres;
-mod postgres_advisory;
-mod postgres_strategies;
-mod postgres_units;
-mod redis_cluster;
-mod redis_conn;
-mod redis_lua_decr;
-pub mod redis_reentrant;
-mod redis_rwlock;
-mod redis_setnx;
-pub mod redlock;
+pub mod redis;
 mod registry;
+pub mod sql;
 pub mod wait;
-mod zookeeper;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +35,8 @@ use crate::record::{ErrorKind, LeaseSpan, Outcome};
 pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
 pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
+/// The MariaDB store's path before the families had folders (`mysql::settle` is called by runs).
+pub use sql::mysql;
 
 /// One purchase to attempt.
 #[derive(Debug, Clone, Copy)]

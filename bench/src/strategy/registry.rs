@@ -2,11 +2,15 @@
 //! file, metadata and constructor together; adding a strategy is that file plus one line in
 //! [`ALL`].
 
+use super::StrategyError;
+use super::coord::{etcd, zookeeper};
 use super::entry::{Built, StrategyInfo};
-use super::{
-    StrategyError, etcd, mysql_lock_table, mysql_strategies, postgres_advisory,
-    postgres_strategies, postgres_units, redis_cluster, redis_lua_decr, redis_reentrant,
-    redis_rwlock, redis_setnx, redlock, zookeeper,
+use super::redis::{
+    cluster as redis_cluster, lua_decr as redis_lua_decr, redlock, reentrant as redis_reentrant,
+    rwlock as redis_rwlock, setnx as redis_setnx,
+};
+use super::sql::{
+    mysql_lock_table, mysql_strategies, postgres_advisory, postgres_strategies, postgres_units,
 };
 use crate::cluster::Endpoints;
 

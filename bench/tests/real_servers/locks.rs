@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use lockbench::cluster::{Needs, Role, Service};
-use lockbench::strategy::mysql::MysqlStore;
+use lockbench::strategy::sql::mysql::MysqlStore;
 use lockbench::strategy::{LeaseSlot, Purchase};
 use lockbench::workload::Workload;
 use nix::sys::signal::Signal;
@@ -133,7 +133,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
 #[tokio::test(flavor = "multi_thread")]
 async fn fenced_store_refuses_the_older_token_in_both_orders() {
     use lockbench::strategy::Store;
-    use lockbench::strategy::mysql::Guard;
+    use lockbench::strategy::sql::Guard;
     if !servers_available() {
         return;
     }
@@ -208,8 +208,8 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
 /// Both reentrant locks: the owner re-enters, others wait until the last level is released.
 #[tokio::test(flavor = "multi_thread")]
 async fn reentrant_locks_count_levels_and_exclude_others() {
-    use lockbench::strategy::mysql_lock_table::LockTable;
-    use lockbench::strategy::redis_reentrant::{Entered, Reentrant, Released};
+    use lockbench::strategy::redis::reentrant::{Entered, Reentrant, Released};
+    use lockbench::strategy::sql::mysql_lock_table::LockTable;
     use lockbench::strategy::{Lock, Store};
     use lockbench::strategy::{Setup, find};
     if !servers_available() {

@@ -40,12 +40,12 @@ use etcd_client::{Client, LockOptions};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
+use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
-use super::entry::needs::MARIADB_ETCD;
-use super::entry::{Kind, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB_ETCD;
+use crate::strategy::entry::{Kind, StrategyInfo};
 
 /// `etcd`.
 pub const ETCD: StrategyInfo = StrategyInfo {
@@ -240,13 +240,16 @@ impl EtcdLock {
         let urls: Vec<String> = addrs.iter().map(|a| format!("http://{a}")).collect();
         // No per-request timeout in the options: it would also cut the keep-alive stream,
         // which lives as long as the session. Every call is bounded with `within` instead.
-        let opts = crate::cluster::etcd::options(auth).with_connect_timeout(super::SETUP_TIMEOUT);
+        let opts = crate::cluster::etcd::options(auth)
+            .with_connect_timeout(crate::strategy::SETUP_TIMEOUT);
         let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
         let connect = (0..n).map(|_| Client::connect(urls.clone(), Some(opts.clone())));
-        let clients =
-            tokio::time::timeout(super::SETUP_TIMEOUT, futures::future::try_join_all(connect))
-                .await
-                .map_err(|_| StrategyError::Timeout("connect to etcd"))??;
+        let clients = tokio::time::timeout(
+            crate::strategy::SETUP_TIMEOUT,
+            futures::future::try_join_all(connect),
+        )
+        .await
+        .map_err(|_| StrategyError::Timeout("connect to etcd"))??;
         Ok(Self {
             clients,
             ttl_s: lease_ttl_s(w.lock.ttl),
@@ -417,13 +420,19 @@ impl Lock for EtcdLock {
     /// the server grants (reported with the run).
     async fn prepare(&self, _skus: u32) -> Result<(), StrategyError> {
         let mut etcd = self.client(0);
-        let grant = tokio::time::timeout(super::SETUP_TIMEOUT, etcd.lease_grant(self.ttl_s, None))
-            .await
-            .map_err(|_| StrategyError::Timeout("etcd lease grant"))??;
+        let grant = tokio::time::timeout(
+            crate::strategy::SETUP_TIMEOUT,
+            etcd.lease_grant(self.ttl_s, None),
+        )
+        .await
+        .map_err(|_| StrategyError::Timeout("etcd lease grant"))??;
         self.granted_ttl_s.store(grant.ttl(), Ordering::Relaxed);
-        tokio::time::timeout(super::SETUP_TIMEOUT, etcd.lease_revoke(grant.id()))
-            .await
-            .map_err(|_| StrategyError::Timeout("etcd lease revoke"))??;
+        tokio::time::timeout(
+            crate::strategy::SETUP_TIMEOUT,
+            etcd.lease_revoke(grant.id()),
+        )
+        .await
+        .map_err(|_| StrategyError::Timeout("etcd lease revoke"))??;
         Ok(())
     }
 
@@ -509,12 +518,12 @@ impl Lock for EtcdLock {
     /// grant (again after a lease found gone), the read of the granted key, then leaving the
     /// queue.
     fn acquire_bound(&self) -> Duration {
-        self.acquire_timeout + super::calls(4, self.timeout)
+        self.acquire_timeout + crate::strategy::calls(4, self.timeout)
     }
 
     /// One delete.
     fn release_bound(&self) -> Duration {
-        super::calls(1, self.timeout)
+        crate::strategy::calls(1, self.timeout)
     }
 
     async fn release(&self, client: u32, lease: &Lease) -> Result<bool, ErrorKind> {

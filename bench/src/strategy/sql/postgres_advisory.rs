@@ -32,12 +32,12 @@ use sqlx::postgres::{PgAdvisoryLock, PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection, Executor, SqlSafeStr, SqlStr};
 
 use super::buyers::Buyers;
-use super::entry::needs::MARIADB_POSTGRES;
-use super::entry::{Kind, Setup, StrategyInfo};
 use super::postgres::{MAX_BUYER_CONNECTIONS, classify, is_lock_timeout, session_options};
-use super::wait::{Try, Waiter};
-use super::{AcquireError, Lease, Lock, StrategyError};
 use crate::record::ErrorKind;
+use crate::strategy::entry::needs::MARIADB_POSTGRES;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::wait::{Try, Waiter};
+use crate::strategy::{AcquireError, Lease, Lock, StrategyError};
 use crate::workload::WaitMode;
 
 /// `pg-advisory`.
@@ -48,7 +48,7 @@ pub const ADVISORY: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: Some("nextval after the grant"),
     needs: MARIADB_POSTGRES,
-    wait: Some(super::wait::PG_ADVISORY),
+    wait: Some(crate::strategy::wait::PG_ADVISORY),
     about: "session advisory lock (pg_advisory_lock on a session per buyer, key hashed as sqlx's \
             PgAdvisoryLock), pg_advisory_unlock; guards the shared MariaDB critical section",
     build: |s| Box::pin(build(s)),
@@ -63,7 +63,7 @@ pub const ADVISORY_FENCED: StrategyInfo = StrategyInfo {
     ..ADVISORY
 };
 
-async fn build(s: Setup<'_>) -> Result<super::Built, StrategyError> {
+async fn build(s: Setup<'_>) -> Result<crate::strategy::Built, StrategyError> {
     let ep = s.ep.postgres.as_ref().ok_or(StrategyError::Missing {
         id: s.info.id.into(),
         what: "PostgreSQL",
@@ -125,7 +125,11 @@ impl AdvisoryLock {
             sequence_table,
         };
         let open = || lock.opts.connect();
-        match lock.sessions.connect_all(open, super::SETUP_TIMEOUT).await {
+        match lock
+            .sessions
+            .connect_all(open, crate::strategy::SETUP_TIMEOUT)
+            .await
+        {
             Err(sqlx::Error::PoolTimedOut) => Err(StrategyError::Timeout("open lock sessions")),
             r => r.map(|()| lock).map_err(StrategyError::Postgres),
         }
@@ -262,7 +266,7 @@ impl Lock for AdvisoryLock {
             .await?;
             con.close().await
         };
-        tokio::time::timeout(super::SETUP_TIMEOUT, work)
+        tokio::time::timeout(crate::strategy::SETUP_TIMEOUT, work)
             .await
             .map_err(|_| StrategyError::Timeout("create the fencing sequence"))?
             .map_err(StrategyError::Postgres)
@@ -295,12 +299,12 @@ impl Lock for AdvisoryLock {
     /// The session (opened if needed), the lock call (its wait ends at `acquire_timeout`; a
     /// poll's last try may start just before it), then the token.
     fn acquire_bound(&self) -> Duration {
-        self.waiter.acquire_timeout() + super::calls(3, self.timeout)
+        self.waiter.acquire_timeout() + crate::strategy::calls(3, self.timeout)
     }
 
     /// The session, then the unlock.
     fn release_bound(&self) -> Duration {
-        super::calls(2, self.timeout)
+        crate::strategy::calls(2, self.timeout)
     }
 
     async fn close(&self) {

@@ -9,9 +9,9 @@ use futures::StreamExt;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, Pipeline, Value};
 
-use super::StrategyError;
 use crate::cluster::{Auth, Endpoints};
 use crate::record::ErrorKind;
+use crate::strategy::StrategyError;
 use crate::workload::Workload;
 
 /// At most this many sockets per Redis server; buyers beyond it share (multiplexed).

@@ -1,23 +1,23 @@
-//! Strategies that use MariaDB alone: the `none` control, the row lock, optimistic versioning
-//! and the atomic conditional update.
+//! The MariaDB strategies: their entries (`none` and `mysql-atomic` run the sellers of
+//! [`super::strategies`], shared with PostgreSQL), the row lock (`mysql-for-update`) and
+//! optimistic versioning (`mysql-optimistic`: MariaDB's store alone has a `version` column).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sqlx::{Connection, MySqlConnection};
 
-use super::mysql::{
-    BuyerConn, ER_LOCK_WAIT_TIMEOUT, Guard, MysqlStore, SharedStore, classify, error_number,
-    fail_and_drop, lock_wait, write_failure,
-};
-use super::{Attempt, CriticalSection, Purchase, Strategy, backoff, calls, within};
+use super::buyers::fail_and_drop;
+use super::mysql::{BuyerConn, ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number};
+use super::store::{Guard, write_failure};
+use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
-use crate::record::{ErrorKind, LeaseSpan, Outcome};
+use crate::record::{ErrorKind, Outcome};
+use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, backoff, calls, within};
 use crate::workload::Workload;
 
-use super::entry::needs::MARIADB;
-use super::entry::{Kind, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 
 /// `none`.
 pub const NONE: StrategyInfo = StrategyInfo {
@@ -29,12 +29,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     needs: MARIADB,
     wait: None,
     about: "control: the critical section with no lock at all; must oversell under contention",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(NoLock::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, NoLock::new)),
 };
 
 /// `mysql-for-update`.
@@ -42,90 +37,36 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     id: "mysql-for-update",
     kind: Kind::Lock,
     locks: true,
-    fenced: false,
-    fence_token: None,
-    needs: MARIADB,
-    wait: None,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(ForUpdate::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, ForUpdate::new)),
+    ..NONE
 };
 
 /// `mysql-optimistic`.
 pub const OPTIMISTIC: StrategyInfo = StrategyInfo {
     id: "mysql-optimistic",
     kind: Kind::LockFree,
-    locks: false,
-    fenced: false,
-    fence_token: None,
-    needs: MARIADB,
-    wait: None,
     about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(Optimistic::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, Optimistic::new)),
+    ..NONE
 };
 
 /// `mysql-atomic`.
 pub const ATOMIC: StrategyInfo = StrategyInfo {
     id: "mysql-atomic",
     kind: Kind::LockFree,
-    locks: false,
-    fenced: false,
-    fence_token: None,
-    needs: MARIADB,
-    wait: None,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            Ok(s.on_store(Atomic::new(store.clone()), store))
-        })
-    },
+    build: |s| Box::pin(on_mariadb(s, |store, _| Atomic::new(store))),
+    ..NONE
 };
 
-/// The order's token of a strategy without a lock service: the buyer's attempt.
-pub(super) fn token(p: &Purchase) -> String {
-    format!("b{}", p.seq)
-}
-
-/// `none`: the shared critical section with no lock. Under contention several buyers read the
-/// same stock and each writes `read - 1`: the control that proves the checker sees oversell.
-/// Generic over the store: `pg-none` runs it on the PostgreSQL store.
-pub struct NoLock<S = MysqlStore> {
-    store: Arc<S>,
-    hold: Duration,
-}
-
-impl<S: CriticalSection> NoLock<S> {
-    /// Sells from `store` with the workload's hold time.
-    pub fn new(store: Arc<S>, w: &Workload) -> Self {
-        Self {
-            store,
-            hold: w.critical_section.hold,
-        }
-    }
-}
-
-#[async_trait]
-impl<S: CriticalSection> Strategy for NoLock<S> {
-    fn bound(&self) -> Duration {
-        self.store.critical_section_bound(self.hold)
-    }
-
-    async fn attempt(&self, p: &Purchase) -> Attempt {
-        self.store
-            .critical_section(p, &token(p), None, self.hold)
-            .await
-            .into()
-    }
+/// A strategy `make` builds on the MariaDB store, selling from it.
+async fn on_mariadb<T: Strategy + 'static>(
+    s: Setup<'_>,
+    make: impl FnOnce(SharedStore, &Workload) -> T,
+) -> Result<Built, StrategyError> {
+    let store = s.mariadb().await?;
+    Ok(s.on_store(make(store.clone(), s.w), store))
 }
 
 /// `mysql-for-update`: the critical section inside one transaction that starts with
@@ -143,9 +84,9 @@ impl ForUpdate {
     /// Sells from `store`.
     pub fn new(store: SharedStore, w: &Workload) -> Self {
         Self {
+            lock_wait: store.lock_wait,
             store,
             hold: w.critical_section.hold,
-            lock_wait: lock_wait(w),
             touch_store: w.critical_section.touch_store,
         }
     }
@@ -269,30 +210,6 @@ fn locking_read_failed(con: BuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
     }
 }
 
-/// The lease key of a SKU's stock row.
-pub(super) fn row_key(sku: u32) -> String {
-    format!("stock-row:{sku}")
-}
-
-/// The interval the buyer held a lock its transaction took (the row lock; PostgreSQL's
-/// transaction-scoped advisory lock), as a lease on `key`.
-pub(super) fn tx_lease(
-    key: String,
-    token: &str,
-    acquired: Instant,
-    released: Instant,
-) -> LeaseSpan {
-    LeaseSpan {
-        key,
-        token: token.to_string(),
-        fence: None,
-        acquired,
-        released,
-        lost: false,
-        shared: false,
-    }
-}
-
 /// `mysql-optimistic`: read `(qty, version)` without a lock, hold, then
 /// `UPDATE … WHERE version = read`; on a conflict retry with backoff, at most
 /// `lock.optimistic_retries` times and never past `lock.acquire_timeout`.
@@ -359,62 +276,5 @@ impl Strategy for Optimistic {
             tokio::time::sleep(pause).await;
         }
         Outcome::LockTimeout.into()
-    }
-}
-
-/// `mysql-atomic`: `UPDATE stock SET qty = qty - 1 WHERE sku = ? AND qty > 0` and the order
-/// row in one transaction. No read-modify-write, so no lock is needed (and no hold applies:
-/// there is no window to hold).
-pub struct Atomic {
-    store: SharedStore,
-}
-
-impl Atomic {
-    /// Sells from `store`.
-    pub fn new(store: SharedStore) -> Self {
-        Self { store }
-    }
-}
-
-#[async_trait]
-impl Strategy for Atomic {
-    /// Connection, begin, update, insert or rollback, commit.
-    fn bound(&self) -> Duration {
-        calls(5, self.store.timeout)
-    }
-
-    async fn attempt(&self, p: &Purchase) -> Attempt {
-        let s = &self.store;
-        let mut con = match s.conn(p.client).await {
-            Ok(c) => c,
-            Err(k) => return Outcome::Failed(k).into(),
-        };
-        let result = async {
-            let mut tx = within(s.timeout, con.begin(), classify)
-                .await
-                .map_err(Outcome::Failed)?;
-            let update = sqlx::query(s.decrement_sql()).bind(p.sku);
-            let done = within(s.timeout, update.execute(&mut *tx), classify)
-                .await
-                .map_err(write_failure)?;
-            if done.rows_affected() == 0 {
-                within(s.timeout, tx.rollback(), classify)
-                    .await
-                    .map_err(Outcome::Failed)?;
-                return Ok(Outcome::SoldOut);
-            }
-            s.insert_order(&mut tx, p, &token(p))
-                .await
-                .map_err(write_failure)?;
-            within(s.timeout, tx.commit(), classify)
-                .await
-                .map_err(write_failure)?;
-            Ok(Outcome::Sold)
-        }
-        .await;
-        match result {
-            Ok(o) => o.into(),
-            Err(o) => fail_and_drop(con, o).into(),
-        }
     }
 }

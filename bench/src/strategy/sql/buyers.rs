@@ -6,8 +6,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::within;
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::within;
 
 /// A connection idle longer than this is pinged before use, and reopened if the ping fails:
 /// HikariCP's rule (`HikariPool.getConnection`: `aliveBypassWindowMs`, 500 ms by default); sqlx's

@@ -8,13 +8,13 @@ use async_trait::async_trait;
 use sqlx::{Executor, Row};
 
 use super::mysql::{SharedStore, classify};
-use super::wait::{Try, Waiter};
-use super::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::record::ErrorKind;
+use crate::strategy::wait::{Try, Waiter};
+use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
-use super::entry::needs::MARIADB;
-use super::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 
 /// `mysql-lock-table`.
 pub const LOCK_TABLE: StrategyInfo = StrategyInfo {
@@ -24,7 +24,7 @@ pub const LOCK_TABLE: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: Some("lock row takeover counter"),
     needs: MARIADB,
-    wait: Some(super::wait::SPRING_JDBC),
+    wait: Some(crate::strategy::wait::SPRING_JDBC),
     about: "lock row per key (owner, expiry, reentrancy count); expired locks taken over atomically",
     build: |s| Box::pin(build(s)),
 };
@@ -37,7 +37,7 @@ pub const LOCK_TABLE_FENCED: StrategyInfo = StrategyInfo {
     ..LOCK_TABLE
 };
 
-async fn build(s: Setup<'_>) -> Result<super::Built, StrategyError> {
+async fn build(s: Setup<'_>) -> Result<crate::strategy::Built, StrategyError> {
     let store = s.mariadb().await?;
     let lock = LockTable::new(store.clone(), s.w, s.waiter()?, s.info.fenced);
     Ok(s.locked(lock, store))
@@ -201,11 +201,11 @@ impl Lock for LockTable {
     /// The last try (connection + update) may start just before the deadline; then the fence
     /// read (connection + select) and, if it fails, leaving (connection + update).
     fn acquire_bound(&self) -> Duration {
-        self.waiter.acquire_timeout() + super::calls(6, self.store.timeout)
+        self.waiter.acquire_timeout() + crate::strategy::calls(6, self.store.timeout)
     }
 
     /// Connection + update.
     fn release_bound(&self) -> Duration {
-        super::calls(2, self.store.timeout)
+        crate::strategy::calls(2, self.store.timeout)
     }
 }

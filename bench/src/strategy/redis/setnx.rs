@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::redis_conn::{Con, RedisTarget, classify};
-use super::wait::{Try, Waiter};
-use super::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
+use super::conn::{Con, RedisTarget, classify};
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
+use crate::strategy::wait::{Try, Waiter};
+use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 
-use super::entry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
-use super::entry::{Built, Kind, Setup, StrategyInfo};
+use crate::strategy::entry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
+use crate::strategy::entry::{Built, Kind, Setup, StrategyInfo};
 
 /// `redis-setnx`.
 pub const SETNX: StrategyInfo = StrategyInfo {
@@ -23,7 +23,7 @@ pub const SETNX: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB_REDIS,
-    wait: Some(super::wait::REDIS_PY),
+    wait: Some(crate::strategy::wait::REDIS_PY),
     about: "Redis SET key token NX PX ttl, Lua compare-and-delete unlock; stock in MariaDB",
     build: |s| Box::pin(build(s, Flavor::PLAIN)),
 };
@@ -32,7 +32,7 @@ pub const SETNX: StrategyInfo = StrategyInfo {
 pub const WATCHDOG: StrategyInfo = StrategyInfo {
     id: "redis-setnx-watchdog",
     about: "redis-setnx plus a watchdog renewing the lease every ttl/3 while it is still ours",
-    wait: Some(super::wait::REDISSON),
+    wait: Some(crate::strategy::wait::REDISSON),
     build: |s| {
         let flavor = Flavor {
             watchdog: true,
@@ -63,7 +63,7 @@ pub const FENCED: StrategyInfo = StrategyInfo {
 pub const SENTINEL: StrategyInfo = StrategyInfo {
     id: "redis-sentinel",
     needs: MARIADB_SENTINEL,
-    wait: Some(super::wait::REDIS_PY),
+    wait: Some(crate::strategy::wait::REDIS_PY),
     about: "redis-setnx on the master Sentinel names (1 master, 2 async replicas), re-resolved on errors",
     build: |s| Box::pin(sentinel(s, Flavor::PLAIN)),
     ..SETNX
@@ -72,7 +72,7 @@ pub const SENTINEL: StrategyInfo = StrategyInfo {
 /// `redis-sentinel-wait`.
 pub const SENTINEL_WAIT: StrategyInfo = StrategyInfo {
     id: "redis-sentinel-wait",
-    wait: Some(super::wait::REDISSON),
+    wait: Some(crate::strategy::wait::REDISSON),
     about: "redis-sentinel plus WAIT 1 after lock and unlock (no replica acked: released, failed, as Redisson does); follows +switch-master",
     build: |s| {
         let flavor = Flavor {
@@ -143,9 +143,9 @@ async fn build(s: Setup<'_>, flavor: Flavor) -> Result<Built, StrategyError> {
 /// Deletes the key only if it still holds our token: a plain DEL could remove a lock that
 /// expired and was taken by someone else. With a second key (the release channel), publishes
 /// the release there for `notify` waiters.
-pub(super) const UNLOCK: &str = include_str!("lua/unlock.lua");
+pub(super) const UNLOCK: &str = include_str!("../lua/unlock.lua");
 /// Extends the lease only if the key still holds our token.
-pub(super) const RENEW: &str = include_str!("lua/renew.lua");
+pub(super) const RENEW: &str = include_str!("../lua/renew.lua");
 
 /// How a [`SetNx`] lock releases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -464,7 +464,7 @@ impl Lock for SetNx {
         for sku in 0..skus {
             // PTTL -1: the key exists and will never expire.
             let pttl = redis::cmd("PTTL").arg(self.prefix.lock_key(sku)).to_owned();
-            let ttl: i64 = super::redis_conn::read_retrying(|| {
+            let ttl: i64 = super::conn::read_retrying(|| {
                 let (mut con, pttl) = (con.clone(), pttl.clone());
                 async move { pttl.query_async(&mut con).await }
             })

@@ -24,14 +24,14 @@ use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
 use sqlx::{Connection, SqlSafeStr, SqlStr};
 
-use super::entry::{Kind, StrategyInfo};
-use super::mysql::write_failure;
-use super::mysql_strategies::token;
 use super::postgres::{PgStore, SharedPgStore, classify, sku};
 use super::postgres_strategies::NONE;
-use super::{Attempt, Purchase, Store, Strategy, StrategyError, calls, within};
+use super::store::write_failure;
+use super::strategies::token;
 use crate::check::SkuAudit;
 use crate::record::Outcome;
+use crate::strategy::entry::{Kind, StrategyInfo};
+use crate::strategy::{Attempt, Purchase, Store, Strategy, StrategyError, calls, within};
 use crate::workload::Workload;
 
 /// `pg-skip-locked`.
@@ -90,7 +90,8 @@ impl Units {
         let order = s
             .insert_order(tx, p, &token(p))
             .await
-            .map_err(write_failure)?;
+            .map_err(write_failure)?
+            .expect("PostgreSQL's insert returns the order's id");
         let mark = sqlx::query(self.mark.clone())
             .bind(order)
             .bind(sku(p))
@@ -130,7 +131,11 @@ impl Store for Units {
             "SELECT sku, COUNT(*) FILTER (WHERE order_id IS NULL) FROM {units} GROUP BY sku"
         );
         let free = self.pg.counts(free).await?;
-        Ok(super::audits(skus, free, self.pg.orders_per_sku().await?))
+        Ok(crate::strategy::audits(
+            skus,
+            free,
+            self.pg.orders_per_sku().await?,
+        ))
     }
 
     async fn close(&self) {
@@ -171,8 +176,8 @@ impl Strategy for SkipLocked {
 
 #[cfg(test)]
 mod tests {
-    use super::super::audits;
     use crate::check::Safety;
+    use crate::strategy::audits;
 
     /// The per-unit audit read as the counters' one: free units are the stock left, orders
     /// are the sales.

@@ -17,13 +17,13 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
-use super::redis_conn::{Con, classify, connections};
-use super::wait::{Try, Waiter};
-use super::{AcquireError, Lease, Lock, StrategyError, within};
+use super::conn::{Con, classify, connections};
 use crate::record::ErrorKind;
+use crate::strategy::wait::{Try, Waiter};
+use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
 
-use super::entry::needs::MARIADB_REDLOCK;
-use super::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB_REDLOCK;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 
 /// `redlock`.
 pub const REDLOCK: StrategyInfo = StrategyInfo {
@@ -33,7 +33,7 @@ pub const REDLOCK: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB_REDLOCK,
-    wait: Some(super::wait::NODE_REDLOCK),
+    wait: Some(crate::strategy::wait::NODE_REDLOCK),
     about: "Redlock over 5 independent Redis: majority + validity = ttl - elapsed - drift",
     build: |s| {
         Box::pin(async move {
@@ -50,7 +50,7 @@ pub const REDLOCK: StrategyInfo = StrategyInfo {
     },
 };
 
-const UNLOCK: &str = include_str!("lua/unlock.lua");
+const UNLOCK: &str = include_str!("../lua/unlock.lua");
 
 /// The Redlock lock over independent Redis nodes.
 pub struct Redlock {
@@ -120,7 +120,9 @@ impl Redlock {
         }
         // A notify waiter listens on every node it reached: a release publishes on each.
         let reached = addrs.iter().zip(&nodes).filter(|(_, n)| n.is_some());
-        let listen = reached.map(|(a, _)| super::wait::fixed(*a)).collect();
+        let listen = reached
+            .map(|(a, _)| crate::strategy::wait::fixed(*a))
+            .collect();
         let waiter = s.waiter()?.subscribe(listen, auth, &s.ep.prefix).await?;
         Ok(Self {
             nodes,

@@ -5,13 +5,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::redis_conn::{Con, classify, connections};
-use super::wait::{Try, Waiter};
-use super::{AcquireError, Lease, Lock, StrategyError, within};
+use super::conn::{Con, classify, connections};
 use crate::record::ErrorKind;
+use crate::strategy::wait::{Try, Waiter};
+use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
 
-use super::entry::needs::MARIADB_REDIS;
-use super::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB_REDIS;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 
 /// `redis-reentrant`.
 pub const REENTRANT: StrategyInfo = StrategyInfo {
@@ -21,7 +21,7 @@ pub const REENTRANT: StrategyInfo = StrategyInfo {
     fenced: false,
     fence_token: None,
     needs: MARIADB_REDIS,
-    wait: Some(super::wait::REDISSON),
+    wait: Some(crate::strategy::wait::REDISSON),
     about: "Redis hash owner -> count, Lua acquire / release (reentrant, Redisson-style)",
     build: |s| {
         Box::pin(async move {
@@ -32,8 +32,8 @@ pub const REENTRANT: StrategyInfo = StrategyInfo {
     },
 };
 
-const ACQUIRE: &str = include_str!("lua/reentrant_acquire.lua");
-const RELEASE: &str = include_str!("lua/reentrant_release.lua");
+const ACQUIRE: &str = include_str!("../lua/reentrant_acquire.lua");
+const RELEASE: &str = include_str!("../lua/reentrant_release.lua");
 
 /// What one try to enter found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +69,7 @@ impl HashLock {
     /// Connects to the single Redis of `s`, waiting as its [`Setup::waiter`] says.
     pub(super) async fn connect(s: Setup<'_>) -> Result<Self, StrategyError> {
         let (addr, auth) = (s.redis()?, s.ep.redis_auth.as_ref());
-        let nodes = vec![super::wait::fixed(addr)];
+        let nodes = vec![crate::strategy::wait::fixed(addr)];
         Ok(Self {
             cons: connections(addr, auth, s.w).await?,
             ttl_ms: s.w.lock.ttl.as_millis() as u64,

@@ -1,6 +1,7 @@
-//! Strategies on the PostgreSQL store alone: the `pg-none` control, the atomic conditional
-//! update, and the two locks a transaction takes and commit or rollback frees — the row lock
-//! (`SELECT … FOR UPDATE`) and the transaction-scoped advisory lock (`pg_advisory_xact_lock`).
+//! The PostgreSQL strategies: their entries (`pg-none` and `pg-atomic` run the sellers of
+//! [`super::strategies`], shared with MariaDB), and the two locks a transaction takes and commit
+//! or rollback frees — the row lock (`SELECT … FOR UPDATE`) and the transaction-scoped advisory
+//! lock (`pg_advisory_xact_lock`).
 
 use std::time::{Duration, Instant};
 
@@ -9,17 +10,17 @@ use sqlx::postgres::PgConnection;
 use sqlx::{Connection, SqlSafeStr, SqlStr};
 
 use super::buyers::fail_and_drop;
-use super::entry::needs::POSTGRES;
-use super::entry::{Kind, Setup, StrategyInfo};
-use super::mysql::write_failure;
-use super::mysql_strategies::{NoLock, row_key, token, tx_lease};
 use super::postgres::{
-    PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sku, sqlstate,
+    PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sqlstate,
 };
 use super::postgres_advisory::advisory_key;
-use super::{Attempt, Purchase, Strategy, StrategyError, calls, within};
+use super::store::{Guard, write_failure};
+use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::entry::needs::POSTGRES;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, calls, within};
 use crate::workload::Workload;
 
 /// `pg-none`.
@@ -33,12 +34,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     wait: None,
     about: "control: the critical section on the PostgreSQL store with no lock; must oversell \
             under contention (proves the PostgreSQL store's audit sees it)",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.postgres().await?;
-            Ok(s.on_store(NoLock::new(store.clone(), s.w), store))
-        })
-    },
+    build: |s| Box::pin(on_postgres(s, NoLock::new)),
 };
 
 /// `pg-atomic`.
@@ -47,17 +43,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     kind: Kind::LockFree,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0 RETURNING qty, then the order \
             row, in one transaction (no lock; Django's filter(qty__gt=0).update(F('qty') - 1))",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.postgres().await?;
-            Ok(s.on_store(
-                Atomic {
-                    store: store.clone(),
-                },
-                store,
-            ))
-        })
-    },
+    build: |s| Box::pin(on_postgres(s, |store, _| Atomic::new(store))),
     ..NONE
 };
 
@@ -68,7 +54,7 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     locks: true,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section, \
             waits bounded by lock_timeout (Django select_for_update, JPA PESSIMISTIC_WRITE)",
-    build: |s| Box::pin(build_tx(s, TxLock::Row)),
+    build: |s| Box::pin(on_postgres(s, |st, w| TxLocked::new(st, w, TxLock::Row))),
     ..NONE
 };
 
@@ -78,54 +64,21 @@ pub const ADVISORY_XACT: StrategyInfo = StrategyInfo {
     about: "pg_advisory_xact_lock in the transaction that sells from the PostgreSQL store, freed \
             by its commit or rollback; waits in PostgreSQL's lock queue under lock_timeout \
             (django-pglock's advisory(xact=True), key hashed as sqlx's PgAdvisoryLock)",
-    build: |s| Box::pin(build_tx(s, TxLock::AdvisoryXact)),
+    build: |s| {
+        Box::pin(on_postgres(s, |st, w| {
+            TxLocked::new(st, w, TxLock::AdvisoryXact)
+        }))
+    },
     ..FOR_UPDATE
 };
 
-async fn build_tx(s: Setup<'_>, how: TxLock) -> Result<super::Built, StrategyError> {
+/// A strategy `make` builds on the PostgreSQL store, selling from it.
+async fn on_postgres<T: Strategy + 'static>(
+    s: Setup<'_>,
+    make: impl FnOnce(SharedPgStore, &Workload) -> T,
+) -> Result<Built, StrategyError> {
     let store = s.postgres().await?;
-    Ok(s.on_store(TxLocked::new(store.clone(), s.w, how), store))
-}
-
-/// `pg-atomic`: `UPDATE … SET qty = qty - 1 WHERE sku = $1 AND qty > 0 RETURNING qty` and the
-/// order row in one transaction. No read-modify-write, so no lock and no hold.
-pub struct Atomic {
-    store: SharedPgStore,
-}
-
-#[async_trait]
-impl Strategy for Atomic {
-    /// Connection, begin, update, insert or rollback, commit.
-    fn bound(&self) -> Duration {
-        calls(5, self.store.timeout)
-    }
-
-    async fn attempt(&self, p: &Purchase) -> Attempt {
-        let s = &self.store;
-        let sell = async |con: &mut PgConnection| {
-            let mut tx = within(s.timeout, con.begin(), classify)
-                .await
-                .map_err(Outcome::Failed)?;
-            let update = sqlx::query_scalar::<_, i64>(s.sql.decrement.clone()).bind(sku(p));
-            let left = within(s.timeout, update.fetch_optional(&mut *tx), classify)
-                .await
-                .map_err(write_failure)?;
-            if left.is_none() {
-                within(s.timeout, tx.rollback(), classify)
-                    .await
-                    .map_err(Outcome::Failed)?;
-                return Ok(Outcome::SoldOut);
-            }
-            s.insert_order(&mut tx, p, &token(p))
-                .await
-                .map_err(write_failure)?;
-            within(s.timeout, tx.commit(), classify)
-                .await
-                .map_err(write_failure)?;
-            Ok(Outcome::Sold)
-        };
-        s.in_transaction(p.client, sell).await.into()
-    }
+    Ok(s.on_store(make(store.clone(), s.w), store))
 }
 
 /// Which lock the transaction takes first.
@@ -168,7 +121,7 @@ impl TxLocked {
     async fn take(&self, tx: &mut PgConnection, p: &Purchase<'_>) -> Result<i64, sqlx::Error> {
         let s = &self.store;
         match self.how {
-            TxLock::Row => s.read(tx, sku(p), true).await,
+            TxLock::Row => s.read(tx, p.sku, true).await.map(|(qty, _)| qty),
             TxLock::AdvisoryXact => {
                 let key = advisory_key(&s.prefix.lock_key(p.sku));
                 sqlx::query(self.advisory.clone())
@@ -178,7 +131,7 @@ impl TxLocked {
                 if !self.touch_store {
                     return Ok(0);
                 }
-                s.read(tx, sku(p), false).await
+                s.read(tx, p.sku, false).await.map(|(qty, _)| qty)
             }
         }
     }
@@ -292,7 +245,7 @@ impl TxLocked {
             // A plain lock serves a read with its exclusive lock. READ COMMITTED: each read of
             // the transaction sees the latest commit, so a writer's change would show.
             let locking = self.how == TxLock::Row;
-            let checked = s.check_stock(tx, sku(p), self.hold, locking).await;
+            let checked = s.check_stock(tx, p.sku, self.hold, locking).await;
             return (checked.map_err(Outcome::Failed), Instant::now());
         }
         if qty <= 0 {
@@ -302,7 +255,7 @@ impl TxLocked {
         // then the read, one call).
         holder::reached_by_locking_read();
         tokio::time::sleep(self.hold).await;
-        let written = s.write(tx, p, qty - 1, None, token).await;
+        let written = s.write(tx, p, qty - 1, Guard::None, token).await;
         holder::reached(Point::BeforeRelease);
         let released = Instant::now();
         (

@@ -35,13 +35,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState};
 
-use super::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
+use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
-use super::entry::needs::MARIADB_ZOOKEEPER;
-use super::entry::{Kind, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB_ZOOKEEPER;
+use crate::strategy::entry::{Kind, StrategyInfo};
 
 /// `zookeeper`.
 pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
@@ -234,12 +234,12 @@ impl ZkLock {
         // timeout (the lock ttl, 2 s in the chaos workloads): a starved JVM can take longer.
         // Retry until the setup bound, as Curator's connection retry policy does.
         let open = |_| async {
-            let deadline = tokio::time::Instant::now() + super::SETUP_TIMEOUT;
+            let deadline = tokio::time::Instant::now() + crate::strategy::SETUP_TIMEOUT;
             let mut last = None;
             loop {
                 let connector = lock
                     .connector()
-                    .with_connection_timeout(super::SETUP_TIMEOUT);
+                    .with_connection_timeout(crate::strategy::SETUP_TIMEOUT);
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 match tokio::time::timeout(left, connector.connect(&lock.connect)).await {
                     Ok(Ok(client)) => return Ok(client),
@@ -423,7 +423,7 @@ impl ZkLock {
             return;
         }
         let deleted = futures::future::join_all(orphans.iter().map(|o| self.delete_orphan(zk, o)));
-        let done = tokio::time::timeout(super::calls(2, self.timeout), deleted)
+        let done = tokio::time::timeout(crate::strategy::calls(2, self.timeout), deleted)
             .await
             .unwrap_or_default();
         let mut left = self.orphans.lock().expect("orphans lock poisoned");
@@ -586,7 +586,7 @@ impl Lock for ZkLock {
     /// up the whole wait; a last round of waiting may start just before the deadline (listing
     /// + watch); then abandoning (a delete): 9 calls.
     fn acquire_bound(&self) -> Duration {
-        self.acquire_timeout + super::calls(9, self.timeout)
+        self.acquire_timeout + crate::strategy::calls(9, self.timeout)
     }
 
     /// One delete.

@@ -19,26 +19,28 @@ use async_trait::async_trait;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 
-use super::mysql::SharedStore;
-use super::redis_conn::classify;
-use super::redis_lua_decr::LuaDecr;
-use super::redis_setnx::{RENEW, UNLOCK};
-use super::wait::{Try, WaitDefault, Waiter};
-use super::{AcquireError, CriticalSection, Lease, Lock, Locked, Purchase, StrategyError, within};
+use super::conn::classify;
+use super::lua_decr::LuaDecr;
+use super::setnx::{RENEW, UNLOCK};
 use crate::cluster::redis_cluster::{sku_key, slot};
 use crate::cluster::{Endpoints, Prefix};
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::sql::mysql::SharedStore;
+use crate::strategy::wait::{Try, WaitDefault, Waiter};
+use crate::strategy::{
+    AcquireError, CriticalSection, Lease, Lock, Locked, Purchase, StrategyError, within,
+};
 use crate::workload::Workload;
 
-use super::entry::needs::{MARIADB_REDIS_CLUSTER, REDIS_CLUSTER};
-use super::entry::{Built, Kind, Setup, StrategyInfo};
+use crate::strategy::entry::needs::{MARIADB_REDIS_CLUSTER, REDIS_CLUSTER};
+use crate::strategy::entry::{Built, Kind, Setup, StrategyInfo};
 
 /// redis-py's `RedisCluster` lock: `Lock` polls every 0.1 s. No release channel: a Lua script
 /// may only touch keys of one slot, and a channel is not in the lock's.
 const REDIS_PY_CLUSTER: WaitDefault = WaitDefault {
     can_notify: false,
     follows: "redis-py Lock on RedisCluster",
-    ..super::wait::REDIS_PY
+    ..crate::strategy::wait::REDIS_PY
 };
 
 /// `redis-cluster-setnx`.
@@ -126,9 +128,12 @@ async fn connections(
     let client = b.build()?;
     let n = w.load.clients.clamp(1, MAX_CONNECTIONS);
     let connect = (0..n).map(|_| client.get_async_connection());
-    let all = tokio::time::timeout(super::SETUP_TIMEOUT, futures::future::try_join_all(connect))
-        .await
-        .map_err(|_| StrategyError::Timeout("connect to the Redis Cluster"))??;
+    let all = tokio::time::timeout(
+        crate::strategy::SETUP_TIMEOUT,
+        futures::future::try_join_all(connect),
+    )
+    .await
+    .map_err(|_| StrategyError::Timeout("connect to the Redis Cluster"))??;
     Ok(all)
 }
 
@@ -329,7 +334,7 @@ impl Lock for ClusterSetNx {
             let pttl = redis::cmd("PTTL")
                 .arg(sku_key(&self.prefix, "lock", sku))
                 .to_owned();
-            let ttl: i64 = super::redis_conn::read_retrying(|| {
+            let ttl: i64 = super::conn::read_retrying(|| {
                 let (mut con, pttl) = (self.con(0), pttl.clone());
                 async move { pttl.query_async(&mut con).await }
             })

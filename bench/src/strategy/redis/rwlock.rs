@@ -16,13 +16,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::redis_reentrant::{HashLock, Released};
-use super::wait::{REDISSON, WAKE_ALL, WaitDefault};
-use super::{AcquireError, Lease, Lock, StrategyError};
+use super::reentrant::{HashLock, Released};
 use crate::record::ErrorKind;
+use crate::strategy::wait::{REDISSON, WAKE_ALL, WaitDefault};
+use crate::strategy::{AcquireError, Lease, Lock, StrategyError};
 
-use super::entry::needs::MARIADB_REDIS;
-use super::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::entry::needs::MARIADB_REDIS;
+use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 
 /// Redisson's `RReadWriteLock`: notify waiters (one per read release, all per write release).
 pub const REDISSON_RW: WaitDefault = WaitDefault {
@@ -66,11 +66,11 @@ pub const LEAKY_READ: StrategyInfo = StrategyInfo {
     ..RWLOCK
 };
 
-const READ: &str = include_str!("lua/rwlock_read.lua");
-const READ_LEAKY: &str = include_str!("lua/rwlock_read_leaky.lua");
-const WRITE: &str = include_str!("lua/rwlock_write.lua");
-const READ_RELEASE: &str = include_str!("lua/rwlock_read_release.lua");
-const WRITE_RELEASE: &str = include_str!("lua/rwlock_write_release.lua");
+const READ: &str = include_str!("../lua/rwlock_read.lua");
+const READ_LEAKY: &str = include_str!("../lua/rwlock_read_leaky.lua");
+const WRITE: &str = include_str!("../lua/rwlock_write.lua");
+const READ_RELEASE: &str = include_str!("../lua/rwlock_read_release.lua");
+const WRITE_RELEASE: &str = include_str!("../lua/rwlock_write_release.lua");
 
 /// The Redis read–write lock.
 pub struct RwLock {

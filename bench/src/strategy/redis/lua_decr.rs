@@ -6,15 +6,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::redis_conn::{Con, classify, connections};
-use super::{Attempt, Purchase, Store, Strategy, StrategyError, within};
+use super::conn::{Con, classify, connections};
 use crate::check::SkuAudit;
 use crate::cluster::Prefix;
 use crate::record::{ErrorKind, Outcome};
+use crate::strategy::{Attempt, Purchase, Store, Strategy, StrategyError, within};
 use crate::workload::Workload;
 
-use super::entry::needs::REDIS;
-use super::entry::{Built, Kind, StrategyInfo};
+use crate::strategy::entry::needs::REDIS;
+use crate::strategy::entry::{Built, Kind, StrategyInfo};
 
 /// `redis-lua-decr`.
 pub const LUA_DECR: StrategyInfo = StrategyInfo {
@@ -41,7 +41,7 @@ pub const LUA_DECR: StrategyInfo = StrategyInfo {
 };
 
 /// KEYS[1] = stock, KEYS[2] = orders list, ARGV[1] = buyer. Returns 1 if sold, 0 if sold out.
-pub const DECREMENT: &str = include_str!("lua/decrement.lua");
+pub const DECREMENT: &str = include_str!("../lua/decrement.lua");
 
 const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -163,7 +163,7 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> Store for Lu
                     pipe.get(self.stock_key(sku)).llen(self.orders_key(sku));
                 }
                 // Replies alternate: GET stock (nil if never set), LLEN orders.
-                let values: Vec<Option<i64>> = super::redis_conn::read_retrying(|| {
+                let values: Vec<Option<i64>> = super::conn::read_retrying(|| {
                     let (mut con, pipe) = (con.clone(), pipe.clone());
                     async move { pipe.query_async(&mut con).await }
                 })

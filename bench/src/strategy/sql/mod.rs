@@ -1,0 +1,16 @@
+//! The SQL family: one store over MariaDB/MySQL and PostgreSQL (`store.rs`, generic over a
+//! `Dialect`: `mysql.rs`, `postgres.rs`), the buyers' connections, the strategies written once
+//! for both (`strategies.rs`: the `none` controls, the atomic update), and those of one dialect.
+
+mod buyers;
+pub mod mysql;
+pub mod mysql_lock_table;
+pub(super) mod mysql_strategies;
+pub mod postgres;
+pub(super) mod postgres_advisory;
+pub(super) mod postgres_strategies;
+pub(super) mod postgres_units;
+mod store;
+mod strategies;
+
+pub use store::{Arg, Db, Dialect, Guard, SqlStore, Statements};

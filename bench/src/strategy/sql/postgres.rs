@@ -1,0 +1,257 @@
+//! PostgreSQL as a [`Dialect`] of the SQL store: `<prefix>_stock` and `<prefix>_orders` as in
+//! MariaDB (and `<prefix>_units` for `pg-skip-locked`, in `postgres_units.rs`), `$n`
+//! placeholders, `RETURNING`, SQLSTATE classification.
+//!
+//! Waits are bounded server-side too: every buyer session starts with `lock_timeout` (the
+//! workload's `lock.acquire_timeout`, exact to the millisecond, where MariaDB counts whole
+//! seconds) and `statement_timeout` (that wait plus one `load.timeout`), so a statement whose
+//! client gave up stops holding locks on its own.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, Postgres};
+use sqlx::query::Query;
+use sqlx::{ConnectOptions, SqlSafeStr};
+
+use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls};
+use crate::cluster::{PostgresEndpoint, Prefix};
+use crate::record::ErrorKind;
+use crate::strategy::{Purchase, StrategyError};
+use crate::workload::Workload;
+
+pub use super::store::MAX_BUYER_CONNECTIONS;
+
+/// SQLSTATE `lock_not_available`: `lock_timeout` ran out (or a `NOWAIT` found the lock held).
+pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+/// SQLSTATE `query_canceled`: `statement_timeout` ran out (or a cancel request).
+pub const QUERY_CANCELED: &str = "57014";
+/// SQLSTATE `deadlock_detected`: this transaction was the victim (rolled back).
+pub const DEADLOCK_DETECTED: &str = "40P01";
+
+/// The stock in PostgreSQL: a connection per buyer, a small pool for setup and audit.
+pub type PgStore = SqlStore<Pg>;
+
+/// Shared handle of the PostgreSQL store.
+pub type SharedPgStore = Arc<PgStore>;
+
+/// A buyer's own PostgreSQL connection, held for one call sequence.
+pub type PgBuyerConn<'a> = super::buyers::BuyerConn<'a, PgConnection>;
+
+/// PostgreSQL: how a buyer's session opens.
+pub struct Pg {
+    opts: PgConnectOptions,
+}
+
+/// What an error means, from its SQLSTATE (`None`: no reply from the server at all). Only a
+/// reply proves a statement was not applied; a session the server ended (class 08, and 57P0x:
+/// shutdown, crash) is a lost connection, whose last commit may or may not have happened.
+pub fn classify_sqlstate(code: Option<&str>) -> ErrorKind {
+    match code {
+        None => ErrorKind::Connection,
+        Some(DEADLOCK_DETECTED) => ErrorKind::Deadlock,
+        Some(c) if c.starts_with("08") || c.starts_with("57P0") => ErrorKind::Connection,
+        Some(_) => ErrorKind::Server,
+    }
+}
+
+/// The SQLSTATE of an error reply.
+pub fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(d) => d.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// Classifies a sqlx error from PostgreSQL (see [`classify_sqlstate`]).
+pub fn classify(e: &sqlx::Error) -> ErrorKind {
+    match e {
+        sqlx::Error::PoolTimedOut => ErrorKind::Timeout,
+        _ => classify_sqlstate(sqlstate(e).as_deref()),
+    }
+}
+
+/// Whether `e` is `lock_timeout` running out: the lock was not taken, nothing was applied.
+pub fn is_lock_timeout(e: &sqlx::Error) -> bool {
+    sqlstate(e).as_deref() == Some(LOCK_NOT_AVAILABLE)
+}
+
+/// The session settings of a buyer (or lock) connection: `lock_timeout` = `lock_wait`,
+/// `statement_timeout` = `lock_wait` + `timeout`, both in ms, sent in the startup packet (no
+/// extra round trip).
+pub fn session_options(
+    ep: &PostgresEndpoint,
+    lock_wait: Duration,
+    timeout: Duration,
+) -> PgConnectOptions {
+    let ms = |d: Duration| d.as_millis().max(1).to_string();
+    ep.connect_options()
+        .options([
+            ("lock_timeout", ms(lock_wait)),
+            ("statement_timeout", ms(lock_wait + timeout)),
+        ])
+        // Statement logging costs client CPU on every call, CPU the server is short of.
+        .log_statements(log::LevelFilter::Off)
+        .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600))
+}
+
+/// A SKU as PostgreSQL's `INT` (it has no unsigned types).
+pub fn sku(p: &Purchase<'_>) -> i32 {
+    p.sku as i32
+}
+
+/// Binds `args` as PostgreSQL's types (signed integers only).
+fn bind<'q>(
+    mut q: Query<'q, Postgres, PgArguments>,
+    args: &[Arg<'_>],
+) -> Query<'q, Postgres, PgArguments> {
+    for a in args {
+        q = match *a {
+            Arg::Sku(s) => q.bind(s as i32),
+            Arg::Int(n) => q.bind(n),
+            Arg::Fence(f) | Arg::Buyer(f) => q.bind(f as i64),
+            Arg::Text(t) => q.bind(t),
+        };
+    }
+    q
+}
+
+impl Dialect for Pg {
+    type Conn = PgConnection;
+    type Endpoint = PostgresEndpoint;
+    const PREPARE: &'static str = "prepare the PostgreSQL store";
+    const RETURNING: bool = true;
+    const CUT_CLOSES: bool = true;
+    const CLOSE_BUYERS: bool = true;
+
+    fn new(ep: &PostgresEndpoint, w: &Workload) -> (Self, PgConnectOptions) {
+        let opts = session_options(ep, w.lock.acquire_timeout, w.load.timeout);
+        let admin = ep.connect_options().log_statements(log::LevelFilter::Off);
+        (Self { opts }, admin)
+    }
+
+    fn statements(p: &Prefix) -> Statements {
+        let (stock, orders) = (p.table("stock"), p.table("orders"));
+        let s = |text: String| sqlx::AssertSqlSafe(text).into_sql_str();
+        let set = format!("UPDATE {stock} SET qty = $1 WHERE sku = $2");
+        Statements {
+            read: s(format!("SELECT qty FROM {stock} WHERE sku = $1")),
+            read_for_update: s(format!("SELECT qty FROM {stock} WHERE sku = $1 FOR UPDATE")),
+            read_cols: 1,
+            read_price: s(format!(
+                "SELECT qty, price_cents FROM {stock} WHERE sku = $1"
+            )),
+            read_price_for_update: s(format!(
+                "SELECT qty, price_cents FROM {stock} WHERE sku = $1 FOR UPDATE"
+            )),
+            raise_fence: s(format!(
+                "UPDATE {stock} SET fence = GREATEST(fence, $1) WHERE sku = $2"
+            )),
+            write_if_version: None,
+            write_if_fence: s(format!("{set} AND fence <= $3")),
+            write: s(set),
+            insert_order: s(format!(
+                "INSERT INTO {orders} (sku, buyer, token, created_us) VALUES ($1, $2, $3, $4) \
+                 RETURNING id"
+            )),
+            decrement: s(format!(
+                "UPDATE {stock} SET qty = qty - 1 WHERE sku = $1 AND qty > 0 RETURNING qty"
+            )),
+            units: p.table("units"),
+            stock,
+            orders,
+        }
+    }
+
+    fn schema(sql: &Statements, skus: u32, stock: u64) -> Vec<String> {
+        let stock_t = &sql.stock;
+        let mut ddl = orders_ddl(sql);
+        ddl.push(format!(
+            "CREATE TABLE {stock_t} (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
+             price_cents BIGINT NOT NULL DEFAULT {PRICE_CENTS}, fence BIGINT NOT NULL DEFAULT 0)"
+        ));
+        ddl.push(format!(
+            "INSERT INTO {stock_t} (sku, qty) SELECT s, {stock} FROM generate_series(0, {}) s",
+            i64::from(skus) - 1
+        ));
+        ddl
+    }
+
+    fn lock_wait(w: &Workload) -> Duration {
+        w.lock.acquire_timeout
+    }
+
+    fn classify(e: &sqlx::Error) -> ErrorKind {
+        classify(e)
+    }
+
+    fn error(e: sqlx::Error) -> StrategyError {
+        StrategyError::Postgres(e)
+    }
+
+    async fn open(&self) -> Result<PgConnection, sqlx::Error> {
+        self.opts.connect().await
+    }
+
+    driver_calls!();
+}
+
+/// The orders table, dropped with the tables of earlier runs (units included).
+pub(super) fn orders_ddl(sql: &Statements) -> Vec<String> {
+    let Statements {
+        stock,
+        orders,
+        units,
+        ..
+    } = sql;
+    vec![
+        format!("DROP TABLE IF EXISTS {orders}, {stock}, {units}"),
+        format!(
+            "CREATE TABLE {orders} (id BIGSERIAL PRIMARY KEY, sku INT NOT NULL, \
+             buyer BIGINT NOT NULL, token TEXT NOT NULL, created_us BIGINT NOT NULL)"
+        ),
+        format!("CREATE INDEX ON {orders} (sku)"),
+    ]
+}
+
+impl PgStore {
+    /// The orders table, dropped with the tables of earlier runs (units included).
+    pub(super) fn orders_ddl(&self) -> Vec<String> {
+        orders_ddl(&self.sql)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::store::write_failure;
+    use super::*;
+    use crate::record::Outcome;
+
+    #[test]
+    fn only_a_reply_proves_nothing_was_applied() {
+        assert_eq!(classify_sqlstate(None), ErrorKind::Connection);
+        assert_eq!(classify_sqlstate(Some("40P01")), ErrorKind::Deadlock);
+        // admin_shutdown, crash_shutdown, connection_failure: the session is gone.
+        for gone in ["57P01", "57P02", "08006", "08003"] {
+            assert_eq!(
+                classify_sqlstate(Some(gone)),
+                ErrorKind::Connection,
+                "{gone}"
+            );
+        }
+        // lock_not_available, query_canceled (statement_timeout), unique_violation: replies.
+        for reply in ["55P03", "57014", "23505"] {
+            assert_eq!(classify_sqlstate(Some(reply)), ErrorKind::Server, "{reply}");
+        }
+        assert_eq!(
+            write_failure(classify_sqlstate(Some("57P01"))),
+            Outcome::Unknown(ErrorKind::Connection)
+        );
+        assert_eq!(
+            write_failure(classify_sqlstate(Some("57014"))),
+            Outcome::Failed(ErrorKind::Server)
+        );
+        assert_eq!(classify(&sqlx::Error::PoolTimedOut), ErrorKind::Timeout);
+        assert_eq!(classify(&sqlx::Error::WorkerCrashed), ErrorKind::Connection);
+    }
+}

@@ -1,0 +1,583 @@
+//! One SQL store over a [`Dialect`]: `<prefix>_stock` and `<prefix>_orders`, a connection per
+//! buyer plus a small pool for setup and audit, the shared critical section, the read section
+//! and the audit — written once for MariaDB/MySQL ([`super::mysql`]) and PostgreSQL
+//! ([`super::postgres`]).
+//!
+//! A dialect is what differs between the two servers: its SQL text and placeholders, how it
+//! binds a value (MariaDB's unsigned integers, PostgreSQL's signed ones), how it opens a buyer's
+//! session, and what its error replies mean. Everything a strategy does with those is here.
+
+use std::future::Future;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use sqlx::pool::PoolOptions;
+use sqlx::{Connection, Pool, SqlStr};
+
+use super::buyers::{BuyerConn, Buyers, fail_and_drop};
+use crate::check::SkuAudit;
+use crate::cluster::Prefix;
+use crate::record::{ErrorKind, Outcome};
+use crate::strategy::{CriticalSection, Purchase, Store, StrategyError, within};
+use crate::workload::Workload;
+
+/// The price every SKU is seeded with: a read checks stock and price, and nothing changes it.
+pub const PRICE_CENTS: i64 = 1999;
+
+/// How long setup and audit statements may take (they touch every SKU, or every unit).
+pub const ADMIN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Most buyer connections; beyond this, buyers share them (and wait on each other).
+/// PostgreSQL forks a backend per connection.
+pub const MAX_BUYER_CONNECTIONS: u32 = 1000;
+
+/// A value a statement binds, named by what it is, so each dialect binds it as its driver's
+/// type and the wire carries what each store always sent.
+#[derive(Debug, Clone, Copy)]
+pub enum Arg<'a> {
+    /// A SKU (MariaDB: `INT UNSIGNED`; PostgreSQL: `INT`, it has no unsigned types).
+    Sku(u32),
+    /// A quantity, version or time in µs (`BIGINT` on both).
+    Int(i64),
+    /// A fencing token (MariaDB: `BIGINT UNSIGNED`; PostgreSQL: `BIGINT`).
+    Fence(u64),
+    /// A buyer's attempt number (MariaDB: `BIGINT UNSIGNED`; PostgreSQL: `BIGINT`).
+    Buyer(u64),
+    /// Text (the order's token).
+    Text(&'a str),
+}
+
+/// The database of a dialect's connection.
+pub type Db<D> = <<D as Dialect>::Conn as Connection>::Database;
+
+/// What one SQL server speaks. A value of it is what a store keeps to open buyer sessions.
+pub trait Dialect: Send + Sync + Sized + 'static {
+    /// The driver's connection.
+    type Conn: Connection;
+    /// Where the server is and who logs in.
+    type Endpoint: Sync;
+
+    /// What a `prepare` that ran out of time was doing.
+    const PREPARE: &'static str;
+    /// The store's `INSERT` of an order and its `qty - 1` update answer with a row
+    /// (`RETURNING`, fetched) instead of a count of rows (executed).
+    const RETURNING: bool;
+    /// A buyer's transaction in [`SqlStore::in_transaction`] is marked unsettled while it
+    /// runs, so an attempt cut mid-way closes its connection and the server frees its locks at
+    /// once. PostgreSQL's strategies do; MariaDB's always left a cut transaction's rollback
+    /// queued on the connection, and still do (results must not move).
+    const CUT_CLOSES: bool;
+    /// [`Store::close`] closes the buyers' connections too, not only the pool (PostgreSQL's
+    /// backends are processes; MariaDB's store always left its buyers to the drop).
+    const CLOSE_BUYERS: bool;
+
+    /// The session a buyer opens (its lock wait bound set), and the admin pool's options.
+    fn new(ep: &Self::Endpoint, w: &Workload) -> (Self, <Self::Conn as Connection>::Options);
+    /// The statements, with the store's table names filled in.
+    fn statements(p: &Prefix) -> Statements;
+    /// The statements that create and seed the store (wiping earlier runs).
+    fn schema(sql: &Statements, skus: u32, stock: u64) -> Vec<String>;
+    /// How long a statement may wait for a row lock.
+    fn lock_wait(w: &Workload) -> Duration;
+    /// What an error means. Only an error *reply* proves the statement was not applied.
+    fn classify(e: &sqlx::Error) -> ErrorKind;
+    /// A setup or audit error.
+    fn error(e: sqlx::Error) -> StrategyError;
+
+    /// Opens a buyer's session.
+    fn open(&self) -> impl Future<Output = Result<Self::Conn, sqlx::Error>> + Send;
+    /// Runs `sql` with `args`; the rows it changed.
+    fn execute(
+        con: &mut Self::Conn,
+        sql: SqlStr,
+        args: &[Arg<'_>],
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
+    /// Runs `sql` with `args`; the first `cols` columns (at most 2) of its first row.
+    fn fetch(
+        con: &mut Self::Conn,
+        sql: SqlStr,
+        args: &[Arg<'_>],
+        cols: usize,
+    ) -> impl Future<Output = Result<Option<[i64; 2]>, sqlx::Error>> + Send;
+    /// Runs `statements` in order on one connection of the pool.
+    fn admin(
+        pool: &Pool<Db<Self>>,
+        statements: &[String],
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// The `(sku, n)` pairs of a grouping query.
+    fn pairs(
+        pool: &Pool<Db<Self>>,
+        query: String,
+    ) -> impl Future<Output = Result<Vec<(u32, i64)>, sqlx::Error>> + Send;
+}
+
+/// A dialect's calls into its driver: the same text for every driver, each expansion checked
+/// against its own driver's concrete types (generic code would need sqlx's executor bounds on
+/// every caller). Expanded inside `impl Dialect`, beside the dialect's own `bind`.
+macro_rules! driver_calls {
+    () => {
+        async fn execute(
+            con: &mut Self::Conn,
+            sql: sqlx::SqlStr,
+            args: &[Arg<'_>],
+        ) -> Result<u64, sqlx::Error> {
+            let done = bind(sqlx::query(sql), args).execute(con).await?;
+            Ok(done.rows_affected())
+        }
+
+        async fn fetch(
+            con: &mut Self::Conn,
+            sql: sqlx::SqlStr,
+            args: &[Arg<'_>],
+            cols: usize,
+        ) -> Result<Option<[i64; 2]>, sqlx::Error> {
+            let row = bind(sqlx::query(sql), args).fetch_optional(con).await?;
+            let Some(row) = row else { return Ok(None) };
+            let mut out = [0; 2];
+            for (i, v) in out.iter_mut().enumerate().take(cols) {
+                *v = sqlx::Row::try_get(&row, i)?;
+            }
+            Ok(Some(out))
+        }
+
+        async fn admin(
+            pool: &sqlx::Pool<Db<Self>>,
+            statements: &[String],
+        ) -> Result<(), sqlx::Error> {
+            let mut con = pool.acquire().await?;
+            for s in statements {
+                sqlx::Executor::execute(&mut *con, sqlx::AssertSqlSafe(s.as_str())).await?;
+            }
+            Ok(())
+        }
+
+        async fn pairs(
+            pool: &sqlx::Pool<Db<Self>>,
+            query: String,
+        ) -> Result<Vec<(u32, i64)>, sqlx::Error> {
+            let rows = sqlx::query_as::<_, (i32, i64)>(sqlx::AssertSqlSafe(query))
+                .fetch_all(pool)
+                .await?;
+            Ok(rows.into_iter().map(|(s, n)| (s as u32, n)).collect())
+        }
+    };
+}
+pub(super) use driver_calls;
+
+/// A store's statements, with its table names filled in once at connect (cloning a [`SqlStr`]
+/// is a reference count, not a copy).
+pub struct Statements {
+    /// The stock of a SKU (and MariaDB's version column).
+    pub read: SqlStr,
+    /// [`Self::read`], taking the row lock.
+    pub read_for_update: SqlStr,
+    /// How many columns the two reads return.
+    pub read_cols: usize,
+    /// Stock and price.
+    pub read_price: SqlStr,
+    /// [`Self::read_price`], taking the row lock.
+    pub read_price_for_update: SqlStr,
+    /// Raises the fence to a token, never lowering it.
+    pub raise_fence: SqlStr,
+    /// The blind write.
+    pub write: SqlStr,
+    /// The blind write where the version is still the one read (MariaDB's only).
+    pub write_if_version: Option<SqlStr>,
+    /// The blind write where no newer token reached the row.
+    pub write_if_fence: SqlStr,
+    /// The order row.
+    pub insert_order: SqlStr,
+    /// The atomic strategies' one-statement deduction: `qty - 1` where stock is left.
+    pub decrement: SqlStr,
+    /// `<prefix>_stock`.
+    pub stock: String,
+    /// `<prefix>_orders`.
+    pub orders: String,
+    /// `<prefix>_units` (`pg-skip-locked`'s, dropped with the others).
+    pub units: String,
+}
+
+/// What must still hold for the blind write to be applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Nothing: the lock is trusted.
+    None,
+    /// The row's version is still the one read (optimistic concurrency).
+    Version(i64),
+    /// No newer fencing token than this one has reached the row.
+    Fence(u64),
+}
+
+impl Guard {
+    /// A fence if there is one, else nothing.
+    pub fn fence(fence: Option<u64>) -> Self {
+        fence.map_or(Guard::None, Guard::Fence)
+    }
+}
+
+/// Outcome of a write that failed with `kind`: a reply means nothing happened; a timeout or a
+/// lost connection after sending means it may have been applied.
+pub fn write_failure(kind: ErrorKind) -> Outcome {
+    match kind {
+        ErrorKind::Timeout | ErrorKind::Connection => Outcome::Unknown(kind),
+        _ => Outcome::Failed(kind),
+    }
+}
+
+/// Wall-clock time in µs, stamped on each order row.
+pub fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+/// The stock in one SQL server: a connection per buyer, a small pool for setup and audit.
+pub struct SqlStore<D: Dialect> {
+    pool: Pool<Db<D>>,
+    buyers: Buyers<D::Conn>,
+    dialect: D,
+    /// Bound of every single statement (`load.timeout`).
+    pub timeout: Duration,
+    /// How long a statement may wait for a row lock ([`Dialect::lock_wait`]).
+    pub lock_wait: Duration,
+    /// Names of everything the store creates.
+    pub prefix: Prefix,
+    pub(super) sql: Statements,
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// Connects one connection per buyer (bounded) plus a small pool for setup and audit.
+    /// Tables are named after `prefix`.
+    pub async fn connect(
+        ep: &D::Endpoint,
+        prefix: &Prefix,
+        w: &Workload,
+    ) -> Result<Self, StrategyError> {
+        let (dialect, admin) = D::new(ep, w);
+        let pool = PoolOptions::<Db<D>>::new()
+            .max_connections(2)
+            .connect_with(admin)
+            .await
+            .map_err(D::error)?;
+        let store = Self {
+            pool,
+            buyers: Buyers::new(w.load.clients.clamp(1, MAX_BUYER_CONNECTIONS) as usize),
+            dialect,
+            timeout: w.load.timeout,
+            lock_wait: D::lock_wait(w),
+            prefix: prefix.clone(),
+            sql: D::statements(prefix),
+        };
+        // Connect every buyer now, so the first attempts do not pay for it.
+        let open = || store.dialect.open();
+        match store.buyers.connect_all(open, ADMIN_TIMEOUT).await {
+            Err(sqlx::Error::PoolTimedOut) => Err(StrategyError::Timeout("connect buyers")),
+            r => r.map(|()| store).map_err(D::error),
+        }
+    }
+
+    /// The pool, for setup and audit statements.
+    pub fn pool(&self) -> &Pool<Db<D>> {
+        &self.pool
+    }
+
+    /// Buyer `client`'s connection (see [`Buyers::conn`]), bounded by one `load.timeout`.
+    pub async fn conn(&self, client: u32) -> Result<BuyerConn<'_, D::Conn>, ErrorKind> {
+        let open = || self.dialect.open();
+        self.buyers
+            .conn(client, self.timeout, open, D::classify)
+            .await
+    }
+
+    /// Runs one transaction's `body` on buyer `client`'s connection (marked unsettled while it
+    /// runs where [`Dialect::CUT_CLOSES`]); an `Err` outcome drops the connection.
+    pub async fn in_transaction(
+        &self,
+        client: u32,
+        body: impl AsyncFnOnce(&mut D::Conn) -> Result<Outcome, Outcome>,
+    ) -> Outcome {
+        let mut con = match self.conn(client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        if D::CUT_CLOSES {
+            con.unsettled();
+        }
+        let result = body(&mut con).await;
+        con.settled();
+        result.unwrap_or_else(|o| fail_and_drop(con, o))
+    }
+
+    /// Reads `(qty, version)` of a SKU (version 0 where the table has none); `for_update` takes
+    /// the row lock (and may wait `lock_wait`).
+    pub async fn read(
+        &self,
+        con: &mut D::Conn,
+        sku: u32,
+        for_update: bool,
+    ) -> Result<(i64, i64), sqlx::Error> {
+        let sql = if for_update {
+            &self.sql.read_for_update
+        } else {
+            &self.sql.read
+        };
+        let args = [Arg::Sku(sku)];
+        let row = D::fetch(con, sql.clone(), &args, self.sql.read_cols).await?;
+        let [qty, version] = row.ok_or(sqlx::Error::RowNotFound)?;
+        Ok((qty, version))
+    }
+
+    /// The read section's statements on `con`: stock and price, `hold`, the stock again.
+    /// `locking` reads (`FOR UPDATE`) are for a caller inside a transaction, whose plain reads
+    /// would all see its first snapshot under MariaDB's REPEATABLE READ; on an autocommit
+    /// connection each plain read sees the latest commit, so a writer's change during the hold
+    /// shows.
+    pub async fn check_stock(
+        &self,
+        con: &mut D::Conn,
+        sku: u32,
+        hold: Duration,
+        locking: bool,
+    ) -> Result<Outcome, ErrorKind> {
+        let first = if locking {
+            &self.sql.read_price_for_update
+        } else {
+            &self.sql.read_price
+        };
+        let args = [Arg::Sku(sku)];
+        let read = D::fetch(&mut *con, first.clone(), &args, 2);
+        let row = within(self.timeout, read, D::classify).await?;
+        let [stock, _price_cents] = row.ok_or(D::classify(&sqlx::Error::RowNotFound))?;
+        tokio::time::sleep(hold).await;
+        let (later, _) = within(self.timeout, self.read(con, sku, locking), D::classify).await?;
+        Ok(crate::strategy::read_outcome(stock, later))
+    }
+
+    /// Raises the SKU's fence to `fence` (never lowers it) before a fenced read, so a writer
+    /// holding an older token is refused even if it writes *before* the newer holder does.
+    pub async fn raise_fence(
+        &self,
+        con: &mut D::Conn,
+        sku: u32,
+        fence: u64,
+    ) -> Result<(), ErrorKind> {
+        let args = [Arg::Fence(fence), Arg::Sku(sku)];
+        let raise = D::execute(con, self.sql.raise_fence.clone(), &args);
+        within(self.timeout, raise, D::classify).await.map(|_| ())
+    }
+
+    /// The blind write: `qty = new_qty` if the guard holds, plus the order row. Returns false
+    /// when the guard refused the write. Runs inside the caller's transaction.
+    pub async fn write(
+        &self,
+        con: &mut D::Conn,
+        p: &Purchase<'_>,
+        new_qty: i64,
+        guard: Guard,
+        token: &str,
+    ) -> Result<bool, ErrorKind> {
+        let sql = &self.sql;
+        let (update, guarded) = match guard {
+            Guard::None => (&sql.write, None),
+            Guard::Version(v) => {
+                let write = sql.write_if_version.as_ref();
+                let write = write.expect("only a store with a version column gets a version guard");
+                (write, Some(Arg::Int(v)))
+            }
+            Guard::Fence(f) => (&sql.write_if_fence, Some(Arg::Fence(f))),
+        };
+        let (qty, sku) = (Arg::Int(new_qty), Arg::Sku(p.sku));
+        let args = [qty, sku, guarded.unwrap_or(qty)];
+        let bound = &args[..2 + usize::from(guarded.is_some())];
+        let update = D::execute(&mut *con, update.clone(), bound);
+        if within(self.timeout, update, D::classify).await? == 0 {
+            return Ok(false);
+        }
+        self.insert_order(con, p, token).await.map(|_| true)
+    }
+
+    /// Inserts the order row of a sale; returns its id where the dialect returns it
+    /// ([`Dialect::RETURNING`]).
+    pub async fn insert_order(
+        &self,
+        con: &mut D::Conn,
+        p: &Purchase<'_>,
+        token: &str,
+    ) -> Result<Option<i64>, ErrorKind> {
+        let args = [
+            Arg::Sku(p.sku),
+            Arg::Buyer(p.seq),
+            Arg::Text(token),
+            Arg::Int(now_us()),
+        ];
+        let sql = self.sql.insert_order.clone();
+        if D::RETURNING {
+            let id = within(self.timeout, D::fetch(con, sql, &args, 1), D::classify).await?;
+            let [id, _] = id.ok_or(D::classify(&sqlx::Error::RowNotFound))?;
+            return Ok(Some(id));
+        }
+        within(self.timeout, D::execute(con, sql, &args), D::classify)
+            .await
+            .map(|_| None)
+    }
+
+    /// [`Self::write`] in its own transaction, committed (rolled back when refused).
+    pub async fn write_tx(
+        &self,
+        con: &mut D::Conn,
+        p: &Purchase<'_>,
+        new_qty: i64,
+        guard: Guard,
+        token: &str,
+    ) -> Result<bool, ErrorKind> {
+        let mut tx = within(self.timeout, con.begin(), D::classify).await?;
+        if !self.write(&mut tx, p, new_qty, guard, token).await? {
+            within(self.timeout, tx.rollback(), D::classify).await?;
+            return Ok(false);
+        }
+        within(self.timeout, tx.commit(), D::classify).await?;
+        Ok(true)
+    }
+
+    /// The atomic deduction of one unit of `p.sku` where stock is left; false when none was.
+    pub async fn decrement(&self, con: &mut D::Conn, p: &Purchase<'_>) -> Result<bool, ErrorKind> {
+        let (sql, args) = (self.sql.decrement.clone(), [Arg::Sku(p.sku)]);
+        if D::RETURNING {
+            let left = D::fetch(con, sql, &args, 1);
+            return within(self.timeout, left, D::classify)
+                .await
+                .map(|l| l.is_some());
+        }
+        let done = within(self.timeout, D::execute(con, sql, &args), D::classify).await?;
+        Ok(done > 0)
+    }
+
+    /// Replaces buyer `client`'s connection before its next use.
+    pub fn discard_later(&self, client: u32) {
+        self.buyers.discard_later(client);
+    }
+
+    /// Runs `statements` in order on the admin pool (setup), bounded by `ADMIN_TIMEOUT`.
+    pub async fn admin(&self, statements: &[String]) -> Result<(), StrategyError> {
+        tokio::time::timeout(ADMIN_TIMEOUT, D::admin(&self.pool, statements))
+            .await
+            .map_err(|_| StrategyError::Timeout(D::PREPARE))?
+            .map_err(D::error)
+    }
+
+    /// Pairs `(sku, n)` of a grouping query on the admin pool, bounded by `ADMIN_TIMEOUT`.
+    pub async fn counts(&self, query: String) -> Result<Vec<(u32, i64)>, StrategyError> {
+        tokio::time::timeout(ADMIN_TIMEOUT, D::pairs(&self.pool, query))
+            .await
+            .map_err(|_| StrategyError::Timeout("audit"))?
+            .map_err(D::error)
+    }
+
+    /// The orders per SKU.
+    pub async fn orders_per_sku(&self) -> Result<Vec<(u32, i64)>, StrategyError> {
+        let orders = &self.sql.orders;
+        self.counts(format!("SELECT sku, COUNT(*) FROM {orders} GROUP BY sku"))
+            .await
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Store for SqlStore<D> {
+    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
+        self.admin(&D::schema(&self.sql, skus, stock)).await
+    }
+
+    async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
+        let stock_t = &self.sql.stock;
+        let stock = self
+            .counts(format!("SELECT sku, qty FROM {stock_t}"))
+            .await?;
+        Ok(crate::strategy::audits(
+            skus,
+            stock,
+            self.orders_per_sku().await?,
+        ))
+    }
+
+    async fn close(&self) {
+        // Bounded: a dead server must not hold up the end of the run.
+        if D::CLOSE_BUYERS {
+            self.buyers.close(Duration::from_secs(1)).await;
+        }
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.pool.close()).await;
+    }
+}
+
+/// Every real lock's critical section (and the `none` controls').
+impl<D: Dialect> CriticalSection for SqlStore<D> {
+    fn lock_key(&self, sku: u32) -> String {
+        self.prefix.lock_key(sku)
+    }
+
+    /// The shared critical section run under any lock: read (no lock of the store's own), hold
+    /// for the business time, blind-write `read - 1` with the order in one transaction.
+    ///
+    /// With a `fence` the store is fenced: the read raises the SKU's fence to the token and the
+    /// write is refused (`Failed(StaleToken)`) if a newer token has been seen since.
+    async fn critical_section(
+        &self,
+        p: &Purchase<'_>,
+        token: &str,
+        fence: Option<u64>,
+        hold: Duration,
+    ) -> Outcome {
+        let mut con = match self.conn(p.client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        if let Some(f) = fence
+            && let Err(k) = self.raise_fence(&mut con, p.sku, f).await
+        {
+            return fail_and_drop(con, Outcome::Failed(k));
+        }
+        let read = self.read(&mut con, p.sku, false);
+        let qty = match within(self.timeout, read, D::classify).await {
+            Ok((qty, _)) => qty,
+            Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
+        };
+        if qty <= 0 {
+            return Outcome::SoldOut;
+        }
+        // Between the read and the write: where a holder's GC pause loses an update.
+        crate::chaos::holder::reached(crate::chaos::holder::Point::AfterRead);
+        tokio::time::sleep(hold).await;
+        match self
+            .write_tx(&mut con, p, qty - 1, Guard::fence(fence), token)
+            .await
+        {
+            Ok(true) => Outcome::Sold,
+            Ok(false) if fence.is_some() => Outcome::Failed(ErrorKind::StaleToken),
+            Ok(false) => unreachable!("an unguarded update always matches the seeded row"),
+            Err(k) => fail_and_drop(con, write_failure(k)),
+        }
+    }
+
+    /// Bound of [`Self::critical_section`]: the buyer's connection (opened if needed), raising
+    /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
+    fn critical_section_bound(&self, hold: Duration) -> Duration {
+        crate::strategy::calls(7, self.timeout) + hold
+    }
+
+    /// Stock and price, hold, the stock again, each read the latest commit (autocommit).
+    async fn read_section(&self, p: &Purchase<'_>, hold: Duration) -> Outcome {
+        let mut con = match self.conn(p.client).await {
+            Ok(c) => c,
+            Err(k) => return Outcome::Failed(k),
+        };
+        match self.check_stock(&mut con, p.sku, hold, false).await {
+            Ok(outcome) => outcome,
+            Err(k) => fail_and_drop(con, Outcome::Failed(k)),
+        }
+    }
+
+    /// The buyer's connection, two reads and `hold`.
+    fn read_section_bound(&self, hold: Duration) -> Duration {
+        crate::strategy::calls(3, self.timeout) + hold
+    }
+}
