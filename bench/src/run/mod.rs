@@ -6,7 +6,9 @@
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
 //! still audits and writes what was measured.
 
+pub mod compare;
 pub mod contend;
+pub mod job;
 mod plan;
 mod progress;
 pub mod sweep;
