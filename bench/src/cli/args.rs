@@ -43,6 +43,18 @@ pub enum Command {
 
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
+    /// The main job (docs/main-job.md): for every strategy, its capacity within the SLO (a
+    /// sweep, <out>/sweep/), a calm run at one common rate, the lowest capacity among the
+    /// strategies seen safe (<out>/calm/), and each chaos scenario at --chaos-share of its own
+    /// capacity, with 2 s leases and stock that never runs out (<out>/chaos/<scenario>/);
+    /// then one report, <out>/report.html. A part that fails does not stop the later ones;
+    /// the job exits non-zero when one did.
+    ///
+    /// scripts/compare.sh runs it, its environment mapped onto these flags: SLO, CHAOS_SHARE,
+    /// SCENARIOS, STRATEGIES, NEEDS, CALM_DURATION, CHAOS_DURATION name theirs; SWEEP_ARGS are
+    /// the sweep's flags (--slo to --revisit-budget, as `sweep` takes them); its extra
+    /// arguments (e.g. --set load.clients=32) come last, and a --set applies to every part.
+    Job(JobArgs),
     /// Find each strategy's capacity: an interval of offered rates, from the highest decided
     /// to sustain a latency target (SLO) to the lowest decided to miss it, by short open-loop
     /// trials on one set of servers.
@@ -88,7 +100,7 @@ pub enum Command {
     Reproduce(ReproduceArgs),
     /// Render <DIR>/report.html (tables, charts, reproduction) from saved results, no servers.
     ///
-    /// Reads summary.json, compare.json or sweep.json (or a job folder of scripts/compare.sh),
+    /// Reads summary.json, compare.json or sweep.json (or a job folder of `lockbench job`),
     /// timeline.csv and latency.hlog; writes report.html
     /// (self-contained: inline CSS and SVG, no scripts), charts/*.svg, charts/*.png and
     /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
@@ -362,7 +374,7 @@ fn alpha(s: &str) -> Result<f64, String> {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Results folder: the --out of `run` (holds summary.json), of `compare` (compare.json and
-    /// one subfolder per strategy), of `sweep` (sweep.json), or of scripts/compare.sh (a job:
+    /// one subfolder per strategy), of `sweep` (sweep.json), or of `job` (a job:
     /// sweep/, calm/, chaos/<scenario>/).
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
@@ -487,6 +499,17 @@ pub struct SweepArgs {
     /// Results folder. Default: results/runs/<time>-sweep.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub search: SearchArgs,
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    #[command(flatten)]
+    pub servers: ServerArgs,
+}
+
+/// The capacity search's flags, shared by `sweep` and `job`.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
     /// The latency target: a percentile of every scheduled arrival (p50, p90, p99 or p99.9)
     /// and its bound. The default, 100 ms at p99, is the budget of one backend step a buyer
     /// waits on after "buy" (the 0.1 s a response may take and still feel immediate), and it
@@ -545,10 +568,84 @@ pub struct SweepArgs {
     /// whose end moved.
     #[arg(long, value_name = "DURATION", default_value = "12s", value_parser = humantime::parse_duration)]
     pub revisit_budget: std::time::Duration,
+}
+
+impl SearchArgs {
+    /// The latency target.
+    pub fn slo(&self) -> crate::report::sweep::Slo {
+        crate::report::sweep::Slo {
+            quantile: self.slo.0,
+            latency_ms: self.slo.1,
+            min_served: self.min_served,
+        }
+    }
+
+    /// How rates are searched.
+    pub fn search(&self) -> crate::report::sweep::Search {
+        crate::report::sweep::Search {
+            start_per_s: self.start,
+            min_per_s: self.min,
+            max_per_s: self.max,
+            factor: self.factor,
+            confidence: self.confidence,
+            goal_width: self.goal_width,
+            budget_s: self.budget.as_secs_f64(),
+            step_budget_s: self.step_budget.as_secs_f64(),
+            trial_s: self.trial.as_secs_f64(),
+            max_trial_s: self.max_trial.as_secs_f64(),
+            revisit: !self.no_revisit,
+            revisit_budget_s: self.revisit_budget.as_secs_f64(),
+        }
+    }
+}
+
+/// `lockbench job`
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// Comma-separated strategy ids (compare.sh: STRATEGIES). Default: every strategy, and
+    /// every lock under pause-holder (a lock-free strategy has no holder to pause).
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// The job folder. Default: results/runs/<UTC time>-compare.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    /// Share of its own capacity each strategy is offered under a fault (CHAOS_SHARE): room
+    /// to drain the backlog a fault builds, so the fault is measured, not the backlog.
+    #[arg(long, value_name = "PCT", default_value = "70%", value_parser = percent)]
+    pub chaos_share: f64,
+    /// Chaos scenarios, comma-separated: files of chaos/ without .toml (SCENARIOS).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "kill-master,pause-holder"
+    )]
+    pub scenarios: Vec<String>,
+    /// The calm part's load, each strategy (CALM_DURATION).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = job_duration)]
+    pub calm_duration: String,
+    /// Each chaos part's load, each strategy (CHAOS_DURATION).
+    #[arg(long, value_name = "DURATION", default_value = "8s", value_parser = job_duration)]
+    pub chaos_duration: String,
+    /// What a strategy must do to qualify, judged in the report (NEEDS; see `report --help`),
+    /// e.g. `safe-under-pause,capacity>=500`.
+    #[arg(long, value_name = "LIST")]
+    pub needs: Option<report::Needs>,
+    // The capacity part's SLO and search (SLO; SWEEP_ARGS: any of these, as `sweep` takes them).
+    #[command(flatten)]
+    pub search: SearchArgs,
+    // The workload of every part, and --set given to every part (after the job's own).
     #[command(flatten)]
     pub load: WorkloadArgs,
     #[command(flatten)]
     pub servers: ServerArgs,
+}
+
+/// A part's load, kept as written (it becomes `--set load.duration="…"`), checked now.
+fn job_duration(s: &str) -> Result<String, String> {
+    humantime::parse_duration(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("`{s}`: {e}; expected a duration such as 5s"))
 }
 
 /// `lockbench compare`

@@ -1,6 +1,6 @@
 //! The command line: argument definitions ([`args`]) and the subcommands, as library code so
 //! tests can call it. `main.rs` only parses and maps the result to an exit code; this module
-//! dispatches, [`runs`] runs strategies (run, coordinate, compare, sweep, contend, k8s
+//! dispatches, [`runs`] runs strategies (run, coordinate, compare, sweep, job, contend, k8s
 //! render), [`tables`] prints the scripts' tables over saved results (versus, rounds, totals,
 //! versions' calm rates) and [`tools`] holds the rest (list, serve, adapter-check, gate).
 
@@ -17,7 +17,7 @@ mod tables;
 mod tools;
 
 pub use args::*;
-use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_k8s_render, cmd_run, cmd_sweep};
+use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_job, cmd_k8s_render, cmd_run, cmd_sweep};
 use tables::{cmd_free_port, cmd_rounds, cmd_totals, cmd_versus};
 pub use tools::list;
 use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
@@ -47,6 +47,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => with_runtime(|cancel| cmd_run(args, cancel)),
         Command::Compare(args) => with_runtime(|cancel| cmd_compare(args, cancel)),
         Command::Sweep(args) => with_runtime(|cancel| cmd_sweep(args, cancel)),
+        Command::Job(args) => with_runtime(|cancel| cmd_job(args, cancel)),
         Command::Contend(args) => with_runtime(|cancel| cmd_contend(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),

@@ -1,7 +1,6 @@
-//! The subcommands that run strategies: `run`, `coordinate`, `compare`, `sweep`, `contend`, and
-//! `k8s render` (which makes every check `coordinate` makes).
+//! The subcommands that run strategies: `run`, `coordinate`, `compare`, `sweep`, `job`,
+//! `contend`, and `k8s render` (which makes every check `coordinate` makes).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -9,13 +8,14 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, RunArgs,
-    SweepArgs,
+    Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, JobArgs,
+    RunArgs, SearchArgs, ServerArgs, SweepArgs, WorkloadArgs,
 };
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::ExternalTarget;
 use crate::report::{self, Summary};
-use crate::run::{RunError, RunOptions, run};
+use crate::run::sweep::SweepOptions;
+use crate::run::{RunError, RunOptions, compare, job, run};
 use crate::strategy;
 use crate::workload::Workload;
 
@@ -36,15 +36,11 @@ pub(super) fn default_out(suffix: &str) -> PathBuf {
 }
 
 pub(super) fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, summaries)?;
-        writeln!(out)?;
-    } else {
-        report::print_table(&mut out, summaries)?;
-        report::print_faults(&mut out, summaries)?;
-    }
-    Ok(())
+    Ok(compare::print_summaries(
+        &mut std::io::stdout().lock(),
+        summaries,
+        json,
+    )?)
 }
 
 pub(super) async fn cmd_run(args: RunArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
@@ -153,187 +149,109 @@ pub(super) async fn cmd_compare(
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
-    let mut runs: Vec<RunOptions> = ids
+    let runs: Vec<RunOptions> = ids
         .iter()
         .map(|id| {
             let (w, c, t) = (workload.clone(), chaos.clone(), target.clone());
             run_options(id, w, c, t, &args.common, out.join(id))
         })
         .collect();
-    if let Some(path) = &args.rate_from {
-        runs = rates_from_sweep(runs, path, args.rate_share, args.common_rate)?;
-        if runs.is_empty() {
-            bail!(
-                "--rate-from {}: no strategy has a rate to run at",
-                path.display()
-            );
-        }
-    }
-    // Every run's plan holds before the first server starts.
-    let plans = runs
-        .iter()
-        .map(RunOptions::plan)
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut summaries = Vec::new();
-    let mut failed = Vec::new();
-    for plan in &plans {
-        let id = &plan.opts.strategy;
-        if cancel.is_cancelled() {
-            break;
-        }
-        match run(plan, &cancel).await {
-            Ok(s) => {
-                summaries.push(s);
-                // Written after every strategy, so an interrupted comparison keeps what it has.
-                write_compare(&out, &summaries)?;
-            }
-            Err(RunError::Interrupted) => break,
-            Err(e) => {
-                eprintln!("lockbench: {id}: {e}");
-                failed.push(id.clone());
-            }
-        }
-    }
-    print(&summaries, args.common.json)?;
-    eprintln!("results: {}", out.display());
-    if !summaries.is_empty() {
-        write_report(&out);
-    }
-    if cancel.is_cancelled() {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
-    if !failed.is_empty() {
-        eprintln!("lockbench: failed strategies: {}", failed.join(", "));
-        return Ok(ExitCode::from(EXIT_PARTIAL));
-    }
-    Ok(ExitCode::SUCCESS)
+    let rate_from = args.rate_from.map(|sweep| compare::RateFrom {
+        sweep,
+        share: args.rate_share,
+        common: args.common_rate,
+    });
+    let opts = compare::CompareOptions {
+        runs,
+        out,
+        rate_from,
+    };
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let ended =
+        job::compare_part(opts, args.common.json, &cancel, &mut stdout, &mut stderr).await?;
+    Ok(exit_code(ended))
 }
 
-/// Sets each run's offered rate from a sweep (`compare --rate-from`), saying where it came from.
-/// A strategy with no rate (it met the SLO at no rate offered) is left out, and said so: its
-/// row would measure a backlog, not the strategy.
-pub(super) fn rates_from_sweep(
-    runs: Vec<RunOptions>,
-    path: &Path,
-    share: f64,
-    common: bool,
-) -> anyhow::Result<Vec<RunOptions>> {
-    let sweep = report::sweep::Sweep::read(path).context("--rate-from")?;
-    let pct = share * 100.0;
-    let common = if common {
-        let (cap, whose) = sweep.common_rate().with_context(|| {
-            format!(
-                "--common-rate: no strategy in {} was seen safe with a capacity at the SLO",
-                path.display()
-            )
-        })?;
-        eprintln!(
-            "offered rate: {pct:.0}% of {cap}/s = {:.1}/s for every strategy (the lowest capacity at {} among those the sweep saw safe, its lower end or {:.0}% of the lowest rate that did not pass, rounded down 1-2-5: {whose})",
-            cap * share,
-            sweep.slo.label(),
-            report::sweep::NO_PASS_SHARE * 100.0
-        );
-        Some(cap * share)
-    } else {
-        None
-    };
-    let mut kept = Vec::new();
-    for mut opts in runs {
-        let rate = match common {
-            Some(r) => r,
-            None => match sweep.rate_for(&opts.strategy, share) {
-                Ok((r, basis)) => {
-                    eprintln!("offered rate of {}: {basis} = {r:.2}/s", opts.strategy);
-                    r
-                }
-                Err(e) => {
-                    eprintln!("lockbench: left out: {e}");
-                    continue;
-                }
-            },
-        };
-        opts.workload.load.rate = rate;
-        kept.push(opts);
+/// The exit code of a command (or the job) that ended so.
+fn exit_code(ended: job::Ended) -> ExitCode {
+    match ended {
+        job::Ended::Done => ExitCode::SUCCESS,
+        job::Ended::Partial => ExitCode::from(EXIT_PARTIAL),
+        job::Ended::Failed => ExitCode::from(2),
+        job::Ended::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
     }
-    Ok(kept)
+}
+
+/// The sweep's options from its flags (`sweep`, and the capacity part of `job`).
+fn sweep_options(
+    ids: Vec<String>,
+    search: &SearchArgs,
+    load: &WorkloadArgs,
+    servers: &ServerArgs,
+    out: PathBuf,
+) -> anyhow::Result<SweepOptions> {
+    Ok(SweepOptions {
+        strategies: ids,
+        workload_file: load.workload.display().to_string(),
+        slo: search.slo(),
+        search: search.search(),
+        out,
+        base_port: servers.base_port,
+        endpoints: servers.endpoints.clone(),
+        provision: servers.provision,
+        workload: load.load()?,
+    })
 }
 
 pub(super) async fn cmd_sweep(
     args: SweepArgs,
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
-    use crate::report::sweep::{Search, Slo};
-    use crate::run::sweep::{SweepOptions, sweep};
     let ids = strategy_ids(&args.strategies)?;
-    let workload = args.load.load()?;
     let out = args.out.unwrap_or_else(|| default_out("sweep"));
-    let opts = SweepOptions {
-        strategies: ids.clone(),
-        workload_file: args.load.workload.display().to_string(),
-        slo: Slo {
-            quantile: args.slo.0,
-            latency_ms: args.slo.1,
-            min_served: args.min_served,
-        },
-        search: Search {
-            start_per_s: args.start,
-            min_per_s: args.min,
-            max_per_s: args.max,
-            factor: args.factor,
-            confidence: args.confidence,
-            goal_width: args.goal_width,
-            budget_s: args.budget.as_secs_f64(),
-            step_budget_s: args.step_budget.as_secs_f64(),
-            trial_s: args.trial.as_secs_f64(),
-            max_trial_s: args.max_trial.as_secs_f64(),
-            revisit: !args.no_revisit,
-            revisit_budget_s: args.revisit_budget.as_secs_f64(),
-        },
-        out: out.clone(),
+    let opts = sweep_options(ids, &args.search, &args.load, &args.servers, out)?;
+    crate::run::sweep::check(&opts)?;
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let ended = job::sweep_part(&opts, &cancel, &mut stdout, &mut stderr)
+        .await
+        .context("sweep failed")?;
+    Ok(exit_code(ended))
+}
+
+/// `lockbench job`: the main job, its knobs checked before anything starts.
+pub(super) async fn cmd_job(args: JobArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let opts = job_options(args)?;
+    let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let ended = job::job(&opts, &cancel, &mut stdout, &mut stderr).await?;
+    Ok(exit_code(ended))
+}
+
+/// The job's options from its flags.
+fn job_options(args: JobArgs) -> anyhow::Result<job::JobOptions> {
+    let strategies = if args.strategies.is_empty() {
+        None
+    } else {
+        Some(strategy_ids(&args.strategies)?)
+    };
+    Ok(job::JobOptions {
+        out: args
+            .out
+            .unwrap_or_else(|| job::default_out(std::time::SystemTime::now())),
+        strategies,
+        workload_file: args.load.workload.clone(),
+        sets: args.load.set.clone(),
+        slo: args.search.slo(),
+        search: args.search.search(),
+        chaos_share: args.chaos_share,
+        scenarios: args.scenarios,
+        scenario_dir: PathBuf::from("chaos"),
+        calm_duration: args.calm_duration,
+        chaos_duration: args.chaos_duration,
+        needs: args.needs,
         base_port: args.servers.base_port,
         endpoints: args.servers.endpoints,
         provision: args.servers.provision,
-        workload,
-    };
-    crate::run::sweep::check(&opts)?;
-    let q = &opts.search;
-    eprintln!(
-        "sweep: {} strategies, SLO {}, each step decided at {}% confidence; trials of {}..{} s, \
-         {} s a step, {} s a strategy, until the interval is within {}x ({}..{}/s)",
-        ids.len(),
-        opts.slo.label(),
-        q.confidence * 100.0,
-        q.trial_s,
-        q.max_trial_s,
-        q.step_budget_s,
-        q.budget_s,
-        q.goal_width,
-        q.min_per_s,
-        q.max_per_s
-    );
-    let result = sweep(&opts, &cancel, &mut std::io::stderr()).await;
-    let sweep = match result {
-        Ok(s) => s,
-        Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
-        Err(e) => return Err(e).context("sweep failed"),
-    };
-    report::sweep::print_capacity(&mut std::io::stdout().lock(), &sweep)?;
-    eprintln!("results: {}", out.display());
-    write_report(&out);
-    if cancel.is_cancelled() {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
-    let failed: Vec<&str> = sweep
-        .entries
-        .iter()
-        .filter(|e| e.error.is_some())
-        .map(|e| e.strategy.as_str())
-        .collect();
-    if !failed.is_empty() {
-        eprintln!("lockbench: sweep incomplete for: {}", failed.join(", "));
-        return Ok(ExitCode::from(EXIT_PARTIAL));
-    }
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 pub(super) async fn cmd_contend(
@@ -380,20 +298,19 @@ pub(super) async fn cmd_contend(
     report::contend::print_contend(&mut std::io::stdout().lock(), &c)?;
     eprintln!("results: {}", out.display());
     write_report(&out);
-    if cancel.is_cancelled() {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
     let failed: Vec<&str> = c
         .entries
         .iter()
         .filter(|e| e.error.is_some())
         .map(|e| e.strategy.as_str())
         .collect();
-    if !failed.is_empty() {
-        eprintln!("lockbench: contend incomplete for: {}", failed.join(", "));
-        return Ok(ExitCode::from(EXIT_PARTIAL));
-    }
-    Ok(ExitCode::SUCCESS)
+    let ended = job::ended(
+        &cancel,
+        &failed,
+        "contend incomplete for",
+        &mut std::io::stderr(),
+    );
+    Ok(exit_code(ended))
 }
 
 /// `k8s render`: the files and every check `coordinate` makes before it starts anything, then
@@ -436,15 +353,107 @@ pub(super) fn cmd_k8s_render(args: crate::clients::k8s::RenderArgs) -> anyhow::R
 
 /// Renders report.html after the results are safely written: a failure only warns.
 pub(super) fn write_report(out: &Path) {
-    match report::write_report(out) {
-        Ok(path) => eprintln!("report: {}", path.display()),
-        Err(e) => eprintln!("lockbench: warning: report.html not written: {e}"),
-    }
+    compare::write_report(out, &mut std::io::stderr());
 }
 
-pub(super) fn write_compare(out: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out)?;
-    let path = out.join("compare.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(summaries)?)
-        .with_context(|| format!("write {}", path.display()))
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use crate::report::sweep::DEFAULTS;
+
+    fn job(args: &[&str]) -> job::JobOptions {
+        let cli = Cli::try_parse_from(["lockbench", "job"].iter().chain(args)).unwrap();
+        let Command::Job(args) = cli.command else {
+            panic!("not the job");
+        };
+        job_options(args).unwrap()
+    }
+
+    #[test]
+    fn the_jobs_defaults_are_compare_shs() {
+        let o = job(&[]);
+        assert!(o.out.starts_with("results/runs"));
+        assert!(o.out.to_string_lossy().ends_with("-compare"));
+        assert_eq!(o.strategies, None);
+        assert_eq!(o.workload_file, Path::new("workloads/flash-sale.toml"));
+        assert_eq!((o.slo.quantile, o.slo.latency_ms), (0.99, 100.0));
+        // The sweep's own defaults: the job's capacity part is `lockbench sweep`.
+        let sweep = Cli::try_parse_from(["lockbench", "sweep"]).unwrap();
+        let Command::Sweep(sweep) = sweep.command else {
+            panic!("not the sweep");
+        };
+        assert_eq!(o.search, sweep.search.search());
+        assert_eq!(o.chaos_share, 0.7);
+        assert_eq!(o.scenarios, ["kill-master", "pause-holder"]);
+        assert_eq!(o.scenario_dir, Path::new("chaos"));
+        assert_eq!(
+            (o.calm_duration.as_str(), o.chaos_duration.as_str()),
+            ("5s", "8s")
+        );
+        assert!(o.needs.is_none() && o.sets.is_empty());
+    }
+
+    #[test]
+    fn compare_shs_knobs_are_the_jobs_flags() {
+        // As scripts/compare.sh passes them, SWEEP_ARGS and extra arguments last.
+        let o = job(&[
+            "--slo",
+            "p99=250ms",
+            "--chaos-share",
+            "50%",
+            "--scenarios",
+            "kill-master",
+            "--strategies",
+            "mysql-atomic,redis-setnx",
+            "--needs",
+            "safe-under-pause,capacity>=10",
+            "--calm-duration",
+            "1s",
+            "--chaos-duration",
+            "6s",
+            "--confidence",
+            "80%",
+            "--start",
+            "50",
+            "--budget",
+            "8s",
+            "--set",
+            "load.clients=32",
+        ]);
+        assert_eq!(o.slo.latency_ms, 250.0);
+        assert_eq!(o.chaos_share, 0.5);
+        assert_eq!(o.scenarios, ["kill-master"]);
+        assert_eq!(
+            o.strategies.as_deref().unwrap(),
+            ["mysql-atomic", "redis-setnx"]
+        );
+        assert!(o.needs.is_some());
+        assert_eq!(
+            (o.calm_duration.as_str(), o.chaos_duration.as_str()),
+            ("1s", "6s")
+        );
+        assert_eq!(
+            (o.search.confidence, o.search.start_per_s),
+            (0.8, Some(50.0))
+        );
+        assert_eq!(o.search.budget_s, 8.0);
+        assert_ne!(o.search.budget_s, DEFAULTS.budget_s);
+        assert_eq!(o.sets, ["load.clients=32"]);
+    }
+
+    #[test]
+    fn a_knob_that_does_not_hold_is_refused_by_name() {
+        for bad in [["--calm-duration", "soon"], ["--chaos-share", "lots"]] {
+            let e = Cli::try_parse_from(["lockbench", "job", bad[0], bad[1]]).unwrap_err();
+            assert!(e.to_string().contains(bad[0]), "{e}");
+        }
+        let cli = Cli::try_parse_from(["lockbench", "job", "--strategies", "nope"]).unwrap();
+        let Command::Job(args) = cli.command else {
+            panic!("not the job");
+        };
+        assert!(job_options(args).is_err());
+    }
 }

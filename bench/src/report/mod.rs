@@ -13,6 +13,7 @@ pub mod format;
 pub mod gate;
 mod hlog;
 pub mod html;
+pub mod layout;
 pub mod model;
 pub mod needs;
 pub mod rounds;

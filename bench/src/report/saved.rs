@@ -10,6 +10,7 @@ use hdrhistogram::Histogram;
 use super::Summary;
 use super::error::{ReportError, read};
 use super::hlog::read_hlog;
+use super::layout::JobLayout;
 use super::sweep::Sweep;
 
 /// One second of `timeline.csv` (the columns the charts use).
@@ -91,11 +92,9 @@ pub(super) fn load_folder(dir: &Path) -> Result<Folder, ReportError> {
         job.sweep = Some(read_sweep(&dir.join("sweep.json"))?);
         return Ok(Folder::Job(Box::new(job)));
     }
-    if ["sweep", "calm", "chaos"]
-        .iter()
-        .any(|p| dir.join(p).is_dir())
-    {
-        return Ok(Folder::Job(Box::new(load_job(dir))));
+    let layout = JobLayout::new(dir);
+    if layout.has_parts() {
+        return Ok(Folder::Job(Box::new(load_job(&layout))));
     }
     Err(ReportError::NotResults {
         dir: dir.to_path_buf(),
@@ -128,15 +127,14 @@ fn read_sweep(path: &Path) -> Result<Sweep, ReportError> {
 
 /// A job's parts: each one missing or unreadable is a problem in the page, not a failure, so
 /// a job stopped early still renders what it measured.
-fn load_job(dir: &Path) -> Job {
-    let mut job = Job::empty(dir);
-    let sweep = dir.join("sweep");
-    if sweep.join("sweep.json").is_file() {
-        match read_sweep(&sweep.join("sweep.json")) {
+fn load_job(layout: &JobLayout) -> Job {
+    let mut job = Job::empty(layout.root());
+    if layout.sweep_json().is_file() {
+        match read_sweep(&layout.sweep_json()) {
             Ok(s) => job.sweep = Some(s),
             Err(e) => job.problems.push(e.to_string()),
         }
-    } else if sweep.is_dir() {
+    } else if layout.sweep().is_dir() {
         job.problems
             .push("sweep/ holds no sweep.json: the sweep finished no strategy".into());
     }
@@ -152,23 +150,10 @@ fn load_job(dir: &Path) -> Job {
             }
         }
     };
-    let calm = dir.join("calm");
+    let calm = layout.calm();
     let calm = calm.is_dir().then(|| part(&calm, "calm")).flatten();
     let mut chaos = Vec::new();
-    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(dir.join("chaos"))
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    scenarios.sort();
-    for sub in scenarios {
-        let name = sub
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    for (name, sub) in layout.scenarios() {
         if let Some(p) = part(&sub, &format!("chaos/{name}")) {
             chaos.push((name, p));
         }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::Summary;
 use super::agreement::{self, agreement};
 use super::format::{ms_table, or_dash, rate_exact, ratio, samples};
+use super::layout::JobLayout;
 use super::sweep::Sweep;
 use crate::cluster::{EtcdBuild, MysqlBuild, RedisBuild, Service, ZookeeperBuild};
 use crate::record::Pct;
@@ -46,16 +47,17 @@ pub fn load(dir: &Path) -> anyhow::Result<Vec<Build>> {
         let Some((key, build)) = name.split_once('-') else {
             continue;
         };
-        let sweep_path = d.path().join("sweep");
-        if !sweep_path.join("sweep.json").exists() {
+        // Each build's folder is a job folder.
+        let job = JobLayout::new(d.path());
+        if !job.sweep_json().exists() {
             continue;
         }
         builds.push(Build {
             key: key.to_string(),
             build: build.to_string(),
-            sweep: Sweep::read(&sweep_path)?,
-            calm: calm_runs(&d.path().join("calm"))?,
-            faults: fault_runs(&d.path().join("chaos"))?,
+            sweep: Sweep::read(&job.sweep())?,
+            calm: calm_runs(&job.calm())?,
+            faults: fault_runs(&job)?,
         });
     }
     let rank = |b: &Build| {
@@ -92,21 +94,11 @@ fn calm_runs(dir: &Path) -> anyhow::Result<Vec<Summary>> {
     Ok(out)
 }
 
-/// The runs of every `<fault>/<strategy>/` under `dir`, by fault name.
-fn fault_runs(dir: &Path) -> anyhow::Result<Vec<(String, Summary)>> {
+/// The runs of every `chaos/<fault>/<strategy>/` of a job, by fault name.
+fn fault_runs(job: &JobLayout) -> anyhow::Result<Vec<(String, Summary)>> {
     let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(out);
-    };
-    let mut faults: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-    faults.sort();
-    for f in faults {
-        let name = f
-            .file_name()
-            .unwrap_or_default()
-            .to_string_lossy()
-            .into_owned();
-        out.extend(calm_runs(&f)?.into_iter().map(|s| (name.clone(), s)));
+    for (name, dir) in job.scenarios() {
+        out.extend(calm_runs(&dir)?.into_iter().map(|s| (name.clone(), s)));
     }
     Ok(out)
 }
@@ -397,16 +389,18 @@ mod tests {
     #[test]
     fn fault_runs_are_read_by_fault_and_strategy() {
         let dir = tempfile::tempdir().unwrap();
+        let job = JobLayout::new(dir.path());
         let fixture = include_str!("../../tests/fixtures/summary.json");
         for f in ["pause-holder", "kill-master"] {
-            let d = dir.path().join(f).join("redis-setnx");
+            let d = job.chaos(f).join("redis-setnx");
             std::fs::create_dir_all(&d).unwrap();
             std::fs::write(d.join("summary.json"), fixture).unwrap();
         }
-        let runs = fault_runs(dir.path()).unwrap();
+        let runs = fault_runs(&job).unwrap();
         let names: Vec<&str> = runs.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(names, ["kill-master", "pause-holder"]);
-        assert!(fault_runs(&dir.path().join("absent")).unwrap().is_empty());
+        let absent = JobLayout::new(dir.path().join("absent"));
+        assert!(fault_runs(&absent).unwrap().is_empty());
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! the same steps from `strategy` on, and returns what each measured in memory (`sweep`,
 //! `contend`).
 
+pub mod compare;
 pub mod contend;
+pub mod job;
 mod plan;
 mod progress;
 mod search;

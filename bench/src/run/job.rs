@@ -1,0 +1,543 @@
+//! The main job (`lockbench job`, docs/main-job.md): for every strategy, how much load it
+//! sustains within the SLO and what a failure costs it, in three parts on one workload, then
+//! one report, all in one folder laid out by [`JobLayout`]:
+//! 1. capacity: a sweep, in `sweep/`;
+//! 2. calm: every strategy at one common rate, the lowest capacity among those seen safe
+//!    (every safe strategy is inside its SLO there), in `calm/`;
+//! 3. chaos: each scenario with every strategy it applies to, each at a share of its own
+//!    capacity, so a fault is measured, not a backlog it had no room to drain, in
+//!    `chaos/<scenario>/`.
+//!
+//! A part that fails does not stop the later ones; the job reports the last failure.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use super::compare::{self, CompareOptions, RateFrom};
+use super::sweep::{self as sweeping, SweepOptions};
+use super::{RunError, RunOptions};
+use crate::chaos::ChaosPlan;
+use crate::cluster::Provisioner;
+use crate::report::format::decimals;
+use crate::report::layout::JobLayout;
+use crate::report::sweep::{Search, Slo};
+use crate::report::{self, Needs};
+use crate::strategy::{self, Kind};
+use crate::workload::Workload;
+
+/// The scenario that pauses a lock's holder: only strategies that take a lock have one.
+const PAUSE_HOLDER: &str = "pause-holder";
+
+/// The job's knobs (`lockbench job --help`).
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    /// The job folder.
+    pub out: PathBuf,
+    /// The strategies; `None`: every strategy (and every lock under `pause-holder`).
+    pub strategies: Option<Vec<String>>,
+    /// The workload every part starts from.
+    pub workload_file: PathBuf,
+    /// `--set`s given, applied after the job's own (so they win).
+    pub sets: Vec<String>,
+    /// The capacity part's latency target.
+    pub slo: Slo,
+    /// The capacity part's search.
+    pub search: Search,
+    /// The share of its own capacity each strategy is offered under a fault.
+    pub chaos_share: f64,
+    /// Chaos scenarios: file names of `scenario_dir`, without `.toml`.
+    pub scenarios: Vec<String>,
+    /// Where the scenario files are (`chaos/`).
+    pub scenario_dir: PathBuf,
+    /// The calm part's load, as `load.duration` reads it (`5s`).
+    pub calm_duration: String,
+    /// Each chaos part's load (`8s`).
+    pub chaos_duration: String,
+    /// The report's `--needs`.
+    pub needs: Option<Needs>,
+    /// First port for the servers.
+    pub base_port: Option<u16>,
+    /// The servers of a running `lockbench serve`.
+    pub endpoints: Option<PathBuf>,
+    /// Where the servers come from.
+    pub provision: Provisioner,
+}
+
+/// How a part (or the job) ended, worst last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every strategy ran.
+    Done,
+    /// Some strategy failed; the others ran.
+    Partial,
+    /// The part could not run (or the report could not be written).
+    Failed,
+    /// Ctrl-C.
+    Interrupted,
+}
+
+/// The three parts, every one checked before the first server starts.
+struct Parts {
+    sweep: SweepOptions,
+    calm: CompareOptions,
+    chaos: Vec<(String, CompareOptions)>,
+}
+
+/// The job folder's default name: `results/runs/<UTC time>-compare` (20261128T014946Z).
+pub fn default_out(now: std::time::SystemTime) -> PathBuf {
+    let time = humantime::format_rfc3339_seconds(now)
+        .to_string()
+        .replace(['-', ':'], "");
+    PathBuf::from("results/runs").join(format!("{time}-compare"))
+}
+
+/// The strategies a scenario runs: those given, else every strategy — but only locks under
+/// `pause-holder` when none were given (a lock-free strategy has no holder to pause).
+pub fn scenario_strategies(scenario: &str, given: Option<&[String]>) -> Vec<String> {
+    match given {
+        Some(ids) => ids.to_vec(),
+        None => strategy::ALL
+            .iter()
+            .filter(|s| scenario != PAUSE_HOLDER || s.kind == Kind::Lock)
+            .map(|s| s.id.to_string())
+            .collect(),
+    }
+}
+
+/// The calm part's `--set`s: its duration, then the ones given.
+pub fn calm_sets(duration: &str, given: &[String]) -> Vec<String> {
+    let mut sets = vec![format!("load.duration=\"{duration}\"")];
+    sets.extend_from_slice(given);
+    sets
+}
+
+/// A chaos part's `--set`s, then the ones given. The chaos runs keep the sweep's workload (its
+/// capacity must apply) but never sell out, and hold 2 s leases: a pause of "2x ttl" then
+/// outlives every kind of lease (etcd grants no less).
+pub fn chaos_sets(duration: &str, given: &[String]) -> Vec<String> {
+    let mut sets = vec![
+        "inventory.stock=1000000".to_string(),
+        "lock.ttl=\"2s\"".to_string(),
+        format!("load.duration=\"{duration}\""),
+    ];
+    sets.extend_from_slice(given);
+    sets
+}
+
+/// The calm rate: one rate for all, the lowest capacity among the strategies seen safe.
+pub fn calm_rate(sweep: &Path) -> RateFrom {
+    RateFrom {
+        sweep: sweep.to_path_buf(),
+        share: 1.0,
+        common: true,
+    }
+}
+
+/// A chaos part's rates: `share` of each strategy's own capacity.
+pub fn chaos_rate(sweep: &Path, share: f64) -> RateFrom {
+    RateFrom {
+        sweep: sweep.to_path_buf(),
+        share,
+        common: false,
+    }
+}
+
+impl JobOptions {
+    /// `p99=100ms`, as the knob is written.
+    fn slo_knob(&self) -> String {
+        let ms = decimals(self.slo.latency_ms, 3);
+        format!("{}={ms}ms", self.slo.percentile_name())
+    }
+
+    fn workload(&self, sets: &[String]) -> Result<Workload, RunError> {
+        Workload::load(&self.workload_file, sets).map_err(|e| RunError::Options(e.to_string()))
+    }
+
+    /// One run of each strategy in `ids` on `workload`, in `<out>/<strategy>`.
+    fn runs(
+        &self,
+        ids: &[String],
+        workload: &Workload,
+        chaos: Option<&ChaosPlan>,
+        out: &Path,
+    ) -> Vec<RunOptions> {
+        ids.iter()
+            .map(|id| RunOptions {
+                strategy: id.clone(),
+                workload: workload.clone(),
+                chaos: chaos.cloned(),
+                workers: 0,
+                worker_link: crate::clients::WorkerLink::Pipe,
+                private_network: false,
+                workload_file: self.workload_file.display().to_string(),
+                out: out.join(id),
+                base_port: self.base_port,
+                endpoints: self.endpoints.clone(),
+                provision: self.provision,
+                target: None,
+                history: false,
+                progress: true,
+                server_work: true,
+            })
+            .collect()
+    }
+
+    /// Every part's options from the knobs: workloads, chaos files and strategies checked here,
+    /// so a typo fails now, not after the sweep.
+    fn parts(&self) -> Result<Parts, RunError> {
+        let layout = JobLayout::new(&self.out);
+        let ids = self
+            .strategies
+            .clone()
+            .unwrap_or_else(|| scenario_strategies("", None));
+        for id in &ids {
+            strategy::find(id)?;
+        }
+        let sweep = SweepOptions {
+            strategies: ids.clone(),
+            workload: self.workload(&self.sets)?,
+            workload_file: self.workload_file.display().to_string(),
+            slo: self.slo,
+            search: self.search,
+            out: layout.sweep(),
+            base_port: self.base_port,
+            endpoints: self.endpoints.clone(),
+            provision: self.provision,
+        };
+        sweeping::check(&sweep)?;
+        let calm_load = self.workload(&calm_sets(&self.calm_duration, &self.sets))?;
+        let calm = CompareOptions {
+            runs: self.runs(&ids, &calm_load, None, &layout.calm()),
+            out: layout.calm(),
+            rate_from: Some(calm_rate(&layout.sweep())),
+        };
+        let chaos_load = self.workload(&chaos_sets(&self.chaos_duration, &self.sets))?;
+        let mut chaos = Vec::new();
+        for sc in &self.scenarios {
+            let file = self.scenario_dir.join(format!("{sc}.toml"));
+            let plan = ChaosPlan::load(&file, &chaos_load)?;
+            let these = scenario_strategies(sc, self.strategies.as_deref());
+            let out = layout.chaos(sc);
+            chaos.push((
+                sc.clone(),
+                CompareOptions {
+                    runs: self.runs(&these, &chaos_load, Some(&plan), &out),
+                    out,
+                    rate_from: Some(chaos_rate(&layout.sweep(), self.chaos_share)),
+                },
+            ));
+        }
+        Ok(Parts { sweep, calm, chaos })
+    }
+}
+
+/// Runs the job: `out` takes what the parts print on stdout, `log` what they say on stderr.
+/// An error is returned only before anything ran (a knob that does not hold).
+pub async fn job(
+    opts: &JobOptions,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<Ended, RunError> {
+    let parts = opts.parts()?;
+    let began = Instant::now();
+    let layout = JobLayout::new(&opts.out);
+    let mut status = Ended::Done;
+    let mut note = |e: Ended| {
+        if e != Ended::Done {
+            status = e;
+        }
+    };
+    let _ = writeln!(out, "== 1/3 capacity at {}", opts.slo_knob());
+    note(sweep_part_or_say(&parts.sweep, cancel, out, log).await);
+    if !layout.sweep_json().is_file() {
+        // Nothing later has a rate to run at.
+        if cancel.is_cancelled() {
+            return Ok(Ended::Interrupted);
+        }
+        let _ = writeln!(log, "lockbench: job: the sweep wrote no sweep.json");
+        return Ok(Ended::Failed);
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "== 2/3 calm, every strategy at one rate that every strategy seen safe sustains"
+    );
+    note(compare_part_or_say(parts.calm, cancel, out, log).await);
+    let share = format!("{}%", decimals(opts.chaos_share * 100.0, 3));
+    for (sc, part) in parts.chaos {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "== 3/3 chaos/{sc}.toml, each strategy at {share} of its capacity"
+        );
+        note(compare_part_or_say(part, cancel, out, log).await);
+    }
+    let _ = writeln!(out);
+    if let Err(e) = report::write_report_with(layout.root(), opts.needs.as_ref()) {
+        let _ = writeln!(log, "lockbench: error: {e}");
+        note(Ended::Failed);
+    }
+    let _ = writeln!(out, "took {} s", began.elapsed().as_secs());
+    let _ = writeln!(
+        out,
+        "report: {} — capacity (sweep/sweep.json), calm (calm/compare.json), chaos (chaos/<scenario>/compare.json); one folder per run with summary.json, timeline.csv, latency.hlog, logs/",
+        layout.report().display()
+    );
+    Ok(if cancel.is_cancelled() {
+        Ended::Interrupted
+    } else {
+        status
+    })
+}
+
+/// The capacity part, an error said as the command would.
+async fn sweep_part_or_say(
+    opts: &SweepOptions,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Ended {
+    sweep_part(opts, cancel, out, log)
+        .await
+        .unwrap_or_else(|e| {
+            let _ = writeln!(log, "lockbench: error: sweep failed: {e}");
+            Ended::Failed
+        })
+}
+
+/// A comparison part, an error said as the command would.
+async fn compare_part_or_say(
+    opts: CompareOptions,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Ended {
+    if cancel.is_cancelled() {
+        return Ended::Interrupted;
+    }
+    compare_part(opts, false, cancel, out, log)
+        .await
+        .unwrap_or_else(|e| {
+            let _ = writeln!(log, "lockbench: error: {e}");
+            Ended::Failed
+        })
+}
+
+/// `lockbench sweep` once its options hold: the sweep, its capacity table, its report.
+pub async fn sweep_part(
+    opts: &SweepOptions,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<Ended, RunError> {
+    let q = &opts.search;
+    let _ = writeln!(
+        log,
+        "sweep: {} strategies, SLO {}, each step decided at {}% confidence; trials of {}..{} s, \
+         {} s a step, {} s a strategy, until the interval is within {}x ({}..{}/s)",
+        opts.strategies.len(),
+        opts.slo.label(),
+        q.confidence * 100.0,
+        q.trial_s,
+        q.max_trial_s,
+        q.step_budget_s,
+        q.budget_s,
+        q.goal_width,
+        q.min_per_s,
+        q.max_per_s
+    );
+    let sweep = match sweeping::sweep(opts, cancel, log).await {
+        Ok(s) => s,
+        Err(RunError::Interrupted) => return Ok(Ended::Interrupted),
+        Err(e) => return Err(e),
+    };
+    let _ = report::sweep::print_capacity(&mut &mut *out, &sweep);
+    let _ = writeln!(log, "results: {}", opts.out.display());
+    compare::write_report(&opts.out, log);
+    let failed: Vec<&str> = sweep
+        .entries
+        .iter()
+        .filter(|e| e.error.is_some())
+        .map(|e| e.strategy.as_str())
+        .collect();
+    Ok(ended(cancel, &failed, "sweep incomplete for", log))
+}
+
+/// How a command that measured several strategies ended: interrupted, or with the strategies
+/// in `failed` incomplete (said on `log` after `what`), or done.
+pub fn ended(
+    cancel: &CancellationToken,
+    failed: &[&str],
+    what: &str,
+    log: &mut dyn Write,
+) -> Ended {
+    if cancel.is_cancelled() {
+        return Ended::Interrupted;
+    }
+    if failed.is_empty() {
+        return Ended::Done;
+    }
+    let _ = writeln!(log, "lockbench: {what}: {}", failed.join(", "));
+    Ended::Partial
+}
+
+/// `lockbench compare` once its options hold: the runs, their table (or JSON), the report.
+pub async fn compare_part(
+    opts: CompareOptions,
+    json: bool,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<Ended, RunError> {
+    let dir = opts.out.clone();
+    let done = compare::compare(opts, cancel, log).await?;
+    compare::print_summaries(out, &done.summaries, json).map_err(|source| RunError::Write {
+        path: PathBuf::from("<stdout>"),
+        source,
+    })?;
+    let _ = writeln!(log, "results: {}", dir.display());
+    if !done.summaries.is_empty() {
+        compare::write_report(&dir, log);
+    }
+    let failed: Vec<&str> = done.failed.iter().map(String::as_str).collect();
+    Ok(ended(cancel, &failed, "failed strategies", log))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, SystemTime};
+
+    use super::*;
+    use crate::report::sweep::DEFAULTS;
+
+    /// The knobs' defaults (`lockbench job` with no flags), on the repository's files.
+    fn defaults(out: &Path) -> JobOptions {
+        JobOptions {
+            out: out.to_path_buf(),
+            strategies: None,
+            workload_file: PathBuf::from("../workloads/flash-sale.toml"),
+            sets: Vec::new(),
+            slo: Slo::parse("p99=100ms")
+                .map(|(quantile, latency_ms)| Slo {
+                    quantile,
+                    latency_ms,
+                    min_served: 0.99,
+                })
+                .unwrap(),
+            search: DEFAULTS,
+            chaos_share: 0.7,
+            scenarios: vec!["kill-master".into(), PAUSE_HOLDER.into()],
+            scenario_dir: PathBuf::from("../chaos"),
+            calm_duration: "5s".into(),
+            chaos_duration: "8s".into(),
+            needs: None,
+            base_port: None,
+            endpoints: None,
+            provision: Provisioner::Local,
+        }
+    }
+
+    fn ids(runs: &[RunOptions]) -> Vec<&str> {
+        runs.iter().map(|r| r.strategy.as_str()).collect()
+    }
+
+    #[test]
+    fn the_default_folder_is_named_by_its_utc_time() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_830_586);
+        assert_eq!(
+            default_out(t),
+            Path::new("results/runs/20261128T014946Z-compare")
+        );
+    }
+
+    #[test]
+    fn pause_holder_runs_only_the_locks_unless_strategies_are_given() {
+        let locks = scenario_strategies(PAUSE_HOLDER, None);
+        let all = scenario_strategies("kill-master", None);
+        assert_eq!(all.len(), strategy::ALL.len());
+        assert!(!locks.is_empty() && locks.len() < all.len());
+        for id in &locks {
+            assert_eq!(strategy::find(id).unwrap().kind, Kind::Lock, "{id}");
+        }
+        assert!(locks.contains(&"redis-setnx".to_string()));
+        assert!(!locks.contains(&"mysql-atomic".to_string()));
+        assert!(!locks.contains(&"none".to_string()));
+        let given = vec!["mysql-atomic".to_string()];
+        assert_eq!(scenario_strategies(PAUSE_HOLDER, Some(&given)), given);
+    }
+
+    #[test]
+    fn the_sets_given_come_after_the_jobs_own_and_win() {
+        let given = vec!["load.duration=\"3s\"".to_string()];
+        assert_eq!(calm_sets("5s", &given)[0], "load.duration=\"5s\"");
+        assert_eq!(chaos_sets("8s", &given).last(), given.last());
+        let w = Workload::load(
+            Path::new("../workloads/flash-sale.toml"),
+            &chaos_sets("8s", &given),
+        )
+        .unwrap();
+        assert_eq!(w.load.duration, Duration::from_secs(3));
+        assert_eq!(w.lock.ttl, Duration::from_secs(2));
+        assert_eq!(w.inventory.stock, 1_000_000);
+    }
+
+    #[test]
+    fn the_parts_are_the_jobs_layout_and_rates() {
+        let opts = defaults(Path::new("job"));
+        let parts = opts.parts().unwrap();
+        let layout = JobLayout::new("job");
+        assert_eq!(parts.sweep.out, layout.sweep());
+        assert_eq!(parts.sweep.strategies.len(), strategy::ALL.len());
+        // Calm: every strategy at one common rate, the whole of the lowest safe capacity, 5 s.
+        let calm = parts.calm.rate_from.as_ref().unwrap();
+        assert!(calm.common && calm.share == 1.0 && calm.sweep == layout.sweep());
+        assert_eq!(parts.calm.out, layout.calm());
+        assert_eq!(parts.calm.runs.len(), strategy::ALL.len());
+        let run = &parts.calm.runs[0];
+        assert_eq!(run.out, layout.calm().join(&run.strategy));
+        assert_eq!(run.workload.load.duration, Duration::from_secs(5));
+        assert!(run.chaos.is_none());
+        // Chaos: each scenario in order, 70 % of each one's own capacity, 8 s, stock to spare.
+        let names: Vec<&str> = parts.chaos.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["kill-master", PAUSE_HOLDER]);
+        for (name, part) in &parts.chaos {
+            let rate = part.rate_from.as_ref().unwrap();
+            assert!(!rate.common && rate.share == 0.7, "{name}");
+            assert_eq!(part.out, layout.chaos(name));
+            let run = &part.runs[0];
+            assert!(run.chaos.is_some());
+            assert_eq!(run.workload.load.duration, Duration::from_secs(8));
+            assert_eq!(run.workload.inventory.stock, 1_000_000);
+        }
+        assert_eq!(
+            ids(&parts.chaos[1].1.runs),
+            scenario_strategies(PAUSE_HOLDER, None)
+        );
+    }
+
+    #[test]
+    fn a_bad_knob_fails_before_anything_runs() {
+        let mut opts = defaults(Path::new("job"));
+        opts.scenarios.push("no-such-scenario".into());
+        assert!(opts.parts().is_err());
+        let mut opts = defaults(Path::new("job"));
+        opts.strategies = Some(vec!["no-such-strategy".into()]);
+        assert!(opts.parts().is_err());
+        let mut opts = defaults(Path::new("job"));
+        opts.calm_duration = "soon".into();
+        assert!(opts.parts().is_err());
+    }
+
+    #[test]
+    fn the_slo_prints_as_its_knob_is_written() {
+        let mut opts = defaults(Path::new("job"));
+        assert_eq!(opts.slo_knob(), "p99=100ms");
+        opts.slo.quantile = 0.999;
+        opts.slo.latency_ms = 250.0;
+        assert_eq!(opts.slo_knob(), "p99.9=250ms");
+    }
+}
