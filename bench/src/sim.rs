@@ -32,7 +32,7 @@ use crate::check::SkuAudit;
 use crate::cluster::Needs;
 use crate::record::{ErrorKind, Outcome};
 use crate::report::Summary;
-use crate::run::{RunError, RunOptions};
+use crate::run::{InProcess, RunError, RunOptions, Source};
 use crate::strategy::{
     AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Store,
     Strategy, StrategyError, StrategyInfo, read_outcome,
@@ -468,6 +468,16 @@ pub fn options(w: &Workload, out: PathBuf, history: bool) -> RunOptions {
         history,
         ..RunOptions::new("sim", w.clone(), None, "sim", out)
     }
+}
+
+/// Where a sweep's or a contend's sessions get `sim` ([`crate::run::sweep::sweep_on`],
+/// [`crate::run::contend::contend_on`]): no servers, the sim built afresh for every trial, as
+/// a real strategy is connected afresh; its id is `sim.info().id`.
+pub fn source(sim: Sim) -> Source {
+    Source::InProcess(InProcess {
+        info: sim.info(),
+        build: Arc::new(move |w: &Workload| sim.build(w)),
+    })
 }
 
 /// Runs `sim` as `opts` say through the real run's wiring ([`crate::run::run_built`]): its

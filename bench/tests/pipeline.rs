@@ -6,13 +6,19 @@
 //! never a lock.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use lockbench::chaos::ChaosPlan;
 use lockbench::check::{LockVerdict, Mode, StoreVerdict};
 use lockbench::record::{max_shared_holders, read_history};
 use lockbench::report::Summary;
+use lockbench::report::contend::Contend;
+use lockbench::report::sweep::{self, Search, Slo, Sweep};
+use lockbench::run::contend::{ContendOptions, contend_on};
+use lockbench::run::sweep::{SweepOptions, sweep_on};
 use lockbench::sim::{self, Sim, SimFault};
 use lockbench::workload::Workload;
+use tokio_util::sync::CancellationToken;
 
 /// 4 buyers in a closed loop on `skus` SKUs, 120 attempts, 1 ms hold: contention on every key,
 /// the stock sells out, and a run takes about a tenth of a second.
@@ -464,4 +470,192 @@ async fn workers_take_the_faults_boundaries_and_cut_silent_attempts_at_their_bou
     assert!(s.outcomes["unknown"] > 0, "{:?}", s.outcomes);
     assert_eq!(s.outcomes.get("lock_timeout").copied().unwrap_or(0), 0);
     assert_eq!((s.double_grants, s.audit.oversell), (0, 0));
+}
+
+/// The summary.json of the run in `dir`.
+fn read_summary(dir: &Path) -> Summary {
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
+    serde_json::from_str(&text).expect("a summary")
+}
+
+/// A sweep's options on the sim: `search`, SLO p99 ≤ 250 ms (the sim answers in
+/// microseconds; a loaded machine's scheduling may add tens of ms), trials of 50–200 ms,
+/// results in `out`.
+fn sim_sweep_options(w: &Workload, search: Search, out: &Path) -> SweepOptions {
+    SweepOptions {
+        strategies: vec!["sim".into()],
+        workload: w.clone(),
+        workload_file: "sim".into(),
+        slo: Slo {
+            quantile: 0.99,
+            latency_ms: 250.0,
+            min_served: 0.99,
+        },
+        search: Search {
+            trial_s: 0.05,
+            max_trial_s: 0.2,
+            revisit: false,
+            ..search
+        },
+        out: out.to_path_buf(),
+        base_port: None,
+        endpoints: None,
+        provision: lockbench::cluster::Provisioner::Local,
+    }
+}
+
+/// Open-loop buyers on 64 SKUs with a 1 ms hold: a sim lock serves far more than the rates
+/// the sweeps below offer.
+fn sweep_workload(extra: &str) -> Workload {
+    let text = format!(
+        "seed = 13\n\
+         [inventory]\nskus = 64\nstock = 100000\n\
+         [load]\nclients = 64\nrate = 100.0\nduration = \"1s\"\ntimeout = \"20ms\"\n\
+         [lock]\nacquire_timeout = \"20ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n{extra}"
+    );
+    Workload::parse("sweep.toml", &text, &[]).expect("valid workload")
+}
+
+/// A sweep is a loop over one session: the sim's healthy lock passes the rates it is offered,
+/// each step judged on the histograms its trials returned in memory, and every trial writes
+/// the folder a real one does.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sweep_on_a_healthy_sim_passes_a_low_rate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let search = Search {
+        start_per_s: Some(2000.0),
+        min_per_s: 500.0,
+        max_per_s: 4000.0,
+        factor: 2.0,
+        budget_s: 3.0,
+        step_budget_s: 1.0,
+        ..sweep::DEFAULTS
+    };
+    let opts = sim_sweep_options(&sweep_workload(""), search, dir.path());
+    let mut log = Vec::new();
+    let source = sim::source(Sim::new(SimFault::None));
+    let round = Duration::from_millis(20);
+    let began = Instant::now();
+    let s = sweep_on(&opts, &source, round, &CancellationToken::new(), &mut log)
+        .await
+        .expect("the sweep runs");
+    let took = began.elapsed();
+    let log = String::from_utf8(log).unwrap();
+    let e = s.entry("sim").expect("the sim's entry");
+    assert_eq!(e.error, None, "{log}");
+    assert_eq!(e.bound, sweep::Bound::AtLeastMax, "{log}");
+    assert_eq!(e.capacity_per_s, 4000.0, "{log}");
+    assert!(e.steps.iter().all(|s| s.passed && s.safe), "{log}");
+    // The warm-up went through the session too, and is not a step.
+    assert!(log.contains("round(s) of 0.02 s in a closed loop"), "{log}");
+    assert!(
+        dir.path()
+            .join("sim/warm-up/round-1/summary.json")
+            .is_file()
+    );
+    for t in e.steps.iter().flat_map(|s| &s.trials) {
+        // Counted from memory, as the files say: every scheduled arrival of the trial.
+        let saved = read_summary(&dir.path().join(&t.dir));
+        assert_eq!(t.arrivals, saved.attempts + saved.not_started, "{}", t.dir);
+        assert!(dir.path().join(&t.dir).join("latency.hlog").is_file());
+        assert!(t.load_s >= 0.05 && t.load_s <= 0.2, "{}", t.load_s);
+    }
+    assert_eq!(Sweep::read(dir.path()).unwrap().entries.len(), 1);
+    eprintln!("healthy sim sweep: {took:?}");
+}
+
+/// A lock that never answers sustains nothing: every arrival is cut at its bound as unknown,
+/// the lowest rate fails on two trials, and the capacity is below it.
+#[tokio::test(flavor = "current_thread")]
+async fn a_sweep_on_a_sim_that_never_answers_finds_no_capacity() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let search = Search {
+        start_per_s: Some(1000.0),
+        min_per_s: 1000.0,
+        max_per_s: 4000.0,
+        budget_s: 3.0,
+        step_budget_s: 2.0,
+        ..sweep::DEFAULTS
+    };
+    let mut opts = sim_sweep_options(&sweep_workload(""), search, dir.path());
+    opts.search.max_trial_s = 0.05;
+    let mut log = Vec::new();
+    let source = sim::source(Sim::new(SimFault::Silent { every: 1 }));
+    let began = Instant::now();
+    let s = sweep_on(
+        &opts,
+        &source,
+        Duration::ZERO,
+        &CancellationToken::new(),
+        &mut log,
+    )
+    .await
+    .expect("the sweep runs");
+    let took = began.elapsed();
+    let log = String::from_utf8(log).unwrap();
+    let e = s.entry("sim").expect("the sim's entry");
+    assert_eq!(e.error, None, "{log}");
+    assert_eq!(e.bound, sweep::Bound::BelowLowest, "{log}");
+    assert_eq!(
+        (e.capacity_per_s, e.first_failing_per_s),
+        (0.0, Some(1000.0))
+    );
+    let step = &e.steps[0];
+    assert_eq!(step.trials.len(), 2, "a fail is seen twice: {log}");
+    assert!(
+        step.trials
+            .iter()
+            .all(|t| t.unserved == t.arrivals && t.arrivals > 0)
+    );
+    assert_eq!(step.summary.outcomes["unknown"], step.summary.attempts);
+    eprintln!("silent sim sweep: {took:?}");
+}
+
+/// Contend is a loop over sessions, one per strategy: one level per level asked for, each
+/// with its trials counted from the grants the recorder saw.
+#[tokio::test(flavor = "current_thread")]
+async fn contend_on_the_sim_measures_every_level_it_was_asked_for() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = ContendOptions {
+        strategies: vec!["sim".into()],
+        workload: workload(1),
+        workload_file: "sim".into(),
+        levels: vec![1, 2],
+        trials: 2,
+        trial: Duration::from_millis(60),
+        warm_up: Duration::from_millis(30),
+        budget: Duration::from_secs(10),
+        out: dir.path().to_path_buf(),
+        base_port: None,
+        provision: lockbench::cluster::Provisioner::Local,
+    };
+    let mut log = Vec::new();
+    let source = sim::source(Sim::new(SimFault::None));
+    let began = Instant::now();
+    let c = contend_on(&opts, &source, &CancellationToken::new(), &mut log)
+        .await
+        .expect("contend runs");
+    let took = began.elapsed();
+    let log = String::from_utf8(log).unwrap();
+    assert_eq!(c.entries.len(), 1);
+    let e = &c.entries[0];
+    assert_eq!(e.error, None, "{log}");
+    let counts: Vec<u32> = e.levels.iter().map(|l| l.contenders).collect();
+    assert_eq!(counts, [1, 2], "{log}");
+    for l in &e.levels {
+        assert_eq!(l.trials.len(), 2, "N={}", l.contenders);
+        let grants: u64 = l.trials.iter().map(|t| t.grants).sum();
+        assert!(grants > 0 && l.acquire_count == grants, "{l:?}");
+        assert!(
+            l.trials.iter().all(|t| t.safe && t.grants_per_s > 0.0),
+            "{l:?}"
+        );
+        for t in &l.trials {
+            assert!(dir.path().join(&t.dir).join("summary.json").is_file());
+        }
+    }
+    assert!(dir.path().join("sim/warm-up/summary.json").is_file());
+    assert_eq!(Contend::read(dir.path()).unwrap().entries.len(), 1);
+    eprintln!("sim contend: {took:?}");
 }

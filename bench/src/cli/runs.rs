@@ -12,7 +12,6 @@ use super::{
     RunArgs, SearchArgs, ServerArgs, SweepArgs, WorkloadArgs,
 };
 use crate::chaos::ChaosPlan;
-use crate::cluster::Provisioner;
 use crate::cluster::target::ExternalTarget;
 use crate::report::{self, Summary};
 use crate::run::sweep::SweepOptions;
@@ -105,22 +104,18 @@ pub(super) fn run_options(
     c: &Common,
     out: PathBuf,
 ) -> RunOptions {
+    let file = c.load.workload.display().to_string();
     RunOptions {
-        strategy: strategy.to_string(),
-        workload,
-        chaos,
         workers: c.workers,
         worker_link: c.worker_link,
         private_network: c.private_network,
-        workload_file: c.load.workload.display().to_string(),
-        out,
         base_port: c.servers.base_port,
         endpoints: c.servers.endpoints.clone(),
         provision: c.servers.provision,
         target,
         history: c.history,
         progress: !c.json,
-        server_work: true,
+        ..RunOptions::new(strategy, workload, chaos, &file, out)
     }
 }
 
@@ -323,25 +318,22 @@ pub(super) async fn cmd_contend(
 pub(super) fn cmd_k8s_render(args: crate::clients::k8s::RenderArgs) -> anyhow::Result<ExitCode> {
     use crate::clients::k8s;
     let inputs = k8s::Inputs::load(&args)?;
+    let chaos = inputs.chaos.as_ref().map(|(plan, _)| plan.clone());
+    let file = args.workload.display().to_string();
     let opts = RunOptions {
-        strategy: args.strategy.clone(),
-        workload: inputs.workload.clone(),
-        chaos: inputs.chaos.as_ref().map(|(plan, _)| plan.clone()),
         workers: args.workers,
         worker_link: crate::clients::WorkerLink::Remote {
             listen: std::net::SocketAddr::from(([0, 0, 0, 0], args.port)),
             wait: std::time::Duration::from_secs(120),
         },
-        private_network: false,
-        workload_file: args.workload.display().to_string(),
-        out: PathBuf::new(),
-        base_port: None,
-        endpoints: None,
-        provision: Provisioner::Local,
         target: Some(inputs.target.checked.clone()),
-        history: false,
-        progress: false,
-        server_work: true,
+        ..RunOptions::new(
+            &args.strategy,
+            inputs.workload.clone(),
+            chaos,
+            &file,
+            PathBuf::new(),
+        )
     };
     let plan = opts.plan()?;
     if plan.workers != args.workers {

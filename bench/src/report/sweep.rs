@@ -8,8 +8,8 @@ use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::Summary;
-use super::error::ReportError;
 use super::format::{decimals, or_dash, percent_round, percent_tenths, rate_exact, ratio};
+use crate::record::Outcome;
 use crate::stats::{self, Decision};
 use crate::strategy::{Family, Kind};
 
@@ -172,27 +172,25 @@ fn one() -> f64 {
 pub const SERVED: [&str; 5] = ["sold", "sold_out", "locked", "read", "torn_read"];
 
 impl Trial {
-    /// Counts a finished run's arrivals against the SLO latency, from its `latency.hlog` (one
-    /// histogram per outcome class) and its summary; returns the trial and the latency of its
-    /// every arrival (unstarted ones counted as the whole load, as the run's own percentiles).
-    /// HdrHistogram buckets hold 3 significant digits: a latency within 0.1 % of the bound
-    /// may count on either side of it.
+    /// Counts a finished run's arrivals against the SLO latency, from what it measured: its
+    /// `latency` (one histogram per outcome class, in [`Outcome::CLASS_NAMES`]' order, as its
+    /// `latency.hlog` holds them), its summary and its workload's `load` duration; returns the
+    /// trial and the latency of its every arrival (unstarted ones counted as the whole load, as
+    /// the run's own percentiles). HdrHistogram buckets hold 3 significant digits: a latency
+    /// within 0.1 % of the bound may count on either side of it.
     pub fn count(
-        base: &Path,
         dir: String,
         summary: &Summary,
+        latency: &[Histogram<u64>],
+        load: std::time::Duration,
         slo: &Slo,
-    ) -> Result<(Trial, Histogram<u64>), ReportError> {
-        let classes = super::hlog::read_hlog_classes(&base.join(&dir).join("latency.hlog"))?;
+    ) -> (Trial, Histogram<u64>) {
         let bound_us = (slo.latency_ms * 1000.0) as u64;
         let (mut slow, mut served) = (0, 0);
         let mut started = crate::record::hist(3);
-        for (class, h) in &classes {
-            started.add(h).map_err(|e| ReportError::Parse {
-                path: base.join(&dir),
-                msg: format!("histogram: {e:?}"),
-            })?;
-            if SERVED.contains(&class.as_str()) {
+        for (class, h) in Outcome::CLASS_NAMES.iter().zip(latency) {
+            started.add(h).expect("histograms of the same bounds add");
+            if SERVED.contains(class) {
                 served += h.len();
                 slow += h.len() - h.count_between(0, bound_us);
             }
@@ -200,23 +198,19 @@ impl Trial {
         let window = std::time::Duration::from_secs_f64(summary.duration_s);
         let every = crate::record::every_arrival(&started, summary.not_started, window);
         let arrivals = summary.attempts + summary.not_started;
-        let load_s = summary.workload["load"]["duration"]
-            .as_str()
-            .and_then(|d| humantime::parse_duration(d).ok())
-            .map_or(summary.duration_s, |d| d.as_secs_f64());
         let trial = Trial {
             dir,
             arrivals,
             not_started: summary.not_started,
             slow,
             unserved: arrivals.saturating_sub(served),
-            load_s,
+            load_s: load.as_secs_f64(),
             wall_s: 0.0,
             pressure: Pressure::default(),
             safe: summary.safe,
             discarded: None,
         };
-        Ok((trial, every))
+        (trial, every)
     }
 }
 

@@ -1,19 +1,19 @@
 //! `lockbench contend`: the cost of contention. Each strategy runs closed loops on one key at
-//! 1, 2, 4, … N contenders, each level a few trials, every trial a whole [`run`](super::run)
-//! with its own folder on one set of servers per strategy (started once, warmed once). A
-//! trial counts its grants per second; its acquire waits and fairness are the recorder's
-//! (`summary.json`'s `contention`). Trials go round the levels in turn, so a machine that
-//! drifts moves every level alike. `contend.json` is rewritten after every trial, so
-//! Ctrl-C, an error or the budget keeps what was measured.
+//! 1, 2, 4, … N contenders, each level a few trials, every trial a whole run with its own
+//! folder, a trial of the strategy's [`Session`] (one set of servers, started once, warmed
+//! once). A trial counts its grants per second; its acquire waits and fairness are the
+//! recorder's (`summary.json`'s `contention`). Trials go round the levels in turn, so a
+//! machine that drifts moves every level alike. `contend.json` is rewritten after every trial,
+//! so Ctrl-C, an error or the budget keeps what was measured.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunError, RunOptions, run};
-use crate::cluster::{ClusterOptions, EndpointsFile, OwnedCluster, Provisioner};
+use super::{RunError, RunOptions, Session, Source};
+use crate::cluster::Provisioner;
 use crate::report::Summary;
 use crate::report::contend::{CONTEND_SCHEMA, Contend, ContendEntry, Level, LevelTrial};
 use crate::strategy;
@@ -119,32 +119,10 @@ pub fn level_workload(base: &Workload, n: u32, load: Duration) -> Workload {
     w
 }
 
-fn trial_options(
-    opts: &ContendOptions,
-    id: &str,
-    n: u32,
-    load: Duration,
-    dir: &str,
-    ep: &Path,
-) -> RunOptions {
-    RunOptions {
-        strategy: id.to_string(),
-        workload: level_workload(&opts.workload, n, load),
-        chaos: None,
-        workers: 0,
-        worker_link: crate::clients::WorkerLink::Pipe,
-        private_network: false,
-        workload_file: opts.workload_file.clone(),
-        out: opts.out.join(dir),
-        base_port: None,
-        endpoints: Some(ep.to_path_buf()),
-        provision: opts.provision,
-        target: None,
-        history: false,
-        progress: false,
-        // A trial is seconds long: a 1 s idle window before each would add a third to it.
-        server_work: false,
-    }
+/// One trial: `n` contenders of `id` for `load` on the strategy's servers, into `<out>/<dir>`.
+fn trial_options(opts: &ContendOptions, id: &str, n: u32, load: Duration, dir: &str) -> RunOptions {
+    let (w, file) = (level_workload(&opts.workload, n, load), &opts.workload_file);
+    RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
 }
 
 /// Every check a trial makes, for every strategy, before any server starts; and only locks:
@@ -155,7 +133,6 @@ pub fn check(opts: &ContendOptions) -> Result<(), RunError> {
             "--levels / --trials: expected at least one level and one trial".into(),
         ));
     }
-    let ep = opts.out.join("endpoints.json");
     let top = *opts.levels.last().expect("not empty");
     for id in &opts.strategies {
         let info = strategy::find(id)?;
@@ -166,7 +143,10 @@ pub fn check(opts: &ContendOptions) -> Result<(), RunError> {
                 DEFAULT_STRATEGIES.join(",")
             )));
         }
-        trial_options(opts, id, top, opts.trial, id, &ep).plan()?;
+        let o = trial_options(opts, id, top, opts.trial, id);
+        o.plan()?;
+        // Each strategy's servers start with their defaults.
+        o.check_defaults_suffice(info, "contend")?;
     }
     Ok(())
 }
@@ -174,6 +154,20 @@ pub fn check(opts: &ContendOptions) -> Result<(), RunError> {
 /// Runs every strategy's levels; returns the results (also in `<out>/contend.json`).
 pub async fn contend(
     opts: &ContendOptions,
+    cancel: &CancellationToken,
+    log: &mut dyn Write,
+) -> Result<Contend, RunError> {
+    let source = Source::Start {
+        provision: opts.provision,
+        base_port: opts.base_port,
+    };
+    contend_on(opts, &source, cancel, log).await
+}
+
+/// [`contend`] with each strategy's servers from `source` (the sim's tests: none).
+pub async fn contend_on(
+    opts: &ContendOptions,
+    source: &Source,
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Contend, RunError> {
@@ -196,7 +190,7 @@ pub async fn contend(
         if cancel.is_cancelled() {
             break;
         }
-        let info = strategy::find(id)?;
+        let info = source.info(id)?;
         c.entries.push(ContendEntry::new(id, info.family()));
         let mut bench = Bench {
             opts,
@@ -205,7 +199,7 @@ pub async fn contend(
             cancel,
             log: &mut *log,
         };
-        if let Err(e) = bench.strategy(&mut c).await {
+        if let Err(e) = bench.strategy(&mut c, source, info).await {
             let _ = writeln!(bench.log, "{id:<22} stopped: {e}");
             if let Some(entry) = c.entries.last_mut() {
                 entry.error = Some(e);
@@ -228,46 +222,36 @@ struct Bench<'a> {
 }
 
 impl Bench<'_> {
-    /// Starts the strategy's servers, warms them, runs its trials; the servers stop when this
-    /// returns, on every path. An error is why it stopped early.
-    async fn strategy(&mut self, c: &mut Contend) -> Result<(), String> {
-        let (id, opts) = (self.id, self.opts);
-        let dir = opts.out.join(id);
-        let info = strategy::find(id).map_err(|e| e.to_string())?;
-        let mut co = ClusterOptions::new(dir.join("logs"));
-        co.base_port = opts.base_port;
-        co.provisioner = opts.provision;
-        co.builds = opts.workload.servers.builds(info.needs);
-        let cluster = tokio::select! {
-            c = OwnedCluster::start(info.needs, &co) => c.map_err(|e| format!("servers: {e}"))?,
-            _ = self.cancel.cancelled() => return Err("interrupted".into()),
+    /// Opens the strategy's session, warms its servers, runs its trials; the servers stop
+    /// when this returns, on every path. An error is why it stopped early.
+    async fn strategy(
+        &mut self,
+        c: &mut Contend,
+        source: &Source,
+        info: &'static strategy::StrategyInfo,
+    ) -> Result<(), String> {
+        let (w, logs) = (
+            &self.opts.workload,
+            self.opts.out.join(self.id).join("logs"),
+        );
+        let mut session = match Session::open(source, w, info.needs, logs, self.cancel).await {
+            Ok(s) => s,
+            Err(RunError::Interrupted) => return Err("interrupted".into()),
+            Err(e) => return Err(format!("servers: {e}")),
         };
-        let ep = dir.join("endpoints.json");
-        cluster.write_endpoints(&ep).map_err(|e| e.to_string())?;
-        let result = self.trials(c, &ep).await;
-        cluster.stop();
-        let _ = std::fs::remove_file(&ep);
+        let result = self.trials(c, &mut session).await;
+        session.close();
         result
     }
 
     /// The warm-up, then every trial at every level, round by round.
-    async fn trials(&mut self, c: &mut Contend, ep: &Path) -> Result<(), String> {
+    async fn trials(&mut self, c: &mut Contend, session: &mut Session) -> Result<(), String> {
         let opts = self.opts;
-        let mysql = EndpointsFile::read(ep)
-            .map_err(|e| e.to_string())?
-            .endpoints
-            .mysql;
         if !opts.warm_up.is_zero() {
             let n = (*opts.levels.last().expect("checked")).min(16);
-            let o = trial_options(
-                opts,
-                self.id,
-                n,
-                opts.warm_up,
-                &format!("{}/warm-up", self.id),
-                ep,
-            );
-            self.bounded(&o).await?;
+            let dir = format!("{}/warm-up", self.id);
+            let o = trial_options(opts, self.id, n, opts.warm_up, &dir);
+            self.bounded(session, &o).await?;
         }
         let mut pooled: Vec<Vec<LevelTrial>> = vec![Vec::new(); opts.levels.len()];
         for k in 1..=opts.trials {
@@ -281,11 +265,10 @@ impl Bench<'_> {
                         humantime::format_duration(opts.budget)
                     ));
                 }
-                if let Some(m) = &mysql {
-                    let _ = strategy::mysql::settle(m, SETTLE_BOUND).await;
-                }
+                let _ = session.settle(SETTLE_BOUND).await;
                 let dir = format!("{}/n{n}/trial-{k}", self.id);
-                let trial = self.trial(n, &dir, ep).await?;
+                let o = trial_options(opts, self.id, n, opts.trial, &dir);
+                let trial = level_trial(&dir, &self.bounded(session, &o).await?)?;
                 let _ = writeln!(
                     self.log,
                     "{}",
@@ -298,16 +281,10 @@ impl Bench<'_> {
         Ok(())
     }
 
-    /// One trial of `n` contenders in `dir`.
-    async fn trial(&mut self, n: u32, dir: &str, ep: &Path) -> Result<LevelTrial, String> {
-        let o = trial_options(self.opts, self.id, n, self.opts.trial, dir, ep);
-        let s = self.bounded(&o).await?;
-        level_trial(dir, &s)
-    }
-
-    /// Runs `o` within its load and [`LEVEL_SLACK`]; Ctrl-C stops it too (its summary says so).
-    async fn bounded(&mut self, o: &RunOptions) -> Result<Summary, String> {
-        let plan = o.plan().map_err(|e| e.to_string())?;
+    /// Runs `o` on `session` within its load and [`LEVEL_SLACK`]; Ctrl-C stops it too (its
+    /// summary says so).
+    async fn bounded(&mut self, session: &mut Session, o: &RunOptions) -> Result<Summary, String> {
+        let plan = session.plan(o).map_err(|e| e.to_string())?;
         let bound = o.workload.load.duration + LEVEL_SLACK;
         let child = self.cancel.child_token();
         let timer = {
@@ -317,7 +294,7 @@ impl Bench<'_> {
                 child.cancel();
             })
         };
-        let result = run(&plan, &child).await;
+        let result = session.trial(&plan, &child).await;
         timer.abort();
         let cut = child.is_cancelled() && !self.cancel.is_cancelled();
         match result {
@@ -326,7 +303,7 @@ impl Bench<'_> {
                 o.out.display(),
                 humantime::format_duration(bound)
             )),
-            Ok(s) => Ok(s),
+            Ok(t) => Ok(t.summary),
             Err(RunError::Interrupted) => Err("interrupted".into()),
             Err(e) => Err(format!("{}: {e}", o.out.display())),
         }

@@ -4,13 +4,17 @@
 //!
 //! Servers are owned by the [`OwnedCluster`] guard, so they stop on every path out of
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
-//! still audits and writes what was measured.
+//! still audits and writes what was measured. A [`Session`] keeps them across trials, each
+//! the same steps from `strategy` on, and returns what each measured in memory (`sweep`,
+//! `contend`).
 
 pub mod compare;
 pub mod contend;
 pub mod job;
 mod plan;
 mod progress;
+mod search;
+mod session;
 pub mod sweep;
 mod work;
 
@@ -34,12 +38,13 @@ use crate::cluster::{ClusterError, Endpoints, EndpointsFile, NodeInfo, OwnedClus
 use crate::record::phases::Boundaries;
 use crate::record::{DriveReport, Live, Recorder, Recording, WorkerClocks};
 use crate::report::{self, ChaosParts, FaultSummary, PhaseSummary, RunParts, Summary};
-use crate::strategy::{Built, StrategyError};
+use crate::strategy::{Built, Store, StrategyError};
 use crate::workload::Workload;
 use crate::workload::pacing::Part;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 pub use plan::{DEFAULT_WORKERS, Plan, RunOptions};
+pub use session::{InProcess, Session, Source, TrialResult};
 
 /// Errors that end a run.
 #[derive(Debug, thiserror::Error)]
@@ -90,11 +95,7 @@ pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary,
     let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
     target::claim(&endpoints).await?;
     let nodes = target::describe(&endpoints).await;
-    let given = Servers {
-        cluster: None,
-        endpoints: endpoints.clone(),
-        nodes,
-    };
+    let given = Servers::given(endpoints.clone(), nodes);
     let result = run_planned(plan, Some(given), None, cancel).await;
     // Whatever happened, leave the target as it was found.
     if let Err(e) = target::release(&endpoints).await {
@@ -120,12 +121,7 @@ pub async fn run_built(
             plan.info.id
         )));
     }
-    let none = Servers {
-        cluster: None,
-        endpoints: Endpoints::default(),
-        nodes: Vec::new(),
-    };
-    run_planned(plan, Some(none), Some(built), cancel).await
+    run_planned(plan, Some(Servers::none()), Some(built), cancel).await
 }
 
 /// The steps of [`run`], once the plan holds: on `given` servers or servers started here,
@@ -136,15 +132,48 @@ async fn run_planned(
     built: Option<Built>,
     cancel: &CancellationToken,
 ) -> Result<Summary, RunError> {
-    let out = &plan.opts.out;
-    std::fs::create_dir_all(out).map_err(write_err(out))?;
-    // Every crate's events of this run, until the guard drops at its end.
-    let logs = out.join("logs");
-    let _log = crate::logging::RunLog::start(&logs).map_err(write_err(&logs))?;
+    // Every crate's events of this run, the servers' start included, until the guard drops.
+    let _log = begin(plan)?;
     let mut servers = match given {
         Some(s) => s,
         None => servers(plan, cancel).await?,
     };
+    let measured = trial(plan, &mut servers, built, cancel, &mut None).await;
+    if let Some(cluster) = servers.cluster {
+        cluster.stop();
+    }
+    unbroken(plan, measured?).map(|t| t.summary)
+}
+
+/// The run's folder, created, and its log file, which every crate's events go to until the
+/// guard drops.
+fn begin(plan: &Plan<'_>) -> Result<crate::logging::RunLog, RunError> {
+    let out = &plan.opts.out;
+    std::fs::create_dir_all(out).map_err(write_err(out))?;
+    let logs = out.join("logs");
+    crate::logging::RunLog::start(&logs).map_err(write_err(&logs))
+}
+
+/// A trial whose clients broke is an error, with what was measured written.
+fn unbroken(plan: &Plan<'_>, t: TrialResult) -> Result<TrialResult, RunError> {
+    if t.summary.broken.is_empty() {
+        return Ok(t);
+    }
+    Err(RunError::Broken {
+        lines: t.summary.broken.clone(),
+        out: plan.opts.out.clone(),
+    })
+}
+
+/// The steps from `strategy` to `results` on `servers`, with the strategy `built` by the caller
+/// or connected here; its store is left in `store` (what the next trial settles).
+async fn trial(
+    plan: &Plan<'_>,
+    servers: &mut Servers,
+    built: Option<Built>,
+    cancel: &CancellationToken,
+    store: &mut Option<Arc<dyn Store>>,
+) -> Result<TrialResult, RunError> {
     let built = match built {
         Some(b) => {
             prepare(&b, plan.workload()).await?;
@@ -152,14 +181,15 @@ async fn run_planned(
         }
         None => strategy(plan, &servers.endpoints).await?,
     };
+    *store = Some(built.store.clone());
     warm_up(plan, &built, cancel).await?;
-    let workers = clients(plan, &servers, &built, cancel).await?;
-    let writes_before = consensus_writes(plan, &servers).await;
+    let workers = clients(plan, servers, &built, cancel).await?;
+    let writes_before = consensus_writes(plan, servers).await;
     let needs = (plan.opts.server_work).then_some(plan.info.needs);
     let watch = work::before_load(needs, &servers.endpoints, cancel).await;
-    let measured = load(plan, &built, &mut servers, workers, cancel).await?;
+    let measured = load(plan, &built, servers, workers, cancel).await?;
     let work = watch.finish(&servers.endpoints).await;
-    let writes_after = consensus_writes(plan, &servers).await;
+    let writes_after = consensus_writes(plan, servers).await;
     // Written before the audit, which needs the servers: a server that died mid-run fails the
     // audit, and what was measured must survive that.
     let chaos = measurements(plan, &measured)?;
@@ -176,20 +206,11 @@ async fn run_planned(
         library: built.strategy.library(),
         work,
     };
-    let summary = results(plan, &servers, measured, chaos, audited, cost)?;
+    let latency = measured.recording.stats.latency.clone();
+    let summary = results(plan, servers, measured, chaos, audited, cost)?;
     built.store.close().await;
     built.strategy.close().await;
-    drop(built);
-    if let Some(cluster) = servers.cluster {
-        cluster.stop();
-    }
-    if !summary.broken.is_empty() {
-        return Err(RunError::Broken {
-            lines: summary.broken.clone(),
-            out: out.clone(),
-        });
-    }
-    Ok(summary)
+    Ok(TrialResult { summary, latency })
 }
 
 /// Where the servers are, and the guard of those this run started.
@@ -199,6 +220,31 @@ struct Servers {
     nodes: Vec<NodeInfo>,
 }
 
+impl Servers {
+    /// Servers started here, stopped when `cluster` drops.
+    fn owned(cluster: OwnedCluster) -> Self {
+        Self {
+            endpoints: cluster.endpoints().clone(),
+            nodes: cluster.info(),
+            cluster: Some(cluster),
+        }
+    }
+
+    /// Servers someone else runs.
+    fn given(endpoints: Endpoints, nodes: Vec<NodeInfo>) -> Self {
+        Self {
+            cluster: None,
+            endpoints,
+            nodes,
+        }
+    }
+
+    /// No servers (a strategy built in this process).
+    fn none() -> Self {
+        Self::given(Endpoints::default(), Vec::new())
+    }
+}
+
 /// Servers: those of a running `serve` (`--endpoints`), or started here.
 async fn servers(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Servers, RunError> {
     if let Some(path) = &plan.opts.endpoints {
@@ -206,22 +252,14 @@ async fn servers(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Servers,
         if let Some(e) = plan.cluster.builds.mismatch(&file.nodes) {
             return Err(RunError::Options(format!("{}: {e}", path.display())));
         }
-        return Ok(Servers {
-            cluster: None,
-            endpoints: file.endpoints,
-            nodes: file.nodes,
-        });
+        return Ok(Servers::given(file.endpoints, file.nodes));
     }
     tracing::info!(strategy = plan.info.id, "starting servers");
     let cluster = tokio::select! {
         c = OwnedCluster::start(plan.info.needs, &plan.cluster) => c?,
         _ = cancel.cancelled() => return Err(RunError::Interrupted),
     };
-    Ok(Servers {
-        endpoints: cluster.endpoints().clone(),
-        nodes: cluster.info(),
-        cluster: Some(cluster),
-    })
+    Ok(Servers::owned(cluster))
 }
 
 /// The strategy, connected, with its store seeded and its server-side state created.

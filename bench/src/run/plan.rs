@@ -87,6 +87,33 @@ impl RunOptions {
         }
     }
 
+    /// A trial of a [`Session`](super::Session) (a sweep's step, a contend level): `strategy`
+    /// on the session's servers, buyers in this process, no faults, and the servers' work not
+    /// read (a trial is seconds long, and a 1 s idle window before each would add a third to
+    /// it; a job's calm run measures the work). `provision`: how the session started its servers
+    /// (the summary records it; the builds are checked against it).
+    pub fn trial(
+        strategy: &str,
+        workload: Workload,
+        workload_file: &str,
+        out: PathBuf,
+        provision: Provisioner,
+    ) -> Self {
+        Self {
+            provision,
+            server_work: false,
+            ..Self::new(strategy, workload, None, workload_file, out)
+        }
+    }
+
+    /// The checks of a run given servers it does not start, for servers started as `flag`
+    /// starts them (with their defaults, by a session): a setting only a run's own servers
+    /// take is refused, not silently dropped.
+    pub fn check_defaults_suffice(&self, info: &StrategyInfo, flag: &str) -> Result<(), RunError> {
+        redis_appendfsync(self, info, Some(flag))?;
+        postgres_synchronous_commit(self, info, Some(flag)).map(|_| ())
+    }
+
     /// Where this run's servers come from.
     pub fn provisioner(&self) -> Provisioner {
         if self.target.is_some() {
@@ -163,11 +190,12 @@ impl<'a> Plan<'a> {
                  load.clients >= 2), got {workers}"
             )));
         }
-        let aof = redis_appendfsync(opts, info)?;
+        let given = given_servers(opts);
+        let aof = redis_appendfsync(opts, info, given)?;
         let mut cluster = ClusterOptions::new(opts.out.join("logs"));
         cluster.base_port = opts.base_port;
         cluster.redis_appendfsync = aof;
-        cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info)?;
+        cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
         cluster.builds = builds(opts, info)?;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
         cluster.provisioner = opts.provision;
@@ -269,12 +297,11 @@ fn builds(opts: &RunOptions, info: &StrategyInfo) -> Result<Builds, RunError> {
 fn postgres_synchronous_commit(
     opts: &RunOptions,
     info: &StrategyInfo,
+    given: Option<&str>,
 ) -> Result<SynchronousCommit, RunError> {
     let v = opts.workload.servers.postgres_synchronous_commit;
-    let flag = match (&opts.target, &opts.endpoints) {
-        (Some(_), _) => "--target",
-        (None, Some(_)) => "--endpoints",
-        (None, None) => return Ok(v),
+    let Some(flag) = given else {
+        return Ok(v);
     };
     if info.needs.runs(Service::Postgres) && v != SynchronousCommit::default() {
         return Err(RunError::Options(format!(
@@ -287,20 +314,28 @@ fn postgres_synchronous_commit(
     Ok(v)
 }
 
-/// The persistence of the Redis nodes this run starts, from `servers.redis_appendfsync`.
-/// Servers this run does not start (`--endpoints`, `--target`) keep their own setting, which
-/// their summary reports: asking for another one there is an error, not a silent no-op.
-fn redis_appendfsync(opts: &RunOptions, info: &StrategyInfo) -> Result<Appendfsync, RunError> {
-    let v = opts.workload.servers.redis_appendfsync;
-    let n = info.needs;
-    let uses_redis = n.redis || n.redlock || n.sentinel;
-    let given = if opts.target.is_some() {
+/// The flag by which a run is given servers it does not start, if it is.
+fn given_servers(opts: &RunOptions) -> Option<&'static str> {
+    if opts.target.is_some() {
         Some("--target")
     } else if opts.endpoints.is_some() {
         Some("--endpoints")
     } else {
         None
-    };
+    }
+}
+
+/// The persistence of the Redis nodes this run starts, from `servers.redis_appendfsync`.
+/// Servers this run does not start (`--endpoints`, `--target`) keep their own setting, which
+/// their summary reports: asking for another one there is an error, not a silent no-op.
+fn redis_appendfsync(
+    opts: &RunOptions,
+    info: &StrategyInfo,
+    given: Option<&str>,
+) -> Result<Appendfsync, RunError> {
+    let n = info.needs;
+    let v = opts.workload.servers.redis_appendfsync;
+    let uses_redis = n.redis || n.redlock || n.sentinel;
     if let Some(flag) = given.filter(|_| uses_redis && v != RedisAppendfsync::Off) {
         return Err(RunError::Options(format!(
             "servers.redis_appendfsync = \"{v}\" with {flag}: only Redis servers this run starts \

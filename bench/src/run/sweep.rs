@@ -1,27 +1,28 @@
 //! `lockbench sweep`: the capacity of each strategy at a latency target, as an interval. For
 //! each strategy, on the same servers: a closed-loop warm-up, then steps at offered rates chosen
 //! by [`Searcher`] (a ramp up or down until one rate passes and one fails, then geometric
-//! midpoints). A step runs trials — each a whole [`run`](super::run) with its own folder — until
-//! the share of arrivals that missed the target is decided above or below its goal at the
+//! midpoints). A step runs trials — each a whole run, a trial of the sweep's one [`Session`],
+//! with its own folder, judged on what it measured in memory — until the share of arrivals that missed the target is decided above or below its goal at the
 //! sweep's confidence ([`Judged`]), or the step's budget is spent (undecided). The machine's
 //! pressure (PSI) is recorded for every trial. `sweep.json` is rewritten after every strategy,
 //! so Ctrl-C or an error keeps what was measured.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunError, RunOptions, run};
+pub use super::search::Searcher;
+use super::{RunError, RunOptions, Session, Source};
 use crate::cluster::durability::SynchronousCommit;
-use crate::cluster::{ClusterOptions, Endpoints, EndpointsFile, Needs, OwnedCluster, Provisioner};
+use crate::cluster::{Needs, Provisioner};
 use crate::record::pressure::Mark;
 use crate::report::sweep::{
-    Bound, Entry, Judged, SWEEP_SCHEMA, Search, Slo, Step, Sweep, Trial, rate_text,
+    Entry, Judged, SWEEP_SCHEMA, Search, Slo, Step, Sweep, Trial, rate_text,
 };
 use crate::stats::{self, Decision};
-use crate::strategy;
+use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
 use crate::workload::config::{LoadMode, RedisAppendfsync};
 
@@ -46,233 +47,6 @@ pub struct SweepOptions {
     pub endpoints: Option<PathBuf>,
     /// How to start the servers.
     pub provision: Provisioner,
-}
-
-/// Where the search stands: the rates decided passing and failing, and those left undecided.
-///
-/// Until a rate fails, the next is the highest passed times `factor`; until one passes, the
-/// next is the lowest failed (or undecided) divided by √factor. With both, the next rate is
-/// the geometric midpoint of the widest gap between the decided ends and any undecided rate
-/// inside them, until the interval is at most `goal_width` wide.
-///
-/// Once every strategy was searched, each end is [revisited](Self::revisit): judged again on
-/// its search's trials and new ones minutes later, pooled (their dispersion widens the bounds
-/// when the two moments disagree). An end whose decision moves is *drifted*, and the interval
-/// follows the pooled decisions.
-#[derive(Debug, Clone)]
-pub struct Searcher {
-    search: Search,
-    /// The SLO's quantile: 1 − it is the goal share of misses.
-    quantile: f64,
-    /// Every rate decided passing.
-    passes: Vec<f64>,
-    /// Every rate decided failing.
-    failures: Vec<f64>,
-    /// Rates whose decision moved at their revisit.
-    drifted: Vec<f64>,
-    /// Rates whose step ran out of budget undecided.
-    undecided: Vec<f64>,
-    /// Every failing or undecided rate with the share of its arrivals that missed (those
-    /// above the goal aim the descent).
-    fails: Vec<(f64, f64)>,
-    /// Set once [`Self::next`] found nothing left to offer.
-    done: bool,
-}
-
-impl Searcher {
-    /// A search not yet started.
-    pub fn new(search: Search, quantile: f64) -> Self {
-        Self {
-            search,
-            quantile,
-            passes: Vec::new(),
-            failures: Vec::new(),
-            drifted: Vec::new(),
-            undecided: Vec::new(),
-            fails: Vec::new(),
-            done: false,
-        }
-    }
-
-    /// The next rate to offer, or `None` when the search is done; `start` is the first rate,
-    /// and coming down the search offers nothing below `floor` (the lowest rate whose pass the
-    /// budget left affords).
-    pub fn next(&mut self, start: f64, floor: f64) -> Option<f64> {
-        let r = self.candidate(start, floor);
-        let tried = |x: f64| {
-            self.passes.contains(&x) || self.failures.contains(&x) || self.undecided.contains(&x)
-        };
-        // Rounding must not step past the ends: a pass at the rounded-down maximum is still
-        // "≥ max".
-        let (lo, hi) = (self.search.min_per_s, self.search.max_per_s);
-        let r = r
-            .map(|x| {
-                if x >= hi {
-                    hi
-                } else {
-                    round_rate(x).clamp(lo, hi)
-                }
-            })
-            .filter(|x| !tried(*x));
-        self.done = r.is_none();
-        r
-    }
-
-    fn candidate(&self, start: f64, floor: f64) -> Option<f64> {
-        let s = &self.search;
-        let down = s.factor.sqrt();
-        let (passed, failed) = (self.passed(), self.failed());
-        // Undecided rates inside the (possibly open) interval.
-        let inside: Vec<f64> = self
-            .undecided
-            .iter()
-            .copied()
-            .filter(|u| passed.is_none_or(|p| *u > p) && failed.is_none_or(|f| *u < f))
-            .collect();
-        let lowest = inside.iter().copied().chain(failed).reduce(f64::min);
-        let highest = inside.iter().copied().chain(passed).reduce(f64::max);
-        match (passed, failed) {
-            (None, None) if self.undecided.is_empty() => {
-                Some(start.clamp(s.min_per_s, s.max_per_s))
-            }
-            // Nothing passed yet: come down until something does, aiming below where the
-            // failing rates' miss shares say the goal is crossed.
-            (None, _) => {
-                let lowest = lowest?;
-                let r = self.aim_below(lowest).unwrap_or(lowest / down);
-                let r = r.max(s.min_per_s).max(floor);
-                (r < lowest * 0.999).then_some(r)
-            }
-            // Nothing failed yet: go up until something does.
-            (Some(p), None) => {
-                let top = highest.unwrap_or(p);
-                (top < s.max_per_s).then(|| (top * s.factor).min(s.max_per_s))
-            }
-            (Some(p), Some(f)) if f / p <= s.goal_width * 1.0001 => None,
-            (Some(p), Some(f)) => {
-                // Only the gaps next to a decided end can narrow the interval: between two
-                // undecided rates lies nothing but more rates too close to the goal to tell.
-                let low = inside.iter().copied().fold(f, f64::min);
-                let high = inside.iter().copied().fold(p, f64::max);
-                let (a, b) = if low / p >= f / high {
-                    (p, low)
-                } else {
-                    (high, f)
-                };
-                // Beside an undecided rate a gap this narrow would be undecided too.
-                let least = if inside.is_empty() { 1.0 } else { 1.1 };
-                (b / a > least).then(|| (a * b).sqrt())
-            }
-        }
-    }
-
-    /// A rate below `lowest` (the lowest failed or undecided) likely to pass: where the miss
-    /// share of the failing rates, extrapolated on a log–log line, falls to half the goal. A
-    /// pass at a low rate costs the most time (299 arrivals for a p99), so the descent aims at
-    /// one pass instead of halving through many failures. Only a choice of rate: the step's
-    /// trials still decide. Never below `lowest` / factor, nor above `lowest` / √factor.
-    fn aim_below(&self, lowest: f64) -> Option<f64> {
-        let s = &self.search;
-        let goal = 1.0 - self.quantile;
-        let mut fails: Vec<(f64, f64)> =
-            self.fails.iter().copied().filter(|f| f.1 > goal).collect();
-        fails.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let &(r1, m1) = fails.first()?;
-        // The slope of log(miss share) over log(rate) between the two lowest failures, 2
-        // (a share growing with the square of the rate) with one.
-        let slope = match fails.get(1) {
-            Some(&(r2, m2)) if m2 > m1 => ((m2 / m1).ln() / (r2 / r1).ln()).clamp(1.0, 4.0),
-            _ => 2.0,
-        };
-        let r = r1 * (goal * 0.5 / m1).powf(1.0 / slope);
-        Some(r.clamp(lowest / s.factor, lowest / s.factor.sqrt()))
-    }
-
-    /// Records what a step at `rate` decided, and the share of its arrivals that missed.
-    pub fn record(&mut self, rate: f64, decision: Decision, missed: f64) {
-        match decision {
-            Decision::Pass => self.passes.push(rate),
-            Decision::Fail => {
-                self.failures.push(rate);
-                self.fails.push((rate, missed));
-            }
-            Decision::Undecided => {
-                self.undecided.push(rate);
-                self.fails.push((rate, missed));
-            }
-        }
-    }
-
-    /// The highest rate decided passing.
-    fn passed(&self) -> Option<f64> {
-        self.passes.iter().copied().reduce(f64::max)
-    }
-
-    /// The lowest rate decided failing.
-    fn failed(&self) -> Option<f64> {
-        self.failures.iter().copied().reduce(f64::min)
-    }
-
-    /// The interval's decided ends, `[lower, upper]`: what a revisit looks at again.
-    pub fn ends(&self) -> [Option<f64>; 2] {
-        [self.passed(), self.failed()]
-    }
-
-    /// Records what `rate` decided on every trial it ran — the search's and a revisit's,
-    /// minutes apart, pooled — in place of the search's decision. Returns whether the
-    /// decision moved (the rate has *drifted*: the machine moved it during the sweep).
-    pub fn revisit(&mut self, rate: f64, decision: Decision, missed: f64) -> bool {
-        let before = if self.passes.contains(&rate) {
-            Decision::Pass
-        } else if self.failures.contains(&rate) {
-            Decision::Fail
-        } else {
-            Decision::Undecided
-        };
-        self.passes.retain(|r| *r != rate);
-        self.failures.retain(|r| *r != rate);
-        self.undecided.retain(|r| *r != rate);
-        self.record(rate, decision, missed);
-        let moved = before != decision;
-        if moved && !self.drifted.contains(&rate) {
-            self.drifted.push(rate);
-            self.drifted.sort_by(f64::total_cmp);
-        }
-        moved
-    }
-
-    /// Rates whose decision moved at their revisit, in ascending order.
-    pub fn drifted(&self) -> Vec<f64> {
-        self.drifted.clone()
-    }
-
-    /// The capacity found so far, how it is bounded, and the first failing rate; `complete`:
-    /// the search was not cut short by an error or Ctrl-C.
-    pub fn result(&self, complete: bool) -> (f64, Bound, Option<f64>) {
-        let s = &self.search;
-        let (passed, failed) = (self.passed(), self.failed());
-        let bound = match (passed, failed) {
-            _ if !complete => Bound::Incomplete,
-            (Some(_), Some(_)) => Bound::Found,
-            (Some(p), None) if p >= s.max_per_s => Bound::AtLeastMax,
-            (None, Some(f)) if f <= s.min_per_s * 1.0001 => Bound::BelowLowest,
-            _ => Bound::Unbracketed,
-        };
-        (passed.unwrap_or(0.0), bound, failed)
-    }
-}
-
-/// Rates are kept to three significant digits, so folder names and tables stay short.
-fn round_rate(r: f64) -> f64 {
-    if r <= 0.0 {
-        return r;
-    }
-    let decimals = (2 - r.log10().floor() as i32).max(0) as usize;
-    let mag = 10f64.powi(r.log10().floor() as i32 - 2);
-    // Through text, so 29.7 stays 29.7 and not 29.700000000000003.
-    format!("{:.*}", decimals, (r / mag).round() * mag)
-        .parse()
-        .unwrap_or(r)
 }
 
 /// The workload of one trial: the given one at `rate` for `secs`, with stock that no trial
@@ -302,32 +76,12 @@ fn pass_secs(search: &Search, slo: &Slo, rate: f64) -> f64 {
 }
 
 /// One trial: a run of `id` at `rate` on the sweep's servers, into `<out>/<dir>`.
-fn step_options(
-    opts: &SweepOptions,
-    id: &str,
-    rate: f64,
-    secs: f64,
-    dir: &str,
-    ep: &Path,
-) -> RunOptions {
-    RunOptions {
-        strategy: id.to_string(),
-        workload: step_workload(&opts.workload, rate, secs),
-        chaos: None,
-        workers: 0,
-        worker_link: crate::clients::WorkerLink::Pipe,
-        private_network: false,
-        workload_file: opts.workload_file.clone(),
-        out: opts.out.join(dir),
-        base_port: None,
-        endpoints: Some(ep.to_path_buf()),
-        provision: opts.provision,
-        target: None,
-        history: false,
-        progress: false,
-        // A trial measures capacity; the job's calm run measures the servers' work.
-        server_work: false,
-    }
+fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) -> RunOptions {
+    let (w, file) = (
+        step_workload(&opts.workload, rate, secs),
+        &opts.workload_file,
+    );
+    RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
 }
 
 /// Every check a step makes, for every strategy, before any server starts.
@@ -348,10 +102,9 @@ pub fn check(opts: &SweepOptions) -> Result<(), RunError> {
                 .into(),
         ));
     }
-    let ep = opts.out.join("endpoints.json");
     for id in &opts.strategies {
         let rate = opts.search.start_per_s.unwrap_or(opts.search.min_per_s);
-        step_options(opts, id, rate, opts.search.trial_s, id, &ep).plan()?;
+        step_options(opts, id, rate, opts.search.trial_s, id).plan()?;
     }
     Ok(())
 }
@@ -416,31 +169,35 @@ pub async fn sweep(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Sweep, RunError> {
+    let source = match &opts.endpoints {
+        Some(path) => Source::Endpoints(path.clone()),
+        None => Source::Start {
+            provision: opts.provision,
+            base_port: opts.base_port,
+        },
+    };
+    sweep_on(opts, &source, WARM_UP_ROUND, cancel, log).await
+}
+
+/// [`sweep`] on servers from `source` (the sim's tests: none), warm-up rounds of
+/// `warm_up_round` each (zero: no warm-up).
+pub async fn sweep_on(
+    opts: &SweepOptions,
+    source: &Source,
+    warm_up_round: Duration,
+    cancel: &CancellationToken,
+    log: &mut dyn Write,
+) -> Result<Sweep, RunError> {
     let began = Instant::now();
     let out = &opts.out;
     std::fs::create_dir_all(out).map_err(super::write_err(out))?;
     let mut needs = Needs::NONE;
     for id in &opts.strategies {
-        needs = needs.union(strategy::find(id)?.needs);
+        needs = needs.union(source.info(id)?.needs);
     }
     // One set of servers for every step of every strategy: the same machines, warmed once.
-    let (endpoints, cluster) = match &opts.endpoints {
-        Some(path) => (path.clone(), None),
-        None => {
-            let mut c = ClusterOptions::new(out.join("logs"));
-            c.base_port = opts.base_port;
-            c.provisioner = opts.provision;
-            c.builds = opts.workload.servers.builds(needs);
-            let cluster = tokio::select! {
-                c = OwnedCluster::start(needs, &c) => c?,
-                _ = cancel.cancelled() => return Err(RunError::Interrupted),
-            };
-            let path = out.join("endpoints.json");
-            cluster.write_endpoints(&path)?;
-            (path, Some(cluster))
-        }
-    };
-    let servers = EndpointsFile::read(&endpoints)?.endpoints;
+    let logs = out.join("logs");
+    let mut session = Session::open(source, &opts.workload, needs, logs, cancel).await?;
     let mut sweep = Sweep {
         schema: SWEEP_SCHEMA.to_string(),
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -451,20 +208,14 @@ pub async fn sweep(
         entries: Vec::new(),
         elapsed_s: 0.0,
     };
-    let bench = |id| Bench {
-        opts,
-        id,
-        endpoints: &endpoints,
-        servers: &servers,
-        cancel,
-    };
     let mut searched = Vec::new();
     for id in &opts.strategies {
         if cancel.is_cancelled() {
             break;
         }
-        let s = sweep_one(&bench(id), log).await;
-        sweep.entries.push(s.entry(id, log));
+        let mut b = Bench::new(opts, id, &mut session, warm_up_round, cancel)?;
+        let s = sweep_one(&mut b, log).await;
+        sweep.entries.push(s.entry(&b, log));
         searched.push(s);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
@@ -477,16 +228,19 @@ pub async fn sweep(
         if !opts.search.revisit || cancel.is_cancelled() {
             break;
         }
-        let id = &opts.strategies[i];
-        revisit_one(&bench(id), s, log).await;
-        sweep.entries[i] = s.entry(id, log);
+        let mut b = Bench::new(
+            opts,
+            &opts.strategies[i],
+            &mut session,
+            warm_up_round,
+            cancel,
+        )?;
+        revisit_one(&mut b, s, log).await;
+        sweep.entries[i] = s.entry(&b, log);
         sweep.elapsed_s = began.elapsed().as_secs_f64();
         sweep.write(out).map_err(super::write_err(out))?;
     }
-    if let Some(c) = cluster {
-        c.stop();
-        let _ = std::fs::remove_file(&endpoints);
-    }
+    session.close();
     Ok(sweep)
 }
 
@@ -499,10 +253,12 @@ pub async fn sweep(
 /// 2026) on a cold ensemble — `zookeeper` warmed at 164–199/s while the two swept after it
 /// warmed at 267–341/s, and its interval missed the next job's in two of three pairs.
 /// Returns the attempts per second of the last round, or why it failed.
-async fn warm_up(b: &Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
+async fn warm_up(b: &mut Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
     let id = b.id;
-    if let Some(mysql) = &b.servers.mysql {
-        let _ = strategy::mysql::settle(mysql, SETTLE_BOUND).await;
+    let _ = b.session.settle(SETTLE_BOUND).await;
+    if b.warm_up_round.is_zero() {
+        // No warm-up (the sim's tests): a search not given its start begins at its lowest rate.
+        return Ok(b.opts.search.min_per_s * 2.0);
     }
     let mut rates: Vec<f64> = Vec::new();
     let mut attempts = 0;
@@ -526,7 +282,7 @@ async fn warm_up(b: &Bench<'_>, log: &mut dyn Write) -> Result<f64, String> {
         "{id:<24} warm-up, {} round(s) of {} s in a closed loop (not judged): {attempts} attempts \
          ({}/s)",
         rates.len(),
-        WARM_UP_ROUND.as_secs(),
+        b.warm_up_round.as_secs_f64(),
         each.join(", ")
     );
     Ok(*rates.last().expect("at least one round"))
@@ -545,20 +301,21 @@ fn warm(rates: &[f64]) -> bool {
 
 /// One warm-up round in `dir`: a closed loop of up to [`WARM_UP_BUYERS`], so each strategy
 /// warms its servers with as many calls as it can serve.
-async fn warm_up_round(b: &Bench<'_>, dir: &str) -> Result<crate::report::Summary, RunError> {
+async fn warm_up_round(b: &mut Bench<'_>, dir: &str) -> Result<crate::report::Summary, RunError> {
     let opts = b.opts;
-    let mut o = step_options(opts, b.id, opts.search.min_per_s, 1.0, dir, b.endpoints);
+    let mut o = step_options(opts, b.id, opts.search.min_per_s, 1.0, dir);
     let load = &mut o.workload.load;
     load.mode = LoadMode::Closed;
     load.clients = load.clients.min(WARM_UP_BUYERS);
-    load.duration = WARM_UP_ROUND;
+    load.duration = b.warm_up_round;
     load.max_attempts = None;
     // Enough stock for a closed loop of a fast strategy.
     o.workload.inventory.stock = o.workload.inventory.stock.max(200_000);
-    run(&o.plan()?, b.cancel).await
+    let plan = b.session.plan(&o)?;
+    Ok(b.session.trial(&plan, b.cancel).await?.summary)
 }
 
-/// Load duration of one warm-up round.
+/// Load duration of one warm-up round (the sim's tests take shorter ones).
 const WARM_UP_ROUND: std::time::Duration = std::time::Duration::from_secs(1);
 /// Fewest warm-up rounds (2 s in all, the fixed warm-up's length until Nov 27, 2026).
 const WARM_UP_MIN: usize = 2;
@@ -585,9 +342,29 @@ const SETTLE_BOUND: std::time::Duration = std::time::Duration::from_secs(10);
 struct Bench<'a> {
     opts: &'a SweepOptions,
     id: &'a str,
-    endpoints: &'a Path,
-    servers: &'a Endpoints,
+    info: &'static StrategyInfo,
+    session: &'a mut Session,
+    warm_up_round: Duration,
     cancel: &'a CancellationToken,
+}
+
+impl<'a> Bench<'a> {
+    fn new(
+        opts: &'a SweepOptions,
+        id: &'a str,
+        session: &'a mut Session,
+        warm_up_round: Duration,
+        cancel: &'a CancellationToken,
+    ) -> Result<Self, RunError> {
+        Ok(Self {
+            info: session.info(id)?,
+            opts,
+            id,
+            session,
+            warm_up_round,
+            cancel,
+        })
+    }
 }
 
 /// One strategy's search, kept until its revisit.
@@ -608,8 +385,8 @@ struct Searched {
 
 impl Searched {
     /// Its entry in `sweep.json` as it stands; logs the capacity.
-    fn entry(&self, id: &str, log: &mut dyn Write) -> Entry {
-        let info = strategy::find(id).expect("checked before the sweep");
+    fn entry(&self, b: &Bench<'_>, log: &mut dyn Write) -> Entry {
+        let (id, info) = (b.id, b.info);
         let capacity = self.searcher.result(self.error.is_none());
         let (steps, error) = (self.steps.clone(), self.error.clone());
         let mut entry = Entry::new(id, info.family(), info.kind, capacity, steps, error);
@@ -622,7 +399,7 @@ impl Searched {
 
 /// The steps of one strategy: a warm-up, then steps until the interval is narrow enough or
 /// the strategy's budget is spent.
-async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Searched {
+async fn sweep_one(b: &mut Bench<'_>, log: &mut dyn Write) -> Searched {
     let began = Instant::now();
     let opts = b.opts;
     let warm = warm_up(b, log).await;
@@ -648,7 +425,7 @@ async fn sweep_one(b: &Bench<'_>, log: &mut dyn Write) -> Searched {
 
 /// Steps at the rates the search chooses, until it ends, an error stops it, or `s.left_s` is
 /// spent (it is what remains after).
-async fn search_steps(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
+async fn search_steps(b: &mut Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
     let (opts, id) = (b.opts, b.id);
     let (budget, stepping) = (s.left_s, Instant::now());
     let left = || budget - stepping.elapsed().as_secs_f64();
@@ -691,7 +468,7 @@ async fn search_steps(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
 /// The revisit of one strategy, within its own budget: each decided end once more, judged on
 /// its search's trials and the new ones pooled; then, if an end moved, the search again until
 /// the interval is as narrow as the goal or the budget is spent.
-async fn revisit_one(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
+async fn revisit_one(b: &mut Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
     let (opts, id) = (b.opts, b.id);
     let ends = s.searcher.ends();
     // A failing end below which nothing passed bounds an interval open below whatever it
@@ -722,7 +499,7 @@ async fn revisit_one(b: &Bench<'_>, s: &mut Searched, log: &mut dyn Write) {
 /// One end of a strategy's interval again, `rate`, pooled with its search step: whether its
 /// decision moved, or `None` when the revisit must stop (an error or Ctrl-C).
 async fn revisit_end(
-    b: &Bench<'_>,
+    b: &mut Bench<'_>,
     s: &mut Searched,
     rate: f64,
     log: &mut dyn Write,
@@ -789,7 +566,7 @@ struct Look {
 /// earlier step, `prior`, and runs its own in a folder of its own. Returns the step and its
 /// look.
 async fn step(
-    b: &Bench<'_>,
+    b: &mut Bench<'_>,
     rate: f64,
     left: f64,
     prior: Option<&Look>,
@@ -810,19 +587,18 @@ async fn step(
     });
     let first = trials.len();
     loop {
-        if let Some(mysql) = &b.servers.mysql {
-            // What an overloaded trial left running must not slow the next one.
-            if let Err(e) = strategy::mysql::settle(mysql, SETTLE_BOUND).await {
-                let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
-            }
+        // What an overloaded trial left running must not slow the next one.
+        if let Err(e) = b.session.settle(SETTLE_BOUND).await {
+            let _ = writeln!(log, "{id:<24} warning: MariaDB not settled: {e}");
         }
         let trial_dir = format!("{dir}/trial-{}", trials.len() - first + 1);
-        let o = step_options(opts, id, rate, secs, &trial_dir, b.endpoints);
+        let o = step_options(opts, id, rate, secs, &trial_dir);
         let (mark, t0) = (Mark::now(), Instant::now());
-        let summary = run(&o.plan()?, b.cancel).await?;
+        let plan = b.session.plan(&o)?;
+        let ran = b.session.trial(&plan, b.cancel).await?;
         let pressure = mark.since();
-        let (mut trial, hist) = Trial::count(&opts.out, trial_dir.clone(), &summary, slo)
-            .map_err(|e| RunError::Options(format!("reading trial {trial_dir}: {e}")))?;
+        let (load, summary) = (o.workload.load.duration, ran.summary);
+        let (mut trial, hist) = Trial::count(trial_dir, &summary, &ran.latency, load, slo);
         trial.wall_s = (t0.elapsed().as_secs_f64() * 100.0).round() / 100.0;
         trial.pressure = pressure;
         let discards = trials[first..]
@@ -972,256 +748,8 @@ fn step_line(id: &str, s: &Step) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::super::search::tests::SEARCH;
     use super::*;
-
-    /// The defaults, with a budget the synthetic searches never reach.
-    const SEARCH: Search = Search {
-        start_per_s: None,
-        budget_s: 60.0,
-        ..crate::report::sweep::DEFAULTS
-    };
-
-    /// Runs the search from `start` against a strategy that sustains exactly `capacity`, and
-    /// leaves undecided every rate within `fuzz` of it (a share of misses too close to 1 % to
-    /// tell within a step's budget).
-    fn search(start: f64, capacity: f64, fuzz: f64) -> (Vec<f64>, (f64, Bound, Option<f64>)) {
-        let mut s = Searcher::new(SEARCH, 0.99);
-        let mut offered = Vec::new();
-        while let Some(r) = s.next(start, 0.0) {
-            assert!(offered.len() < 20, "the search must end: {offered:?}");
-            offered.push(r);
-            let d = if (r / capacity - 1.0).abs() < fuzz {
-                Decision::Undecided
-            } else if r <= capacity {
-                Decision::Pass
-            } else {
-                Decision::Fail
-            };
-            // A miss share growing with the square of the rate: 1 % at the capacity.
-            s.record(r, d, 0.01 * (r / capacity).powi(2));
-        }
-        (offered, s.result(true))
-    }
-
-    #[test]
-    fn the_search_ends_with_an_interval_within_the_goal_width() {
-        for (start, cap) in [
-            (25.0, 300.0),
-            (1000.0, 300.0),
-            (50.0, 12.5),
-            (3000.0, 951.0),
-        ] {
-            let (offered, (lo, bound, hi)) = search(start, cap, 0.0);
-            let hi = hi.unwrap();
-            assert_eq!(bound, Bound::Found, "{offered:?}");
-            assert!(
-                lo <= cap && hi > cap,
-                "{lo} .. {hi} around {cap}: {offered:?}"
-            );
-            assert!(hi / lo <= 1.25 * 1.0001, "{lo} .. {hi}: {offered:?}");
-            assert!(offered.len() <= 8, "{offered:?}");
-        }
-    }
-
-    #[test]
-    fn the_descent_aims_below_the_crossing_its_failures_predict() {
-        // 400/s missed far beyond 1 %: the next rate is the furthest down allowed (÷4), and
-        // from two failures the line says where to find a pass.
-        let (offered, (lo, bound, hi)) = search(400.0, 30.0, 0.0);
-        assert_eq!(&offered[..3], &[400.0, 100.0, 25.0], "{offered:?}");
-        assert!(offered.len() <= 6 && bound == Bound::Found, "{offered:?}");
-        assert!(lo <= 30.0 && hi.unwrap() > 30.0);
-        // A failure just over the goal only steps down by √factor.
-        let mut s = Searcher::new(SEARCH, 0.99);
-        s.record(100.0, Decision::Fail, 0.012);
-        assert_eq!(s.next(100.0, 0.0), Some(50.0));
-        // With too little budget left for a pass at 50/s, the search stops above it.
-        let mut s = Searcher::new(SEARCH, 0.99);
-        s.record(100.0, Decision::Fail, 0.012);
-        assert_eq!(s.next(100.0, 60.0), Some(60.0));
-        assert_eq!(s.next(100.0, 100.0), None);
-        let (offered, _) = search(25.0, 3000.0, 0.0);
-        assert_eq!(&offered[..3], &[25.0, 100.0, 400.0], "{offered:?}");
-    }
-
-    #[test]
-    fn undecided_rates_stay_inside_a_wider_interval_and_the_search_still_ends() {
-        let (offered, (lo, bound, hi)) = search(1000.0, 300.0, 0.1);
-        let hi = hi.unwrap();
-        assert_eq!(bound, Bound::Found, "{offered:?}");
-        assert!(lo <= 270.0 && hi >= 330.0, "{lo} .. {hi}: {offered:?}");
-        assert!(offered.len() <= 10, "{offered:?}");
-    }
-
-    #[test]
-    fn a_strategy_faster_than_the_cap_reads_at_least_the_cap() {
-        let (offered, (cap, bound, fail)) = search(12800.0, 1e9, 0.0);
-        assert_eq!(offered, vec![12800.0, 51200.0, 204800.0]);
-        assert_eq!((cap, bound, fail), (204800.0, Bound::AtLeastMax, None));
-        // A cap of more than three significant digits is offered as it is, not rounded
-        // below it (which read "unbracketed, budget spent" on Nov 25, 2026).
-        let mut s = Searcher::new(
-            Search {
-                max_per_s: 102400.0,
-                ..SEARCH
-            },
-            0.99,
-        );
-        assert_eq!(s.next(50600.0, 0.0), Some(50600.0));
-        s.record(50600.0, Decision::Pass, 0.0);
-        assert_eq!(s.next(50600.0, 0.0), Some(102400.0));
-        s.record(102400.0, Decision::Pass, 0.0);
-        assert_eq!(s.result(true), (102400.0, Bound::AtLeastMax, None));
-    }
-
-    #[test]
-    fn a_strategy_slower_than_the_lowest_rate_reads_below_it() {
-        let (offered, (cap, bound, fail)) = search(8.0, 0.5, 0.0);
-        assert_eq!(offered, vec![8.0, 2.0, 1.0]);
-        assert_eq!((cap, bound, fail), (0.0, Bound::BelowLowest, Some(1.0)));
-    }
-
-    #[test]
-    fn a_search_cut_short_is_incomplete_or_unbracketed_never_found() {
-        let mut s = Searcher::new(SEARCH, 0.99);
-        s.record(25.0, Decision::Pass, 0.0);
-        assert_eq!(s.result(false).1, Bound::Incomplete);
-        // The budget ran out after one pass: the interval is open above.
-        assert_eq!(s.result(true), (25.0, Bound::Unbracketed, None));
-    }
-
-    /// A search that passed 400, 566 and 673/s and failed 800 and 952/s.
-    fn searched() -> Searcher {
-        let mut s = Searcher::new(SEARCH, 0.99);
-        for (r, d) in [(400.0, true), (800.0, false), (566.0, true), (673.0, true)] {
-            let d = if d { Decision::Pass } else { Decision::Fail };
-            s.record(r, d, if d == Decision::Pass { 0.0 } else { 0.05 });
-        }
-        s.record(952.0, Decision::Fail, 0.2);
-        s
-    }
-
-    #[test]
-    fn a_revisit_that_agrees_keeps_the_interval() {
-        let mut s = searched();
-        assert_eq!(s.ends(), [Some(673.0), Some(800.0)]);
-        assert!(!s.revisit(673.0, Decision::Pass, 0.0));
-        assert!(!s.revisit(800.0, Decision::Fail, 0.03));
-        assert_eq!(s.result(true), (673.0, Bound::Found, Some(800.0)));
-        assert!(s.drifted().is_empty());
-    }
-
-    #[test]
-    fn a_revisit_whose_pooled_decision_moves_moves_the_interval_with_it() {
-        // The machine slowed: on every trial pooled the lower end now fails, so it is the
-        // upper end, and the next pass below is the lower.
-        let mut s = searched();
-        assert!(s.revisit(673.0, Decision::Fail, 0.02));
-        assert_eq!(s.result(true), (566.0, Bound::Found, Some(673.0)));
-        assert_eq!(s.drifted(), vec![673.0]);
-        // It sped up: the upper end now passes, and the next failure above is the upper end.
-        let mut s = searched();
-        assert!(s.revisit(800.0, Decision::Pass, 0.0));
-        assert_eq!(s.result(true), (800.0, Bound::Found, Some(952.0)));
-        // The two moments disagree so much that the pooled trials decide nothing: the rate
-        // is inside the interval, which widens past it.
-        let mut s = searched();
-        assert!(s.revisit(673.0, Decision::Undecided, 0.013));
-        assert_eq!(s.result(true), (566.0, Bound::Found, Some(800.0)));
-        // With no pass left below a lower end that moved, the interval opens below.
-        let mut s = Searcher::new(SEARCH, 0.99);
-        s.record(100.0, Decision::Pass, 0.0);
-        s.record(120.0, Decision::Fail, 0.05);
-        assert!(s.revisit(100.0, Decision::Fail, 0.05));
-        assert_eq!(s.result(true), (0.0, Bound::Unbracketed, Some(100.0)));
-    }
-
-    #[test]
-    fn an_interval_an_end_widened_is_narrowed_again_inside_its_new_ends() {
-        // Nov 26, 2026: redis-lua-decr's lower end, 67,900/s, failed at its revisit, leaving
-        // [33,900, 67,900], 2.0x wide. The search goes on between the ends, not beyond them.
-        let mut s = Searcher::new(SEARCH, 0.99);
-        for (r, d, m) in [
-            (33_900.0, Decision::Pass, 0.0),
-            (67_900.0, Decision::Pass, 0.0),
-            (79_800.0, Decision::Fail, 0.02),
-        ] {
-            s.record(r, d, m);
-        }
-        assert_eq!(s.next(1.0, 0.0), None, "1.18x: the search had ended");
-        assert!(s.revisit(67_900.0, Decision::Fail, 0.015));
-        let mut offered = Vec::new();
-        while let Some(r) = s.next(1.0, 0.0) {
-            assert!(r > 33_900.0 && r < 67_900.0, "{r}");
-            offered.push(r);
-            // The machine now sustains 50,000/s.
-            let d = if r <= 50_000.0 {
-                Decision::Pass
-            } else {
-                Decision::Fail
-            };
-            s.record(r, d, if d == Decision::Pass { 0.0 } else { 0.02 });
-            assert!(offered.len() < 5, "{offered:?}");
-        }
-        let (lo, bound, hi) = s.result(true);
-        assert_eq!(bound, Bound::Found);
-        assert!(lo <= 50_000.0 && hi.unwrap() > 50_000.0, "{lo} {hi:?}");
-        assert!(
-            hi.unwrap() / lo <= SEARCH.goal_width * 1.0001,
-            "{lo} {hi:?}"
-        );
-        assert_eq!(s.drifted(), vec![67_900.0]);
-    }
-
-    #[test]
-    fn a_capacity_that_moves_between_search_and_revisit_stays_inside_the_interval() {
-        // Searched at a capacity of 300/s, revisited when the machine sustains 8 % less or
-        // more. An end the two moments decide alike keeps its decision; one they decide
-        // differently pools to undecided (the trials' dispersion widens the bounds; the
-        // pooling itself is tested in report::sweep). Each interval must then hold both
-        // capacities, so two sweeps whose moments differ so still overlap.
-        for moved in [0.92, 1.08] {
-            let (_, (lo, _, hi)) = search(1000.0, 300.0, 0.0);
-            let mut s = Searcher::new(SEARCH, 0.99);
-            for (r, d, m) in trace(1000.0, 300.0) {
-                s.record(r, d, m);
-            }
-            assert_eq!(s.ends(), [Some(lo), hi]);
-            let later = 300.0 * moved;
-            for r in s.ends().into_iter().flatten() {
-                let (now, then) = (r <= later, r <= 300.0);
-                let d = match (now, then) {
-                    (true, true) => Decision::Pass,
-                    (false, false) => Decision::Fail,
-                    _ => Decision::Undecided,
-                };
-                s.revisit(r, d, 0.01 * (r / later).powi(2));
-            }
-            let (lo, _, hi) = s.result(true);
-            let hi = hi.unwrap();
-            assert!(
-                lo <= 300.0f64.min(later) && hi > 300.0f64.max(later),
-                "{lo}..{hi} x{moved}"
-            );
-        }
-    }
-
-    /// The steps [`search`] ran, with what each decided and missed.
-    fn trace(start: f64, capacity: f64) -> Vec<(f64, Decision, f64)> {
-        let mut s = Searcher::new(SEARCH, 0.99);
-        let mut steps = Vec::new();
-        while let Some(r) = s.next(start, 0.0) {
-            let d = if r <= capacity {
-                Decision::Pass
-            } else {
-                Decision::Fail
-            };
-            let m = 0.01 * (r / capacity).powi(2);
-            s.record(r, d, m);
-            steps.push((r, d, m));
-        }
-        steps
-    }
 
     #[test]
     fn a_step_stops_when_its_budget_cannot_decide_it() {
@@ -1357,17 +885,6 @@ mod tests {
         assert!(warm(&[164.0, 230.0, 290.0, 300.0]));
         // Bounded, whatever the rounds say.
         assert!(warm(&[1.0, 2.0, 4.0, 8.0, 16.0, 32.0]));
-    }
-
-    #[test]
-    fn rates_keep_three_significant_digits() {
-        assert_eq!(round_rate(282.842), 283.0);
-        assert_eq!(round_rate(12.3456), 12.3);
-        assert_eq!(round_rate(29.7000001), 29.7);
-        assert_eq!(round_rate(1.5625), 1.56);
-        assert_eq!(round_rate(3363.6), 3360.0);
-        assert_eq!(rate_text(283.0), "283");
-        assert_eq!(rate_text(12.3), "12.3");
     }
 
     #[test]

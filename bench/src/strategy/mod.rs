@@ -35,7 +35,8 @@ use crate::record::{ErrorKind, LeaseSpan, Outcome};
 pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
 pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
-/// The MariaDB store's path before the families had folders (`mysql::settle` is called by runs).
+/// The MariaDB store's path before the families had folders (tests call `mysql::settle`;
+/// runs settle through `Store::settle`).
 pub use sql::mysql;
 
 /// One purchase to attempt.
@@ -303,6 +304,12 @@ pub trait Store: Send + Sync {
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
     /// Closes connections cleanly before the servers stop.
     async fn close(&self) {}
+    /// Between trials on the same servers (after this store's trial closed it): ends what the
+    /// trial left running server-side, waiting at most `bound`, so it cannot slow the next
+    /// trial; returns how many sessions it ended. Nothing is left by default.
+    async fn settle(&self, _bound: Duration) -> Result<usize, StrategyError> {
+        Ok(0)
+    }
 }
 
 /// The work every lock protects: read the stock, hold, write `read - 1` and the order; and,

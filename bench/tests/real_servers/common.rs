@@ -107,23 +107,12 @@ acquire_timeout = "3s"
 
 /// Options of a run of `strategy` on servers of its own, results (with history) in `out`.
 pub fn run_options(strategy: &str, workload: &str, out: PathBuf) -> RunOptions {
+    let w = Workload::parse("w.toml", workload, &[]).expect("valid workload");
     RunOptions {
-        strategy: strategy.into(),
-        workload: Workload::parse("w.toml", workload, &[]).expect("valid workload"),
-        workload_file: "w.toml".into(),
-        out,
-        base_port: None,
-        endpoints: None,
-        target: None,
-        provision: lockbench::cluster::Provisioner::Local,
         history: true,
-        progress: false,
         // One idle window more per run; the tests of server work ask for it.
         server_work: false,
-        chaos: None,
-        workers: 0,
-        worker_link: lockbench::clients::WorkerLink::Pipe,
-        private_network: false,
+        ..RunOptions::new(strategy, w, None, "w.toml", out)
     }
 }
 

@@ -184,6 +184,12 @@ impl Dialect for Mysql {
     }
 
     driver_calls!();
+
+    /// What an overloaded trial left running (a statement whose client gave up keeps its row
+    /// locks) ends before the next trial on this server: [`settle`].
+    fn settle(&self, bound: Duration) -> impl Future<Output = Result<usize, StrategyError>> + Send {
+        settle_as(&self.opts, bound)
+    }
 }
 
 /// Ends what earlier runs left on a shared server before the next one starts: a statement whose
@@ -192,14 +198,20 @@ impl Dialect for Mysql {
 /// every other connection of the harness's user and waits (up to `bound`) until they are gone.
 /// Returns how many it killed.
 pub async fn settle(ep: &MysqlEndpoint, bound: Duration) -> Result<usize, StrategyError> {
-    let opts = ep.connect_options().log_statements(log::LevelFilter::Off);
+    settle_as(&ep.connect_options(), bound).await
+}
+
+/// [`settle`] with the options of the harness's user.
+async fn settle_as(opts: &MySqlConnectOptions, bound: Duration) -> Result<usize, StrategyError> {
+    let user = opts.get_username().to_string();
+    let opts = opts.clone().log_statements(log::LevelFilter::Off);
     let mut con = tokio::time::timeout(bound, MySqlConnection::connect_with(&opts))
         .await
         .map_err(|_| StrategyError::Timeout("connecting to MariaDB to settle it"))??;
     let others =
         "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ? AND ID <> CONNECTION_ID()";
     let ids: Vec<i64> = sqlx::query_scalar(others)
-        .bind(&ep.user)
+        .bind(&user)
         .fetch_all(&mut con)
         .await?;
     for id in &ids {
@@ -211,7 +223,7 @@ pub async fn settle(ep: &MysqlEndpoint, bound: Duration) -> Result<usize, Strate
     let deadline = tokio::time::Instant::now() + bound;
     loop {
         let left: Vec<i64> = sqlx::query_scalar(others)
-            .bind(&ep.user)
+            .bind(&user)
             .fetch_all(&mut con)
             .await?;
         if left.iter().all(|id| !ids.contains(id)) || tokio::time::Instant::now() >= deadline {

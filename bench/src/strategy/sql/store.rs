@@ -109,6 +109,13 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         pool: &Pool<Db<Self>>,
         query: String,
     ) -> impl Future<Output = Result<Vec<(u32, i64)>, sqlx::Error>> + Send;
+    /// [`Store::settle`]: nothing is left by default.
+    fn settle(
+        &self,
+        _bound: Duration,
+    ) -> impl Future<Output = Result<usize, StrategyError>> + Send {
+        async { Ok(0) }
+    }
 }
 
 /// A dialect's calls into its driver: the same text for every driver, each expansion checked
@@ -506,6 +513,10 @@ impl<D: Dialect> Store for SqlStore<D> {
             self.buyers.close(Duration::from_secs(1)).await;
         }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.pool.close()).await;
+    }
+
+    async fn settle(&self, bound: Duration) -> Result<usize, StrategyError> {
+        self.dialect.settle(bound).await
     }
 }
 
