@@ -166,21 +166,17 @@ impl JobOptions {
     ) -> Vec<RunOptions> {
         ids.iter()
             .map(|id| RunOptions {
-                strategy: id.clone(),
-                workload: workload.clone(),
-                chaos: chaos.cloned(),
-                workers: 0,
-                worker_link: crate::clients::WorkerLink::Pipe,
-                private_network: false,
-                workload_file: self.workload_file.display().to_string(),
-                out: out.join(id),
                 base_port: self.base_port,
                 endpoints: self.endpoints.clone(),
                 provision: self.provision,
-                target: None,
-                history: false,
                 progress: true,
-                server_work: true,
+                ..RunOptions::new(
+                    id,
+                    workload.clone(),
+                    chaos.cloned(),
+                    &self.workload_file.display().to_string(),
+                    out.join(id),
+                )
             })
             .collect()
     }
