@@ -20,7 +20,7 @@ use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
     CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
 };
-use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
@@ -398,31 +398,19 @@ pub(in crate::cluster) async fn version(addr: SocketAddr) -> Result<String, Stri
 /// The ZooKeeper ensemble.
 pub(in crate::cluster) struct Zookeeper;
 
+const ABOUT: About = About {
+    service: Service::Zookeeper,
+    wanted: |needs| needs.zookeeper,
+    check_installed: check_installed,
+    port_names: |_| port_names(),
+    build: Some(|b, v| ("zookeeper", b.zookeeper.name(), b.zookeeper.reports(v))),
+    images: &[IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Zookeeper {
-    fn service(&self) -> Service {
-        Service::Zookeeper
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.zookeeper;
-        Some(("zookeeper", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.zookeeper
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        check_installed(builds)
-    }
-
-    fn port_names(&self, _needs: Needs) -> Vec<String> {
-        port_names()
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     async fn start(
