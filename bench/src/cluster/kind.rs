@@ -37,6 +37,12 @@ impl Started {
             member_ids: Vec::new(),
         }
     }
+
+    /// `nodes`, whose addresses are added to the list `list` picks of the run's endpoints.
+    pub fn listed(nodes: Vec<Node>, list: fn(&mut Endpoints) -> &mut Vec<SocketAddr>) -> Self {
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        Self::new(nodes, move |ep| list(ep).extend(addrs))
+    }
 }
 
 /// What a running cluster tells a service that is asked which node leads.

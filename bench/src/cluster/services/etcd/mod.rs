@@ -15,7 +15,7 @@ use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL}
 use crate::cluster::durability::{Acked, Durability, Source};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
 };
 use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::local::Local;
@@ -498,11 +498,8 @@ impl ServiceKind for Etcd {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.etcd.is_empty() {
-            return Err(("[etcd]", "an etcd cluster".into()));
-        }
-        out.etcd = target.etcd.clone();
-        out.etcd_auth = target.etcd_auth.clone();
+        let missing = ("[etcd]", "an etcd cluster");
+        (out.etcd, out.etcd_auth) = servers_or(&target.etcd, &target.etcd_auth, missing)?;
         Ok(())
     }
 

@@ -277,8 +277,7 @@ impl ServiceKind for Redis {
         )
         .await;
         let nodes = started.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-        Ok(Started::new(nodes, move |ep| ep.redis.extend(addrs)))
+        Ok(Started::listed(nodes, |ep| &mut ep.redis))
     }
 
     async fn durability(

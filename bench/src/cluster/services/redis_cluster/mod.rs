@@ -22,7 +22,9 @@ use crate::cluster::backend::{READY_TIMEOUT, wait_ready};
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
+use crate::cluster::external::{
+    MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+};
 use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
@@ -459,10 +461,7 @@ impl ServiceKind for RedisCluster {
         opts: &ClusterOptions,
     ) -> Result<Started, ClusterError> {
         let nodes = start(l, opts.redis_appendfsync).await?;
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-        Ok(Started::new(nodes, move |ep| {
-            ep.redis_cluster.extend(addrs)
-        }))
+        Ok(Started::listed(nodes, |ep| &mut ep.redis_cluster))
     }
 
     async fn leader<'n>(
@@ -514,11 +513,9 @@ impl ServiceKind for RedisCluster {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.redis_cluster.is_empty() {
-            return Err(("[redis_cluster]", "a Redis Cluster".into()));
-        }
-        out.redis_cluster = target.redis_cluster.clone();
-        out.redis_auth = target.redis_auth.clone();
+        let (servers, auth) = (&target.redis_cluster, &target.redis_auth);
+        let missing = ("[redis_cluster]", "a Redis Cluster");
+        (out.redis_cluster, out.redis_auth) = servers_or(servers, auth, missing)?;
         Ok(())
     }
 

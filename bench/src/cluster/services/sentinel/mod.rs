@@ -18,7 +18,7 @@ use crate::cluster::containers::Spec;
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{bounded, target_err, unowned_node};
+use crate::cluster::external::{bounded, servers_or, target_err, unowned_node};
 use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::node::{Node, NodeServer};
@@ -361,12 +361,10 @@ impl ServiceKind for Sentinel {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.sentinels.is_empty() {
-            return Err(("[sentinel]", "Redis Sentinels".into()));
-        }
-        out.sentinels = target.sentinels.clone();
+        let (servers, auth) = (&target.sentinels, &target.sentinel_auth);
+        (out.sentinels, out.sentinel_auth) =
+            servers_or(servers, auth, ("[sentinel]", "Redis Sentinels"))?;
         out.sentinel_master = target.sentinel_master.clone();
-        out.sentinel_auth = target.sentinel_auth.clone();
         // The master the sentinels name is a Redis server like the others.
         out.redis_auth = target.redis_auth.clone();
         Ok(())

@@ -18,7 +18,7 @@ use crate::cluster::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
 };
 use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::local::Local;
@@ -420,8 +420,7 @@ impl ServiceKind for Zookeeper {
         _opts: &ClusterOptions,
     ) -> Result<Started, ClusterError> {
         let nodes = start(l).await?;
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-        Ok(Started::new(nodes, move |ep| ep.zookeeper.extend(addrs)))
+        Ok(Started::listed(nodes, |ep| &mut ep.zookeeper))
     }
 
     /// The member whose `srvr` answer says `Mode: leader`.
@@ -471,11 +470,9 @@ impl ServiceKind for Zookeeper {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.zookeeper.is_empty() {
-            return Err(("[zookeeper]", "a ZooKeeper ensemble".into()));
-        }
-        out.zookeeper = target.zookeeper.clone();
-        out.zookeeper_auth = target.zookeeper_auth.clone();
+        let (servers, auth) = (&target.zookeeper, &target.zookeeper_auth);
+        let missing = ("[zookeeper]", "a ZooKeeper ensemble");
+        (out.zookeeper, out.zookeeper_auth) = servers_or(servers, auth, missing)?;
         Ok(())
     }
 
