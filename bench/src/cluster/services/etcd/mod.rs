@@ -420,7 +420,7 @@ pub(in crate::cluster) struct Etcd;
 const ABOUT: About = About {
     service: Service::Etcd,
     wanted: |needs| needs.etcd,
-    check_installed: check_installed,
+    check_installed,
     port_names: |_| port_names(),
     build: Some(|b, v| ("etcd", b.etcd.name(), b.etcd.reports(v))),
     images: &[IMAGE],

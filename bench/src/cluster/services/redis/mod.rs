@@ -251,7 +251,7 @@ pub(in crate::cluster) fn build(b: Builds, version: &str) -> (&'static str, &'st
 const ABOUT: About = About {
     service: Service::Redis,
     wanted: |needs| needs.redis_nodes() > 0,
-    check_installed: check_installed,
+    check_installed,
     port_names: names,
     build: Some(build),
     images: &[IMAGE],

@@ -401,7 +401,7 @@ pub(in crate::cluster) struct Zookeeper;
 const ABOUT: About = About {
     service: Service::Zookeeper,
     wanted: |needs| needs.zookeeper,
-    check_installed: check_installed,
+    check_installed,
     port_names: |_| port_names(),
     build: Some(|b, v| ("zookeeper", b.zookeeper.name(), b.zookeeper.reports(v))),
     images: &[IMAGE],
