@@ -699,20 +699,18 @@ mod tests {
         // A holder paused for 4 s on one host; on another, a 0.5 ms lease 2 s into it. They
         // share only 0.5 ms, less than the clocks' 1 + 1 ms, yet no error within 2 ms can pull
         // the short one out of the long one: a double grant, with its margin.
-        let (mut c, _) = two_remote_domains();
         let t0 = Instant::now();
         let at = |us: u64| t0 + Duration::from_micros(us);
         let w = Mode::Exclusive;
-        c.observe_in(
-            2,
-            "k",
-            "b",
-            (at(2_000_000), at(2_000_500)),
-            w,
-            at(2_000_600),
-        );
-        c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
-        let found = c.finish();
+        // b's 0.5 ms lease from `start` µs on host 2, beside a's 4 s one on host 1.
+        let short_in_long = |start: u64| {
+            let (mut c, _) = two_remote_domains();
+            let b = (at(start), at(start + 500));
+            c.observe_in(2, "k", "b", b, w, at(start + 600));
+            c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
+            c.finish()
+        };
+        let found = short_in_long(2_000_000);
         assert_eq!((found.count, found.cross_host), (1, 1));
         assert_eq!(found.within_clock_uncertainty, 0);
         let e = &found.examples[0];
@@ -721,17 +719,7 @@ mod tests {
             (500, Some(2_000), Some(2_000_000))
         );
         // Near the long lease's end, 1.5 ms from it: an error of 2 ms could separate them.
-        let (mut c, _) = two_remote_domains();
-        c.observe_in(
-            2,
-            "k",
-            "b",
-            (at(3_998_500), at(3_999_000)),
-            w,
-            at(3_999_100),
-        );
-        c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
-        let found = c.finish();
+        let found = short_in_long(3_998_500);
         assert_eq!((found.count, found.within_clock_uncertainty), (0, 1));
     }
 
