@@ -499,13 +499,16 @@ mod tests {
         assert_eq!((found.count, found.incidents), (80, 1));
     }
 
-    /// Leases of `(token, from_ms, to_ms, mode)` on key `k`, reported in release order.
-    fn observe_all(c: &mut DoubleGrantChecker, t0: Instant, leases: &[(&str, u64, u64, Mode)]) {
+    /// What a fresh checker finds in leases of `(token, from_ms, to_ms, mode)` on key `k`,
+    /// reported in release order.
+    fn judged(t0: Instant, leases: &[(&str, u64, u64, Mode)]) -> DoubleGrants {
+        let mut c = checker();
         let mut leases = leases.to_vec();
         leases.sort_by_key(|l| l.2);
         for (t, a, r, m) in leases {
             c.observe("k", t, (ms(t0, a), ms(t0, r)), m, ms(t0, r + 1));
         }
+        c.finish()
     }
 
     #[test]
@@ -513,34 +516,24 @@ mod tests {
         use Mode::{Exclusive as W, Shared as R};
         let t0 = Instant::now();
         // Three readers together, then a writer alone, then two readers: a working rwlock.
-        let mut c = checker();
-        observe_all(
-            &mut c,
-            t0,
-            &[
-                ("r1", 0, 50, R),
-                ("r2", 10, 60, R),
-                ("r3", 20, 70, R),
-                ("w1", 70, 90, W),
-                ("r4", 90, 120, R),
-                ("r5", 95, 130, R),
-            ],
-        );
-        assert_eq!(c.finish(), DoubleGrants::default());
+        let working = [
+            ("r1", 0, 50, R),
+            ("r2", 10, 60, R),
+            ("r3", 20, 70, R),
+            ("w1", 70, 90, W),
+            ("r4", 90, 120, R),
+            ("r5", 95, 130, R),
+        ];
+        assert_eq!(judged(t0, &working), DoubleGrants::default());
         // A writer inside two readers' leases: two reader–writer pairs; a second writer
         // overlapping the first: one writer–writer pair.
-        let mut c = checker();
-        observe_all(
-            &mut c,
-            t0,
-            &[
-                ("r1", 0, 50, R),
-                ("r2", 10, 60, R),
-                ("w1", 20, 40, W),
-                ("w2", 30, 80, W),
-            ],
-        );
-        let found = c.finish();
+        let broken = [
+            ("r1", 0, 50, R),
+            ("r2", 10, 60, R),
+            ("w1", 20, 40, W),
+            ("w2", 30, 80, W),
+        ];
+        let found = judged(t0, &broken);
         // r1–w1, r2–w1, r1–w2, r2–w2, w1–w2; never r1–r2.
         assert_eq!(found.count, 5, "{found:?}");
         let modes: Vec<(&str, &str, Mode, Mode)> = found
