@@ -86,13 +86,16 @@ pub(super) fn unowned_node(
     }
 }
 
+/// External target: the table a strategy misses and what it needs of it.
+pub(super) type Missing = (&'static str, String);
+
 /// External target: a service's servers `from` with their login `auth`, copied; or, when the
 /// target names none, the table and what a strategy needs of it (`missing`).
 pub(super) fn servers_or(
     from: &[SocketAddr],
     auth: &Option<Auth>,
     missing: (&'static str, &str),
-) -> Result<(Vec<SocketAddr>, Option<Auth>), (&'static str, String)> {
+) -> Result<(Vec<SocketAddr>, Option<Auth>), Missing> {
     if from.is_empty() {
         return Err((missing.0, missing.1.into()));
     }

@@ -54,6 +54,10 @@ pub(super) struct Running<'a> {
     pub member_ids: &'a [(String, u64)],
 }
 
+/// A build as [`ServiceKind::build`] names it: its `[servers]` key, its name, and whether a
+/// node's version is it.
+pub(super) type BuildOf = (&'static str, &'static str, bool);
+
 /// What a service is, as data: the methods of [`ServiceKind`] that only read it are default
 /// methods over it, so a service's `impl` holds what it does and one `const` of this.
 pub(super) struct About {
@@ -68,7 +72,7 @@ pub(super) struct About {
     pub port_names: fn(Needs) -> Vec<String>,
     /// Of the build these builds choose for it: its `[servers]` key, its name, and whether a
     /// node reporting this version runs it; `None`: its build cannot be chosen.
-    pub build: Option<fn(Builds, &str) -> (&'static str, &'static str, bool)>,
+    pub build: Option<fn(Builds, &str) -> BuildOf>,
     /// Every container image its nodes may run, the default build's first (none: it has no
     /// containers).
     pub images: &'static [Image],

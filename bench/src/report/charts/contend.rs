@@ -130,6 +130,9 @@ impl Draw for ContentionChart<'_> {
     }
 }
 
+/// Contenders across and a rate or a wait up, both on log scales.
+type LogLog = Cartesian2d<LogCoord<f64>, LogCoord<f64>>;
+
 impl ContentionChart<'_> {
     fn legend(&self) -> Vec<(String, Mark)> {
         (0..self.c.entries.len())
@@ -145,7 +148,7 @@ impl ContentionChart<'_> {
         y: (f64, f64),
         y_desc: &str,
         y_label: fn(f64) -> String,
-    ) -> Result<ChartContext<'a, DB, Cartesian2d<LogCoord<f64>, LogCoord<f64>>>, String> {
+    ) -> Result<ChartContext<'a, DB, LogLog>, String> {
         let (desc, labels) = p.fonts();
         let mut chart = p
             .builder()
