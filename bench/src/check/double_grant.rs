@@ -499,13 +499,16 @@ mod tests {
         assert_eq!((found.count, found.incidents), (80, 1));
     }
 
-    /// Leases of `(token, from_ms, to_ms, mode)` on key `k`, reported in release order.
-    fn observe_all(c: &mut DoubleGrantChecker, t0: Instant, leases: &[(&str, u64, u64, Mode)]) {
+    /// What a fresh checker finds in leases of `(token, from_ms, to_ms, mode)` on key `k`,
+    /// reported in release order.
+    fn judged(t0: Instant, leases: &[(&str, u64, u64, Mode)]) -> DoubleGrants {
+        let mut c = checker();
         let mut leases = leases.to_vec();
         leases.sort_by_key(|l| l.2);
         for (t, a, r, m) in leases {
             c.observe("k", t, (ms(t0, a), ms(t0, r)), m, ms(t0, r + 1));
         }
+        c.finish()
     }
 
     #[test]
@@ -513,34 +516,24 @@ mod tests {
         use Mode::{Exclusive as W, Shared as R};
         let t0 = Instant::now();
         // Three readers together, then a writer alone, then two readers: a working rwlock.
-        let mut c = checker();
-        observe_all(
-            &mut c,
-            t0,
-            &[
-                ("r1", 0, 50, R),
-                ("r2", 10, 60, R),
-                ("r3", 20, 70, R),
-                ("w1", 70, 90, W),
-                ("r4", 90, 120, R),
-                ("r5", 95, 130, R),
-            ],
-        );
-        assert_eq!(c.finish(), DoubleGrants::default());
+        let working = [
+            ("r1", 0, 50, R),
+            ("r2", 10, 60, R),
+            ("r3", 20, 70, R),
+            ("w1", 70, 90, W),
+            ("r4", 90, 120, R),
+            ("r5", 95, 130, R),
+        ];
+        assert_eq!(judged(t0, &working), DoubleGrants::default());
         // A writer inside two readers' leases: two reader–writer pairs; a second writer
         // overlapping the first: one writer–writer pair.
-        let mut c = checker();
-        observe_all(
-            &mut c,
-            t0,
-            &[
-                ("r1", 0, 50, R),
-                ("r2", 10, 60, R),
-                ("w1", 20, 40, W),
-                ("w2", 30, 80, W),
-            ],
-        );
-        let found = c.finish();
+        let broken = [
+            ("r1", 0, 50, R),
+            ("r2", 10, 60, R),
+            ("w1", 20, 40, W),
+            ("w2", 30, 80, W),
+        ];
+        let found = judged(t0, &broken);
         // r1–w1, r2–w1, r1–w2, r2–w2, w1–w2; never r1–r2.
         assert_eq!(found.count, 5, "{found:?}");
         let modes: Vec<(&str, &str, Mode, Mode)> = found
@@ -699,20 +692,18 @@ mod tests {
         // A holder paused for 4 s on one host; on another, a 0.5 ms lease 2 s into it. They
         // share only 0.5 ms, less than the clocks' 1 + 1 ms, yet no error within 2 ms can pull
         // the short one out of the long one: a double grant, with its margin.
-        let (mut c, _) = two_remote_domains();
         let t0 = Instant::now();
         let at = |us: u64| t0 + Duration::from_micros(us);
         let w = Mode::Exclusive;
-        c.observe_in(
-            2,
-            "k",
-            "b",
-            (at(2_000_000), at(2_000_500)),
-            w,
-            at(2_000_600),
-        );
-        c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
-        let found = c.finish();
+        // b's 0.5 ms lease from `start` µs on host 2, beside a's 4 s one on host 1.
+        let short_in_long = |start: u64| {
+            let (mut c, _) = two_remote_domains();
+            let b = (at(start), at(start + 500));
+            c.observe_in(2, "k", "b", b, w, at(start + 600));
+            c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
+            c.finish()
+        };
+        let found = short_in_long(2_000_000);
         assert_eq!((found.count, found.cross_host), (1, 1));
         assert_eq!(found.within_clock_uncertainty, 0);
         let e = &found.examples[0];
@@ -721,17 +712,7 @@ mod tests {
             (500, Some(2_000), Some(2_000_000))
         );
         // Near the long lease's end, 1.5 ms from it: an error of 2 ms could separate them.
-        let (mut c, _) = two_remote_domains();
-        c.observe_in(
-            2,
-            "k",
-            "b",
-            (at(3_998_500), at(3_999_000)),
-            w,
-            at(3_999_100),
-        );
-        c.observe_in(1, "k", "a", (at(0), at(4_000_000)), w, at(4_000_100));
-        let found = c.finish();
+        let found = short_in_long(3_998_500);
         assert_eq!((found.count, found.within_clock_uncertainty), (0, 1));
     }
 

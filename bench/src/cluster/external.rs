@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::error::ClusterError;
-use super::model::{NodeInfo, Role, Service};
+use super::model::{Auth, NodeInfo, Role, Service};
 use super::namespace::Prefix;
 
 /// Bound of every call that checks, marks or cleans a target.
@@ -84,4 +84,20 @@ pub(super) fn unowned_node(
         container: None,
         durability: None,
     }
+}
+
+/// External target: the table a strategy misses and what it needs of it.
+pub(super) type Missing = (&'static str, String);
+
+/// External target: a service's servers `from` with their login `auth`, copied; or, when the
+/// target names none, the table and what a strategy needs of it (`missing`).
+pub(super) fn servers_or(
+    from: &[SocketAddr],
+    auth: &Option<Auth>,
+    missing: (&'static str, &str),
+) -> Result<(Vec<SocketAddr>, Option<Auth>), Missing> {
+    if from.is_empty() {
+        return Err((missing.0, missing.1.into()));
+    }
+    Ok((from.to_vec(), auth.clone()))
 }

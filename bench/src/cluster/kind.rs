@@ -37,6 +37,12 @@ impl Started {
             member_ids: Vec::new(),
         }
     }
+
+    /// `nodes`, whose addresses are added to the list `list` picks of the run's endpoints.
+    pub fn listed(nodes: Vec<Node>, list: fn(&mut Endpoints) -> &mut Vec<SocketAddr>) -> Self {
+        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
+        Self::new(nodes, move |ep| list(ep).extend(addrs))
+    }
 }
 
 /// What a running cluster tells a service that is asked which node leads.
@@ -48,23 +54,57 @@ pub(super) struct Running<'a> {
     pub member_ids: &'a [(String, u64)],
 }
 
+/// A build as [`ServiceKind::build`] names it: its `[servers]` key, its name, and whether a
+/// node's version is it.
+pub(super) type BuildOf = (&'static str, &'static str, bool);
+
+/// What a service is, as data: the methods of [`ServiceKind`] that only read it are default
+/// methods over it, so a service's `impl` holds what it does and one `const` of this.
+pub(super) struct About {
+    /// The service described.
+    pub service: Service,
+    /// Whether a run with these needs starts this service's own set of nodes.
+    pub wanted: fn(Needs) -> bool,
+    /// Local nodes of these builds: an error naming the package (or the install command of a
+    /// private build) when a binary or file is missing.
+    pub check_installed: fn(Builds) -> Result<(), ClusterError>,
+    /// Local nodes: the name of every port its nodes listen on (reserved before any starts).
+    pub port_names: fn(Needs) -> Vec<String>,
+    /// Of the build these builds choose for it: its `[servers]` key, its name, and whether a
+    /// node reporting this version runs it; `None`: its build cannot be chosen.
+    pub build: Option<fn(Builds, &str) -> BuildOf>,
+    /// Every container image its nodes may run, the default build's first (none: it has no
+    /// containers).
+    pub images: &'static [Image],
+}
+
 /// Everything lockbench knows about one service: which [`Needs`] ask for it, its flags and
 /// readiness (inside `start`), which node leads, its slots, what it does with a write, and
 /// how a run claims, cleans and describes it on an external target.
 #[async_trait]
 pub(super) trait ServiceKind: Sync {
+    /// What it is, as data ([`About`]).
+    fn about(&self) -> &'static About;
+
     /// The service described.
-    fn service(&self) -> Service;
+    fn service(&self) -> Service {
+        self.about().service
+    }
 
     /// Whether a run with `needs` starts this service's own set of nodes.
-    fn wanted(&self, needs: Needs) -> bool;
+    fn wanted(&self, needs: Needs) -> bool {
+        (self.about().wanted)(needs)
+    }
 
-    /// Local nodes of `builds`: an error naming the package (or the install command of a
-    /// private build) when a binary or file is missing.
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError>;
+    /// [`About::check_installed`] of `builds`.
+    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
+        (self.about().check_installed)(builds)
+    }
 
-    /// Local nodes: the name of every port its nodes listen on (reserved before any starts).
-    fn port_names(&self, needs: Needs) -> Vec<String>;
+    /// [`About::port_names`] when a run has `needs`.
+    fn port_names(&self, needs: Needs) -> Vec<String> {
+        (self.about().port_names)(needs)
+    }
 
     /// Starts its nodes through `l`, as `needs` and `opts` ask, and waits until they are ready.
     async fn start(
@@ -134,14 +174,13 @@ pub(super) trait ServiceKind: Sync {
     /// Of the build `builds` chooses for it: its `[servers]` key, its name, and whether a node
     /// reporting `version` runs it; `None`: its build cannot be chosen.
     fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let _ = (builds, version);
-        None
+        self.about().build.map(|b| b(builds, version))
     }
 
     /// Every container image its nodes may run, the default build's first (none: it has no
     /// containers).
     fn images(&self) -> Vec<Image> {
-        Vec::new()
+        self.about().images.to_vec()
     }
 
     /// The image its containers run with `builds`.

@@ -333,8 +333,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn files_completions_between_boundaries_and_measures_recovery() {
+    /// A recorder that started 10 s ago with a fault from 2 s to 4 s.
+    fn faulted() -> (Instant, PhaseRecorder) {
         let start = Instant::now() - Duration::from_secs(10);
         let shared = Arc::new(Boundaries::default());
         for s in [2, 4] {
@@ -342,6 +342,12 @@ mod tests {
         }
         let mut r = PhaseRecorder::new(shared, start);
         r.refresh();
+        (start, r)
+    }
+
+    #[test]
+    fn files_completions_between_boundaries_and_measures_recovery() {
+        let (start, mut r) = faulted();
         for ms in [100, 1000, 1990] {
             r.record(&done(start, ms, Outcome::Sold));
         }
@@ -379,13 +385,7 @@ mod tests {
 
     #[test]
     fn a_late_completion_still_lowers_the_first_served_time() {
-        let start = Instant::now() - Duration::from_secs(10);
-        let shared = Arc::new(Boundaries::default());
-        for s in [2, 4] {
-            shared.push(start + Duration::from_secs(s));
-        }
-        let mut r = PhaseRecorder::new(shared, start);
-        r.refresh();
+        let (start, mut r) = faulted();
         r.record(&done(start, 1000, Outcome::Sold));
         r.record(&done(start, 5500, Outcome::Sold));
         // Arrives after the 5.5 s one but ended earlier, after both boundaries.

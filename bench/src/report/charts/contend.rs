@@ -130,6 +130,9 @@ impl Draw for ContentionChart<'_> {
     }
 }
 
+/// Contenders across and a rate or a wait up, both on log scales.
+type LogLog = Cartesian2d<LogCoord<f64>, LogCoord<f64>>;
+
 impl ContentionChart<'_> {
     fn legend(&self) -> Vec<(String, Mark)> {
         (0..self.c.entries.len())
@@ -137,29 +140,39 @@ impl ContentionChart<'_> {
             .collect()
     }
 
-    fn throughput<DB: DrawingBackend>(
+    /// The log–log axes both panels draw on: contenders across, `y` (its range, description
+    /// and tick labels) up.
+    fn axes<'a, DB: DrawingBackend>(
         &self,
-        p: &PanelArea<DB>,
-    ) -> Result<Vec<(String, Mark)>, String> {
+        p: &'a PanelArea<DB>,
+        y: (f64, f64),
+        y_desc: &str,
+        y_label: fn(f64) -> String,
+    ) -> Result<ChartContext<'a, DB, LogLog>, String> {
         let (desc, labels) = p.fonts();
         let mut chart = p
             .builder()
-            .build_cartesian_2d(
-                (self.x.0..self.x.1).log_scale(),
-                (self.rate.0..self.rate.1).log_scale(),
-            )
+            .build_cartesian_2d((self.x.0..self.x.1).log_scale(), (y.0..y.1).log_scale())
             .map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("contenders on one key (log scale)")
-            .y_desc("grants/s (log scale)")
+            .y_desc(y_desc)
             .x_label_formatter(&|v| rate_axis(*v))
-            .y_label_formatter(&|v| rate_axis(*v))
+            .y_label_formatter(&|v| y_label(*v))
             .axis_desc_style((FONT, desc))
             .label_style((FONT, labels))
             .light_line_style(WHITE)
             .draw()
             .map_err(err)?;
+        Ok(chart)
+    }
+
+    fn throughput<DB: DrawingBackend>(
+        &self,
+        p: &PanelArea<DB>,
+    ) -> Result<Vec<(String, Mark)>, String> {
+        let mut chart = self.axes(p, self.rate, "grants/s (log scale)", rate_axis)?;
         for (i, e) in self.c.entries.iter().enumerate() {
             let ink = Ink::nth(i);
             let means: Vec<(f64, f64)> = e
@@ -217,25 +230,7 @@ impl ContentionChart<'_> {
         &self,
         p: &PanelArea<DB>,
     ) -> Result<Vec<(String, Mark)>, String> {
-        let (desc, labels) = p.fonts();
-        let mut chart = p
-            .builder()
-            .build_cartesian_2d(
-                (self.x.0..self.x.1).log_scale(),
-                (self.p99.0..self.p99.1).log_scale(),
-            )
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("contenders on one key (log scale)")
-            .y_desc("acquire wait p99 (ms, log scale)")
-            .x_label_formatter(&|v| rate_axis(*v))
-            .y_label_formatter(&|v| ms_axis(*v))
-            .axis_desc_style((FONT, desc))
-            .label_style((FONT, labels))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(err)?;
+        let mut chart = self.axes(p, self.p99, "acquire wait p99 (ms, log scale)", ms_axis)?;
         for (i, e) in self.c.entries.iter().enumerate() {
             let ink = Ink::nth(i);
             let levels: Vec<_> = e.levels.iter().filter(|l| l.acquire_count > 0).collect();

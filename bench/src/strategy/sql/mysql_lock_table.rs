@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::{Executor, Row};
+use sqlx::mysql::{MySqlArguments, MySqlRow};
+use sqlx::query::Query;
+use sqlx::{Executor, MySql, Row};
 
 use super::mysql::{SharedStore, classify};
 use crate::record::ErrorKind;
@@ -94,7 +96,6 @@ impl LockTable {
 
     /// One try to take (or re-enter) the lock.
     pub async fn try_take(&self, client: u32, key: &str, owner: &str) -> Result<bool, ErrorKind> {
-        let mut con = self.store.conn(client).await?;
         let q = sqlx::query(sqlx::AssertSqlSafe(self.take.as_str()))
             .bind(owner)
             .bind(owner)
@@ -102,34 +103,50 @@ impl LockTable {
             .bind(self.ttl_ms)
             .bind(key)
             .bind(owner);
-        let done = within(self.store.timeout, q.execute(&mut *con), classify)
-            .await
-            .inspect_err(|k| con.discard_if_broken(*k))?;
-        Ok(done.rows_affected() == 1)
+        Ok(self.changed(client, q).await? == 1)
     }
 
     /// Leaves one level; false if the lock was no longer ours.
     pub async fn leave(&self, client: u32, key: &str, owner: &str) -> Result<bool, ErrorKind> {
-        let mut con = self.store.conn(client).await?;
         let q = sqlx::query(sqlx::AssertSqlSafe(self.release.as_str()))
             .bind(key)
             .bind(owner);
-        let done = within(self.store.timeout, q.execute(&mut *con), classify)
-            .await
-            .inspect_err(|k| con.discard_if_broken(*k))?;
-        Ok(done.rows_affected() == 1)
+        Ok(self.changed(client, q).await? == 1)
     }
 
     /// The reentrancy count `owner` holds (0 if none).
     pub async fn count(&self, key: &str, owner: &str) -> Result<i64, ErrorKind> {
-        let mut con = self.store.conn(0).await?;
-        let q = sqlx::query(sqlx::AssertSqlSafe(self.count.as_str()))
-            .bind(key)
-            .bind(owner);
-        let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify)
+        let row = self.owned_row(0, &self.count, key, owner).await?;
+        Ok(row.map(|r| r.get::<i32, _>(0) as i64).unwrap_or(0))
+    }
+
+    /// Runs `q` on `client`'s connection (dropped if the error broke it): the rows it changed.
+    async fn changed(
+        &self,
+        client: u32,
+        q: Query<'_, MySql, MySqlArguments>,
+    ) -> Result<u64, ErrorKind> {
+        let mut con = self.store.conn(client).await?;
+        let done = within(self.store.timeout, q.execute(&mut *con), classify)
             .await
             .inspect_err(|k| con.discard_if_broken(*k))?;
-        Ok(row.map(|r| r.get::<i32, _>(0) as i64).unwrap_or(0))
+        Ok(done.rows_affected())
+    }
+
+    /// The row `sql` selects of `key` held by `owner`, on `client`'s connection (dropped if the
+    /// error broke it).
+    async fn owned_row(
+        &self,
+        client: u32,
+        sql: &str,
+        key: &str,
+        owner: &str,
+    ) -> Result<Option<MySqlRow>, ErrorKind> {
+        let mut con = self.store.conn(client).await?;
+        let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).bind(owner);
+        within(self.store.timeout, q.fetch_optional(&mut *con), classify)
+            .await
+            .inspect_err(|k| con.discard_if_broken(*k))
     }
 }
 
@@ -173,13 +190,7 @@ impl Lock for LockTable {
         let mut lease = Lease::new(key, token);
         if self.fence_tokens {
             let fence = async {
-                let mut con = self.store.conn(client).await?;
-                let q = sqlx::query(sqlx::AssertSqlSafe(self.fence.as_str()))
-                    .bind(key)
-                    .bind(token);
-                let row = within(self.store.timeout, q.fetch_optional(&mut *con), classify)
-                    .await
-                    .inspect_err(|k| con.discard_if_broken(*k))?;
+                let row = self.owned_row(client, &self.fence, key, token).await?;
                 // The row is gone only if the lease expired and was taken within the round trip.
                 row.map(|r| r.get::<u64, _>(0)).ok_or(ErrorKind::Server)
             };

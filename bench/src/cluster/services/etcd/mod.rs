@@ -15,9 +15,9 @@ use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL}
 use crate::cluster::durability::{Acked, Durability, Source};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
 };
-use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
@@ -417,31 +417,19 @@ fn metric_value(text: &str, name: &str) -> Option<u64> {
 /// The etcd cluster.
 pub(in crate::cluster) struct Etcd;
 
+const ABOUT: About = About {
+    service: Service::Etcd,
+    wanted: |needs| needs.etcd,
+    check_installed,
+    port_names: |_| port_names(),
+    build: Some(|b, v| ("etcd", b.etcd.name(), b.etcd.reports(v))),
+    images: &[IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Etcd {
-    fn service(&self) -> Service {
-        Service::Etcd
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.etcd;
-        Some(("etcd", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.etcd
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        check_installed(builds)
-    }
-
-    fn port_names(&self, _needs: Needs) -> Vec<String> {
-        port_names()
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     async fn start(
@@ -510,11 +498,8 @@ impl ServiceKind for Etcd {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.etcd.is_empty() {
-            return Err(("[etcd]", "an etcd cluster".into()));
-        }
-        out.etcd = target.etcd.clone();
-        out.etcd_auth = target.etcd_auth.clone();
+        let missing = ("[etcd]", "an etcd cluster");
+        (out.etcd, out.etcd_auth) = servers_or(&target.etcd, &target.etcd_auth, missing)?;
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use crate::cluster::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use crate::cluster::kind::{ServiceKind, Started};
+use crate::cluster::kind::{About, ServiceKind, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{
     ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service,
@@ -344,35 +344,23 @@ pub(in crate::cluster) async fn version(opts: MySqlConnectOptions) -> Result<Str
 /// The MariaDB server: the stock table of every MariaDB-backed strategy lives there.
 pub(in crate::cluster) struct Mariadb;
 
+const ABOUT: About = About {
+    service: Service::Mariadb,
+    wanted: |needs| needs.mariadb,
+    check_installed: |_| check_installed(),
+    port_names: |_| vec![NAME.into()],
+    build: Some(|b, v| ("mysql", b.mysql.name(), b.mysql.reports(v))),
+    images: &[IMAGE, MYSQL_IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Mariadb {
-    fn service(&self) -> Service {
-        Service::Mariadb
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.mysql;
-        Some(("mysql", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![IMAGE, MYSQL_IMAGE]
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn image(&self, builds: Builds) -> Option<Image> {
         Some(image(builds.mysql))
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.mariadb
-    }
-
-    fn check_installed(&self, _: Builds) -> Result<(), ClusterError> {
-        check_installed()
-    }
-
-    fn port_names(&self, _needs: Needs) -> Vec<String> {
-        vec![NAME.into()]
     }
 
     async fn start(

@@ -22,12 +22,11 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
-use crate::cluster::builds::Builds;
 use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
 use crate::cluster::error::ClusterError;
-use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::model::{
     ClusterOptions, Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service,
 };
@@ -376,35 +375,28 @@ async fn work(ep: &PostgresEndpoint) -> Result<Reading, String> {
 /// The PostgreSQL server: the lock service and store of the `pg-*` strategies.
 pub(in crate::cluster) struct Postgres;
 
+/// Its primary, and its replica when `needs` asks for one.
+fn port_names(needs: Needs) -> Vec<String> {
+    let mut names = vec![NAME.to_string()];
+    if needs.postgres_replica {
+        names.push(REPLICA.into());
+    }
+    names
+}
+
+const ABOUT: About = About {
+    service: Service::Postgres,
+    wanted: |needs| needs.runs(Service::Postgres),
+    check_installed: |b| local::check_installed(b.postgres),
+    port_names,
+    build: Some(|b, v| ("postgres", b.postgres.name(), b.postgres.reports(v))),
+    images: &[IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Postgres {
-    fn service(&self) -> Service {
-        Service::Postgres
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.postgres;
-        Some(("postgres", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.runs(Service::Postgres)
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        local::check_installed(builds.postgres)
-    }
-
-    fn port_names(&self, needs: Needs) -> Vec<String> {
-        let mut names = vec![NAME.to_string()];
-        if needs.postgres_replica {
-            names.push(REPLICA.into());
-        }
-        names
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     async fn start(

@@ -15,7 +15,7 @@ use crate::cluster::counters::{self, Meter, Reading};
 use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{MARKER, bounded, foreign, target_err, unowned_node};
-use crate::cluster::kind::{ServiceKind, Started};
+use crate::cluster::kind::{About, ServiceKind, Started};
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
@@ -243,31 +243,24 @@ fn names(needs: Needs) -> Vec<String> {
         .collect()
 }
 
+/// `[servers] redis`, which every Redis node runs (Sentinel's and the cluster's too).
+pub(in crate::cluster) fn build(b: Builds, version: &str) -> (&'static str, &'static str, bool) {
+    ("redis", b.redis.name(), b.redis.reports(version))
+}
+
+const ABOUT: About = About {
+    service: Service::Redis,
+    wanted: |needs| needs.redis_nodes() > 0,
+    check_installed,
+    port_names: names,
+    build: Some(build),
+    images: &[IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Redis {
-    fn service(&self) -> Service {
-        Service::Redis
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.redis;
-        Some(("redis", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.redis_nodes() > 0
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        check_installed(builds)
-    }
-
-    fn port_names(&self, needs: Needs) -> Vec<String> {
-        names(needs)
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     /// Every server at once, each with the clock shim when the run preloads it.
@@ -284,8 +277,7 @@ impl ServiceKind for Redis {
         )
         .await;
         let nodes = started.into_iter().collect::<Result<Vec<_>, _>>()?;
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-        Ok(Started::new(nodes, move |ep| ep.redis.extend(addrs)))
+        Ok(Started::listed(nodes, |ep| &mut ep.redis))
     }
 
     async fn durability(

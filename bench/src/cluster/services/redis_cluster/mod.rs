@@ -19,13 +19,13 @@ use async_trait::async_trait;
 
 use super::redis::{Appendfsync, connection, prefix_keys};
 use crate::cluster::backend::{READY_TIMEOUT, wait_ready};
-use crate::cluster::builds::Builds;
-use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::external::{
+    MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+};
+use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
@@ -439,31 +439,19 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
 /// The Redis Cluster: slots over three masters, each with a replica.
 pub(in crate::cluster) struct RedisCluster;
 
+const ABOUT: About = About {
+    service: Service::RedisCluster,
+    wanted: |needs| needs.redis_cluster,
+    check_installed: super::redis::check_installed,
+    port_names: |_| port_names(),
+    build: Some(super::redis::build),
+    images: &[super::redis::IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for RedisCluster {
-    fn service(&self) -> Service {
-        Service::RedisCluster
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.redis;
-        Some(("redis", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![super::redis::IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.redis_cluster
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        super::redis::check_installed(builds)
-    }
-
-    fn port_names(&self, _needs: Needs) -> Vec<String> {
-        port_names()
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     async fn start(
@@ -473,10 +461,7 @@ impl ServiceKind for RedisCluster {
         opts: &ClusterOptions,
     ) -> Result<Started, ClusterError> {
         let nodes = start(l, opts.redis_appendfsync).await?;
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-        Ok(Started::new(nodes, move |ep| {
-            ep.redis_cluster.extend(addrs)
-        }))
+        Ok(Started::listed(nodes, |ep| &mut ep.redis_cluster))
     }
 
     async fn leader<'n>(
@@ -528,11 +513,9 @@ impl ServiceKind for RedisCluster {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.redis_cluster.is_empty() {
-            return Err(("[redis_cluster]", "a Redis Cluster".into()));
-        }
-        out.redis_cluster = target.redis_cluster.clone();
-        out.redis_auth = target.redis_auth.clone();
+        let (servers, auth) = (&target.redis_cluster, &target.redis_auth);
+        let missing = ("[redis_cluster]", "a Redis Cluster");
+        (out.redis_cluster, out.redis_auth) = servers_or(servers, auth, missing)?;
         Ok(())
     }
 

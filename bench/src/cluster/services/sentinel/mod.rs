@@ -14,12 +14,12 @@ use async_trait::async_trait;
 use super::redis::Appendfsync;
 use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
-use crate::cluster::containers::{Image, Spec};
+use crate::cluster::containers::Spec;
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{bounded, target_err, unowned_node};
-use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::external::{bounded, servers_or, target_err, unowned_node};
+use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
@@ -269,31 +269,19 @@ async fn launch_sentinel(
 /// The Sentinel set: its master and replicas are Redis nodes, whose master it names.
 pub(in crate::cluster) struct Sentinel;
 
+const ABOUT: About = About {
+    service: Service::Sentinel,
+    wanted: |needs| needs.sentinel,
+    check_installed: |b| super::redis::check_installed(b).and_then(|()| check_installed(b)),
+    port_names: |_| port_names(),
+    build: Some(super::redis::build),
+    images: &[super::redis::IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Sentinel {
-    fn service(&self) -> Service {
-        Service::Sentinel
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.redis;
-        Some(("redis", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![super::redis::IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.sentinel
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        super::redis::check_installed(builds).and_then(|()| check_installed(builds))
-    }
-
-    fn port_names(&self, _needs: Needs) -> Vec<String> {
-        port_names()
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     async fn start(
@@ -373,12 +361,10 @@ impl ServiceKind for Sentinel {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.sentinels.is_empty() {
-            return Err(("[sentinel]", "Redis Sentinels".into()));
-        }
-        out.sentinels = target.sentinels.clone();
+        let (servers, auth) = (&target.sentinels, &target.sentinel_auth);
+        (out.sentinels, out.sentinel_auth) =
+            servers_or(servers, auth, ("[sentinel]", "Redis Sentinels"))?;
         out.sentinel_master = target.sentinel_master.clone();
-        out.sentinel_auth = target.sentinel_auth.clone();
         // The master the sentinels name is a Redis server like the others.
         out.redis_auth = target.redis_auth.clone();
         Ok(())

@@ -18,9 +18,9 @@ use crate::cluster::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, Source};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
 };
-use crate::cluster::kind::{Running, ServiceKind, Started};
+use crate::cluster::kind::{About, Running, ServiceKind, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
@@ -398,31 +398,19 @@ pub(in crate::cluster) async fn version(addr: SocketAddr) -> Result<String, Stri
 /// The ZooKeeper ensemble.
 pub(in crate::cluster) struct Zookeeper;
 
+const ABOUT: About = About {
+    service: Service::Zookeeper,
+    wanted: |needs| needs.zookeeper,
+    check_installed,
+    port_names: |_| port_names(),
+    build: Some(|b, v| ("zookeeper", b.zookeeper.name(), b.zookeeper.reports(v))),
+    images: &[IMAGE],
+};
+
 #[async_trait]
 impl ServiceKind for Zookeeper {
-    fn service(&self) -> Service {
-        Service::Zookeeper
-    }
-
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
-        let b = builds.zookeeper;
-        Some(("zookeeper", b.name(), b.reports(version)))
-    }
-
-    fn images(&self) -> Vec<Image> {
-        vec![IMAGE]
-    }
-
-    fn wanted(&self, needs: Needs) -> bool {
-        needs.zookeeper
-    }
-
-    fn check_installed(&self, builds: Builds) -> Result<(), ClusterError> {
-        check_installed(builds)
-    }
-
-    fn port_names(&self, _needs: Needs) -> Vec<String> {
-        port_names()
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     async fn start(
@@ -432,8 +420,7 @@ impl ServiceKind for Zookeeper {
         _opts: &ClusterOptions,
     ) -> Result<Started, ClusterError> {
         let nodes = start(l).await?;
-        let addrs: Vec<SocketAddr> = nodes.iter().map(|n| n.addr).collect();
-        Ok(Started::new(nodes, move |ep| ep.zookeeper.extend(addrs)))
+        Ok(Started::listed(nodes, |ep| &mut ep.zookeeper))
     }
 
     /// The member whose `srvr` answer says `Mode: leader`.
@@ -483,11 +470,9 @@ impl ServiceKind for Zookeeper {
         _: Needs,
         out: &mut Endpoints,
     ) -> Result<(), (&'static str, String)> {
-        if target.zookeeper.is_empty() {
-            return Err(("[zookeeper]", "a ZooKeeper ensemble".into()));
-        }
-        out.zookeeper = target.zookeeper.clone();
-        out.zookeeper_auth = target.zookeeper_auth.clone();
+        let (servers, auth) = (&target.zookeeper, &target.zookeeper_auth);
+        let missing = ("[zookeeper]", "a ZooKeeper ensemble");
+        (out.zookeeper, out.zookeeper_auth) = servers_or(servers, auth, missing)?;
         Ok(())
     }
 
