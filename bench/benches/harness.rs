@@ -14,6 +14,7 @@ use lockbench::record::{Completion, HistoryWriter, LeaseSpan, Outcome, Stats, re
 fn completion(start: Instant, i: u64) -> Completion {
     let t = start + Duration::from_micros(i * 500);
     Completion {
+        ask: Default::default(),
         seq: i,
         client: (i % 64) as u32,
         sku: (i % 4) as u32,

@@ -106,6 +106,7 @@ fn generate(mix: Mix, n: u64, rate: f64, start: Instant) -> Vec<Vec<Completion>>
             }
         };
         workers[client as usize % WORKERS].push(Completion {
+            ask: Default::default(),
             seq,
             client,
             sku: sku as u32,

@@ -29,6 +29,7 @@ fn fake_stats(slow_from_s: u64) -> Stats {
         };
         let ended = start + at + Duration::from_millis(1);
         let c = Completion {
+            ask: Default::default(),
             seq: i,
             client: (i % 8) as u32,
             sku: (i % 4) as u32,

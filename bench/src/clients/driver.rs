@@ -145,6 +145,7 @@ impl<T: From<Completion> + Send + 'static> Buyer<T> {
             client: self.client,
             sku: slot.sku,
             read: slot.read,
+            ask: slot.ask,
             lease: &lease,
         };
         let attempt = tokio::time::timeout(self.bound, self.strategy.attempt(&p))
@@ -161,6 +162,7 @@ impl<T: From<Completion> + Send + 'static> Buyer<T> {
             ended: Instant::now(),
             release_failed: attempt.release_failed,
             lease: lease.take(),
+            ask: slot.ask,
         }
     }
 }

@@ -86,6 +86,7 @@ pub struct WireCompletion {
     ended: u64,
     release_failed: bool,
     lease: Option<WireLease>,
+    ask: crate::workload::Ask,
 }
 
 /// Worker → coordinator.
@@ -146,6 +147,7 @@ impl WireCompletion {
                 lost: l.lost,
                 shared: l.shared,
             }),
+            ask: c.ask,
         }
     }
 
@@ -171,6 +173,7 @@ impl WireCompletion {
                 lost: l.lost,
                 shared: l.shared,
             }),
+            ask: self.ask,
         }
     }
 }
@@ -207,6 +210,7 @@ mod tests {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let c = Completion {
+            ask: Default::default(),
             seq: 3,
             client: 1,
             sku: 2,
@@ -248,6 +252,7 @@ mod tests {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let c = Completion {
+            ask: Default::default(),
             seq: 4,
             client: 0,
             sku: 1,

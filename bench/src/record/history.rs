@@ -176,6 +176,7 @@ mod tests {
         let at = |us| start + Duration::from_micros(us);
         let mut w = HistoryWriter::create(&path, start).unwrap();
         let mut c = Completion {
+            ask: Default::default(),
             seq: 1,
             client: 2,
             sku: 3,

@@ -535,6 +535,7 @@ mod tests {
             let end = 1_000 + (i * 37) % 500 + i * 10;
             let outcome = [Outcome::Sold, Outcome::SoldOut, Outcome::Locked][i as usize % 3];
             let c = Completion {
+                ask: Default::default(),
                 seq: i,
                 client: 0,
                 sku: (i % 7) as u32,
@@ -602,6 +603,7 @@ mod tests {
         for &e in ends_ms {
             let t = start + Duration::from_millis(e);
             let c = Completion {
+                ask: Default::default(),
                 seq: e,
                 client: k as u32,
                 sku: 0,

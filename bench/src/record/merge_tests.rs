@@ -82,6 +82,7 @@ fn completions(seed: u64, n: u64, start: Instant) -> Vec<(usize, Completion)> {
                 }
             });
             let c = Completion {
+                ask: Default::default(),
                 seq,
                 client,
                 sku,
@@ -292,6 +293,7 @@ fn a_boundary_that_reaches_a_worker_late_is_reported() {
     for m in 0..2_000 {
         let t = start + ms(m);
         fold.push(Completion {
+            ask: Default::default(),
             seq: m,
             client: 0,
             sku: 0,

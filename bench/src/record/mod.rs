@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use crate::check::{DoubleGrantChecker, DoubleGrants};
+use crate::workload::Ask;
 
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome};
@@ -103,6 +104,8 @@ pub struct Completion {
     pub release_failed: bool,
     /// The lease held, for lock-based strategies.
     pub lease: Option<LeaseSpan>,
+    /// Who asked, for which order, how many units.
+    pub ask: Ask,
 }
 
 /// Live counters for the progress bar.

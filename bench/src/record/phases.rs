@@ -320,6 +320,7 @@ mod tests {
     fn done(start: Instant, ms: u64, outcome: Outcome) -> Completion {
         let t = start + Duration::from_millis(ms);
         Completion {
+            ask: Default::default(),
             seq: 0,
             client: 0,
             sku: 0,

@@ -369,6 +369,7 @@ mod tests {
     fn completion(start: Instant, outcome: Outcome, at_ms: u64, latency_ms: u64) -> Completion {
         let ended = start + Duration::from_millis(at_ms);
         Completion {
+            ask: Default::default(),
             seq: 0,
             client: 0,
             sku: 0,

@@ -657,6 +657,7 @@ mod tests {
             let i = i as u64;
             stats.record(
                 &Completion {
+                    ask: Default::default(),
                     seq: i,
                     client: i as u32,
                     sku: (i % 2) as u32,

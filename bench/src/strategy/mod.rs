@@ -31,6 +31,7 @@ use async_trait::async_trait;
 
 use crate::check::SkuAudit;
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
+use crate::workload::Ask;
 
 pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
@@ -51,6 +52,8 @@ pub struct Purchase<'a> {
     /// Check the stock and price under the read lock instead of buying
     /// ([`CriticalSection::read_section`]); only strategies that take a lock are given reads.
     pub read: bool,
+    /// The buyer, the request id and the units asked for.
+    pub ask: Ask,
     /// Where the attempt leaves the lease it held. The driver owns it, so a lease is recorded
     /// even when the attempt is cut at its bound and its future dropped mid-way.
     pub lease: &'a LeaseSlot,

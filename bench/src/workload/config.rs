@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 
+use super::sale::{Buyers, Popularity, RawBuyers};
+
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -72,6 +74,7 @@ struct RawWorkload {
     lock: RawLock,
     #[serde(default)]
     servers: RawServers,
+    buyers: Option<RawBuyers>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +82,8 @@ struct RawWorkload {
 struct RawInventory {
     skus: Option<i64>,
     stock: Option<i64>,
+    hot_stock: Option<i64>,
+    popularity: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,6 +188,9 @@ pub struct Workload {
     pub lock: LockParams,
     /// How the servers lockbench starts are configured.
     pub servers: Servers,
+    /// Buyers as people (`[buyers]`); `None`: anonymous arrivals, one unit each, no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub buyers: Option<Buyers>,
 }
 
 /// `[inventory]`
@@ -192,6 +200,26 @@ pub struct Inventory {
     pub skus: u32,
     /// Initial units per SKU.
     pub stock: u64,
+    /// Initial units of SKU 0, the hot item, when it differs from `stock`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hot_stock: Option<u64>,
+    /// How demand spreads over the SKUs.
+    pub popularity: Popularity,
+}
+
+impl Inventory {
+    /// Initial units of `sku`: `hot_stock` for SKU 0 when set, `stock` otherwise.
+    pub fn stock_of(&self, sku: u32) -> u64 {
+        match (sku, self.hot_stock) {
+            (0, Some(hot)) => hot,
+            _ => self.stock,
+        }
+    }
+
+    /// Initial units of every SKU, by SKU number.
+    pub fn stocks(&self) -> Vec<u64> {
+        (0..self.skus).map(|s| self.stock_of(s)).collect()
+    }
 }
 
 /// `[load]`
@@ -533,6 +561,37 @@ impl Fields<'_> {
         })
     }
 
+    /// The `[buyers]` section.
+    fn buyers(&self, b: RawBuyers) -> Result<Buyers, WorkloadError> {
+        let count = self.positive_int("buyers.count", b.count.unwrap_or(100_000), 1 << 40)?;
+        let limit = self.positive_int("buyers.limit", b.limit.unwrap_or(1), 1_000_000)?;
+        let quantity = match b.quantity {
+            None => super::sale::Quantity { min: 1, max: 1 },
+            Some(q) => q.text().parse().map_err(|_| {
+                self.invalid(
+                    "buyers.quantity",
+                    format!("{:?}", q.text()),
+                    "units per order: a positive integer (\"1\") or a range \"1..3\"",
+                )
+            })?,
+        };
+        let share = |field: &'static str, v: Option<f64>| {
+            let v = v.unwrap_or(0.0);
+            if (0.0..=1.0).contains(&v) {
+                Ok(v)
+            } else {
+                Err(self.invalid(field, v.to_string(), "a share from 0 to 1 (e.g. 0.05)"))
+            }
+        };
+        Ok(Buyers {
+            count: count as u64,
+            limit: limit as u32,
+            quantity,
+            resubmit: share("buyers.resubmit", b.resubmit)?,
+            retry_after_timeout: share("buyers.retry_after_timeout", b.retry_after_timeout)?,
+        })
+    }
+
     /// The `[lock]` section.
     /// `[servers]`: each value one of its names.
     fn servers(&self, raw: RawServers) -> Result<Servers, WorkloadError> {
@@ -656,6 +715,22 @@ impl RawWorkload {
             i64::MAX / 4,
         )?;
 
+        let hot_stock = self
+            .inventory
+            .hot_stock
+            .map(|h| f.positive_int("inventory.hot_stock", h, i64::MAX / 4))
+            .transpose()?;
+        let popularity = match self.inventory.popularity {
+            None => Popularity::Uniform,
+            Some(p) => p.parse().map_err(|_| {
+                f.invalid(
+                    "inventory.popularity",
+                    format!("{p:?}"),
+                    "\"uniform\" or \"zipf:S\" with S in (0, 10], e.g. \"zipf:1.1\"",
+                )
+            })?,
+        };
+        let buyers = self.buyers.map(|b| f.buyers(b)).transpose()?;
         let load = f.load(self.load)?;
         let critical_section = CriticalSection {
             touch_store: self.critical_section.touch_store.unwrap_or(true),
@@ -680,11 +755,14 @@ impl RawWorkload {
             inventory: Inventory {
                 skus: skus as u32,
                 stock: stock as u64,
+                hot_stock: hot_stock.map(|h| h as u64),
+                popularity,
             },
             load,
             critical_section,
             lock,
             servers,
+            buyers,
         })
     }
 }
@@ -692,7 +770,9 @@ impl RawWorkload {
 impl Workload {
     /// Total units on sale over all SKUs.
     pub fn total_stock(&self) -> u64 {
-        self.inventory.stock * u64::from(self.inventory.skus)
+        (0..self.inventory.skus)
+            .map(|s| self.inventory.stock_of(s))
+            .sum()
     }
 }
 
@@ -1001,5 +1081,55 @@ ttl = "1s"
             e.contains("w.toml: lock.retry_interval") && e.contains("lock.wait"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn buyers_and_a_hot_item_parse_and_cross_to_a_worker() {
+        let text = "[inventory]\nskus = 4\nstock = 100\nhot_stock = 1000\npopularity = \"zipf:1.1\"\n\
+                    [buyers]\ncount = 5000\nlimit = 2\nquantity = \"1..3\"\nresubmit = 0.1\n";
+        let w = Workload::parse("w.toml", text, &[]).expect("valid");
+        assert_eq!(w.inventory.stocks(), vec![1000, 100, 100, 100]);
+        assert_eq!(w.total_stock(), 1300);
+        assert_eq!(w.inventory.popularity, super::Popularity::Zipf(1.1));
+        let b = w.buyers.clone().expect("[buyers] given");
+        assert_eq!(
+            (b.count, b.limit, b.quantity.to_string()),
+            (5000, 2, "1..3".into())
+        );
+        assert_eq!((b.resubmit, b.retry_after_timeout), (0.1, 0.0));
+        let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(
+            serde_json::to_value(&w).unwrap(),
+            serde_json::to_value(&back).unwrap()
+        );
+        // Without [buyers]: anonymous arrivals, as every steady workload had.
+        let plain = Workload::parse("w.toml", "", &[]).unwrap();
+        assert!(plain.buyers.is_none());
+        assert_eq!(plain.inventory.popularity, super::Popularity::Uniform);
+    }
+
+    #[test]
+    fn bad_buyers_and_popularity_name_the_field_and_the_form() {
+        let e = err("[buyers]\nquantity = \"3..1\"", &[]);
+        assert!(
+            e.contains("w.toml: buyers.quantity = \"3..1\"") && e.contains("1..3"),
+            "{e}"
+        );
+        let e = err("[buyers]\nresubmit = 1.5", &[]);
+        assert!(
+            e.contains("buyers.resubmit = 1.5: expected a share from 0 to 1"),
+            "{e}"
+        );
+        let e = err("[buyers]\nlimit = 0", &[]);
+        assert!(e.contains("buyers.limit = 0"), "{e}");
+        let e = err("[buyers]\nlimits = 2", &[]);
+        assert!(e.contains("unknown field `limits`"), "{e}");
+        let e = err("", &["inventory.popularity=zipf"]);
+        assert!(
+            e.contains("--set inventory.popularity=zipf") && e.contains("zipf:1.1"),
+            "{e}"
+        );
+        let e = err("[inventory]\nhot_stock = 0", &[]);
+        assert!(e.contains("inventory.hot_stock = 0"), "{e}");
     }
 }

@@ -3,10 +3,14 @@
 //! - [`config`]: the TOML file (raw → validated [`Workload`]), with `--set` overrides.
 //! - [`pacing`]: when each attempt is *intended* to start (open loop) — the schedule is drawn
 //!   from the seed, so the same seed gives the same arrivals and SKUs.
+//! - [`sale`]: buyers as people (`[buyers]`), the SKUs' popularity, and the [`Ask`] (buyer,
+//!   request id, units) each arrival carries.
 //!
 //! The buyers that follow the schedule live in the clients part, a layer above.
 
 pub mod config;
 pub mod pacing;
+pub mod sale;
 
 pub use config::{Arrival, LoadMode, LockParams, WaitMode, Workload, WorkloadError};
+pub use sale::{Ask, Buyers, Popularity, Quantity};

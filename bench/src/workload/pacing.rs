@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use rand::rngs::ChaCha8Rng;
 use rand::{RngExt, SeedableRng};
 
-use super::{Arrival, LoadMode, Workload};
+use super::{Arrival, Ask, LoadMode, Workload};
 
 /// One scheduled attempt.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -21,6 +21,8 @@ pub struct Slot {
     /// A read (check stock and price under the read lock) rather than a purchase, drawn from
     /// the seed with probability `load.read_fraction`.
     pub read: bool,
+    /// Who asks, for which order, how many units.
+    pub ask: Ask,
 }
 
 struct State {
@@ -154,6 +156,7 @@ impl Schedule {
             sku,
             intended,
             read,
+            ask: Ask::anonymous(seq),
         })
     }
 

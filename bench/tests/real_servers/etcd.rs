@@ -85,6 +85,7 @@ async fn built(dir: &std::path::Path, hold: &str) -> (lockbench::cluster::OwnedC
 
 fn purchase(seq: u64, client: u32, lease: &LeaseSlot) -> Purchase<'_> {
     Purchase {
+        ask: lockbench::workload::Ask::anonymous(seq),
         seq,
         client,
         sku: 0,

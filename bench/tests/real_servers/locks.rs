@@ -80,6 +80,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
         built.store.prepare(1, 10).await.unwrap();
         built.strategy.prepare(1).await.unwrap();
         let buyer = |seq: u64, lease| Purchase {
+            ask: lockbench::workload::Ask::anonymous(seq),
             seq,
             client: seq as u32,
             sku: 0,
@@ -153,6 +154,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     .unwrap();
     let lease = LeaseSlot::default();
     let p = Purchase {
+        ask: lockbench::workload::Ask::anonymous(1),
         seq: 1,
         client: 0,
         sku: 0,
@@ -467,6 +469,7 @@ async fn switch_master_moves_sentinel_wait_before_any_call_fails() {
     async fn sell(b: &Built, seq: u64) -> Outcome {
         let slot = LeaseSlot::default();
         let p = Purchase {
+            ask: lockbench::workload::Ask::anonymous(seq),
             seq,
             client: 0,
             sku: 0,

@@ -77,6 +77,7 @@ pg_safe_under_contention! {
 /// Two buyers' purchase of SKU 0 (`client` picks the session).
 fn buyer(seq: u64, lease: &LeaseSlot) -> Purchase<'_> {
     Purchase {
+        ask: lockbench::workload::Ask::anonymous(seq),
         seq,
         client: seq as u32,
         sku: 0,
