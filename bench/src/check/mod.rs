@@ -36,6 +36,20 @@ pub struct SkuAudit {
     pub sold: u64,
 }
 
+/// One order as the store holds it, for the sale's audit (limit, duplicates, first come first
+/// served): read from the store after the run, never from what buyers were told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OrderRow {
+    /// SKU sold.
+    pub sku: u32,
+    /// The buyer the order was placed for.
+    pub buyer: u64,
+    /// The request id it was placed under.
+    pub request: u64,
+    /// Units it took.
+    pub qty: u32,
+}
+
 /// The safety verdict of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Safety {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::check::SkuAudit;
+use crate::check::{OrderRow, SkuAudit};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Ask;
 
@@ -305,6 +305,11 @@ pub trait Store: Send + Sync {
     async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError>;
     /// Reads the final stock and the orders written, per SKU. Never trusts client counters.
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
+    /// Every order the store holds (buyer, request id, units), for the sale's audit; `None`
+    /// when this store cannot list them (the sale's figures then say so).
+    async fn orders(&self) -> Result<Option<Vec<OrderRow>>, StrategyError> {
+        Ok(None)
+    }
     /// Closes connections cleanly before the servers stop.
     async fn close(&self) {}
     /// Between trials on the same servers (after this store's trial closed it): ends what the

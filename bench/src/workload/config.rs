@@ -98,6 +98,7 @@ struct RawLoad {
     timeout: Option<String>,
     read_fraction: Option<f64>,
     warmup: Option<String>,
+    shape: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -250,6 +251,9 @@ pub struct Load {
     /// servers are. 0 (the default): none.
     #[serde(serialize_with = "human")]
     pub warmup: Duration,
+    /// The arrivals' shape over time (`steady`: `rate` throughout); its keys sit in `[load]`.
+    #[serde(flatten)]
+    pub shape: super::sale::Shape,
 }
 
 /// `[critical_section]`
@@ -372,7 +376,7 @@ crate::names::enum_names!(RedisAppendfsync {
     Always = "always",
 });
 
-fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(super) fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&humantime::format_duration(*d).to_string())
 }
 
@@ -558,6 +562,16 @@ impl Fields<'_> {
             timeout: self.duration("load.timeout", l.timeout, "1s", false)?,
             read_fraction,
             warmup: self.duration("load.warmup", l.warmup, "0s", true)?,
+            shape: match l.shape.as_deref() {
+                None | Some("steady") => super::sale::Shape::Steady,
+                Some(other) => {
+                    return Err(self.invalid(
+                        "load.shape",
+                        format!("{other:?}"),
+                        "\"steady\" (the sale's shapes are not built yet)",
+                    ));
+                }
+            },
         })
     }
 

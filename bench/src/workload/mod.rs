@@ -13,4 +13,4 @@ pub mod pacing;
 pub mod sale;
 
 pub use config::{Arrival, LoadMode, LockParams, WaitMode, Workload, WorkloadError};
-pub use sale::{Ask, Buyers, Popularity, Quantity};
+pub use sale::{Ask, Buyers, Popularity, Quantity, Shape};

@@ -139,6 +139,49 @@ impl Serialize for Popularity {
     }
 }
 
+/// The arrivals' shape over time (`[load] shape`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[serde(rename_all = "lowercase", tag = "shape")]
+pub enum Shape {
+    /// `load.rate` throughout (Poisson or constant gaps): every workload before the sale.
+    #[default]
+    Steady,
+    /// `load.rate` before `start`, a rise to `peak` within `rise`, then a decay with
+    /// `half_life` toward `tail`, until `load.duration`.
+    Sale {
+        /// When the sale opens, from the start of the load.
+        #[serde(serialize_with = "super::config::human")]
+        start: std::time::Duration,
+        /// How long the step from the pre-sale rate to the peak takes.
+        #[serde(serialize_with = "super::config::human")]
+        rise: std::time::Duration,
+        /// Arrivals per second at the peak.
+        peak: f64,
+        /// Time for the excess over `tail` to halve after the peak.
+        #[serde(serialize_with = "super::config::human")]
+        half_life: std::time::Duration,
+        /// Arrivals per second the decay tends to.
+        tail: f64,
+    },
+    /// Arrivals replayed from a CSV (counts per bucket, or timestamps).
+    Trace {
+        /// The trace file, as resolved when the workload was read.
+        path: std::path::PathBuf,
+    },
+}
+
+impl Shape {
+    /// When the surge starts, from the start of the load; `None` for a steady stream.
+    pub fn surge_start(&self) -> Option<std::time::Duration> {
+        match self {
+            Shape::Steady => None,
+            Shape::Sale { start, .. } => Some(*start),
+            // The trace's surge is where its rate first reaches half its peak (wt-gen).
+            Shape::Trace { .. } => None,
+        }
+    }
+}
+
 /// `[buyers]` as written.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
