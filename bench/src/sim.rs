@@ -135,14 +135,14 @@ impl SimStore {
 
 #[async_trait]
 impl Store for SimStore {
-    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
-        *self.rows() = vec![
-            Row {
-                qty: stock as i64,
+    async fn prepare(&self, stock: &[u64]) -> Result<(), StrategyError> {
+        *self.rows() = stock
+            .iter()
+            .map(|&qty| Row {
+                qty: qty as i64,
                 orders: 0,
-            };
-            skus as usize
-        ];
+            })
+            .collect();
         Ok(())
     }
 

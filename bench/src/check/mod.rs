@@ -74,11 +74,10 @@ pub struct Safety {
 }
 
 impl Safety {
-    /// Judges per-SKU audits against the initial stock of each SKU.
-    pub fn judge(initial_per_sku: u64, audits: &[SkuAudit]) -> Self {
-        let initial = initial_per_sku as i128;
+    /// Judges per-SKU audits against each SKU's initial stock (`initial[sku]`).
+    pub fn judge(initial: &[u64], audits: &[SkuAudit]) -> Self {
         let mut s = Safety {
-            initial_stock: initial_per_sku * audits.len() as u64,
+            initial_stock: audits.iter().map(|a| initial[a.sku as usize]).sum(),
             final_stock: 0,
             sold: 0,
             oversell: 0,
@@ -87,6 +86,7 @@ impl Safety {
             lost_sales: 0,
         };
         for a in audits {
+            let initial = initial[a.sku as usize] as i128;
             let sold = a.sold as i128;
             let decremented = initial - a.final_stock as i128;
             s.final_stock += a.final_stock;
@@ -233,8 +233,19 @@ mod tests {
     }
 
     #[test]
+    fn each_sku_is_judged_against_its_own_stock() {
+        // A hot SKU of 1,000 sold out exactly; a cold one of 100 oversold by 1 — not hidden by
+        // the hot one's larger stock.
+        let s = Safety::judge(&[1000, 100], &[audit(0, 0, 1000), audit(1, -1, 101)]);
+        assert_eq!((s.initial_stock, s.sold, s.oversell), (1100, 1101, 1));
+        assert!(!s.is_intact());
+        let ok = Safety::judge(&[1000, 100], &[audit(0, 0, 1000), audit(1, 0, 100)]);
+        assert!(ok.is_intact(), "{ok:?}");
+    }
+
+    #[test]
     fn exact_sale_is_safe() {
-        let s = Safety::judge(20, &[audit(0, 0, 20), audit(1, 5, 15)]);
+        let s = Safety::judge(&[20; 2], &[audit(0, 0, 20), audit(1, 5, 15)]);
         assert_eq!((s.initial_stock, s.final_stock, s.sold), (40, 5, 35));
         assert!(s.is_intact(), "{s:?}");
     }
@@ -242,7 +253,7 @@ mod tests {
     #[test]
     fn blind_writes_show_as_oversell_and_lost_updates() {
         // 32 buyers read 20, each wrote 19: 32 orders for one decrement; later sold out at 0.
-        let s = Safety::judge(20, &[audit(0, 0, 52)]);
+        let s = Safety::judge(&[20; 1], &[audit(0, 0, 52)]);
         assert_eq!(s.oversell, 32);
         assert_eq!(s.lost_updates, 32);
         assert!(!s.is_intact());
@@ -250,14 +261,14 @@ mod tests {
 
     #[test]
     fn lost_updates_without_oversell_when_stock_remains() {
-        let s = Safety::judge(100, &[audit(0, 95, 10)]);
+        let s = Safety::judge(&[100; 1], &[audit(0, 95, 10)]);
         assert_eq!((s.oversell, s.lost_updates, s.inconsistent_skus), (0, 5, 1));
         assert!(!s.is_intact());
     }
 
     #[test]
     fn oversell_is_per_sku_not_netted_across_skus() {
-        let s = Safety::judge(10, &[audit(0, -2, 12), audit(1, 10, 0)]);
+        let s = Safety::judge(&[10; 2], &[audit(0, -2, 12), audit(1, 10, 0)]);
         assert_eq!(s.oversell, 2);
         assert_eq!(s.lost_updates, 0);
         assert_eq!(s.inconsistent_skus, 1, "negative stock is inconsistent");
@@ -273,7 +284,7 @@ mod tests {
 
     #[test]
     fn a_torn_read_breaks_the_lock_and_fencing_does_not_excuse_it() {
-        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
+        let intact = Safety::judge(&[10; 1], &[audit(0, 5, 5)]);
         let torn = Exclusion {
             torn_reads: 1,
             ..Exclusion::default()
@@ -291,7 +302,7 @@ mod tests {
 
     #[test]
     fn a_lock_that_broke_is_broken_even_when_the_store_was_lucky() {
-        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
+        let intact = Safety::judge(&[10; 1], &[audit(0, 5, 5)]);
         let v = Verdict::judge(true, false, ex(3, 0), &intact);
         assert_eq!(v.lock, Some(LockVerdict::Broken));
         assert_eq!(v.store, StoreVerdict::Intact);
@@ -304,8 +315,8 @@ mod tests {
 
     #[test]
     fn fencing_is_credited_only_when_the_store_stayed_intact() {
-        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
-        let corrupted = Safety::judge(10, &[audit(0, 5, 7)]);
+        let intact = Safety::judge(&[10; 1], &[audit(0, 5, 5)]);
+        let corrupted = Safety::judge(&[10; 1], &[audit(0, 5, 7)]);
         let v = Verdict::judge(true, true, ex(2, 2), &intact);
         assert_eq!(v.lock, Some(LockVerdict::BrokenFenced));
         assert!(!v.safe(), "safe means exactly held and intact");
@@ -321,8 +332,8 @@ mod tests {
 
     #[test]
     fn safe_means_held_and_intact_and_controls_are_never_safe() {
-        let intact = Safety::judge(10, &[audit(0, 5, 5)]);
-        let corrupted = Safety::judge(10, &[audit(0, 0, 12)]);
+        let intact = Safety::judge(&[10; 1], &[audit(0, 5, 5)]);
+        let corrupted = Safety::judge(&[10; 1], &[audit(0, 0, 12)]);
         let held = Verdict::judge(true, false, ex(0, 0), &intact);
         assert!(held.safe());
         assert_eq!(held.headline(false), "safe");
@@ -341,7 +352,7 @@ mod tests {
     #[test]
     fn missing_orders_are_inconsistent_but_not_oversell() {
         // Stock decremented but the order row is missing (e.g. a non-atomic write).
-        let s = Safety::judge(10, &[audit(0, 5, 3)]);
+        let s = Safety::judge(&[10; 1], &[audit(0, 5, 3)]);
         assert_eq!((s.oversell, s.lost_updates, s.inconsistent_skus), (0, 0, 1));
         assert!(!s.is_intact());
     }
@@ -349,7 +360,7 @@ mod tests {
     #[test]
     fn acknowledged_sales_lost_with_their_decrement_corrupt_a_consistent_store() {
         // A failover lost the last 3 sales whole (decrement and order): every SKU adds up.
-        let s = Safety::judge(10, &[audit(0, 5, 5)]);
+        let s = Safety::judge(&[10; 1], &[audit(0, 5, 5)]);
         assert!(s.is_intact());
         let told_8 = s.with_acknowledged(8);
         assert_eq!((told_8.inconsistent_skus, told_8.lost_sales), (0, 3));

@@ -272,10 +272,7 @@ async fn strategy(plan: &Plan<'_>, endpoints: &Endpoints) -> Result<Built, RunEr
 
 /// Seeds the store and creates the strategy's server-side state (coordinator only).
 pub async fn prepare(built: &Built, w: &Workload) -> Result<(), StrategyError> {
-    built
-        .store
-        .prepare(w.inventory.skus, w.inventory.stock)
-        .await?;
+    built.store.prepare(&w.inventory.stocks()).await?;
     built.strategy.prepare(w.inventory.skus).await
 }
 
@@ -554,7 +551,7 @@ pub async fn audit(
 ) -> Result<Audited, StrategyError> {
     let audits = built.store.audit(w.inventory.skus).await?;
     Ok(Audited {
-        safety: Safety::judge(w.inventory.stock, &audits).with_acknowledged(acknowledged_sales),
+        safety: Safety::judge(&w.inventory.stocks(), &audits).with_acknowledged(acknowledged_sales),
         stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
     })
 }

@@ -301,8 +301,9 @@ pub trait Lock: Send + Sync {
 /// Where the stock lives: seeded before the run, audited after it.
 #[async_trait]
 pub trait Store: Send + Sync {
-    /// Creates the schema / keys and sets every SKU's stock (wiping earlier runs).
-    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError>;
+    /// Creates the schema / keys and sets every SKU's stock, `stock[sku]` (wiping earlier
+    /// runs).
+    async fn prepare(&self, stock: &[u64]) -> Result<(), StrategyError>;
     /// Reads the final stock and the orders written, per SKU. Never trusts client counters.
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError>;
     /// Every order the store holds (buyer, request id, units), for the sale's audit; `None`

@@ -78,7 +78,7 @@ async fn built(dir: &std::path::Path, hold: &str) -> (lockbench::cluster::OwnedC
     let built = strategy::build("etcd", cluster.endpoints(), &w)
         .await
         .unwrap();
-    built.store.prepare(1, 20).await.unwrap();
+    built.store.prepare(&[20]).await.unwrap();
     built.strategy.prepare(1).await.unwrap();
     (cluster, built)
 }

@@ -77,7 +77,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
         let dir = tempfile::tempdir().unwrap();
         let cluster = cluster(strategy::find(id).unwrap().needs, dir.path()).await;
         let built = strategy::build(id, cluster.endpoints(), &w).await.unwrap();
-        built.store.prepare(1, 10).await.unwrap();
+        built.store.prepare(&[10]).await.unwrap();
         built.strategy.prepare(1).await.unwrap();
         let buyer = |seq: u64, lease| Purchase {
             ask: lockbench::workload::Ask::anonymous(seq),
@@ -162,7 +162,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
         lease: &lease,
     };
     for new_writes_first in [true, false] {
-        store.prepare(1, 10).await.unwrap();
+        store.prepare(&[10]).await.unwrap();
         let (mut a, mut b) = (store.conn(0).await.unwrap(), store.conn(1).await.unwrap());
         store.raise_fence(&mut a, 0, 33).await.unwrap();
         let (qty_a, _) = store.read(&mut a, 0, false).await.unwrap();
@@ -190,7 +190,7 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     }
     // A later holder that reads after the earlier one wrote is not refused: fencing orders
     // holders, it does not forbid progress.
-    store.prepare(1, 10).await.unwrap();
+    store.prepare(&[10]).await.unwrap();
     let mut c = store.conn(0).await.unwrap();
     for token in [40, 41] {
         store.raise_fence(&mut c, 0, token).await.unwrap();
@@ -465,7 +465,7 @@ async fn switch_master_moves_sentinel_wait_before_any_call_fails() {
         .await
         .unwrap();
     let plain = strategy::build("redis-sentinel", ep, &w).await.unwrap();
-    wait.store.prepare(1, 10).await.unwrap();
+    wait.store.prepare(&[10]).await.unwrap();
     async fn sell(b: &Built, seq: u64) -> Outcome {
         let slot = LeaseSlot::default();
         let p = Purchase {

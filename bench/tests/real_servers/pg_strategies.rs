@@ -173,7 +173,7 @@ async fn a_cut_transaction_leaves_no_lock_behind() {
     let cluster = cluster(strategy::find("pg-for-update").unwrap().needs, dir.path()).await;
     for id in ["pg-advisory-xact", "pg-for-update"] {
         let built = strategy::build(id, cluster.endpoints(), &w).await.unwrap();
-        built.store.prepare(1, 10).await.unwrap();
+        built.store.prepare(&[10]).await.unwrap();
         let slot = LeaseSlot::default();
         let cut = tokio::time::timeout(
             Duration::from_millis(500),

@@ -131,15 +131,16 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> Strategy for
 
 #[async_trait]
 impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> Store for LuaDecr<C> {
-    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
+    async fn prepare(&self, stock: &[u64]) -> Result<(), StrategyError> {
         let mut con = self.cons[0].clone();
         let work = async {
-            for chunk in (0..skus).collect::<Vec<_>>().chunks(self.batch) {
+            let skus: Vec<(u32, u64)> = (0..).zip(stock.iter().copied()).collect();
+            for chunk in skus.chunks(self.batch) {
                 let mut pipe = redis::pipe();
-                for &sku in chunk {
+                for &(sku, qty) in chunk {
                     pipe.del(self.orders_key(sku))
                         .ignore()
-                        .set(self.stock_key(sku), stock)
+                        .set(self.stock_key(sku), qty)
                         .ignore();
                 }
                 pipe.query_async::<()>(&mut con).await?;

@@ -10,7 +10,7 @@ use sqlx::mysql::{MySql, MySqlArguments, MySqlConnectOptions};
 use sqlx::query::Query;
 use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, SqlSafeStr};
 
-use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls};
+use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls, stock_rows};
 use crate::cluster::{MysqlEndpoint, Prefix};
 use crate::record::ErrorKind;
 use crate::strategy::StrategyError;
@@ -133,7 +133,7 @@ impl Dialect for Mysql {
         }
     }
 
-    fn schema(sql: &Statements, skus: u32, stock: u64) -> Vec<String> {
+    fn schema(sql: &Statements, stock: &[u64]) -> Vec<String> {
         let (stock_t, orders_t) = (&sql.stock, &sql.orders);
         let mut ddl = vec![
             format!("DROP TABLE IF EXISTS {orders_t}, {stock_t}"),
@@ -149,14 +149,7 @@ impl Dialect for Mysql {
                  KEY (sku)) ENGINE=InnoDB"
             ),
         ];
-        for chunk in (0..skus).collect::<Vec<_>>().chunks(1000) {
-            let values = chunk
-                .iter()
-                .map(|s| format!("({s},{stock})"))
-                .collect::<Vec<_>>()
-                .join(",");
-            ddl.push(format!("INSERT INTO {stock_t} (sku, qty) VALUES {values}"));
-        }
+        ddl.extend(stock_rows(stock_t, stock));
         ddl
     }
 

@@ -14,7 +14,7 @@ use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, Postgres};
 use sqlx::query::Query;
 use sqlx::{ConnectOptions, SqlSafeStr};
 
-use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls};
+use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls, stock_rows};
 use crate::cluster::{PostgresEndpoint, Prefix};
 use crate::record::ErrorKind;
 use crate::strategy::{Purchase, StrategyError};
@@ -163,17 +163,14 @@ impl Dialect for Pg {
         }
     }
 
-    fn schema(sql: &Statements, skus: u32, stock: u64) -> Vec<String> {
+    fn schema(sql: &Statements, stock: &[u64]) -> Vec<String> {
         let stock_t = &sql.stock;
         let mut ddl = orders_ddl(sql);
         ddl.push(format!(
             "CREATE TABLE {stock_t} (sku INT PRIMARY KEY, qty BIGINT NOT NULL, \
              price_cents BIGINT NOT NULL DEFAULT {PRICE_CENTS}, fence BIGINT NOT NULL DEFAULT 0)"
         ));
-        ddl.push(format!(
-            "INSERT INTO {stock_t} (sku, qty) SELECT s, {stock} FROM generate_series(0, {}) s",
-            i64::from(skus) - 1
-        ));
+        ddl.extend(stock_rows(stock_t, stock));
         ddl
     }
 

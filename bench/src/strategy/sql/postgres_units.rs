@@ -106,18 +106,23 @@ impl Units {
 #[async_trait]
 impl Store for Units {
     /// The orders table and `stock` unit rows per SKU, plus the partial index of free units.
-    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
+    async fn prepare(&self, stock: &[u64]) -> Result<(), StrategyError> {
         let units = &self.pg.sql.units;
         let mut ddl = self.pg.orders_ddl();
         ddl.push(format!(
             "CREATE TABLE {units} (sku INT NOT NULL, unit INT NOT NULL, order_id BIGINT, \
              PRIMARY KEY (sku, unit))"
         ));
-        ddl.push(format!(
-            "INSERT INTO {units} (sku, unit) SELECT s, u \
-             FROM generate_series(0, {}) s, generate_series(1, {stock}) u",
-            i64::from(skus) - 1
-        ));
+        // One statement per run of SKUs with the same stock (one in all for an even stock).
+        let mut from = 0;
+        for run in stock.chunk_by(|a, b| a == b) {
+            let (to, qty) = (from + run.len() - 1, run[0]);
+            ddl.push(format!(
+                "INSERT INTO {units} (sku, unit) SELECT s, u \
+                 FROM generate_series({from}, {to}) s, generate_series(1, {qty}) u"
+            ));
+            from = to + 1;
+        }
         ddl.push(format!(
             "CREATE INDEX ON {units} (sku, unit) WHERE order_id IS NULL"
         ));
@@ -184,17 +189,17 @@ mod tests {
     #[test]
     fn unit_rows_map_onto_oversell_and_lost_updates() {
         // 3 units: 2 sold and marked, 1 free, 2 orders: intact.
-        let ok = Safety::judge(3, &audits(1, [(0, 1)], [(0, 2)]));
+        let ok = Safety::judge(&[3; 1], &audits(1, [(0, 1)], [(0, 2)]));
         assert_eq!((ok.oversell, ok.lost_updates), (0, 0));
         assert!(ok.is_intact());
         // A unit sold twice: two orders, its mark overwritten, so one unit marked.
-        let twice = Safety::judge(3, &audits(1, [(0, 2)], [(0, 2)]));
+        let twice = Safety::judge(&[3; 1], &audits(1, [(0, 2)], [(0, 2)]));
         assert_eq!((twice.oversell, twice.lost_updates), (0, 1));
         // More orders than units: every unit marked, one order too many.
-        let over = Safety::judge(3, &audits(1, [(0, 0)], [(0, 4)]));
+        let over = Safety::judge(&[3; 1], &audits(1, [(0, 0)], [(0, 4)]));
         assert_eq!((over.oversell, over.lost_updates), (1, 1));
         // A SKU nobody bought: all its units free, no order row at all.
-        let idle = Safety::judge(3, &audits(2, [(0, 3), (1, 3)], []));
+        let idle = Safety::judge(&[3; 2], &audits(2, [(0, 3), (1, 3)], []));
         assert!(idle.is_intact());
     }
 }

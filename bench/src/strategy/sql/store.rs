@@ -76,7 +76,7 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// The statements, with the store's table names filled in.
     fn statements(p: &Prefix) -> Statements;
     /// The statements that create and seed the store (wiping earlier runs).
-    fn schema(sql: &Statements, skus: u32, stock: u64) -> Vec<String>;
+    fn schema(sql: &Statements, stock: &[u64]) -> Vec<String>;
     /// How long a statement may wait for a row lock.
     fn lock_wait(w: &Workload) -> Duration;
     /// What an error means. Only an error *reply* proves the statement was not applied.
@@ -229,6 +229,18 @@ pub fn write_failure(kind: ErrorKind) -> Outcome {
         ErrorKind::Timeout | ErrorKind::Connection => Outcome::Unknown(kind),
         _ => Outcome::Failed(kind),
     }
+}
+
+/// `INSERT INTO {table} (sku, qty) VALUES …` statements seeding `stock[sku]`, 1,000 rows each.
+pub fn stock_rows(table: &str, stock: &[u64]) -> Vec<String> {
+    let rows: Vec<String> = stock
+        .iter()
+        .enumerate()
+        .map(|(sku, qty)| format!("({sku},{qty})"))
+        .collect();
+    rows.chunks(1000)
+        .map(|chunk| format!("INSERT INTO {table} (sku, qty) VALUES {}", chunk.join(",")))
+        .collect()
 }
 
 /// Wall-clock time in µs, stamped on each order row.
@@ -491,8 +503,8 @@ impl<D: Dialect> SqlStore<D> {
 
 #[async_trait]
 impl<D: Dialect> Store for SqlStore<D> {
-    async fn prepare(&self, skus: u32, stock: u64) -> Result<(), StrategyError> {
-        self.admin(&D::schema(&self.sql, skus, stock)).await
+    async fn prepare(&self, stock: &[u64]) -> Result<(), StrategyError> {
+        self.admin(&D::schema(&self.sql, stock)).await
     }
 
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
