@@ -2,10 +2,13 @@
 //! local ports are reserved, an external target is claimed and cleaned, and its servers are
 //! listed.
 
+use std::net::SocketAddr;
+
 use super::builds::Builds;
 use super::containers::Images;
-use super::kind::ServiceKind;
-use super::model::{NodeInfo, Service};
+use super::durability::{Durability, Source};
+use super::kind::{NodeAt, ServiceKind};
+use super::model::{Endpoints, NodeInfo, Service};
 use super::services::{etcd, mariadb, postgres, redis, redis_cluster, sentinel, zookeeper};
 
 /// The services, in order.
@@ -18,6 +21,17 @@ pub(super) const ALL: [&dyn ServiceKind; 7] = [
     &etcd::Etcd,
     &postgres::Postgres,
 ];
+
+/// What each of `nodes` (its service and address) does with a write, all asked at once
+/// through `ep`; what a server cannot be asked comes from `unasked`.
+pub(super) async fn durability(
+    nodes: impl Iterator<Item = (Service, SocketAddr)>,
+    ep: &Endpoints,
+    unasked: Source,
+) -> Vec<Option<Durability>> {
+    let reads = nodes.map(|(service, addr)| kind(service).durability(NodeAt { addr, ep, unasked }));
+    futures::future::join_all(reads).await
+}
 
 /// What lockbench knows about `service`.
 pub(super) fn kind(service: Service) -> &'static dyn ServiceKind {

@@ -24,12 +24,11 @@ use sqlx::{ConnectOptions, Connection};
 
 use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading, TOTAL};
-use crate::cluster::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
+use crate::cluster::durability::{Acked, Durability, SynchronousCommit, queried, setting};
 use crate::cluster::error::ClusterError;
-use crate::cluster::kind::{About, Running, ServiceKind, Started};
-use crate::cluster::model::{
-    ClusterOptions, Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service,
-};
+use crate::cluster::external::Missing;
+use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
+use crate::cluster::model::{Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service};
 use crate::cluster::node::Node;
 use crate::cluster::provision::Launcher;
 
@@ -399,19 +398,14 @@ impl ServiceKind for Postgres {
         &ABOUT
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        needs: Needs,
-        opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let sync = opts.postgres_synchronous_commit;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let (l, sync) = (s.launcher, s.opts.postgres_synchronous_commit);
         let (primary, endpoint, superuser) = match l {
             Launcher::Local(local) => local::start_primary(local, sync).await?,
             Launcher::Containers(run) => container::start_primary(run, sync).await?,
         };
         let mut nodes = vec![primary];
-        if needs.postgres_replica {
+        if s.needs.postgres_replica {
             nodes[0].role = Role::Master;
             let from = (nodes[0].addr, superuser.as_str());
             let replica = match l {
@@ -429,18 +423,13 @@ impl ServiceKind for Postgres {
         }))
     }
 
-    async fn leader<'n>(
-        &self,
-        _asked: Service,
-        members: Vec<&'n Node>,
-        run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
-        let Some(ep) = &run.endpoints.postgres else {
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
+        let Some(ep) = &q.endpoints.postgres else {
             return Ok(None);
         };
-        let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+        let addrs: Vec<SocketAddr> = q.members.iter().map(|n| n.addr).collect();
         let lead = writable(ep, &addrs).await;
-        Ok(members.into_iter().find(|n| Some(n.addr) == lead))
+        Ok(q.members.into_iter().find(|n| Some(n.addr) == lead))
     }
 
     async fn promote(&self, node: &Node, ep: &Endpoints) -> Result<Duration, ClusterError> {
@@ -456,25 +445,18 @@ impl ServiceKind for Postgres {
         promote(p, node.addr).await.map_err(err)
     }
 
-    async fn durability(
-        &self,
-        addr: SocketAddr,
-        ep: &Endpoints,
-        _unasked: Source,
-    ) -> Option<Durability> {
-        let Some(p) = &ep.postgres else {
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        let Some(p) = &n.ep.postgres else {
             return Some(Durability::unknown("no PostgreSQL login".into()));
         };
-        Some(match bounded_query(settings(at(p, addr))).await {
-            Ok(kv) => {
-                let get = |k: &str| kv.iter().find(|(n, _)| n == k).map_or("", |(_, v)| v);
-                let acked = acked(get("synchronous_commit"), get("fsync"));
-                let pairs: Vec<(&str, &str)> =
-                    kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                Durability::new(acked, &pairs, Source::Queried)
-            }
-            Err(e) => Durability::unknown(e),
-        })
+        let read = settings(at(p, n.addr));
+        let get = setting;
+        Some(
+            queried(read, |kv| {
+                acked(get(kv, "synchronous_commit"), get(kv, "fsync"))
+            })
+            .await,
+        )
     }
 
     fn work_meter(&self) -> Option<Meter> {
@@ -492,15 +474,10 @@ impl ServiceKind for Postgres {
         work(ep.postgres.as_ref().ok_or("no PostgreSQL login")?).await
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let db = target.postgres.clone();
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let db = from.target.postgres.clone();
         out.postgres = Some(db.ok_or(("[postgres]", "a PostgreSQL database".into()))?);
-        out.postgres_standbys = target.postgres_standbys.clone();
+        out.postgres_standbys = from.target.postgres_standbys.clone();
         Ok(())
     }
 
