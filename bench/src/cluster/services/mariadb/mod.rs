@@ -10,6 +10,7 @@ use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mys
 
 use async_trait::async_trait;
 
+use super::{first, rows};
 use crate::cluster::backend::wait_ready;
 use crate::cluster::binary::find_binary;
 use crate::cluster::builds::{Builds, MysqlBuild};
@@ -331,12 +332,7 @@ async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), Clus
 
 /// The version the server reports, asked through a connection made with `opts`.
 pub(in crate::cluster) async fn version(opts: MySqlConnectOptions) -> Result<String, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let v: String = sqlx::query_scalar("SELECT VERSION()")
-        .fetch_one(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let (v,) = first(rows(opts, "SELECT VERSION()").await?)?;
     Ok(v)
 }
 
@@ -456,16 +452,9 @@ fn acked(flush_log_at_trx_commit: &str) -> Acked {
 
 /// The MariaDB (or MySQL) variables that decide when a commit reaches the disk.
 async fn settings(opts: MySqlConnectOptions) -> Result<Vec<(String, String)>, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
-         ('innodb_flush_log_at_trx_commit', 'sync_binlog', 'log_bin')",
-    )
-    .fetch_all(&mut con)
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
-    Ok(rows)
+    let sql = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+               ('innodb_flush_log_at_trx_commit', 'sync_binlog', 'log_bin')";
+    rows(opts, sql).await
 }
 
 /// Work counters of `SHOW GLOBAL STATUS` rows: `Questions` is [`TOTAL`] (statements clients

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
+use super::{first, rows};
 use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, SynchronousCommit, queried, setting};
@@ -174,12 +175,7 @@ fn at(ep: &PostgresEndpoint, addr: SocketAddr) -> PgConnectOptions {
 
 /// The version the server reports, `15.20` (Debian adds ` (Debian 15.20-0+deb12u1)`).
 pub(in crate::cluster) async fn version(opts: PgConnectOptions) -> Result<String, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let v: String = sqlx::query_scalar("SHOW server_version")
-        .fetch_one(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let (v,): (String,) = first(rows(opts, "SHOW server_version").await?)?;
     Ok(v.split_whitespace().next().unwrap_or_default().to_string())
 }
 
@@ -211,15 +207,9 @@ async fn create_user(opts: &PgConnectOptions, password: &str) -> Result<(), Clus
 /// starts a new one, so of two servers out of recovery the higher timeline is the newer
 /// primary).
 async fn state(opts: PgConnectOptions) -> Result<(bool, u32), String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let (recovery, walfile): (bool, Option<String>) = sqlx::query_as(
-        "SELECT pg_is_in_recovery(), \
-         CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_walfile_name(pg_current_wal_lsn()) END",
-    )
-    .fetch_one(&mut con)
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let sql = "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN NULL \
+               ELSE pg_walfile_name(pg_current_wal_lsn()) END";
+    let (recovery, walfile): (bool, Option<String>) = first(rows(opts, sql).await?)?;
     Ok((recovery, walfile.as_deref().map_or(0, timeline)))
 }
 
@@ -306,16 +296,9 @@ fn acked(synchronous_commit: &str, fsync: &str) -> Acked {
 
 /// The settings that decide when a commit reaches the disk, as `pg_settings` reports them.
 async fn settings(opts: PgConnectOptions) -> Result<Vec<(String, String)>, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', \
-         'wal_sync_method', 'synchronous_standby_names') ORDER BY name",
-    )
-    .fetch_all(&mut con)
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
-    Ok(rows)
+    let sql = "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', \
+               'fsync', 'wal_sync_method', 'synchronous_standby_names') ORDER BY name";
+    rows(opts, sql).await
 }
 
 /// The columns of `pg_stat_database` lockbench reads, in [`WORK_QUERY`]'s order.
@@ -524,12 +507,7 @@ async fn caught_up(
     ep: &PostgresEndpoint,
     standbys: &[SocketAddr],
 ) -> Result<(), String> {
-    let mut con = primary.connect().await.map_err(|e| e.to_string())?;
-    let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
-        .fetch_one(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let (lsn,): (String,) = first(rows(primary, "SELECT pg_current_wal_lsn()::text").await?)?;
     for &s in standbys {
         let mut con = at(ep, s).connect().await.map_err(|e| e.to_string())?;
         let behind: Option<bool> = sqlx::query_scalar(
