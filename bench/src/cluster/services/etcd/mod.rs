@@ -15,7 +15,8 @@ use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL}
 use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err,
+    unowned_node,
 };
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
@@ -544,9 +545,7 @@ async fn claim_prefix(
     })
     .await
     .map_err(err)?;
-    if !found.is_empty() && !found.contains(&p.owner_key()) {
-        return Err(foreign("etcd", p, &found));
-    }
+    owned_or_empty("etcd", p, &found, &p.owner_key())?;
     bounded("mark the prefix", async {
         etcd.put(p.owner_key(), MARKER, None)
             .await

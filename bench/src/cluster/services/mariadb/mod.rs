@@ -19,7 +19,7 @@ use crate::cluster::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, queried, setting};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    MARKER, Missing, bounded, cleaned, foreign, target_err, unowned_node,
+    MARKER, Missing, bounded, cleaned, owned_or_empty, target_err, unowned_node,
 };
 use crate::cluster::kind::{About, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
@@ -502,9 +502,7 @@ async fn claim_prefix(m: &MysqlEndpoint, p: &Prefix) -> Result<(), ClusterError>
         .await
         .map_err(err)?;
     let owner = p.table("owner");
-    if !tables.is_empty() && !tables.contains(&owner) {
-        return Err(foreign("mysql", p, &tables));
-    }
+    owned_or_empty("mysql", p, &tables, &owner)?;
     let mark = async {
         con.execute(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"

@@ -14,7 +14,9 @@ use crate::cluster::containers::{Image, Spec};
 use crate::cluster::counters::{self, Meter, Reading};
 use crate::cluster::durability::{Acked, Durability, queried, setting};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{MARKER, Missing, bounded, foreign, target_err, unowned_node};
+use crate::cluster::external::{
+    MARKER, Missing, bounded, owned_or_empty, target_err, unowned_node,
+};
 use crate::cluster::kind::{About, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::model::{Auth, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
@@ -404,9 +406,7 @@ pub(in crate::cluster) async fn claim_server(
     let keys = bounded("scan keys", prefix_keys(&mut con, p, 100))
         .await
         .map_err(err)?;
-    if !keys.is_empty() && !keys.contains(&p.owner_key()) {
-        return Err(foreign(&format!("redis {addr}"), p, &keys));
-    }
+    owned_or_empty(&format!("redis {addr}"), p, &keys, &p.owner_key())?;
     let set = ::redis::cmd("SET")
         .arg(p.owner_key())
         .arg(MARKER)

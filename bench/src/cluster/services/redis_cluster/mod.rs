@@ -23,7 +23,7 @@ use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::Durability;
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    MARKER, Missing, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+    MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err, unowned_node,
 };
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
@@ -545,9 +545,7 @@ async fn claim_prefix(
                 .map_err(err)?,
         );
     }
-    if !found.is_empty() && !found.contains(&p.owner_key()) {
-        return Err(foreign("redis_cluster", p, &found));
-    }
+    owned_or_empty("redis_cluster", p, &found, &p.owner_key())?;
     // The node that owns the owner key's slot answers; the others redirect.
     let owner_slot = slot(&p.owner_key());
     let (master, _) = bounded(
