@@ -69,20 +69,23 @@ pub(super) struct Asked<'n, 'a> {
     pub member_ids: &'a [(String, u64)],
 }
 
-/// A node whose durability is asked: its address, the run's endpoints (its login), and where
-/// the settings its server cannot be asked about come from.
+/// A node whose durability is asked.
 #[derive(Clone, Copy)]
 pub(super) struct NodeAt<'a> {
+    /// Its address.
     pub addr: SocketAddr,
+    /// The run's endpoints: its login.
     pub ep: &'a Endpoints,
+    /// Where the settings its server cannot be asked about come from.
     pub unasked: Source,
 }
 
-/// External target: what a service copies its part of the run's endpoints from (`target`,
-/// everything the target file names), for a run with `needs`.
+/// External target: what a service copies its part of a run's endpoints from.
 #[derive(Clone, Copy)]
 pub(super) struct FromTarget<'a> {
+    /// Everything the target file names.
     pub target: &'a Endpoints,
+    /// What the run needs of it.
     pub needs: Needs,
 }
 
@@ -191,7 +194,7 @@ pub(super) trait ServiceKind: Sync {
 
     /// Of the build `builds` chooses for it: its `[servers]` key, its name, and whether a node
     /// reporting `version` runs it; `None`: its build cannot be chosen.
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+    fn build(&self, builds: Builds, version: &str) -> Option<BuildOf> {
         self.about().build.map(|b| b(builds, version))
     }
 
