@@ -13,8 +13,10 @@ use lockbench::check::{LockVerdict, Mode, StoreVerdict};
 use lockbench::record::{max_shared_holders, read_history};
 use lockbench::report::Summary;
 use lockbench::report::contend::Contend;
+use lockbench::report::layout::JobLayout;
 use lockbench::report::sweep::{self, Search, Slo, Sweep};
 use lockbench::run::contend::{ContendOptions, contend_on};
+use lockbench::run::job::{Ended, JobOptions, job_on};
 use lockbench::run::sweep::{SweepOptions, sweep_on};
 use lockbench::sim::{self, Sim, SimFault};
 use lockbench::workload::Workload;
@@ -658,4 +660,164 @@ async fn contend_on_the_sim_measures_every_level_it_was_asked_for() {
     assert!(dir.path().join("sim/warm-up/summary.json").is_file());
     assert_eq!(Contend::read(dir.path()).unwrap().entries.len(), 1);
     eprintln!("sim contend: {took:?}");
+}
+
+/// A job on the sim in `dir`, its knobs and files: the workload of [`sweep_workload`] on 32
+/// SKUs (contended enough at the rates below that a lock granting twice is seen to), one
+/// chaos scenario `command` (a fault that needs no server, injected 10 ms in for 20 ms,
+/// marking `marks`), one sweep step at 4000/s of trials up to 100 ms, a calm run of 30 ms
+/// and chaos runs of 60 ms.
+fn sim_job(dir: &Path) -> JobOptions {
+    let workload_file = dir.join("job.toml");
+    let text = "seed = 13\n\
+         [inventory]\nskus = 32\nstock = 100000\n\
+         [load]\nclients = 64\nrate = 100.0\nduration = \"1s\"\ntimeout = \"20ms\"\n\
+         [lock]\nacquire_timeout = \"20ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    std::fs::write(&workload_file, text).expect("workload written");
+    let scenario_dir = dir.join("chaos");
+    std::fs::create_dir_all(&scenario_dir).expect("chaos folder");
+    let marks = dir.join("marks");
+    let chaos = format!(
+        "[[fault]]\nkind = \"command\"\nat = \"10ms\"\nduration = \"20ms\"\n\
+         run = \"echo injected >> {m}\"\nheal = \"echo healed >> {m}\"\n",
+        m = marks.display()
+    );
+    std::fs::write(scenario_dir.join("command.toml"), chaos).expect("scenario written");
+    let w = Workload::load(&workload_file, &[]).expect("valid workload");
+    // A single rate, so each strategy's capacity is decided by one step.
+    let search = Search {
+        start_per_s: Some(4000.0),
+        min_per_s: 4000.0,
+        max_per_s: 4000.0,
+        factor: 2.0,
+        budget_s: 1.0,
+        step_budget_s: 0.5,
+        max_trial_s: 0.1,
+        ..sweep::DEFAULTS
+    };
+    let sweep = sim_sweep_options(&w, search, &dir.join("job"));
+    JobOptions {
+        out: dir.join("job"),
+        strategies: Some(vec!["sim".into(), "sim-control".into()]),
+        workload_file,
+        sets: Vec::new(),
+        slo: sweep.slo,
+        search: sweep.search,
+        chaos_share: 0.5,
+        scenarios: vec!["command".into()],
+        scenario_dir,
+        calm_duration: "30ms".into(),
+        chaos_duration: "60ms".into(),
+        needs: None,
+        base_port: None,
+        endpoints: None,
+        provision: lockbench::cluster::Provisioner::Local,
+    }
+}
+
+/// The offered rate a run's summary recorded.
+fn offered(s: &Summary) -> f64 {
+    s.workload["load"]["rate"].as_f64().expect("a rate")
+}
+
+/// The whole main job on the sim — sweep, calm, one chaos part, the report — in the folders
+/// `JobLayout` names, each read back: the calm rate is the lowest safe capacity (the correct
+/// sim's; the control never counts), each chaos run is offered its share of its own capacity,
+/// and the chaos part's verdicts are the sims': the correct lock intact, the control that
+/// grants twice caught.
+#[tokio::test(flavor = "current_thread")]
+async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let opts = sim_job(dir.path());
+    let source = sim::sources(&[
+        Sim::new(SimFault::None),
+        Sim::new(SimFault::GrantTwice { every: 1 }).control(),
+    ]);
+    let (mut out, mut log) = (Vec::new(), Vec::new());
+    let began = Instant::now();
+    let ended = job_on(
+        &opts,
+        &source,
+        Duration::ZERO,
+        &CancellationToken::new(),
+        &mut out,
+        &mut log,
+    )
+    .await
+    .expect("the job runs");
+    let took = began.elapsed();
+    let (out, log) = (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(log).unwrap(),
+    );
+    assert_eq!(ended, Ended::Done, "{out}\n{log}");
+    let layout = JobLayout::new(&opts.out);
+
+    // Capacity: both decided at the one rate offered; only the correct sim is safe.
+    let swept = Sweep::read(&layout.sweep_json()).expect("sweep.json");
+    let (lock, control) = (
+        swept.entry("sim").unwrap(),
+        swept.entry("sim-control").unwrap(),
+    );
+    assert_eq!(lock.bound, sweep::Bound::AtLeastMax, "{log}");
+    assert!(lock.safe && !control.safe, "{log}");
+    assert!(!control.unsafe_steps.is_empty(), "the sweep caught it too");
+
+    // Calm: every strategy at the one rate, set by the lowest safe capacity (4000/s, rounded
+    // down 1-2-5), whatever the control sustained.
+    let (common, whose) = swept.common_rate().expect("a safe capacity");
+    assert_eq!((common, whose), (2000.0, "sim"));
+    let calm = lockbench::report::summaries(&layout.calm()).expect("calm/compare.json");
+    let ids: Vec<&str> = calm.iter().map(|s| s.strategy.as_str()).collect();
+    assert_eq!(ids, ["sim", "sim-control"]);
+    assert!(calm.iter().all(|s| offered(s) == common), "{log}");
+    for id in ids {
+        assert!(
+            layout.calm().join(id).join("summary.json").is_file(),
+            "{id}"
+        );
+    }
+
+    // Chaos: each at half its own capacity, the fault injected and healed in each run, and
+    // each verdict the sim's.
+    let chaos = lockbench::report::summaries(&layout.chaos("command")).expect("compare.json");
+    assert_eq!(chaos.len(), 2, "{log}");
+    for s in &chaos {
+        let capacity = swept.entry(&s.strategy).unwrap().capacity_per_s;
+        assert_eq!(offered(s), 0.5 * capacity, "{}", s.strategy);
+        assert_eq!(s.faults.len(), 1, "{:?}", s.faults);
+        assert!(s.faults[0].healed_s.is_some(), "{:?}", s.faults);
+    }
+    let (lock, control) = (&chaos[0], &chaos[1]);
+    assert_eq!(
+        (lock.lock_verdict, lock.store_verdict, lock.headline()),
+        (Some(LockVerdict::Held), StoreVerdict::Intact, "safe"),
+        "{lock:#?}"
+    );
+    assert_eq!(
+        control.lock_verdict,
+        Some(LockVerdict::Broken),
+        "{control:#?}"
+    );
+    assert!(control.double_grants > 0);
+    assert_eq!(control.headline(), "caught (control)");
+    let marks = std::fs::read_to_string(dir.path().join("marks")).expect("the faults ran");
+    assert_eq!(marks, "injected\nhealed\n".repeat(2));
+
+    // The report, rendered from the folders as read back: both strategies, nothing missing.
+    assert!(layout.report().is_file());
+    let model: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(layout.root().join("report.json")).expect("report.json"),
+    )
+    .expect("a model");
+    assert_eq!(
+        model["strategies"].as_array().map(Vec::len),
+        Some(2),
+        "{model}"
+    );
+    assert_eq!(model["problems"], serde_json::json!([]), "{model}");
+    // A waiting bug (a 1 s warm-up round, an idle window) would take seconds.
+    eprintln!("sim job: {took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
 }
