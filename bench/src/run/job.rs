@@ -572,6 +572,11 @@ mod tests {
         let mut opts = defaults(Path::new("job"));
         opts.calm_duration = "soon".into();
         assert!(opts.check().is_err());
+        // The sweep's knobs too: a trial shorter than the command's floor of 500 ms.
+        let mut opts = defaults(Path::new("job"));
+        opts.search.trial_s = 0.1;
+        let err = opts.check().unwrap_err().to_string();
+        assert!(err.contains("--trial"), "{err}");
     }
 
     #[test]
