@@ -754,20 +754,29 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
     assert_eq!(ended, Ended::Done, "{out}\n{log}");
     let layout = JobLayout::new(&opts.out);
 
-    // Capacity: both decided at the one rate offered; only the correct sim is safe.
+    // Capacity: both swept to the end (on an idle machine both pass the one rate offered; on a
+    // loaded one a step may stay undecided), only the correct sim safe.
     let swept = Sweep::read(&layout.sweep_json()).expect("sweep.json");
     let (lock, control) = (
         swept.entry("sim").unwrap(),
         swept.entry("sim-control").unwrap(),
     );
-    assert_eq!(lock.bound, sweep::Bound::AtLeastMax, "{log}");
+    for e in [lock, control] {
+        assert!(
+            e.error.is_none() && e.bound != sweep::Bound::Incomplete,
+            "{log}"
+        );
+    }
     assert!(lock.safe && !control.safe, "{log}");
     assert!(!control.unsafe_steps.is_empty(), "the sweep caught it too");
 
-    // Calm: every strategy at the one rate, set by the lowest safe capacity (4000/s, rounded
-    // down 1-2-5), whatever the control sustained.
+    // Calm: every strategy at the one rate set by the lowest safe capacity (4000/s rounded
+    // down 1-2-5 when it passed), the correct sim's, whatever the control sustained.
     let (common, whose) = swept.common_rate().expect("a safe capacity");
-    assert_eq!((common, whose), (2000.0, "sim"));
+    assert!(
+        whose == "sim" && common > 0.0 && common <= 2000.0,
+        "{common} {whose}"
+    );
     let calm = lockbench::report::summaries(&layout.calm()).expect("calm/compare.json");
     let ids: Vec<&str> = calm.iter().map(|s| s.strategy.as_str()).collect();
     assert_eq!(ids, ["sim", "sim-control"]);
@@ -779,13 +788,13 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
         );
     }
 
-    // Chaos: each at half its own capacity, the fault injected and healed in each run, and
-    // each verdict the sim's.
+    // Chaos: each at half its own capacity (as its sweep bounds it), the fault injected and
+    // healed in each run, and each verdict the sim's.
     let chaos = lockbench::report::summaries(&layout.chaos("command")).expect("compare.json");
     assert_eq!(chaos.len(), 2, "{log}");
     for s in &chaos {
-        let capacity = swept.entry(&s.strategy).unwrap().capacity_per_s;
-        assert_eq!(offered(s), 0.5 * capacity, "{}", s.strategy);
+        let (rate, _) = swept.rate_for(&s.strategy, 0.5).expect("a rate");
+        assert_eq!(offered(s), rate, "{}", s.strategy);
         assert_eq!(s.faults.len(), 1, "{:?}", s.faults);
         assert!(s.faults[0].healed_s.is_some(), "{:?}", s.faults);
     }
