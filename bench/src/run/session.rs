@@ -150,7 +150,9 @@ impl Session {
         plan: &Plan<'_>,
         cancel: &CancellationToken,
     ) -> Result<Session, RunError> {
-        tracing::info!(strategy = plan.info.id, "starting servers");
+        if let Source::Start { .. } = source {
+            tracing::info!(strategy = plan.info.id, "starting servers");
+        }
         Session::start(source, plan.info.needs, plan.cluster.clone(), cancel).await
     }
 
