@@ -7,11 +7,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 
+use super::human::{human, human_opt};
 use super::sale::{Buyers, Popularity, RawBuyers};
 
 /// Errors in a workload file or its overrides.
@@ -375,17 +376,6 @@ crate::names::enum_names!(RedisAppendfsync {
     Everysec = "everysec",
     Always = "always",
 });
-
-pub(super) fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&humantime::format_duration(*d).to_string())
-}
-
-fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => human(d, s),
-        None => s.serialize_none(),
-    }
-}
 
 /// Where a value came from, for error messages.
 struct Origins<'a> {

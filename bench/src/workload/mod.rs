@@ -9,6 +9,7 @@
 //! The buyers that follow the schedule live in the clients part, a layer above.
 
 pub mod config;
+mod human;
 pub mod pacing;
 pub mod sale;
 

@@ -150,15 +150,15 @@ pub enum Shape {
     /// `half_life` toward `tail`, until `load.duration`.
     Sale {
         /// When the sale opens, from the start of the load.
-        #[serde(serialize_with = "super::config::human")]
+        #[serde(serialize_with = "super::human::human")]
         start: std::time::Duration,
         /// How long the step from the pre-sale rate to the peak takes.
-        #[serde(serialize_with = "super::config::human")]
+        #[serde(serialize_with = "super::human::human")]
         rise: std::time::Duration,
         /// Arrivals per second at the peak.
         peak: f64,
         /// Time for the excess over `tail` to halve after the peak.
-        #[serde(serialize_with = "super::config::human")]
+        #[serde(serialize_with = "super::human::human")]
         half_life: std::time::Duration,
         /// Arrivals per second the decay tends to.
         tail: f64,
