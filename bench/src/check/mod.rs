@@ -14,16 +14,20 @@
 //! - a **torn read** is a read that saw the stock change while it held the read lock: a writer
 //!   changed it under the lock, so the lock did not exclude writers. It breaks the lock half
 //!   (the audit of the writes is unchanged: reads write nothing).
+//! - a sale's **limit violations** and **duplicate orders** ([`SaleAudit`], from the store's
+//!   orders) corrupt the store half too: the store broke the sale's rules.
 //! - leases timed on different hosts' clocks overlap as a double grant only beyond the clocks'
 //!   uncertainty ([`ClockTable`]); shorter overlaps are counted apart, never dropped.
 
 mod clock;
 mod double_grant;
+mod sale;
 
 use serde::{Deserialize, Serialize};
 
 pub use clock::{COORDINATOR, ClockTable, WorkerClock};
 pub use double_grant::{DoubleGrantChecker, DoubleGrants, Mode, Overlap};
+pub use sale::{SaleAudit, SkuBalance};
 
 /// What the audit found for one SKU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +75,13 @@ pub struct Safety {
     /// attempt of unknown outcome whose order landed hides one.
     #[serde(default)]
     pub lost_sales: u64,
+    /// A sale's (buyer, SKU) pairs holding more units than the limit ([`SaleAudit`]; 0
+    /// without a sale).
+    #[serde(default)]
+    pub limit_violations: u64,
+    /// A sale's orders beyond the first per request id.
+    #[serde(default)]
+    pub duplicate_orders: u64,
 }
 
 impl Safety {
@@ -84,6 +95,8 @@ impl Safety {
             lost_updates: 0,
             inconsistent_skus: 0,
             lost_sales: 0,
+            limit_violations: 0,
+            duplicate_orders: 0,
         };
         for a in audits {
             let initial = initial[a.sku as usize] as i128;
@@ -107,12 +120,22 @@ impl Safety {
         self
     }
 
-    /// No oversell, no lost update, every SKU consistent, no acknowledged sale lost.
+    /// Folds a sale's audit in: its limit violations and duplicate orders.
+    pub fn with_sale(mut self, sale: &SaleAudit) -> Self {
+        self.limit_violations = sale.limit_violations;
+        self.duplicate_orders = sale.duplicate_orders;
+        self
+    }
+
+    /// No oversell, no lost update, every SKU consistent, no acknowledged sale lost, and in a
+    /// sale no buyer over the limit and no request placed twice.
     pub fn is_intact(&self) -> bool {
         self.oversell == 0
             && self.lost_updates == 0
             && self.inconsistent_skus == 0
             && self.lost_sales == 0
+            && self.limit_violations == 0
+            && self.duplicate_orders == 0
     }
 }
 
@@ -137,7 +160,8 @@ pub enum LockVerdict {
 pub enum StoreVerdict {
     /// No oversell, no lost update, every SKU consistent.
     Intact,
-    /// Oversell, lost updates or an inconsistent SKU.
+    /// Oversell, lost updates, an inconsistent SKU, or a sale's limit violations or duplicate
+    /// orders.
     Corrupted,
 }
 

@@ -27,10 +27,18 @@ pub fn list(out: &mut impl Write) -> std::io::Result<()> {
     };
     let wait_width = strategy::ALL.iter().map(|s| wait(s).chars().count()).max();
     let wait_width = wait_width.unwrap_or(0);
+    let rules = |s: &strategy::StrategyInfo| s.enforcement().describe();
+    let rules_width = strategy::ALL.iter().map(|s| rules(s).len()).max();
+    let rules_width = rules_width.unwrap_or(0);
     writeln!(
         out,
-        "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {:<wait_width$}  about",
-        "id", "kind", "servers", "fencing token", "waits for a busy lock"
+        "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {:<wait_width$}  {:<rules_width$}  about",
+        "id",
+        "kind",
+        "servers",
+        "fencing token",
+        "waits for a busy lock",
+        "sale: limit, request id"
     )?;
     for s in strategy::ALL {
         let kind = match s.kind {
@@ -40,12 +48,13 @@ pub fn list(out: &mut impl Write) -> std::io::Result<()> {
         };
         writeln!(
             out,
-            "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {:<wait_width$}  {}",
+            "{:<width$}  {:<9}  {:<needs_width$}  {:<25}  {:<wait_width$}  {:<rules_width$}  {}",
             s.id,
             kind,
             s.needs.names().join("+"),
             s.fence_token.unwrap_or("-"),
             wait(s),
+            rules(s),
             s.about
         )?;
     }
@@ -53,7 +62,9 @@ pub fn list(out: &mut impl Write) -> std::io::Result<()> {
         out,
         "\nwaits for a busy lock: the default follows the library named; lock.wait \
          (\"notify\" | \"poll\"), lock.poll_interval and lock.poll_jitter change it. \
-         \"-\": no client-side wait (a server-side queue, or no lock)."
+         \"-\": no client-side wait (a server-side queue, or no lock).\n\
+         sale: how a [buyers] workload's per-buyer limit and request id are enforced (the \
+         store's unique key and holdings row, one script, or reads inside the lock)."
     )?;
     list_libraries(out)
 }

@@ -9,7 +9,7 @@ use rand::{RngExt, SeedableRng};
 
 use super::partial::{Interval, LAG, WorkerFold};
 use super::phases::Boundaries;
-use super::{Completion, ErrorKind, Ingest, LeaseSpan, Live, Outcome, Recording};
+use super::{Completion, ErrorKind, Ingest, LeaseSpan, Live, Outcome, Recording, Refusal};
 
 const WORKERS: usize = 8;
 const HORIZON: Duration = Duration::from_secs(5);
@@ -51,7 +51,9 @@ fn completions(seed: u64, n: u64, start: Instant) -> Vec<(usize, Completion)> {
                 63..69 => Outcome::Failed(kind),
                 69..75 => Outcome::Unknown(kind),
                 75..80 => Outcome::Locked,
-                80..95 => Outcome::Read { stock: 3 },
+                80..91 => Outcome::Read { stock: 3 },
+                91..94 => Outcome::Refused(Refusal::Limit),
+                94..97 => Outcome::Refused(Refusal::Duplicate),
                 _ => Outcome::TornRead { stock: 3, later: 2 },
             };
             let read = matches!(outcome, Outcome::Read { .. } | Outcome::TornRead { .. })

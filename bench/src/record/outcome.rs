@@ -40,6 +40,16 @@ impl ErrorKind {
     }
 }
 
+/// Why a sale workload's store turned an order down (the stock was there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// The buyer already holds `buyers.limit` units of the SKU, or would with this order.
+    Limit,
+    /// The request id already has its order (a second press, a retry after a timeout).
+    Duplicate,
+}
+
 /// What one attempt to buy one unit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Outcome {
@@ -72,11 +82,14 @@ pub enum Outcome {
         /// The stock it saw at the end of its hold.
         later: i64,
     },
+    /// A sale's store refused the order by its rules (nothing was written): a definite answer,
+    /// neither an error nor unknown.
+    Refused(Refusal),
 }
 
 impl Outcome {
     /// Number of outcome classes (histograms are kept per class).
-    pub const CLASSES: usize = 8;
+    pub const CLASSES: usize = 10;
     /// Class names in index order.
     pub const CLASS_NAMES: [&'static str; Self::CLASSES] = [
         "sold",
@@ -87,6 +100,8 @@ impl Outcome {
         "locked",
         "read",
         "torn_read",
+        "over_limit",
+        "duplicate",
     ];
 
     /// Index of this outcome's class.
@@ -100,6 +115,8 @@ impl Outcome {
             Self::Locked => 5,
             Self::Read { .. } => 6,
             Self::TornRead { .. } => 7,
+            Self::Refused(Refusal::Limit) => 8,
+            Self::Refused(Refusal::Duplicate) => 9,
         }
     }
 

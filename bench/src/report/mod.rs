@@ -688,6 +688,8 @@ mod tests {
             lost_updates: 1,
             inconsistent_skus: 1,
             lost_sales: 0,
+            limit_violations: 0,
+            duplicate_orders: 0,
         };
         // Two buyers on SKU 0: one waits 5 ms and holds, the other gives up after 40 ms.
         let mut contention = crate::record::contention::ContentionTracker::new(

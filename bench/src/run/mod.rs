@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chaos::runner::Reach;
 use crate::chaos::{ClientProcesses, FaultRecord, run_faults};
-use crate::check::Safety;
+use crate::check::{OrderRow, Safety, SaleAudit};
 use crate::clients::WorkerLink;
 use crate::clients::clock::WorkerClock;
 use crate::clients::driver;
@@ -511,6 +511,11 @@ pub struct Audited {
     pub safety: Safety,
     /// Locks left held with no expiry.
     pub stuck_locks: u64,
+    /// A sale's orders as the store holds them (`None` without `[buyers]`, or from a store
+    /// that cannot list them), for the results' figures (first come first served, undersell).
+    pub orders: Option<Vec<OrderRow>>,
+    /// What the orders show about the sale's rules (`None` as for `orders`).
+    pub sale: Option<SaleAudit>,
 }
 
 /// Reads the store back and judges it (never client counters: the `acknowledged_sales` buyers
@@ -521,9 +526,23 @@ pub async fn audit(
     acknowledged_sales: u64,
 ) -> Result<Audited, StrategyError> {
     let audits = built.store.audit(w.inventory.skus).await?;
+    let initial = w.inventory.stocks();
+    let mut safety = Safety::judge(&initial, &audits).with_acknowledged(acknowledged_sales);
+    // Only a sale's orders carry buyers and request ids worth reading.
+    let orders = match &w.buyers {
+        Some(_) => built.store.orders().await?,
+        None => None,
+    };
+    let sale = w.buyers.as_ref().zip(orders.as_ref());
+    let sale = sale.map(|(b, o)| SaleAudit::of(o, b.limit, &initial, &audits));
+    if let Some(s) = &sale {
+        safety = safety.with_sale(s);
+    }
     Ok(Audited {
-        safety: Safety::judge(&w.inventory.stocks(), &audits).with_acknowledged(acknowledged_sales),
+        safety,
         stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
+        orders,
+        sale,
     })
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::sql::mysql::{MysqlStore, SharedStore};
 use super::sql::postgres::{PgStore, SharedPgStore};
 use super::wait::{WaitDefault, WaitPolicy, Waiter};
-use super::{Lock, Locked, Store, Strategy, StrategyError};
+use super::{Enforcement, Lock, Locked, Store, Strategy, StrategyError};
 use crate::cluster::{Endpoints, Needs, Service};
 use crate::workload::Workload;
 
@@ -162,7 +162,7 @@ impl Setup<'_> {
         let e = self.ep.mysql.as_ref().ok_or(self.missing("MariaDB"))?;
         MysqlStore::connect(e, &self.ep.prefix, self.w)
             .await
-            .map(Arc::new)
+            .map(|s| Arc::new(s.enforcing(self.info.enforcement())))
     }
 
     /// The PostgreSQL store (the `pg-*` strategies that sell from PostgreSQL).
@@ -174,7 +174,7 @@ impl Setup<'_> {
             .ok_or(self.missing("PostgreSQL"))?;
         PgStore::connect(e, &self.ep.prefix, self.w)
             .await
-            .map(Arc::new)
+            .map(|s| Arc::new(s.enforcing(self.info.enforcement())))
     }
 
     /// How this strategy's buyers wait for a busy lock (its default, with the workload's
@@ -285,6 +285,29 @@ impl StrategyInfo {
             Service::Postgres
         } else {
             Service::Mariadb
+        }
+    }
+
+    /// How it enforces a sale's limit and request id, derived from the entry: a lock checks
+    /// inside it; a lock-free strategy by its store's guards (Redis: one script), minus the one
+    /// a control's id says it leaves out (`-no-limit`, `-not-idempotent`); `none` checks with
+    /// no lock.
+    pub fn enforcement(&self) -> Enforcement {
+        let n = self.needs;
+        if self.locks {
+            Enforcement::InsideLock
+        } else if n.redis || n.redis_cluster {
+            Enforcement::Script
+        } else if self.kind == Kind::Control
+            && !self.id.ends_with("-no-limit")
+            && !self.id.ends_with("-not-idempotent")
+        {
+            Enforcement::NoLock
+        } else {
+            Enforcement::StoreKeys {
+                request: !self.id.ends_with("-not-idempotent"),
+                limit: !self.id.ends_with("-no-limit"),
+            }
         }
     }
 

@@ -209,6 +209,8 @@ fn list_names_every_strategy() {
         "pg-advisory",
         "pg-advisory-fenced",
         "pg-none",
+        "mysql-atomic-no-limit",
+        "mysql-atomic-not-idempotent",
     ] {
         assert!(
             text.lines().any(|l| l.starts_with(id)),
@@ -229,6 +231,10 @@ fn list_names_every_strategy() {
         line("etcd-fenced").contains("revision the lock was granted at"),
         "fencing tokens are shown"
     );
+    // How a sale's limit and request id are enforced, derived from each entry.
+    assert!(line("mysql-atomic").contains("unique key (request) + holdings row"));
+    assert!(line("mysql-atomic-no-limit").contains("limit not checked (control)"));
+    assert!(line("zookeeper").contains("checked inside the lock"));
     assert!(
         line("redis-setnx").split_whitespace().nth(3) == Some("-"),
         "{}",

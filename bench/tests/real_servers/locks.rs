@@ -134,7 +134,7 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
 #[tokio::test(flavor = "multi_thread")]
 async fn fenced_store_refuses_the_older_token_in_both_orders() {
     use lockbench::strategy::Store;
-    use lockbench::strategy::sql::Guard;
+    use lockbench::strategy::sql::{Guard, Written};
     if !servers_available() {
         return;
     }
@@ -169,13 +169,16 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
         store.raise_fence(&mut b, 0, 34).await.unwrap();
         let (qty_b, _) = store.read(&mut b, 0, false).await.unwrap();
         assert_eq!((qty_a, qty_b), (10, 10));
-        let write = |con, token| store.write_tx(con, &p, 9, Guard::Fence(token), "t");
+        let write = async |con, token| {
+            let written = store.write_tx(con, &p, 9, Guard::Fence(token), "t").await;
+            written.unwrap() == Written::Applied
+        };
         let (old, new) = if new_writes_first {
-            let new = write(&mut b, 34).await.unwrap();
-            (write(&mut a, 33).await.unwrap(), new)
+            let new = write(&mut b, 34).await;
+            (write(&mut a, 33).await, new)
         } else {
-            let old = write(&mut a, 33).await.unwrap();
-            (old, write(&mut b, 34).await.unwrap())
+            let old = write(&mut a, 33).await;
+            (old, write(&mut b, 34).await)
         };
         assert!(
             !old,
@@ -195,12 +198,8 @@ async fn fenced_store_refuses_the_older_token_in_both_orders() {
     for token in [40, 41] {
         store.raise_fence(&mut c, 0, token).await.unwrap();
         let (qty, _) = store.read(&mut c, 0, false).await.unwrap();
-        assert!(
-            store
-                .write_tx(&mut c, &p, qty - 1, Guard::Fence(token), "t")
-                .await
-                .unwrap()
-        );
+        let written = store.write_tx(&mut c, &p, qty - 1, Guard::Fence(token), "t");
+        assert_eq!(written.await.unwrap(), Written::Applied);
     }
     drop(c);
     store.close().await;

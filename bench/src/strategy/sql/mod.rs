@@ -13,4 +13,4 @@ pub(super) mod postgres_units;
 mod store;
 mod strategies;
 
-pub use store::{Arg, Db, Dialect, Guard, SqlStore, Statements};
+pub use store::{Arg, Db, Dialect, Guard, Sale, SqlStore, Statements, Written};

@@ -20,6 +20,8 @@ use crate::workload::Workload;
 pub const ER_LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// MariaDB error number of a deadlock victim.
 pub const ER_LOCK_DEADLOCK: u16 = 1213;
+/// MariaDB error number of a unique-key violation (a sale's request id has its order).
+pub const ER_DUP_ENTRY: u16 = 1062;
 
 /// The stock table in MariaDB: a connection per buyer, a small pool for setup and audit.
 pub type MysqlStore = SqlStore<Mysql>;
@@ -87,6 +89,12 @@ impl Dialect for Mysql {
     const RETURNING: bool = false;
     const CUT_CLOSES: bool = false;
     const CLOSE_BUYERS: bool = false;
+    const CAST_BIGINT: &'static str = "SIGNED";
+    const ON_DUPLICATE_NOTHING: &'static str = "ON DUPLICATE KEY UPDATE units = units";
+
+    fn is_duplicate(e: &sqlx::Error) -> bool {
+        error_number(e) == Some(ER_DUP_ENTRY)
+    }
 
     fn new(ep: &MysqlEndpoint, w: &Workload) -> (Self, MySqlConnectOptions) {
         let opts = ep

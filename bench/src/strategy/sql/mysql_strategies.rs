@@ -9,7 +9,7 @@ use sqlx::{Connection, MySqlConnection};
 
 use super::buyers::fail_and_drop;
 use super::mysql::{BuyerConn, ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number};
-use super::store::{Guard, write_failure};
+use super::store::{Guard, Written, write_failure};
 use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
@@ -58,6 +58,24 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
     build: |s| Box::pin(on_mariadb(s, |store, _| Atomic::new(store))),
     ..NONE
+};
+
+/// `mysql-atomic-no-limit`.
+pub const ATOMIC_NO_LIMIT: StrategyInfo = StrategyInfo {
+    id: "mysql-atomic-no-limit",
+    kind: Kind::Control,
+    about: "control: mysql-atomic without the holdings row's limit check; in a sale a buyer who \
+            presses again gets units past [buyers] limit (the audit must count them)",
+    ..ATOMIC
+};
+
+/// `mysql-atomic-not-idempotent`.
+pub const ATOMIC_NOT_IDEMPOTENT: StrategyInfo = StrategyInfo {
+    id: "mysql-atomic-not-idempotent",
+    kind: Kind::Control,
+    about: "control: mysql-atomic without the unique key on the request id; in a sale a second \
+            press or a retry after a timeout places a second order (the audit must count it)",
+    ..ATOMIC
 };
 
 /// A strategy `make` builds on the MariaDB store, selling from it.
@@ -157,46 +175,56 @@ impl Strategy for ForUpdate {
                 }
             };
         }
-        if qty <= 0 || !self.touch_store {
+        if !self.touch_store {
             let released = Instant::now();
             let _ = within(s.timeout, tx.rollback(), classify).await;
-            let done = if self.touch_store {
-                Outcome::SoldOut
-            } else {
-                Outcome::Locked
-            };
-            return held(done, released);
+            return held(Outcome::Locked, released);
         }
         let (written, released) = self.hold_and_write(&mut tx, p, qty, &token).await;
         let written = match written {
-            Ok(_) => within(s.timeout, tx.commit(), classify).await,
+            Ok(Outcome::Sold) => within(s.timeout, tx.commit(), classify)
+                .await
+                .map(|()| Outcome::Sold),
+            // Sold out or refused: nothing to keep.
+            Ok(o) => {
+                let _ = within(s.timeout, tx.rollback(), classify).await;
+                Ok(o)
+            }
             Err(k) => {
                 drop(tx);
                 Err(k)
             }
         };
         match written {
-            Ok(()) => held(Outcome::Sold, released),
+            Ok(o) => held(o, released),
             Err(k) => held(fail_and_drop(con, write_failure(k)), released),
         }
     }
 }
 
 impl ForUpdate {
-    /// The sale under the row lock: the hold, then the write; when the release (the commit)
-    /// is about to be sent. The holder pause points are here, as in a lock of its own.
+    /// The sale under the row lock: what turns the buyer away (no stock; a sale's request
+    /// already placed or limit reached, read in the locked transaction), else the hold, then
+    /// the write; when the release (the commit or rollback) is about to be sent. The holder
+    /// pause points are here, as in a lock of its own.
     async fn hold_and_write(
         &self,
         tx: &mut MySqlConnection,
         p: &Purchase<'_>,
         qty: i64,
         token: &str,
-    ) -> (Result<bool, ErrorKind>, Instant) {
+    ) -> (Result<Outcome, ErrorKind>, Instant) {
+        match self.store.refusal(tx, p, qty).await {
+            Ok(None) => {}
+            Ok(Some(turned_away)) => return (Ok(turned_away), Instant::now()),
+            Err(k) => return (Err(k), Instant::now()),
+        }
         holder::reached_by_locking_read();
         tokio::time::sleep(self.hold).await;
-        let written = self.store.write(tx, p, qty - 1, Guard::None, token).await;
+        let new_qty = qty - i64::from(p.ask.qty);
+        let written = self.store.write(tx, p, new_qty, Guard::None, token).await;
         holder::reached(Point::BeforeRelease);
-        (written, Instant::now())
+        (written.map(|w| w.outcome(false)), Instant::now())
     }
 }
 
@@ -257,16 +285,15 @@ impl Strategy for Optimistic {
                     Ok(v) => v,
                     Err(k) => return fail_and_drop(con, Outcome::Failed(k)).into(),
                 };
-            if qty <= 0 {
+            let units = i64::from(p.ask.qty);
+            if qty < units {
                 return Outcome::SoldOut.into();
             }
             tokio::time::sleep(self.hold).await;
-            match s
-                .write_tx(&mut con, p, qty - 1, Guard::Version(version), &token)
-                .await
-            {
-                Ok(true) => return Outcome::Sold.into(),
-                Ok(false) => {}
+            let version = Guard::Version(version);
+            match s.write_tx(&mut con, p, qty - units, version, &token).await {
+                Ok(Written::GuardRefused) => {}
+                Ok(written) => return written.outcome(false).into(),
                 Err(k) => return fail_and_drop(con, write_failure(k)).into(),
             }
             let pause = backoff(self.backoff, retry);

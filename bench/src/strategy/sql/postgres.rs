@@ -28,6 +28,8 @@ pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 pub const QUERY_CANCELED: &str = "57014";
 /// SQLSTATE `deadlock_detected`: this transaction was the victim (rolled back).
 pub const DEADLOCK_DETECTED: &str = "40P01";
+/// SQLSTATE `unique_violation`: a sale's request id has its order already.
+pub const UNIQUE_VIOLATION: &str = "23505";
 
 /// The stock in PostgreSQL: a connection per buyer, a small pool for setup and audit.
 pub type PgStore = SqlStore<Pg>;
@@ -123,6 +125,24 @@ impl Dialect for Pg {
     const RETURNING: bool = true;
     const CUT_CLOSES: bool = true;
     const CLOSE_BUYERS: bool = true;
+    const CAST_BIGINT: &'static str = "BIGINT";
+    const ON_DUPLICATE_NOTHING: &'static str = "ON CONFLICT DO NOTHING";
+
+    /// `$1`, `$2`, … in the order the `?` come.
+    fn placeholders(sql: String) -> String {
+        let mut out = String::with_capacity(sql.len() + 8);
+        for (n, part) in sql.split('?').enumerate() {
+            if n > 0 {
+                out.push_str(&format!("${n}"));
+            }
+            out.push_str(part);
+        }
+        out
+    }
+
+    fn is_duplicate(e: &sqlx::Error) -> bool {
+        sqlstate(e).as_deref() == Some(UNIQUE_VIOLATION)
+    }
 
     fn new(ep: &PostgresEndpoint, w: &Workload) -> (Self, PgConnectOptions) {
         let opts = session_options(ep, w.lock.acquire_timeout, w.load.timeout);
@@ -250,5 +270,14 @@ mod tests {
         );
         assert_eq!(classify(&sqlx::Error::PoolTimedOut), ErrorKind::Timeout);
         assert_eq!(classify(&sqlx::Error::WorkerCrashed), ErrorKind::Connection);
+    }
+
+    #[test]
+    fn placeholders_are_numbered_in_order() {
+        let sql = "UPDATE t SET a = a - ? WHERE b = ? AND a >= ?".to_string();
+        assert_eq!(
+            Pg::placeholders(sql),
+            "UPDATE t SET a = a - $1 WHERE b = $2 AND a >= $3"
+        );
     }
 }

@@ -248,18 +248,21 @@ impl TxLocked {
             let checked = s.check_stock(tx, p.sku, self.hold, locking).await;
             return (checked.map_err(Outcome::Failed), Instant::now());
         }
-        if qty <= 0 {
-            return (Ok(Outcome::SoldOut), Instant::now());
+        match s.refusal(tx, p, qty).await {
+            Ok(None) => {}
+            Ok(Some(turned_away)) => return (Ok(turned_away), Instant::now()),
+            Err(k) => return (Err(Outcome::Failed(k)), Instant::now()),
         }
         // Taking the lock read the stock too (the row lock's locking read; the advisory lock
         // then the read, one call).
         holder::reached_by_locking_read();
         tokio::time::sleep(self.hold).await;
-        let written = s.write(tx, p, qty - 1, Guard::None, token).await;
+        let new_qty = qty - i64::from(p.ask.qty);
+        let written = s.write(tx, p, new_qty, Guard::None, token).await;
         holder::reached(Point::BeforeRelease);
         let released = Instant::now();
         (
-            written.map(|_| Outcome::Sold).map_err(write_failure),
+            written.map(|w| w.outcome(false)).map_err(write_failure),
             released,
         )
     }

@@ -15,10 +15,10 @@ use sqlx::pool::PoolOptions;
 use sqlx::{Connection, Pool, SqlStr};
 
 use super::buyers::{BuyerConn, Buyers, fail_and_drop};
-use crate::check::SkuAudit;
+use crate::check::{OrderRow, SkuAudit};
 use crate::cluster::Prefix;
-use crate::record::{ErrorKind, Outcome};
-use crate::strategy::{CriticalSection, Purchase, Store, StrategyError, within};
+use crate::record::{ErrorKind, Outcome, Refusal};
+use crate::strategy::{CriticalSection, Enforcement, Purchase, Store, StrategyError, within};
 use crate::workload::Workload;
 
 /// The price every SKU is seeded with: a read checks stock and price, and nothing changes it.
@@ -70,6 +70,17 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// [`Store::close`] closes the buyers' connections too, not only the pool (PostgreSQL's
     /// backends are processes; MariaDB's store always left its buyers to the drop).
     const CLOSE_BUYERS: bool;
+    /// The 64-bit integer type of a `CAST` (MariaDB: `SIGNED`; PostgreSQL: `BIGINT`).
+    const CAST_BIGINT: &'static str;
+    /// What an insert of an existing holdings row ends with, so it adds nothing.
+    const ON_DUPLICATE_NOTHING: &'static str;
+
+    /// `sql` with its `?` placeholders in the dialect's form (PostgreSQL numbers them).
+    fn placeholders(sql: String) -> String {
+        sql
+    }
+    /// Whether `e` is a unique-key violation (the request id's order is there already).
+    fn is_duplicate(e: &sqlx::Error) -> bool;
 
     /// The session a buyer opens (its lock wait bound set), and the admin pool's options.
     fn new(ep: &Self::Endpoint, w: &Workload) -> (Self, <Self::Conn as Connection>::Options);
@@ -104,6 +115,11 @@ pub trait Dialect: Send + Sync + Sized + 'static {
         pool: &Pool<Db<Self>>,
         statements: &[String],
     ) -> impl Future<Output = Result<(), sqlx::Error>> + Send;
+    /// The orders of a `SELECT sku, buyer, request, qty`.
+    fn order_rows(
+        pool: &Pool<Db<Self>>,
+        query: String,
+    ) -> impl Future<Output = Result<Vec<OrderRow>, sqlx::Error>> + Send;
     /// The `(sku, n)` pairs of a grouping query.
     fn pairs(
         pool: &Pool<Db<Self>>,
@@ -156,6 +172,22 @@ macro_rules! driver_calls {
                 sqlx::Executor::execute(&mut *con, sqlx::AssertSqlSafe(s.as_str())).await?;
             }
             Ok(())
+        }
+
+        async fn order_rows(
+            pool: &sqlx::Pool<Db<Self>>,
+            query: String,
+        ) -> Result<Vec<crate::check::OrderRow>, sqlx::Error> {
+            let rows = sqlx::query_as::<_, (i32, i64, i64, i32)>(sqlx::AssertSqlSafe(query))
+                .fetch_all(pool)
+                .await?;
+            let row = |(sku, buyer, request, qty): (i32, i64, i64, i32)| crate::check::OrderRow {
+                sku: sku as u32,
+                buyer: buyer as u64,
+                request: request as u64,
+                qty: qty as u32,
+            };
+            Ok(rows.into_iter().map(row).collect())
         }
 
         async fn pairs(
@@ -222,6 +254,117 @@ impl Guard {
     }
 }
 
+/// A sale workload's rules in the store (`[buyers]`): the limit, and which guards of its own
+/// the store keeps ([`Enforcement::store_keys`]); a lock's store keeps none (the lock protects
+/// its reads).
+#[derive(Debug, Clone, Copy)]
+pub struct Sale {
+    /// Units one buyer may hold of one SKU.
+    pub limit: u32,
+    /// A unique key on the orders' request id.
+    pub request_key: bool,
+    /// The holdings row per (buyer, SKU) and its conditional update.
+    pub holdings: bool,
+}
+
+/// A sale's statements (only a sale runs them: a steady workload's stay as they were).
+/// Written once for both dialects, placeholders put in each one's form.
+pub struct SaleSql {
+    /// `qty - ?` where at least that much is left: all or nothing.
+    pub decrement: SqlStr,
+    /// The order with its buyer, request id and units.
+    pub insert_order: SqlStr,
+    /// The buyer's units of a SKU and the request's orders, from the orders (a check inside
+    /// a lock: plain reads).
+    pub held: SqlStr,
+    /// The holdings row of (buyer, SKU), if missing.
+    pub hold_row: SqlStr,
+    /// Adds the order's units to the holdings where they stay within the limit.
+    pub hold_units: SqlStr,
+    /// `<prefix>_holdings`.
+    pub holdings: String,
+}
+
+impl SaleSql {
+    fn new<D: Dialect>(sql: &Statements, p: &Prefix) -> Self {
+        let (stock, orders, holdings) = (&sql.stock, &sql.orders, p.table("holdings"));
+        let s = |text: String| {
+            use sqlx::SqlSafeStr;
+            sqlx::AssertSqlSafe(D::placeholders(text)).into_sql_str()
+        };
+        let bigint = D::CAST_BIGINT;
+        let nothing = D::ON_DUPLICATE_NOTHING;
+        Self {
+            decrement: s(format!(
+                "UPDATE {stock} SET qty = qty - ? WHERE sku = ? AND qty >= ?"
+            )),
+            insert_order: s(format!(
+                "INSERT INTO {orders} (sku, buyer, token, created_us, request, qty) \
+                 VALUES (?, ?, ?, ?, ?, ?)"
+            )),
+            held: s(format!(
+                "SELECT CAST(COALESCE(SUM(qty), 0) AS {bigint}), \
+                 (SELECT COUNT(*) FROM {orders} WHERE request = ?) \
+                 FROM {orders} WHERE buyer = ? AND sku = ?"
+            )),
+            hold_row: s(format!(
+                "INSERT INTO {holdings} (buyer, sku, units) VALUES (?, ?, 0) {nothing}"
+            )),
+            hold_units: s(format!(
+                "UPDATE {holdings} SET units = units + ? \
+                 WHERE buyer = ? AND sku = ? AND units + ? <= ?"
+            )),
+            holdings,
+        }
+    }
+
+    /// What a sale adds to the schema, after the dialect's tables: the orders' request id and
+    /// units, their indexes (the request's unique where the store keys it), the holdings.
+    fn schema(&self, sql: &Statements, sale: &Sale) -> Vec<String> {
+        let (orders, holdings) = (&sql.orders, &self.holdings);
+        let unique = if sale.request_key { "UNIQUE " } else { "" };
+        let mut ddl = vec![
+            format!("DROP TABLE IF EXISTS {holdings}"),
+            format!(
+                "ALTER TABLE {orders} ADD COLUMN request BIGINT NOT NULL DEFAULT 0, \
+                 ADD COLUMN qty INT NOT NULL DEFAULT 1"
+            ),
+            format!("CREATE {unique}INDEX {orders}_request ON {orders} (request)"),
+            format!("CREATE INDEX {orders}_buyer ON {orders} (buyer, sku)"),
+        ];
+        if sale.holdings {
+            ddl.push(format!(
+                "CREATE TABLE {holdings} (buyer BIGINT NOT NULL, sku INT NOT NULL, \
+                 units INT NOT NULL, PRIMARY KEY (buyer, sku))"
+            ));
+        }
+        ddl
+    }
+}
+
+/// What a store's write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// The stock and the order are written.
+    Applied,
+    /// The write's [`Guard`] refused it (a version or a fence moved).
+    GuardRefused,
+    /// A sale's rule refused the order (the caller rolls back).
+    Refused(Refusal),
+}
+
+impl Written {
+    /// The attempt's outcome; a refused guard is a stale token where the write was `fenced`.
+    pub fn outcome(self, fenced: bool) -> Outcome {
+        match self {
+            Self::Applied => Outcome::Sold,
+            Self::Refused(r) => Outcome::Refused(r),
+            Self::GuardRefused if fenced => Outcome::Failed(ErrorKind::StaleToken),
+            Self::GuardRefused => unreachable!("an unguarded update always matches the seeded row"),
+        }
+    }
+}
+
 /// Outcome of a write that failed with `kind`: a reply means nothing happened; a timeout or a
 /// lost connection after sending means it may have been applied.
 pub fn write_failure(kind: ErrorKind) -> Outcome {
@@ -263,6 +406,9 @@ pub struct SqlStore<D: Dialect> {
     /// Names of everything the store creates.
     pub prefix: Prefix,
     pub(super) sql: Statements,
+    /// A sale's rules (`None`: a steady workload, whose statements stay as they were).
+    pub sale: Option<Sale>,
+    sale_sql: SaleSql,
 }
 
 impl<D: Dialect> SqlStore<D> {
@@ -274,6 +420,7 @@ impl<D: Dialect> SqlStore<D> {
         w: &Workload,
     ) -> Result<Self, StrategyError> {
         let (dialect, admin) = D::new(ep, w);
+        let sql = D::statements(prefix);
         let pool = PoolOptions::<Db<D>>::new()
             .max_connections(2)
             .connect_with(admin)
@@ -286,7 +433,14 @@ impl<D: Dialect> SqlStore<D> {
             timeout: w.load.timeout,
             lock_wait: D::lock_wait(w),
             prefix: prefix.clone(),
-            sql: D::statements(prefix),
+            sale_sql: SaleSql::new::<D>(&sql, prefix),
+            sql,
+            // A lock's store by default: the sale checked by reads ([`Self::enforcing`]).
+            sale: w.buyers.as_ref().map(|b| Sale {
+                limit: b.limit,
+                request_key: false,
+                holdings: false,
+            }),
         };
         // Connect every buyer now, so the first attempts do not pay for it.
         let open = || store.dialect.open();
@@ -294,6 +448,14 @@ impl<D: Dialect> SqlStore<D> {
             Err(sqlx::Error::PoolTimedOut) => Err(StrategyError::Timeout("connect buyers")),
             r => r.map(|()| store).map_err(D::error),
         }
+    }
+
+    /// The store with the guards of its own that `e` keeps in a sale.
+    pub fn enforcing(mut self, e: Enforcement) -> Self {
+        if let Some(sale) = &mut self.sale {
+            (sale.request_key, sale.holdings) = e.store_keys();
+        }
+        self
     }
 
     /// The pool, for setup and audit statements.
@@ -386,8 +548,9 @@ impl<D: Dialect> SqlStore<D> {
         within(self.timeout, raise, D::classify).await.map(|_| ())
     }
 
-    /// The blind write: `qty = new_qty` if the guard holds, plus the order row. Returns false
-    /// when the guard refused the write. Runs inside the caller's transaction.
+    /// The blind write: `qty = new_qty` if the guard holds, plus the order row (and a sale's
+    /// guards, [`Self::place`]). Runs inside the caller's transaction, which rolls back
+    /// whatever was not [`Written::Applied`].
     pub async fn write(
         &self,
         con: &mut D::Conn,
@@ -395,7 +558,7 @@ impl<D: Dialect> SqlStore<D> {
         new_qty: i64,
         guard: Guard,
         token: &str,
-    ) -> Result<bool, ErrorKind> {
+    ) -> Result<Written, ErrorKind> {
         let sql = &self.sql;
         let (update, guarded) = match guard {
             Guard::None => (&sql.write, None),
@@ -411,9 +574,89 @@ impl<D: Dialect> SqlStore<D> {
         let bound = &args[..2 + usize::from(guarded.is_some())];
         let update = D::execute(&mut *con, update.clone(), bound);
         if within(self.timeout, update, D::classify).await? == 0 {
-            return Ok(false);
+            return Ok(Written::GuardRefused);
         }
-        self.insert_order(con, p, token).await.map(|_| true)
+        Ok(match self.place(con, p, token).await? {
+            None => Written::Applied,
+            Some(r) => Written::Refused(r),
+        })
+    }
+
+    /// Places the order: a steady workload's row as it always was; a sale's with its buyer,
+    /// request id and units, refused by the store's own guards where it keeps them (a
+    /// duplicate request id by its unique key; a buyer over the limit by the holdings row's
+    /// conditional update). Runs inside the caller's transaction, which rolls back a refusal.
+    pub async fn place(
+        &self,
+        con: &mut D::Conn,
+        p: &Purchase<'_>,
+        token: &str,
+    ) -> Result<Option<Refusal>, ErrorKind> {
+        let Some(sale) = self.sale else {
+            return self.insert_order(con, p, token).await.map(|_| None);
+        };
+        let (a, sql) = (p.ask, &self.sale_sql);
+        let (buyer, sku, qty) = (Arg::Buyer(a.buyer), Arg::Sku(p.sku), Arg::Int(a.qty.into()));
+        let args = [
+            sku,
+            buyer,
+            Arg::Text(token),
+            Arg::Int(now_us()),
+            Arg::Buyer(a.request),
+            qty,
+        ];
+        let insert = async {
+            match D::execute(&mut *con, sql.insert_order.clone(), &args).await {
+                Err(e) if sale.request_key && D::is_duplicate(&e) => Ok(false),
+                r => r.map(|_| true),
+            }
+        };
+        if !within(self.timeout, insert, D::classify).await? {
+            return Ok(Some(Refusal::Duplicate));
+        }
+        if !sale.holdings {
+            return Ok(None);
+        }
+        let key = [buyer, sku];
+        let row = D::execute(&mut *con, sql.hold_row.clone(), &key);
+        within(self.timeout, row, D::classify).await?;
+        let args = [qty, buyer, sku, qty, Arg::Int(sale.limit.into())];
+        let add = D::execute(con, sql.hold_units.clone(), &args);
+        let added = within(self.timeout, add, D::classify).await?;
+        Ok((added == 0).then_some(Refusal::Limit))
+    }
+
+    /// What turns `p` away before a write, given the `stock` read: no stock for its units; in a
+    /// sale, read inside the lock (plain reads: the lock protects them), an order already
+    /// placed under its request id or the buyer's units over the limit. `None`: sell.
+    pub async fn refusal(
+        &self,
+        con: &mut D::Conn,
+        p: &Purchase<'_>,
+        stock: i64,
+    ) -> Result<Option<Outcome>, ErrorKind> {
+        let qty = i64::from(p.ask.qty);
+        let Some(sale) = self.sale else {
+            return Ok((stock < qty).then_some(Outcome::SoldOut));
+        };
+        let args = [
+            Arg::Buyer(p.ask.request),
+            Arg::Buyer(p.ask.buyer),
+            Arg::Sku(p.sku),
+        ];
+        let read = D::fetch(con, self.sale_sql.held.clone(), &args, 2);
+        let [held, orders] = within(self.timeout, read, D::classify)
+            .await?
+            .unwrap_or_default();
+        Ok(if orders > 0 {
+            Some(Outcome::Refused(Refusal::Duplicate))
+        } else if stock < qty {
+            Some(Outcome::SoldOut)
+        } else if held + qty > i64::from(sale.limit) {
+            Some(Outcome::Refused(Refusal::Limit))
+        } else {
+            None
+        })
     }
 
     /// Inserts the order row of a sale; returns its id where the dialect returns it
@@ -449,18 +692,26 @@ impl<D: Dialect> SqlStore<D> {
         new_qty: i64,
         guard: Guard,
         token: &str,
-    ) -> Result<bool, ErrorKind> {
+    ) -> Result<Written, ErrorKind> {
         let mut tx = within(self.timeout, con.begin(), D::classify).await?;
-        if !self.write(&mut tx, p, new_qty, guard, token).await? {
+        let written = self.write(&mut tx, p, new_qty, guard, token).await?;
+        if written != Written::Applied {
             within(self.timeout, tx.rollback(), D::classify).await?;
-            return Ok(false);
+            return Ok(written);
         }
         within(self.timeout, tx.commit(), D::classify).await?;
-        Ok(true)
+        Ok(written)
     }
 
-    /// The atomic deduction of one unit of `p.sku` where stock is left; false when none was.
+    /// The atomic deduction of `p`'s units of `p.sku` where that many are left (one unit, as
+    /// it always was, without a sale); false when they were not.
     pub async fn decrement(&self, con: &mut D::Conn, p: &Purchase<'_>) -> Result<bool, ErrorKind> {
+        if self.sale.is_some() {
+            let qty = Arg::Int(p.ask.qty.into());
+            let args = [qty, Arg::Sku(p.sku), qty];
+            let done = D::execute(con, self.sale_sql.decrement.clone(), &args);
+            return within(self.timeout, done, D::classify).await.map(|n| n > 0);
+        }
         let (sql, args) = (self.sql.decrement.clone(), [Arg::Sku(p.sku)]);
         if D::RETURNING {
             let left = D::fetch(con, sql, &args, 1);
@@ -493,9 +744,16 @@ impl<D: Dialect> SqlStore<D> {
             .map_err(D::error)
     }
 
-    /// The orders per SKU.
+    /// The units sold per SKU: its orders (a sale's: the sum of their units).
     pub async fn orders_per_sku(&self) -> Result<Vec<(u32, i64)>, StrategyError> {
         let orders = &self.sql.orders;
+        if self.sale.is_some() {
+            let bigint = D::CAST_BIGINT;
+            let units = format!("CAST(SUM(qty) AS {bigint})");
+            return self
+                .counts(format!("SELECT sku, {units} FROM {orders} GROUP BY sku"))
+                .await;
+        }
         self.counts(format!("SELECT sku, COUNT(*) FROM {orders} GROUP BY sku"))
             .await
     }
@@ -504,7 +762,25 @@ impl<D: Dialect> SqlStore<D> {
 #[async_trait]
 impl<D: Dialect> Store for SqlStore<D> {
     async fn prepare(&self, stock: &[u64]) -> Result<(), StrategyError> {
-        self.admin(&D::schema(&self.sql, stock)).await
+        let mut ddl = D::schema(&self.sql, stock);
+        if let Some(sale) = &self.sale {
+            ddl.extend(self.sale_sql.schema(&self.sql, sale));
+        }
+        self.admin(&ddl).await
+    }
+
+    /// A sale's orders; `None` without one (a steady store has no request ids).
+    async fn orders(&self) -> Result<Option<Vec<OrderRow>>, StrategyError> {
+        if self.sale.is_none() {
+            return Ok(None);
+        }
+        let orders = &self.sql.orders;
+        let query = format!("SELECT sku, buyer, request, qty FROM {orders}");
+        tokio::time::timeout(ADMIN_TIMEOUT, D::order_rows(&self.pool, query))
+            .await
+            .map_err(|_| StrategyError::Timeout("audit"))?
+            .map_err(D::error)
+            .map(Some)
     }
 
     async fn audit(&self, skus: u32) -> Result<Vec<SkuAudit>, StrategyError> {
@@ -564,27 +840,30 @@ impl<D: Dialect> CriticalSection for SqlStore<D> {
             Ok((qty, _)) => qty,
             Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
         };
-        if qty <= 0 {
-            return Outcome::SoldOut;
+        match self.refusal(&mut con, p, qty).await {
+            Ok(None) => {}
+            Ok(Some(turned_away)) => return turned_away,
+            Err(k) => return fail_and_drop(con, Outcome::Failed(k)),
         }
         // Between the read and the write: where a holder's GC pause loses an update.
         crate::chaos::holder::reached(crate::chaos::holder::Point::AfterRead);
         tokio::time::sleep(hold).await;
+        let new_qty = qty - i64::from(p.ask.qty);
         match self
-            .write_tx(&mut con, p, qty - 1, Guard::fence(fence), token)
+            .write_tx(&mut con, p, new_qty, Guard::fence(fence), token)
             .await
         {
-            Ok(true) => Outcome::Sold,
-            Ok(false) if fence.is_some() => Outcome::Failed(ErrorKind::StaleToken),
-            Ok(false) => unreachable!("an unguarded update always matches the seeded row"),
+            Ok(written) => written.outcome(fence.is_some()),
             Err(k) => fail_and_drop(con, write_failure(k)),
         }
     }
 
     /// Bound of [`Self::critical_section`]: the buyer's connection (opened if needed), raising
-    /// the fence, the read, `hold`, then begin, update, insert and commit — 7 calls.
+    /// the fence, the read, a sale's read of the buyer's units and the request's orders,
+    /// `hold`, then begin, update, insert and commit — 7 calls, 8 in a sale.
     fn critical_section_bound(&self, hold: Duration) -> Duration {
-        crate::strategy::calls(7, self.timeout) + hold
+        let calls = 7 + u32::from(self.sale.is_some());
+        crate::strategy::calls(calls, self.timeout) + hold
     }
 
     /// Stock and price, hold, the stock again, each read the latest commit (autocommit).

@@ -71,7 +71,9 @@ impl<S: CriticalSection> Strategy for NoLock<S> {
 
 /// `mysql-atomic`, `pg-atomic`: `UPDATE stock SET qty = qty - 1 WHERE sku = ? AND qty > 0`
 /// and the order row in one transaction. No read-modify-write, so no lock is needed (and no
-/// hold applies: there is no window to hold).
+/// hold applies: there is no window to hold). In a sale: `qty - n WHERE qty >= n`, and the
+/// store's guards refuse a duplicate request id or a buyer over the limit in the same
+/// transaction ([`SqlStore::place`]), which then rolls back.
 pub struct Atomic<D: Dialect> {
     store: Arc<SqlStore<D>>,
 }
@@ -102,9 +104,13 @@ impl<D: Dialect> Strategy for Atomic<D> {
                     .map_err(Outcome::Failed)?;
                 return Ok(Outcome::SoldOut);
             }
-            s.insert_order(&mut tx, p, &token(p))
-                .await
-                .map_err(write_failure)?;
+            let placed = s.place(&mut tx, p, &token(p)).await;
+            if let Some(refused) = placed.map_err(write_failure)? {
+                within(s.timeout, tx.rollback(), D::classify)
+                    .await
+                    .map_err(Outcome::Failed)?;
+                return Ok(Outcome::Refused(refused));
+            }
             within(s.timeout, tx.commit(), D::classify)
                 .await
                 .map_err(write_failure)?;
