@@ -53,6 +53,20 @@ pub struct Buyers {
     pub retry_after_timeout: f64,
 }
 
+impl Buyers {
+    /// Whether the buyer of `request` tries again, with the same request id, after a call of
+    /// theirs timed out: a share `retry_after_timeout` of requests, decided by the request id
+    /// and the seed alone, so every process and every run of the seed decides alike.
+    pub fn retries(&self, seed: u64, request: u64) -> bool {
+        // splitmix64's finaliser spreads neighbouring ids over the whole range.
+        let mut x = seed ^ request.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x7265_7472_7921;
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+        ((x >> 11) as f64 / (1u64 << 53) as f64) < self.retry_after_timeout
+    }
+}
+
 /// Units per order: `"1"` or a range `"1..3"` (both ends included).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quantity {
