@@ -204,4 +204,12 @@ mod tests {
             assert!(e.contains(says), "{text:?}: {e}");
         }
     }
+
+    #[test]
+    fn the_shipped_example_reads_with_its_surge_at_the_sales_start() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/traces/example.csv");
+        let t = Trace::read(&path).unwrap();
+        assert_eq!((t.times_us.len(), t.buckets.len()), (16_867, 400));
+        assert_eq!(t.surge_start(), Some(Duration::from_millis(1010)));
+    }
 }
