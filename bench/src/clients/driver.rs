@@ -105,6 +105,9 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     }
     let cancelled = cancel.is_cancelled();
     let strategy_broken = strategy.broken();
+    let generator_lag = GeneratorLag::of(&lag);
+    // Logged until the results print it (`sale.generator_lag_us`).
+    tracing::info!(?generator_lag, "the generator's lag in the peak window");
     DriveReport {
         elapsed: start.elapsed(),
         not_started: if cancelled {
@@ -114,7 +117,7 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
         } + dropped.load(Ordering::Relaxed),
         cancelled,
         broken: strategy_broken.into_iter().collect(),
-        generator_lag: GeneratorLag::of(&lag),
+        generator_lag,
     }
 }
 
