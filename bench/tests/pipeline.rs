@@ -382,6 +382,106 @@ async fn an_attempt_that_never_answers_is_cut_at_its_bound_as_unknown() {
     assert_eq!((s.double_grants, s.audit.oversell), (0, 0));
 }
 
+/// The driver on the sim with [buyers]: every attempt sent to the recorder, in one list.
+/// Also returns the load's start.
+async fn drive_sim(
+    sim: Sim,
+    w: &Workload,
+) -> (
+    lockbench::record::DriveReport,
+    Vec<lockbench::record::Completion>,
+    Instant,
+) {
+    let built = sim.build(w);
+    lockbench::run::prepare(&built, w)
+        .await
+        .expect("the sim prepares");
+    let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
+    let cancel = CancellationToken::new();
+    let start = Instant::now();
+    let report = lockbench::clients::driver::drive(built.strategy, w, start, tx, cancel).await;
+    let mut all = Vec::new();
+    while let Some(c) = rx.recv().await {
+        all.push(c);
+    }
+    (report, all, start)
+}
+
+/// The generator's lag is measured on arrivals released to idle buyers in the second after
+/// the surge starts: a sale at 2,000/s on a sim that answers at once leaves most buyers idle,
+/// so most of that second's arrivals are measured, and none outside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_generators_lag_is_measured_in_the_second_after_the_surge() {
+    let text = "seed = 13\n[inventory]\nskus = 2\nstock = 100000\n\
+         [load]\nrate = 100\nclients = 64\nduration = \"2s\"\nshape = \"sale\"\n\
+         start = \"500ms\"\npeak = 2000\nhalf_life = \"10s\"\n\
+         [critical_section]\nhold = \"0ms\"\n";
+    let w = Workload::parse("lag.toml", text, &[]).expect("valid workload");
+    let (report, all, start) = drive_sim(Sim::new(SimFault::NoLock), &w).await;
+    let lag = report.generator_lag;
+    let window = all
+        .iter()
+        .filter(|c| (500_000..1_500_000).contains(&(c.intended - start).as_micros()))
+        .count() as u64;
+    // ~2,000 arrivals in the window (1,950 expected from the curve).
+    assert!(window > 1_500, "{window}");
+    assert!(lag.n <= window && lag.n * 2 > window, "{lag:?} of {window}");
+    assert!(
+        lag.p50_us <= lag.p99_us && lag.p99_us <= lag.max_us,
+        "{lag:?}"
+    );
+}
+
+/// A purchase that timed out is tried again once, at once, with the same Ask (buyer, request
+/// id, units) by a buyer who retries; its number lies past the schedule's. The sim's silent
+/// acquire times an attempt out at its bound.
+#[tokio::test(flavor = "current_thread")]
+async fn a_retry_after_a_timeout_asks_again_with_the_same_ask_once() {
+    use lockbench::clients::driver::RETRY_SEQ;
+    use lockbench::record::{ErrorKind, Outcome};
+    let text = |share: f64| {
+        format!(
+            "seed = 13\n[inventory]\nskus = 2\nstock = 1000\n\
+             [load]\nmode = \"closed\"\nclients = 4\nduration = \"10s\"\nmax_attempts = 120\n\
+             timeout = \"50ms\"\n[lock]\nacquire_timeout = \"150ms\"\n\
+             [critical_section]\nhold = \"1ms\"\n\
+             [buyers]\ncount = 50\nquantity = \"1..3\"\nretry_after_timeout = {share}\n"
+        )
+    };
+    let w = Workload::parse("retry.toml", &text(1.0), &[]).expect("valid workload");
+    let (_, all, _) = drive_sim(Sim::new(SimFault::Silent { every: 40 }), &w).await;
+    let timed_out = |c: &&lockbench::record::Completion| {
+        c.seq < RETRY_SEQ && c.outcome == Outcome::Unknown(ErrorKind::Timeout)
+    };
+    let firsts: Vec<_> = all.iter().filter(timed_out).collect();
+    let retries: Vec<_> = all.iter().filter(|c| c.seq >= RETRY_SEQ).collect();
+    assert_eq!(all.len() - retries.len(), 120);
+    assert!(!firsts.is_empty(), "the sim's silent acquires time out");
+    assert_eq!(
+        retries.len(),
+        firsts.len(),
+        "one retry per timed-out request"
+    );
+    for r in &retries {
+        let first = firsts
+            .iter()
+            .find(|c| c.seq == r.seq - RETRY_SEQ)
+            .expect("a retry follows a timeout");
+        assert_eq!(
+            (r.ask, r.sku, r.client),
+            (first.ask, first.sku, first.client)
+        );
+        assert!(
+            r.started >= first.ended && r.intended >= first.ended,
+            "at once, after it"
+        );
+    }
+    // Nobody retries at share 0.
+    let w = Workload::parse("retry.toml", &text(0.0), &[]).expect("valid workload");
+    let (_, all, _) = drive_sim(Sim::new(SimFault::Silent { every: 40 }), &w).await;
+    assert!(all.iter().all(|c| c.seq < RETRY_SEQ) && all.len() == 120);
+}
+
 /// The plan's checks hold for the sim too: an option a run without servers cannot honour is
 /// refused before anything runs.
 #[tokio::test(flavor = "current_thread")]

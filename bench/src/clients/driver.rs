@@ -6,6 +6,12 @@
 //! ([`Strategy::bound`]: the sum of the bounds of the calls an attempt makes) plus the longest
 //! pause the chaos plan may inflict on the process. A cut attempt is recorded as unknown, with
 //! the lease it held up to the cut (its lock is released in the background).
+//!
+//! With `[buyers]`, a purchase that ended in a timeout is tried again at once with the same
+//! Ask by the share `retry_after_timeout` of requests ([`Buyers::retries`]): once per request,
+//! never after the duration, as attempt `RETRY_SEQ + seq` (outside the schedule's numbers),
+//! intended to start when the timeout came back. Each buyer also measures the generator's
+//! own lag ([`GeneratorLag`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,10 +20,19 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::record::{Completion, DriveReport, ErrorKind, Outcome};
+use hdrhistogram::Histogram;
+
+use crate::record::{Completion, DriveReport, ErrorKind, GeneratorLag, Outcome, hist};
 use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
 use crate::workload::pacing::{Part, Schedule, Slot};
-use crate::workload::{LoadMode, Workload};
+use crate::workload::{Buyers, LoadMode, Workload};
+
+/// Where a retry's attempt numbers start: far past any schedule's (2^40 slots is 12 days at a
+/// million a second), and within a signed 64-bit column.
+pub const RETRY_SEQ: u64 = 1 << 40;
+
+/// How long after the surge starts the generator's lag is measured.
+const PEAK_WINDOW: Duration = Duration::from_secs(1);
 
 /// Runs the load against `strategy` from `start` and returns when every buyer has stopped;
 /// each completion goes to `sink` (the recorder's [`crate::record::Input`], or a worker's fold).
@@ -56,6 +71,11 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     let bound = strategy.bound() + extra_bound;
     let open = w.load.mode == LoadMode::Open;
     let dropped = Arc::new(AtomicU64::new(0));
+    let peak = match w.load.shape.surge_start() {
+        Some(s) => (start + s, start + s + PEAK_WINDOW),
+        None => (start, end),
+    };
+    let retry = w.buyers.clone().map(|b| (Arc::new(b), w.seed));
     let mut buyers = tokio::task::JoinSet::new();
     for client in part.clients(w.load.clients) {
         let buyer = Buyer {
@@ -68,20 +88,26 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
             end,
             bound,
             open,
+            peak,
+            retry: retry.clone(),
         };
         buyers.spawn(buyer.run());
     }
     drop(sink);
+    let mut lag = hist(3);
     while let Some(joined) = buyers.join_next().await {
-        if let Err(e) = joined {
+        match joined {
+            Ok(h) => lag.add(h).expect("auto-resizing histograms add"),
             // A panicking strategy is a bug; surface it instead of hiding a buyer's death.
-            if e.is_panic() {
-                std::panic::resume_unwind(e.into_panic());
-            }
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => {}
         }
     }
     let cancelled = cancel.is_cancelled();
     let strategy_broken = strategy.broken();
+    let generator_lag = GeneratorLag::of(&lag);
+    // Logged until the results print it (`sale.generator_lag_us`).
+    tracing::info!(?generator_lag, "the generator's lag in the peak window");
     DriveReport {
         elapsed: start.elapsed(),
         not_started: if cancelled {
@@ -91,6 +117,7 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
         } + dropped.load(Ordering::Relaxed),
         cancelled,
         broken: strategy_broken.into_iter().collect(),
+        generator_lag,
     }
 }
 
@@ -108,10 +135,16 @@ struct Buyer<T> {
     bound: Duration,
     /// Open loop: wait for each slot's intended start.
     open: bool,
+    /// The window the generator's lag is measured in.
+    peak: (Instant, Instant),
+    /// `[buyers]` and the seed: who retries after a timeout.
+    retry: Option<(Arc<Buyers>, u64)>,
 }
 
 impl<T: From<Completion> + Send + 'static> Buyer<T> {
-    async fn run(self) {
+    /// Returns the generator's lag as this buyer saw it (µs).
+    async fn run(self) -> Histogram<u64> {
+        let mut lag = hist(3);
         loop {
             let now = Instant::now();
             if now >= self.end || self.cancel.is_cancelled() {
@@ -120,6 +153,8 @@ impl<T: From<Completion> + Send + 'static> Buyer<T> {
             let Some(slot) = self.schedule.next(now) else {
                 break;
             };
+            // Taken before its time: this buyer was idle, so any lateness is the generator's.
+            let idle = self.open && now < slot.intended;
             if self.open {
                 tokio::select! {
                     _ = tokio::time::sleep_until(slot.intended.into()) => {}
@@ -130,10 +165,45 @@ impl<T: From<Completion> + Send + 'static> Buyer<T> {
                 }
             }
             let completion = self.attempt(&slot).await;
+            if idle && (self.peak.0..self.peak.1).contains(&slot.intended) {
+                let late = completion.started.saturating_duration_since(slot.intended);
+                lag.saturating_record(late.as_micros() as u64);
+            }
+            let timed_out = matches!(
+                completion.outcome,
+                Outcome::Unknown(ErrorKind::Timeout) | Outcome::Failed(ErrorKind::Timeout)
+            );
             if self.sink.send(completion.into()).await.is_err() {
                 break; // the recorder is gone: nothing more can be recorded
             }
+            if timed_out
+                && let Some(retried) = self.retry_after_timeout(&slot).await
+                && self.sink.send(retried.into()).await.is_err()
+            {
+                break;
+            }
         }
+        lag
+    }
+
+    /// The one retry of a purchase that timed out, if its buyer retries and the load is not
+    /// over: the same Ask, at once.
+    async fn retry_after_timeout(&self, slot: &Slot) -> Option<Completion> {
+        let (buyers, seed) = self.retry.as_ref()?;
+        let now = Instant::now();
+        if slot.read
+            || !buyers.retries(*seed, slot.ask.request)
+            || now >= self.end
+            || self.cancel.is_cancelled()
+        {
+            return None;
+        }
+        let retry = Slot {
+            seq: RETRY_SEQ + slot.seq,
+            intended: now,
+            ..*slot
+        };
+        Some(self.attempt(&retry).await)
     }
 
     /// Runs one attempt of `slot`, cut at the bound.

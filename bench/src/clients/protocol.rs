@@ -114,6 +114,9 @@ pub enum Event {
         /// [`crate::record::partial::LAG`] more).
         #[serde(default)]
         elapsed_ns: Option<u64>,
+        /// The generator's own lag in the peak window, as this process measured it.
+        #[serde(default)]
+        generator_lag: crate::record::GeneratorLag,
     },
     /// It could not run the job.
     Failed(String),
@@ -193,7 +196,9 @@ mod tests {
     fn a_workload_crosses_to_a_worker_unchanged() {
         let w = Workload::parse(
             "w.toml",
-            "seed = 5\n[load]\nmax_attempts = 7\nduration = \"1m 500ms\"\n[lock]\nttl = \"1500ms\"",
+            "seed = 5\n[load]\nmax_attempts = 7\nduration = \"1m 500ms\"\nshape = \"sale\"\n\
+             start = \"2s\"\nrise = \"20ms\"\npeak = 50000\nhalf_life = \"1s\"\ntail = 800\n\
+             [lock]\nttl = \"1500ms\"",
             &[],
         )
         .expect("valid");

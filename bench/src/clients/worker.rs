@@ -117,6 +117,7 @@ where
         cancelled: report.cancelled,
         broken: report.broken.into_iter().next(),
         elapsed_ns: Some(report.elapsed.as_nanos() as u64),
+        generator_lag: report.generator_lag,
     })?;
     Ok(())
 }

@@ -571,6 +571,7 @@ impl Tally {
                 not_started: 0,
                 cancelled: false,
                 broken: Vec::new(),
+                generator_lag: Default::default(),
             },
             elapsed: Some(Duration::ZERO),
             done: vec![false; count],
@@ -597,6 +598,7 @@ impl Tally {
                     .map(|(e, n)| e.max(Duration::from_nanos(n)));
                 self.report.not_started += f.not_started;
                 self.report.cancelled |= f.cancelled;
+                self.report.generator_lag = self.report.generator_lag.merge(f.generator_lag);
                 if let Some(b) = f.broken {
                     self.report.broken.push(format!("worker {k}: {b}"));
                 }
@@ -641,6 +643,7 @@ struct Finished {
     cancelled: bool,
     broken: Option<String>,
     elapsed_ns: Option<u64>,
+    generator_lag: crate::record::GeneratorLag,
 }
 
 /// Reads one worker's lines: its measurements to the recorder, its pauses to the chaos
@@ -697,12 +700,14 @@ impl Reader {
                     cancelled,
                     broken,
                     elapsed_ns,
+                    generator_lag,
                 }) => {
                     finished = Some(Finished {
                         not_started,
                         cancelled,
                         broken,
                         elapsed_ns,
+                        generator_lag,
                     });
                     continue;
                 }

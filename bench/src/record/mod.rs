@@ -46,7 +46,7 @@ const ORDER_SLACK: Duration = Duration::from_millis(
 );
 
 /// What the driver itself observed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct DriveReport {
     /// From the start until the last attempt ended.
     pub elapsed: Duration,
@@ -58,6 +58,53 @@ pub struct DriveReport {
     /// Why a client of the strategy broke (a library's adapter that misbehaved or died), one
     /// line per process: the run fails with these once its results are written.
     pub broken: Vec<String>,
+    /// How late the generator itself released arrivals, in the peak window.
+    pub generator_lag: GeneratorLag,
+}
+
+/// How late the generator released arrivals to buyers who were idle and waiting for them
+/// (`started − intended` of arrivals a buyer had taken before their intended start: timer and
+/// scheduler lateness, the load generator's own), in the peak window: the second after the
+/// surge starts ([`crate::workload::Shape::surge_start`]), or the whole load for a steady
+/// stream. Arrivals that waited for a busy buyer are not in it: that queueing is the
+/// strategy's. n = 0: no arrival was released to an idle buyer in the window.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct GeneratorLag {
+    /// Arrivals measured.
+    pub n: u64,
+    /// Median lag, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// Largest, µs.
+    pub max_us: u64,
+}
+
+impl GeneratorLag {
+    /// The lag of the µs values in `h`.
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            n: h.len(),
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+        }
+    }
+
+    /// Two processes' lags as one: counts add, and each quantile is the larger of the two, an
+    /// upper bound of the merged quantile (at most 1 % of either part lies above its own p99,
+    /// so at most 1 % of the whole lies above the larger); the max is exact.
+    pub fn merge(self, other: Self) -> Self {
+        Self {
+            n: self.n + other.n,
+            p50_us: self.p50_us.max(other.p50_us),
+            p99_us: self.p99_us.max(other.p99_us),
+            max_us: self.max_us.max(other.max_us),
+        }
+    }
 }
 
 /// The interval during which a client believed it held a lock.
@@ -421,5 +468,32 @@ impl Recorder {
     /// load ended (it closes a stretch without a served attempt that lasts until the end).
     pub async fn finish(self, end: Instant) -> std::io::Result<Recording> {
         self.task.await.map_err(std::io::Error::other)??.finish(end)
+    }
+}
+
+#[cfg(test)]
+mod generator_lag_tests {
+    use super::*;
+
+    #[test]
+    fn generator_lags_merge_to_an_upper_bound_of_each_quantile() {
+        let mut h = hist(3);
+        for us in [10, 20, 30, 40, 2_000] {
+            h.record(us).unwrap();
+        }
+        let a = GeneratorLag::of(&h);
+        assert_eq!((a.n, a.p50_us, a.max_us), (5, 30, 2_000));
+        assert_eq!(GeneratorLag::of(&hist(3)), GeneratorLag::default());
+        let b = GeneratorLag {
+            n: 3,
+            p50_us: 50,
+            p99_us: 60,
+            max_us: 70,
+        };
+        let m = a.merge(b);
+        assert_eq!(
+            (m.n, m.p50_us, m.p99_us, m.max_us),
+            (8, 50, a.p99_us, 2_000)
+        );
     }
 }

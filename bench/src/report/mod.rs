@@ -709,6 +709,7 @@ mod tests {
                 not_started: 4,
                 cancelled: false,
                 broken: Vec::new(),
+                generator_lag: Default::default(),
             },
             safety: &safety,
             coverage: &Coverage::default(),

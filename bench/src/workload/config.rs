@@ -7,13 +7,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 
-use super::human::{human, human_opt};
-use super::sale::{Buyers, Popularity, RawBuyers};
+use super::human::human;
+use super::sale::{Buyers, Popularity, RawBuyers, Shape};
 
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +100,15 @@ struct RawLoad {
     read_fraction: Option<f64>,
     warmup: Option<String>,
     shape: Option<String>,
+    /// `shape = "sale"`: when the sale opens, the rise, the peak rate, the decay's half-life
+    /// and the tail rate.
+    start: Option<String>,
+    rise: Option<String>,
+    peak: Option<f64>,
+    half_life: Option<String>,
+    tail: Option<f64>,
+    /// `shape = "trace"`: the CSV replayed.
+    trace: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -257,6 +266,13 @@ pub struct Load {
     pub shape: super::sale::Shape,
 }
 
+impl Load {
+    /// Expected arrivals per second at `t` from the start of the load (the shape's curve).
+    pub fn rate_at(&self, t: Duration) -> f64 {
+        self.shape.rate_at(self.rate, t)
+    }
+}
+
 /// `[critical_section]`
 #[derive(Debug, Clone, Serialize)]
 pub struct CriticalSection {
@@ -376,6 +392,13 @@ crate::names::enum_names!(RedisAppendfsync {
     Everysec = "everysec",
     Always = "always",
 });
+
+fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => human(d, s),
+        None => s.serialize_none(),
+    }
+}
 
 /// Where a value came from, for error messages.
 struct Origins<'a> {
@@ -542,6 +565,7 @@ impl Fields<'_> {
                 "the share of arrivals that are reads, a number from 0 to 1 (e.g. 0.9)",
             ));
         }
+        let shape = self.shape(&l)?;
         Ok(Load {
             mode: l.mode.unwrap_or(LoadMode::Open),
             arrival: l.arrival.unwrap_or(Arrival::Poisson),
@@ -552,16 +576,91 @@ impl Fields<'_> {
             timeout: self.duration("load.timeout", l.timeout, "1s", false)?,
             read_fraction,
             warmup: self.duration("load.warmup", l.warmup, "0s", true)?,
-            shape: match l.shape.as_deref() {
-                None | Some("steady") => super::sale::Shape::Steady,
-                Some(other) => {
-                    return Err(self.invalid(
-                        "load.shape",
-                        format!("{other:?}"),
-                        "\"steady\" (the sale's shapes are not built yet)",
-                    ));
-                }
-            },
+            shape,
+        })
+    }
+
+    /// `[load] shape` and its keys; a key of another shape is refused.
+    fn shape(&self, l: &RawLoad) -> Result<Shape, WorkloadError> {
+        let shape = l.shape.as_deref().unwrap_or("steady");
+        let given = |key: &'static str, set: bool, of: &str| {
+            if set && shape != of {
+                Err(self.invalid(
+                    key,
+                    format!("given with load.shape = {shape:?}"),
+                    "no value: the key belongs to another shape (sale: start, rise, peak, \
+                     half_life, tail; trace: trace)",
+                ))
+            } else {
+                Ok(())
+            }
+        };
+        given("load.start", l.start.is_some(), "sale")?;
+        given("load.rise", l.rise.is_some(), "sale")?;
+        given("load.peak", l.peak.is_some(), "sale")?;
+        given("load.half_life", l.half_life.is_some(), "sale")?;
+        given("load.tail", l.tail.is_some(), "sale")?;
+        given("load.trace", l.trace.is_some(), "trace")?;
+        match shape {
+            "steady" => Ok(Shape::Steady),
+            "sale" => self.sale(l),
+            "trace" => self.trace(l.trace.as_deref()),
+            other => Err(self.invalid(
+                "load.shape",
+                format!("{other:?}"),
+                "one of \"steady\", \"sale\", \"trace\"",
+            )),
+        }
+    }
+
+    /// `shape = "sale"`: every rate positive (the curve is inverted, so it never reaches 0).
+    fn sale(&self, l: &RawLoad) -> Result<Shape, WorkloadError> {
+        let rate = |field: &'static str, v: Option<f64>| match v {
+            Some(v) if v.is_finite() && v > 0.0 && v <= 10_000_000.0 => Ok(v),
+            v => Err(self.invalid(
+                field,
+                v.map_or("missing".into(), |v| v.to_string()),
+                "arrivals per second, a number > 0 (e.g. 50000)",
+            )),
+        };
+        Ok(Shape::Sale {
+            start: self.duration("load.start", l.start.clone(), "0s", true)?,
+            rise: self.duration("load.rise", l.rise.clone(), "0s", true)?,
+            peak: rate("load.peak", l.peak)?,
+            half_life: self.duration("load.half_life", l.half_life.clone(), "1s", false)?,
+            tail: rate(
+                "load.tail",
+                Some(l.tail.unwrap_or(l.rate.unwrap_or(1000.0))),
+            )?,
+        })
+    }
+
+    /// `shape = "trace"`: the file resolved against the workload file's folder, read now so
+    /// a bad trace fails before anything starts.
+    fn trace(&self, file: Option<&str>) -> Result<Shape, WorkloadError> {
+        let file = file.ok_or_else(|| {
+            self.invalid(
+                "load.trace",
+                "missing".into(),
+                "a CSV file (e.g. trace = \"traces/example.csv\"), relative to the workload \
+                 file's folder",
+            )
+        })?;
+        let mut path = std::path::PathBuf::from(file);
+        if path.is_relative() {
+            let folder = Path::new(self.o.file).parent().unwrap_or(Path::new(""));
+            path = folder.join(path);
+        }
+        let path = std::path::absolute(&path).unwrap_or(path);
+        let arrivals = super::trace::Trace::read(&path).map_err(|e| WorkloadError::Invalid {
+            origin: self.o.of("load.trace"),
+            field: "load.trace",
+            value: format!("{file:?} ({e})"),
+            expected: "a CSV of `t_ms,count` per bucket or one `t_us` timestamp per line",
+        })?;
+        Ok(Shape::Trace {
+            path,
+            arrivals: std::sync::Arc::new(arrivals),
         })
     }
 
@@ -1135,5 +1234,40 @@ ttl = "1s"
         );
         let e = err("[inventory]\nhot_stock = 0", &[]);
         assert!(e.contains("inventory.hot_stock = 0"), "{e}");
+    }
+
+    #[test]
+    fn a_sale_shape_parses_crosses_to_a_worker_and_refuses_bad_keys() {
+        let text = "[load]\nrate = 500\nshape = \"sale\"\nstart = \"2s\"\nrise = \"100ms\"\n\
+                    peak = 50000\nhalf_life = \"1s\"\ntail = 1000\n";
+        let w = Workload::parse("w.toml", text, &[]).expect("valid");
+        assert_eq!(w.load.shape.surge_start(), Some(Duration::from_secs(2)));
+        assert!((w.load.rate_at(Duration::from_millis(2100)) - 50_000.0).abs() < 1e-6);
+        let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(back.load.shape, w.load.shape);
+        let e = err(text, &["load.peak=0"]);
+        assert!(
+            e.contains("--set load.peak=0: load.peak = 0: expected arrivals per second"),
+            "{e}"
+        );
+        let e = err("[load]\nshape = \"sale\"\n", &[]);
+        assert!(e.contains("load.peak = missing"), "{e}");
+        let e = err(text, &["load.half_life=0s"]);
+        assert!(
+            e.contains("load.half_life = \"0s\": expected a positive"),
+            "{e}"
+        );
+        let e = err("[load]\npeak = 5\n", &[]);
+        assert!(
+            e.contains("load.peak = given with load.shape = \"steady\"") && e.contains("sale:"),
+            "{e}"
+        );
+        let e = err("[load]\nshape = \"surge\"\n", &[]);
+        assert!(e.contains("\"steady\", \"sale\", \"trace\""), "{e}");
+        let e = err("[load]\nshape = \"trace\"\ntrace = \"nowhere.csv\"\n", &[]);
+        assert!(
+            e.starts_with("w.toml: load.trace = \"nowhere.csv\" (") && e.contains("cannot read"),
+            "{e}"
+        );
     }
 }

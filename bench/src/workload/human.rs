@@ -1,19 +1,11 @@
-//! Durations as a workload file writes them (`"10s"`, `"2ms"`), for the effective workload in
-//! `summary.json` and the text a worker process parses back.
+//! Durations written as people read them (`"10s"`, `"1m 500ms"`): in `summary.json` and in the
+//! effective workload a worker parses back. A leaf, so config and sale both use it.
 
 use std::time::Duration;
 
 use serde::Serializer;
 
-/// A duration as humantime prints it.
+/// Serialises a duration as humantime's text, which the workload file's parser reads back.
 pub(super) fn human<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&humantime::format_duration(*d).to_string())
-}
-
-/// An optional duration: absent stays absent.
-pub(super) fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
-    match d {
-        Some(d) => human(d, s),
-        None => s.serialize_none(),
-    }
 }

@@ -12,6 +12,8 @@ pub mod config;
 mod human;
 pub mod pacing;
 pub mod sale;
+pub mod trace;
 
 pub use config::{Arrival, LoadMode, LockParams, WaitMode, Workload, WorkloadError};
-pub use sale::{Ask, Buyers, Popularity, Quantity, Shape};
+pub use sale::{Ask, Buyers, Popularity, Quantity, SaleCurve, Shape};
+pub use trace::Trace;
