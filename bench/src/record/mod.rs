@@ -17,6 +17,7 @@ pub mod partial;
 pub mod phases;
 pub mod pressure;
 pub mod quantile;
+pub mod sale;
 mod stats;
 pub mod utilization;
 mod wire;
@@ -129,6 +130,8 @@ pub struct Recording {
     pub coverage: utilization::Coverage,
     /// How the locks shared their keys (`None` without a lock attempt).
     pub contention: Option<contention::Contention>,
+    /// A sale's purchase attempts, one row each (`None` unless asked: [`Ingest::keep_sale`]).
+    pub sale: Option<sale::SaleLog>,
 }
 
 /// What reaches the recorder.
@@ -160,6 +163,7 @@ pub struct Ingest {
     phases: phases::PhaseRecorder,
     history: Option<HistoryWriter>,
     live: Arc<Live>,
+    sale: Option<sale::SaleLog>,
 }
 
 /// A lease as the checks see it.
@@ -228,7 +232,15 @@ impl Ingest {
             phases: phases::PhaseRecorder::new(boundaries, start),
             history,
             live,
+            sale: None,
         }
+    }
+
+    /// Keeps a row per purchase attempt of this process's buyers, for a sale's figures
+    /// ([`sale`]): memory then grows with the attempts (about 40 bytes each).
+    pub fn keep_sale(mut self) -> Self {
+        self.sale = Some(sale::SaleLog::default());
+        self
     }
 
     /// Times the leases of worker `k` on clock domain `clocks.domains[k]`, whose uncertainty
@@ -262,6 +274,9 @@ impl Ingest {
     pub fn completion(&mut self, c: &Completion) -> std::io::Result<()> {
         self.stats.record(c, self.start);
         self.phases.record(c);
+        if let Some(s) = self.sale.as_mut() {
+            s.push(c, self.start);
+        }
         self.live.attempts.fetch_add(1, Ordering::Relaxed);
         if c.outcome == Outcome::Sold {
             self.live.sold.fetch_add(1, Ordering::Relaxed);
@@ -369,6 +384,7 @@ impl Ingest {
             phases: self.phases.finish(end),
             coverage: self.checks.coverage.finish(self.start),
             contention: self.checks.contention.finish(),
+            sale: self.sale,
         })
     }
 }
@@ -387,7 +403,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts the recorder ([`Ingest::new`] says what the arguments are).
+    /// Starts the recorder ([`Ingest::new`] says what the arguments are; `sale`: keep a row
+    /// per purchase, [`Ingest::keep_sale`]).
     pub fn spawn(
         start: Instant,
         history: Option<PathBuf>,
@@ -395,6 +412,7 @@ impl Recorder {
         live: Arc<Live>,
         boundaries: Arc<phases::Boundaries>,
         clocks: Option<WorkerClocks>,
+        sale: bool,
     ) -> std::io::Result<(mpsc::Sender<Input>, Self)> {
         let writer = history
             .map(|p| HistoryWriter::create(&p, start))
@@ -404,6 +422,9 @@ impl Recorder {
             let mut ingest = Ingest::new(start, writer, horizon, live, boundaries);
             if let Some(c) = clocks {
                 ingest = ingest.with_clocks(c);
+            }
+            if sale {
+                ingest = ingest.keep_sale();
             }
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {

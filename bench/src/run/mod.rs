@@ -419,6 +419,7 @@ async fn load(
             table: s.clock_table(),
             domains: s.domains(),
         }),
+        report::sale::is_sale(w),
     )
     .map_err(write_err(out))?;
     let bar = progress::Bar::start(plan.opts.progress, id, w.load.duration, live, cancel);
@@ -540,6 +541,10 @@ pub struct Audited {
     pub safety: Safety,
     /// Locks left held with no expiry.
     pub stuck_locks: u64,
+    /// The store's reading, SKU by SKU.
+    pub per_sku: Vec<crate::check::SkuAudit>,
+    /// The store's orders, for a sale's figures (`None`: not a sale, or the store lists none).
+    pub orders: Option<Vec<crate::check::OrderRow>>,
 }
 
 /// Reads the store back and judges it (never client counters: the `acknowledged_sales` buyers
@@ -550,9 +555,15 @@ pub async fn audit(
     acknowledged_sales: u64,
 ) -> Result<Audited, StrategyError> {
     let audits = built.store.audit(w.inventory.skus).await?;
+    let orders = match report::sale::is_sale(w) {
+        true => built.store.orders().await?,
+        false => None,
+    };
     Ok(Audited {
         safety: Safety::judge(&w.inventory.stocks(), &audits).with_acknowledged(acknowledged_sales),
         stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
+        per_sku: audits,
+        orders,
     })
 }
 
@@ -623,6 +634,14 @@ fn results(
     summary.library = cost.library;
     let grants = report::work::grants(&summary.outcomes);
     summary.server_work = (cost.work).figures(plan.info.locks, grants, audited.safety.sold);
+    summary.sale = report::sale::Sale::new(report::sale::SaleParts {
+        workload: plan.workload(),
+        log: m.recording.sale.as_ref(),
+        orders: audited.orders.as_deref(),
+        audits: &audited.per_sku,
+        not_started: m.drive.not_started,
+        workers: plan.workers,
+    });
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }
