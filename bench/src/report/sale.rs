@@ -176,6 +176,23 @@ fn latency_said(l: &LatencySummary) -> String {
     }
 }
 
+/// A measured-elsewhere sale of 1,000 units, sold out (tests of the renderers).
+#[cfg(test)]
+pub(crate) fn fixture() -> Sale {
+    Sale {
+        hot_sku: HOT_SKU,
+        hot_stock: 1000,
+        hot_sold: 1000,
+        limit_violations: 0,
+        duplicate_orders: 0,
+        generator_lag_us: 0,
+        refused_at_door: 0,
+        slo: SLO.into(),
+        not_measured: Some("the buyers ran in 4 worker processes".into()),
+        figures: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
