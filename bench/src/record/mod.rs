@@ -5,7 +5,8 @@
 //! interval ([`partial`]). The recorder ([`Ingest`]) folds both into [`Stats`] (HdrHistograms
 //! per outcome, a per-second timeline), the phases, the double-grant checker and the
 //! utilization tracker, and, if asked, streams completions to a JSONL history. Memory grows
-//! with the run's seconds, never with its attempts.
+//! with the run's seconds, never with its attempts, except a sale's row per purchase
+//! ([`sale`], asked for by [`Ingest::keep_sale`]).
 
 pub mod contention;
 mod history;
