@@ -126,8 +126,14 @@ impl Sale {
                 "buyers' {} in the surge",
                 latency_said(&f.phases.surge.latency_us)
             ));
+            // Arrivals never started have no buyer on record: FCFS ranks the started ones.
+            let among = if self.refused_at_door > 0 {
+                ", among started arrivals"
+            } else {
+                ""
+            };
             parts.push(match &f.fcfs {
-                Some(c) => format!("FCFS {} (n={})", c.score, c.units),
+                Some(c) => format!("FCFS {} (n={}{among})", c.score, c.units),
                 None => "FCFS not measured (no order of the hot SKU)".into(),
             });
         }
@@ -292,7 +298,8 @@ mod tests {
         assert_eq!(
             s.line(),
             "sold 3 of SKU 0 in 0.20 s; buyers' max 2.00 ms (max of 3) in the surge; FCFS 1 \
-             (n=3); 0 over the limit, 0 duplicates, undersell 0; 4 arrivals refused at the door"
+             (n=3, among started arrivals); 0 over the limit, 0 duplicates, undersell 0; 4 arrivals \
+             refused at the door"
         );
         let json = serde_json::to_value(&s).unwrap();
         for key in [

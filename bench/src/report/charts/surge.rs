@@ -18,7 +18,7 @@ type Values = fn(&Series) -> &[u64];
 
 /// The three panels: their titles, the y axis's words, and each series' values.
 const PANELS: [(&str, &str, Values); 3] = [
-    ("arrivals per 10 ms", "arrivals (by intended start)", |s| {
+    ("arrivals per 10 ms", "started, by intended start", |s| {
         &s.arrivals
     }),
     ("units sold per 10 ms", "units sold", |s| &s.sales),
