@@ -20,7 +20,8 @@
 #     cluster removed: lockbench makes its own), as LOCKBENCH_IMAGE_POSTGRES. An image of its
 #     own, so adding it left the shared image of step 3 (and its recipe) as it was.
 #
-# Only `DOCKER_HOST=unix://…/docker.sock` goes to stdout; progress goes to stderr.
+# Only `DOCKER_HOST=unix://…/docker.sock` and a `LOCKBENCH_IMAGE_*=<image>` line per image go
+# to stdout (scripts/lib/docker.sh exports them); progress goes to stderr.
 #
 # Environment:
 #   LOCKBENCH_DOCKER_DIR      daemon directory (default /var/lib/lockbench-docker)
@@ -61,7 +62,7 @@ MYSQL_PIN=$(awk '$1 == "mysql" && $2 == "mysql-9" && $3 == "image:sid"' "$(dirna
 # and the clients that come with the servers help when debugging inside a container.
 PACKAGES=redis-server,redis-sentinel,mariadb-server,libzookeeper-java,default-jre-headless,etcd-server,etcd-client
 
-# stdout is reserved for the DOCKER_HOST line (fd 3); everything else goes to stderr.
+# stdout is reserved for the DOCKER_HOST and image lines (fd 3); everything else goes to stderr.
 exec 3>&1 1>&2
 log() { echo "container-images [${SECONDS}s]: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -455,3 +456,6 @@ else
 fi
 
 echo "DOCKER_HOST=$HOST_URL" >&3
+# Each image by the variable lockbench reads it from (one already set keeps its value).
+printf 'LOCKBENCH_IMAGE_%s\n' "REDIS=${IMAGES[0]}" "MARIADB=${IMAGES[1]}" "ZOOKEEPER=${IMAGES[2]}" \
+  "ETCD=${IMAGES[3]}" "MYSQL=$MYSQL_IMAGE" "POSTGRES=$POSTGRES_IMAGE" >&3

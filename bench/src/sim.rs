@@ -470,22 +470,42 @@ pub fn options(w: &Workload, out: PathBuf, history: bool) -> RunOptions {
     }
 }
 
-/// Where a sweep's or a contend's sessions get `sim` ([`crate::run::sweep::sweep_on`],
-/// [`crate::run::contend::contend_on`]): no servers, the sim built afresh for every trial, as
-/// a real strategy is connected afresh; its id is `sim.info().id`.
+/// Where a sweep's, a contend's, a comparison's or a job's sessions get `sim`
+/// ([`crate::run::sweep::sweep_on`], [`crate::run::contend::contend_on`],
+/// [`crate::run::compare::compare_on`], [`crate::run::job::job_on`]): no servers, the sim built
+/// afresh for every trial, as a real strategy is connected afresh; its id is `sim.info().id`.
 pub fn source(sim: Sim) -> Source {
-    Source::InProcess(InProcess {
-        info: sim.info(),
-        build: Arc::new(move |w: &Workload| sim.build(w)),
-    })
+    sources(&[sim])
 }
 
-/// Runs `sim` as `opts` say through the real run's wiring ([`crate::run::run_built`]): its
-/// plan's checks, the buyers with the chaos plan's faults beside them, each attempt cut at its
-/// bound, the audit (`Safety::judge`) and the summary whose verdict and headline the tables
-/// print.
+/// [`source`] of several sims, told apart by their ids (`sim`, `sim-control`): a job of a
+/// correct lock beside a broken control. Panics when two share an id (a test's mistake).
+pub fn sources(sims: &[Sim]) -> Source {
+    let mut ids: Vec<&str> = sims.iter().map(|s| s.info().id).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), sims.len(), "one sim per id: {ids:?}");
+    Source::InProcess(
+        sims.iter()
+            .map(|&sim| InProcess {
+                info: sim.info(),
+                build: Arc::new(move |w: &Workload| sim.build(w)),
+            })
+            .collect(),
+    )
+}
+
+/// Runs `sim` as `opts` say through the real run's wiring ([`crate::run::run_on`], a session
+/// of one trial on no servers): its plan's checks, the buyers with the chaos plan's faults
+/// beside them, each attempt cut at its bound, the audit (`Safety::judge`) and the summary
+/// whose verdict and headline the tables print.
 pub async fn run(sim: Sim, opts: &RunOptions) -> Result<Summary, RunError> {
-    let plan = opts.plan_with(sim.info())?;
-    let built = sim.build(&opts.workload);
-    crate::run::run_built(&plan, built, &CancellationToken::new()).await
+    let source = source(sim);
+    // The sim's own id, whatever `opts` name (`sim::options` names `sim`, controls too).
+    let opts = RunOptions {
+        strategy: sim.info().id.into(),
+        ..opts.clone()
+    };
+    let plan = source.plan(&opts)?;
+    crate::run::run_on(&plan, &source, &CancellationToken::new()).await
 }

@@ -177,6 +177,27 @@ pub(super) async fn bounded_query<T>(
         .unwrap_or_else(|_| Err(format!("no answer within {QUERY_TIMEOUT:?}")))
 }
 
+/// What a server says of itself: the settings `read` asks it for (bounded), `acked` of them
+/// saying where an acknowledged write is; `unknown` when it does not answer.
+pub(super) async fn queried(
+    read: impl std::future::Future<Output = Result<Vec<(String, String)>, String>>,
+    acked: impl FnOnce(&[(String, String)]) -> Acked,
+) -> Durability {
+    match bounded_query(read).await {
+        Ok(kv) => {
+            let pairs: Vec<(&str, &str)> =
+                kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            Durability::new(acked(&kv), &pairs, Source::Queried)
+        }
+        Err(e) => Durability::unknown(e),
+    }
+}
+
+/// The value of setting `name` among `kv` (`""` when it is not there).
+pub(super) fn setting<'a>(kv: &'a [(String, String)], name: &str) -> &'a str {
+    kv.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -64,6 +64,20 @@ pub(super) fn foreign(service: &str, p: &Prefix, found: &[String]) -> ClusterErr
     }
 }
 
+/// Refuses ([`foreign`]) a prefix where `found` (its keys, tables or nodes) holds data but not
+/// the owner marker `owner`.
+pub(super) fn owned_or_empty(
+    service: &str,
+    p: &Prefix,
+    found: &[String],
+    owner: &str,
+) -> Result<(), ClusterError> {
+    match found.is_empty() || found.iter().any(|f| f == owner) {
+        true => Ok(()),
+        false => Err(foreign(service, p, found)),
+    }
+}
+
 /// A server this process did not start, as a target's description lists it (`pid` 0, no
 /// log: nothing runs here).
 pub(super) fn unowned_node(

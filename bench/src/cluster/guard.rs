@@ -15,7 +15,7 @@ use super::containers::{Containers, Images};
 use super::durability::{Durability, Source};
 use super::endpoints::EndpointsFile;
 use super::error::ClusterError;
-use super::kind::{Running, ServiceKind, Started};
+use super::kind::{Asked, ServiceKind, Start, Started};
 use super::local::Local;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Provisioner, Service};
 use super::net;
@@ -94,8 +94,12 @@ impl OwnedCluster {
         // Every service starts at once: the slowest (MariaDB's install, ZooKeeper's JVMs and
         // election) bounds the start-up time, not their sum.
         let launcher = cluster.backend.launcher();
-        let started =
-            futures::future::join_all(kinds.iter().map(|k| k.start(launcher, needs, opts))).await;
+        let s = Start {
+            launcher,
+            needs,
+            opts,
+        };
+        let started = futures::future::join_all(kinds.iter().map(|k| k.start(s))).await;
         // Keep whatever started, so that it stops with the cluster if another service failed.
         let mut failed = None;
         for s in started {
@@ -107,10 +111,8 @@ impl OwnedCluster {
         if let Some(e) = failed {
             return Err(e);
         }
-        let ep = &cluster.endpoints;
-        let reads = (cluster.nodes.iter())
-            .map(|n| registry::kind(n.service).durability(n.addr, ep, Source::StartedWith));
-        let read = futures::future::join_all(reads).await;
+        let nodes = cluster.nodes.iter().map(|n| (n.service, n.addr));
+        let read = registry::durability(nodes, &cluster.endpoints, Source::StartedWith).await;
         cluster.durability = (cluster.nodes.iter().zip(read))
             .filter_map(|(n, d)| Some((n.name.clone(), d?)))
             .collect();
@@ -164,11 +166,13 @@ impl OwnedCluster {
         let kind = (registry::ALL.into_iter())
             .find(|k| k.names_master_of() == Some(service) && self.runs(k.service()))
             .unwrap_or_else(|| registry::kind(service));
-        let run = Running {
+        kind.leader(Asked {
+            service,
+            members,
             endpoints: &self.endpoints,
             member_ids: &self.member_ids,
-        };
-        kind.leader(service, members, run).await
+        })
+        .await
     }
 
     /// Promotes standby node `name` to primary, as an operator (or a failover tool) does after

@@ -13,6 +13,7 @@ use super::containers::Image;
 use super::counters::{Meter, Reading};
 use super::durability::{Durability, Source};
 use super::error::ClusterError;
+use super::external::Missing;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
 use super::node::Node;
 use super::provision::Launcher;
@@ -45,13 +46,47 @@ impl Started {
     }
 }
 
-/// What a running cluster tells a service that is asked which node leads.
+/// What a service starts its nodes with.
 #[derive(Clone, Copy)]
-pub(super) struct Running<'a> {
-    /// How its servers are reached.
+pub(super) struct Start<'a> {
+    /// The backend its nodes go on.
+    pub launcher: Launcher<'a>,
+    /// What the run needs of it (how many Redis servers, a PostgreSQL replica).
+    pub needs: Needs,
+    /// The run's options: ports, logs, persistence, builds.
+    pub opts: &'a ClusterOptions,
+}
+
+/// Which node of `service` leads, as a running cluster asks it of a service.
+pub(super) struct Asked<'n, 'a> {
+    /// The service asked about: this one, or the one it names the master of.
+    pub service: Service,
+    /// Its nodes.
+    pub members: Vec<&'n Node>,
+    /// How the servers are reached.
     pub endpoints: &'a Endpoints,
     /// [`Started::member_ids`] of every service.
     pub member_ids: &'a [(String, u64)],
+}
+
+/// A node whose durability is asked.
+#[derive(Clone, Copy)]
+pub(super) struct NodeAt<'a> {
+    /// Its address.
+    pub addr: SocketAddr,
+    /// The run's endpoints: its login.
+    pub ep: &'a Endpoints,
+    /// Where the settings its server cannot be asked about come from.
+    pub unasked: Source,
+}
+
+/// External target: what a service copies its part of a run's endpoints from.
+#[derive(Clone, Copy)]
+pub(super) struct FromTarget<'a> {
+    /// Everything the target file names.
+    pub target: &'a Endpoints,
+    /// What the run needs of it.
+    pub needs: Needs,
 }
 
 /// A build as [`ServiceKind::build`] names it: its `[servers]` key, its name, and whether a
@@ -106,13 +141,8 @@ pub(super) trait ServiceKind: Sync {
         (self.about().port_names)(needs)
     }
 
-    /// Starts its nodes through `l`, as `needs` and `opts` ask, and waits until they are ready.
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        needs: Needs,
-        opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError>;
+    /// Starts its nodes as `s` asks, and waits until they are ready.
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError>;
 
     /// The service whose master this one names (Sentinel names Redis's): asked about that
     /// service's leader whenever it runs.
@@ -120,17 +150,11 @@ pub(super) trait ServiceKind: Sync {
         None
     }
 
-    /// Of `members` (the nodes of `asked`: this service, or the one it names the master of),
-    /// the one that leads now as the servers say; `Ok(None)` while none does. A single node
-    /// leads by itself.
-    async fn leader<'n>(
-        &self,
-        asked: Service,
-        members: Vec<&'n Node>,
-        run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
-        let _ = (asked, run);
-        Ok(members.into_iter().find(|n| n.role == Role::Primary))
+    /// Of `q.members` (the nodes of `q.service`: this service, or the one it names the master
+    /// of), the one that leads now as the servers say; `Ok(None)` while none does. A single
+    /// node leads by itself.
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
+        Ok(q.members.into_iter().find(|n| n.role == Role::Primary))
     }
 
     /// Makes its standby `node` the primary, as an operator or a failover tool would after a
@@ -161,19 +185,16 @@ pub(super) trait ServiceKind: Sync {
         Err(format!("{} has no slots", self.service()))
     }
 
-    /// What its node at `addr` (reached through `ep`) does with a write before acknowledging
-    /// it; settings the server cannot be asked about come from `unasked`. `None`: its nodes
-    /// keep no data of a run.
-    async fn durability(
-        &self,
-        addr: SocketAddr,
-        ep: &Endpoints,
-        unasked: Source,
-    ) -> Option<Durability>;
+    /// What its node `n` does with a write before acknowledging it. `None`: its nodes keep no
+    /// data of a run.
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        let _ = n;
+        None
+    }
 
     /// Of the build `builds` chooses for it: its `[servers]` key, its name, and whether a node
     /// reporting `version` runs it; `None`: its build cannot be chosen.
-    fn build(&self, builds: Builds, version: &str) -> Option<(&'static str, &'static str, bool)> {
+    fn build(&self, builds: Builds, version: &str) -> Option<BuildOf> {
         self.about().build.map(|b| b(builds, version))
     }
 
@@ -201,15 +222,10 @@ pub(super) trait ServiceKind: Sync {
         Err(format!("lockbench reads no counters of {}", self.service()))
     }
 
-    /// External target: copies its servers and login from `target` (everything a target file
-    /// names) into `out`, as much as `needs` asks; a missing part is an error naming the
-    /// table and what the strategy needs of it (`("[etcd]", "an etcd cluster")`).
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        needs: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)>;
+    /// External target: copies its servers and login from `from.target` into `out`, as much as
+    /// `from.needs` asks; a missing part is an error naming the table and what the strategy
+    /// needs of it (`("[etcd]", "an etcd cluster")`).
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing>;
 
     /// External target: checks that `ep.prefix` is free or lockbench's on its servers in `ep`
     /// (none: nothing to do), then marks it as lockbench's; refuses

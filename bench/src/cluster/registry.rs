@@ -2,10 +2,13 @@
 //! local ports are reserved, an external target is claimed and cleaned, and its servers are
 //! listed.
 
+use std::net::SocketAddr;
+
 use super::builds::Builds;
 use super::containers::Images;
-use super::kind::ServiceKind;
-use super::model::{NodeInfo, Service};
+use super::durability::{Durability, Source};
+use super::kind::{NodeAt, ServiceKind};
+use super::model::{Endpoints, NodeInfo, Service};
 use super::services::{etcd, mariadb, postgres, redis, redis_cluster, sentinel, zookeeper};
 
 /// The services, in order.
@@ -18,6 +21,17 @@ pub(super) const ALL: [&dyn ServiceKind; 7] = [
     &etcd::Etcd,
     &postgres::Postgres,
 ];
+
+/// What each of `nodes` (its service and address) does with a write, all asked at once
+/// through `ep`; what a server cannot be asked comes from `unasked`.
+pub(super) async fn durability(
+    nodes: impl Iterator<Item = (Service, SocketAddr)>,
+    ep: &Endpoints,
+    unasked: Source,
+) -> Vec<Option<Durability>> {
+    let reads = nodes.map(|(service, addr)| kind(service).durability(NodeAt { addr, ep, unasked }));
+    futures::future::join_all(reads).await
+}
 
 /// What lockbench knows about `service`.
 pub(super) fn kind(service: Service) -> &'static dyn ServiceKind {
@@ -163,38 +177,25 @@ mod tests {
             Builds::default().mismatch(&nodes).as_deref(),
             Some("servers.redis = \"7.0\", but n-1 reports valkey 8.0.1 (jemalloc-5.3.0)")
         );
-        let old_etcd = [node(Service::Etcd, "3.4.23")];
-        assert!(
-            valkey
-                .mismatch(&old_etcd)
-                .unwrap()
-                .contains("servers.etcd = \"3.5\"")
-        );
-        assert_eq!(valkey.mismatch(&[node(Service::Redis, "unknown")]), None);
+        // One node: what `b` says of it ("": it is the build asked for, or could not say).
+        let one = |b: Builds, s, v: &str| b.mismatch(&[node(s, v)]).unwrap_or_default();
+        assert!(one(valkey, Service::Etcd, "3.4.23").contains("servers.etcd = \"3.5\""));
+        assert_eq!(one(valkey, Service::Redis, "unknown"), "");
         // ZooKeeper's `srvr` says `3.9.3-<commit>`.
-        assert_eq!(
-            valkey.mismatch(&[node(Service::Zookeeper, "3.9.3-abc")]),
-            None
-        );
-        assert!(
-            valkey
-                .mismatch(&[node(Service::Zookeeper, "3.8.0-11")])
-                .unwrap()
-                .contains("servers.zookeeper = \"3.9\"")
-        );
+        assert_eq!(one(valkey, Service::Zookeeper, "3.9.3-abc"), "");
+        let zk38 = one(valkey, Service::Zookeeper, "3.8.0-11");
+        assert!(zk38.contains("servers.zookeeper = \"3.9\""), "{zk38}");
         // MySQL says `9.7.4-2`; MariaDB names itself in its version.
-        let mysql = [node(Service::Mariadb, "9.7.4-2")];
+        let mysql = one(valkey, Service::Mariadb, "9.7.4-2");
         assert!(
-            valkey
-                .mismatch(&mysql)
-                .unwrap()
-                .contains("servers.mysql = \"mariadb-10.11\"")
+            mysql.contains("servers.mysql = \"mariadb-10.11\""),
+            "{mysql}"
         );
         let my9 = Builds {
             mysql: MysqlBuild::Mysql9,
             ..Builds::default()
         };
-        assert_eq!(my9.mismatch(&mysql), None);
+        assert_eq!(one(my9, Service::Mariadb, "9.7.4-2"), "");
         assert!(my9.mismatch(&nodes[2..]).is_some());
     }
 }

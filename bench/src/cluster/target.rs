@@ -18,6 +18,7 @@ use serde::Deserialize;
 use super::durability::Source;
 use super::error::ClusterError;
 use super::external::target_err;
+use super::kind::FromTarget;
 use super::model::{Auth, Endpoints, MysqlEndpoint, Needs, NodeInfo, PostgresEndpoint, Service};
 use super::namespace::Prefix;
 use super::registry;
@@ -195,7 +196,8 @@ impl ExternalTarget {
         // Each service copies its part, in the registry's order (which names the first
         // table missing).
         for kind in registry::ALL.into_iter().filter(|k| k.wanted(needs)) {
-            (kind.copy_from_target(ep, needs, &mut out))
+            let from = FromTarget { target: ep, needs };
+            (kind.copy_from_target(from, &mut out))
                 .map_err(|(table, what)| missing(table, &what))?;
         }
         Ok(out)
@@ -507,9 +509,8 @@ pub async fn describe(ep: &Endpoints) -> Vec<NodeInfo> {
     }
     // Asked of each server (Redis, MariaDB); etcd's and ZooKeeper's cannot be, so their
     // defaults are assumed and marked so.
-    let reads = (out.iter())
-        .map(|n| registry::kind(n.service).durability(n.addr, ep, Source::ServerDefault));
-    let read = futures::future::join_all(reads).await;
+    let nodes = out.iter().map(|n| (n.service, n.addr));
+    let read = registry::durability(nodes, ep, Source::ServerDefault).await;
     for (n, d) in out.iter_mut().zip(read) {
         n.durability = d;
     }

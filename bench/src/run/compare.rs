@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunError, RunOptions, run, write_err};
+use super::{RunError, RunOptions, Source, run, run_on, write_err};
 use crate::report::sweep::{NO_PASS_SHARE, Sweep};
 use crate::report::{self, Summary};
 
@@ -43,11 +43,34 @@ pub struct Compared {
     pub failed: Vec<String>,
 }
 
-/// Runs a comparison: rates, then every plan, then each run in turn. An error before the first
+/// Runs a comparison: rates, then every plan, then each run in turn, on the servers its
+/// options name (started for it alone, a `serve`'s, or a target's). An error before the first
 /// run (a sweep with no rate, a plan that does not hold) is returned; a run that fails is said
 /// on `log` and counted in [`Compared::failed`], and the next one runs.
 pub async fn compare(
     opts: CompareOptions,
+    cancel: &CancellationToken,
+    log: &mut dyn Write,
+) -> Result<Compared, RunError> {
+    compare_with(opts, None, cancel, log).await
+}
+
+/// [`compare`] with every run's servers from `source` (the sim's tests: none), each run a
+/// session of one trial: servers a run starts are its own, as a chaos run needs (a killed
+/// master is not the next strategy's).
+pub async fn compare_on(
+    opts: CompareOptions,
+    source: &Source,
+    cancel: &CancellationToken,
+    log: &mut dyn Write,
+) -> Result<Compared, RunError> {
+    compare_with(opts, Some(source), cancel, log).await
+}
+
+/// [`compare`] on `source`, or on the servers each run's options name.
+async fn compare_with(
+    opts: CompareOptions,
+    source: Option<&Source>,
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Compared, RunError> {
@@ -62,9 +85,8 @@ pub async fn compare(
         }
     }
     // Every run's plan holds before the first server starts.
-    let plans = runs
-        .iter()
-        .map(RunOptions::plan)
+    let plans = (runs.iter())
+        .map(|o| source.map_or_else(|| o.plan(), |s| s.plan(o)))
         .collect::<Result<Vec<_>, _>>()?;
     let mut done = Compared {
         summaries: Vec::new(),
@@ -75,7 +97,11 @@ pub async fn compare(
         if cancel.is_cancelled() {
             break;
         }
-        match run(plan, cancel).await {
+        let ran = match source {
+            Some(s) => run_on(plan, s, cancel).await,
+            None => run(plan, cancel).await,
+        };
+        match ran {
             Ok(s) => {
                 done.summaries.push(s);
                 // Written after every strategy, so an interrupted comparison keeps what it has.

@@ -12,13 +12,13 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
 use super::compare::{self, CompareOptions, RateFrom};
-use super::sweep::{self as sweeping, SweepOptions};
-use super::{RunError, RunOptions};
+use super::sweep::{self as sweeping, SweepOptions, WARM_UP_ROUND};
+use super::{RunError, RunOptions, Source};
 use crate::chaos::ChaosPlan;
 use crate::cluster::Provisioner;
 use crate::report::format::decimals;
@@ -152,6 +152,12 @@ impl JobOptions {
         format!("{}={ms}ms", self.slo.percentile_name())
     }
 
+    /// Where the knobs say the servers come from: a `serve`'s, or started per part (the sweep's
+    /// once for every strategy, each run's for it alone).
+    pub fn source(&self) -> Source {
+        Source::of(self.endpoints.as_ref(), self.provision, self.base_port)
+    }
+
     fn workload(&self, sets: &[String]) -> Result<Workload, RunError> {
         Workload::load(&self.workload_file, sets).map_err(|e| RunError::Options(e.to_string()))
     }
@@ -181,16 +187,23 @@ impl JobOptions {
             .collect()
     }
 
-    /// Every part's options from the knobs: workloads, chaos files and strategies checked here,
-    /// so a typo fails now, not after the sweep.
-    fn parts(&self) -> Result<Parts, RunError> {
+    /// Every knob, before anything runs: the parts' options on the servers the knobs name and
+    /// the sweep's (its search, its trials planned on the registry), so a typo fails now, not
+    /// after the sweep.
+    pub fn check(&self) -> Result<(), RunError> {
+        sweeping::check(&self.parts(&self.source())?.sweep)
+    }
+
+    /// Every part's options from the knobs: workloads, chaos files and strategies (those
+    /// `source` knows) checked here.
+    fn parts(&self, source: &Source) -> Result<Parts, RunError> {
         let layout = JobLayout::new(&self.out);
         let ids = self
             .strategies
             .clone()
             .unwrap_or_else(|| scenario_strategies("", None));
         for id in &ids {
-            strategy::find(id)?;
+            source.info(id)?;
         }
         let sweep = SweepOptions {
             strategies: ids.clone(),
@@ -203,7 +216,6 @@ impl JobOptions {
             endpoints: self.endpoints.clone(),
             provision: self.provision,
         };
-        sweeping::check(&sweep)?;
         let calm_load = self.workload(&calm_sets(&self.calm_duration, &self.sets))?;
         let calm = CompareOptions {
             runs: self.runs(&ids, &calm_load, None, &layout.calm()),
@@ -238,7 +250,23 @@ pub async fn job(
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
-    let parts = opts.parts()?;
+    opts.check()?;
+    job_on(opts, &opts.source(), WARM_UP_ROUND, cancel, out, log).await
+}
+
+/// [`job`] with every part's servers from `source` (the sim's tests: none) and the sweep's
+/// warm-up rounds `warm_up_round` long (zero: none): one session for the sweep, one per run of
+/// the calm and chaos parts. The sweep's knobs are not held to the command's floors (the sim
+/// takes trials far shorter than 500 ms): [`JobOptions::check`] is [`job`]'s.
+pub async fn job_on(
+    opts: &JobOptions,
+    source: &Source,
+    warm_up_round: Duration,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<Ended, RunError> {
+    let parts = opts.parts(source)?;
     let began = Instant::now();
     let layout = JobLayout::new(&opts.out);
     let mut status = Ended::Done;
@@ -248,7 +276,11 @@ pub async fn job(
         }
     };
     let _ = writeln!(out, "== 1/3 capacity at {}", opts.slo_knob());
-    note(sweep_part_or_say(&parts.sweep, cancel, out, log).await);
+    let swept = sweep_part_on(&parts.sweep, source, warm_up_round, cancel, out, log).await;
+    note(swept.unwrap_or_else(|e| {
+        let _ = writeln!(log, "lockbench: error: sweep failed: {e}");
+        Ended::Failed
+    }));
     if !layout.sweep_json().is_file() {
         // Nothing later has a rate to run at.
         if cancel.is_cancelled() {
@@ -262,7 +294,7 @@ pub async fn job(
         out,
         "== 2/3 calm, every strategy at one rate that every strategy seen safe sustains"
     );
-    note(compare_part_or_say(parts.calm, cancel, out, log).await);
+    note(compare_part_or_say(parts.calm, source, cancel, out, log).await);
     let share = format!("{}%", decimals(opts.chaos_share * 100.0, 3));
     for (sc, part) in parts.chaos {
         let _ = writeln!(out);
@@ -270,7 +302,7 @@ pub async fn job(
             out,
             "== 3/3 chaos/{sc}.toml, each strategy at {share} of its capacity"
         );
-        note(compare_part_or_say(part, cancel, out, log).await);
+        note(compare_part_or_say(part, source, cancel, out, log).await);
     }
     let _ = writeln!(out);
     if let Err(e) = report::write_report_with(layout.root(), opts.needs.as_ref()) {
@@ -290,24 +322,10 @@ pub async fn job(
     })
 }
 
-/// The capacity part, an error said as the command would.
-async fn sweep_part_or_say(
-    opts: &SweepOptions,
-    cancel: &CancellationToken,
-    out: &mut dyn Write,
-    log: &mut dyn Write,
-) -> Ended {
-    sweep_part(opts, cancel, out, log)
-        .await
-        .unwrap_or_else(|e| {
-            let _ = writeln!(log, "lockbench: error: sweep failed: {e}");
-            Ended::Failed
-        })
-}
-
 /// A comparison part, an error said as the command would.
 async fn compare_part_or_say(
     opts: CompareOptions,
+    source: &Source,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -315,7 +333,7 @@ async fn compare_part_or_say(
     if cancel.is_cancelled() {
         return Ended::Interrupted;
     }
-    compare_part(opts, false, cancel, out, log)
+    compare_part_with(opts, Some(source), false, cancel, out, log)
         .await
         .unwrap_or_else(|e| {
             let _ = writeln!(log, "lockbench: error: {e}");
@@ -326,6 +344,19 @@ async fn compare_part_or_say(
 /// `lockbench sweep` once its options hold: the sweep, its capacity table, its report.
 pub async fn sweep_part(
     opts: &SweepOptions,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<Ended, RunError> {
+    let source = Source::of(opts.endpoints.as_ref(), opts.provision, opts.base_port);
+    sweep_part_on(opts, &source, WARM_UP_ROUND, cancel, out, log).await
+}
+
+/// [`sweep_part`] on servers from `source`, warm-up rounds `warm_up_round` long.
+async fn sweep_part_on(
+    opts: &SweepOptions,
+    source: &Source,
+    warm_up_round: Duration,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -346,7 +377,7 @@ pub async fn sweep_part(
         q.min_per_s,
         q.max_per_s
     );
-    let sweep = match sweeping::sweep(opts, cancel, log).await {
+    let sweep = match sweeping::sweep_on(opts, source, warm_up_round, cancel, log).await {
         Ok(s) => s,
         Err(RunError::Interrupted) => return Ok(Ended::Interrupted),
         Err(e) => return Err(e),
@@ -389,8 +420,23 @@ pub async fn compare_part(
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
+    compare_part_with(opts, None, json, cancel, out, log).await
+}
+
+/// [`compare_part`] on servers from `source`, or those each run's options name.
+async fn compare_part_with(
+    opts: CompareOptions,
+    source: Option<&Source>,
+    json: bool,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> Result<Ended, RunError> {
     let dir = opts.out.clone();
-    let done = compare::compare(opts, cancel, log).await?;
+    let done = match source {
+        Some(s) => compare::compare_on(opts, s, cancel, log).await?,
+        None => compare::compare(opts, cancel, log).await?,
+    };
     compare::print_summaries(out, &done.summaries, json).map_err(|source| RunError::Write {
         path: PathBuf::from("<stdout>"),
         source,
@@ -405,7 +451,7 @@ pub async fn compare_part(
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, SystemTime};
+    use std::time::SystemTime;
 
     use super::*;
     use crate::report::sweep::DEFAULTS;
@@ -484,7 +530,7 @@ mod tests {
     #[test]
     fn the_parts_are_the_jobs_layout_and_rates() {
         let opts = defaults(Path::new("job"));
-        let parts = opts.parts().unwrap();
+        let parts = opts.parts(&opts.source()).unwrap();
         let layout = JobLayout::new("job");
         assert_eq!(parts.sweep.out, layout.sweep());
         assert_eq!(parts.sweep.strategies.len(), strategy::ALL.len());
@@ -519,13 +565,18 @@ mod tests {
     fn a_bad_knob_fails_before_anything_runs() {
         let mut opts = defaults(Path::new("job"));
         opts.scenarios.push("no-such-scenario".into());
-        assert!(opts.parts().is_err());
+        assert!(opts.check().is_err());
         let mut opts = defaults(Path::new("job"));
         opts.strategies = Some(vec!["no-such-strategy".into()]);
-        assert!(opts.parts().is_err());
+        assert!(opts.check().is_err());
         let mut opts = defaults(Path::new("job"));
         opts.calm_duration = "soon".into();
-        assert!(opts.parts().is_err());
+        assert!(opts.check().is_err());
+        // The sweep's knobs too: a trial shorter than the command's floor of 500 ms.
+        let mut opts = defaults(Path::new("job"));
+        opts.search.trial_s = 0.1;
+        let err = opts.check().unwrap_err().to_string();
+        assert!(err.contains("--trial"), "{err}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! [`run`]: success, error, panic, and cancellation (Ctrl-C), which ends the load early but
 //! still audits and writes what was measured. A [`Session`] keeps them across trials, each
 //! the same steps from `strategy` on, and returns what each measured in memory (`sweep`,
-//! `contend`).
+//! `contend`); [`run`] itself is a session of one trial.
 
 pub mod compare;
 pub mod contend;
@@ -90,13 +90,18 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 /// `<out>/summary.json`). Only a plan that holds can be run: every check was made before.
 pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary, RunError> {
     let Some(t) = &plan.opts.target else {
-        return run_planned(plan, None, None, cancel).await;
+        let o = plan.opts;
+        let source = Source::of(o.endpoints.as_ref(), o.provision, o.base_port);
+        return run_on(plan, &source, cancel).await;
     };
     let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
     target::claim(&endpoints).await?;
     let nodes = target::describe(&endpoints).await;
-    let given = Servers::given(endpoints.clone(), nodes);
-    let result = run_planned(plan, Some(given), None, cancel).await;
+    let session = Session::on(Servers::given(endpoints.clone(), nodes));
+    let result = match begin(plan) {
+        Ok(_log) => one_trial(plan, session, cancel).await,
+        Err(e) => Err(e),
+    };
     // Whatever happened, leave the target as it was found.
     if let Err(e) = target::release(&endpoints).await {
         eprintln!("lockbench: warning: {e}");
@@ -104,45 +109,28 @@ pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary,
     result
 }
 
-/// Runs a strategy the caller built, without servers (the in-memory one of [`crate::sim`]),
-/// through the steps of [`run`]: its buyers in this process, or in workers that are tasks of
-/// it ([`WorkerLink::InProcess`]: the worker protocol without processes), with the chaos
-/// plan's faults beside them (those that need no server: `command`), each attempt cut at its
-/// bound, then the audit and the results written to the plan's folder.
-pub async fn run_built(
+/// [`run`] on servers from `source` (the sim's: none, the strategy built in this process): a
+/// session of one trial, whose servers, if it started them, stop when it ends.
+pub async fn run_on(
     plan: &Plan<'_>,
-    built: Built,
-    cancel: &CancellationToken,
-) -> Result<Summary, RunError> {
-    if plan.workers > 0 && plan.opts.worker_link != WorkerLink::InProcess {
-        return Err(RunError::Options(format!(
-            "{}: a strategy built in this process runs its buyers here or in workers that are \
-             tasks of this process; worker processes rebuild theirs from a registered entry",
-            plan.info.id
-        )));
-    }
-    run_planned(plan, Some(Servers::none()), Some(built), cancel).await
-}
-
-/// The steps of [`run`], once the plan holds: on `given` servers or servers started here,
-/// with the strategy `built` by the caller or connected here.
-async fn run_planned(
-    plan: &Plan<'_>,
-    given: Option<Servers>,
-    built: Option<Built>,
+    source: &Source,
     cancel: &CancellationToken,
 ) -> Result<Summary, RunError> {
     // Every crate's events of this run, the servers' start included, until the guard drops.
     let _log = begin(plan)?;
-    let mut servers = match given {
-        Some(s) => s,
-        None => servers(plan, cancel).await?,
-    };
-    let measured = trial(plan, &mut servers, built, cancel, &mut None).await;
-    if let Some(cluster) = servers.cluster {
-        cluster.stop();
-    }
-    unbroken(plan, measured?).map(|t| t.summary)
+    let session = Session::for_plan(source, plan, cancel).await?;
+    one_trial(plan, session, cancel).await
+}
+
+/// The one trial of a run's `session`, which ends with it.
+async fn one_trial(
+    plan: &Plan<'_>,
+    mut session: Session,
+    cancel: &CancellationToken,
+) -> Result<Summary, RunError> {
+    let measured = session.measure(plan, cancel).await;
+    session.close();
+    measured.map(|t| t.summary)
 }
 
 /// The run's folder, created, and its log file, which every crate's events go to until the
@@ -243,23 +231,6 @@ impl Servers {
     fn none() -> Self {
         Self::given(Endpoints::default(), Vec::new())
     }
-}
-
-/// Servers: those of a running `serve` (`--endpoints`), or started here.
-async fn servers(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Servers, RunError> {
-    if let Some(path) = &plan.opts.endpoints {
-        let file = EndpointsFile::read(path)?;
-        if let Some(e) = plan.cluster.builds.mismatch(&file.nodes) {
-            return Err(RunError::Options(format!("{}: {e}", path.display())));
-        }
-        return Ok(Servers::given(file.endpoints, file.nodes));
-    }
-    tracing::info!(strategy = plan.info.id, "starting servers");
-    let cluster = tokio::select! {
-        c = OwnedCluster::start(plan.info.needs, &plan.cluster) => c?,
-        _ = cancel.cancelled() => return Err(RunError::Interrupted),
-    };
-    Ok(Servers::owned(cluster))
 }
 
 /// The strategy, connected, with its store seeded and its server-side state created.

@@ -3,7 +3,8 @@
 //! them one after another. A trial is a whole run — its plan, strategy, load, audit and
 //! results folder — and returns what it measured in memory: the summary and its latency
 //! histograms, so nothing is read back from the files it wrote. `sweep` and `contend` are
-//! loops over sessions. The servers stop when the session drops, on every path.
+//! loops over sessions; a run (and so each run of `compare` and the job's calm and chaos
+//! parts) is a session of one trial. The servers stop when the session drops, on every path.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
 use super::{Plan, RunError, RunOptions, Servers};
+use crate::clients::WorkerLink;
 use crate::cluster::{ClusterOptions, EndpointsFile, Needs, OwnedCluster, Provisioner};
 use crate::record::Outcome;
 use crate::report::Summary;
@@ -41,26 +43,66 @@ pub enum Source {
     },
     /// A running `lockbench serve`'s, from its endpoints.json: not the session's to stop.
     Endpoints(PathBuf),
-    /// None: the strategy is built in this process.
-    InProcess(InProcess),
+    /// None: the strategies are built in this process (each id once).
+    InProcess(Vec<InProcess>),
 }
 
 impl Source {
+    /// The servers a command's flags name: a `serve`'s endpoints file, or servers it starts.
+    pub fn of(endpoints: Option<&PathBuf>, provision: Provisioner, base_port: Option<u16>) -> Self {
+        match endpoints {
+            Some(path) => Source::Endpoints(path.clone()),
+            None => Source::Start {
+                provision,
+                base_port,
+            },
+        }
+    }
+
+    /// The strategies built in this process (none for servers).
+    fn in_process(&self) -> &[InProcess] {
+        match self {
+            Source::InProcess(p) => p,
+            _ => &[],
+        }
+    }
+
     /// The entry of strategy `id`: the registry's, or the one built in this process.
     pub fn info(&self, id: &str) -> Result<&'static StrategyInfo, StrategyError> {
-        match self {
-            Source::InProcess(p) => entry(Some(p), id),
-            _ => entry(None, id),
-        }
+        entry(self.in_process(), id)
+    }
+
+    /// `opts` validated for a trial on these servers (every check of [`RunOptions::plan`]).
+    pub fn plan<'a>(&self, opts: &'a RunOptions) -> Result<Plan<'a>, RunError> {
+        plan_in(self.in_process(), opts)
     }
 }
 
-/// The entry of `id`: `in_process`'s when it is that one, else the registry's.
-fn entry(in_process: Option<&InProcess>, id: &str) -> Result<&'static StrategyInfo, StrategyError> {
-    match in_process {
-        Some(p) if p.info.id == id => Ok(p.info),
-        _ => strategy::find(id),
+/// The entry of `id`: the one built in this process when it is one of `in_process`, else the
+/// registry's.
+fn entry(in_process: &[InProcess], id: &str) -> Result<&'static StrategyInfo, StrategyError> {
+    match in_process.iter().find(|p| p.info.id == id) {
+        Some(p) => Ok(p.info),
+        None => strategy::find(id),
     }
+}
+
+/// `opts` planned on the entry [`entry`] finds. A strategy built in this process runs its
+/// buyers here or in workers that are tasks of this process: a worker process rebuilds its
+/// strategy from a registered entry.
+fn plan_in<'a>(in_process: &[InProcess], opts: &'a RunOptions) -> Result<Plan<'a>, RunError> {
+    let Some(p) = in_process.iter().find(|p| p.info.id == opts.strategy) else {
+        return opts.plan();
+    };
+    let plan = opts.plan_with(p.info)?;
+    if plan.workers > 0 && opts.worker_link != WorkerLink::InProcess {
+        return Err(RunError::Options(format!(
+            "{}: a strategy built in this process runs its buyers here or in workers that are \
+             tasks of this process; worker processes rebuild theirs from a registered entry",
+            p.info.id
+        )));
+    }
+    Ok(plan)
 }
 
 /// What one trial measured, in memory.
@@ -75,10 +117,11 @@ pub struct TrialResult {
 /// One set of servers and the trials run on it.
 pub struct Session {
     servers: Servers,
-    /// The endpoints file the servers came from, if a `serve`'s (named in errors).
+    /// The endpoints file the servers came from, if a `serve`'s (named in errors; its builds
+    /// are checked against each trial's).
     file: Option<PathBuf>,
-    /// The strategy built in this process, for a session without servers.
-    in_process: Option<InProcess>,
+    /// The strategies built in this process, for a session without servers.
+    in_process: Vec<InProcess>,
     /// The last trial's store: the next trial settles what it left ([`Store::settle`]).
     last_store: Option<Arc<dyn Store>>,
 }
@@ -94,50 +137,77 @@ impl Session {
         logs: PathBuf,
         cancel: &CancellationToken,
     ) -> Result<Session, RunError> {
-        let (servers, file, in_process) = match source {
+        let mut co = ClusterOptions::new(logs);
+        co.builds = w.servers.builds(needs);
+        Session::start(source, needs, co, cancel).await
+    }
+
+    /// The servers of one planned run, from `source`, started as its plan says (its builds,
+    /// persistence, clock shim, private network; logs in its folder): a run is a session of
+    /// one trial.
+    pub async fn for_plan(
+        source: &Source,
+        plan: &Plan<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<Session, RunError> {
+        if let Source::Start { .. } = source {
+            tracing::info!(strategy = plan.info.id, "starting servers");
+        }
+        Session::start(source, plan.info.needs, plan.cluster.clone(), cancel).await
+    }
+
+    /// The servers `needs` asks for from `source`; those it starts, as `co` says (with the
+    /// source's provisioner and first port).
+    async fn start(
+        source: &Source,
+        needs: Needs,
+        mut co: ClusterOptions,
+        cancel: &CancellationToken,
+    ) -> Result<Session, RunError> {
+        let (servers, file) = match source {
             Source::Start {
                 provision,
                 base_port,
             } => {
-                let mut co = ClusterOptions::new(logs);
                 co.base_port = *base_port;
                 co.provisioner = *provision;
-                co.builds = w.servers.builds(needs);
                 let cluster = tokio::select! {
                     c = OwnedCluster::start(needs, &co) => c?,
                     _ = cancel.cancelled() => return Err(RunError::Interrupted),
                 };
-                (Servers::owned(cluster), None, None)
+                (Servers::owned(cluster), None)
             }
             Source::Endpoints(path) => {
                 let f = EndpointsFile::read(path)?;
-                (
-                    Servers::given(f.endpoints, f.nodes),
-                    Some(path.clone()),
-                    None,
-                )
+                (Servers::given(f.endpoints, f.nodes), Some(path.clone()))
             }
-            Source::InProcess(p) => (Servers::none(), None, Some(p.clone())),
+            Source::InProcess(_) => (Servers::none(), None),
         };
         Ok(Session {
-            servers,
             file,
-            in_process,
-            last_store: None,
+            in_process: source.in_process().to_vec(),
+            ..Session::on(servers)
         })
+    }
+
+    /// A session on servers someone else owns (an external target's).
+    pub(super) fn on(servers: Servers) -> Session {
+        Session {
+            servers,
+            file: None,
+            in_process: Vec::new(),
+            last_store: None,
+        }
     }
 
     /// The entry of strategy `id`: the registry's, or the one built in this process.
     pub fn info(&self, id: &str) -> Result<&'static StrategyInfo, StrategyError> {
-        entry(self.in_process.as_ref(), id)
+        entry(&self.in_process, id)
     }
 
     /// `opts` validated for a trial of this session (every check of [`RunOptions::plan`]).
     pub fn plan<'a>(&self, opts: &'a RunOptions) -> Result<Plan<'a>, RunError> {
-        match &self.in_process {
-            Some(p) if p.info.id == opts.strategy => opts.plan_with(p.info),
-            _ => opts.plan(),
-        }
+        plan_in(&self.in_process, opts)
     }
 
     /// Ends what the last trial left running on its store's server (up to `bound`), so it
@@ -157,13 +227,24 @@ impl Session {
         plan: &Plan<'_>,
         cancel: &CancellationToken,
     ) -> Result<TrialResult, RunError> {
-        if let Some(e) = plan.cluster.builds.mismatch(&self.servers.nodes) {
-            let whose = (self.file.as_ref())
-                .map_or("the session's servers".into(), |p| p.display().to_string());
-            return Err(RunError::Options(format!("{whose}: {e}")));
-        }
         let _log = super::begin(plan)?;
-        let built = self.in_process.as_ref().map(|p| (p.build)(plan.workload()));
+        self.measure(plan, cancel).await
+    }
+
+    /// [`trial`](Self::trial) with its run log already begun by the caller.
+    pub(super) async fn measure(
+        &mut self,
+        plan: &Plan<'_>,
+        cancel: &CancellationToken,
+    ) -> Result<TrialResult, RunError> {
+        if let Some(path) = &self.file
+            && let Some(e) = plan.cluster.builds.mismatch(&self.servers.nodes)
+        {
+            return Err(RunError::Options(format!("{}: {e}", path.display())));
+        }
+        let built = (self.in_process.iter())
+            .find(|p| p.info.id == plan.info.id)
+            .map(|p| (p.build)(plan.workload()));
         let t = super::trial(plan, &mut self.servers, built, cancel, &mut self.last_store).await?;
         super::unbroken(plan, t)
     }

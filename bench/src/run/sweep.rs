@@ -169,13 +169,7 @@ pub async fn sweep(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Sweep, RunError> {
-    let source = match &opts.endpoints {
-        Some(path) => Source::Endpoints(path.clone()),
-        None => Source::Start {
-            provision: opts.provision,
-            base_port: opts.base_port,
-        },
-    };
+    let source = Source::of(opts.endpoints.as_ref(), opts.provision, opts.base_port);
     sweep_on(opts, &source, WARM_UP_ROUND, cancel, log).await
 }
 
@@ -316,7 +310,7 @@ async fn warm_up_round(b: &mut Bench<'_>, dir: &str) -> Result<crate::report::Su
 }
 
 /// Load duration of one warm-up round (the sim's tests take shorter ones).
-const WARM_UP_ROUND: std::time::Duration = std::time::Duration::from_secs(1);
+pub const WARM_UP_ROUND: std::time::Duration = std::time::Duration::from_secs(1);
 /// Fewest warm-up rounds (2 s in all, the fixed warm-up's length until Nov 27, 2026).
 const WARM_UP_MIN: usize = 2;
 /// Most warm-up rounds.

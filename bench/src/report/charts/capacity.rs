@@ -9,7 +9,7 @@ use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use super::frame::{
-    self, FONT, GRID_W, HEADING_H, NAMES_W, ROW_H, UNSAFE_RED, err, fit, text_size,
+    self, FONT, GRID_W, HEADING_H, NAMES_W, ROW_H, UNSAFE_RED, err, fit, text_size, titles,
 };
 use super::palette::{self, Group, Ink, Panel};
 use super::{Chart, Draw, Kind};
@@ -252,22 +252,12 @@ impl Draw for CapacityBars<'_> {
         root.fill(&WHITE).map_err(err)?;
         let slo = &self.sweep.slo;
         let title = format!("Capacity at {}", slo.label());
-        let (tw, _) = text_size(&title, 22);
-        root.draw(&Text::new(title, ((BARS_W - tw) / 2, 10), (FONT, 22)))
-            .map_err(err)?;
         let sub = format!(
             "bar: highest rate decided to meet the SLO; whisker: lowest decided to miss it \
              (each at {}% confidence; safety judged apart: ✕ marks an unsafe step)",
             rate_label(self.sweep.search.confidence * 100.0)
         );
-        let sub = fit(&sub, 13, BARS_W - 40);
-        let (sw, _) = text_size(&sub, 13);
-        root.draw(&Text::new(
-            sub,
-            ((BARS_W - sw) / 2, 42),
-            (FONT, 13).into_font().color(&BLACK.mix(0.7)),
-        ))
-        .map_err(err)?;
+        titles(root, BARS_W, &title, Some((&sub, 42)))?;
 
         let lengths: Vec<f64> = self
             .sweep
@@ -349,13 +339,12 @@ fn unsafe_flag(rates: &[f64]) -> String {
 }
 
 /// The interval: a whisker from the bar's end `from` (its lower end) to `to` (the lowest
-/// failing rate); returns where it ends.
+/// failing rate), across the bar's height (`top`, `bottom`); returns where it ends.
 fn whisker<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     from: i32,
     to: i32,
-    top: i32,
-    bottom: i32,
+    (top, bottom): (i32, i32),
 ) -> Result<i32, String> {
     let mid = (top + bottom) / 2;
     for w in [
@@ -396,10 +385,10 @@ impl CapacityBars<'_> {
             root.draw(&Rectangle::new([(x0, top), (end, bottom)], color.filled()))
                 .map_err(err)?;
             if let Some(u) = t.upper.filter(|u| *u > v) {
-                end = whisker(root, end, px(u).max(end + 3), top, bottom)?;
+                end = whisker(root, end, px(u).max(end + 3), (top, bottom))?;
             }
             if t.open {
-                end = open_end(root, end, top, bottom, color)?;
+                end = open_end(root, end, (top, bottom), color)?;
             }
         }
         let mut x = end + 6;
@@ -427,13 +416,12 @@ impl CapacityBars<'_> {
     }
 }
 
-/// An open end: the bar fades into a dashed arrow, the capacity is higher. Returns where the
-/// arrow ends.
+/// An open end: the bar (of height `top` to `bottom`) fades into a dashed arrow, the capacity
+/// is higher. Returns where the arrow ends.
 fn open_end<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     end: i32,
-    top: i32,
-    bottom: i32,
+    (top, bottom): (i32, i32),
     color: RGBColor,
 ) -> Result<i32, String> {
     root.draw(&DashedPathElement::new(

@@ -9,7 +9,7 @@ use std::path::Path;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::frame::{self, FONT, Frame, Mark, PANEL_MIN_H, PanelArea, err};
+use super::frame::{self, Frame, Legend, Mark, PANEL_MIN_H, PanelArea, err};
 use super::palette::Ink;
 use super::{Chart, Draw, Kind};
 use crate::record::Pct;
@@ -134,7 +134,7 @@ impl Draw for ContentionChart<'_> {
 type LogLog = Cartesian2d<LogCoord<f64>, LogCoord<f64>>;
 
 impl ContentionChart<'_> {
-    fn legend(&self) -> Vec<(String, Mark)> {
+    fn legend(&self) -> Legend {
         (0..self.c.entries.len())
             .map(|i| (self.c.entries[i].strategy.clone(), Mark::Line(Ink::nth(i))))
             .collect()
@@ -149,29 +149,22 @@ impl ContentionChart<'_> {
         y_desc: &str,
         y_label: fn(f64) -> String,
     ) -> Result<ChartContext<'a, DB, LogLog>, String> {
-        let (desc, labels) = p.fonts();
         let mut chart = p
             .builder()
             .build_cartesian_2d((self.x.0..self.x.1).log_scale(), (y.0..y.1).log_scale())
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("contenders on one key (log scale)")
-            .y_desc(y_desc)
-            .x_label_formatter(&|v| rate_axis(*v))
-            .y_label_formatter(&|v| y_label(*v))
-            .axis_desc_style((FONT, desc))
-            .label_style((FONT, labels))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(err)?;
+        p.draw_mesh(
+            chart
+                .configure_mesh()
+                .x_desc("contenders on one key (log scale)")
+                .y_desc(y_desc)
+                .x_label_formatter(&|v| rate_axis(*v))
+                .y_label_formatter(&|v| y_label(*v)),
+        )?;
         Ok(chart)
     }
 
-    fn throughput<DB: DrawingBackend>(
-        &self,
-        p: &PanelArea<DB>,
-    ) -> Result<Vec<(String, Mark)>, String> {
+    fn throughput<DB: DrawingBackend>(&self, p: &PanelArea<DB>) -> Result<Legend, String> {
         let mut chart = self.axes(p, self.rate, "grants/s (log scale)", rate_axis)?;
         for (i, e) in self.c.entries.iter().enumerate() {
             let ink = Ink::nth(i);
@@ -226,10 +219,7 @@ impl ContentionChart<'_> {
         Ok(self.legend())
     }
 
-    fn acquire<DB: DrawingBackend>(
-        &self,
-        p: &PanelArea<DB>,
-    ) -> Result<Vec<(String, Mark)>, String> {
+    fn acquire<DB: DrawingBackend>(&self, p: &PanelArea<DB>) -> Result<Legend, String> {
         let mut chart = self.axes(p, self.p99, "acquire wait p99 (ms, log scale)", ms_axis)?;
         for (i, e) in self.c.entries.iter().enumerate() {
             let ink = Ink::nth(i);

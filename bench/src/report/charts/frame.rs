@@ -2,7 +2,9 @@
 //! multiples (one panel per family, or one panel drawn as a classic chart), lines with
 //! staggered markers, and the rows of the bar charts.
 
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
+use plotters::coord::ranged1d::ValueFormatter;
 use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
@@ -55,6 +57,9 @@ pub(super) fn text_size(text: &str, size: u32) -> (i32, i32) {
 pub(super) fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
+
+/// A legend's or key's entries: each label with its mark.
+pub(super) type Legend = Vec<(String, Mark)>;
 
 /// How a legend or key entry is drawn.
 #[derive(Debug, Clone, Copy)]
@@ -215,7 +220,7 @@ const PANEL_LEGEND_TOP: i32 = 40;
 /// its family and carrying its own legend.
 pub(super) struct Frame {
     title: String,
-    key: Vec<(String, Mark)>,
+    key: Legend,
     /// Entries of the key on each header line (several panels only).
     key_lines: Vec<Vec<usize>>,
     single: bool,
@@ -260,6 +265,24 @@ impl<DB: DrawingBackend> PanelArea<DB> {
     pub fn fonts(&self) -> (u32, u32) {
         if self.single { (15, 13) } else { (14, 12) }
     }
+
+    /// Draws `mesh` (its axes described, their ticks formatted) in the house style: both in
+    /// [`FONT`] at the panel's [`Self::fonts`], no light grid lines.
+    pub fn draw_mesh<X, Y, XT, YT>(
+        &self,
+        mesh: &mut MeshStyle<'_, '_, X, Y, DB>,
+    ) -> Result<(), String>
+    where
+        X: Ranged<ValueType = XT> + ValueFormatter<XT>,
+        Y: Ranged<ValueType = YT> + ValueFormatter<YT>,
+    {
+        let (desc, labels) = self.fonts();
+        mesh.axis_desc_style((FONT, desc))
+            .label_style((FONT, labels))
+            .light_line_style(WHITE)
+            .draw()
+            .map_err(err)
+    }
 }
 
 impl Frame {
@@ -268,7 +291,7 @@ impl Frame {
     /// tall (one panel: the classic [`SIZE`] with its wider legend).
     pub fn new(
         title: &str,
-        key: Vec<(String, Mark)>,
+        key: Legend,
         legend_rows: &[usize],
         columns: usize,
         legend_w: u32,
@@ -317,7 +340,7 @@ impl Frame {
         &self,
         root: &DrawingArea<DB, Shift>,
         titles: &[&str],
-        mut panel: impl FnMut(usize, &PanelArea<DB>) -> Result<Vec<(String, Mark)>, String>,
+        mut panel: impl FnMut(usize, &PanelArea<DB>) -> Result<Legend, String>,
     ) -> Result<(), String> {
         root.fill(&WHITE).map_err(err)?;
         if !self.single {
@@ -361,13 +384,7 @@ impl Frame {
 
     /// The title and the shared key of a chart of several panels.
     fn header<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
-        let (w, _) = text_size(&self.title, 22);
-        root.draw(&Text::new(
-            self.title.clone(),
-            ((GRID_W - w) / 2, 10),
-            (FONT, 22),
-        ))
-        .map_err(err)?;
+        titles(root, GRID_W, &self.title, None)?;
         for (line, entries) in self.key_lines.iter().enumerate() {
             let y = 42 + line as i32 * 22;
             let mut x = 20;
@@ -434,19 +451,19 @@ impl Stagger {
     }
 }
 
+/// An axis of `f64` values, as every chart here plots on both.
+pub(super) trait Axis: Ranged<ValueType = f64> {}
+
+impl<T: Ranged<ValueType = f64>> Axis for T {}
+
 /// A line in `ink`: solid, or dashed for a member whose colour repeats in its panel; with its
 /// staggered markers when `stagger` is given.
-pub(super) fn draw_line<DB, X, Y>(
+pub(super) fn draw_line<DB: DrawingBackend, X: Axis, Y: Axis>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
     points: Vec<(f64, f64)>,
     ink: Ink,
     stagger: Option<Stagger>,
-) -> Result<(), String>
-where
-    DB: DrawingBackend,
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
+) -> Result<(), String> {
     let style = ink.color.stroke_width(2);
     let marked: Vec<(f64, f64)> = stagger
         .map(|st| {
@@ -472,16 +489,11 @@ where
 }
 
 /// The member's marker shape at `at`, in its colour.
-fn draw_marker<DB, X, Y>(
+fn draw_marker<DB: DrawingBackend, X: Axis, Y: Axis>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
     at: (f64, f64),
     ink: Ink,
-) -> Result<(), String>
-where
-    DB: DrawingBackend,
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
+) -> Result<(), String> {
     let fill = ink.color.filled();
     let e = EmptyElement::at(at);
     match ink.shape {
@@ -507,6 +519,31 @@ pub(super) const HEADING_H: i32 = 28;
 
 /// Width of the strategy names' column of the row charts.
 pub(super) const NAMES_W: i32 = 230;
+
+/// A chart's title, centred across `width` at the top; under it at `sub.1`, its subtitle
+/// `sub.0`, greyed and cut to fit.
+pub(super) fn titles<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    width: i32,
+    title: &str,
+    sub: Option<(&str, i32)>,
+) -> Result<(), String> {
+    let (w, _) = text_size(title, 22);
+    root.draw(&Text::new(
+        title.to_string(),
+        ((width - w) / 2, 10),
+        (FONT, 22),
+    ))
+    .map_err(err)?;
+    let Some((sub, y)) = sub else {
+        return Ok(());
+    };
+    let sub = fit(sub, 13, width - 40);
+    let (w, _) = text_size(&sub, 13);
+    let grey = (FONT, 13).into_font().color(&BLACK.mix(0.7));
+    root.draw(&Text::new(sub, ((width - w) / 2, y), grey))
+        .map_err(err)
+}
 
 /// A family's heading across a row chart, with a rule: controls are called what they are.
 pub(super) fn heading<DB: DrawingBackend>(

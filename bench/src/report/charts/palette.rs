@@ -149,27 +149,18 @@ mod tests {
 
     #[test]
     fn known_ids_take_their_family_and_unknown_ones_never_panic() {
-        assert_eq!(
-            Group::of("mysql-atomic", true),
-            Group::Family(Family::Database)
-        );
-        assert_eq!(
-            Group::of("redlock", true),
-            Group::Family(Family::RedisMulti)
-        );
-        assert_eq!(Group::of("none", false), Group::Family(Family::Controls));
-        assert_eq!(
-            Group::of("lib:curator", true),
-            Group::Family(Family::Libraries)
-        );
-        assert_eq!(
-            Group::of("lib:gone-since", true),
-            Group::Family(Family::Libraries)
-        );
-        assert_eq!(
-            Group::of("retired-x", false),
-            Group::Family(Family::Controls)
-        );
+        // (id, whether its result claims safety, the family it falls in)
+        let cases = [
+            ("mysql-atomic", true, Family::Database),
+            ("redlock", true, Family::RedisMulti),
+            ("none", false, Family::Controls),
+            ("lib:curator", true, Family::Libraries),
+            ("lib:gone-since", true, Family::Libraries),
+            ("retired-x", false, Family::Controls),
+        ];
+        for (id, claims_safety, family) in cases {
+            assert_eq!(Group::of(id, claims_safety), Group::Family(family), "{id}");
+        }
         assert_eq!(Group::of("retired-y", true), Group::Other);
     }
 

@@ -4,7 +4,9 @@
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::frame::{self, FONT, Frame, Mark, PANEL_MIN_H, PanelArea, UNSAFE_RED, err, text_size};
+use super::frame::{
+    self, Axis, FONT, Frame, Legend, Mark, PANEL_MIN_H, PanelArea, UNSAFE_RED, err, text_size,
+};
 use super::layout::{self, Rect};
 use super::palette::{Ink, Panel};
 use super::{Draw, Kind};
@@ -69,7 +71,7 @@ impl<'a> LatencyVsRate<'a> {
 }
 
 /// What the marks of the latency chart mean.
-fn rate_key(slo: &Slo, any_unsafe: bool) -> Vec<(String, Mark)> {
+fn rate_key(slo: &Slo, any_unsafe: bool) -> Legend {
     let mut key = vec![
         (format!("SLO {}", slo.label()), Mark::Dashed(UNSAFE_RED)),
         ("met the SLO".to_string(), Mark::Dot(KEY_GREY)),
@@ -107,16 +109,12 @@ impl Draw for LatencyVsRate<'_> {
 impl LatencyVsRate<'_> {
     /// Names the SLO line, above or below it, where the label hides the fewest steps and
     /// lines of the panel.
-    fn slo_label<DB: DrawingBackend, X, Y>(
+    fn slo_label<DB: DrawingBackend, X: Axis, Y: Axis>(
         &self,
         p: &PanelArea<DB>,
         chart: &ChartContext<'_, DB, Cartesian2d<X, Y>>,
         members: &[(&Entry, Ink)],
-    ) -> Result<(), String>
-    where
-        X: Ranged<ValueType = f64>,
-        Y: Ranged<ValueType = f64>,
-    {
+    ) -> Result<(), String> {
         let slo = &self.sweep.slo;
         let label = format!("SLO {}", slo_short(slo));
         let (w, h) = text_size(&label, 13);
@@ -171,28 +169,24 @@ impl LatencyVsRate<'_> {
         &self,
         p: &PanelArea<DB>,
         members: &[(&Entry, Ink)],
-    ) -> Result<Vec<(String, Mark)>, String> {
+    ) -> Result<Legend, String> {
         let slo = &self.sweep.slo;
-        let (desc, labels) = p.fonts();
         let ((xlo, xhi), (ylo, yhi)) = (self.x, self.y);
         let mut chart = p
             .builder()
             .build_cartesian_2d((xlo..xhi).log_scale(), (ylo..yhi).log_scale())
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("offered rate (arrivals/s, log scale)")
-            .y_desc(format!(
-                "{} over every arrival (ms, log)",
-                slo.percentile_name()
-            ))
-            .x_label_formatter(&|v| rate_axis(*v))
-            .y_label_formatter(&|v| ms_axis(*v))
-            .axis_desc_style((FONT, desc))
-            .label_style((FONT, labels))
-            .light_line_style(WHITE)
-            .draw()
-            .map_err(err)?;
+        p.draw_mesh(
+            chart
+                .configure_mesh()
+                .x_desc("offered rate (arrivals/s, log scale)")
+                .y_desc(format!(
+                    "{} over every arrival (ms, log)",
+                    slo.percentile_name()
+                ))
+                .x_label_formatter(&|v| rate_axis(*v))
+                .y_label_formatter(&|v| ms_axis(*v)),
+        )?;
         chart
             .draw_series(DashedLineSeries::new(
                 vec![(xlo, slo.latency_ms), (xhi, slo.latency_ms)],
@@ -224,18 +218,13 @@ impl LatencyVsRate<'_> {
 
 /// The marks of one step at `at`: an open triangle for a latency that is a lower bound, a dot
 /// (filled when the step passed), a ring at the capacity, a cross on an unsafe step.
-fn step_marks<DB, X, Y>(
+fn step_marks<DB: DrawingBackend, X: Axis, Y: Axis>(
     chart: &mut ChartContext<'_, DB, Cartesian2d<X, Y>>,
     e: &Entry,
     s: &Step,
     at: (f64, f64),
     c: RGBColor,
-) -> Result<(), String>
-where
-    DB: DrawingBackend,
-    X: Ranged<ValueType = f64>,
-    Y: Ranged<ValueType = f64>,
-{
+) -> Result<(), String> {
     if s.latency_censored {
         // A lower bound: an open triangle pointing up.
         chart

@@ -4,7 +4,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::frame::{
-    FONT, GRID_W, HEADING_H, NAMES_W, ROW_H, UNSAFE_RED, err, fit, heading, name_cell, text_size,
+    FONT, GRID_W, HEADING_H, NAMES_W, ROW_H, UNSAFE_RED, err, heading, name_cell, titles,
 };
 use super::palette::Panel;
 use super::tradeoff::is_unsafe;
@@ -47,17 +47,7 @@ pub(super) fn safety<DB: DrawingBackend>(
     root.fill(&WHITE).map_err(err)?;
     let (caption, sub) = safety_caption(runs);
     let width = GRID_W;
-    let (cw, _) = text_size(&caption, 22);
-    root.draw(&Text::new(caption, ((width - cw) / 2, 10), (FONT, 22)))
-        .map_err(err)?;
-    let sub = fit(&sub, 13, width - 40);
-    let (sw, _) = text_size(&sub, 13);
-    root.draw(&Text::new(
-        sub,
-        ((width - sw) / 2, 40),
-        (FONT, 13).into_font().color(&BLACK.mix(0.7)),
-    ))
-    .map_err(err)?;
+    titles(root, width, &caption, Some((&sub, 40)))?;
     let col_w = (width - NAMES_W - 10) / SAFETY.len() as i32;
     let tops: Vec<u64> = (0..SAFETY.len())
         .map(|k| runs.iter().map(|r| safety_values(r)[k]).max().unwrap_or(0))

@@ -2,16 +2,32 @@
 //! latency spectrum, one panel per family.
 
 use hdrhistogram::Histogram;
+use plotters::chart::MeshStyle;
+use plotters::coord::ranged1d::ValueFormatter;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::Member;
-use super::frame::{FONT, Mark, PanelArea, Stagger, draw_line, err, text_size};
+use super::frame::{Axis, FONT, Legend, Mark, PanelArea, Stagger, draw_line, err, text_size};
 use super::layout::Rect;
 use crate::report::format::{decimals, ms_axis, secs_axis};
 use crate::report::saved::RunData;
 
+/// The load's seconds across a panel over time.
+fn over_time<'m, 'a, 'b, Y, YT, DB>(
+    mesh: &'m mut MeshStyle<'a, 'b, RangedCoordf64, Y, DB>,
+) -> &'m mut MeshStyle<'a, 'b, RangedCoordf64, Y, DB>
+where
+    Y: Ranged<ValueType = YT> + ValueFormatter<YT>,
+    DB: DrawingBackend,
+{
+    let secs: &dyn Fn(&f64) -> String = &|v| secs_axis(*v);
+    mesh.x_desc("time since the start of the load (s)")
+        .x_label_formatter(secs)
+}
+
 /// Legend entries of a panel's lines: with their markers when the panel has several.
-fn strategy_entries(members: &[Member<'_>]) -> Vec<(String, Mark)> {
+fn strategy_entries(members: &[Member<'_>]) -> Legend {
     let several = members.len() > 1;
     members
         .iter()
@@ -39,7 +55,7 @@ fn fault_windows(runs: &[&RunData], end: f64) -> Vec<(usize, f64, f64)> {
 }
 
 /// Key entries for the fault bands, one per distinct fault.
-pub(super) fn fault_entries(runs: &[RunData]) -> Vec<(String, Mark)> {
+pub(super) fn fault_entries(runs: &[RunData]) -> Legend {
     let mut seen: Vec<(usize, String)> = Vec::new();
     for r in runs {
         for f in &r.summary.faults {
@@ -60,21 +76,16 @@ fn band_color(runs_with_faults: usize) -> RGBAColor {
     RGBColor(90, 90, 90).mix(alpha)
 }
 
-type Chart2d<'a, DB, Y> =
-    ChartContext<'a, DB, Cartesian2d<plotters::coord::types::RangedCoordf64, Y>>;
+type Chart2d<'a, DB, Y> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, Y>>;
 
 /// Shades the fault windows of `members` over the whole height `[lo, hi]` and names each
 /// fault once.
-fn draw_bands<DB, Y>(
+fn draw_bands<DB: DrawingBackend, Y: Axis>(
     chart: &mut Chart2d<'_, DB, Y>,
     members: &[Member<'_>],
     x_end: f64,
     (lo, hi): (f64, f64),
-) -> Result<(), String>
-where
-    DB: DrawingBackend,
-    Y: Ranged<ValueType = f64>,
-{
+) -> Result<(), String> {
     let runs: Vec<&RunData> = members.iter().map(|m| m.0).collect();
     let windows = fault_windows(&runs, x_end);
     let with_faults = runs
@@ -158,23 +169,16 @@ pub(super) fn throughput<DB: DrawingBackend>(
     members: &[Member<'_>],
     x_end: f64,
     top: f64,
-) -> Result<Vec<(String, Mark)>, String> {
-    let (desc, labels) = p.fonts();
+) -> Result<Legend, String> {
     let mut chart = p
         .builder()
         .build_cartesian_2d(0f64..x_end, 0f64..top)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time since the start of the load (s)")
-        .x_label_formatter(&|v| secs_axis(*v))
-        .y_desc("sales completed (units/s)")
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .axis_desc_style((FONT, desc))
-        .label_style((FONT, labels))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    p.draw_mesh(
+        over_time(&mut chart.configure_mesh())
+            .y_desc("sales completed (units/s)")
+            .y_label_formatter(&|v| format!("{v:.0}")),
+    )?;
     draw_bands(&mut chart, members, x_end, (0.0, top))?;
     let n = members.len();
     for (k, (r, ink)) in members.iter().enumerate() {
@@ -207,27 +211,20 @@ pub(super) fn p99<DB: DrawingBackend>(
     members: &[Member<'_>],
     x_end: f64,
     (lo, hi): (f64, f64),
-) -> Result<Vec<(String, Mark)>, String> {
-    let (desc, labels) = p.fonts();
+) -> Result<Legend, String> {
     // Log scale: a pause's seconds-long tail and a healthy millisecond both stay readable.
     let mut chart = p
         .builder()
         .build_cartesian_2d(0f64..x_end, (lo..hi).log_scale())
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("time since the start of the load (s)")
-        .x_label_formatter(&|v| secs_axis(*v))
-        .y_desc(format!(
-            "p99 per second (ms, log scale; ~max of a second < {})",
-            crate::record::quantile::min_samples(crate::record::Pct::P99.q())
-        ))
-        .axis_desc_style((FONT, desc))
-        .label_style((FONT, labels))
-        .y_label_formatter(&|v| ms_axis(*v))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    p.draw_mesh(
+        over_time(&mut chart.configure_mesh())
+            .y_desc(format!(
+                "p99 per second (ms, log scale; ~max of a second < {})",
+                crate::record::quantile::min_samples(crate::record::Pct::P99.q())
+            ))
+            .y_label_formatter(&|v| ms_axis(*v)),
+    )?;
     draw_bands(&mut chart, members, x_end, (lo, hi))?;
     let n = members.len();
     for (k, (r, ink)) in members.iter().enumerate() {
@@ -305,7 +302,7 @@ pub(super) fn spectrum<DB: DrawingBackend>(
     p: &PanelArea<DB>,
     members: &[Member<'_>],
     (x_end, (lo, hi)): (f64, (f64, f64)),
-) -> Result<Vec<(String, Mark)>, String> {
+) -> Result<Legend, String> {
     // 50% sits a third of a decade from 0%: only a one-panel chart has room for both labels.
     let mut keys = if p.single { vec![1.0, 2.0] } else { vec![1.0] };
     let mut k = 10.0;
@@ -313,7 +310,6 @@ pub(super) fn spectrum<DB: DrawingBackend>(
         keys.push(k);
         k *= 10.0;
     }
-    let (desc, labels) = p.fonts();
     let mut chart = p
         .builder()
         .build_cartesian_2d(
@@ -321,17 +317,14 @@ pub(super) fn spectrum<DB: DrawingBackend>(
             (lo..hi).log_scale(),
         )
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile (log scale of 1/(1-p))")
-        .y_desc("latency from intended start (ms, log)")
-        .axis_desc_style((FONT, desc))
-        .label_style((FONT, labels))
-        .x_label_formatter(&|x| percentile_label(*x))
-        .y_label_formatter(&|v| ms_axis(*v))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    p.draw_mesh(
+        chart
+            .configure_mesh()
+            .x_desc("percentile (log scale of 1/(1-p))")
+            .y_desc("latency from intended start (ms, log)")
+            .x_label_formatter(&|x| percentile_label(*x))
+            .y_label_formatter(&|v| ms_axis(*v)),
+    )?;
     let n = members.len();
     for (k, (r, ink)) in members.iter().enumerate() {
         if let Some(h) = r.latency.as_ref().filter(|h| !h.is_empty()) {

@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::Member;
-use super::frame::{FONT, Mark, PanelArea, UNSAFE_RED, err, text_size};
+use super::frame::{FONT, Legend, Mark, PanelArea, UNSAFE_RED, err, text_size};
 use super::layout::{self, Placed, Rect};
 use super::palette::Ink;
 use crate::report::format::ms_axis;
@@ -49,7 +49,7 @@ pub(super) fn tradeoff_label(r: &RunData) -> (String, RGBColor) {
 }
 
 /// What the map's marks mean.
-pub(super) fn tradeoff_key(runs: &[RunData], panels: bool) -> Vec<(String, Mark)> {
+pub(super) fn tradeoff_key(runs: &[RunData], panels: bool) -> Legend {
     let mut key = Vec::new();
     if runs.iter().any(is_unsafe) {
         key.push((
@@ -114,22 +114,20 @@ pub(super) fn tradeoff<DB: DrawingBackend>(
     ghosts: &[&RunData],
     ((lo, hi), top): ((f64, f64), f64),
 ) -> Result<Vec<Placed>, String> {
-    let (desc, labels) = p.fonts();
     let mut chart = p
         .builder()
         .build_cartesian_2d((lo..hi).log_scale(), 0f64..top)
         .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("p99 latency from intended start (ms, log scale; max if too few; left is better)")
-        .y_desc("sales (units/s; up is better)")
-        .y_label_formatter(&|v| format!("{v:.0}"))
-        .axis_desc_style((FONT, desc))
-        .label_style((FONT, labels))
-        .x_label_formatter(&|v| ms_axis(*v))
-        .light_line_style(WHITE)
-        .draw()
-        .map_err(err)?;
+    p.draw_mesh(
+        chart
+            .configure_mesh()
+            .x_desc(
+                "p99 latency from intended start (ms, log scale; max if too few; left is better)",
+            )
+            .y_desc("sales (units/s; up is better)")
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .x_label_formatter(&|v| ms_axis(*v)),
+    )?;
     if !p.single {
         chart
             .draw_series(

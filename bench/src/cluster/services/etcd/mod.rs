@@ -12,14 +12,15 @@ use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
 use crate::cluster::containers::{Containers, Image, Spec};
 use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
-use crate::cluster::durability::{Acked, Durability, Source};
+use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err,
+    unowned_node,
 };
-use crate::cluster::kind::{About, Running, ServiceKind, Started};
+use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
-use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
@@ -432,13 +433,8 @@ impl ServiceKind for Etcd {
         &ABOUT
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        _needs: Needs,
-        _opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let members = start(l).await?;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let members = start(s.launcher).await?;
         let ids = (members.iter())
             .map(|(n, id)| (n.name.clone(), *id))
             .collect();
@@ -452,24 +448,19 @@ impl ServiceKind for Etcd {
 
     /// The member that the answering members with the highest raft term name as leader:
     /// etcd names it by member id, and it may be the member that no longer answers.
-    async fn leader<'n>(
-        &self,
-        asked: Service,
-        members: Vec<&'n Node>,
-        run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
-        let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
+        let addrs: Vec<SocketAddr> = q.members.iter().map(|n| n.addr).collect();
         let Some(id) = leader_id(&addrs).await else {
             return Ok(None);
         };
-        let name = (run.member_ids.iter())
+        let name = (q.member_ids.iter())
             .find(|(_, m)| *m == id)
             .map(|(name, _)| name.as_str())
             .ok_or_else(|| ClusterError::Leader {
-                service: asked,
+                service: q.service,
                 detail: format!("leader id {id:x} is not a member this cluster started"),
             })?;
-        Ok(members.into_iter().find(|n| n.name == name))
+        Ok(q.members.into_iter().find(|n| n.name == name))
     }
 
     /// etcd fsyncs its WAL before a commit is acknowledged unless started with
@@ -482,24 +473,14 @@ impl ServiceKind for Etcd {
         work_of(&ep.etcd).await
     }
 
-    async fn durability(
-        &self,
-        _addr: SocketAddr,
-        _ep: &Endpoints,
-        unasked: Source,
-    ) -> Option<Durability> {
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
         let settings = [("unsafe-no-fsync", "false")];
-        Some(Durability::new(Acked::Disk, &settings, unasked))
+        Some(Durability::new(Acked::Disk, &settings, n.unasked))
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let missing = ("[etcd]", "an etcd cluster");
-        (out.etcd, out.etcd_auth) = servers_or(&target.etcd, &target.etcd_auth, missing)?;
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let (t, missing) = (from.target, ("[etcd]", "an etcd cluster"));
+        (out.etcd, out.etcd_auth) = servers_or(&t.etcd, &t.etcd_auth, missing)?;
         Ok(())
     }
 
@@ -564,9 +545,7 @@ async fn claim_prefix(
     })
     .await
     .map_err(err)?;
-    if !found.is_empty() && !found.contains(&p.owner_key()) {
-        return Err(foreign("etcd", p, &found));
-    }
+    owned_or_empty("etcd", p, &found, &p.owner_key())?;
     bounded("mark the prefix", async {
         etcd.put(p.owner_key(), MARKER, None)
             .await

@@ -3,7 +3,6 @@
 //! install and creates the user through the socket; a container does both in its start script
 //! (it runs again on a restart, which then skips the install). The flags are the same.
 
-use std::net::SocketAddr;
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,19 +10,20 @@ use sqlx::{ConnectOptions, Connection, Executor, mysql::MySqlConnectOptions, mys
 
 use async_trait::async_trait;
 
+use super::{first, rows};
 use crate::cluster::backend::wait_ready;
 use crate::cluster::binary::find_binary;
 use crate::cluster::builds::{Builds, MysqlBuild};
 use crate::cluster::containers::{Containers, Image, Spec};
 use crate::cluster::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
-use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
+use crate::cluster::durability::{Acked, Durability, queried, setting};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
-use crate::cluster::kind::{About, ServiceKind, Started};
-use crate::cluster::local::Local;
-use crate::cluster::model::{
-    ClusterOptions, Endpoints, MysqlEndpoint, Needs, NodeInfo, Role, Service,
+use crate::cluster::external::{
+    MARKER, Missing, bounded, cleaned, owned_or_empty, target_err, unowned_node,
 };
+use crate::cluster::kind::{About, FromTarget, NodeAt, ServiceKind, Start, Started};
+use crate::cluster::local::Local;
+use crate::cluster::model::{Endpoints, MysqlEndpoint, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::Node;
 use crate::cluster::process::ServerProcess;
@@ -332,12 +332,7 @@ async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), Clus
 
 /// The version the server reports, asked through a connection made with `opts`.
 pub(in crate::cluster) async fn version(opts: MySqlConnectOptions) -> Result<String, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let v: String = sqlx::query_scalar("SELECT VERSION()")
-        .fetch_one(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let (v,) = first(rows(opts, "SELECT VERSION()").await?)?;
     Ok(v)
 }
 
@@ -363,39 +358,24 @@ impl ServiceKind for Mariadb {
         Some(image(builds.mysql))
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        _needs: Needs,
-        _opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let (node, endpoint) = start(l).await?;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let (node, endpoint) = start(s.launcher).await?;
         Ok(Started::new(vec![node], move |ep| {
             ep.mysql = Some(endpoint);
         }))
     }
 
-    async fn durability(
-        &self,
-        _addr: SocketAddr,
-        ep: &Endpoints,
-        _unasked: Source,
-    ) -> Option<Durability> {
-        let Some(m) = &ep.mysql else {
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        let Some(m) = &n.ep.mysql else {
             return Some(Durability::unknown("no MariaDB login".into()));
         };
-        Some(match bounded_query(settings(m.connect_options())).await {
-            Ok(kv) => {
-                let flush = kv
-                    .iter()
-                    .find(|(k, _)| k == "innodb_flush_log_at_trx_commit")
-                    .map_or("", |(_, v)| v.as_str());
-                let pairs: Vec<(&str, &str)> =
-                    kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                Durability::new(acked(flush), &pairs, Source::Queried)
-            }
-            Err(e) => Durability::unknown(e),
-        })
+        let read = settings(m.connect_options());
+        Some(
+            queried(read, |kv| {
+                acked(setting(kv, "innodb_flush_log_at_trx_commit"))
+            })
+            .await,
+        )
     }
 
     fn work_meter(&self) -> Option<Meter> {
@@ -423,13 +403,8 @@ impl ServiceKind for Mariadb {
         Ok(reading)
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let db = target.mysql.clone();
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let db = from.target.mysql.clone();
         out.mysql = Some(db.ok_or(("[mysql]", "a MariaDB or MySQL database".into()))?);
         Ok(())
     }
@@ -477,16 +452,9 @@ fn acked(flush_log_at_trx_commit: &str) -> Acked {
 
 /// The MariaDB (or MySQL) variables that decide when a commit reaches the disk.
 async fn settings(opts: MySqlConnectOptions) -> Result<Vec<(String, String)>, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
-         ('innodb_flush_log_at_trx_commit', 'sync_binlog', 'log_bin')",
-    )
-    .fetch_all(&mut con)
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
-    Ok(rows)
+    let sql = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+               ('innodb_flush_log_at_trx_commit', 'sync_binlog', 'log_bin')";
+    rows(opts, sql).await
 }
 
 /// Work counters of `SHOW GLOBAL STATUS` rows: `Questions` is [`TOTAL`] (statements clients
@@ -534,9 +502,7 @@ async fn claim_prefix(m: &MysqlEndpoint, p: &Prefix) -> Result<(), ClusterError>
         .await
         .map_err(err)?;
     let owner = p.table("owner");
-    if !tables.is_empty() && !tables.contains(&owner) {
-        return Err(foreign("mysql", p, &tables));
-    }
+    owned_or_empty("mysql", p, &tables, &owner)?;
     let mark = async {
         con.execute(sqlx::AssertSqlSafe(format!(
             "CREATE TABLE IF NOT EXISTS {owner} (note VARCHAR(200) NOT NULL)"

@@ -22,14 +22,14 @@ use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgSslMode};
 use sqlx::{ConnectOptions, Connection};
 
+use super::{first, rows};
 use crate::cluster::containers::Image;
 use crate::cluster::counters::{Meter, Reading, TOTAL};
-use crate::cluster::durability::{Acked, Durability, Source, SynchronousCommit, bounded_query};
+use crate::cluster::durability::{Acked, Durability, SynchronousCommit, queried, setting};
 use crate::cluster::error::ClusterError;
-use crate::cluster::kind::{About, Running, ServiceKind, Started};
-use crate::cluster::model::{
-    ClusterOptions, Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service,
-};
+use crate::cluster::external::Missing;
+use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
+use crate::cluster::model::{Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service};
 use crate::cluster::node::Node;
 use crate::cluster::provision::Launcher;
 
@@ -175,12 +175,7 @@ fn at(ep: &PostgresEndpoint, addr: SocketAddr) -> PgConnectOptions {
 
 /// The version the server reports, `15.20` (Debian adds ` (Debian 15.20-0+deb12u1)`).
 pub(in crate::cluster) async fn version(opts: PgConnectOptions) -> Result<String, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let v: String = sqlx::query_scalar("SHOW server_version")
-        .fetch_one(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let (v,): (String,) = first(rows(opts, "SHOW server_version").await?)?;
     Ok(v.split_whitespace().next().unwrap_or_default().to_string())
 }
 
@@ -212,15 +207,9 @@ async fn create_user(opts: &PgConnectOptions, password: &str) -> Result<(), Clus
 /// starts a new one, so of two servers out of recovery the higher timeline is the newer
 /// primary).
 async fn state(opts: PgConnectOptions) -> Result<(bool, u32), String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let (recovery, walfile): (bool, Option<String>) = sqlx::query_as(
-        "SELECT pg_is_in_recovery(), \
-         CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_walfile_name(pg_current_wal_lsn()) END",
-    )
-    .fetch_one(&mut con)
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let sql = "SELECT pg_is_in_recovery(), CASE WHEN pg_is_in_recovery() THEN NULL \
+               ELSE pg_walfile_name(pg_current_wal_lsn()) END";
+    let (recovery, walfile): (bool, Option<String>) = first(rows(opts, sql).await?)?;
     Ok((recovery, walfile.as_deref().map_or(0, timeline)))
 }
 
@@ -307,16 +296,9 @@ fn acked(synchronous_commit: &str, fsync: &str) -> Acked {
 
 /// The settings that decide when a commit reaches the disk, as `pg_settings` reports them.
 async fn settings(opts: PgConnectOptions) -> Result<Vec<(String, String)>, String> {
-    let mut con = opts.connect().await.map_err(|e| e.to_string())?;
-    let rows: Vec<(String, String)> = sqlx::query_as(
-        "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', 'fsync', \
-         'wal_sync_method', 'synchronous_standby_names') ORDER BY name",
-    )
-    .fetch_all(&mut con)
-    .await
-    .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
-    Ok(rows)
+    let sql = "SELECT name, setting FROM pg_settings WHERE name IN ('synchronous_commit', \
+               'fsync', 'wal_sync_method', 'synchronous_standby_names') ORDER BY name";
+    rows(opts, sql).await
 }
 
 /// The columns of `pg_stat_database` lockbench reads, in [`WORK_QUERY`]'s order.
@@ -399,19 +381,14 @@ impl ServiceKind for Postgres {
         &ABOUT
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        needs: Needs,
-        opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let sync = opts.postgres_synchronous_commit;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let (l, sync) = (s.launcher, s.opts.postgres_synchronous_commit);
         let (primary, endpoint, superuser) = match l {
             Launcher::Local(local) => local::start_primary(local, sync).await?,
             Launcher::Containers(run) => container::start_primary(run, sync).await?,
         };
         let mut nodes = vec![primary];
-        if needs.postgres_replica {
+        if s.needs.postgres_replica {
             nodes[0].role = Role::Master;
             let from = (nodes[0].addr, superuser.as_str());
             let replica = match l {
@@ -429,18 +406,13 @@ impl ServiceKind for Postgres {
         }))
     }
 
-    async fn leader<'n>(
-        &self,
-        _asked: Service,
-        members: Vec<&'n Node>,
-        run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
-        let Some(ep) = &run.endpoints.postgres else {
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
+        let Some(ep) = &q.endpoints.postgres else {
             return Ok(None);
         };
-        let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+        let addrs: Vec<SocketAddr> = q.members.iter().map(|n| n.addr).collect();
         let lead = writable(ep, &addrs).await;
-        Ok(members.into_iter().find(|n| Some(n.addr) == lead))
+        Ok(q.members.into_iter().find(|n| Some(n.addr) == lead))
     }
 
     async fn promote(&self, node: &Node, ep: &Endpoints) -> Result<Duration, ClusterError> {
@@ -456,25 +428,18 @@ impl ServiceKind for Postgres {
         promote(p, node.addr).await.map_err(err)
     }
 
-    async fn durability(
-        &self,
-        addr: SocketAddr,
-        ep: &Endpoints,
-        _unasked: Source,
-    ) -> Option<Durability> {
-        let Some(p) = &ep.postgres else {
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        let Some(p) = &n.ep.postgres else {
             return Some(Durability::unknown("no PostgreSQL login".into()));
         };
-        Some(match bounded_query(settings(at(p, addr))).await {
-            Ok(kv) => {
-                let get = |k: &str| kv.iter().find(|(n, _)| n == k).map_or("", |(_, v)| v);
-                let acked = acked(get("synchronous_commit"), get("fsync"));
-                let pairs: Vec<(&str, &str)> =
-                    kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-                Durability::new(acked, &pairs, Source::Queried)
-            }
-            Err(e) => Durability::unknown(e),
-        })
+        let read = settings(at(p, n.addr));
+        let get = setting;
+        Some(
+            queried(read, |kv| {
+                acked(get(kv, "synchronous_commit"), get(kv, "fsync"))
+            })
+            .await,
+        )
     }
 
     fn work_meter(&self) -> Option<Meter> {
@@ -492,15 +457,10 @@ impl ServiceKind for Postgres {
         work(ep.postgres.as_ref().ok_or("no PostgreSQL login")?).await
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let db = target.postgres.clone();
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let db = from.target.postgres.clone();
         out.postgres = Some(db.ok_or(("[postgres]", "a PostgreSQL database".into()))?);
-        out.postgres_standbys = target.postgres_standbys.clone();
+        out.postgres_standbys = from.target.postgres_standbys.clone();
         Ok(())
     }
 
@@ -547,12 +507,7 @@ async fn caught_up(
     ep: &PostgresEndpoint,
     standbys: &[SocketAddr],
 ) -> Result<(), String> {
-    let mut con = primary.connect().await.map_err(|e| e.to_string())?;
-    let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
-        .fetch_one(&mut con)
-        .await
-        .map_err(|e| e.to_string())?;
-    let _ = con.close().await;
+    let (lsn,): (String,) = first(rows(primary, "SELECT pg_current_wal_lsn()::text").await?)?;
     for &s in standbys {
         let mut con = at(ep, s).connect().await.map_err(|e| e.to_string())?;
         let behind: Option<bool> = sqlx::query_scalar(

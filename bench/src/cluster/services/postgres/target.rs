@@ -7,7 +7,9 @@ use sqlx::{ConnectOptions, Connection, PgConnection};
 
 use super::{at, version};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{MARKER, bounded, cleaned, foreign, target_err, unowned_node};
+use crate::cluster::external::{
+    MARKER, bounded, cleaned, owned_or_empty, target_err, unowned_node,
+};
 use crate::cluster::model::{NodeInfo, PostgresEndpoint, Role, Service};
 use crate::cluster::namespace::Prefix;
 
@@ -44,9 +46,7 @@ pub(super) async fn claim_prefix(ep: &PostgresEndpoint, p: &Prefix) -> Result<()
         .await
         .map_err(err)?;
     let owner = p.table("owner");
-    if !tables.is_empty() && !tables.contains(&owner) {
-        return Err(foreign(SERVICE, p, &tables));
-    }
+    owned_or_empty(SERVICE, p, &tables, &owner)?;
     let mark = async {
         let ddl = format!(
             "CREATE TABLE IF NOT EXISTS {owner} (note text NOT NULL); \

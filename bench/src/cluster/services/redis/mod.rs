@@ -12,11 +12,13 @@ use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
 use crate::cluster::containers::{Image, Spec};
 use crate::cluster::counters::{self, Meter, Reading};
-use crate::cluster::durability::{Acked, Durability, Source, bounded_query};
+use crate::cluster::durability::{Acked, Durability, queried, setting};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{MARKER, bounded, foreign, target_err, unowned_node};
-use crate::cluster::kind::{About, ServiceKind, Started};
-use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::external::{
+    MARKER, Missing, bounded, owned_or_empty, target_err, unowned_node,
+};
+use crate::cluster::kind::{About, FromTarget, NodeAt, ServiceKind, Start, Started};
+use crate::cluster::model::{Auth, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
@@ -136,11 +138,7 @@ pub(in crate::cluster) async fn persistence(
     addr: SocketAddr,
     auth: Option<&Auth>,
 ) -> Result<Vec<(String, String)>, String> {
-    let client = client(addr, auth).map_err(|e| e.to_string())?;
-    let mut con = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut con = connection(addr, auth).await?;
     let mut out = Vec::new();
     for key in ["appendonly", "appendfsync", "save"] {
         // A flat [name, value] list; empty if the server does not know the parameter.
@@ -164,11 +162,7 @@ pub(in crate::cluster) async fn version(
     addr: SocketAddr,
     auth: Option<&Auth>,
 ) -> Result<String, String> {
-    let client = client(addr, auth).map_err(|e| e.to_string())?;
-    let mut con = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut con = connection(addr, auth).await?;
     let info: String = ::redis::cmd("INFO")
         .arg("server")
         .arg("memory")
@@ -248,7 +242,8 @@ pub(in crate::cluster) fn build(b: Builds, version: &str) -> (&'static str, &'st
     ("redis", b.redis.name(), b.redis.reports(version))
 }
 
-const ABOUT: About = About {
+/// Also what Sentinel's and the Redis Cluster's nodes run.
+pub(in crate::cluster) const ABOUT: About = About {
     service: Service::Redis,
     wanted: |needs| needs.redis_nodes() > 0,
     check_installed,
@@ -264,14 +259,9 @@ impl ServiceKind for Redis {
     }
 
     /// Every server at once, each with the clock shim when the run preloads it.
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        needs: Needs,
-        opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let aof = opts.redis_appendfsync;
-        let names = names(needs);
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let (l, aof) = (s.launcher, s.opts.redis_appendfsync);
+        let names = names(s.needs);
         let started = futures::future::join_all(
             (names.iter()).map(|name| start(l, name, Role::Primary, aof, &[], true)),
         )
@@ -280,13 +270,8 @@ impl ServiceKind for Redis {
         Ok(Started::listed(nodes, |ep| &mut ep.redis))
     }
 
-    async fn durability(
-        &self,
-        addr: SocketAddr,
-        ep: &Endpoints,
-        _unasked: Source,
-    ) -> Option<Durability> {
-        Some(durability(addr, ep.redis_auth.as_ref()).await)
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        Some(durability(n.addr, n.ep.redis_auth.as_ref()).await)
     }
 
     fn work_meter(&self) -> Option<Meter> {
@@ -297,13 +282,8 @@ impl ServiceKind for Redis {
         work(&ep.redis, ep.redis_auth.as_ref()).await
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        needs: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let n = needs.redis_nodes();
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let (target, n) = (from.target, from.needs.redis_nodes());
         if target.redis.len() < n {
             return Err(("[redis] nodes", format!("{n} independent Redis server(s)")));
         }
@@ -356,20 +336,10 @@ fn acked(appendonly: &str, appendfsync: &str) -> Acked {
 
 /// What the Redis server (or Cluster node) at `addr` does with a write, as it says.
 pub(in crate::cluster) async fn durability(addr: SocketAddr, auth: Option<&Auth>) -> Durability {
-    match bounded_query(persistence(addr, auth)).await {
-        Ok(kv) => {
-            let get = |k: &str| {
-                kv.iter()
-                    .find(|(n, _)| n == k)
-                    .map_or("", |(_, v)| v.as_str())
-            };
-            let acked = acked(get("appendonly"), get("appendfsync"));
-            let pairs: Vec<(&str, &str)> =
-                kv.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-            Durability::new(acked, &pairs, Source::Queried)
-        }
-        Err(e) => Durability::unknown(e),
-    }
+    queried(persistence(addr, auth), |kv| {
+        acked(setting(kv, "appendonly"), setting(kv, "appendfsync"))
+    })
+    .await
 }
 
 /// A connection to the Redis server at `addr`.
@@ -382,6 +352,16 @@ pub(in crate::cluster) async fn connection(
         .get_multiplexed_async_connection()
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Runs `cmd` on the Redis server (or Sentinel) at `addr`.
+pub(in crate::cluster) async fn query<T: ::redis::FromRedisValue>(
+    addr: SocketAddr,
+    auth: Option<&Auth>,
+    cmd: &::redis::Cmd,
+) -> Result<T, String> {
+    let mut con = connection(addr, auth).await?;
+    cmd.query_async(&mut con).await.map_err(|e| e.to_string())
 }
 
 /// Keys under the prefix (at most `limit`), by a bounded SCAN.
@@ -426,9 +406,7 @@ pub(in crate::cluster) async fn claim_server(
     let keys = bounded("scan keys", prefix_keys(&mut con, p, 100))
         .await
         .map_err(err)?;
-    if !keys.is_empty() && !keys.contains(&p.owner_key()) {
-        return Err(foreign(&format!("redis {addr}"), p, &keys));
-    }
+    owned_or_empty(&format!("redis {addr}"), p, &keys, &p.owner_key())?;
     let set = ::redis::cmd("SET")
         .arg(p.owner_key())
         .arg(MARKER)

@@ -20,13 +20,13 @@ use async_trait::async_trait;
 use super::redis::{Appendfsync, connection, prefix_keys};
 use crate::cluster::backend::{READY_TIMEOUT, wait_ready};
 use crate::cluster::counters::{Meter, Reading};
-use crate::cluster::durability::{Durability, Source};
+use crate::cluster::durability::Durability;
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+    MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err, unowned_node,
 };
-use crate::cluster::kind::{About, Running, ServiceKind, Started};
-use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
+use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
@@ -114,15 +114,7 @@ async fn query<T: redis::FromRedisValue>(
     auth: Option<&Auth>,
     cmd: &redis::Cmd,
 ) -> Result<T, String> {
-    let q = async {
-        let client = super::redis::client(addr, auth).map_err(|e| e.to_string())?;
-        let mut con = client
-            .get_multiplexed_async_connection()
-            .await
-            .map_err(|e| e.to_string())?;
-        cmd.query_async(&mut con).await.map_err(|e| e.to_string())
-    };
-    match tokio::time::timeout(QUERY, q).await {
+    match tokio::time::timeout(QUERY, super::redis::query(addr, auth, cmd)).await {
         Ok(r) => r.map_err(|e| format!("{addr}: {e}")),
         Err(_) => Err(format!("{addr}: no answer within {QUERY:?}")),
     }
@@ -439,13 +431,12 @@ async fn form(nodes: &[Node], bus: Option<u16>) -> Result<(), String> {
 /// The Redis Cluster: slots over three masters, each with a replica.
 pub(in crate::cluster) struct RedisCluster;
 
+/// Its nodes are Redis servers: Redis's check, build and image.
 const ABOUT: About = About {
     service: Service::RedisCluster,
     wanted: |needs| needs.redis_cluster,
-    check_installed: super::redis::check_installed,
     port_names: |_| port_names(),
-    build: Some(super::redis::build),
-    images: &[super::redis::IMAGE],
+    ..super::redis::ABOUT
 };
 
 #[async_trait]
@@ -454,24 +445,14 @@ impl ServiceKind for RedisCluster {
         &ABOUT
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        _needs: Needs,
-        opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let nodes = start(l, opts.redis_appendfsync).await?;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let nodes = start(s.launcher, s.opts.redis_appendfsync).await?;
         Ok(Started::listed(nodes, |ep| &mut ep.redis_cluster))
     }
 
-    async fn leader<'n>(
-        &self,
-        asked: Service,
-        _members: Vec<&'n Node>,
-        _run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
         Err(ClusterError::Leader {
-            service: asked,
+            service: q.service,
             detail: "a Redis Cluster has a master per slot range: name a SKU (`sku = N`) \
                      and its slot's master"
                 .into(),
@@ -498,22 +479,12 @@ impl ServiceKind for RedisCluster {
         super::redis::work(&ep.redis_cluster, ep.redis_auth.as_ref()).await
     }
 
-    async fn durability(
-        &self,
-        addr: SocketAddr,
-        ep: &Endpoints,
-        _unasked: Source,
-    ) -> Option<Durability> {
-        Some(super::redis::durability(addr, ep.redis_auth.as_ref()).await)
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        Some(super::redis::durability(n.addr, n.ep.redis_auth.as_ref()).await)
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let (servers, auth) = (&target.redis_cluster, &target.redis_auth);
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let (servers, auth) = (&from.target.redis_cluster, &from.target.redis_auth);
         let missing = ("[redis_cluster]", "a Redis Cluster");
         (out.redis_cluster, out.redis_auth) = servers_or(servers, auth, missing)?;
         Ok(())
@@ -574,9 +545,7 @@ async fn claim_prefix(
                 .map_err(err)?,
         );
     }
-    if !found.is_empty() && !found.contains(&p.owner_key()) {
-        return Err(foreign("redis_cluster", p, &found));
-    }
+    owned_or_empty("redis_cluster", p, &found, &p.owner_key())?;
     // The node that owns the owner key's slot answers; the others redirect.
     let owner_slot = slot(&p.owner_key());
     let (master, _) = bounded(

@@ -11,16 +11,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::redis::Appendfsync;
+use super::redis::{Appendfsync, query};
 use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
 use crate::cluster::containers::Spec;
 use crate::cluster::counters::{Meter, Reading};
-use crate::cluster::durability::{Durability, Source};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{bounded, servers_or, target_err, unowned_node};
-use crate::cluster::kind::{About, Running, ServiceKind, Started};
-use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::external::{Missing, bounded, servers_or, target_err, unowned_node};
+use crate::cluster::kind::{About, Asked, FromTarget, ServiceKind, Start, Started};
+use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
@@ -56,19 +55,6 @@ pub(in crate::cluster) fn port_names() -> Vec<String> {
 
 pub(in crate::cluster) fn check_installed(builds: Builds) -> Result<(), ClusterError> {
     builds.redis.sentinel().map(|_| ())
-}
-
-async fn query<T: redis::FromRedisValue>(
-    addr: SocketAddr,
-    auth: Option<&Auth>,
-    cmd: &redis::Cmd,
-) -> Result<T, String> {
-    let client = super::redis::client(addr, auth).map_err(|e| e.to_string())?;
-    let mut con = client
-        .get_multiplexed_async_connection()
-        .await
-        .map_err(|e| e.to_string())?;
-    cmd.query_async(&mut con).await.map_err(|e| e.to_string())
 }
 
 /// The lines that make a sentinel watch `master`: two sentinels must agree it is down, which
@@ -266,16 +252,17 @@ async fn launch_sentinel(
     }
 }
 
-/// The Sentinel set: its master and replicas are Redis nodes, whose master it names.
+/// The Sentinel set: its master and replicas are Redis nodes, whose master it names. The
+/// Sentinels keep no data of a run (no durability of their own).
 pub(in crate::cluster) struct Sentinel;
 
+/// Its nodes run Redis's build and image.
 const ABOUT: About = About {
     service: Service::Sentinel,
     wanted: |needs| needs.sentinel,
     check_installed: |b| super::redis::check_installed(b).and_then(|()| check_installed(b)),
     port_names: |_| port_names(),
-    build: Some(super::redis::build),
-    images: &[super::redis::IMAGE],
+    ..super::redis::ABOUT
 };
 
 #[async_trait]
@@ -284,13 +271,8 @@ impl ServiceKind for Sentinel {
         &ABOUT
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        _needs: Needs,
-        opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let nodes = start(l, opts.redis_appendfsync).await?;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let nodes = start(s.launcher, s.opts.redis_appendfsync).await?;
         let sentinels: Vec<SocketAddr> = (nodes.iter())
             .filter(|n| n.service == Service::Sentinel)
             .map(|n| n.addr)
@@ -304,29 +286,23 @@ impl ServiceKind for Sentinel {
         Some(Service::Redis)
     }
 
-    async fn leader<'n>(
-        &self,
-        asked: Service,
-        members: Vec<&'n Node>,
-        run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
-        if asked != Service::Redis {
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
+        if q.service != Service::Redis {
             return Err(ClusterError::Leader {
-                service: asked,
+                service: q.service,
                 detail: "sentinels elect no leader of their own here; ask for the Redis master"
                     .into(),
             });
         }
         // The master is whatever the sentinels say now (it moves on failover).
-        let ep = run.endpoints;
+        let ep = q.endpoints;
         let auth = ep.sentinel_auth.as_ref();
         match current_master(&ep.sentinels, ep.sentinel_master(), auth).await {
-            Ok(addr) => Ok(members.into_iter().find(|n| n.addr == addr)),
+            Ok(addr) => Ok(q.members.into_iter().find(|n| n.addr == addr)),
             Err(_) => Ok(None),
         }
     }
 
-    /// Sentinels keep no data of a run (their master and replicas are Redis nodes).
     fn work_meter(&self) -> Option<Meter> {
         Some(Meter {
             unit: "commands",
@@ -345,22 +321,9 @@ impl ServiceKind for Sentinel {
         super::redis::work(&[master], ep.redis_auth.as_ref()).await
     }
 
-    async fn durability(
-        &self,
-        _addr: SocketAddr,
-        _ep: &Endpoints,
-        _unasked: Source,
-    ) -> Option<Durability> {
-        None
-    }
-
     /// Claims the master the sentinels name (a Redis server like the others).
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let target = from.target;
         let (servers, auth) = (&target.sentinels, &target.sentinel_auth);
         (out.sentinels, out.sentinel_auth) =
             servers_or(servers, auth, ("[sentinel]", "Redis Sentinels"))?;

@@ -15,14 +15,14 @@ use crate::cluster::binary::find_binary;
 use crate::cluster::builds::Builds;
 use crate::cluster::containers::{Containers, Image, Spec};
 use crate::cluster::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
-use crate::cluster::durability::{Acked, Durability, Source};
+use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
 };
-use crate::cluster::kind::{About, Running, ServiceKind, Started};
+use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
-use crate::cluster::model::{Auth, ClusterOptions, Endpoints, Needs, NodeInfo, Role, Service};
+use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
@@ -413,29 +413,19 @@ impl ServiceKind for Zookeeper {
         &ABOUT
     }
 
-    async fn start(
-        &self,
-        l: Launcher<'_>,
-        _needs: Needs,
-        _opts: &ClusterOptions,
-    ) -> Result<Started, ClusterError> {
-        let nodes = start(l).await?;
+    async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
+        let nodes = start(s.launcher).await?;
         Ok(Started::listed(nodes, |ep| &mut ep.zookeeper))
     }
 
     /// The member whose `srvr` answer says `Mode: leader`.
-    async fn leader<'n>(
-        &self,
-        asked: Service,
-        members: Vec<&'n Node>,
-        _run: Running<'_>,
-    ) -> Result<Option<&'n Node>, ClusterError> {
-        let addrs: Vec<SocketAddr> = members.iter().map(|n| n.addr).collect();
+    async fn leader<'n>(&self, q: Asked<'n, '_>) -> Result<Option<&'n Node>, ClusterError> {
+        let addrs: Vec<SocketAddr> = q.members.iter().map(|n| n.addr).collect();
         match leaders(&addrs).await.as_slice() {
             [] => Ok(None),
-            [one] => Ok(members.into_iter().find(|n| n.addr == *one)),
+            [one] => Ok(q.members.into_iter().find(|n| n.addr == *one)),
             many => Err(ClusterError::Leader {
-                service: asked,
+                service: q.service,
                 detail: format!("several nodes say they lead: {many:?}"),
             }),
         }
@@ -451,26 +441,13 @@ impl ServiceKind for Zookeeper {
         work_of(&ep.zookeeper).await
     }
 
-    async fn durability(
-        &self,
-        _addr: SocketAddr,
-        _ep: &Endpoints,
-        unasked: Source,
-    ) -> Option<Durability> {
-        Some(Durability::new(
-            Acked::Disk,
-            &[("forceSync", "yes")],
-            unasked,
-        ))
+    async fn durability(&self, n: NodeAt<'_>) -> Option<Durability> {
+        let settings = [("forceSync", "yes")];
+        Some(Durability::new(Acked::Disk, &settings, n.unasked))
     }
 
-    fn copy_from_target(
-        &self,
-        target: &Endpoints,
-        _: Needs,
-        out: &mut Endpoints,
-    ) -> Result<(), (&'static str, String)> {
-        let (servers, auth) = (&target.zookeeper, &target.zookeeper_auth);
+    fn copy_from_target(&self, from: FromTarget<'_>, out: &mut Endpoints) -> Result<(), Missing> {
+        let (servers, auth) = (&from.target.zookeeper, &from.target.zookeeper_auth);
         let missing = ("[zookeeper]", "a ZooKeeper ensemble");
         (out.zookeeper, out.zookeeper_auth) = servers_or(servers, auth, missing)?;
         Ok(())
