@@ -766,6 +766,69 @@ async fn contend_on_the_sim_measures_every_level_it_was_asked_for() {
     eprintln!("sim contend: {took:?}");
 }
 
+/// A run with `[buyers]` writes the sale's keys (docs/sale.md) and a steady run does not: its
+/// summary.json stays as it was. The sim sells both SKUs out, so each has a sell-out time and
+/// nothing is undersold; with worker processes the figures folded from attempts say they were
+/// not measured.
+#[tokio::test(flavor = "current_thread")]
+async fn a_run_with_buyers_writes_the_sale_and_a_steady_run_does_not() {
+    let json = |dir: &Path| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap()
+    };
+    let steady = tempfile::tempdir().expect("temp dir");
+    let s = run_in(Sim::new(SimFault::None), &workload(2), steady.path(), false).await;
+    assert!(s.sale.is_none() && json(steady.path()).get("sale").is_none());
+
+    let mut w = workload(2);
+    w.buyers = Workload::parse("b.toml", "[buyers]\ncount = 1000\n", &[])
+        .expect("valid")
+        .buyers;
+    let dir = tempfile::tempdir().expect("temp dir");
+    run_in(Sim::new(SimFault::None), &w, dir.path(), false).await;
+    let sale = &json(dir.path())["sale"];
+    for key in [
+        "sold_out_s",
+        "limit_violations",
+        "duplicate_orders",
+        "undersell",
+        "fcfs",
+        "generator_lag_us",
+        "phases",
+        "sold_out_answer_us",
+        "in_flight_peak",
+        "refused_at_door",
+    ] {
+        assert!(sale.get(key).is_some(), "{key}: {sale:#}");
+    }
+    assert!(sale["sold_out_s"][0].as_f64().is_some() && sale["sold_out_s"][1].is_number());
+    assert_eq!(
+        (sale["undersell"].as_u64(), sale["hot_sold"].as_u64()),
+        (Some(0), Some(25))
+    );
+    let fcfs = sale["fcfs"]["score"].as_f64().expect("an FCFS score");
+    assert!((0.0..=1.0).contains(&fcfs), "{fcfs}");
+    let peak = sale["in_flight_peak"].as_u64().unwrap();
+    assert!((1..=4).contains(&peak), "4 closed-loop buyers: {peak}");
+    let n = |phase: &str| {
+        sale["phases"][phase]["latency_us"]["count"]
+            .as_u64()
+            .unwrap()
+    };
+    // A steady shape has no "before"; the hot SKU's sell-out splits the rest.
+    assert_eq!((n("before"), n("surge") + n("after")), (0, 120), "{sale:#}");
+
+    let workers = tempfile::tempdir().expect("temp dir");
+    let opts = in_two_workers(sim::options(&w, workers.path().to_path_buf(), false));
+    let s = sim::run(Sim::new(SimFault::None), &opts)
+        .await
+        .expect("runs");
+    let sale = s.sale.expect("a sale");
+    assert!(
+        sale.figures.is_none() && sale.not_measured.is_some(),
+        "{sale:?}"
+    );
+}
+
 /// A job on the sim in `dir`, its knobs and files: the workload of [`sweep_workload`] (1.5 s
 /// timeouts) on 32 SKUs (contended enough at the rates below that a lock granting twice is seen to), one
 /// chaos scenario `command` (a fault that needs no server, injected 10 ms in for 20 ms,

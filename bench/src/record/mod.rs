@@ -5,7 +5,8 @@
 //! interval ([`partial`]). The recorder ([`Ingest`]) folds both into [`Stats`] (HdrHistograms
 //! per outcome, a per-second timeline), the phases, the double-grant checker and the
 //! utilization tracker, and, if asked, streams completions to a JSONL history. Memory grows
-//! with the run's seconds, never with its attempts.
+//! with the run's seconds, never with its attempts, except a sale's row per purchase
+//! ([`sale`], asked for by [`Ingest::keep_sale`]).
 
 pub mod contention;
 mod history;
@@ -17,6 +18,7 @@ pub mod partial;
 pub mod phases;
 pub mod pressure;
 pub mod quantile;
+pub mod sale;
 mod stats;
 pub mod utilization;
 mod wire;
@@ -176,6 +178,8 @@ pub struct Recording {
     pub coverage: utilization::Coverage,
     /// How the locks shared their keys (`None` without a lock attempt).
     pub contention: Option<contention::Contention>,
+    /// A sale's purchase attempts, one row each (`None` unless asked: [`Ingest::keep_sale`]).
+    pub sale: Option<sale::SaleLog>,
 }
 
 /// What reaches the recorder.
@@ -207,6 +211,7 @@ pub struct Ingest {
     phases: phases::PhaseRecorder,
     history: Option<HistoryWriter>,
     live: Arc<Live>,
+    sale: Option<sale::SaleLog>,
 }
 
 /// A lease as the checks see it.
@@ -275,7 +280,15 @@ impl Ingest {
             phases: phases::PhaseRecorder::new(boundaries, start),
             history,
             live,
+            sale: None,
         }
+    }
+
+    /// Keeps a row per purchase attempt of this process's buyers, for a sale's figures
+    /// ([`sale`]): memory then grows with the attempts (about 40 bytes each).
+    pub fn keep_sale(mut self) -> Self {
+        self.sale = Some(sale::SaleLog::default());
+        self
     }
 
     /// Times the leases of worker `k` on clock domain `clocks.domains[k]`, whose uncertainty
@@ -309,6 +322,9 @@ impl Ingest {
     pub fn completion(&mut self, c: &Completion) -> std::io::Result<()> {
         self.stats.record(c, self.start);
         self.phases.record(c);
+        if let Some(s) = self.sale.as_mut() {
+            s.push(c, self.start);
+        }
         self.live.attempts.fetch_add(1, Ordering::Relaxed);
         if c.outcome == Outcome::Sold {
             self.live.sold.fetch_add(1, Ordering::Relaxed);
@@ -416,6 +432,7 @@ impl Ingest {
             phases: self.phases.finish(end),
             coverage: self.checks.coverage.finish(self.start),
             contention: self.checks.contention.finish(),
+            sale: self.sale,
         })
     }
 }
@@ -434,7 +451,8 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    /// Starts the recorder ([`Ingest::new`] says what the arguments are).
+    /// Starts the recorder ([`Ingest::new`] says what the arguments are; `sale`: keep a row
+    /// per purchase, [`Ingest::keep_sale`]).
     pub fn spawn(
         start: Instant,
         history: Option<PathBuf>,
@@ -442,6 +460,7 @@ impl Recorder {
         live: Arc<Live>,
         boundaries: Arc<phases::Boundaries>,
         clocks: Option<WorkerClocks>,
+        sale: bool,
     ) -> std::io::Result<(mpsc::Sender<Input>, Self)> {
         let writer = history
             .map(|p| HistoryWriter::create(&p, start))
@@ -451,6 +470,9 @@ impl Recorder {
             let mut ingest = Ingest::new(start, writer, horizon, live, boundaries);
             if let Some(c) = clocks {
                 ingest = ingest.with_clocks(c);
+            }
+            if sale {
+                ingest = ingest.keep_sale();
             }
             let mut batch = Vec::with_capacity(256);
             while rx.recv_many(&mut batch, 256).await > 0 {

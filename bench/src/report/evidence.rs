@@ -609,11 +609,24 @@ impl Evidence<'_> {
         said
     }
 
+    /// The sale this strategy ran: its calm run's, else its first chaos run's with one.
+    pub fn sale(&self) -> Option<&super::sale::Sale> {
+        let runs = self
+            .calm
+            .into_iter()
+            .chain(self.chaos.iter().filter_map(|(_, r)| *r));
+        runs.filter_map(|s| s.sale.as_ref()).next()
+    }
+
     /// The whole plain-words line (without the strategy's name). A part the job does not have
     /// at all is left out (the page says once that it was not measured); a part the job has
     /// and this strategy is missing from reads `not measured`.
     pub fn line(&self) -> Said {
         let mut parts = Vec::new();
+        // A sale opens the line: it is the job's headline (docs/sale.md).
+        if let Some(sale) = self.sale() {
+            parts.push(Said::default().t(format!("in the sale {}", sale.line())));
+        }
         if self.sweep.is_some() {
             parts.push(self.capacity_said());
         }
@@ -888,6 +901,36 @@ mod tests {
         assert_eq!(
             ev.line().text(),
             "calm run: not measured; kill-master: not measured."
+        );
+    }
+
+    #[test]
+    fn the_line_opens_with_the_sale_when_the_strategy_ran_one() {
+        let plain = summary("redis-setnx");
+        let mut sold = plain.clone();
+        sold.sale = Some(crate::report::sale::fixture());
+        let text = |calm| {
+            evidence("redis-setnx", None, Some(calm), vec![])
+                .line()
+                .text()
+        };
+        assert!(
+            text(&sold).starts_with("in the sale sold 1000 of SKU 0"),
+            "{}",
+            text(&sold)
+        );
+        assert!(text(&plain).starts_with("calm run "), "{}", text(&plain));
+        // A sale run under a fault opens it too, when there is no calm sale.
+        let ev = evidence(
+            "redis-setnx",
+            None,
+            None,
+            vec![("kill-master", Some(&sold))],
+        );
+        assert!(
+            ev.line().text().starts_with("in the sale "),
+            "{}",
+            ev.line().text()
         );
     }
 

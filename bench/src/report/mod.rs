@@ -17,6 +17,7 @@ pub mod layout;
 pub mod model;
 pub mod needs;
 pub mod rounds;
+pub mod sale;
 mod saved;
 pub mod sweep;
 mod table;
@@ -224,6 +225,10 @@ pub struct Summary {
     /// process; the run failed with them after writing this summary.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broken: Vec<String>,
+    /// What a flash sale cost (docs/sale.md): only for a sale workload (`[buyers]` or a
+    /// shape other than steady), absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sale: Option<sale::Sale>,
 }
 
 /// Consensus writes during the load: what a lock costs its consensus service per sale.
@@ -328,6 +333,7 @@ impl Summary {
         let every = every_arrival(&started, drive.not_started, drive.elapsed);
         let verdict = judge(&p);
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
+        let largest = double_grants.within_clock_uncertainty_largest.clone();
         Self {
             schema: SCHEMA.into(),
             lockbench_version: env!("CARGO_PKG_VERSION").into(),
@@ -348,9 +354,7 @@ impl Summary {
             double_grant_examples: double_grants.examples.clone(),
             double_grants_cross_host: double_grants.cross_host,
             within_clock_uncertainty: double_grants.within_clock_uncertainty,
-            within_clock_uncertainty_largest: double_grants
-                .within_clock_uncertainty_largest
-                .clone(),
+            within_clock_uncertainty_largest: largest,
             clocks: p.clocks,
             reads,
             torn_reads: stats.count(Outcome::TORN_READ),
@@ -389,6 +393,7 @@ impl Summary {
             lease_ttl_granted_s: None,
             library: None,
             broken: drive.broken.clone(),
+            sale: None,
         }
     }
 }

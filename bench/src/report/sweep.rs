@@ -16,6 +16,9 @@ use crate::strategy::{Family, Kind};
 /// Schema id of `sweep.json`; bump on any incompatible change.
 pub const SWEEP_SCHEMA: &str = "lockbench.sweep/2";
 
+/// The SLO a sweep judges against unless `--slo` says otherwise.
+pub const DEFAULT_SLO: &str = "p99=100ms";
+
 /// The latency target a step must meet to count as sustained.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Slo {

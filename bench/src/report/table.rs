@@ -229,7 +229,18 @@ pub fn print_table(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()
         lines.push(line);
     }
     render(out, &lines)?;
+    print_sales(out, rows)?;
     print_notes(out, rows)
+}
+
+/// Each sale's outcome in one line, right under the table (runs of a sale workload only).
+fn print_sales(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
+    for s in rows {
+        if let Some(sale) = &s.sale {
+            writeln!(out, "sale: {}: {}", s.strategy, sale.line())?;
+        }
+    }
+    Ok(())
 }
 
 /// The notes under [`print_table`]: what its cells cannot say by themselves.

@@ -390,6 +390,7 @@ async fn load(
             table: s.clock_table(),
             domains: s.domains(),
         }),
+        report::sale::is_sale(w),
     )
     .map_err(write_err(out))?;
     let bar = progress::Bar::start(plan.opts.progress, id, w.load.duration, live, cancel);
@@ -511,10 +512,12 @@ pub struct Audited {
     pub safety: Safety,
     /// Locks left held with no expiry.
     pub stuck_locks: u64,
-    /// A sale's orders as the store holds them (`None` without `[buyers]`, or from a store
-    /// that cannot list them), for the results' figures (first come first served, undersell).
+    /// The store's reading, SKU by SKU.
+    pub per_sku: Vec<crate::check::SkuAudit>,
+    /// A sale's orders as the store holds them (`None`: not a sale, or a store that cannot
+    /// list them), for the results' figures (first come first served, undersell).
     pub orders: Option<Vec<OrderRow>>,
-    /// What the orders show about the sale's rules (`None` as for `orders`).
+    /// What the orders show about the sale's rules (`None` without `[buyers]` or orders).
     pub sale: Option<SaleAudit>,
 }
 
@@ -529,9 +532,9 @@ pub async fn audit(
     let initial = w.inventory.stocks();
     let mut safety = Safety::judge(&initial, &audits).with_acknowledged(acknowledged_sales);
     // Only a sale's orders carry buyers and request ids worth reading.
-    let orders = match &w.buyers {
-        Some(_) => built.store.orders().await?,
-        None => None,
+    let orders = match report::sale::is_sale(w) {
+        true => built.store.orders().await?,
+        false => None,
     };
     let sale = w.buyers.as_ref().zip(orders.as_ref());
     let sale = sale.map(|(b, o)| SaleAudit::of(o, b.limit, &initial, &audits));
@@ -543,6 +546,7 @@ pub async fn audit(
         stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
         orders,
         sale,
+        per_sku: audits,
     })
 }
 
@@ -613,6 +617,14 @@ fn results(
     summary.library = cost.library;
     let grants = report::work::grants(&summary.outcomes);
     summary.server_work = (cost.work).figures(plan.info.locks, grants, audited.safety.sold);
+    summary.sale = report::sale::Sale::new(report::sale::SaleParts {
+        workload: plan.workload(),
+        log: m.recording.sale.as_ref(),
+        orders: audited.orders.as_deref(),
+        audits: &audited.per_sku,
+        not_started: m.drive.not_started,
+        workers: plan.workers,
+    });
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

@@ -14,6 +14,7 @@ mod layout;
 mod palette;
 mod rate;
 mod safety;
+mod surge;
 mod time;
 mod tradeoff;
 
@@ -56,6 +57,8 @@ pub enum Kind {
     Capacity,
     /// `contend`: grants/s with the USL fit, and the acquire p99, against contenders.
     Contention,
+    /// A sale's arrivals, sales and in-flight per 10 ms, every strategy on one time axis.
+    Surge,
 }
 
 impl Kind {
@@ -82,6 +85,7 @@ impl Kind {
             Kind::LatencyVsRate => "latency-vs-rate",
             Kind::Capacity => "capacity",
             Kind::Contention => "contention",
+            Kind::Surge => "surge",
         }
     }
 
@@ -96,6 +100,7 @@ impl Kind {
             Kind::LatencyVsRate => "Latency against offered rate",
             Kind::Capacity => "Capacity at the latency target",
             Kind::Contention => "The cost of contention",
+            Kind::Surge => "The sale's surge",
         }
     }
 }
@@ -116,13 +121,18 @@ pub(super) trait Draw {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
-/// Draws every chart into `charts_dir` (`<name>.svg` and `<name>.png`) and returns the SVGs.
+/// Draws every chart into `charts_dir` (`<name>.svg` and `<name>.png`) and returns the SVGs;
+/// the surge's too when a run measured a sale.
 pub fn render_all(runs: &[RunData], charts_dir: &Path) -> Result<Vec<Chart>, ReportError> {
     let set = RunCharts::new(runs);
-    Kind::ALL
+    let mut charts: Vec<Chart> = Kind::ALL
         .iter()
         .map(|&kind| render(kind, &set.chart(kind), charts_dir))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if let Some(surge) = surge::SurgeChart::new(runs) {
+        charts.push(render(Kind::Surge, &surge, charts_dir)?);
+    }
+    Ok(charts)
 }
 
 /// Draws `chart` as `charts_dir/<kind>.svg` and `.png`.
@@ -275,8 +285,8 @@ impl Draw for RunChart<'_, '_> {
             }
             Kind::Tradeoff => self.draw_tradeoff(root).map(|_| ()),
             Kind::Safety => safety(root, runs, &set.panels),
-            Kind::LatencyVsRate | Kind::Capacity | Kind::Contention => {
-                Err("a sweep or contend chart, not a run's".into())
+            Kind::LatencyVsRate | Kind::Capacity | Kind::Contention | Kind::Surge => {
+                Err("a sweep, contend or surge chart, not one of every run's".into())
             }
         }
     }

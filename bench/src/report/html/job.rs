@@ -349,6 +349,7 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
     );
     let _ = writeln!(h, "<p><small>{}</small></p>", headline_note());
     reads_table(h, &part.runs);
+    super::sale::sale_table(h, &part.runs, "h3");
     notes(h, &part.runs);
     calm_charts(h, job, part)?;
     utilization(h, &part.runs);

@@ -9,7 +9,7 @@
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - `contend`: a `lockbench contend` folder (the cost of contention);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
-//!   headline table and the tables of runs), `contention` (how locks shared their keys),
+//!   headline table and the tables of runs), `sale` (what each run's flash sale cost), `contention` (how locks shared their keys),
 //!   `work` (the servers' work per grant),
 //!   `environment` (versions, servers, reproduction).
 //!
@@ -22,6 +22,7 @@ mod job;
 mod needs;
 mod page;
 mod run;
+mod sale;
 mod tables;
 mod versions;
 mod work;

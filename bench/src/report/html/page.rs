@@ -155,6 +155,12 @@ fn caption_text(kind: Kind) -> &'static str {
             "The highest offered rate that met the SLO with the store intact (sweep.json); an \
              open end is a lower bound, \"<\" failed even the lowest rate."
         }
+        Kind::Surge => {
+            "The sale (summary.json's sale.series): arrivals by intended start, units sold by \
+             the end of their sale, and the most attempts in flight, per 10 ms, from half a \
+             second before the surge to half a second after the hot SKU sold out. Arrivals never \
+             started (refused at the door) are not in it: the driver knows only their count."
+        }
         Kind::Contention => {
             "Each strategy in a closed loop on one key (contend.json). Above: grants/s, a dot \
              the mean of a level's trials and a whisker their range, the line the Universal \

@@ -79,6 +79,7 @@ fn headline(h: &mut String, runs: &[RunData]) {
     headline_table(h, runs, &compare_spec());
     let _ = writeln!(h, "<p><small>{}</small></p>", headline_note());
     reads_table(h, runs);
+    super::sale::sale_table(h, runs, "h2");
 }
 
 fn faults(h: &mut String, runs: &[RunData]) {
