@@ -106,7 +106,7 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     let cancelled = cancel.is_cancelled();
     let strategy_broken = strategy.broken();
     let generator_lag = GeneratorLag::of(&lag);
-    // Logged until the results print it (`sale.generator_lag_us`).
+    // Also in summary.json's `sale.generator_lag_us` for a sale.
     tracing::info!(?generator_lag, "the generator's lag in the peak window");
     DriveReport {
         elapsed: start.elapsed(),

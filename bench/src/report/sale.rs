@@ -5,9 +5,10 @@
 use serde::{Deserialize, Serialize};
 
 use super::format::{latency_parts, ms_table, secs_table};
+use crate::check::SaleAudit;
 use crate::check::{OrderRow, SkuAudit};
 use crate::record::sale::{HOT_SKU, SaleFigures, SaleInputs, SaleLog};
-use crate::record::{LatencySummary, Pct};
+use crate::record::{GeneratorLag, LatencySummary, Pct};
 use crate::workload::{Shape, Workload};
 
 /// The SLO whose latency the sale's "answered within the SLO" share uses: the sweep's
@@ -32,9 +33,9 @@ pub struct Sale {
     pub limit_violations: u64,
     /// Orders beyond the first for one request id (the store's audit).
     pub duplicate_orders: u64,
-    /// How late the generator started arrivals at the peak, µs (scheduled against started):
-    /// lag that is the generator's, not the strategy's.
-    pub generator_lag_us: u64,
+    /// How late the generator started arrivals at the peak (scheduled against started, µs,
+    /// with n): lag that is the generator's, not the strategy's.
+    pub generator_lag_us: GeneratorLag,
     /// Open-loop arrivals due before the end that no buyer ever started: refused at the door.
     pub refused_at_door: u64,
     /// The SLO whose latency `within_slo` counts against.
@@ -59,6 +60,11 @@ pub struct SaleParts<'a> {
     pub audits: &'a [SkuAudit],
     /// Arrivals never started.
     pub not_started: u64,
+    /// What the store's orders show about the limit and the request ids (`None`: no
+    /// `[buyers]`, or a store that lists no orders).
+    pub audit: Option<&'a SaleAudit>,
+    /// The generator's lag in the peak window.
+    pub lag: GeneratorLag,
     /// Worker processes the buyers ran in.
     pub workers: u32,
 }
@@ -103,12 +109,9 @@ impl Sale {
             hot_sku: HOT_SKU,
             hot_stock,
             hot_sold: hot_stock.saturating_sub(hot_left),
-            // TODO(merge): wt-sql's sale audit (check/sale.rs) fills these from the store's
-            // orders; zero until it lands on main.
-            limit_violations: 0,
-            duplicate_orders: 0,
-            // TODO(merge): wt-gen's DriveReport carries the generator's lag at the peak.
-            generator_lag_us: 0,
+            limit_violations: p.audit.map_or(0, |a| a.limit_violations),
+            duplicate_orders: p.audit.map_or(0, |a| a.duplicate_orders),
+            generator_lag_us: p.lag,
             refused_at_door: p.not_started,
             slo: SLO.into(),
             not_measured,
@@ -191,7 +194,7 @@ pub(crate) fn fixture() -> Sale {
         hot_sold: 1000,
         limit_violations: 0,
         duplicate_orders: 0,
-        generator_lag_us: 0,
+        generator_lag_us: GeneratorLag::default(),
         refused_at_door: 0,
         slo: SLO.into(),
         not_measured: Some("the buyers ran in 4 worker processes".into()),
@@ -225,7 +228,6 @@ mod tests {
     /// workloads/sale.toml is a sale: a hot SKU of 1,000 and three cold of 100, buyers with a
     /// limit of one, and a surge.
     #[test]
-    #[ignore = "load.shape = \"sale\" parses once wt-gen's shapes land (issue 39 part 1)"]
     fn the_shipped_sale_parses_as_a_sale() {
         let text = include_str!("../../../workloads/sale.toml");
         let w = Workload::parse("workloads/sale.toml", text, &[]).expect("valid");
@@ -251,6 +253,8 @@ mod tests {
             audits: &[],
             not_started: 0,
             workers: 0,
+            audit: None,
+            lag: GeneratorLag::default(),
         };
         let steady = workload("");
         assert!(Sale::new(parts(&steady)).is_none());
@@ -293,6 +297,8 @@ mod tests {
             audits: &audits,
             not_started: 4,
             workers: 0,
+            audit: None,
+            lag: GeneratorLag::default(),
         })
         .unwrap();
         assert_eq!(

@@ -624,6 +624,8 @@ fn results(
         audits: &audited.per_sku,
         not_started: m.drive.not_started,
         workers: plan.workers,
+        audit: audited.sale.as_ref(),
+        lag: m.drive.generator_lag,
     });
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
