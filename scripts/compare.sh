@@ -25,7 +25,6 @@ for knob in SLO=slo CHAOS_SHARE=chaos-share SCENARIOS=scenarios STRATEGIES=strat
   var=${knob%%=*}
   if [ -n "${!var:-}" ]; then flags+=("--${knob#*=}" "${!var}"); fi
 done
-# Set but empty means none, so this one is passed whenever it is set.
-if [ -n "${SALE_SCENARIOS+set}" ]; then flags+=(--sale-scenarios "$SALE_SCENARIOS"); fi
+if [ -n "${SALE_SCENARIOS+set}" ]; then flags+=(--sale-scenarios "$SALE_SCENARIOS"); fi # empty: none
 # shellcheck disable=SC2086 # SWEEP_ARGS is a list of words
 exec "$bin" job "${flags[@]}" ${SWEEP_ARGS:-} "$@"
