@@ -868,6 +868,8 @@ fn sim_job(dir: &Path) -> JobOptions {
         out: dir.join("job"),
         strategies: Some(vec!["sim".into(), "sim-control".into()]),
         workload_file,
+        sale_workload: None,
+        sale_scenarios: Vec::new(),
         sets: Vec::new(),
         slo: sweep.slo,
         search: sweep.search,

@@ -621,6 +621,19 @@ pub struct JobArgs {
         default_value = "kill-master,pause-holder"
     )]
     pub scenarios: Vec<String>,
+    /// The sale part's workload (SALE): every strategy on its surge, one seed; `none`: no sale
+    /// part. The `--set`s given apply to the steady parts only.
+    #[arg(long, value_name = "FILE", default_value = "workloads/sale.toml")]
+    pub sale: PathBuf,
+    /// The sale part's chaos scenarios after the sale without a fault, comma-separated: files
+    /// of chaos/ without .toml (SALE_SCENARIOS; empty: none).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "kill-master-in-surge"
+    )]
+    pub sale_scenarios: Vec<String>,
     /// The calm part's load, each strategy (CALM_DURATION).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = job_duration)]
     pub calm_duration: String,

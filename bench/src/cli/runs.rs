@@ -239,6 +239,12 @@ fn job_options(args: JobArgs) -> anyhow::Result<job::JobOptions> {
             .unwrap_or_else(|| job::default_out(std::time::SystemTime::now())),
         strategies,
         workload_file: args.load.workload.clone(),
+        sale_workload: (args.sale.to_str() != Some("none")).then_some(args.sale),
+        sale_scenarios: args
+            .sale_scenarios
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect(),
         sets: args.load.set.clone(),
         slo: args.search.slo(),
         search: args.search.search(),

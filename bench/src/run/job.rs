@@ -22,7 +22,7 @@ use super::{RunError, RunOptions, Source};
 use crate::chaos::ChaosPlan;
 use crate::cluster::Provisioner;
 use crate::report::format::decimals;
-use crate::report::layout::JobLayout;
+use crate::report::layout::{JobLayout, SALE_CALM};
 use crate::report::sweep::{Search, Slo};
 use crate::report::{self, Needs};
 use crate::strategy::{self, Kind};
@@ -40,6 +40,11 @@ pub struct JobOptions {
     pub strategies: Option<Vec<String>>,
     /// The workload every part starts from.
     pub workload_file: PathBuf,
+    /// The sale part's workload (`workloads/sale.toml`); `None`: no sale part. The steady
+    /// parts' `--set`s do not apply to it: it keeps its own shape, seed and stock.
+    pub sale_workload: Option<PathBuf>,
+    /// The sale part's scenarios after the sale without a fault: files of `scenario_dir`.
+    pub sale_scenarios: Vec<String>,
     /// `--set`s given, applied after the job's own (so they win).
     pub sets: Vec<String>,
     /// The capacity part's latency target.
@@ -79,8 +84,10 @@ pub enum Ended {
     Interrupted,
 }
 
-/// The three parts, every one checked before the first server starts.
+/// The four parts, every one checked before the first server starts.
 struct Parts {
+    /// The sale without a fault, then under each sale scenario: every strategy on one seed.
+    sale: Vec<(String, CompareOptions)>,
     sweep: SweepOptions,
     calm: CompareOptions,
     chaos: Vec<(String, CompareOptions)>,
@@ -238,7 +245,48 @@ impl JobOptions {
                 },
             ));
         }
-        Ok(Parts { sweep, calm, chaos })
+        let sale = self.sale_parts(&ids, &layout)?;
+        Ok(Parts {
+            sale,
+            sweep,
+            calm,
+            chaos,
+        })
+    }
+
+    /// The sale part's comparisons: the sale as it comes (`calm`), then under each of
+    /// `sale_scenarios`; every strategy on the same workload and seed, at the rates its shape
+    /// says (no sweep rate).
+    fn sale_parts(
+        &self,
+        ids: &[String],
+        layout: &JobLayout,
+    ) -> Result<Vec<(String, CompareOptions)>, RunError> {
+        let Some(file) = &self.sale_workload else {
+            return Ok(Vec::new());
+        };
+        let w = Workload::load(file, &[]).map_err(|e| RunError::Options(e.to_string()))?;
+        let mut parts = vec![(SALE_CALM.to_string(), None)];
+        for sc in &self.sale_scenarios {
+            let plan = ChaosPlan::load(&self.scenario_dir.join(format!("{sc}.toml")), &w)?;
+            parts.push((sc.clone(), Some(plan)));
+        }
+        Ok(parts
+            .into_iter()
+            .map(|(name, plan)| {
+                let out = layout.sale(&name);
+                let mut runs = self.runs(ids, &w, plan.as_ref(), &out);
+                for r in &mut runs {
+                    r.workload_file = file.display().to_string();
+                }
+                let opts = CompareOptions {
+                    runs,
+                    out,
+                    rate_from: None,
+                };
+                (name, opts)
+            })
+            .collect())
     }
 }
 
@@ -275,7 +323,22 @@ pub async fn job_on(
             status = e;
         }
     };
-    let _ = writeln!(out, "== 1/3 capacity at {}", opts.slo_knob());
+    let total = if parts.sale.is_empty() { 3 } else { 4 };
+    let mut part = 0;
+    let mut heading = |out: &mut dyn Write, what: String| {
+        part += 1;
+        let _ = writeln!(out, "== {part}/{total} {what}");
+    };
+    for (name, sale) in parts.sale {
+        let what = match name.as_str() {
+            SALE_CALM => "the sale: every strategy on one seed, as the surge comes".to_string(),
+            sc => format!("the sale under chaos/{sc}.toml"),
+        };
+        heading(out, what);
+        note(compare_part_or_say(sale, source, cancel, out, log).await);
+        let _ = writeln!(out);
+    }
+    heading(out, format!("capacity at {}", opts.slo_knob()));
     let swept = sweep_part_on(&parts.sweep, source, warm_up_round, cancel, out, log).await;
     note(swept.unwrap_or_else(|e| {
         let _ = writeln!(log, "lockbench: error: sweep failed: {e}");
@@ -290,17 +353,17 @@ pub async fn job_on(
         return Ok(Ended::Failed);
     }
     let _ = writeln!(out);
-    let _ = writeln!(
+    heading(
         out,
-        "== 2/3 calm, every strategy at one rate that every strategy seen safe sustains"
+        "calm, every strategy at one rate that every strategy seen safe sustains".into(),
     );
     note(compare_part_or_say(parts.calm, source, cancel, out, log).await);
     let share = format!("{}%", decimals(opts.chaos_share * 100.0, 3));
     for (sc, part) in parts.chaos {
         let _ = writeln!(out);
-        let _ = writeln!(
+        heading(
             out,
-            "== 3/3 chaos/{sc}.toml, each strategy at {share} of its capacity"
+            format!("chaos/{sc}.toml, each strategy at {share} of its capacity"),
         );
         note(compare_part_or_say(part, source, cancel, out, log).await);
     }
@@ -312,7 +375,7 @@ pub async fn job_on(
     let _ = writeln!(out, "took {} s", began.elapsed().as_secs());
     let _ = writeln!(
         out,
-        "report: {} — capacity (sweep/sweep.json), calm (calm/compare.json), chaos (chaos/<scenario>/compare.json); one folder per run with summary.json, timeline.csv, latency.hlog, logs/",
+        "report: {} — the sale (sale/<calm|scenario>/compare.json), capacity (sweep/sweep.json), calm (calm/compare.json), chaos (chaos/<scenario>/compare.json); one folder per run with summary.json, timeline.csv, latency.hlog, logs/",
         layout.report().display()
     );
     Ok(if cancel.is_cancelled() {
@@ -462,6 +525,8 @@ mod tests {
             out: out.to_path_buf(),
             strategies: None,
             workload_file: PathBuf::from("../workloads/flash-sale.toml"),
+            sale_workload: None,
+            sale_scenarios: Vec::new(),
             sets: Vec::new(),
             slo: Slo::parse("p99=100ms")
                 .map(|(quantile, latency_ms)| Slo {
