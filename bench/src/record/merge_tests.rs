@@ -51,8 +51,9 @@ fn completions(seed: u64, n: u64, start: Instant) -> Vec<(usize, Completion)> {
                 63..69 => Outcome::Failed(kind),
                 69..75 => Outcome::Unknown(kind),
                 75..80 => Outcome::Locked,
-                80..95 => Outcome::Read { stock: 3 },
-                _ => Outcome::TornRead { stock: 3, later: 2 },
+                80..93 => Outcome::Read { stock: 3 },
+                93..97 => Outcome::TornRead { stock: 3, later: 2 },
+                _ => Outcome::Refused(crate::record::RefusedWhy::Limit),
             };
             let read = matches!(outcome, Outcome::Read { .. } | Outcome::TornRead { .. })
                 || rng.random_bool(0.05);

@@ -40,6 +40,26 @@ impl ErrorKind {
     }
 }
 
+/// Why a store refused an order although it had the stock (a sale's `[buyers]` rules).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefusedWhy {
+    /// The buyer already holds `buyers.limit` units of the SKU (or would, with this order).
+    Limit,
+    /// The request id already placed an order: a second press or a retry, answered once.
+    Duplicate,
+}
+
+impl RefusedWhy {
+    /// Stable name for tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Limit => "limit",
+            Self::Duplicate => "duplicate",
+        }
+    }
+}
+
 /// What one attempt to buy one unit did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Outcome {
@@ -72,11 +92,14 @@ pub enum Outcome {
         /// The stock it saw at the end of its hold.
         later: i64,
     },
+    /// The store refused the order by the sale's rules (limit per buyer, one order per
+    /// request id): an answer, never an error; nothing was written.
+    Refused(RefusedWhy),
 }
 
 impl Outcome {
     /// Number of outcome classes (histograms are kept per class).
-    pub const CLASSES: usize = 8;
+    pub const CLASSES: usize = 9;
     /// Class names in index order.
     pub const CLASS_NAMES: [&'static str; Self::CLASSES] = [
         "sold",
@@ -87,6 +110,7 @@ impl Outcome {
         "locked",
         "read",
         "torn_read",
+        "refused",
     ];
 
     /// Index of this outcome's class.
@@ -100,6 +124,7 @@ impl Outcome {
             Self::Locked => 5,
             Self::Read { .. } => 6,
             Self::TornRead { .. } => 7,
+            Self::Refused(_) => 8,
         }
     }
 

@@ -509,14 +509,14 @@ fn read_hlog(
             "second" => seconds.push((
                 n()?,
                 Second {
-                    counts: [0; 8],
+                    counts: [0; Outcome::CLASSES],
                     latency: hist,
                 },
             )),
             "phase" => segments.push((
                 n()?,
                 Segment {
-                    counts: [0; 8],
+                    counts: [0; Outcome::CLASSES],
                     latency: hist,
                 },
             )),
