@@ -53,7 +53,8 @@ fn completions(seed: u64, n: u64, start: Instant) -> Vec<(usize, Completion)> {
                 75..80 => Outcome::Locked,
                 80..93 => Outcome::Read { stock: 3 },
                 93..97 => Outcome::TornRead { stock: 3, later: 2 },
-                _ => Outcome::Refused(crate::record::RefusedWhy::Limit),
+                97 => Outcome::Refused(crate::record::Refusal::Limit),
+                _ => Outcome::Refused(crate::record::Refusal::Duplicate),
             };
             let read = matches!(outcome, Outcome::Read { .. } | Outcome::TornRead { .. })
                 || rng.random_bool(0.05);

@@ -32,7 +32,7 @@ use crate::check::{DoubleGrantChecker, DoubleGrants};
 use crate::workload::Ask;
 
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
-pub use outcome::{ErrorKind, Outcome, RefusedWhy};
+pub use outcome::{ErrorKind, Outcome, Refusal};
 pub use partial::{Batch, BatchError, Interval, WorkerFold};
 pub use stats::{Bounds, Ci95, LatencySummary, Pct, Second, Stats, every_arrival, hist};
 

@@ -40,24 +40,14 @@ impl ErrorKind {
     }
 }
 
-/// Why a store refused an order although it had the stock (a sale's `[buyers]` rules).
+/// Why a sale workload's store turned an order down (the stock was there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum RefusedWhy {
-    /// The buyer already holds `buyers.limit` units of the SKU (or would, with this order).
+pub enum Refusal {
+    /// The buyer already holds `buyers.limit` units of the SKU, or would with this order.
     Limit,
-    /// The request id already placed an order: a second press or a retry, answered once.
+    /// The request id already has its order (a second press, a retry after a timeout).
     Duplicate,
-}
-
-impl RefusedWhy {
-    /// Stable name for tables and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Limit => "limit",
-            Self::Duplicate => "duplicate",
-        }
-    }
 }
 
 /// What one attempt to buy one unit did.
@@ -92,14 +82,14 @@ pub enum Outcome {
         /// The stock it saw at the end of its hold.
         later: i64,
     },
-    /// The store refused the order by the sale's rules (limit per buyer, one order per
-    /// request id): an answer, never an error; nothing was written.
-    Refused(RefusedWhy),
+    /// A sale's store refused the order by its rules (nothing was written): a definite answer,
+    /// neither an error nor unknown.
+    Refused(Refusal),
 }
 
 impl Outcome {
     /// Number of outcome classes (histograms are kept per class).
-    pub const CLASSES: usize = 9;
+    pub const CLASSES: usize = 10;
     /// Class names in index order.
     pub const CLASS_NAMES: [&'static str; Self::CLASSES] = [
         "sold",
@@ -110,7 +100,8 @@ impl Outcome {
         "locked",
         "read",
         "torn_read",
-        "refused",
+        "over_limit",
+        "duplicate",
     ];
 
     /// Index of this outcome's class.
@@ -124,7 +115,8 @@ impl Outcome {
             Self::Locked => 5,
             Self::Read { .. } => 6,
             Self::TornRead { .. } => 7,
-            Self::Refused(_) => 8,
+            Self::Refused(Refusal::Limit) => 8,
+            Self::Refused(Refusal::Duplicate) => 9,
         }
     }
 

@@ -20,6 +20,7 @@ mod entry;
 mod locked;
 pub mod redis;
 mod registry;
+pub mod rules;
 pub mod sql;
 pub mod wait;
 
@@ -36,6 +37,7 @@ use crate::workload::Ask;
 pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
 pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
+pub use rules::Rules;
 /// The MariaDB store's path before the families had folders (tests call `mysql::settle`;
 /// runs settle through `Store::settle`).
 pub use sql::mysql;
