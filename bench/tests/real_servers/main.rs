@@ -24,6 +24,7 @@ mod reconnect;
 mod remote;
 mod reproduce;
 mod rwlocks;
+mod sale_redis;
 mod server_work;
 mod sweep;
 mod target;
