@@ -670,4 +670,65 @@ mod tests {
             );
         }
     }
+
+    #[tokio::test]
+    async fn a_sold_out_answer_sets_the_flag_and_later_buyers_skip_the_lock() {
+        let text =
+            "[inventory]\nstock = 1\n[critical_section]\nhold = \"0ms\"\nprecheck = \"flag\"\n";
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        let built = Sim::new(SimFault::None).build(&w);
+        built.store.prepare(&[1]).await.unwrap();
+        // (outcome, whether the attempt held a lease) of one purchase.
+        let attempt = |seq: u64, read: bool| {
+            let strategy = built.strategy.clone();
+            async move {
+                let lease = crate::strategy::LeaseSlot::default();
+                let p = Purchase {
+                    seq,
+                    client: 0,
+                    sku: 0,
+                    read,
+                    ask: Ask::anonymous(seq),
+                    lease: &lease,
+                };
+                let outcome = strategy.attempt(&p).await.outcome;
+                (outcome, lease.take().is_some())
+            }
+        };
+        assert_eq!(attempt(1, false).await, (Outcome::Sold, true));
+        assert_eq!(
+            attempt(2, false).await,
+            (Outcome::SoldOut, true),
+            "saw stock 0"
+        );
+        for seq in 3..6 {
+            assert_eq!(
+                attempt(seq, false).await,
+                (Outcome::SoldOut, false),
+                "no lock"
+            );
+        }
+        let (read, leased) = attempt(6, true).await;
+        assert!(
+            leased && matches!(read, Outcome::Read { stock: 0 }),
+            "a read still locks"
+        );
+        // Off (the default): every buyer goes to the lock.
+        let w = Workload::parse("w.toml", &text.replace("flag", "off"), &[]).unwrap();
+        let off = Sim::new(SimFault::None).build(&w);
+        off.store.prepare(&[0]).await.unwrap();
+        for seq in 0..3 {
+            let lease = crate::strategy::LeaseSlot::default();
+            let p = Purchase {
+                seq,
+                client: 0,
+                sku: 0,
+                read: false,
+                ask: Ask::anonymous(seq),
+                lease: &lease,
+            };
+            assert_eq!(off.strategy.attempt(&p).await.outcome, Outcome::SoldOut);
+            assert!(lease.take().is_some());
+        }
+    }
 }

@@ -18,6 +18,7 @@ pub mod adapter;
 pub mod coord;
 mod entry;
 mod locked;
+pub mod precheck;
 pub mod redis;
 mod registry;
 pub mod rules;
@@ -36,6 +37,7 @@ use crate::workload::Ask;
 
 pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
+pub use precheck::SoldOutFlags;
 pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
 pub use rules::Rules;
 /// The MariaDB store's path before the families had folders (tests call `mysql::settle`;

@@ -12,5 +12,5 @@ pub mod config;
 pub mod pacing;
 pub mod sale;
 
-pub use config::{Arrival, LoadMode, LockParams, WaitMode, Workload, WorkloadError};
+pub use config::{Arrival, LoadMode, LockParams, Precheck, WaitMode, Workload, WorkloadError};
 pub use sale::{Ask, Buyers, Popularity, Quantity, Shape};

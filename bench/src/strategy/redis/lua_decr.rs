@@ -16,7 +16,9 @@ use super::conn::{Con, classify, connections};
 use crate::check::{OrderRow, SkuAudit};
 use crate::cluster::Prefix;
 use crate::record::{ErrorKind, Outcome, Refusal};
-use crate::strategy::{Attempt, Purchase, Rules, Store, Strategy, StrategyError, within};
+use crate::strategy::{
+    Attempt, Purchase, Rules, SoldOutFlags, Store, Strategy, StrategyError, within,
+};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::REDIS;
@@ -84,6 +86,8 @@ pub struct LuaDecr<C = Con> {
     sale: Option<(Rules, redis::Script)>,
     /// SKUs the orders are listed for ([`Store::orders`]).
     skus: u32,
+    /// `critical_section.precheck`: the sold-out flag in front of the script.
+    precheck: SoldOutFlags,
     timeout: Duration,
     prefix: Prefix,
     /// Key `what` of a SKU: `<p>:<what>:<sku>`, or hash-tagged on a cluster.
@@ -106,6 +110,7 @@ impl<C> LuaDecr<C> {
             script: redis::Script::new(DECREMENT),
             sale: Rules::of(w).map(|r| (r, redis::Script::new(SALE))),
             skus: w.inventory.skus,
+            precheck: SoldOutFlags::new(w),
             timeout: w.load.timeout,
             prefix: prefix.clone(),
             key,
@@ -198,6 +203,13 @@ impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> Strategy for
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
+        self.precheck.around(p, self.script_attempt(p)).await
+    }
+}
+
+impl<C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static> LuaDecr<C> {
+    /// One script call.
+    async fn script_attempt(&self, p: &Purchase<'_>) -> Attempt {
         let mut con = self.cons[p.client as usize % self.cons.len()].clone();
         let call = self.call(p);
         match within(self.timeout, call.invoke_async::<i64>(&mut con), classify).await {
