@@ -18,7 +18,7 @@
 //! n-th event, the schedule comes from the workload's seed. Time is real (the driver and the
 //! leases use `std::time::Instant`), so keep holds around a millisecond.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -28,16 +28,16 @@ use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
-use crate::check::SkuAudit;
+use crate::check::{OrderRow, SkuAudit};
 use crate::cluster::Needs;
 use crate::record::{ErrorKind, Outcome};
 use crate::report::Summary;
 use crate::run::{InProcess, RunError, RunOptions, Source};
 use crate::strategy::{
-    AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Store,
-    Strategy, StrategyError, StrategyInfo, read_outcome,
+    AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Rules,
+    Store, Strategy, StrategyError, StrategyInfo, read_outcome,
 };
-use crate::workload::Workload;
+use crate::workload::{Ask, Workload};
 
 /// What the simulation breaks on purpose. `every` counts from 1: `every: 3` fires on the 3rd,
 /// 6th, 9th… event of its kind (0 is taken as 1).
@@ -81,11 +81,21 @@ impl Every {
 }
 
 /// One SKU of the simulated store.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 struct Row {
     qty: i64,
-    /// Order rows written for this SKU.
+    /// Units sold (one per order row without `[buyers]`).
     orders: u64,
+    /// The sale's books, with `[buyers]`.
+    sale: Option<Book>,
+}
+
+/// A SKU's orders, its buyers' holdings and the request ids seen: what the sale's rules read.
+#[derive(Debug, Clone, Default)]
+struct Book {
+    orders: Vec<OrderRow>,
+    held: HashMap<u64, u64>,
+    seen: HashSet<u64>,
 }
 
 /// The in-memory stock and orders. `audit` returns what is really there, never a counter of
@@ -96,11 +106,14 @@ pub struct SimStore {
     /// Set for [`SimFault::LoseWrite`].
     lose_every: Option<u64>,
     writes: Every,
+    /// The sale's rules, checked inside the critical section (so under the lock).
+    rules: Option<Rules>,
 }
 
 impl SimStore {
-    /// An empty store (seeded by [`Store::prepare`]); `fault` applies if it is a store fault.
-    pub fn new(fault: SimFault) -> Self {
+    /// An empty store (seeded by [`Store::prepare`]); `fault` applies if it is a store fault;
+    /// with `rules`, every order goes through them and lands in its SKU's book.
+    pub fn new(fault: SimFault, rules: Option<Rules>) -> Self {
         Self {
             rows: Mutex::new(Vec::new()),
             lose_every: match fault {
@@ -108,6 +121,7 @@ impl SimStore {
                 _ => None,
             },
             writes: Every::default(),
+            rules,
         }
     }
 
@@ -120,16 +134,44 @@ impl SimStore {
         self.rows()[sku as usize].qty
     }
 
+    /// What the sale's rules answer `p` seeing `stock` (read apart from the write, as the
+    /// stock is: only the lock keeps two buyers from both passing); `None` without rules or
+    /// when the units may be taken.
+    fn refusal(&self, p: &Purchase<'_>, stock: i64) -> Option<Outcome> {
+        let rules = self.rules?;
+        let rows = self.rows();
+        let book = rows[p.sku as usize].sale.as_ref()?;
+        let held = book.held.get(&p.ask.buyer).copied().unwrap_or(0);
+        rules.refuse(&p.ask, book.seen.contains(&p.ask.request), held, stock)
+    }
+
     /// The blind write: `qty = new_qty` and one order row, unless the fault drops the
     /// decrement (the order is written anyway).
     pub fn write(&self, sku: u32, new_qty: i64) {
+        self.write_order(sku, new_qty, None);
+    }
+
+    /// [`Self::write`], and with the sale's rules the order of `ask` in the SKU's book.
+    fn write_order(&self, sku: u32, new_qty: i64, ask: Option<&Ask>) {
         let lose = self.lose_every.is_some_and(|n| self.writes.fires(n));
         let mut rows = self.rows();
         let row = &mut rows[sku as usize];
         if !lose {
             row.qty = new_qty;
         }
-        row.orders += 1;
+        let (Some(book), Some(ask)) = (row.sale.as_mut(), ask) else {
+            row.orders += 1;
+            return;
+        };
+        row.orders += u64::from(ask.qty);
+        *book.held.entry(ask.buyer).or_default() += u64::from(ask.qty);
+        book.seen.insert(ask.request);
+        book.orders.push(OrderRow {
+            sku,
+            buyer: ask.buyer,
+            request: ask.request,
+            qty: ask.qty,
+        });
     }
 }
 
@@ -141,6 +183,7 @@ impl Store for SimStore {
             .map(|&qty| Row {
                 qty: qty as i64,
                 orders: 0,
+                sale: self.rules.map(|_| Book::default()),
             })
             .collect();
         Ok(())
@@ -150,7 +193,7 @@ impl Store for SimStore {
         let rows = self.rows();
         Ok((0..skus)
             .map(|sku| {
-                let row = rows.get(sku as usize).copied().unwrap_or_default();
+                let row = rows.get(sku as usize).cloned().unwrap_or_default();
                 SkuAudit {
                     sku,
                     final_stock: row.qty,
@@ -158,6 +201,16 @@ impl Store for SimStore {
                 }
             })
             .collect())
+    }
+
+    async fn orders(&self) -> Result<Option<Vec<OrderRow>>, StrategyError> {
+        let rows = self.rows();
+        Ok(self.rules.map(|_| {
+            rows.iter()
+                .filter_map(|r| r.sale.as_ref())
+                .flat_map(|b| b.orders.iter().copied())
+                .collect()
+        }))
     }
 }
 
@@ -305,7 +358,8 @@ impl CriticalSection for SimStore {
         format!("sim:lock:{sku}")
     }
 
-    /// Read → hold → blind write `read - 1` with the order, as the MariaDB store does.
+    /// Read → hold → blind write `read - 1` with the order, as the MariaDB store does; with
+    /// the sale's rules, read the book too and write `read - qty`.
     async fn critical_section(
         &self,
         p: &Purchase<'_>,
@@ -314,6 +368,14 @@ impl CriticalSection for SimStore {
         hold: Duration,
     ) -> Outcome {
         let qty = self.read(p.sku);
+        if self.rules.is_some() {
+            if let Some(refused) = self.refusal(p, qty) {
+                return refused;
+            }
+            tokio::time::sleep(hold).await;
+            self.write_order(p.sku, qty - i64::from(p.ask.qty), Some(&p.ask));
+            return Outcome::Sold;
+        }
         if qty <= 0 {
             return Outcome::SoldOut;
         }
@@ -413,7 +475,7 @@ impl Sim {
 
     /// The strategy and its store, for workload `w`.
     pub fn build(&self, w: &Workload) -> Built {
-        let store = Arc::new(SimStore::new(self.fault));
+        let store = Arc::new(SimStore::new(self.fault, Rules::of(w)));
         // Every lock runs through the real `Locked` adapter: its lease bookkeeping and holder
         // hook are part of what the sim tests.
         let strategy: Arc<dyn Strategy> = if self.fault == SimFault::NoLock {
@@ -508,4 +570,185 @@ pub async fn run(sim: Sim, opts: &RunOptions) -> Result<Summary, RunError> {
     };
     let plan = source.plan(&opts)?;
     crate::run::run_on(&plan, &source, &CancellationToken::new()).await
+}
+
+/// A sale's asks crafted for tests until the generator draws them: `buyers` buyers each place
+/// `requests` orders of 1 to 3 units over `skus` SKUs, and every order is pressed twice (the
+/// same request id), the second press right behind the first.
+pub fn crafted_asks(buyers: u64, requests: u64, skus: u32) -> Vec<(u32, Ask)> {
+    let mut out = Vec::new();
+    for buyer in 0..buyers {
+        for r in 0..requests {
+            let ask = Ask {
+                buyer,
+                request: buyer * requests + r,
+                qty: 1 + ((buyer + r) % 3) as u32,
+            };
+            let sku = ((buyer + r) % u64::from(skus)) as u32;
+            out.extend([(sku, ask), (sku, ask)]);
+        }
+    }
+    out
+}
+
+/// Attempts every `(sku, ask)` purchase on `strategy` at once (buyer loop `i % clients`), and
+/// returns their outcomes in order.
+pub async fn press_all(strategy: &dyn Strategy, asks: &[(u32, Ask)], clients: u32) -> Vec<Outcome> {
+    let slots: Vec<crate::strategy::LeaseSlot> = asks.iter().map(|_| Default::default()).collect();
+    let attempts = asks
+        .iter()
+        .zip(&slots)
+        .enumerate()
+        .map(|(i, (&(sku, ask), lease))| {
+            let p = Purchase {
+                seq: i as u64,
+                client: i as u32 % clients.max(1),
+                sku,
+                read: false,
+                ask,
+                lease,
+            };
+            async move { strategy.attempt(&p).await.outcome }
+        });
+    futures::future::join_all(attempts).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Refusal;
+
+    const SALE: &str = "[inventory]\nskus = 2\nstock = 15\n[critical_section]\nhold = \"1ms\"\n\
+                        [buyers]\ncount = 10\nlimit = 3\nquantity = \"1..3\"\n";
+
+    /// (pairs of buyer and SKU over `limit`, orders beyond the first per request, units sold
+    /// per SKU) of `orders`.
+    fn books(orders: &[OrderRow], limit: u32) -> (usize, usize, Vec<u64>) {
+        let mut held: HashMap<(u64, u32), u64> = HashMap::new();
+        let mut requests: HashMap<u64, usize> = HashMap::new();
+        let mut sold = vec![0; 2];
+        for o in orders {
+            *held.entry((o.buyer, o.sku)).or_default() += u64::from(o.qty);
+            *requests.entry(o.request).or_default() += 1;
+            sold[o.sku as usize] += u64::from(o.qty);
+        }
+        let over = held.values().filter(|&&u| u > u64::from(limit)).count();
+        let dups = requests.values().map(|n| n - 1).sum();
+        (over, dups, sold)
+    }
+
+    /// Presses the crafted asks on `sim`: its outcomes, (over the limit, duplicates) and whether
+    /// every SKU balances (units sold + left = 15, none below zero).
+    async fn sale(sim: Sim) -> (Vec<Outcome>, (usize, usize), bool) {
+        let w = Workload::parse("w.toml", SALE, &[]).unwrap();
+        let built = sim.build(&w);
+        built.store.prepare(&w.inventory.stocks()).await.unwrap();
+        let outcomes = press_all(&*built.strategy, &crafted_asks(10, 3, 2), 8).await;
+        let orders = built
+            .store
+            .orders()
+            .await
+            .unwrap()
+            .expect("a sale lists its orders");
+        let audits = built.store.audit(2).await.unwrap();
+        let (over, dups, sold) = books(&orders, 3);
+        let balanced = audits
+            .iter()
+            .all(|a| a.final_stock >= 0 && sold[a.sku as usize] as i64 + a.final_stock == 15);
+        let counted = audits.iter().map(|a| a.sold).collect::<Vec<_>>();
+        assert_eq!(counted, sold, "the audit counts units, as the orders do");
+        (outcomes, (over, dups), balanced)
+    }
+
+    #[tokio::test]
+    async fn a_lock_keeps_the_limit_and_one_order_per_request() {
+        let (outcomes, faults, balanced) = sale(Sim::new(SimFault::None)).await;
+        assert_eq!(faults, (0, 0), "{outcomes:?}");
+        assert!(balanced);
+        let count = |o: Outcome| outcomes.iter().filter(|&&x| x == o).count();
+        // Every order pressed twice: each second press of a sold order is a duplicate.
+        assert_eq!(
+            count(Outcome::Sold),
+            count(Outcome::Refused(Refusal::Duplicate))
+        );
+        assert!(
+            count(Outcome::Sold) > 0 && count(Outcome::SoldOut) > 0,
+            "{outcomes:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_lock_that_grants_twice_and_no_lock_break_the_sale_rules() {
+        for sim in [
+            Sim::new(SimFault::GrantTwice { every: 1 }),
+            Sim::new(SimFault::NoLock),
+        ] {
+            let (outcomes, (over, dups), _) = sale(sim).await;
+            assert!(
+                over > 0 && dups > 0,
+                "{sim:?}: {over} over, {dups} dups, {outcomes:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_sold_out_answer_sets_the_flag_and_later_buyers_skip_the_lock() {
+        let text =
+            "[inventory]\nstock = 1\n[critical_section]\nhold = \"0ms\"\nprecheck = \"flag\"\n";
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        let built = Sim::new(SimFault::None).build(&w);
+        built.store.prepare(&[1]).await.unwrap();
+        // (outcome, whether the attempt held a lease) of one purchase.
+        let attempt = |seq: u64, read: bool| {
+            let strategy = built.strategy.clone();
+            async move {
+                let lease = crate::strategy::LeaseSlot::default();
+                let p = Purchase {
+                    seq,
+                    client: 0,
+                    sku: 0,
+                    read,
+                    ask: Ask::anonymous(seq),
+                    lease: &lease,
+                };
+                let outcome = strategy.attempt(&p).await.outcome;
+                (outcome, lease.take().is_some())
+            }
+        };
+        assert_eq!(attempt(1, false).await, (Outcome::Sold, true));
+        assert_eq!(
+            attempt(2, false).await,
+            (Outcome::SoldOut, true),
+            "saw stock 0"
+        );
+        for seq in 3..6 {
+            assert_eq!(
+                attempt(seq, false).await,
+                (Outcome::SoldOut, false),
+                "no lock"
+            );
+        }
+        let (read, leased) = attempt(6, true).await;
+        assert!(
+            leased && matches!(read, Outcome::Read { stock: 0 }),
+            "a read still locks"
+        );
+        // Off (the default): every buyer goes to the lock.
+        let w = Workload::parse("w.toml", &text.replace("flag", "off"), &[]).unwrap();
+        let off = Sim::new(SimFault::None).build(&w);
+        off.store.prepare(&[0]).await.unwrap();
+        for seq in 0..3 {
+            let lease = crate::strategy::LeaseSlot::default();
+            let p = Purchase {
+                seq,
+                client: 0,
+                sku: 0,
+                read: false,
+                ask: Ask::anonymous(seq),
+                lease: &lease,
+            };
+            assert_eq!(off.strategy.attempt(&p).await.outcome, Outcome::SoldOut);
+            assert!(lease.take().is_some());
+        }
+    }
 }

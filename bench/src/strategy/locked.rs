@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use super::{AcquireError, Attempt, CriticalSection, Lease, LeaseSlot, Lock, Purchase, Strategy};
+use super::{
+    AcquireError, Attempt, CriticalSection, Lease, LeaseSlot, Lock, Purchase, SoldOutFlags,
+    Strategy,
+};
 use crate::chaos::failpoint;
 use crate::chaos::holder::{self, Point};
 use crate::record::{LeaseSpan, Outcome};
@@ -31,6 +34,8 @@ pub struct Locked<L, S = MysqlStore> {
     fenced: bool,
     /// Run the critical section (false: measure the lock alone).
     touch_store: bool,
+    /// `critical_section.precheck`: the sold-out flag in front of the lock.
+    precheck: SoldOutFlags,
 }
 
 impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
@@ -43,6 +48,7 @@ impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
             nonce: rand::random(),
             fenced: false,
             touch_store: w.critical_section.touch_store,
+            precheck: SoldOutFlags::new(w),
         }
     }
 
@@ -163,6 +169,13 @@ impl<L: Lock + 'static, S: CriticalSection> Strategy for Locked<L, S> {
     }
 
     async fn attempt(&self, p: &Purchase) -> Attempt {
+        self.precheck.around(p, self.locked_attempt(p)).await
+    }
+}
+
+impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
+    /// Acquire, the critical section (or the read section), release.
+    async fn locked_attempt(&self, p: &Purchase<'_>) -> Attempt {
         let key = self.store.lock_key(p.sku);
         // `seq` is unique within the run, the nonce across runs.
         let token = format!("{:08x}-{}", self.nonce, p.seq);

@@ -18,8 +18,10 @@ pub mod adapter;
 pub mod coord;
 mod entry;
 mod locked;
+pub mod precheck;
 pub mod redis;
 mod registry;
+pub mod rules;
 mod sale_rules;
 pub mod sql;
 pub mod wait;
@@ -36,7 +38,9 @@ use crate::workload::Ask;
 
 pub use entry::{BoxFuture, BuildFn, Built, Family, Kind, Setup, StrategyInfo};
 pub use locked::Locked;
+pub use precheck::SoldOutFlags;
 pub use registry::{ALL, LIBRARY_STRATEGIES, build, find, resolve};
+pub use rules::Rules;
 pub use sale_rules::Enforcement;
 /// The MariaDB store's path before the families had folders (tests call `mysql::settle`;
 /// runs settle through `Store::settle`).

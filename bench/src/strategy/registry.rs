@@ -51,6 +51,7 @@ pub const ALL: &[StrategyInfo] = &[
     redis_setnx::SETNX_EXPIRE,
     redis_rwlock::LEAKY_READ,
     redis_lua_decr::LUA_DECR,
+    redis_lua_decr::LUA_DECR_NO_LIMIT,
     zookeeper::ZOOKEEPER,
     etcd::ETCD,
     zookeeper::ZOOKEEPER_FENCED,

@@ -116,6 +116,7 @@ struct RawLoad {
 struct RawCriticalSection {
     hold: Option<String>,
     touch_store: Option<bool>,
+    precheck: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -282,6 +283,29 @@ pub struct CriticalSection {
     /// `false` measures a lock alone: acquire then release, no read, no write (lock
     /// strategies only; attempts end as `locked`).
     pub touch_store: bool,
+    /// The cheap check in front of the lock (or the lock-free deduction); written out only
+    /// when on, so the resolved config of a run without it is unchanged.
+    #[serde(skip_serializing_if = "Precheck::is_off")]
+    pub precheck: Precheck,
+}
+
+/// `critical_section.precheck`: what a buyer checks before the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precheck {
+    /// Nothing: every attempt goes to the lock and the store.
+    #[default]
+    Off,
+    /// A process-local sold-out flag per SKU, set by a sold-out answer: later buyers of that
+    /// SKU are answered sold out without the lock or the store (`strategy::precheck`).
+    Flag,
+}
+
+impl Precheck {
+    /// Whether there is no pre-check (the default).
+    pub fn is_off(&self) -> bool {
+        *self == Self::Off
+    }
 }
 
 /// `[lock]`
@@ -835,7 +859,19 @@ impl RawWorkload {
         };
         let buyers = self.buyers.map(|b| f.buyers(b)).transpose()?;
         let load = f.load(self.load)?;
+        let precheck = match self.critical_section.precheck.as_deref() {
+            None | Some("off") => Precheck::Off,
+            Some("flag") => Precheck::Flag,
+            Some(other) => {
+                return Err(f.invalid(
+                    "critical_section.precheck",
+                    format!("{other:?}"),
+                    "\"off\" or \"flag\"",
+                ));
+            }
+        };
         let critical_section = CriticalSection {
+            precheck,
             touch_store: self.critical_section.touch_store.unwrap_or(true),
             hold: f.duration(
                 "critical_section.hold",
@@ -1182,6 +1218,23 @@ ttl = "1s"
         let e = err("[lock]\nretry_interval = \"1ms\"\n", &[]);
         assert!(
             e.contains("w.toml: lock.retry_interval") && e.contains("lock.wait"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_precheck_is_off_by_default_reads_flag_and_names_the_field_when_wrong() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.critical_section.precheck, Precheck::Off);
+        assert!(!toml::to_string(&w).unwrap().contains("precheck"));
+        let flag = ["critical_section.precheck=\"flag\"".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &flag).unwrap();
+        assert_eq!(w.critical_section.precheck, Precheck::Flag);
+        let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(back.critical_section.precheck, Precheck::Flag);
+        let e = err(GOOD, &["critical_section.precheck=\"cache\""]);
+        assert!(
+            e.contains("critical_section.precheck") && e.contains("\"flag\""),
             "{e}"
         );
     }

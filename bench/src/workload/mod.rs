@@ -14,6 +14,6 @@ pub mod pacing;
 pub mod sale;
 pub mod trace;
 
-pub use config::{Arrival, LoadMode, LockParams, WaitMode, Workload, WorkloadError};
+pub use config::{Arrival, LoadMode, LockParams, Precheck, WaitMode, Workload, WorkloadError};
 pub use sale::{Ask, Buyers, Popularity, Quantity, SaleCurve, Shape};
 pub use trace::Trace;

@@ -25,6 +25,7 @@ mod remote;
 mod reproduce;
 mod rwlocks;
 mod sale;
+mod sale_redis;
 mod server_work;
 mod sweep;
 mod target;
