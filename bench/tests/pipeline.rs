@@ -842,6 +842,16 @@ fn sim_job(dir: &Path) -> JobOptions {
          [lock]\nacquire_timeout = \"1500ms\"\n\
          [critical_section]\nhold = \"1ms\"\n";
     std::fs::write(&workload_file, text).expect("workload written");
+    // The sale part's: a surge 30 ms in, buyers who press twice, a hot SKU of 30.
+    let sale_file = dir.join("sale.toml");
+    let sale = "seed = 39\n\
+         [inventory]\nskus = 2\nstock = 10\nhot_stock = 30\npopularity = \"zipf:1.1\"\n\
+         [buyers]\ncount = 40\nlimit = 1\nresubmit = 0.3\n\
+         [load]\nshape = \"sale\"\nrate = 100\nstart = \"30ms\"\nrise = \"10ms\"\npeak = 2000\n\
+         half_life = \"50ms\"\ntail = 200\nduration = \"200ms\"\nclients = 16\n\
+         timeout = \"1500ms\"\n[lock]\nacquire_timeout = \"1500ms\"\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    std::fs::write(&sale_file, sale).expect("sale written");
     let scenario_dir = dir.join("chaos");
     std::fs::create_dir_all(&scenario_dir).expect("chaos folder");
     let marks = dir.join("marks");
@@ -868,8 +878,8 @@ fn sim_job(dir: &Path) -> JobOptions {
         out: dir.join("job"),
         strategies: Some(vec!["sim".into(), "sim-control".into()]),
         workload_file,
-        sale_workload: None,
-        sale_scenarios: Vec::new(),
+        sale_workload: Some(sale_file),
+        sale_scenarios: vec!["command".into()],
         sets: Vec::new(),
         slo: sweep.slo,
         search: sweep.search,
@@ -981,7 +991,19 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
     assert!(control.double_grants > 0);
     assert_eq!(control.headline(), "caught (control)");
     let marks = std::fs::read_to_string(dir.path().join("marks")).expect("the faults ran");
-    assert_eq!(marks, "injected\nhealed\n".repeat(2));
+    // Two runs under the chaos part's scenario, two under the sale's.
+    assert_eq!(marks, "injected\nhealed\n".repeat(4));
+
+    // The sale, first: both strategies on one seed, without a fault and under the scenario;
+    // the correct sim keeps the buyers' rules, the control that grants twice is caught.
+    let sales: Vec<String> = layout.sales().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(sales, ["calm", "command"]);
+    let sale = lockbench::report::summaries(&layout.sale("calm")).expect("sale compare.json");
+    let (lock, control) = (&sale[0], &sale[1]);
+    let figures = lock.sale.as_ref().expect("the sale's figures");
+    assert_eq!((figures.limit_violations, figures.duplicate_orders), (0, 0));
+    assert_eq!(lock.headline(), "safe", "{lock:#?}");
+    assert_eq!(control.headline(), "caught (control)", "{control:#?}");
 
     // The report, rendered from the folders as read back: both strategies, nothing missing.
     assert!(layout.report().is_file());
@@ -995,6 +1017,8 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
         "{model}"
     );
     assert_eq!(model["problems"], serde_json::json!([]), "{model}");
+    let line = model["strategies"][0]["text"].as_str().unwrap_or_default();
+    assert!(line.starts_with("in the sale sold"), "{line}");
     // A waiting bug (a 1 s warm-up round, an idle window) would take seconds.
     eprintln!("sim job: {took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");

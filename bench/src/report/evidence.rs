@@ -272,6 +272,8 @@ pub struct Evidence<'a> {
     pub calm: Option<&'a Summary>,
     /// Every chaos scenario of the job, with this strategy's run in it.
     pub chaos: Vec<(&'a str, Option<&'a Summary>)>,
+    /// The job's sale part (`calm` first, then its scenarios), with this strategy's run in it.
+    pub sale: Vec<(&'a str, Option<&'a Summary>)>,
 }
 
 /// What a sweep says a strategy's capacity is.
@@ -609,11 +611,11 @@ impl Evidence<'_> {
         said
     }
 
-    /// The sale this strategy ran: its calm run's, else its first chaos run's with one.
+    /// The sale this strategy ran: the sale part's without a fault, else the first other run
+    /// with one (the sale part's scenarios, the calm run, a chaos run).
     pub fn sale(&self) -> Option<&super::sale::Sale> {
-        let runs = self
-            .calm
-            .into_iter()
+        let runs = (self.sale.iter().filter_map(|(_, r)| *r))
+            .chain(self.calm)
             .chain(self.chaos.iter().filter_map(|(_, r)| *r));
         runs.filter_map(|s| s.sale.as_ref()).next()
     }
@@ -766,6 +768,7 @@ mod tests {
             calm_part: calm.is_some(),
             calm,
             chaos,
+            sale: Vec::new(),
         }
     }
 

@@ -103,6 +103,7 @@ fn strategies(job: &Job) -> Vec<String> {
         .calm
         .iter()
         .chain(job.chaos.iter().map(|(_, p)| p))
+        .chain(job.sale.iter().map(|(_, p)| p))
         .flat_map(|p| &p.runs);
     for id in sweep
         .map(|e| &e.strategy)
@@ -139,6 +140,11 @@ fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
         .iter()
         .map(|(name, p)| (name.as_str(), run_in(p, strategy)))
         .collect();
+    let sale: Vec<(&str, Option<&Summary>)> = job
+        .sale
+        .iter()
+        .map(|(name, p)| (name.as_str(), run_in(p, strategy)))
+        .collect();
     // What the results say first: the registry may not know a strategy of another version.
     let control = calm
         .or_else(|| chaos.iter().find_map(|(_, r)| *r))
@@ -159,5 +165,6 @@ fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
         calm_part: job.calm.is_some(),
         calm,
         chaos,
+        sale,
     }
 }

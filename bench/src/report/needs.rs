@@ -545,6 +545,7 @@ mod tests {
                 ("kill-master", Some(&job.kill[i])),
                 ("pause-holder", Some(&job.pause_holder[i])),
             ],
+            sale: Vec::new(),
         }
     }
 

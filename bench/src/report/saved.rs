@@ -72,6 +72,8 @@ pub(super) struct Job {
     pub calm: Option<Part>,
     /// `chaos/<scenario>/`, by scenario name.
     pub chaos: Vec<(String, Part)>,
+    /// `sale/<calm|scenario>/`: the sale without a fault first.
+    pub sale: Vec<(String, Part)>,
     /// Parts that were missing or unreadable, in words.
     pub problems: Vec<String>,
 }
@@ -108,6 +110,7 @@ impl Job {
             sweep: None,
             calm: None,
             chaos: Vec::new(),
+            sale: Vec::new(),
             problems: Vec::new(),
         }
     }
@@ -158,8 +161,15 @@ fn load_job(layout: &JobLayout) -> Job {
             chaos.push((name, p));
         }
     }
+    let mut sale = Vec::new();
+    for (name, sub) in layout.sales() {
+        if let Some(p) = part(&sub, &format!("sale/{name}")) {
+            sale.push((name, p));
+        }
+    }
     job.calm = calm;
     job.chaos = chaos;
+    job.sale = sale;
     job
 }
 

@@ -109,6 +109,7 @@ pub fn scenario_strategies(scenario: &str, given: Option<&[String]>) -> Vec<Stri
         None => strategy::ALL
             .iter()
             .filter(|s| scenario != PAUSE_HOLDER || s.kind == Kind::Lock)
+            .filter(|s| !s.sale_control())
             .map(|s| s.id.to_string())
             .collect(),
     }
@@ -266,6 +267,19 @@ impl JobOptions {
             return Ok(Vec::new());
         };
         let w = Workload::load(file, &[]).map_err(|e| RunError::Options(e.to_string()))?;
+        // Without --strategies: every one that runs a sale, its controls too.
+        let all: Vec<String>;
+        let ids = match &self.strategies {
+            Some(_) => ids,
+            None => {
+                all = strategy::ALL
+                    .iter()
+                    .filter(|s| w.buyers.is_none() || s.runs_sales())
+                    .map(|s| s.id.to_string())
+                    .collect();
+                &all
+            }
+        };
         let mut parts = vec![(SALE_CALM.to_string(), None)];
         for sc in &self.sale_scenarios {
             let plan = ChaosPlan::load(&self.scenario_dir.join(format!("{sc}.toml")), &w)?;

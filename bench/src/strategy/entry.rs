@@ -266,7 +266,20 @@ impl StrategyInfo {
                        break the lock half of the verdict, and this strategy takes no lock)",
             });
         }
+        if w.buyers.is_some() && !self.runs_sales() {
+            return Err(StrategyError::Unsupported {
+                id: self.id.into(),
+                what: "[buyers] (a sale): its unit rows take one unit per order and keep no \
+                       buyer limit or request key yet",
+            });
+        }
         Ok(())
+    }
+
+    /// Whether it can run a sale's buyers (`[buyers]`): every strategy but `pg-skip-locked`,
+    /// whose rows of one unit each keep no buyer limit or request key yet.
+    pub fn runs_sales(&self) -> bool {
+        self.id != "pg-skip-locked"
     }
 
     /// The service that decides who may sell (where server faults land by default): the
@@ -297,18 +310,25 @@ impl StrategyInfo {
         if self.locks {
             Enforcement::InsideLock
         } else if n.redis || n.redis_cluster {
-            Enforcement::Script
-        } else if self.kind == Kind::Control
-            && !self.id.ends_with("-no-limit")
-            && !self.id.ends_with("-not-idempotent")
-        {
+            Enforcement::Script {
+                limit: !self.id.ends_with(NO_LIMIT),
+            }
+        } else if self.kind == Kind::Control && !self.sale_control() {
             Enforcement::NoLock
         } else {
             Enforcement::StoreKeys {
-                request: !self.id.ends_with("-not-idempotent"),
-                limit: !self.id.ends_with("-no-limit"),
+                request: !self.id.ends_with(NOT_IDEMPOTENT),
+                limit: !self.id.ends_with(NO_LIMIT),
             }
         }
+    }
+
+    /// A control of a sale's rules (`-no-limit`, `-not-idempotent`): caught only by a sale's
+    /// buyers, so the job runs it in the sale part alone (in a steady part it is its correct
+    /// twin and would read "not caught").
+    pub fn sale_control(&self) -> bool {
+        self.kind == Kind::Control
+            && (self.id.ends_with(NO_LIMIT) || self.id.ends_with(NOT_IDEMPOTENT))
     }
 
     /// Whether the strategy claims it never oversells (controls do not).
@@ -316,6 +336,11 @@ impl StrategyInfo {
         self.kind != Kind::Control
     }
 }
+
+/// The id suffix of a control that does not check the buyer's limit.
+const NO_LIMIT: &str = "-no-limit";
+/// The id suffix of a control that does not key the request id.
+const NOT_IDEMPOTENT: &str = "-not-idempotent";
 
 /// The servers the strategies need, named once.
 pub mod needs {

@@ -17,8 +17,11 @@ pub enum Enforcement {
         limit: bool,
     },
     /// One server-side script checks the buyer, the request and the stock and deducts (Redis
-    /// Lua).
-    Script,
+    /// Lua); a control's script leaves the limit out.
+    Script {
+        /// The script checks the buyer's holdings against the limit.
+        limit: bool,
+    },
     /// Read inside the lock (the buyer's units and the request's orders, plain reads), so a
     /// lock that breaks shows as limit violations and duplicates too.
     InsideLock,
@@ -36,7 +39,8 @@ impl Enforcement {
             } => "unique key (request) + holdings row",
             Self::StoreKeys { limit: false, .. } => "limit not checked (control)",
             Self::StoreKeys { request: false, .. } => "request id not keyed (control)",
-            Self::Script => "one Lua script",
+            Self::Script { limit: true } => "one Lua script",
+            Self::Script { limit: false } => "one Lua script, limit not checked (control)",
             Self::InsideLock => "checked inside the lock",
             Self::NoLock => "checked with no lock (control)",
         }

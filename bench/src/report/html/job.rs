@@ -39,6 +39,7 @@ pub(super) fn render(job: &Job, model: &Model) -> Result<String, ReportError> {
     if let Some(needs) = &model.needs {
         advice(&mut h, needs, &model.strategies);
     }
+    sale(&mut h, job);
     capacity(&mut h, job)?;
     calm(&mut h, job)?;
     chaos(&mut h, job);
@@ -310,6 +311,30 @@ fn rate_lead<'a>() -> Lead<'a> {
             Some(r) => (serde_json::Value::from(r), rate(r)),
             None => (serde_json::Value::Null, "closed loop".into()),
         }),
+    }
+}
+
+/// The sale part: what each strategy did in the surge, without a fault and under each of the
+/// sale's scenarios; each part's own page has its surge chart.
+fn sale(h: &mut String, job: &Job) {
+    if job.sale.is_empty() {
+        return;
+    }
+    let _ = writeln!(h, "<h2 id=\"sale\">The sale</h2>");
+    for (name, part) in &job.sale {
+        let title = match name.as_str() {
+            crate::report::layout::SALE_CALM => "As the surge comes".to_string(),
+            sc => format!("Under chaos/{sc}.toml"),
+        };
+        let _ = writeln!(h, "<h3 id=\"sale-{}\">{}</h3>", esc(name), esc(&title));
+        if let Some(link) = sub_report(job, &part.dir) {
+            let _ = writeln!(
+                h,
+                "<p>{link} (its surge chart: arrivals, sales and buyers in flight per 10 ms)</p>"
+            );
+        }
+        super::sale::sale_table(h, &part.runs, "h4");
+        notes(h, &part.runs);
     }
 }
 
@@ -697,6 +722,7 @@ mod tests {
             ])),
             calm: None,
             chaos: Vec::new(),
+            sale: Vec::new(),
             problems: Vec::new(),
         }
     }

@@ -42,13 +42,6 @@ pub const SKIP_LOCKED: StrategyInfo = StrategyInfo {
             order in one transaction (the job-queue idiom of Oban, pg-boss, Solid Queue)",
     build: |s| {
         Box::pin(async move {
-            if s.w.buyers.is_some() {
-                return Err(StrategyError::Unsupported {
-                    id: s.info.id.into(),
-                    what: "[buyers] (a sale): its unit rows take one unit per order and keep no \
-                           buyer limit or request key yet",
-                });
-            }
             let units = Arc::new(Units::new(s.postgres().await?, s.w));
             Ok(s.on_store(SkipLocked(units.clone()), units))
         })
