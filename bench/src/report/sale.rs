@@ -233,7 +233,7 @@ mod tests {
         let w = Workload::parse("workloads/sale.toml", text, &[]).expect("valid");
         assert!(is_sale(&w));
         assert_eq!(w.inventory.stocks(), vec![1000, 100, 100, 100]);
-        assert_eq!(w.buyers.as_ref().map(|b| b.limit), Some(1));
+        assert_eq!(w.buyers.as_ref().map(|b| b.limit), Some(2));
         assert_eq!(
             w.load.shape.surge_start(),
             Some(std::time::Duration::from_secs(1))
