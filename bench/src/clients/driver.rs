@@ -108,16 +108,18 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     let generator_lag = GeneratorLag::of(&lag);
     // Also in summary.json's `sale.generator_lag_us` for a sale.
     tracing::info!(?generator_lag, "the generator's lag in the peak window");
+    let (unstarted, asks) = if cancelled {
+        (0, Vec::new())
+    } else {
+        schedule.drain_unstarted(w.buyers.is_some())
+    };
     DriveReport {
         elapsed: start.elapsed(),
-        not_started: if cancelled {
-            0
-        } else {
-            schedule.count_unstarted()
-        } + dropped.load(Ordering::Relaxed),
+        not_started: unstarted + dropped.load(Ordering::Relaxed),
         cancelled,
         broken: strategy_broken.into_iter().collect(),
         generator_lag,
+        unstarted: asks,
     }
 }
 

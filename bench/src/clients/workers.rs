@@ -572,6 +572,7 @@ impl Tally {
                 cancelled: false,
                 broken: Vec::new(),
                 generator_lag: Default::default(),
+                unstarted: Vec::new(),
             },
             elapsed: Some(Duration::ZERO),
             done: vec![false; count],

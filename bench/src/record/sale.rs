@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::stats::{LatencySummary, hist};
 use super::{Completion, Outcome};
 use crate::check::OrderRow;
+use crate::workload::Ask;
 
 /// The SKU the sale is about: SKU 0 (`inventory.hot_stock` seeds it; zipf draws it most).
 pub const HOT_SKU: u32 = 0;
@@ -98,6 +99,9 @@ fn answered(o: Outcome) -> bool {
 pub struct SaleInputs<'a> {
     /// Every purchase attempt of the load (this process's buyers).
     pub rows: &'a [SaleRow],
+    /// Purchases due before the end that no buyer started, as (SKU, Ask): askers who went
+    /// without as surely as a refused one.
+    pub unstarted: &'a [(u32, Ask)],
     /// The store's orders (`None`: this store cannot list them; client outcomes stand in).
     pub orders: Option<&'a [OrderRow]>,
     /// Each SKU's stock at the start (index = SKU).
@@ -236,7 +240,7 @@ impl SaleFigures {
         let seconds = |us: Option<u64>| us.map(|u| round4(u as f64 / 1e6));
         let orders = orders_or_sold(i);
         let hot_out = sold_out_us.get(HOT_SKU as usize).copied().flatten();
-        let under = undersell(i.rows, &orders, i.left, i.limit);
+        let under = undersell(i.rows, i.unstarted, &orders, i.left, i.limit);
         Self {
             sold_out_s: sold_out_us.iter().map(|u| seconds(*u)).collect(),
             sold_out_after_surge_s: sold_out_us
@@ -379,14 +383,23 @@ fn in_flight_peak(rows: &[SaleRow]) -> u64 {
 }
 
 /// Per SKU: min(units left, units asked by buyers who hold none of it, each capped at the
-/// limit). A buyer who holds an order was served, whatever their other attempts were told.
-fn undersell(rows: &[SaleRow], orders: &[OrderRow], left: &[i64], limit: Option<u32>) -> Undersell {
+/// limit). A buyer who holds an order was served, whatever their other attempts were told;
+/// one whose every arrival went unstarted asked as surely as one refused.
+fn undersell(
+    rows: &[SaleRow],
+    unstarted: &[(u32, Ask)],
+    orders: &[OrderRow],
+    left: &[i64],
+    limit: Option<u32>,
+) -> Undersell {
     let served: std::collections::HashSet<(u32, u64)> =
         orders.iter().map(|o| (o.sku, o.buyer)).collect();
     let mut asked: HashMap<(u32, u64), u32> = HashMap::new();
-    for r in rows.iter().filter(|r| !served.contains(&(r.sku, r.buyer))) {
-        let want = r.qty.min(limit.unwrap_or(u32::MAX));
-        let a = asked.entry((r.sku, r.buyer)).or_insert(0);
+    let asks = (rows.iter().map(|r| (r.sku, r.buyer, r.qty)))
+        .chain(unstarted.iter().map(|(sku, a)| (*sku, a.buyer, a.qty)));
+    for (sku, buyer, qty) in asks.filter(|(s, b, _)| !served.contains(&(*s, *b))) {
+        let want = qty.min(limit.unwrap_or(u32::MAX));
+        let a = asked.entry((sku, buyer)).or_insert(0);
         *a = (*a).max(want);
     }
     let mut unmet = vec![0u64; left.len()];
@@ -486,6 +499,7 @@ mod tests {
     ) -> SaleInputs<'a> {
         SaleInputs {
             rows,
+            unstarted: &[],
             orders: Some(orders),
             initial,
             left,
@@ -548,17 +562,28 @@ mod tests {
         ];
         let orders = [order(0, 1), order(1, 4)];
         // SKU 0: 5 left, buyers 2 and 3 went without: 2 units undersold. SKU 1 sold out.
-        let u = undersell(&rows, &orders, &[5, 0], Some(1));
+        let u = undersell(&rows, &[], &orders, &[5, 0], Some(1));
         assert_eq!((u.units, u.per_sku.clone()), (2, vec![2, 0]));
         // One unit left caps it; a buyer holding an order is served whatever else they saw.
-        let u = undersell(&rows, &[order(0, 1), order(0, 2)], &[1, 0], Some(1));
+        let u = undersell(&rows, &[], &[order(0, 1), order(0, 2)], &[1, 0], Some(1));
         assert_eq!(u.per_sku, vec![1, 0]);
+        // A buyer whose arrival never started went without as surely as a refused one.
+        let never = (
+            0,
+            Ask {
+                buyer: 77,
+                request: 77,
+                qty: 1,
+            },
+        );
+        let u = undersell(&[], &[never], &[], &[5, 0], Some(1));
+        assert_eq!((u.units, u.per_sku.clone()), (1, vec![1, 0]));
         // Nothing left: no undersell, however many went without.
-        assert_eq!(undersell(&rows, &orders, &[0, 0], Some(1)).units, 0);
+        assert_eq!(undersell(&rows, &[], &orders, &[0, 0], Some(1)).units, 0);
         // Units asked count up to the limit.
         let mut three = row(0, 9, 0, 5, Outcome::SoldOut);
         three.qty = 3;
-        assert_eq!(undersell(&[three], &[], &[10], Some(2)).units, 2);
+        assert_eq!(undersell(&[three], &[], &[], &[10], Some(2)).units, 2);
     }
 
     #[test]

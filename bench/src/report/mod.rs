@@ -715,6 +715,7 @@ mod tests {
                 cancelled: false,
                 broken: Vec::new(),
                 generator_lag: Default::default(),
+                unstarted: Vec::new(),
             },
             safety: &safety,
             coverage: &Coverage::default(),

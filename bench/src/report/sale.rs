@@ -60,6 +60,8 @@ pub struct SaleParts<'a> {
     pub audits: &'a [SkuAudit],
     /// Arrivals never started.
     pub not_started: u64,
+    /// A sale's purchases never started, as (SKU, Ask).
+    pub unstarted: &'a [(u32, crate::workload::Ask)],
     /// What the store's orders show about the limit and the request ids (`None`: no
     /// `[buyers]`, or a store that lists no orders).
     pub audit: Option<&'a SaleAudit>,
@@ -97,6 +99,7 @@ impl Sale {
         let figures = (not_measured.is_none()).then(|| {
             SaleFigures::of(SaleInputs {
                 rows: p.log.map_or(&[][..], |l| &l.rows),
+                unstarted: p.unstarted,
                 orders: p.orders,
                 initial: &initial,
                 left: &left,
@@ -252,6 +255,7 @@ mod tests {
             orders: None,
             audits: &[],
             not_started: 0,
+            unstarted: &[],
             workers: 0,
             audit: None,
             lag: GeneratorLag::default(),
@@ -296,6 +300,7 @@ mod tests {
             orders: Some(&orders),
             audits: &audits,
             not_started: 4,
+            unstarted: &[],
             workers: 0,
             audit: None,
             lag: GeneratorLag::default(),

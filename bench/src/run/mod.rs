@@ -623,6 +623,7 @@ fn results(
         orders: audited.orders.as_deref(),
         audits: &audited.per_sku,
         not_started: m.drive.not_started,
+        unstarted: &m.drive.unstarted,
         workers: plan.workers,
         audit: audited.sale.as_ref(),
         lag: m.drive.generator_lag,

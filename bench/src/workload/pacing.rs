@@ -331,14 +331,23 @@ impl Schedule {
     /// Drains the rest of an open-loop schedule, counting the arrivals that were due before
     /// the end but never started (every buyer was busy). Zero for the closed loop.
     pub fn count_unstarted(&self) -> u64 {
+        self.drain_unstarted(false).0
+    }
+
+    /// [`Self::count_unstarted`], and with `keep` each never-started purchase's SKU and Ask: a
+    /// sale's buyers who asked and went without (undersell counts them).
+    pub fn drain_unstarted(&self, keep: bool) -> (u64, Vec<(u32, Ask)>) {
         if self.mode == LoadMode::Closed {
-            return 0;
+            return (0, Vec::new());
         }
-        let mut n = 0;
-        while self.next(self.start).is_some() {
+        let (mut n, mut kept) = (0, Vec::new());
+        while let Some(slot) = self.next(self.start) {
             n += 1;
+            if keep && !slot.read {
+                kept.push((slot.sku, slot.ask));
+            }
         }
-        n
+        (n, kept)
     }
 }
 

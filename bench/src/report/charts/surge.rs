@@ -149,6 +149,7 @@ mod tests {
         summary.strategy = strategy.into();
         let mut sale = crate::report::sale::fixture();
         sale.figures = Some(SaleFigures::of(SaleInputs {
+            unstarted: &[],
             rows: &rows,
             orders: None,
             initial: &[n],
