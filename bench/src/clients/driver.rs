@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use hdrhistogram::Histogram;
 
+use crate::record::sale::Unstarted;
 use crate::record::{Completion, DriveReport, ErrorKind, GeneratorLag, Outcome, hist};
 use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
 use crate::workload::pacing::{Part, Schedule, Slot};
@@ -119,7 +120,13 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
         cancelled,
         broken: strategy_broken.into_iter().collect(),
         generator_lag,
-        unstarted: asks,
+        unstarted: (asks.iter())
+            .map(|s| Unstarted {
+                sku: s.sku,
+                ask: s.ask,
+                intended_us: s.intended.saturating_duration_since(start).as_micros() as u64,
+            })
+            .collect(),
     }
 }
 

@@ -62,9 +62,9 @@ pub struct DriveReport {
     pub broken: Vec<String>,
     /// How late the generator itself released arrivals, in the peak window.
     pub generator_lag: GeneratorLag,
-    /// A sale's purchases never started, as (SKU, Ask): buyers who asked and went without
-    /// (this process's; empty outside a sale).
-    pub unstarted: Vec<(u32, crate::workload::Ask)>,
+    /// A sale's purchases never started: buyers who asked and went without (this process's;
+    /// empty outside a sale).
+    pub unstarted: Vec<sale::Unstarted>,
 }
 
 /// How late the generator released arrivals to buyers who were idle and waiting for them

@@ -48,6 +48,19 @@ pub struct SaleRow {
     pub ended_us: u64,
 }
 
+/// A sale's purchase that no buyer started before the load ended (every buyer was busy): an
+/// asker refused at the door, its SKU, Ask and intended start (µs from the load's start) from
+/// the schedule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Unstarted {
+    /// SKU asked for.
+    pub sku: u32,
+    /// Who asked, for how many units.
+    pub ask: Ask,
+    /// When the schedule wanted it to start.
+    pub intended_us: u64,
+}
+
 impl SaleRow {
     /// The row of a completion of a load that started at `start`.
     pub fn of(c: &Completion, start: Instant) -> Self {
@@ -99,9 +112,11 @@ fn answered(o: Outcome) -> bool {
 pub struct SaleInputs<'a> {
     /// Every purchase attempt of the load (this process's buyers).
     pub rows: &'a [SaleRow],
-    /// Purchases due before the end that no buyer started, as (SKU, Ask): askers who went
-    /// without as surely as a refused one.
-    pub unstarted: &'a [(u32, Ask)],
+    /// Purchases due before the end that no buyer started: askers who went without as surely
+    /// as a refused one, and a latency censored at the load's end.
+    pub unstarted: &'a [Unstarted],
+    /// When the load ended, µs from its start: where a never-started arrival's wait is cut.
+    pub load_end_us: u64,
     /// The store's orders (`None`: this store cannot list them; client outcomes stand in).
     pub orders: Option<&'a [OrderRow]>,
     /// Each SKU's stock at the start (index = SKU).
@@ -128,13 +143,23 @@ pub struct PhaseLatency {
 }
 
 impl PhaseLatency {
-    fn of<'r>(rows: impl Iterator<Item = &'r SaleRow>, slo_us: u64) -> Self {
+    /// The latency of `rows`, and of `censored` waits of arrivals never started (counted, never
+    /// within the SLO: every arrival counts, so a strategy never shows a better tail by
+    /// serving fewer).
+    fn of<'r>(
+        rows: impl Iterator<Item = &'r SaleRow>,
+        censored: impl Iterator<Item = u64>,
+        slo_us: u64,
+    ) -> Self {
         let mut h: Histogram<u64> = hist(3);
         let mut within = 0;
         for r in rows {
             let l = r.latency_us();
             h.saturating_record(l);
             within += u64::from(answered(r.outcome) && l <= slo_us);
+        }
+        for l in censored {
+            h.saturating_record(l.max(1));
         }
         let n = h.len();
         Self {
@@ -247,13 +272,14 @@ impl SaleFigures {
                 .iter()
                 .map(|u| seconds(u.zip(i.surge_start_us).map(|(u, s)| u.saturating_sub(s))))
                 .collect(),
-            phases: phases(i.rows, i.surge_start_us, hot_out, i.slo_us),
+            phases: phases(&i, hot_out),
             sold_out_answer_us: PhaseLatency::of(
                 i.rows.iter().filter(|r| r.outcome == Outcome::SoldOut),
+                std::iter::empty(),
                 i.slo_us,
             )
             .latency_us,
-            fcfs: fcfs(i.rows, &orders, i.initial.get(HOT_SKU as usize).copied()),
+            fcfs: fcfs(&i, &orders),
             in_flight_peak: in_flight_peak(i.rows),
             undersell: under.units,
             undersell_per_sku: under.per_sku,
@@ -300,14 +326,16 @@ fn sold_out_us(rows: &[SaleRow], left: &[i64]) -> Vec<Option<u64>> {
 
 /// The three phases by intended start: before the surge, the surge until the hot SKU sold
 /// out, after it.
-fn phases(rows: &[SaleRow], surge: Option<u64>, hot_out: Option<u64>, slo_us: u64) -> Phases {
-    let surge = surge.unwrap_or(0);
+fn phases(i: &SaleInputs<'_>, hot_out: Option<u64>) -> Phases {
+    let surge = i.surge_start_us.unwrap_or(0);
     let end = hot_out.unwrap_or(u64::MAX);
     let within = |lo: u64, hi: u64| {
+        let inside = move |t: u64| t >= lo && t < hi;
         PhaseLatency::of(
-            rows.iter()
-                .filter(move |r| r.intended_us >= lo && r.intended_us < hi),
-            slo_us,
+            i.rows.iter().filter(move |r| inside(r.intended_us)),
+            (i.unstarted.iter().filter(move |u| inside(u.intended_us)))
+                .map(|u| i.load_end_us.saturating_sub(u.intended_us)),
+            i.slo_us,
         )
     };
     Phases {
@@ -318,11 +346,16 @@ fn phases(rows: &[SaleRow], surge: Option<u64>, hot_out: Option<u64>, slo_us: u6
 }
 
 /// Each asker of `sku` ranked by their first intended arrival (1 = first; ties by buyer id).
-fn ranks(rows: &[SaleRow], sku: u32) -> HashMap<u64, u64> {
+fn ranks(i: &SaleInputs<'_>, sku: u32) -> HashMap<u64, u64> {
     let mut first: HashMap<u64, u64> = HashMap::new();
-    for r in rows.iter().filter(|r| r.sku == sku) {
-        let t = first.entry(r.buyer).or_insert(r.intended_us);
-        *t = (*t).min(r.intended_us);
+    let asks = (i.rows.iter().map(|r| (r.sku, r.buyer, r.intended_us))).chain(
+        i.unstarted
+            .iter()
+            .map(|u| (u.sku, u.ask.buyer, u.intended_us)),
+    );
+    for (_, buyer, at) in asks.filter(|(s, _, _)| *s == sku) {
+        let t = first.entry(buyer).or_insert(at);
+        *t = (*t).min(at);
     }
     let mut order: Vec<(u64, u64)> = first.into_iter().map(|(b, t)| (t, b)).collect();
     order.sort_unstable();
@@ -332,13 +365,13 @@ fn ranks(rows: &[SaleRow], sku: u32) -> HashMap<u64, u64> {
 }
 
 /// First come, first served on the hot SKU, from the orders the store holds of it.
-fn fcfs(rows: &[SaleRow], orders: &[OrderRow], stock: Option<u64>) -> Option<Fcfs> {
-    let stock = stock?;
+fn fcfs(i: &SaleInputs<'_>, orders: &[OrderRow]) -> Option<Fcfs> {
+    let stock = i.initial.get(HOT_SKU as usize).copied()?;
     let won: Vec<&OrderRow> = orders.iter().filter(|o| o.sku == HOT_SKU).collect();
     if won.is_empty() {
         return None;
     }
-    let rank = ranks(rows, HOT_SKU);
+    let rank = ranks(i, HOT_SKU);
     let units: u64 = won.iter().map(|o| u64::from(o.qty)).sum();
     let mut early = 0;
     let mut winner_ranks = Vec::new();
@@ -387,7 +420,7 @@ fn in_flight_peak(rows: &[SaleRow]) -> u64 {
 /// one whose every arrival went unstarted asked as surely as one refused.
 fn undersell(
     rows: &[SaleRow],
-    unstarted: &[(u32, Ask)],
+    unstarted: &[Unstarted],
     orders: &[OrderRow],
     left: &[i64],
     limit: Option<u32>,
@@ -396,7 +429,7 @@ fn undersell(
         orders.iter().map(|o| (o.sku, o.buyer)).collect();
     let mut asked: HashMap<(u32, u64), u32> = HashMap::new();
     let asks = (rows.iter().map(|r| (r.sku, r.buyer, r.qty)))
-        .chain(unstarted.iter().map(|(sku, a)| (*sku, a.buyer, a.qty)));
+        .chain(unstarted.iter().map(|u| (u.sku, u.ask.buyer, u.ask.qty)));
     for (sku, buyer, qty) in asks.filter(|(s, b, _)| !served.contains(&(*s, *b))) {
         let want = qty.min(limit.unwrap_or(u32::MAX));
         let a = asked.entry((sku, buyer)).or_insert(0);
@@ -500,6 +533,7 @@ mod tests {
         SaleInputs {
             rows,
             unstarted: &[],
+            load_end_us: 6_000_000,
             orders: Some(orders),
             initial,
             left,
@@ -520,19 +554,19 @@ mod tests {
     fn a_fifo_winner_set_scores_one_and_a_reversed_one_zero() {
         let rows = ten_askers();
         let fifo: Vec<OrderRow> = (0..3).map(|b| order(HOT_SKU, b)).collect();
-        let f = fcfs(&rows, &fifo, Some(3)).unwrap();
+        let f = fcfs(&inputs(&rows, &[], &[3], &[0]), &fifo).unwrap();
         assert_eq!((f.score, f.units, f.askers), (1.0, 3, 10));
         assert_eq!(f.median_winner_rank, Some(2));
         let last: Vec<OrderRow> = (7..10).map(|b| order(HOT_SKU, b)).collect();
-        let f = fcfs(&rows, &last, Some(3)).unwrap();
+        let f = fcfs(&inputs(&rows, &[], &[3], &[0]), &last).unwrap();
         assert_eq!((f.score, f.units_to_earliest), (0.0, 0));
         assert_eq!(f.median_winner_rank, Some(9));
         // One of three early: a third; a buyer never seen asking is unranked, not early.
         let mixed = [order(HOT_SKU, 0), order(HOT_SKU, 8), order(HOT_SKU, 99)];
-        let f = fcfs(&rows, &mixed, Some(3)).unwrap();
+        let f = fcfs(&inputs(&rows, &[], &[3], &[0]), &mixed).unwrap();
         assert_eq!((f.score, f.unranked), (0.3333, 1));
         assert!(
-            fcfs(&rows, &[order(1, 0)], Some(3)).is_none(),
+            fcfs(&inputs(&rows, &[], &[3], &[0]), &[order(1, 0)]).is_none(),
             "no hot order"
         );
     }
@@ -542,7 +576,7 @@ mod tests {
         // Buyer 5 pressed first at 0.5 s, then again: rank 1 by the first press.
         let mut rows = ten_askers();
         rows.push(row(HOT_SKU, 5, 500, 5, Outcome::SoldOut));
-        let r = ranks(&rows, HOT_SKU);
+        let r = ranks(&inputs(&rows, &[], &[3], &[0]), HOT_SKU);
         assert_eq!((r[&5], r[&0], r.len()), (1, 2, 10));
     }
 
@@ -568,14 +602,15 @@ mod tests {
         let u = undersell(&rows, &[], &[order(0, 1), order(0, 2)], &[1, 0], Some(1));
         assert_eq!(u.per_sku, vec![1, 0]);
         // A buyer whose arrival never started went without as surely as a refused one.
-        let never = (
-            0,
-            Ask {
+        let never = Unstarted {
+            sku: 0,
+            ask: Ask {
                 buyer: 77,
                 request: 77,
                 qty: 1,
             },
-        );
+            intended_us: 1_500_000,
+        };
         let u = undersell(&[], &[never], &[], &[5, 0], Some(1));
         assert_eq!((u.units, u.per_sku.clone()), (1, vec![1, 0]));
         // Nothing left: no undersell, however many went without.
@@ -619,14 +654,30 @@ mod tests {
             row(0, 4, 1_020, 20, Outcome::LockTimeout), // surge, not an answer
             row(0, 5, 1_400, 3, Outcome::SoldOut),      // after
         ];
-        let p = phases(&rows, Some(1_000_000), Some(1_310_000), 100_000);
+        let mut i = inputs(&rows, &[], &[3], &[0]);
+        let p = phases(&i, Some(1_310_000));
         let n = |l: &PhaseLatency| l.latency_us.count;
         assert_eq!((n(&p.before), n(&p.surge), n(&p.after)), (1, 3, 1));
         assert_eq!(p.surge.within_slo, 1);
         assert_eq!(p.surge.within_slo_share, Some(0.3333));
         assert_eq!(p.before.within_slo_share, Some(1.0));
+        // An arrival never started counts in its phase, its wait cut at the load's end, never
+        // within the SLO: serving fewer never shows a better tail.
+        let door = [Unstarted {
+            sku: 0,
+            ask: Ask::anonymous(9),
+            intended_us: 1_100_000,
+        }];
+        i.unstarted = &door;
+        let p = phases(&i, Some(1_310_000));
+        assert_eq!((n(&p.surge), p.surge.within_slo), (4, 1));
+        // Its wait to the load's end, 4.9 s, as the histogram's 3 significant digits keep it.
+        let cut = (i.load_end_us - 1_100_000) as f64;
+        assert!((p.surge.latency_us.max as f64 - cut).abs() <= cut * 1e-3);
         // Without a surge or a sell-out, everything is the surge.
-        let p = phases(&rows, None, None, 100_000);
+        i.surge_start_us = None;
+        i.unstarted = &[];
+        let p = phases(&i, None);
         assert_eq!((n(&p.before), n(&p.surge), n(&p.after)), (0, 5, 0));
     }
 

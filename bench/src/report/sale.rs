@@ -60,8 +60,8 @@ pub struct SaleParts<'a> {
     pub audits: &'a [SkuAudit],
     /// Arrivals never started.
     pub not_started: u64,
-    /// A sale's purchases never started, as (SKU, Ask).
-    pub unstarted: &'a [(u32, crate::workload::Ask)],
+    /// A sale's purchases never started.
+    pub unstarted: &'a [crate::record::sale::Unstarted],
     /// What the store's orders show about the limit and the request ids (`None`: no
     /// `[buyers]`, or a store that lists no orders).
     pub audit: Option<&'a SaleAudit>,
@@ -100,6 +100,7 @@ impl Sale {
             SaleFigures::of(SaleInputs {
                 rows: p.log.map_or(&[][..], |l| &l.rows),
                 unstarted: p.unstarted,
+                load_end_us: w.load.duration.as_micros() as u64,
                 orders: p.orders,
                 initial: &initial,
                 left: &left,

@@ -334,9 +334,9 @@ impl Schedule {
         self.drain_unstarted(false).0
     }
 
-    /// [`Self::count_unstarted`], and with `keep` each never-started purchase's SKU and Ask: a
-    /// sale's buyers who asked and went without (undersell counts them).
-    pub fn drain_unstarted(&self, keep: bool) -> (u64, Vec<(u32, Ask)>) {
+    /// [`Self::count_unstarted`], and with `keep` each never-started purchase: a sale's buyers
+    /// who asked and went without (undersell, FCFS and the phases count them).
+    pub fn drain_unstarted(&self, keep: bool) -> (u64, Vec<Slot>) {
         if self.mode == LoadMode::Closed {
             return (0, Vec::new());
         }
@@ -344,7 +344,7 @@ impl Schedule {
         while let Some(slot) = self.next(self.start) {
             n += 1;
             if keep && !slot.read {
-                kept.push((slot.sku, slot.ask));
+                kept.push(slot);
             }
         }
         (n, kept)

@@ -150,6 +150,7 @@ mod tests {
         let mut sale = crate::report::sale::fixture();
         sale.figures = Some(SaleFigures::of(SaleInputs {
             unstarted: &[],
+            load_end_us: 6_000_000,
             rows: &rows,
             orders: None,
             initial: &[n],
