@@ -98,6 +98,8 @@ async fn a_conditional_reaper_under_the_same_pause_stays_intact_with_balancing_b
             "{id}: {p:?}"
         );
         assert_eq!(p.stray_payments, 0, "{id}: {p:?}");
+        // Every unit ended paid or returned: the reapers finished before the audit.
+        assert_eq!(p.reserved, 0, "{id}: {p:?}");
         assert!(p.books.iter().all(|b| b.balances()), "{id}: {:?}", p.books);
         // Payments after the expiry whose reservation was returned first were refused.
         assert!(p.counts.refused_payments > 0, "{id}: {p:?}");

@@ -38,6 +38,10 @@ use crate::workload::{Pay, Workload};
 const PAYER_POLL: Duration = Duration::from_millis(10);
 /// Most payments in flight at once.
 const PAYERS: u32 = 8;
+/// Most time the payer and the reapers take, once stopped, to finish what is due: a reaper
+/// round on a busy machine can outlast the settle window, and an unreaped reservation would
+/// end the run still reserved.
+const DRAIN_MAX: Duration = Duration::from_secs(10);
 /// Most expired reservations one reaper round returns.
 const REAP_BATCH: u32 = 1000;
 
@@ -86,6 +90,20 @@ impl PaySql {
             payments,
             returns,
         }
+    }
+}
+
+/// When the payer and the reapers stop: once `settled` (the load ended and every reservation
+/// could have been paid or expired) with nothing left to do, or when `drained` whatever is.
+struct Stop {
+    settled: CancellationToken,
+    drained: CancellationToken,
+}
+
+impl Stop {
+    /// Whether a task with `nothing_left` stops now.
+    fn done(&self, nothing_left: bool) -> bool {
+        self.drained.is_cancelled() || (self.settled.is_cancelled() && nothing_left)
     }
 }
 
@@ -146,12 +164,12 @@ impl MysqlPayDesk {
 
     /// The buyers' payments: each reservation seen is abandoned (the seed says so) or paid
     /// `pay_after` after it was made. Until `stop`, then the payments in flight end.
-    async fn payer(&self, stop: CancellationToken) {
+    async fn payer(&self, stop: &Stop) {
         let mut seen: HashSet<i64> = HashSet::new();
         // Payments due: (due µs, reservation id), earliest first.
         let mut due: BinaryHeap<std::cmp::Reverse<(i64, i64)>> = BinaryHeap::new();
         let mut inflight: JoinSet<Result<bool, sqlx::Error>> = JoinSet::new();
-        while !stop.is_cancelled() {
+        while !stop.done(due.is_empty()) {
             let rows =
                 sqlx::query_as::<_, (i64, i64, i64)>(AssertSqlSafe(self.sql.reserved.as_str()))
                     .fetch_all(&self.pool);
@@ -186,10 +204,7 @@ impl MysqlPayDesk {
             while let Some(done) = inflight.try_join_next() {
                 self.count(done);
             }
-            tokio::select! {
-                () = tokio::time::sleep(PAYER_POLL) => {}
-                () = stop.cancelled() => {}
-            }
+            tokio::time::sleep(PAYER_POLL).await;
         }
         while let Some(done) = inflight.join_next().await {
             self.count(done);
@@ -211,12 +226,14 @@ impl MysqlPayDesk {
     /// Reaper `k`: every `reap_every`, the expired reserved reservations are selected, then
     /// each returned in a transaction of its own. The chaos runner's reaper pause falls
     /// between the select and the updates.
-    async fn reaper(&self, k: u32, stop: CancellationToken) {
+    async fn reaper(&self, k: u32, stop: &Stop) {
+        let mut idle = false;
         loop {
-            tokio::select! {
-                () = tokio::time::sleep(self.pay.reap_every) => {}
-                () = stop.cancelled() => return,
+            tokio::time::sleep(self.pay.reap_every).await;
+            if stop.done(idle) {
+                return;
             }
+            idle = false;
             let expired =
                 sqlx::query_as::<_, (i64, i32, i32)>(AssertSqlSafe(self.sql.expired.as_str()))
                     .bind(now_us())
@@ -225,6 +242,7 @@ impl MysqlPayDesk {
                 continue;
             };
             if expired.is_empty() {
+                idle = true;
                 continue;
             }
             crate::chaos::holder::reaper_selected().await;
@@ -292,18 +310,27 @@ impl PayDesk for MysqlPayDesk {
     }
 
     async fn run(&self, load_done: CancellationToken) {
-        let stop = CancellationToken::new();
+        let stop = Stop {
+            settled: CancellationToken::new(),
+            drained: CancellationToken::new(),
+        };
         let settle = async {
             load_done.cancelled().await;
             tokio::time::sleep(self.pay.settle_bound()).await;
-            stop.cancel();
+            stop.settled.cancel();
+            tokio::time::sleep(DRAIN_MAX).await;
+            stop.drained.cancel();
+            // Done when the work is: the timers never end the run.
+            std::future::pending::<()>().await
         };
-        let reapers = (0..self.pay.reapers).map(|k| self.reaper(k, stop.clone()));
-        tokio::join!(
-            settle,
-            self.payer(stop.clone()),
-            futures::future::join_all(reapers)
-        );
+        let reapers = (0..self.pay.reapers).map(|k| self.reaper(k, &stop));
+        let work = async {
+            tokio::join!(self.payer(&stop), futures::future::join_all(reapers));
+        };
+        tokio::select! {
+            () = settle => {}
+            () = work => {}
+        }
     }
 
     fn counts(&self) -> PayCounts {
