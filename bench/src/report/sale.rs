@@ -163,6 +163,23 @@ impl Sale {
                 self.refused_at_door
             ));
         }
+        if let Some(p) = &self.pay {
+            parts.push(format!(
+                "reservations {}: {} paid, {} expired, {} reserved; {} returned twice, {} paid \
+                 and returned, books {}",
+                p.reservations,
+                p.paid,
+                p.expired,
+                p.reserved,
+                p.returned_twice,
+                p.paid_and_returned,
+                if p.unbalanced() == 0 {
+                    "balance"
+                } else {
+                    "BROKEN"
+                }
+            ));
+        }
         if let Some(why) = &self.not_measured {
             parts.push(format!("latency and FCFS not measured: {why}"));
         }
