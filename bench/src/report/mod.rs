@@ -695,6 +695,7 @@ mod tests {
             lost_sales: 0,
             limit_violations: 0,
             duplicate_orders: 0,
+            pay_violations: 0,
         };
         // Two buyers on SKU 0: one waits 5 ms and holds, the other gives up after 40 ms.
         let mut contention = crate::record::contention::ContentionTracker::new(

@@ -274,7 +274,7 @@ impl JobOptions {
             None => {
                 all = strategy::ALL
                     .iter()
-                    .filter(|s| w.buyers.is_none() || s.runs_sales())
+                    .filter(|s| s.supports(&w).is_ok())
                     .map(|s| s.id.to_string())
                     .collect();
                 &all
