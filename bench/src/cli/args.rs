@@ -106,6 +106,11 @@ pub enum Command {
     /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
     /// re-render a folder. Prints the path of report.html.
     Report(ReportArgs),
+    /// Which strategies of a results folder meet stated needs, in words, each answer naming
+    /// the figure it rests on (docs/choosing.md): a job folder, a sweep or a comparison (a
+    /// sale's runs answer the sale's terms). Judged from measured fields only; a term nothing
+    /// measured is "not shown either way", never met.
+    Advise(AdviseArgs),
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
     /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
     Serve(ServeArgs),
@@ -386,6 +391,20 @@ pub struct ReportArgs {
     /// `fenced-ok` (a fenced verdict counts as safe). E.g. `safe-under-pause,capacity>=500`.
     #[arg(long, value_name = "LIST")]
     pub needs: Option<report::Needs>,
+}
+
+/// `lockbench advise`.
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// Results folder: a job's, a sweep's or a comparison's --out.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// What a strategy must do, comma-separated: every term of `report --needs`, and the
+    /// sale's: `sold-out<=DURATION` (the hot item sold out within it of the surge's start),
+    /// `sale-p99<=DURATION` (buyers' p99 in the surge), `fcfs>=X` (0 to 1). `safe` covers
+    /// the sale's runs too. E.g. `safe,safe-under-kill-master,sold-out<=3s,capacity>=500`.
+    #[arg(long, value_name = "LIST")]
+    pub needs: report::Needs,
 }
 
 /// The workload flags, shared by `run`, `compare` and `sweep`.
