@@ -24,6 +24,7 @@
 
 use std::time::Duration;
 
+pub use super::evidence::Met;
 use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids};
 use super::format::{latency_parts, ms_exact, rate, secs};
 use super::layout::SALE_CALM;
@@ -146,18 +147,6 @@ impl std::str::FromStr for Needs {
         }
         Ok(needs)
     }
-}
-
-/// Whether a term is met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Met {
-    /// Measured and met.
-    Yes,
-    /// Measured and not met.
-    No,
-    /// Not measured: no part of the job answers it.
-    Unmeasured,
 }
 
 /// One term judged for one strategy.

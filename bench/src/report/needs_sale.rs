@@ -2,10 +2,9 @@
 //! job's sale without a fault only: a sale under a fault answers the `safe-under-` terms.
 
 use super::Summary;
-use super::evidence::{Evidence, Said, ids};
+use super::evidence::{Evidence, Met, Said, ids};
 use super::format::{latency_parts, ms_exact, secs};
 use super::layout::SALE_CALM;
-use super::needs::Met;
 use super::sale::Sale;
 use crate::record::Pct;
 
