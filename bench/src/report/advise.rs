@@ -22,32 +22,54 @@ pub fn advise(dir: &Path, needs: &Needs) -> Result<Model, ReportError> {
     Ok(Model::of(&job, Some(needs)))
 }
 
-/// A comparison as the parts of a job: its sale runs are the sale, its steady runs without a
-/// fault the calm part, and those with faults one chaos part (`faults`).
+/// A comparison as the parts of a job: its sale runs without a fault are the sale, with one
+/// the sale under that scenario (its chaos file's name); its steady runs likewise the calm
+/// part and chaos parts.
 fn job_of_runs(dir: &Path, runs: Vec<RunData>) -> Job {
     let mut job = Job::empty(dir);
-    let (mut sale, mut calm, mut chaos) = (Vec::new(), Vec::new(), Vec::new());
     for r in runs {
-        match (r.summary.sale.is_some(), r.summary.faults.is_empty()) {
-            (true, true) => sale.push(r),
-            (false, true) => calm.push(r),
-            (_, false) => chaos.push(r),
+        let s = &r.summary;
+        let scenario = match (&s.chaos_file, s.faults.is_empty()) {
+            (_, true) => None,
+            (Some(f), false) => Some(scenario_of(f)),
+            (None, false) => Some("faults".to_string()),
+        };
+        let parts = match s.sale.is_some() {
+            true => &mut job.sale,
+            false => &mut job.chaos,
+        };
+        let name = match (scenario, s.sale.is_some()) {
+            (Some(sc), _) => sc,
+            (None, true) => SALE_CALM.to_string(),
+            (None, false) => {
+                let calm = job.calm.get_or_insert_with(|| Part {
+                    dir: dir.to_path_buf(),
+                    runs: Vec::new(),
+                });
+                calm.runs.push(r);
+                continue;
+            }
+        };
+        match parts.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, part)) => part.runs.push(r),
+            None => parts.push((
+                name,
+                Part {
+                    dir: dir.to_path_buf(),
+                    runs: vec![r],
+                },
+            )),
         }
     }
-    let part = |runs: Vec<RunData>| Part {
-        dir: dir.to_path_buf(),
-        runs,
-    };
-    if !sale.is_empty() {
-        job.sale.push((SALE_CALM.to_string(), part(sale)));
-    }
-    if !calm.is_empty() {
-        job.calm = Some(part(calm));
-    }
-    if !chaos.is_empty() {
-        job.chaos.push(("faults".to_string(), part(chaos)));
-    }
+    // The sale without a fault first, as a job folder reads.
+    job.sale.sort_by_key(|(name, _)| name != SALE_CALM);
     job
+}
+
+/// `chaos/kill-master-in-surge.toml` → `kill-master-in-surge`.
+fn scenario_of(file: &str) -> String {
+    let stem = Path::new(file).file_stem().and_then(|s| s.to_str());
+    stem.unwrap_or(file).to_string()
 }
 
 /// Prints the advice: who meets every need and why, then who misses one (the first), then who
@@ -128,6 +150,14 @@ mod tests {
     }
 
     #[test]
+    fn a_scenario_is_named_by_its_file() {
+        assert_eq!(
+            scenario_of("chaos/kill-master-in-surge.toml"),
+            "kill-master-in-surge"
+        );
+    }
+
+    #[test]
     fn a_comparison_is_judged_and_grouped_in_words() {
         let dir = folder();
         let needs: Needs = "safe,fcfs>=0.5".parse().unwrap();
@@ -160,7 +190,8 @@ mod tests {
             ),
             "{text}"
         );
-        // A run with a fault is judged as a chaos run: its fault must have taken effect.
+        // A run with a fault is judged as a run of its chaos file's scenario
+        // (chaos/kill-master.toml): its fault must have taken effect.
         let mut runs: Vec<serde_json::Value> =
             serde_json::from_slice(&std::fs::read(dir.path().join("compare.json")).unwrap())
                 .unwrap();
@@ -172,7 +203,7 @@ mod tests {
             serde_json::to_vec(&runs).unwrap(),
         )
         .unwrap();
-        let needs: Needs = "safe-under-faults".parse().unwrap();
+        let needs: Needs = "safe-under-kill-master".parse().unwrap();
         let model = advise(dir.path(), &needs).unwrap();
         let steady = &model.needs.as_ref().unwrap().judgements[0];
         assert_eq!(steady.terms[0].met, Met::Yes, "{steady:?}");
