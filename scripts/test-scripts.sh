@@ -96,6 +96,15 @@ jobs_gates_libraries() {
     --set load.duration=1s >/dev/null
   rm -rf "$lib_out"
   "$LOCKBENCH_BIN" adapter-check --lib example >/dev/null
+  # The CI formats (docs/ci-formats.md) on a short sale: every file written, JUnit with a
+  # passing safety case per strategy.
+  ci_out=$(mktemp -d)
+  "$LOCKBENCH_BIN" compare --strategies mysql-atomic,redis-setnx-watchdog --workload workloads/sale.toml \
+    --set load.duration=2s --out "$ci_out/run" --junit "$ci_out/junit.xml" --markdown "$ci_out/summary.md" \
+    --bmf "$ci_out/bmf.json" --github-benchmark "$ci_out/bench.json" >/dev/null
+  test -s "$ci_out/bench-bigger.json" && test -s "$ci_out/bmf.json" && grep -q '| mysql-atomic | safe |' "$ci_out/summary.md"
+  grep -q 'classname="mysql-atomic"' "$ci_out/junit.xml"
+  rm -rf "$ci_out"
   remote_out=$(mktemp -d)
   WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set load.rate=100 \
     --set inventory.skus=50 >/dev/null

@@ -393,6 +393,40 @@ pub struct ReportArgs {
     pub needs: Option<report::Needs>,
 }
 
+/// The files CI tools read (docs/ci-formats.md), written once the runs are done.
+#[derive(Debug, Args, Default)]
+pub struct CiArgs {
+    /// JUnit XML: per strategy a `safety` testcase (fails when the verdict is not what the
+    /// strategy claims) and one per figure (sales/s, p99 with its interval and n, a sale's
+    /// sell-out time).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// A short Markdown table (strategy, verdict, sales/s, p99 with n, sell-out); also appended
+    /// to $GITHUB_STEP_SUMMARY when that is set.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Bencher Metric Format JSON: per strategy, each figure's value and, where measured, its
+    /// lower_value and upper_value.
+    #[arg(long, value_name = "FILE")]
+    pub bmf: Option<PathBuf>,
+    /// github-action-benchmark's customSmallerIsBetter JSON (p99, sell-out time); its
+    /// customBiggerIsBetter twin (sales/s) goes beside it as <stem>-bigger.<ext>.
+    #[arg(long, value_name = "FILE")]
+    pub github_benchmark: Option<PathBuf>,
+}
+
+impl CiArgs {
+    /// What to write.
+    pub fn outputs(&self) -> report::ci::CiOutputs {
+        report::ci::CiOutputs {
+            junit: self.junit.clone(),
+            markdown: self.markdown.clone(),
+            bmf: self.bmf.clone(),
+            github_benchmark: self.github_benchmark.clone(),
+        }
+    }
+}
+
 /// `lockbench advise`.
 #[derive(Debug, Args)]
 pub struct AdviseArgs {
@@ -507,6 +541,8 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// `lockbench sweep`
@@ -703,6 +739,8 @@ pub struct CompareArgs {
     pub common_rate: bool,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// `lockbench contend`

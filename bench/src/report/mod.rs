@@ -6,6 +6,7 @@ pub mod advise;
 pub mod agreement;
 mod chaos;
 mod charts;
+pub mod ci;
 pub mod contend;
 mod error;
 pub mod evidence;
