@@ -35,11 +35,11 @@ pub(super) fn default_out(suffix: &str) -> PathBuf {
     PathBuf::from("results/runs").join(format!("{}-{suffix}", now.replace(':', "")))
 }
 
-pub(super) fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
+pub(super) fn print(summaries: &[Summary], printed: report::Printed) -> anyhow::Result<()> {
     Ok(compare::print_summaries(
         &mut std::io::stdout().lock(),
         summaries,
-        json,
+        printed,
     )?)
 }
 
@@ -79,7 +79,8 @@ pub(super) async fn run_with(
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
         Err(e) => return Err(e).with_context(|| format!("run of `{}` failed", args.strategy)),
     };
-    print(std::slice::from_ref(&summary), args.common.json)?;
+    let printed = report::Printed::of(args.common.json, args.common.wide);
+    print(std::slice::from_ref(&summary), printed)?;
     eprintln!("results: {}", opts.out.display());
     write_report(&opts.out);
     if summary.interrupted {
@@ -167,8 +168,8 @@ pub(super) async fn cmd_compare(
         rate_from,
     };
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
-    let ended =
-        job::compare_part(opts, args.common.json, &cancel, &mut stdout, &mut stderr).await?;
+    let printed = report::Printed::of(args.common.json, args.common.wide);
+    let ended = job::compare_part(opts, printed, &cancel, &mut stdout, &mut stderr).await?;
     Ok(exit_code(ended))
 }
 

@@ -182,14 +182,17 @@ pub fn write_compare(out: &Path, summaries: &[Summary]) -> Result<(), RunError> 
 pub fn print_summaries(
     mut out: &mut dyn Write,
     summaries: &[Summary],
-    json: bool,
+    printed: report::Printed,
 ) -> std::io::Result<()> {
-    if json {
-        serde_json::to_writer_pretty(&mut out, summaries)?;
-        writeln!(out)?;
-    } else {
-        report::print_table(&mut out, summaries)?;
-        report::print_faults(&mut out, summaries)?;
+    match printed {
+        report::Printed::Json => {
+            serde_json::to_writer_pretty(&mut out, summaries)?;
+            writeln!(out)?;
+        }
+        report::Printed::Table(width) => {
+            report::print_table_as(&mut out, summaries, width)?;
+            report::print_faults(&mut out, summaries)?;
+        }
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use crate::cluster::Provisioner;
 use crate::report::format::decimals;
 use crate::report::layout::{JobLayout, SALE_CALM};
 use crate::report::sweep::{Search, Slo};
-use crate::report::{self, Needs};
+use crate::report::{self, Needs, Printed};
 use crate::strategy::{self, Kind};
 use crate::workload::Workload;
 
@@ -410,7 +410,8 @@ async fn compare_part_or_say(
     if cancel.is_cancelled() {
         return Ended::Interrupted;
     }
-    compare_part_with(opts, Some(source), false, cancel, out, log)
+    let table = Printed::Table(crate::report::Width::Compact);
+    compare_part_with(opts, Some(source), table, cancel, out, log)
         .await
         .unwrap_or_else(|e| {
             let _ = writeln!(log, "lockbench: error: {e}");
@@ -492,19 +493,19 @@ pub fn ended(
 /// `lockbench compare` once its options hold: the runs, their table (or JSON), the report.
 pub async fn compare_part(
     opts: CompareOptions,
-    json: bool,
+    printed: Printed,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
-    compare_part_with(opts, None, json, cancel, out, log).await
+    compare_part_with(opts, None, printed, cancel, out, log).await
 }
 
 /// [`compare_part`] on servers from `source`, or those each run's options name.
 async fn compare_part_with(
     opts: CompareOptions,
     source: Option<&Source>,
-    json: bool,
+    printed: Printed,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -514,7 +515,7 @@ async fn compare_part_with(
         Some(s) => compare::compare_on(opts, s, cancel, log).await?,
         None => compare::compare(opts, cancel, log).await?,
     };
-    compare::print_summaries(out, &done.summaries, json).map_err(|source| RunError::Write {
+    compare::print_summaries(out, &done.summaries, printed).map_err(|source| RunError::Write {
         path: PathBuf::from("<stdout>"),
         source,
     })?;
