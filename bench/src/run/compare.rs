@@ -92,11 +92,16 @@ async fn compare_with(
         summaries: Vec::new(),
         failed: Vec::new(),
     };
-    for plan in &plans {
+    let began = std::time::Instant::now();
+    for (i, plan) in plans.iter().enumerate() {
         let id = &plan.opts.strategy;
         if cancel.is_cancelled() {
             break;
         }
+        let _part = super::progress::part(
+            format!("compare {}/{}", i + 1, plans.len()),
+            Some(super::progress::time_left(&plans[i..], i, began.elapsed())),
+        );
         let ran = match source {
             Some(s) => run_on(plan, s, cancel).await,
             None => run(plan, cancel).await,

@@ -342,6 +342,7 @@ pub async fn job_on(
     let mut heading = |out: &mut dyn Write, what: String| {
         part += 1;
         let _ = writeln!(out, "== {part}/{total} {what}");
+        super::progress::job_part(Some(format!("job {part}/{total}")));
     };
     for (name, sale) in parts.sale {
         let what = match name.as_str() {
@@ -386,6 +387,7 @@ pub async fn job_on(
         let _ = writeln!(log, "lockbench: error: {e}");
         note(Ended::Failed);
     }
+    super::progress::job_part(None);
     let _ = writeln!(out, "took {} s", began.elapsed().as_secs());
     let _ = writeln!(
         out,
