@@ -499,6 +499,18 @@ mod tests {
         assert!(wide.lines().next().unwrap().chars().count() > 120);
     }
 
+    /// The README's first run is a sale (its line under the table opens with it), short
+    /// enough to answer within a minute of the build.
+    #[test]
+    fn the_first_runs_workload_is_a_short_sale() {
+        let text = include_str!("../../../workloads/first-run.toml");
+        let w =
+            crate::workload::Workload::parse("workloads/first-run.toml", text, &[]).expect("valid");
+        assert!(super::super::sale::is_sale(&w));
+        assert_eq!(w.inventory.stocks(), vec![500, 50, 50, 50]);
+        assert!(w.load.duration <= std::time::Duration::from_secs(5));
+    }
+
     #[test]
     fn each_row_gets_report_htmls_plain_words_line() {
         let s = fixture("redis-setnx-watchdog");
