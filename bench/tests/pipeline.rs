@@ -305,7 +305,7 @@ async fn a_small_run_shows_the_maximum_where_its_count_cannot_bound_a_percentile
     lockbench::report::print_table(&mut out, std::slice::from_ref(&s)).unwrap();
     let table = String::from_utf8(out).unwrap();
     let row = table.lines().nth(2).expect("one row");
-    let ms = |us: u64| format!("{:.2}", us as f64 / 1000.0);
+    let ms = lockbench::report::format::ms_exact;
     assert!(row.contains(&format!("{} (n=120)", ms(l.p50))), "{table}");
     assert_eq!(
         row.matches(&format!("{} (max of 120)", ms(l.max))).count(),

@@ -499,6 +499,9 @@ pub struct Common {
     /// Print the summary as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Print every column of the table (the default fits 120 columns; docs/reading.md).
+    #[arg(long)]
+    pub wide: bool,
     /// Measure servers that already exist, named in a target file (TOML; see
     /// targets/example.toml): lockbench starts nothing, works under the file's `prefix`
     /// (refusing when it holds data lockbench did not create), removes what it created at the

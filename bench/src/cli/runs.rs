@@ -35,11 +35,11 @@ pub(super) fn default_out(suffix: &str) -> PathBuf {
     PathBuf::from("results/runs").join(format!("{}-{suffix}", now.replace(':', "")))
 }
 
-pub(super) fn print(summaries: &[Summary], json: bool) -> anyhow::Result<()> {
+pub(super) fn print(summaries: &[Summary], printed: report::Printed) -> anyhow::Result<()> {
     Ok(compare::print_summaries(
         &mut std::io::stdout().lock(),
         summaries,
-        json,
+        printed,
     )?)
 }
 
@@ -79,7 +79,8 @@ pub(super) async fn run_with(
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
         Err(e) => return Err(e).with_context(|| format!("run of `{}` failed", args.strategy)),
     };
-    print(std::slice::from_ref(&summary), args.common.json)?;
+    let printed = report::Printed::of(args.common.json, args.common.wide);
+    print(std::slice::from_ref(&summary), printed)?;
     eprintln!("results: {}", opts.out.display());
     let name = format!("lockbench run {}", args.strategy);
     (args
@@ -173,16 +174,9 @@ pub(super) async fn cmd_compare(
         rate_from,
     };
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
+    let printed = report::Printed::of(args.common.json, args.common.wide);
     let ci = args.ci.outputs();
-    let ended = job::compare_part(
-        opts,
-        args.common.json,
-        &ci,
-        &cancel,
-        &mut stdout,
-        &mut stderr,
-    )
-    .await?;
+    let ended = job::compare_part(opts, printed, &ci, &cancel, &mut stdout, &mut stderr).await?;
     Ok(exit_code(ended))
 }
 

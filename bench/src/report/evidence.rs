@@ -535,9 +535,14 @@ impl Evidence<'_> {
         if let Some(r) = offered_rate(s) {
             said = said.t(" at ").n(rate(r), ids::calm(id, "rate")).t("/s");
         }
-        said = said
-            .t(": ")
-            .and(Claim::of(s, false).said(Some(s), ids::calm(id, "verdict")));
+        said.t(": ").and(self.run_said(s))
+    }
+
+    /// What one run without faults says: its verdict, p99 and how busy its lock was (the calm
+    /// part of the summary line, and the line under a printed `run` or `compare` table).
+    pub fn run_said(&self, s: &Summary) -> Said {
+        let id = self.strategy;
+        let mut said = Claim::of(s, false).said(Some(s), ids::calm(id, "verdict"));
         // The cell's own text: the p99 with its count, or the maximum when too few.
         let p99 = crate::record::Pct::P99;
         let parts = latency_parts(&s.latency_us, p99, |q| s.among_unstarted(q), ms_exact);

@@ -41,7 +41,7 @@ pub use files::{write_results, write_summary};
 pub use html::{write_report, write_report_with};
 pub use needs::Needs;
 pub use saved::summaries;
-pub use table::{print_faults, print_table};
+pub use table::{Printed, Width, print_faults, print_table, print_table_as};
 
 use crate::check::{
     DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict, WorkerClock,
@@ -608,7 +608,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         // Columns 3 and 4: after attempts/s and sales/s.
-        assert_eq!(&row("rw")[3..5], ["450", "3"], "{t}");
+        assert_eq!(&row("rw")[3..5], ["450.0", "3"], "{t}");
         assert_eq!(&row("mysql-atomic")[3..5], ["-", "-"], "{t}");
     }
 

@@ -95,6 +95,39 @@ impl Model {
     }
 }
 
+/// The plain-words line of one run (`run`, `compare`, a sweep's step), without the strategy's
+/// name: its sale, then what a calm run's line says (verdict, p99, how busy the lock was),
+/// then its faults as a chaos scenario's line says them. The printed table's line under each
+/// row: the same words as report.html's summary.
+pub fn run_line(s: &Summary) -> String {
+    let scenario = s.chaos_file.as_deref().map_or("faults", |f| {
+        Path::new(f)
+            .file_stem()
+            .and_then(|x| x.to_str())
+            .unwrap_or(f)
+    });
+    let e = Evidence {
+        strategy: &s.strategy,
+        family: family(None, &s.strategy),
+        control: !s.claims_safety,
+        sweep: None,
+        entry: None,
+        calm_part: false,
+        calm: None,
+        chaos: Vec::new(),
+        sale: vec![("sale", Some(s))],
+    };
+    let mut said = Said::default();
+    if let Some(sale) = e.sale() {
+        said = said.t(format!("in the sale {}; ", sale.line()));
+    }
+    said = said.and(e.run_said(s));
+    if !s.faults.is_empty() {
+        said = said.t("; ").and(e.chaos_said(scenario, Some(s)));
+    }
+    said.t(".").text()
+}
+
 /// Every strategy of the job: the sweep's order, then any only in the calm or chaos parts.
 fn strategies(job: &Job) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();

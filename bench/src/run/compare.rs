@@ -92,11 +92,16 @@ async fn compare_with(
         summaries: Vec::new(),
         failed: Vec::new(),
     };
-    for plan in &plans {
+    let began = std::time::Instant::now();
+    for (i, plan) in plans.iter().enumerate() {
         let id = &plan.opts.strategy;
         if cancel.is_cancelled() {
             break;
         }
+        let _part = super::progress::part(
+            format!("compare {}/{}", i + 1, plans.len()),
+            Some(super::progress::time_left(&plans[i..], i, began.elapsed())),
+        );
         let ran = match source {
             Some(s) => run_on(plan, s, cancel).await,
             None => run(plan, cancel).await,
@@ -182,14 +187,17 @@ pub fn write_compare(out: &Path, summaries: &[Summary]) -> Result<(), RunError> 
 pub fn print_summaries(
     mut out: &mut dyn Write,
     summaries: &[Summary],
-    json: bool,
+    printed: report::Printed,
 ) -> std::io::Result<()> {
-    if json {
-        serde_json::to_writer_pretty(&mut out, summaries)?;
-        writeln!(out)?;
-    } else {
-        report::print_table(&mut out, summaries)?;
-        report::print_faults(&mut out, summaries)?;
+    match printed {
+        report::Printed::Json => {
+            serde_json::to_writer_pretty(&mut out, summaries)?;
+            writeln!(out)?;
+        }
+        report::Printed::Table(width) => {
+            report::print_table_as(&mut out, summaries, width)?;
+            report::print_faults(&mut out, summaries)?;
+        }
     }
     Ok(())
 }

@@ -24,7 +24,7 @@ use crate::cluster::Provisioner;
 use crate::report::format::decimals;
 use crate::report::layout::{JobLayout, SALE_CALM};
 use crate::report::sweep::{Search, Slo};
-use crate::report::{self, Needs};
+use crate::report::{self, Needs, Printed};
 use crate::strategy::{self, Kind};
 use crate::workload::Workload;
 
@@ -342,6 +342,7 @@ pub async fn job_on(
     let mut heading = |out: &mut dyn Write, what: String| {
         part += 1;
         let _ = writeln!(out, "== {part}/{total} {what}");
+        super::progress::job_part(Some(format!("job {part}/{total}")));
     };
     for (name, sale) in parts.sale {
         let what = match name.as_str() {
@@ -386,6 +387,7 @@ pub async fn job_on(
         let _ = writeln!(log, "lockbench: error: {e}");
         note(Ended::Failed);
     }
+    super::progress::job_part(None);
     let _ = writeln!(out, "took {} s", began.elapsed().as_secs());
     let _ = writeln!(
         out,
@@ -410,7 +412,8 @@ async fn compare_part_or_say(
     if cancel.is_cancelled() {
         return Ended::Interrupted;
     }
-    compare_part_with(opts, Some(source), false, cancel, out, log)
+    let table = Printed::Table(crate::report::Width::Compact);
+    compare_part_with(opts, Some(source), table, cancel, out, log)
         .await
         .map(|(ended, _)| ended)
         .unwrap_or_else(|e| {
@@ -493,14 +496,14 @@ pub fn ended(
 /// `lockbench compare` once its options hold: the runs, their table (or JSON), the report.
 pub async fn compare_part(
     opts: CompareOptions,
-    json: bool,
+    printed: Printed,
     ci: &crate::report::ci::CiOutputs,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
     let dir = opts.out.clone();
-    let (ended, summaries) = compare_part_with(opts, None, json, cancel, out, log).await?;
+    let (ended, summaries) = compare_part_with(opts, None, printed, cancel, out, log).await?;
     let name = format!("lockbench compare {}", dir.display());
     if let Err(e) = ci.write(&name, &summaries) {
         let _ = writeln!(log, "lockbench: error: writing the CI files: {e}");
@@ -514,7 +517,7 @@ pub async fn compare_part(
 async fn compare_part_with(
     opts: CompareOptions,
     source: Option<&Source>,
-    json: bool,
+    printed: Printed,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -524,7 +527,7 @@ async fn compare_part_with(
         Some(s) => compare::compare_on(opts, s, cancel, log).await?,
         None => compare::compare(opts, cancel, log).await?,
     };
-    compare::print_summaries(out, &done.summaries, json).map_err(|source| RunError::Write {
+    compare::print_summaries(out, &done.summaries, printed).map_err(|source| RunError::Write {
         path: PathBuf::from("<stdout>"),
         source,
     })?;

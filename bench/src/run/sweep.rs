@@ -81,7 +81,10 @@ fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) 
         step_workload(&opts.workload, rate, secs),
         &opts.workload_file,
     );
-    RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
+    RunOptions {
+        progress: true,
+        ..RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
+    }
 }
 
 /// Every check a step makes, for every strategy, before any server starts.
@@ -203,10 +206,22 @@ pub async fn sweep_on(
         elapsed_s: 0.0,
     };
     let mut searched = Vec::new();
-    for id in &opts.strategies {
+    let n = opts.strategies.len();
+    for (i, id) in opts.strategies.iter().enumerate() {
         if cancel.is_cancelled() {
             break;
         }
+        // At most its budget, then the revisits' for every strategy.
+        let revisits = if opts.search.revisit {
+            opts.search.revisit_budget_s * n as f64
+        } else {
+            0.0
+        };
+        let left = opts.search.budget_s * (n - i) as f64 + revisits;
+        let _part = super::progress::part(
+            format!("sweep {}/{n}", i + 1),
+            Some(Duration::from_secs_f64(left)),
+        );
         let mut b = Bench::new(opts, id, &mut session, warm_up_round, cancel)?;
         let s = sweep_one(&mut b, log).await;
         sweep.entries.push(s.entry(&b, log));
@@ -218,10 +233,16 @@ pub async fn sweep_on(
     // machine moves (a neighbour, the disk, the JVM) shows within this sweep, as a wider
     // interval, rather than as the next sweep's interval missing this one (Nov 25, 2026:
     // redis-reentrant failed 794/s on two trials in one job and passed 820/s in the next).
+    let searched_n = searched.len();
     for (i, s) in searched.iter_mut().enumerate() {
         if !opts.search.revisit || cancel.is_cancelled() {
             break;
         }
+        let left = opts.search.revisit_budget_s * (searched_n - i) as f64;
+        let _part = super::progress::part(
+            format!("sweep, again {}/{searched_n}", i + 1),
+            Some(Duration::from_secs_f64(left)),
+        );
         let mut b = Bench::new(
             opts,
             &opts.strategies[i],

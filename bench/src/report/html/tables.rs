@@ -9,35 +9,32 @@ use crate::record::Pct;
 use crate::report::Summary;
 use crate::report::evidence::Recovery;
 use crate::report::format::{
-    latency_cell, ms_exact, or_dash, percent, probe_rtt, secs, too_few_note,
+    latency_cell, ms_exact, or_dash, percent, probe_rtt, rate_cell, secs, too_few_note,
 };
 use crate::report::saved::RunData;
+use crate::report::table::heading as h;
 use crate::strategy::Family;
 
 /// The headline columns: heading, `data-field` (a path into summary.json, or a derived name),
 /// and the short name a job page gives the cell's id (`calm-<strategy>-<short>`).
 pub(super) const HEADLINE: [(&str, &str, &str); 17] = [
-    ("sales/s", "throughput.sales_per_s", "sales"),
-    ("lock utilization", "utilization.overall", "util"),
-    ("started", "started_fraction", "started"),
-    ("p50 ms", "latency_us.p50", "p50"),
-    ("p99 ms", "latency_us.p99", "p99"),
-    ("p99.9 ms", "latency_us.p999", "p999"),
-    ("oversell", "oversell", "oversell"),
-    ("lost updates", "lost_updates", "lost-updates"),
-    (
-        "double-grant incidents",
-        "double_grant_incidents",
-        "double-grants",
-    ),
-    ("leases lost", "lease_lost", "leases-lost"),
-    ("stale rejected", "stale_rejected", "stale"),
-    ("errors", "errors", "errors"),
-    ("unknown", "unknown", "unknown"),
-    ("recovery s (max)", "recovery_s", "recovery"),
-    ("lock", "lock_verdict", "lock"),
-    ("store", "store_verdict", "store"),
-    ("verdict", "verdict", "verdict"),
+    (h::SALES, "throughput.sales_per_s", "sales"),
+    (h::UTIL, "utilization.overall", "util"),
+    (h::STARTED, "started_fraction", "started"),
+    (h::P50, "latency_us.p50", "p50"),
+    (h::P99, "latency_us.p99", "p99"),
+    (h::P999, "latency_us.p999", "p999"),
+    (h::OVERSELL, "oversell", "oversell"),
+    (h::LOST, "lost_updates", "lost-updates"),
+    (h::DOUBLE, "double_grant_incidents", "double-grants"),
+    (h::LEASES_LOST, "lease_lost", "leases-lost"),
+    (h::STALE, "stale_rejected", "stale"),
+    (h::ERRORS, "errors", "errors"),
+    (h::UNKNOWN, "unknown", "unknown"),
+    ("recovery (s, max)", "recovery_s", "recovery"),
+    (h::LOCK, "lock_verdict", "lock"),
+    (h::STORE, "store_verdict", "store"),
+    (h::VERDICT, "verdict", "verdict"),
 ];
 
 /// One cell of the headline table: the JSON value it comes from and how it is shown.
@@ -55,7 +52,7 @@ fn headline_cells(s: &Summary) -> Vec<Cell> {
             let pointer = format!("/{}", field.replace('.', "/"));
             let value = json.get_pointer(&pointer);
             let text = match field {
-                "throughput.sales_per_s" => format!("{:.1}", s.throughput.sales_per_s),
+                "throughput.sales_per_s" => rate_cell(s.throughput.sales_per_s),
                 "started_fraction" => percent(s.started_fraction),
                 "utilization.overall" => or_dash(value.as_f64(), |u| u.to_string()),
                 "lock_verdict" => Verdict::lock_text(s.lock_verdict).into(),
