@@ -832,8 +832,8 @@ async fn a_run_with_buyers_writes_the_sale_and_a_steady_run_does_not() {
 /// A job on the sim in `dir`, its knobs and files: the workload of [`sweep_workload`] (1.5 s
 /// timeouts) on 32 SKUs (contended enough at the rates below that a lock granting twice is seen to), one
 /// chaos scenario `command` (a fault that needs no server, injected 10 ms in for 20 ms,
-/// marking `marks`), one sweep step at 4000/s of trials up to 100 ms, a calm run of 30 ms
-/// and chaos runs of 60 ms.
+/// marking `marks`), one sweep step at 4000/s of trials up to 100 ms, a calm run of 30 ms,
+/// chaos runs of 40 ms and a sale of 80 ms (what each part's charts cost is most of the rest).
 fn sim_job(dir: &Path) -> JobOptions {
     let workload_file = dir.join("job.toml");
     let text = "seed = 13\n\
@@ -842,13 +842,13 @@ fn sim_job(dir: &Path) -> JobOptions {
          [lock]\nacquire_timeout = \"1500ms\"\n\
          [critical_section]\nhold = \"1ms\"\n";
     std::fs::write(&workload_file, text).expect("workload written");
-    // The sale part's: a surge 30 ms in, buyers who press twice, a hot SKU of 30.
+    // The sale part's: a surge 10 ms in, buyers who press twice, a hot SKU of 20.
     let sale_file = dir.join("sale.toml");
     let sale = "seed = 39\n\
-         [inventory]\nskus = 2\nstock = 10\nhot_stock = 30\npopularity = \"zipf:1.1\"\n\
+         [inventory]\nskus = 2\nstock = 10\nhot_stock = 20\npopularity = \"zipf:1.1\"\n\
          [buyers]\ncount = 40\nlimit = 1\nresubmit = 0.3\n\
-         [load]\nshape = \"sale\"\nrate = 100\nstart = \"30ms\"\nrise = \"10ms\"\npeak = 2000\n\
-         half_life = \"50ms\"\ntail = 200\nduration = \"200ms\"\nclients = 16\n\
+         [load]\nshape = \"sale\"\nrate = 100\nstart = \"10ms\"\nrise = \"10ms\"\npeak = 2000\n\
+         half_life = \"20ms\"\ntail = 200\nduration = \"80ms\"\nclients = 16\n\
          timeout = \"1500ms\"\n[lock]\nacquire_timeout = \"1500ms\"\n\
          [critical_section]\nhold = \"1ms\"\n";
     std::fs::write(&sale_file, sale).expect("sale written");
@@ -887,7 +887,7 @@ fn sim_job(dir: &Path) -> JobOptions {
         scenarios: vec!["command".into()],
         scenario_dir,
         calm_duration: "30ms".into(),
-        chaos_duration: "60ms".into(),
+        chaos_duration: "40ms".into(),
         needs: None,
         base_port: None,
         endpoints: None,
