@@ -40,6 +40,11 @@ async fn run_in(sim: Sim, w: &Workload, dir: &Path, history: bool) -> Summary {
     sim::run(sim, &opts).await.expect("the sim never fails")
 }
 
+/// A run's two verdicts, lock and store, and its headline.
+fn verdicts(s: &Summary) -> (Option<LockVerdict>, StoreVerdict, &'static str) {
+    (s.lock_verdict, s.store_verdict, s.headline())
+}
+
 async fn run(sim: Sim, skus: u32) -> Summary {
     let dir = tempfile::tempdir().expect("temp dir");
     let s = run_in(sim, &workload(skus), dir.path(), false).await;
@@ -245,10 +250,10 @@ async fn a_read_write_lock_lets_readers_share_and_is_judged_safe() {
         "{s:#?}"
     );
     assert_eq!(
-        (s.lock_verdict, s.store_verdict),
-        (Some(LockVerdict::Held), StoreVerdict::Intact)
+        verdicts(&s),
+        (Some(LockVerdict::Held), StoreVerdict::Intact, "safe"),
+        "{s:#?}"
     );
-    assert_eq!(s.headline(), "safe");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -285,10 +290,14 @@ async fn a_reader_that_ignores_writers_is_caught_by_overlaps_and_torn_reads() {
     );
     // Reads write nothing: the lock broke, the store is intact.
     assert_eq!(
-        (s.lock_verdict, s.store_verdict),
-        (Some(LockVerdict::Broken), StoreVerdict::Intact)
+        verdicts(&s),
+        (
+            Some(LockVerdict::Broken),
+            StoreVerdict::Intact,
+            "caught (control)"
+        ),
+        "{s:#?}"
     );
-    assert_eq!(s.headline(), "caught (control)");
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -979,7 +988,7 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
     }
     let (lock, control) = (&chaos[0], &chaos[1]);
     assert_eq!(
-        (lock.lock_verdict, lock.store_verdict, lock.headline()),
+        verdicts(lock),
         (Some(LockVerdict::Held), StoreVerdict::Intact, "safe"),
         "{lock:#?}"
     );
