@@ -8,7 +8,8 @@
 //! loses an update every time, not by luck; a fenced store refuses the write every time.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::time::Duration;
 
 use crate::names::enum_names;
 
@@ -71,6 +72,28 @@ pub fn reached(point: Point) {
 pub fn reached_by_locking_read() {
     reached(Point::AfterAcquire);
     reached(Point::AfterRead);
+}
+
+/// Whether the reapers of reserve-then-pay are paused (`target = "reaper"`): the same kind of
+/// process-wide switch as the holder's, but the reapers run in the coordinator beside the
+/// buyers, so they wait in place instead of stopping the process.
+static REAPERS_PAUSED: AtomicBool = AtomicBool::new(false);
+
+/// The longest a reaper waits at a pause whose heal never came (a run cut short).
+pub const REAPER_PAUSE_MAX: Duration = Duration::from_secs(60);
+
+/// Pauses (`true`) or resumes the reapers; the chaos runner's inject and heal.
+pub fn pause_reapers(on: bool) {
+    REAPERS_PAUSED.store(on, Ordering::SeqCst);
+}
+
+/// Called by a reaper between its select of expired reservations and their update: waits
+/// while the reapers are paused (at most [`REAPER_PAUSE_MAX`]). Returns at once otherwise.
+pub async fn reaper_selected() {
+    let deadline = tokio::time::Instant::now() + REAPER_PAUSE_MAX;
+    while REAPERS_PAUSED.load(Ordering::SeqCst) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[cfg(test)]

@@ -271,6 +271,15 @@ impl Validator<'_> {
                 return Ok(Fault::PauseClient(ClientPause::Holder(point)));
             }
             Target::Client => return Ok(Fault::PauseClient(ClientPause::Any)),
+            Target::Reaper if self.w.pay.is_none() => {
+                return Err(self.invalid(
+                    &field("target"),
+                    target,
+                    "a target the workload has: \"reaper\" pauses the reapers of [pay], and \
+                     the workload has no [pay]",
+                ));
+            }
+            Target::Reaper => return Ok(Fault::PauseClient(ClientPause::Reaper)),
             Target::Nodes(n) => n,
         };
         self.check_servers(field, target, nodes, service, x)?;

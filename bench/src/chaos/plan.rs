@@ -154,16 +154,19 @@ pub enum Target {
     Holder,
     /// One client process, drawn from the seed (pause only).
     Client,
+    /// The reserve-then-pay reapers of this process, between their select of expired
+    /// reservations and their update (pause only; needs `[pay]`).
+    Reaper,
 }
 
 impl Target {
     /// The client targets; the others are [`NodeSet`]s.
-    const CLIENTS: [Target; 2] = [Target::Holder, Target::Client];
+    const CLIENTS: [Target; 3] = [Target::Holder, Target::Client, Target::Reaper];
 
     /// Every name: the [`NodeSet`]s, then the clients.
     pub const NAMES: &'static [&'static str] = &[
         "master", "replica", "leader", "follower", "one", "minority", "majority", "all", "holder",
-        "client",
+        "client", "reaper",
     ];
 
     /// The name in chaos files and summaries.
@@ -172,6 +175,7 @@ impl Target {
             Self::Nodes(n) => n.name(),
             Self::Holder => "holder",
             Self::Client => "client",
+            Self::Reaper => "reaper",
         }
     }
 
@@ -229,6 +233,9 @@ pub enum ClientPause {
     Holder(Point),
     /// One process, drawn from the seed.
     Any,
+    /// No process: the reapers in the coordinator wait between their select and their update
+    /// ([`super::holder::reaper_selected`]) until the fault heals.
+    Reaper,
 }
 
 /// What a fault does and to whom: each kind carries only what it uses.
@@ -291,6 +298,7 @@ impl Fault {
         match self {
             Self::PauseClient(ClientPause::Holder(_)) => Some(Target::Holder),
             Self::PauseClient(ClientPause::Any) => Some(Target::Client),
+            Self::PauseClient(ClientPause::Reaper) => Some(Target::Reaper),
             Self::Command(_) => None,
             _ => self.servers().map(|s| Target::Nodes(s.nodes)),
         }
@@ -470,7 +478,9 @@ impl ChaosPlan {
         self.faults.iter().any(|f| {
             matches!(
                 f.fault,
-                Fault::PauseClient(_) | Fault::Partition { .. } | Fault::Network { .. }
+                Fault::PauseClient(ClientPause::Holder(_) | ClientPause::Any)
+                    | Fault::Partition { .. }
+                    | Fault::Network { .. }
             )
         })
     }
@@ -504,7 +514,12 @@ impl ChaosPlan {
     pub fn max_client_pause(&self) -> Duration {
         self.faults
             .iter()
-            .filter(|f| matches!(f.fault, Fault::PauseClient(_)))
+            .filter(|f| {
+                matches!(
+                    f.fault,
+                    Fault::PauseClient(ClientPause::Holder(_) | ClientPause::Any)
+                )
+            })
             .map(|f| f.duration)
             .max()
             .unwrap_or_default()

@@ -305,6 +305,16 @@ fn pause_client(
     boundaries: &Boundaries,
     rng: &mut ChaCha8Rng,
 ) -> State {
+    if pause == ClientPause::Reaper {
+        super::holder::pause_reapers(true);
+        r.nodes = vec!["reapers".into()];
+        let at = boundaries.mark();
+        r.started = Some(at);
+        return State::Active {
+            heal_at: at + r.spec.duration,
+            worker: None,
+        };
+    }
     let Some(workers) = t.workers.clone().filter(|w| !w.is_empty()) else {
         r.note = Some("no client worker processes to pause".into());
         return State::Done;
@@ -450,7 +460,9 @@ async fn heal(
     boundaries: &Boundaries,
 ) {
     let mut errors = Vec::new();
-    if let Fault::Command(c) = &r.spec.fault {
+    if r.spec.fault == Fault::PauseClient(ClientPause::Reaper) {
+        super::holder::pause_reapers(false);
+    } else if let Fault::Command(c) = &r.spec.fault {
         if let Err(e) = run_command(t, r.spec.id, c, &c.heal, "heal").await {
             errors.push(e);
         }

@@ -16,17 +16,21 @@
 //!   (the audit of the writes is unchanged: reads write nothing).
 //! - a sale's **limit violations** and **duplicate orders** ([`SaleAudit`], from the store's
 //!   orders) corrupt the store half too: the store broke the sale's rules.
+//! - reserve-then-pay's **returned twice**, **paid and returned** and unbalanced books
+//!   ([`PayAudit`], from the store's payments and returns) corrupt the store half too.
 //! - leases timed on different hosts' clocks overlap as a double grant only beyond the clocks'
 //!   uncertainty ([`ClockTable`]); shorter overlaps are counted apart, never dropped.
 
 mod clock;
 mod double_grant;
+mod pay;
 mod sale;
 
 use serde::{Deserialize, Serialize};
 
 pub use clock::{COORDINATOR, ClockTable, WorkerClock};
 pub use double_grant::{DoubleGrantChecker, DoubleGrants, Mode, Overlap};
+pub use pay::{PayAudit, PayBooks, PayCounts, PayFacts, ReservationRow};
 pub use sale::{SaleAudit, SkuBalance};
 
 /// What the audit found for one SKU.
@@ -82,6 +86,14 @@ pub struct Safety {
     /// A sale's orders beyond the first per request id.
     #[serde(default)]
     pub duplicate_orders: u64,
+    /// Reserve-then-pay: units returned twice, paid and returned, stray payments and SKUs
+    /// whose books do not balance ([`PayAudit::violations`]; absent without `[pay]`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub pay_violations: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Safety {
@@ -97,6 +109,7 @@ impl Safety {
             lost_sales: 0,
             limit_violations: 0,
             duplicate_orders: 0,
+            pay_violations: 0,
         };
         for a in audits {
             let initial = initial[a.sku as usize] as i128;
@@ -127,6 +140,15 @@ impl Safety {
         self
     }
 
+    /// Folds reserve-then-pay's audit in: its violations, and the sales buyers were told of
+    /// held against every unit taken (the store's `sold` counts only the units still out of
+    /// stock, and a returned reservation was a sale its buyer was told of).
+    pub fn with_pay(mut self, pay: &PayAudit, acknowledged_sales: u64) -> Self {
+        self.pay_violations = pay.violations();
+        self.lost_sales = acknowledged_sales.saturating_sub(pay.taken_units());
+        self
+    }
+
     /// No oversell, no lost update, every SKU consistent, no acknowledged sale lost, and in a
     /// sale no buyer over the limit and no request placed twice.
     pub fn is_intact(&self) -> bool {
@@ -136,6 +158,7 @@ impl Safety {
             && self.lost_sales == 0
             && self.limit_violations == 0
             && self.duplicate_orders == 0
+            && self.pay_violations == 0
     }
 }
 

@@ -106,6 +106,11 @@ pub enum Command {
     /// effective-workload.toml. `run` and `compare` already write it at their end; use this to
     /// re-render a folder. Prints the path of report.html.
     Report(ReportArgs),
+    /// Which strategies of a results folder meet stated needs, in words, each answer naming
+    /// the figure it rests on (docs/choosing.md): a job folder, a sweep or a comparison (a
+    /// sale's runs answer the sale's terms). Judged from measured fields only; a term nothing
+    /// measured is "not shown either way", never met.
+    Advise(AdviseArgs),
     /// Start the servers some strategies need and keep them up (until Ctrl-C or --for runs
     /// out), writing <out>/endpoints.json for `run --endpoints` and for other tools.
     Serve(ServeArgs),
@@ -395,6 +400,54 @@ pub struct ReportArgs {
     pub needs: Option<report::Needs>,
 }
 
+/// The files CI tools read (docs/ci-formats.md), written once the runs are done.
+#[derive(Debug, Args, Default)]
+pub struct CiArgs {
+    /// JUnit XML: per strategy a `safety` testcase (fails when the verdict is not what the
+    /// strategy claims) and one per figure (sales/s, p99 with its interval and n, a sale's
+    /// sell-out time).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// A short Markdown table (strategy, verdict, sales/s, p99 with n, sell-out); also appended
+    /// to $GITHUB_STEP_SUMMARY when that is set.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Bencher Metric Format JSON: per strategy, each figure's value and, where measured, its
+    /// lower_value and upper_value.
+    #[arg(long, value_name = "FILE")]
+    pub bmf: Option<PathBuf>,
+    /// github-action-benchmark's customSmallerIsBetter JSON (p99, sell-out time); its
+    /// customBiggerIsBetter twin (sales/s) goes beside it as <stem>-bigger.<ext>.
+    #[arg(long, value_name = "FILE")]
+    pub github_benchmark: Option<PathBuf>,
+}
+
+impl CiArgs {
+    /// What to write.
+    pub fn outputs(&self) -> report::ci::CiOutputs {
+        report::ci::CiOutputs {
+            junit: self.junit.clone(),
+            markdown: self.markdown.clone(),
+            bmf: self.bmf.clone(),
+            github_benchmark: self.github_benchmark.clone(),
+        }
+    }
+}
+
+/// `lockbench advise`.
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    /// Results folder: a job's, a sweep's or a comparison's --out.
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// What a strategy must do, comma-separated: every term of `report --needs`, and the
+    /// sale's: `sold-out<=DURATION` (the hot item sold out within it of the surge's start),
+    /// `sale-p99<=DURATION` (buyers' p99 in the surge), `fcfs>=X` (0 to 1). `safe` covers
+    /// the sale's runs too. E.g. `safe,safe-under-kill-master,sold-out<=3s,capacity>=500`.
+    #[arg(long, value_name = "LIST")]
+    pub needs: report::Needs,
+}
+
 /// The workload flags, shared by `run`, `compare` and `sweep`.
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
@@ -495,6 +548,8 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// `lockbench sweep`
@@ -691,6 +746,8 @@ pub struct CompareArgs {
     pub common_rate: bool,
     #[command(flatten)]
     pub common: Common,
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// `lockbench contend`

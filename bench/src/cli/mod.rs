@@ -84,6 +84,11 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Advise(args) => {
+            let model = report::advise::advise(&args.dir, &args.needs)?;
+            report::advise::print_advice(&mut std::io::stdout(), &model)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Coordinate(args) => with_runtime(|cancel| cmd_coordinate(args, cancel)),
         Command::Worker(WorkerArgs {
             connect: Some(addr),

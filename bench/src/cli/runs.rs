@@ -81,6 +81,12 @@ pub(super) async fn run_with(
     };
     print(std::slice::from_ref(&summary), args.common.json)?;
     eprintln!("results: {}", opts.out.display());
+    let name = format!("lockbench run {}", args.strategy);
+    (args
+        .ci
+        .outputs()
+        .write(&name, std::slice::from_ref(&summary)))
+    .context("writing the CI files (--junit, --markdown, --bmf, --github-benchmark)")?;
     write_report(&opts.out);
     if summary.interrupted {
         return Ok(ExitCode::from(EXIT_INTERRUPTED));
@@ -167,8 +173,16 @@ pub(super) async fn cmd_compare(
         rate_from,
     };
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
-    let ended =
-        job::compare_part(opts, args.common.json, &cancel, &mut stdout, &mut stderr).await?;
+    let ci = args.ci.outputs();
+    let ended = job::compare_part(
+        opts,
+        args.common.json,
+        &ci,
+        &cancel,
+        &mut stdout,
+        &mut stderr,
+    )
+    .await?;
     Ok(exit_code(ended))
 }
 

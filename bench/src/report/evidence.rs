@@ -144,6 +144,18 @@ impl Said {
     }
 }
 
+/// Whether a term is met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Met {
+    /// Measured and met.
+    Yes,
+    /// Measured and not met.
+    No,
+    /// Not measured: no part of the job answers it.
+    Unmeasured,
+}
+
 /// What one run says about safety.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {

@@ -2,9 +2,11 @@
 //! printed on stdout and `report.html` with its charts. Everything is written from the recorded
 //! data, so it can be re-rendered.
 
+pub mod advise;
 pub mod agreement;
 mod chaos;
 mod charts;
+pub mod ci;
 pub mod contend;
 mod error;
 pub mod evidence;
@@ -16,6 +18,7 @@ pub mod html;
 pub mod layout;
 pub mod model;
 pub mod needs;
+mod needs_sale;
 pub mod rounds;
 pub mod sale;
 mod saved;
@@ -695,6 +698,7 @@ mod tests {
             lost_sales: 0,
             limit_violations: 0,
             duplicate_orders: 0,
+            pay_violations: 0,
         };
         // Two buyers on SKU 0: one waits 5 ms and holds, the other gives up after 40 ms.
         let mut contention = crate::record::contention::ContentionTracker::new(

@@ -148,6 +148,7 @@ fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
     // What the results say first: the registry may not know a strategy of another version.
     let control = calm
         .or_else(|| chaos.iter().find_map(|(_, r)| *r))
+        .or_else(|| sale.iter().find_map(|(_, r)| *r))
         .map(|s| !s.claims_safety)
         .or_else(|| entry.map(|e| e.kind == Kind::Control))
         .or_else(|| {

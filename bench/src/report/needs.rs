@@ -6,25 +6,34 @@
 //! - `capacity>=N`: the sweep's capacity is at least N arrivals/s (a lower bound `≥ M` with
 //!   M ≥ N counts; `< M` and an exact capacity below N do not).
 //! - `safe`: safe in every part that measured the strategy (the sweep's steps, the calm run,
-//!   every chaos scenario).
-//! - `safe-under-SCENARIO`: safe in every chaos scenario named SCENARIO or `SCENARIO-…`
-//!   (`safe-under-pause` covers `pause-holder` and `pause-master`); the strategy must have run
-//!   in each of them.
+//!   every chaos scenario, the sale and each of its scenarios).
+//! - `safe-under-SCENARIO`: safe in every chaos scenario named SCENARIO or `SCENARIO-…`, the
+//!   sale's scenarios included (`safe-under-pause` covers `pause-holder` and `pause-master`,
+//!   `safe-under-kill-master` the sale's `kill-master-in-surge`); the strategy must have run in
+//!   each of them.
 //! - `recovery<=DURATION`: every fault of every chaos scenario was served again within
 //!   DURATION of its heal (`2s`, `500ms`).
 //! - `p99<=DURATION`: the calm run's p99 over every scheduled arrival.
+//! - `sold-out<=DURATION`: the sale without a fault sold its hot item out within DURATION of
+//!   the surge's start.
+//! - `sale-p99<=DURATION`: buyers' p99 in that sale's surge, every arrival counted.
+//! - `fcfs>=X`: that sale's first-come-first-served share (0–1) of the hot item's units.
 //! - `fenced-ok`: a `fenced` verdict (the lock broke, the fenced store refused every stale
 //!   write, the store is intact) meets `safe` terms. Without it only `safe` does: a lock that
 //!   broke is reported, not forgiven. A control never meets a `safe` term.
 
 use std::time::Duration;
 
+pub use super::evidence::Met;
 use super::evidence::{Capacity, Claim, Evidence, Recovery, Said, Tone, ids};
 use super::format::{latency_parts, ms_exact, rate, secs};
+use super::layout::SALE_CALM;
 
 /// The forms the parser accepts, for its errors.
 pub const FORMS: &str = "capacity>=N (arrivals/s), safe, safe-under-SCENARIO, \
-                         recovery<=DURATION, p99<=DURATION (DURATION like 100ms or 2s), fenced-ok";
+                         recovery<=DURATION, p99<=DURATION, sold-out<=DURATION, \
+                         sale-p99<=DURATION (DURATION like 100ms or 2s), fcfs>=X (0 to 1), \
+                         fenced-ok";
 
 /// A term of `--needs` that is not one lockbench knows.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -49,6 +58,12 @@ pub enum Need {
     Recovery(Duration),
     /// The calm run's p99 at most this.
     P99(Duration),
+    /// The sale's hot item sold out within this of the surge's start.
+    SoldOut(Duration),
+    /// Buyers' p99 in the sale's surge at most this.
+    SaleP99(Duration),
+    /// The sale's FCFS share at least this.
+    Fcfs(f64),
 }
 
 /// The parsed `--needs` list.
@@ -110,6 +125,15 @@ impl std::str::FromStr for Needs {
                 Need::Recovery(duration(d)?)
             } else if let Some(d) = term.strip_prefix("p99<=") {
                 Need::P99(duration(d)?)
+            } else if let Some(d) = term.strip_prefix("sold-out<=") {
+                Need::SoldOut(duration(d)?)
+            } else if let Some(d) = term.strip_prefix("sale-p99<=") {
+                Need::SaleP99(duration(d)?)
+            } else if let Some(x) = term.strip_prefix("fcfs>=") {
+                match x.trim().parse::<f64>() {
+                    Ok(x) if (0.0..=1.0).contains(&x) => Need::Fcfs(x),
+                    _ => return Err(bad("the FCFS share must be a number from 0 to 1")),
+                }
             } else {
                 return Err(bad("not a need"));
             };
@@ -123,18 +147,6 @@ impl std::str::FromStr for Needs {
         }
         Ok(needs)
     }
-}
-
-/// Whether a term is met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Met {
-    /// Measured and met.
-    Yes,
-    /// Measured and not met.
-    No,
-    /// Not measured: no part of the job answers it.
-    Unmeasured,
 }
 
 /// One term judged for one strategy.
@@ -184,6 +196,9 @@ impl Needs {
                         Need::SafeUnder(scenario) => self.safe_under(ev, scenario),
                         Need::Recovery(d) => recovery(ev, d.as_secs_f64()),
                         Need::P99(d) => p99(ev, d.as_secs_f64() * 1e6),
+                        Need::SoldOut(d) => super::needs_sale::sold_out(ev, d.as_secs_f64()),
+                        Need::SaleP99(d) => super::needs_sale::surge_p99(ev, d.as_secs_f64() * 1e6),
+                        Need::Fcfs(x) => super::needs_sale::fcfs(ev, *x),
                     };
                     Judged {
                         term: term.clone(),
@@ -259,6 +274,11 @@ impl Needs {
                 ));
             }
         }
+        for (scenario, run) in &ev.sale {
+            if let Some(s) = run {
+                parts.push(sale_part(scenario, s, ev.strategy));
+            }
+        }
         if parts.is_empty() {
             return (
                 Met::Unmeasured,
@@ -269,15 +289,18 @@ impl Needs {
     }
 
     fn safe_under(&self, ev: &Evidence<'_>, scenario: &str) -> (Met, Said) {
-        let matching: Vec<&(&str, Option<&super::Summary>)> = ev
-            .chaos
-            .iter()
-            .filter(|(name, _)| {
-                *name == scenario
-                    || name
-                        .strip_prefix(scenario)
-                        .is_some_and(|rest| rest.starts_with('-'))
-            })
+        let named = |name: &str| {
+            name == scenario
+                || name
+                    .strip_prefix(scenario)
+                    .is_some_and(|rest| rest.starts_with('-'))
+        };
+        // (name, its run, whether it is the sale's), the steady scenarios first.
+        let sale_scenarios = (ev.sale.iter()).filter(|(name, _)| *name != SALE_CALM);
+        let matching: Vec<(&str, Option<&super::Summary>, bool)> = (ev.chaos.iter())
+            .map(|(n, r)| (*n, *r, false))
+            .chain(sale_scenarios.map(|(n, r)| (*n, *r, true)))
+            .filter(|(name, _, _)| named(name))
             .collect();
         if matching.is_empty() {
             return (
@@ -291,21 +314,34 @@ impl Needs {
             return (Met::No, control());
         }
         let mut parts = Vec::new();
-        for (name, run) in matching {
+        for (name, run, sale) in matching {
             let Some(s) = run else {
                 return (
                     Met::Unmeasured,
                     Said::default().t(format!("{name}: not measured")),
                 );
             };
-            parts.push((
-                name.to_string(),
-                Claim::of(s, true),
-                ids::chaos(name, ev.strategy, "verdict"),
-            ));
+            parts.push(match sale {
+                true => sale_part(name, s, ev.strategy),
+                false => (
+                    name.to_string(),
+                    Claim::of(s, true),
+                    ids::chaos(name, ev.strategy, "verdict"),
+                ),
+            });
         }
         self.all_safe(parts)
     }
+}
+
+/// A run of the sale part as a part `all_safe` judges: the sale without a fault, or the sale
+/// under `scenario` (which must have taken effect).
+fn sale_part(scenario: &str, s: &super::Summary, strategy: &str) -> (String, Claim, String) {
+    let (name, chaos) = match scenario {
+        SALE_CALM => ("the sale".to_string(), false),
+        sc => (format!("the sale under {sc}"), true),
+    };
+    (name, Claim::of(s, chaos), ids::summary(strategy))
 }
 
 fn control() -> Said {

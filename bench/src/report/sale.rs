@@ -43,6 +43,10 @@ pub struct Sale {
     /// Why the figures folded from attempts are absent (`null`: measured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_measured: Option<String>,
+    /// Reserve, then pay (`[pay]`): the store's audit of every reservation, with what the
+    /// payers counted (absent without `[pay]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pay: Option<crate::check::PayAudit>,
     /// What the attempts, orders and stock say (absent when `not_measured`).
     #[serde(flatten)]
     pub figures: Option<SaleFigures>,
@@ -119,6 +123,7 @@ impl Sale {
             refused_at_door: p.not_started,
             slo: SLO.into(),
             not_measured,
+            pay: None,
             figures,
         })
     }
@@ -156,6 +161,23 @@ impl Sale {
             parts.push(format!(
                 "{} arrivals refused at the door",
                 self.refused_at_door
+            ));
+        }
+        if let Some(p) = &self.pay {
+            parts.push(format!(
+                "reservations {}: {} paid, {} expired, {} reserved; {} returned twice, {} paid \
+                 and returned, books {}",
+                p.reservations,
+                p.paid,
+                p.expired,
+                p.reserved,
+                p.returned_twice,
+                p.paid_and_returned,
+                if p.unbalanced() == 0 {
+                    "balance"
+                } else {
+                    "BROKEN"
+                }
             ));
         }
         if let Some(why) = &self.not_measured {
@@ -202,6 +224,7 @@ pub(crate) fn fixture() -> Sale {
         refused_at_door: 0,
         slo: SLO.into(),
         not_measured: Some("the buyers ran in 4 worker processes".into()),
+        pay: None,
         figures: None,
     }
 }

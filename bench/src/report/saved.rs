@@ -119,7 +119,7 @@ pub(super) fn load_folder(dir: &Path) -> Result<Folder, ReportError> {
 }
 
 impl Job {
-    fn empty(dir: &Path) -> Job {
+    pub(super) fn empty(dir: &Path) -> Job {
         Job {
             dir: dir.to_path_buf(),
             sweep: None,

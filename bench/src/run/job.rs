@@ -274,7 +274,7 @@ impl JobOptions {
             None => {
                 all = strategy::ALL
                     .iter()
-                    .filter(|s| w.buyers.is_none() || s.runs_sales())
+                    .filter(|s| s.supports(&w).is_ok())
                     .map(|s| s.id.to_string())
                     .collect();
                 &all
@@ -412,6 +412,7 @@ async fn compare_part_or_say(
     }
     compare_part_with(opts, Some(source), false, cancel, out, log)
         .await
+        .map(|(ended, _)| ended)
         .unwrap_or_else(|e| {
             let _ = writeln!(log, "lockbench: error: {e}");
             Ended::Failed
@@ -493,14 +494,23 @@ pub fn ended(
 pub async fn compare_part(
     opts: CompareOptions,
     json: bool,
+    ci: &crate::report::ci::CiOutputs,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
-    compare_part_with(opts, None, json, cancel, out, log).await
+    let dir = opts.out.clone();
+    let (ended, summaries) = compare_part_with(opts, None, json, cancel, out, log).await?;
+    let name = format!("lockbench compare {}", dir.display());
+    if let Err(e) = ci.write(&name, &summaries) {
+        let _ = writeln!(log, "lockbench: error: writing the CI files: {e}");
+        return Ok(Ended::Failed);
+    }
+    Ok(ended)
 }
 
-/// [`compare_part`] on servers from `source`, or those each run's options name.
+/// [`compare_part`] on servers from `source`, or those each run's options name; returns how it
+/// ended and the summaries of the strategies that finished.
 async fn compare_part_with(
     opts: CompareOptions,
     source: Option<&Source>,
@@ -508,7 +518,7 @@ async fn compare_part_with(
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
-) -> Result<Ended, RunError> {
+) -> Result<(Ended, Vec<crate::report::Summary>), RunError> {
     let dir = opts.out.clone();
     let done = match source {
         Some(s) => compare::compare_on(opts, s, cancel, log).await?,
@@ -523,7 +533,10 @@ async fn compare_part_with(
         compare::write_report(&dir, log);
     }
     let failed: Vec<&str> = done.failed.iter().map(String::as_str).collect();
-    Ok(ended(cancel, &failed, "failed strategies", log))
+    Ok((
+        ended(cancel, &failed, "failed strategies", log),
+        done.summaries,
+    ))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::chaos::runner::Reach;
 use crate::chaos::{ClientProcesses, FaultRecord, run_faults};
-use crate::check::{OrderRow, Safety, SaleAudit};
+use crate::check::{OrderRow, PayAudit, Safety, SaleAudit};
 use crate::clients::WorkerLink;
 use crate::clients::clock::WorkerClock;
 use crate::clients::driver;
@@ -412,7 +412,15 @@ async fn load(
             _ => Vec::new(),
         }
     };
-    let ((drive, worker_failures, clocks), faults) = tokio::join!(buyers, faults);
+    // Reserve, then pay: the payments and reapers run beside the buyers, and end (awaited
+    // here) once every reservation could have settled after the load.
+    let desk = built.store.pay_desk();
+    let pay = async {
+        if let Some(d) = &desk {
+            d.run(load_done.clone()).await;
+        }
+    };
+    let ((drive, worker_failures, clocks), faults, ()) = tokio::join!(buyers, faults, pay);
     drop(reach);
     // The load ended with its last attempt, or with a heal after it (not when the workers'
     // last intervals arrived, a moment later).
@@ -519,6 +527,8 @@ pub struct Audited {
     pub orders: Option<Vec<OrderRow>>,
     /// What the orders show about the sale's rules (`None` without `[buyers]` or orders).
     pub sale: Option<SaleAudit>,
+    /// Reserve, then pay: every reservation's end, from the store (`None` without `[pay]`).
+    pub pay: Option<PayAudit>,
 }
 
 /// Reads the store back and judges it (never client counters: the `acknowledged_sales` buyers
@@ -541,11 +551,22 @@ pub async fn audit(
     if let Some(s) = &sale {
         safety = safety.with_sale(s);
     }
+    let pay = match built.store.pay_desk() {
+        Some(desk) => {
+            let facts = desk.facts().await?;
+            Some(PayAudit::of(&facts, desk.counts(), &initial, &audits))
+        }
+        None => None,
+    };
+    if let Some(p) = &pay {
+        safety = safety.with_pay(p, acknowledged_sales);
+    }
     Ok(Audited {
         safety,
         stuck_locks: built.strategy.stuck_locks(w.inventory.skus).await?,
         orders,
         sale,
+        pay,
         per_sku: audits,
     })
 }
@@ -628,6 +649,9 @@ fn results(
         audit: audited.sale.as_ref(),
         lag: m.drive.generator_lag,
     });
+    if let Some(sale) = summary.sale.as_mut() {
+        sale.pay = audited.pay;
+    }
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

@@ -8,9 +8,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::sql::mysql::{MysqlStore, SharedStore};
+use super::sql::pay::MysqlPayDesk;
 use super::sql::postgres::{PgStore, SharedPgStore};
 use super::wait::{WaitDefault, WaitPolicy, Waiter};
-use super::{Enforcement, Lock, Locked, Store, Strategy, StrategyError};
+use super::{Enforcement, Lock, Locked, PayDesk, Store, Strategy, StrategyError};
 use crate::cluster::{Endpoints, Needs, Service};
 use crate::workload::Workload;
 
@@ -160,9 +161,12 @@ impl Setup<'_> {
     /// The MariaDB store every lock sells from.
     pub async fn mariadb(&self) -> Result<SharedStore, StrategyError> {
         let e = self.ep.mysql.as_ref().ok_or(self.missing("MariaDB"))?;
+        let blind = self.info.id.ends_with(BLIND_REAPER);
+        let desk = MysqlPayDesk::new(e, &self.ep.prefix, self.w, blind);
+        let desk = desk.map(|d| Arc::new(d) as Arc<dyn PayDesk>);
         MysqlStore::connect(e, &self.ep.prefix, self.w)
             .await
-            .map(|s| Arc::new(s.enforcing(self.info.enforcement())))
+            .map(|s| Arc::new(s.enforcing(self.info.enforcement()).paying(desk)))
     }
 
     /// The PostgreSQL store (the `pg-*` strategies that sell from PostgreSQL).
@@ -266,6 +270,21 @@ impl StrategyInfo {
                        break the lock half of the verdict, and this strategy takes no lock)",
             });
         }
+        if w.pay.is_some() && !self.runs_pay() {
+            return Err(StrategyError::Unsupported {
+                id: self.id.into(),
+                what: "[pay] (reserve, then pay): the reaper restocks through MariaDB's stock \
+                       row, which serializes it only with buyers who deduct through that row \
+                       (none, mysql-atomic and its controls, mysql-for-update, mysql-optimistic)",
+            });
+        }
+        if w.pay.is_none() && self.id.ends_with(BLIND_REAPER) {
+            return Err(StrategyError::Unsupported {
+                id: self.id.into(),
+                what: "a workload without [pay]: its blind reaper runs only where reservations \
+                       expire (workloads/sale-pay.toml)",
+            });
+        }
         if w.buyers.is_some() && !self.runs_sales() {
             return Err(StrategyError::Unsupported {
                 id: self.id.into(),
@@ -280,6 +299,14 @@ impl StrategyInfo {
     /// whose rows of one unit each keep no buyer limit or request key yet.
     pub fn runs_sales(&self) -> bool {
         self.id != "pg-skip-locked"
+    }
+
+    /// Whether it can run reserve-then-pay (`[pay]`): its buyers deduct through MariaDB's
+    /// stock row (an atomic update, the row lock, the version), the row the reaper restocks
+    /// through, so the two are serialized; a lock outside the store would need the reaper to
+    /// take it too, which is not built.
+    pub fn runs_pay(&self) -> bool {
+        self.needs == needs::MARIADB && !self.id.starts_with("mysql-lock-table")
     }
 
     /// The service that decides who may sell (where server faults land by default): the
@@ -323,12 +350,14 @@ impl StrategyInfo {
         }
     }
 
-    /// A control of a sale's rules (`-no-limit`, `-not-idempotent`): caught only by a sale's
-    /// buyers, so the job runs it in the sale part alone (in a steady part it is its correct
-    /// twin and would read "not caught").
+    /// A control of a sale's rules (`-no-limit`, `-not-idempotent`, `-blind-reaper`): caught
+    /// only by a sale's buyers (the blind reaper: only with `[pay]`), so the job runs it in the
+    /// sale part alone (in a steady part it is its correct twin and would read "not caught").
     pub fn sale_control(&self) -> bool {
         self.kind == Kind::Control
-            && (self.id.ends_with(NO_LIMIT) || self.id.ends_with(NOT_IDEMPOTENT))
+            && [NO_LIMIT, NOT_IDEMPOTENT, BLIND_REAPER]
+                .iter()
+                .any(|s| self.id.ends_with(s))
     }
 
     /// Whether the strategy claims it never oversells (controls do not).
@@ -341,6 +370,8 @@ impl StrategyInfo {
 const NO_LIMIT: &str = "-no-limit";
 /// The id suffix of a control that does not key the request id.
 const NOT_IDEMPOTENT: &str = "-not-idempotent";
+/// The id suffix of a control whose reaper returns what it selected without asking again.
+const BLIND_REAPER: &str = "-blind-reaper";
 
 /// The servers the strategies need, named once.
 pub mod needs {

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
-use crate::check::{OrderRow, SkuAudit};
+use crate::check::{OrderRow, PayCounts, PayFacts, SkuAudit};
 use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::workload::Ask;
 
@@ -317,6 +317,11 @@ pub trait Store: Send + Sync {
     async fn orders(&self) -> Result<Option<Vec<OrderRow>>, StrategyError> {
         Ok(None)
     }
+    /// Reserve, then pay (`[pay]`): the payments and reapers the harness runs beside the
+    /// buyers, and the facts the audit reads; `None` without `[pay]`.
+    fn pay_desk(&self) -> Option<Arc<dyn PayDesk>> {
+        None
+    }
     /// Closes connections cleanly before the servers stop.
     async fn close(&self) {}
     /// Between trials on the same servers (after this store's trial closed it): ends what the
@@ -325,6 +330,24 @@ pub trait Store: Send + Sync {
     async fn settle(&self, _bound: Duration) -> Result<usize, StrategyError> {
         Ok(0)
     }
+}
+
+/// Reserve-then-pay's part of a run: the payments and the reapers, run by the harness beside
+/// the buyers and stopped and awaited before the audit, and the store's facts about them.
+#[async_trait]
+pub trait PayDesk: Send + Sync {
+    /// What it adds to the sale's schema (after the store's own statements).
+    fn schema(&self) -> Vec<String>;
+    /// Pays and reaps until `load_done`, then for [`crate::workload::Pay::settle_bound`]
+    /// more, so every reservation can be paid or returned; nothing it started runs when it
+    /// returns.
+    async fn run(&self, load_done: tokio_util::sync::CancellationToken);
+    /// What the payers counted (reported beside the audit, never judged on).
+    fn counts(&self) -> PayCounts;
+    /// The store's reservations, payments and returns.
+    async fn facts(&self) -> Result<PayFacts, StrategyError>;
+    /// Closes its connections.
+    async fn close(&self);
 }
 
 /// The work every lock protects: read the stock, hold, write `read - 1` and the order; and,

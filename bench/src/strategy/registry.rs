@@ -27,6 +27,7 @@ pub const ALL: &[StrategyInfo] = &[
     mysql_strategies::ATOMIC,
     mysql_strategies::ATOMIC_NO_LIMIT,
     mysql_strategies::ATOMIC_NOT_IDEMPOTENT,
+    mysql_strategies::ATOMIC_BLIND_REAPER,
     mysql_lock_table::LOCK_TABLE,
     mysql_lock_table::LOCK_TABLE_FENCED,
     postgres_strategies::FOR_UPDATE,

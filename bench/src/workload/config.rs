@@ -76,6 +76,7 @@ struct RawWorkload {
     #[serde(default)]
     servers: RawServers,
     buyers: Option<RawBuyers>,
+    pay: Option<super::pay::RawPay>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -203,6 +204,9 @@ pub struct Workload {
     /// Buyers as people (`[buyers]`); `None`: anonymous arrivals, one unit each, no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buyers: Option<Buyers>,
+    /// Reserve, then pay (`[pay]`, a sale's only); `None`: a purchase is final.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pay: Option<super::pay::Pay>,
 }
 
 /// `[inventory]`
@@ -719,6 +723,19 @@ impl Fields<'_> {
         })
     }
 
+    /// The `[pay]` section: a reservation is a sale's order, so it needs `[buyers]`.
+    fn pay(&self, p: super::pay::RawPay, buyers: bool) -> Result<super::pay::Pay, WorkloadError> {
+        if !buyers {
+            return Err(self.invalid(
+                "pay",
+                "given without [buyers]".into(),
+                "a [buyers] section beside it: a reservation is a sale's order",
+            ));
+        }
+        p.validate()
+            .map_err(|(field, value, expected)| self.invalid(field, value, expected))
+    }
+
     /// The `[lock]` section.
     /// `[servers]`: each value one of its names.
     fn servers(&self, raw: RawServers) -> Result<Servers, WorkloadError> {
@@ -901,6 +918,7 @@ impl RawWorkload {
             critical_section,
             lock,
             servers,
+            pay: self.pay.map(|p| f.pay(p, buyers.is_some())).transpose()?,
             buyers,
         })
     }

@@ -58,13 +58,20 @@ impl Buyers {
     /// theirs timed out: a share `retry_after_timeout` of requests, decided by the request id
     /// and the seed alone, so every process and every run of the seed decides alike.
     pub fn retries(&self, seed: u64, request: u64) -> bool {
-        // splitmix64's finaliser spreads neighbouring ids over the whole range.
-        let mut x = seed ^ request.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x7265_7472_7921;
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-        ((x >> 11) as f64 / (1u64 << 53) as f64) < self.retry_after_timeout
+        draw(seed, request, 0x7265_7472_7921) < self.retry_after_timeout
     }
+}
+
+/// A uniform draw in `[0, 1)` from the seed, a request id and a `stream` of its own: each
+/// decision about a request (retry, abandon, when to pay) reads its own stream, so none moves
+/// another, and every process decides alike.
+pub fn draw(seed: u64, request: u64, stream: u64) -> f64 {
+    // splitmix64's finaliser spreads neighbouring ids over the whole range.
+    let mut x = seed ^ request.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ stream;
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// Units per order: `"1"` or a range `"1..3"` (both ends included).

@@ -17,6 +17,7 @@ mod etcd;
 mod libraries;
 mod lifecycle;
 mod locks;
+mod pay;
 mod pg_strategies;
 mod postgres;
 mod reads;

@@ -351,6 +351,48 @@ mod tests {
         (placed, size)
     }
 
+    /// The SVG text of one chart of every run.
+    fn svg_of(runs: &[RunData], kind: Kind) -> String {
+        register_font();
+        let set = RunCharts::new(runs);
+        let chart = set.chart(kind);
+        let mut svg = String::new();
+        {
+            let root = SVGBackend::with_string(&mut svg, chart.size()).into_drawing_area();
+            chart.draw(&root).unwrap();
+            root.present().unwrap();
+        }
+        svg
+    }
+
+    #[test]
+    fn a_sell_out_is_marked_on_every_time_chart_and_only_where_it_happened() {
+        // A run whose sales stop at 2 s, sold out at 1.8 s or not.
+        let made = |id: &str, sold_out_s: Option<f64>| {
+            let mut r = run(id, 2_000, 300.0);
+            r.timeline = (0..4)
+                .map(|second| crate::report::saved::TimelineRow {
+                    second,
+                    sold: if second < 2 { 300 } else { 0 },
+                    attempts: 300,
+                    p99_us: 2_000,
+                    faults: String::new(),
+                })
+                .collect();
+            r.summary.sold_out_s = sold_out_s;
+            r
+        };
+        for kind in [Kind::Throughput, Kind::P99] {
+            let both = [made("mysql-atomic", Some(1.8)), made("redis-setnx", None)];
+            assert_eq!(
+                svg_of(&both, kind).matches("sold out").count(),
+                1,
+                "{kind:?}"
+            );
+            assert!(!svg_of(&[made("redis-setnx", None)], kind).contains("sold out"));
+        }
+    }
+
     fn assert_apart(placed: &[Placed], (w, h): (u32, u32)) {
         let image = Rect::new(0, 0, w as i32, h as i32);
         for (i, a) in placed.iter().enumerate() {

@@ -130,6 +130,45 @@ fn draw_bands<DB: DrawingBackend, Y: Axis>(
     Ok(())
 }
 
+/// Marks each member's sell-out (the moment its stock ran out, `summary.sold_out_s`) with a
+/// dashed vertical line in its colour and the words "sold out" at its top, so a line that falls
+/// to zero reads as the stock ending, not as an outage. Labels that would overlap go a line
+/// lower.
+fn draw_sold_out<DB: DrawingBackend, Y: Axis>(
+    chart: &mut Chart2d<'_, DB, Y>,
+    members: &[Member<'_>],
+    (lo, hi): (f64, f64),
+) -> Result<(), String> {
+    let mut taken: Vec<Rect> = Vec::new();
+    for (r, ink) in members {
+        let Some(t) = r.summary.sold_out_s else {
+            continue;
+        };
+        let style = ink.color.stroke_width(1);
+        chart
+            .draw_series(DashedLineSeries::new(vec![(t, lo), (t, hi)], 4, 4, style))
+            .map_err(err)?;
+        let text = "sold out";
+        let (w, h) = text_size(text, 12);
+        let (x, y) = chart.backend_coord(&(t, hi));
+        let mut dy = 18;
+        while taken
+            .iter()
+            .any(|o| o.overlaps(&Rect::new(x + 3, y + dy, w, h)))
+        {
+            dy += h;
+        }
+        taken.push(Rect::new(x + 3, y + dy, w, h));
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at((t, hi))
+                    + Text::new(text, (3, dy), (FONT, 12).into_font().color(&ink.color)),
+            ))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
 pub(super) fn timeline_end(runs: &[RunData]) -> f64 {
     runs.iter()
         .map(|r| (r.timeline.len() as f64).max(r.summary.duration_s))
@@ -180,6 +219,7 @@ pub(super) fn throughput<DB: DrawingBackend>(
             .y_label_formatter(&|v| format!("{v:.0}")),
     )?;
     draw_bands(&mut chart, members, x_end, (0.0, top))?;
+    draw_sold_out(&mut chart, members, (0.0, top))?;
     let n = members.len();
     for (k, (r, ink)) in members.iter().enumerate() {
         draw_line(
@@ -226,6 +266,7 @@ pub(super) fn p99<DB: DrawingBackend>(
             .y_label_formatter(&|v| ms_axis(*v)),
     )?;
     draw_bands(&mut chart, members, x_end, (lo, hi))?;
+    draw_sold_out(&mut chart, members, (lo, hi))?;
     let n = members.len();
     for (k, (r, ink)) in members.iter().enumerate() {
         // Seconds without completions have no latency: the line breaks there.

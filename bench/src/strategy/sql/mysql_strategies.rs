@@ -78,6 +78,17 @@ pub const ATOMIC_NOT_IDEMPOTENT: StrategyInfo = StrategyInfo {
     ..ATOMIC
 };
 
+/// `mysql-atomic-blind-reaper`.
+pub const ATOMIC_BLIND_REAPER: StrategyInfo = StrategyInfo {
+    id: "mysql-atomic-blind-reaper",
+    kind: Kind::Control,
+    about: "control: mysql-atomic whose [pay] reaper returns the expired reservations it \
+            selected without asking again (no `AND state = 'reserved'`); two reapers return a \
+            unit twice, a payment between its select and its update is returned (the audit \
+            must count both)",
+    ..ATOMIC
+};
+
 /// A strategy `make` builds on the MariaDB store, selling from it.
 async fn on_mariadb<T: Strategy + 'static>(
     s: Setup<'_>,

@@ -409,6 +409,8 @@ pub struct SqlStore<D: Dialect> {
     /// A sale's rules (`None`: a steady workload, whose statements stay as they were).
     pub sale: Option<Sale>,
     sale_sql: SaleSql,
+    /// Reserve, then pay (`[pay]`): the desk the harness runs beside the buyers.
+    pay: Option<std::sync::Arc<dyn crate::strategy::PayDesk>>,
 }
 
 impl<D: Dialect> SqlStore<D> {
@@ -435,6 +437,7 @@ impl<D: Dialect> SqlStore<D> {
             prefix: prefix.clone(),
             sale_sql: SaleSql::new::<D>(&sql, prefix),
             sql,
+            pay: None,
             // A lock's store by default: the sale checked by reads ([`Self::enforcing`]).
             sale: w.buyers.as_ref().map(|b| Sale {
                 limit: b.limit,
@@ -456,6 +459,20 @@ impl<D: Dialect> SqlStore<D> {
             (sale.request_key, sale.holdings) = e.store_keys();
         }
         self
+    }
+
+    /// The store whose sale's orders are reservations, paid and reaped by `desk`.
+    pub fn paying(mut self, desk: Option<std::sync::Arc<dyn crate::strategy::PayDesk>>) -> Self {
+        self.pay = desk;
+        self
+    }
+
+    /// Orders still out of stock: with `[pay]`, a returned reservation's units are back.
+    fn kept(&self) -> &'static str {
+        match self.pay {
+            Some(_) => " WHERE state <> 'returned'",
+            None => "",
+        }
     }
 
     /// The pool, for setup and audit statements.
@@ -749,9 +766,11 @@ impl<D: Dialect> SqlStore<D> {
         let orders = &self.sql.orders;
         if self.sale.is_some() {
             let bigint = D::CAST_BIGINT;
-            let units = format!("CAST(SUM(qty) AS {bigint})");
+            let (units, kept) = (format!("CAST(SUM(qty) AS {bigint})"), self.kept());
             return self
-                .counts(format!("SELECT sku, {units} FROM {orders} GROUP BY sku"))
+                .counts(format!(
+                    "SELECT sku, {units} FROM {orders}{kept} GROUP BY sku"
+                ))
                 .await;
         }
         self.counts(format!("SELECT sku, COUNT(*) FROM {orders} GROUP BY sku"))
@@ -766,6 +785,9 @@ impl<D: Dialect> Store for SqlStore<D> {
         if let Some(sale) = &self.sale {
             ddl.extend(self.sale_sql.schema(&self.sql, sale));
         }
+        if let Some(desk) = &self.pay {
+            ddl.extend(desk.schema());
+        }
         self.admin(&ddl).await
     }
 
@@ -775,7 +797,8 @@ impl<D: Dialect> Store for SqlStore<D> {
             return Ok(None);
         }
         let orders = &self.sql.orders;
-        let query = format!("SELECT sku, buyer, request, qty FROM {orders}");
+        let kept = self.kept();
+        let query = format!("SELECT sku, buyer, request, qty FROM {orders}{kept}");
         tokio::time::timeout(ADMIN_TIMEOUT, D::order_rows(&self.pool, query))
             .await
             .map_err(|_| StrategyError::Timeout("audit"))?
@@ -795,8 +818,15 @@ impl<D: Dialect> Store for SqlStore<D> {
         ))
     }
 
+    fn pay_desk(&self) -> Option<std::sync::Arc<dyn crate::strategy::PayDesk>> {
+        self.pay.clone()
+    }
+
     async fn close(&self) {
         // Bounded: a dead server must not hold up the end of the run.
+        if let Some(desk) = &self.pay {
+            desk.close().await;
+        }
         if D::CLOSE_BUYERS {
             self.buyers.close(Duration::from_secs(1)).await;
         }

@@ -1,0 +1,415 @@
+//! What a run or a comparison measured, in the formats CI tools read (docs/ci-formats.md):
+//! JUnit XML (`--junit`: one testcase per strategy and check), a Markdown table (`--markdown`,
+//! and the GitHub job summary when `GITHUB_STEP_SUMMARY` is set), Bencher's metric format
+//! (`--bmf`) and github-action-benchmark's custom JSON (`--github-benchmark`). Every figure is
+//! the summary's; an interval is given only where the summary has one (a p99's order-statistic
+//! bounds), never made up.
+
+use std::path::{Path, PathBuf};
+
+use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+use serde_json::{Map, Value, json};
+
+use super::Summary;
+use super::format::{decimals, ms_exact};
+use crate::record::Pct;
+
+/// The files asked for (each `None`: not written).
+#[derive(Debug, Clone, Default)]
+pub struct CiOutputs {
+    /// JUnit XML.
+    pub junit: Option<PathBuf>,
+    /// A Markdown table.
+    pub markdown: Option<PathBuf>,
+    /// Bencher Metric Format JSON.
+    pub bmf: Option<PathBuf>,
+    /// github-action-benchmark's `customSmallerIsBetter` JSON; its `customBiggerIsBetter` twin
+    /// goes beside it as `<stem>-bigger.<ext>`.
+    pub github_benchmark: Option<PathBuf>,
+}
+
+/// One figure of one strategy.
+#[derive(Debug, Clone, PartialEq)]
+struct Metric {
+    /// `sales_per_s`, `p99_ms`, `sold_out_s`.
+    slug: &'static str,
+    unit: &'static str,
+    value: f64,
+    /// Its 95 % interval, when the summary has one.
+    interval: Option<(f64, f64)>,
+    /// Its sample count, when it has one.
+    n: Option<u64>,
+    /// The value is only a lower bound: arrivals never started sit past it (a p99 `+`).
+    at_least: bool,
+    smaller_is_better: bool,
+}
+
+/// The figures of one summary: sales/s, the p99 (only when the run had enough arrivals to bound
+/// it), and a sale's time to sell its hot item out from the surge.
+fn metrics(s: &Summary) -> Vec<Metric> {
+    let mut m = vec![Metric {
+        slug: "sales_per_s",
+        unit: "sales/s",
+        value: s.throughput.sales_per_s,
+        interval: None,
+        n: None,
+        at_least: false,
+        smaller_is_better: false,
+    }];
+    let l = &s.latency_us;
+    if l.supports(Pct::P99) {
+        // Arrivals never started count at the load's end: then the p99 is only a lower bound,
+        // and an interval around it would claim more than was measured.
+        let at_least = s.among_unstarted(Pct::P99.q());
+        let interval = (l.ci95)
+            .filter(|_| !at_least)
+            .and_then(|c| Some((c.p99.0 as f64 / 1e3, c.p99.1? as f64 / 1e3)));
+        m.push(Metric {
+            slug: "p99_ms",
+            unit: "ms",
+            value: l.p99 as f64 / 1e3,
+            interval,
+            n: Some(l.count),
+            at_least,
+            smaller_is_better: true,
+        });
+    }
+    let sold_out = s.sale.as_ref().and_then(|sale| {
+        let f = sale.figures.as_ref()?;
+        f.sold_out_after_surge_s
+            .get(sale.hot_sku as usize)
+            .copied()?
+    });
+    if let Some(t) = sold_out {
+        m.push(Metric {
+            slug: "sold_out_s",
+            unit: "s",
+            value: t,
+            interval: None,
+            n: None,
+            at_least: false,
+            smaller_is_better: true,
+        });
+    }
+    m
+}
+
+/// `54.239 ms (95% 54.047..54.463, n=2159)`.
+fn said(m: &Metric) -> String {
+    let plus = if m.at_least { "+" } else { "" };
+    let mut s = format!("{}{plus} {}", decimals(m.value, 3), m.unit);
+    let mut extra = Vec::new();
+    if m.at_least {
+        extra.push("a lower bound: arrivals never started".to_string());
+    }
+    if let Some((lo, hi)) = m.interval {
+        extra.push(format!("95% {}..{}", decimals(lo, 3), decimals(hi, 3)));
+    }
+    if let Some(n) = m.n {
+        extra.push(format!("n={n}"));
+    }
+    if !extra.is_empty() {
+        s.push_str(&format!(" ({})", extra.join(", ")));
+    }
+    s
+}
+
+/// Whether a summary's verdict is what its strategy claims: a strategy that claims safety is
+/// safe, a control is caught. `Err` says what happened instead.
+fn verdict_holds(s: &Summary) -> Result<String, String> {
+    let headline = s.headline();
+    match (s.claims_safety, headline) {
+        (true, "safe" | "fenced") | (false, "caught (control)") => Ok(headline.to_string()),
+        _ => Err(format!(
+            "{}: {} (lock {}, store {})",
+            s.strategy,
+            headline,
+            crate::check::Verdict::lock_text(s.lock_verdict),
+            crate::check::Verdict::store_text(s.store_verdict)
+        )),
+    }
+}
+
+/// The JUnit report: a suite `name`, per strategy a `safety` testcase (fails when the verdict is
+/// not what the strategy claims) and one testcase per figure (passes: the figure and its
+/// interval in its output; a gate's regressions fail there).
+pub fn junit(name: &str, summaries: &[Summary]) -> Report {
+    let mut suite = TestSuite::new(name);
+    for s in summaries {
+        let mut safety = match verdict_holds(s) {
+            Ok(h) => {
+                let mut t = TestCase::new("safety", TestCaseStatus::success());
+                t.set_system_out(h);
+                t
+            }
+            Err(why) => {
+                let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                status.set_message(why.clone());
+                let mut t = TestCase::new("safety", status);
+                t.set_system_out(why);
+                t
+            }
+        };
+        safety.set_classname(s.strategy.clone());
+        suite.add_test_case(safety);
+        for m in metrics(s) {
+            let mut t = TestCase::new(m.slug, TestCaseStatus::success());
+            t.set_classname(s.strategy.clone()).set_system_out(said(&m));
+            suite.add_test_case(t);
+        }
+    }
+    let mut report = Report::new("lockbench");
+    report.add_test_suite(suite);
+    report
+}
+
+/// A short Markdown table: strategy, verdict, sales/s, p99 with its n (`+`: a lower bound),
+/// sell-out time.
+pub fn markdown(title: &str, summaries: &[Summary]) -> String {
+    let mut md = format!(
+        "### {title}\n\n| strategy | verdict | sales/s | p99 (ms) | sold out (s, from the surge) |\n|---|---|---:|---:|---:|\n"
+    );
+    for s in summaries {
+        let ms = metrics(s);
+        let get = |slug: &str| ms.iter().find(|m| m.slug == slug);
+        let verdict = match verdict_holds(s) {
+            Ok(h) => h,
+            Err(_) => format!("**{}**", s.headline()),
+        };
+        let p99 = match get("p99_ms") {
+            Some(m) => format!(
+                "{}{} (n={})",
+                ms_exact(s.latency_us.p99),
+                if m.at_least { "+" } else { "" },
+                s.latency_us.count
+            ),
+            None => format!("too few arrivals (n={})", s.latency_us.count),
+        };
+        let sold_out = get("sold_out_s").map_or("-".to_string(), |m| decimals(m.value, 3));
+        md.push_str(&format!(
+            "| {} | {verdict} | {} | {p99} | {sold_out} |\n",
+            s.strategy,
+            decimals(s.throughput.sales_per_s, 1)
+        ));
+    }
+    md
+}
+
+/// Bencher Metric Format: `{strategy: {slug: {value, lower_value?, upper_value?}}}`.
+pub fn bmf(summaries: &[Summary]) -> Value {
+    let mut all = Map::new();
+    for s in summaries {
+        let mut measures = Map::new();
+        for m in metrics(s) {
+            let mut v = Map::new();
+            v.insert("value".into(), json!(m.value));
+            if let Some((lo, hi)) = m.interval {
+                v.insert("lower_value".into(), json!(lo));
+                v.insert("upper_value".into(), json!(hi));
+            } else if m.at_least {
+                v.insert("lower_value".into(), json!(m.value));
+            }
+            measures.insert(m.slug.into(), Value::Object(v));
+        }
+        all.insert(s.strategy.clone(), Value::Object(measures));
+    }
+    Value::Object(all)
+}
+
+/// github-action-benchmark's custom JSON: the entries whose smaller value is better
+/// (`customSmallerIsBetter`) or the others (`customBiggerIsBetter`): `name`, `unit`, `value`,
+/// and `range` / `extra` where known.
+pub fn github_benchmark(summaries: &[Summary], smaller_is_better: bool) -> Value {
+    let entries: Vec<Value> = summaries
+        .iter()
+        .flat_map(|s| metrics(s).into_iter().map(move |m| (s, m)))
+        .filter(|(_, m)| m.smaller_is_better == smaller_is_better)
+        .map(|(s, m)| {
+            let mut e = json!({
+                "name": format!("{} {}", s.strategy, m.slug),
+                "unit": m.unit,
+                "value": m.value,
+            });
+            if let Some((lo, hi)) = m.interval {
+                e["range"] = json!(format!("{}..{}", decimals(lo, 3), decimals(hi, 3)));
+            }
+            if let Some(n) = m.n {
+                let bound = if m.at_least {
+                    ", a lower bound: arrivals never started"
+                } else {
+                    ""
+                };
+                e["extra"] = json!(format!("n={n}{bound}"));
+            }
+            e
+        })
+        .collect();
+    Value::Array(entries)
+}
+
+/// `out/bench.json` → `out/bench-bigger.json`.
+pub fn bigger_twin(path: &Path) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("benchmark");
+    let name = match path.extension().and_then(|e| e.to_str()) {
+        Some(ext) => format!("{stem}-bigger.{ext}"),
+        None => format!("{stem}-bigger"),
+    };
+    path.with_file_name(name)
+}
+
+impl CiOutputs {
+    /// Writes every file asked for, and the Markdown to `$GITHUB_STEP_SUMMARY` when it is set
+    /// (appended, as GitHub reads it). `name` names the suite and the table.
+    pub fn write(&self, name: &str, summaries: &[Summary]) -> std::io::Result<()> {
+        let json = |v: &Value| serde_json::to_vec_pretty(v).expect("JSON values serialize");
+        if let Some(p) = &self.junit {
+            let xml = junit(name, summaries)
+                .to_string()
+                .map_err(std::io::Error::other)?;
+            std::fs::write(p, xml)?;
+        }
+        let md = markdown(name, summaries);
+        if let Some(p) = &self.markdown {
+            std::fs::write(p, &md)?;
+        }
+        if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)?;
+            writeln!(f, "{md}")?;
+        }
+        if let Some(p) = &self.bmf {
+            std::fs::write(p, json(&bmf(summaries)))?;
+        }
+        if let Some(p) = &self.github_benchmark {
+            std::fs::write(p, json(&github_benchmark(summaries, true)))?;
+            std::fs::write(bigger_twin(p), json(&github_benchmark(summaries, false)))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed fixture as `strategy`, safe or not.
+    fn summary(strategy: &str, safe: bool) -> Summary {
+        let mut s: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json")).unwrap();
+        s.strategy = strategy.into();
+        s.claims_safety = true;
+        s.safe = safe;
+        s.lock_verdict = Some(if safe {
+            crate::check::LockVerdict::Held
+        } else {
+            crate::check::LockVerdict::Broken
+        });
+        s.store_verdict = if safe {
+            crate::check::StoreVerdict::Intact
+        } else {
+            crate::check::StoreVerdict::Corrupted
+        };
+        s
+    }
+
+    #[test]
+    fn junit_reads_back_with_a_failed_safety_case_carrying_the_verdict() {
+        let runs = [summary("good", true), summary("bad", false)];
+        let xml = junit("lockbench compare x", &runs).to_string().unwrap();
+        let back = Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+        let suite = &back.test_suites[0];
+        assert_eq!(suite.name.as_str(), "lockbench compare x");
+        let cases: Vec<(&str, &str, bool)> = suite
+            .test_cases
+            .iter()
+            .map(|t| {
+                let failed = matches!(t.status, TestCaseStatus::NonSuccess { .. });
+                let class = t.classname.as_ref().map_or("", |c| c.as_str());
+                (class, t.name.as_str(), failed)
+            })
+            .collect();
+        assert!(cases.contains(&("good", "safety", false)), "{cases:?}");
+        assert!(cases.contains(&("bad", "safety", true)), "{cases:?}");
+        assert!(cases.contains(&("good", "sales_per_s", false)), "{cases:?}");
+        assert_eq!(suite.failures, 1);
+        assert!(
+            xml.contains("bad: UNSAFE (lock BROKEN, store CORRUPTED)"),
+            "{xml}"
+        );
+    }
+
+    #[test]
+    fn bmf_and_github_benchmark_have_their_documented_fields() {
+        let runs = [summary("good", true)];
+        let b = bmf(&runs);
+        // BMF: {benchmark: {measure: {value (required), lower_value, upper_value}}}, numbers.
+        let good = b["good"].as_object().expect("a benchmark per strategy");
+        for (slug, m) in good {
+            let m = m.as_object().unwrap();
+            assert!(m["value"].is_number(), "{slug}");
+            assert!(
+                m.keys()
+                    .all(|k| ["value", "lower_value", "upper_value"].contains(&k.as_str()))
+            );
+            if let (Some(lo), Some(hi)) = (m.get("lower_value"), m.get("upper_value")) {
+                let (lo, hi, v) = (
+                    lo.as_f64().unwrap(),
+                    hi.as_f64().unwrap(),
+                    m["value"].as_f64().unwrap(),
+                );
+                assert!(lo <= v && v <= hi, "{slug}: {lo} {v} {hi}");
+            }
+        }
+        assert!(good.contains_key("sales_per_s"));
+        // github-action-benchmark: an array of {name, unit, value[, range, extra]}.
+        for smaller in [true, false] {
+            let g = github_benchmark(&runs, smaller);
+            for e in g.as_array().unwrap() {
+                let e = e.as_object().unwrap();
+                assert!(e["name"].is_string() && e["unit"].is_string() && e["value"].is_number());
+                assert!(
+                    e.keys()
+                        .all(|k| ["name", "unit", "value", "range", "extra"].contains(&k.as_str()))
+                );
+            }
+        }
+        let bigger = github_benchmark(&runs, false);
+        assert_eq!(bigger[0]["name"], "good sales_per_s");
+        assert_eq!(
+            bigger_twin(Path::new("out/bench.json")),
+            Path::new("out/bench-bigger.json")
+        );
+    }
+
+    #[test]
+    fn a_p99_past_never_started_arrivals_is_a_lower_bound_everywhere() {
+        let mut s = summary("slow", true);
+        s.not_started = s.attempts;
+        let m = metrics(&s);
+        let p99 = m.iter().find(|m| m.slug == "p99_ms").unwrap();
+        assert!(p99.at_least && p99.interval.is_none(), "{p99:?}");
+        assert!(said(p99).contains("+ ms (a lower bound"), "{}", said(p99));
+        let b = bmf(std::slice::from_ref(&s));
+        assert!(b["slow"]["p99_ms"].get("upper_value").is_none(), "{b}");
+        assert!(markdown("t", std::slice::from_ref(&s)).contains("+ (n="));
+        let g = github_benchmark(std::slice::from_ref(&s), true);
+        assert!(
+            g[0]["extra"].as_str().unwrap().contains("lower bound"),
+            "{g}"
+        );
+    }
+
+    #[test]
+    fn the_markdown_table_has_a_row_per_strategy_and_bolds_a_broken_verdict() {
+        let md = markdown("t", &[summary("good", true), summary("bad", false)]);
+        assert!(md.starts_with("### t\n\n| strategy | verdict |"), "{md}");
+        assert!(md.contains("| good | safe |"), "{md}");
+        assert!(md.contains("| bad | **UNSAFE** |"), "{md}");
+    }
+}
