@@ -178,15 +178,22 @@ pub struct ServeArgs {
     /// Folder for endpoints.json and the server logs.
     #[arg(long, short = 'o')]
     pub out: PathBuf,
+    #[command(flatten)]
+    pub start: StartArgs,
+    /// Stop the servers after this long at the latest.
+    #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub lifetime: std::time::Duration,
+}
+
+/// The servers a command starts itself (`serve`, `contend`): its ports and its provisioner.
+#[derive(Debug, Args)]
+pub struct StartArgs {
     /// First port for the servers. Default: free ports chosen by the OS.
     #[arg(long, value_name = "PORT")]
     pub base_port: Option<u16>,
     /// Where the servers come from: `local` processes or `containers` (see `run --help`).
     #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with = "base_port")]
     pub provision: Provisioner,
-    /// Stop the servers after this long at the latest.
-    #[arg(long = "for", value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
-    pub lifetime: std::time::Duration,
 }
 
 /// `lockbench adapter-check`
@@ -778,12 +785,8 @@ pub struct ContendArgs {
     pub out: Option<PathBuf>,
     #[command(flatten)]
     pub load: WorkloadArgs,
-    /// First port for the servers. Default: free ports chosen by the OS.
-    #[arg(long, value_name = "PORT")]
-    pub base_port: Option<u16>,
-    /// Where the servers come from: `local` processes or `containers` (see `run --help`).
-    #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with = "base_port")]
-    pub provision: Provisioner,
+    #[command(flatten)]
+    pub start: StartArgs,
 }
 
 /// The contender counts of `--levels`, ascending.

@@ -291,8 +291,8 @@ pub(super) async fn cmd_contend(
         warm_up: args.warm_up,
         budget: args.budget,
         out: out.clone(),
-        base_port: args.base_port,
-        provision: args.provision,
+        base_port: args.start.base_port,
+        provision: args.start.provision,
     };
     contend::check(&opts)?;
     eprintln!(

@@ -117,8 +117,8 @@ pub(super) async fn cmd_serve(
         needs = needs.union(strategy::find(&id)?.needs);
     }
     let mut opts = ClusterOptions::new(args.out.join("logs"));
-    opts.base_port = args.base_port;
-    opts.provisioner = args.provision;
+    opts.base_port = args.start.base_port;
+    opts.provisioner = args.start.provision;
     let cluster = tokio::select! {
         c = OwnedCluster::start(needs, &opts) => c?,
         _ = cancel.cancelled() => return Ok(ExitCode::from(EXIT_INTERRUPTED)),

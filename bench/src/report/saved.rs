@@ -40,6 +40,21 @@ pub struct RunData {
     pub problems: Vec<String>,
 }
 
+/// `tests/fixtures/summary.json` as a run of strategy `strategy` with no timeline or histogram
+/// (the renderers' tests).
+#[cfg(test)]
+pub(crate) fn fixture_run(strategy: &str) -> RunData {
+    let mut summary: Summary =
+        serde_json::from_str(include_str!("../../tests/fixtures/summary.json")).unwrap();
+    summary.strategy = strategy.into();
+    RunData {
+        summary,
+        timeline: Vec::new(),
+        latency: None,
+        problems: Vec::new(),
+    }
+}
+
 /// What a results folder holds.
 pub(super) enum Folder {
     /// One run (`summary.json`) or a comparison (`compare.json` and one subfolder per

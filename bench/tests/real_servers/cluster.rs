@@ -2,9 +2,9 @@
 //! SKUs spread over, and the cluster strategies safe under contention on 16 SKUs. (Its faults
 //! are in `chaos`.)
 
-use lockbench::cluster::{Needs, Service};
+use lockbench::cluster::Service;
 
-use crate::common::{cluster, measure, servers_available};
+use crate::common::{cluster_of, measure, needs, servers_available};
 
 /// Contention on 16 SKUs × 5 units: every SKU sells out, on all three masters.
 const SIXTEEN_SKUS: &str = r#"
@@ -27,15 +27,9 @@ acquire_timeout = "3s"
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_starts_ready_and_its_skus_use_all_three_masters() {
-    if !servers_available() {
+    let Some((_dir, c)) = cluster_of(needs!(redis_cluster)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        redis_cluster: true,
-        ..Needs::NONE
     };
-    let c = cluster(needs, dir.path()).await;
     let nodes: Vec<_> = c
         .nodes()
         .iter()

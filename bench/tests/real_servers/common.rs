@@ -141,6 +141,45 @@ pub async fn cluster(needs: Needs, dir: &Path) -> OwnedCluster {
         .unwrap_or_else(|e| panic!("{needs:?}: {e}"))
 }
 
+/// The [`Needs`] of the services named: `needs!(mariadb, redis)`.
+macro_rules! needs {
+    ($($service:ident),+) => {
+        lockbench::cluster::Needs {
+            $($service: true,)+
+            ..lockbench::cluster::Needs::NONE
+        }
+    };
+}
+pub(crate) use needs;
+
+/// A test's own servers, those `needs` names, with the folder of their logs (removed after
+/// they stop, as the pair drops in reverse); `None` when they are not installed (through
+/// [`require`]: the test skips, or fails in CI).
+pub async fn cluster_of(needs: Needs) -> Option<(tempfile::TempDir, OwnedCluster)> {
+    if !installed_for(needs) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(needs, &dir.path().join("logs")).await;
+    Some((dir, cluster))
+}
+
+/// Whether every server `needs` starts is installed: ZooKeeper and etcd (besides MariaDB and
+/// Redis), PostgreSQL, MariaDB and Redis; through [`require`].
+fn installed_for(needs: Needs) -> bool {
+    let postgres = Needs {
+        postgres: needs.postgres,
+        postgres_replica: needs.postgres_replica,
+        ..Needs::NONE
+    };
+    let others = if needs.zookeeper || needs.etcd {
+        consensus_servers_available()
+    } else {
+        needs == postgres || servers_available()
+    };
+    others && (postgres == Needs::NONE || postgres_available())
+}
+
 // ---- Assertions on results.
 
 /// No oversell, no lost update, consistent stock and a safe verdict, under contention that

@@ -126,16 +126,9 @@ async fn the_summary_says_what_every_server_does_with_a_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_and_zookeeper_durability_comes_from_their_flags() {
-    if !consensus_servers_available() {
+    let Some((_dir, c)) = cluster_of(needs!(zookeeper, etcd)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        zookeeper: true,
-        etcd: true,
-        ..Needs::NONE
     };
-    let c = cluster(needs, dir.path()).await;
     for n in c.info() {
         let d = n.durability.unwrap_or_else(|| panic!("{}: none", n.name));
         assert_eq!(

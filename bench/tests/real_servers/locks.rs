@@ -5,29 +5,22 @@
 
 use std::time::{Duration, Instant};
 
-use lockbench::cluster::{Needs, Role, Service};
+use lockbench::cluster::{Role, Service};
 use lockbench::strategy::sql::mysql::MysqlStore;
 use lockbench::strategy::{LeaseSlot, Purchase};
 use lockbench::workload::Workload;
 use nix::sys::signal::Signal;
 
 use crate::common::{
-    Serve, alive, assert_all_gone, cluster, consensus_servers_available, run_json,
-    servers_available, signal, start_run, summaries, workload_file,
+    Serve, alive, assert_all_gone, cluster, cluster_of, consensus_servers_available, needs,
+    run_json, servers_available, signal, start_run, summaries, workload_file,
 };
 
 #[tokio::test(flavor = "multi_thread")]
 async fn leader_names_one_node_of_each_consensus_service() {
-    if !consensus_servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(zookeeper, etcd)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        zookeeper: true,
-        etcd: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, &dir.path().join("logs")).await;
     let pids: Vec<(u32, String)> = cluster
         .info()
         .into_iter()
@@ -135,15 +128,9 @@ async fn a_cut_attempt_records_its_lease_and_frees_its_lock() {
 async fn fenced_store_refuses_the_older_token_in_both_orders() {
     use lockbench::strategy::Store;
     use lockbench::strategy::sql::{Guard, Written};
-    if !servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        ..Needs::default()
     };
-    let cluster = cluster(needs, dir.path()).await;
     let w = Workload::parse("t.toml", "", &[]).unwrap();
     let store = MysqlStore::connect(
         cluster.endpoints().mysql.as_ref().unwrap(),
@@ -213,16 +200,9 @@ async fn reentrant_locks_count_levels_and_exclude_others() {
     use lockbench::strategy::sql::mysql_lock_table::LockTable;
     use lockbench::strategy::{Lock, Store};
     use lockbench::strategy::{Setup, find};
-    if !servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb, redis)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        redis: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, dir.path()).await;
     let w = Workload::parse("t.toml", "", &[]).unwrap();
     let ep = cluster.endpoints();
     let key = "lockbench:lock:0";

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockbench::cluster::{Endpoints, Needs};
+use lockbench::cluster::Endpoints;
 use lockbench::strategy::{AcquireError, Lock, build};
 use lockbench::workload::Workload;
 
-use crate::common::{cluster, consensus_servers_available, servers_available};
+use crate::common::{cluster_of, needs};
 
 /// A workload whose locks wait up to `acquire_timeout` for a lease of `ttl`.
 fn workload(ttl: &str, acquire_timeout: &str) -> Workload {
@@ -90,16 +90,9 @@ async fn readers_share_and_writers_exclude(lock: Arc<dyn Lock>, key: &str) -> Ha
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_rwlock_shares_reads_excludes_writes_and_its_leaky_control_does_not() {
-    if !servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb, redis)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        redis: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, dir.path()).await;
     let ep = cluster.endpoints();
     let key = |sku| ep.prefix.lock_key(sku);
     let rw = lock("redis-rwlock", ep, "10s", "5s").await;
@@ -210,16 +203,9 @@ async fn redis_rwlock_shares_reads_excludes_writes_and_its_leaky_control_does_no
 
 #[tokio::test(flavor = "multi_thread")]
 async fn zookeeper_rwlock_shares_reads_and_excludes_writes() {
-    if !consensus_servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb, zookeeper)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        zookeeper: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, dir.path()).await;
     let ep = cluster.endpoints();
     let key = |sku| ep.prefix.lock_key(sku);
     let rw = lock("zookeeper-rwlock", ep, "4s", "5s").await;

@@ -7,12 +7,12 @@
 //! race each other.
 
 use lockbench::check::Safety;
-use lockbench::cluster::{Endpoints, Needs};
+use lockbench::cluster::Endpoints;
 use lockbench::record::{Outcome, Refusal};
 use lockbench::strategy::{self, Built, LeaseSlot, Purchase};
 use lockbench::workload::{Ask, Workload};
 
-use crate::common::{cluster, postgres_available, servers_available};
+use crate::common::{cluster_of, needs};
 
 /// One SKU of 30 units: as many as the 6 buyers' asks (1 + 1 + 1 + 2 units each), so the
 /// stock never runs out and every refusal is the rules'; a limit of 2.
@@ -132,16 +132,9 @@ fn assert_kept_the_rules(id: &str, s: &Sold) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mariadb_strategies_keep_the_limit_and_the_request_id_and_the_controls_are_caught() {
-    if !servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb, redis)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        redis: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, dir.path()).await;
     let ep = cluster.endpoints();
     let w = sale(2, 0);
     for id in [
@@ -187,15 +180,9 @@ async fn mariadb_strategies_keep_the_limit_and_the_request_id_and_the_controls_a
 
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_strategies_keep_the_limit_and_the_request_id() {
-    if !postgres_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(postgres)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        postgres: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, dir.path()).await;
     let w = sale(2, 0);
     for id in ["pg-atomic", "pg-for-update"] {
         let s = sell(id, cluster.endpoints(), &w, &waves()).await;

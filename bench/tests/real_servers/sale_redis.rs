@@ -6,12 +6,11 @@
 use std::collections::HashMap;
 
 use lockbench::check::OrderRow;
-use lockbench::cluster::Needs;
 use lockbench::record::{Outcome, Refusal};
 use lockbench::sim::{crafted_asks, press_all};
 use lockbench::workload::Workload;
 
-use crate::common::{cluster, servers_available};
+use crate::common::{cluster_of, needs};
 
 const SALE: &str = r#"
 [inventory]
@@ -87,16 +86,9 @@ async fn sale(id: &str, ep: &lockbench::cluster::Endpoints) -> Sale {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_lua_decr_keeps_the_limit_and_request_ids_and_the_no_limit_control_is_caught() {
-    if !servers_available() {
+    let Some((_dir, c)) = cluster_of(needs!(redis, redis_cluster)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        redis: true,
-        redis_cluster: true,
-        ..Needs::NONE
     };
-    let c = cluster(needs, dir.path()).await;
     for id in ["redis-lua-decr", "redis-cluster-lua-decr"] {
         let s = sale(id, c.endpoints()).await;
         assert_eq!(s.faults, (0, 0), "{id}: {:?}", s.outcomes);

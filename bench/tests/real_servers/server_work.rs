@@ -5,12 +5,14 @@
 
 use std::path::Path;
 
-use lockbench::cluster::Needs;
+use lockbench::cluster::{Needs, OwnedCluster};
 use lockbench::report::Summary;
 use lockbench::report::work::{ServiceWork, WorkFigures};
 use tokio_util::sync::CancellationToken;
 
-use crate::common::{cluster, consensus_servers_available, run_options, servers_available};
+use tempfile::TempDir;
+
+use crate::common::{cluster_of, needs, run_options};
 
 /// One SKU, `clients` buyers in a closed loop for `secs`, waiting as `wait` says.
 fn one_key(clients: u32, secs: f64, extra: &str) -> String {
@@ -22,11 +24,12 @@ fn one_key(clients: u32, secs: f64, extra: &str) -> String {
 }
 
 /// Servers for `needs` (shared by a test's runs: one start instead of one per run), with
-/// their endpoints file in `dir`.
-async fn servers(needs: Needs, dir: &Path) -> lockbench::cluster::OwnedCluster {
-    let c = cluster(needs, &dir.join("logs")).await;
-    c.write_endpoints(&dir.join("endpoints.json")).unwrap();
-    c
+/// their endpoints file in the folder returned; `None`: not installed.
+async fn servers(needs: Needs) -> Option<(TempDir, OwnedCluster)> {
+    let (dir, c) = cluster_of(needs).await?;
+    c.write_endpoints(&dir.path().join("endpoints.json"))
+        .unwrap();
+    Some((dir, c))
 }
 
 /// Runs `strategy` on `workload` on the servers of `dir`'s endpoints file, with the
@@ -59,16 +62,9 @@ fn net(f: &WorkFigures, key: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn redis_counts_a_notify_lock_s_publishes_and_none_for_a_lone_poller() {
-    if !servers_available() {
+    let Some((dir, _servers)) = servers(needs!(mariadb, redis)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        redis: true,
-        ..Needs::NONE
     };
-    let _servers = servers(needs, dir.path()).await;
     let s = run_measured(
         dir.path(),
         "notify",
@@ -120,18 +116,9 @@ async fn redis_counts_a_notify_lock_s_publishes_and_none_for_a_lone_poller() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_row_lock_under_contention_makes_mariadb_wait_on_row_locks() {
-    if !servers_available() {
+    let Some((dir, _servers)) = servers(needs!(mariadb)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let _servers = servers(
-        Needs {
-            mariadb: true,
-            ..Needs::NONE
-        },
-        dir.path(),
-    )
-    .await;
+    };
     let s = run_measured(dir.path(), "row", "mysql-for-update", &one_key(6, 1.5, "")).await;
     let (lock, f) = lock_work(&s);
     // The lock lives in the store: one service, per grant.
@@ -146,17 +133,9 @@ async fn a_row_lock_under_contention_makes_mariadb_wait_on_row_locks() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_and_zookeeper_count_their_requests_per_grant() {
-    if !consensus_servers_available() {
+    let Some((dir, _servers)) = servers(needs!(mariadb, etcd, zookeeper)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        etcd: true,
-        zookeeper: true,
-        ..Needs::NONE
     };
-    let _servers = servers(needs, dir.path()).await;
     for (strategy, unit) in [("etcd", "requests"), ("zookeeper", "packets")] {
         let s = run_measured(dir.path(), strategy, strategy, &one_key(4, 1.0, "")).await;
         let (lock, f) = lock_work(&s);

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lockbench::cluster::Needs;
 use lockbench::strategy::{Lock, build};
 use lockbench::workload::Workload;
 
 use crate::common::{
-    CONTENTION, assert_safe_under_contention, cluster, measure, servers_available,
+    CONTENTION, assert_safe_under_contention, cluster_of, measure, needs, servers_available,
 };
 
 /// Holder takes the lock, a waiter starts waiting, the holder releases 300 ms later: how long
@@ -35,16 +34,9 @@ async fn handoff(lock: Arc<dyn Lock>, key: &str) -> Duration {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_notify_waiter_acquires_just_after_the_release_a_poller_at_its_next_poll() {
-    if !servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb, redlock)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        redlock: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, &dir.path().join("logs")).await;
     let ep = cluster.endpoints();
     for id in ["redis-setnx", "redis-reentrant", "redlock"] {
         let wait = |extra: &str| {
@@ -79,16 +71,9 @@ async fn a_notify_waiter_acquires_just_after_the_release_a_poller_at_its_next_po
 /// remaining TTL has passed, not only at its acquire timeout.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_notify_waiter_retries_when_the_lease_expires_without_a_release() {
-    if !servers_available() {
+    let Some((_dir, cluster)) = cluster_of(needs!(mariadb, redis)).await else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let needs = Needs {
-        mariadb: true,
-        redis: true,
-        ..Needs::NONE
     };
-    let cluster = cluster(needs, &dir.path().join("logs")).await;
     let ep = cluster.endpoints();
     let w = "[lock]\nttl = \"600ms\"\nacquire_timeout = \"5s\"\nwait = \"notify\"";
     let w = Workload::parse("w.toml", w, &[]).unwrap();

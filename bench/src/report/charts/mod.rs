@@ -318,22 +318,14 @@ impl RunChart<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::Summary;
     use crate::report::charts::layout::Rect;
     use plotters::prelude::SVGBackend;
 
     fn run(strategy: &str, p99_us: u64, sales_per_s: f64) -> RunData {
-        let mut summary: Summary =
-            serde_json::from_str(include_str!("../../../tests/fixtures/summary.json")).unwrap();
-        summary.strategy = strategy.into();
-        summary.latency_us.p99 = p99_us;
-        summary.throughput.sales_per_s = sales_per_s;
-        RunData {
-            summary,
-            timeline: Vec::new(),
-            latency: None,
-            problems: Vec::new(),
-        }
+        let mut run = crate::report::saved::fixture_run(strategy);
+        run.summary.latency_us.p99 = p99_us;
+        run.summary.throughput.sales_per_s = sales_per_s;
+        run
     }
 
     /// Every placed label of the map, with the image it must stay in.

@@ -129,7 +129,6 @@ mod tests {
     use super::*;
     use crate::record::Outcome;
     use crate::record::sale::{SaleFigures, SaleInputs, SaleRow};
-    use crate::report::Summary;
 
     /// A run whose sale sold `n` units, one each 20 ms from 1 s.
     fn sale_run(strategy: &str, n: u64) -> RunData {
@@ -144,9 +143,7 @@ mod tests {
                 ended_us: 1_005_000 + b * 20_000,
             })
             .collect();
-        let mut summary: Summary =
-            serde_json::from_str(include_str!("../../../tests/fixtures/summary.json")).unwrap();
-        summary.strategy = strategy.into();
+        let mut run = crate::report::saved::fixture_run(strategy);
         let mut sale = crate::report::sale::fixture();
         sale.figures = Some(SaleFigures::of(SaleInputs {
             unstarted: &[],
@@ -159,13 +156,8 @@ mod tests {
             limit: Some(1),
             slo_us: 100_000,
         }));
-        summary.sale = Some(sale);
-        RunData {
-            summary,
-            timeline: Vec::new(),
-            latency: None,
-            problems: Vec::new(),
-        }
+        run.summary.sale = Some(sale);
+        run
     }
 
     #[test]

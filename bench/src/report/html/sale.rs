@@ -82,15 +82,9 @@ mod tests {
     use super::*;
 
     fn run(sale: bool) -> RunData {
-        let mut summary: Summary =
-            serde_json::from_str(include_str!("../../../tests/fixtures/summary.json")).unwrap();
-        summary.sale = sale.then(crate::report::sale::fixture);
-        RunData {
-            summary,
-            timeline: Vec::new(),
-            latency: None,
-            problems: Vec::new(),
-        }
+        let mut run = crate::report::saved::fixture_run("mysql-atomic");
+        run.summary.sale = sale.then(crate::report::sale::fixture);
+        run
     }
 
     #[test]
