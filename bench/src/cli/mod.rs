@@ -39,6 +39,10 @@ pub fn init_tracing(cli: &Cli) {
 
 /// Runs a parsed command line.
 pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
+    // A worker's coordinator already swept at its start.
+    if !matches!(cli.command, Command::Worker(_)) {
+        crate::cluster::leftovers::sweep();
+    }
     match cli.command {
         Command::List => {
             list(&mut std::io::stdout())?;
