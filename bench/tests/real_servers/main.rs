@@ -26,6 +26,7 @@ mod reproduce;
 mod rwlocks;
 mod sale;
 mod sale_redis;
+mod secrets;
 mod server_work;
 mod sweep;
 mod target;
