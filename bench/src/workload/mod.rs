@@ -10,6 +10,7 @@
 
 pub mod config;
 mod human;
+mod number;
 pub mod pacing;
 pub mod sale;
 pub mod trace;
