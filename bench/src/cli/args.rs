@@ -394,8 +394,8 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
     /// Workload file (TOML; see workloads/flash-sale.toml for every key). A sweep sets its
-    /// rate, duration and stock itself.
-    #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
+    /// rate, duration and stock itself. The default is built in: it runs from any folder.
+    #[arg(long, short = 'w', default_value = crate::workload::config::DEFAULT_FILE)]
     pub workload: PathBuf,
     /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]

@@ -16,6 +16,11 @@ use super::human::human;
 use super::number::{RawInt, number};
 use super::sale::{Buyers, Popularity, RawBuyers, Shape};
 
+/// The default workload file (`--workload`), relative to the checkout.
+pub const DEFAULT_FILE: &str = "workloads/flash-sale.toml";
+/// Its text, built in, so the binary runs from any folder.
+pub const DEFAULT_TEXT: &str = include_str!("../../../workloads/flash-sale.toml");
+
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
@@ -444,10 +449,18 @@ impl Workload {
     /// Reads `path`, applies `overrides` (`section.key=value`) and validates the result.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self, WorkloadError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Read {
-            file: file.clone(),
-            source,
-        })?;
+        let text = match std::fs::read_to_string(path) {
+            // The default file, outside the checkout: the copy built into the binary.
+            Err(e)
+                if path == Path::new(DEFAULT_FILE) && e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                DEFAULT_TEXT.to_string()
+            }
+            read => read.map_err(|source| WorkloadError::Read {
+                file: file.clone(),
+                source,
+            })?,
+        };
         Self::parse(&file, &text, overrides)
     }
 
@@ -1033,6 +1046,20 @@ ttl = "1s"
         let e = err("[load]\nmode = \"half\"\n", &[]);
         assert!(
             e.contains("half") && e.contains("open") && e.contains("closed"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_default_workload_is_built_in_and_another_missing_file_is_an_error() {
+        // Unit tests run in bench/, where the default's relative path names nothing.
+        assert!(!Path::new(DEFAULT_FILE).exists());
+        let w = Workload::load(Path::new(DEFAULT_FILE), &["load.rate=7".into()]).unwrap();
+        let from_text = Workload::parse(DEFAULT_FILE, DEFAULT_TEXT, &["load.rate=7".into()]);
+        assert_eq!(format!("{w:?}"), format!("{:?}", from_text.unwrap()));
+        let e = Workload::load(Path::new("workloads/none.toml"), &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("workloads/none.toml: cannot read"),
             "{e}"
         );
     }

@@ -23,6 +23,7 @@ mod reads;
 mod reconnect;
 mod remote;
 mod reproduce;
+mod rough_edges;
 mod rwlocks;
 mod sale;
 mod sale_redis;
