@@ -1,9 +1,11 @@
 //! A newcomer's rough edges, through the binary: the default workload runs from any folder,
-//! and `--out` refuses a folder that holds an earlier run unless `--force`.
+//! `--out` refuses a folder that holds an earlier run unless `--force`, and a stale
+//! `--endpoints` file fails at once naming the address.
 
 use std::process::Command;
+use std::time::{Duration, Instant};
 
-use crate::common::{servers_available, summaries};
+use crate::common::{Serve, lockbench, servers_available, summaries};
 
 /// The binary, run from `dir` (not the checkout).
 fn lockbench_in(dir: &std::path::Path) -> Command {
@@ -50,4 +52,37 @@ fn the_default_workload_runs_from_any_folder_and_out_is_not_overwritten() {
         before
     );
     summaries(&run(&["--force"]), "a forced run into the same folder");
+}
+
+#[test]
+fn a_stale_endpoints_file_fails_within_2_s_naming_the_address() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // MariaDB: its client pool waited 30 s for a server that is gone.
+    let serve = Serve::start(&dir.path().join("serve"), "mysql-atomic");
+    let stale = dir.path().join("e.json");
+    std::fs::copy(&serve.endpoints, &stale).unwrap();
+    let first = serve.file()["nodes"][0]["addr"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    serve.stop();
+    let started = Instant::now();
+    let out = lockbench()
+        .args(["run", "--strategy", "mysql-atomic", "--endpoints"])
+        .arg(&stale)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&first) && err.contains("nothing answers"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(2), "took {took:?}: {err}");
 }
