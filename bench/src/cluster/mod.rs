@@ -35,6 +35,7 @@ mod guard;
 pub mod installed;
 mod kind;
 pub mod leftovers;
+pub mod limits;
 mod local;
 mod model;
 pub mod namespace;
