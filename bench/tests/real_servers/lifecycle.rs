@@ -63,8 +63,12 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
         dir.path(),
         "[inventory]\nstock = 30\n[load]\nduration = \"500ms\"\n",
     );
-    for strategy in ["mysql-atomic", "redis-lua-decr", "mysql-atomic"] {
-        let s = run_json(&mut serve.run(strategy, &w, &dir.path().join(strategy)));
+    for (i, strategy) in ["mysql-atomic", "redis-lua-decr", "mysql-atomic"]
+        .iter()
+        .enumerate()
+    {
+        let out = dir.path().join(format!("{i}-{strategy}"));
+        let s = run_json(&mut serve.run(strategy, &w, &out));
         assert!(s.safe && s.audit.sold == 30, "{strategy}: {s:?}");
     }
     assert_eq!(servers.len(), 2, "{servers:?}");
