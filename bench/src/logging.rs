@@ -7,9 +7,16 @@
 //! while no run is under way reach the terminal only if they are lockbench's own: library
 //! noise between runs is dropped. A worker process logs everything to its stderr, which its
 //! coordinator already sends to the run's `logs/worker-K.log`.
+//!
+//! Every output is redacted ([`redact`]): a client library's statement log (sqlx at debug)
+//! would otherwise print the passwords of `CREATE USER … IDENTIFIED BY '…'` and `CREATE ROLE …
+//! PASSWORD '…'`. Redacting here, not per connection, holds for every statement and crate. Log
+//! files name the servers' addresses, so they are created private ([`create_private`]).
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, IsTerminal, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
@@ -65,13 +72,13 @@ pub fn init(verbose: u8, output: Output) {
             tracing_subscriber::registry()
                 .with(
                     tracing_subscriber::fmt::layer()
-                        .with_writer(io::stderr)
+                        .with_writer(Redacted(io::stderr))
                         .with_ansi(io::stderr().is_terminal())
                         .with_filter(terminal),
                 )
                 .with(
                     tracing_subscriber::fmt::layer()
-                        .with_writer(CurrentRunLog)
+                        .with_writer(Redacted(CurrentRunLog))
                         .with_ansi(false)
                         .with_filter(Fresh(EnvFilter::new(file_filter(verbose)))),
                 )
@@ -80,7 +87,7 @@ pub fn init(verbose: u8, output: Output) {
         Output::WorkerStderr => tracing_subscriber::registry()
             .with(
                 tracing_subscriber::fmt::layer()
-                    .with_writer(io::stderr)
+                    .with_writer(Redacted(io::stderr))
                     .with_ansi(false)
                     .with_filter(from_env_or(file_filter(verbose))),
             )
@@ -159,7 +166,7 @@ impl RunLog {
     pub fn start(logs: &Path) -> io::Result<Self> {
         std::fs::create_dir_all(logs)?;
         let path = logs.join(RUN_LOG_FILE);
-        let file = Arc::new(File::create(&path)?);
+        let file = Arc::new(create_private(&path)?);
         set_current(Some(file.clone()));
         Ok(Self { file, path })
     }
@@ -206,6 +213,116 @@ impl Write for EventWriter {
 
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
+    }
+}
+
+/// Creates (or truncates) `path` readable by its owner only (mode 0600), also when it
+/// existed with a wider mode: logs and results that name the servers' addresses.
+pub fn create_private(path: &Path) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
+}
+
+/// The SQL words a password follows, in any case: MariaDB's `IDENTIFIED BY '…'` (and
+/// `PASSWORD('…')`), PostgreSQL's `PASSWORD '…'`.
+const PASSWORD_WORDS: [&str; 2] = ["identified by", "password"];
+
+/// `text` with every quoted string after a [`PASSWORD_WORDS`] word replaced by `'***'`. A
+/// quote doubled or after a backslash is inside the string; a string never closed (a log
+/// line cut short) is redacted to its end.
+pub fn redact(text: &str) -> Cow<'_, str> {
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::new();
+    let mut done = 0; // bytes of `text` already in `out`
+    let mut at = 0;
+    while let Some((word_end, quote)) = next_password(&lower, at) {
+        let end = closing_quote(text.as_bytes(), word_end + 1, quote);
+        out.push_str(&text[done..=word_end]);
+        out.push_str("***");
+        match end {
+            Some(end) => {
+                out.push(quote as char);
+                done = end + 1;
+            }
+            None => done = text.len(),
+        }
+        at = done;
+    }
+    if done == 0 {
+        return Cow::Borrowed(text);
+    }
+    out.push_str(&text[done..]);
+    Cow::Owned(out)
+}
+
+/// From byte `from` of `lower`: the index of the opening quote of the next password (after a
+/// [`PASSWORD_WORDS`] word, spaces and an optional `(`), and the quote.
+fn next_password(lower: &str, from: usize) -> Option<(usize, u8)> {
+    let b = lower.as_bytes();
+    let mut at = from;
+    loop {
+        let (pos, word) = PASSWORD_WORDS
+            .iter()
+            .filter_map(|w| lower[at..].find(w).map(|p| (at + p, w.len())))
+            .min()?;
+        let mut i = pos + word;
+        while i < b.len() && (b[i] == b' ' || b[i] == b'(') {
+            i += 1;
+        }
+        if i < b.len() && (b[i] == b'\'' || b[i] == b'"') {
+            return Some((i, b[i]));
+        }
+        at = pos + word;
+    }
+}
+
+/// The index of the quote closing a string that starts at byte `from`.
+fn closing_quote(b: &[u8], from: usize, quote: u8) -> Option<usize> {
+    let mut i = from;
+    while i < b.len() {
+        let doubled = b[i] == quote && b.get(i + 1) == Some(&quote);
+        if b[i] == b'\\' || doubled {
+            i += 2;
+        } else if b[i] == quote {
+            return Some(i);
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+/// A writer of formatted events with passwords redacted ([`redact`]). tracing-subscriber
+/// formats an event whole and writes it at once, so a password is never split across writes.
+struct Redacted<M>(M);
+
+impl<'a, M: MakeWriter<'a>> MakeWriter<'a> for Redacted<M> {
+    type Writer = RedactedWriter<M::Writer>;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        RedactedWriter(self.0.make_writer())
+    }
+}
+
+struct RedactedWriter<W>(W);
+
+impl<W: Write> Write for RedactedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match redact(&String::from_utf8_lossy(buf)) {
+            Cow::Borrowed(_) => self.0.write_all(buf)?,
+            Cow::Owned(text) => self.0.write_all(text.as_bytes())?,
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
     }
 }
 
@@ -321,5 +438,64 @@ mod tests {
         assert_eq!(read(&b), "in b\n");
         assert_eq!(read(&c), "in c\n");
         assert!(current().is_none());
+        let mode = std::fs::metadata(a.join(RUN_LOG_FILE))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn passwords_are_redacted_in_every_form() {
+        let cases = [
+            (
+                "db.statement=\"CREATE USER IF NOT EXISTS 'lockbench'@'%' IDENTIFIED BY 'pw1'\"",
+                "db.statement=\"CREATE USER IF NOT EXISTS 'lockbench'@'%' IDENTIFIED BY '***'\"",
+            ),
+            (
+                "CREATE ROLE lockbench LOGIN PASSWORD 'p''w' ; ALTER USER x identified by \"q\\\"r\"",
+                "CREATE ROLE lockbench LOGIN PASSWORD '***' ; ALTER USER x identified by \"***\"",
+            ),
+            (
+                "SET PASSWORD = PASSWORD('s3') x",
+                "SET PASSWORD = PASSWORD('***') x",
+            ),
+            (
+                "cut short: IDENTIFIED BY 'abc",
+                "cut short: IDENTIFIED BY '***",
+            ),
+            (
+                "the password variable LOCKBENCH_X",
+                "the password variable LOCKBENCH_X",
+            ),
+            (
+                "password: none here; PASSWORD 'é1' é",
+                "password: none here; PASSWORD '***' é",
+            ),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(redact(raw), want, "{raw}");
+        }
+        assert!(matches!(redact("no secret"), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn a_password_in_a_client_debug_event_never_reaches_the_writer() {
+        let file = Buf::default();
+        let subscriber = tracing_subscriber::registry().with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(Redacted(file.clone()))
+                .with_filter(Fresh(EnvFilter::new("debug"))),
+        );
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::debug!(
+                target: "sqlx::query",
+                statement = "CREATE ROLE lockbench LOGIN PASSWORD 'hunter2'",
+                "summary"
+            );
+        });
+        let text = file.text();
+        assert!(text.contains("PASSWORD '***'"), "{text}");
+        assert!(!text.contains("hunter2"), "{text}");
     }
 }

@@ -1,7 +1,7 @@
 //! Every flag of every subcommand, each declared once: groups shared by several commands
 //! (`WorkloadArgs`, `ServerArgs`, `Common`) are flattened into them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -30,7 +30,9 @@ pub struct Cli {
 pub enum Command {
     /// List the strategies, with what each needs and does.
     List,
-    /// Run one strategy: start its servers, load them, audit the stock, write results.
+    /// Run one strategy: start its servers, load them, audit the stock, write results. Exit
+    /// codes: 0 done (whatever the verdict), 2 error, 3 with --fail-on unsafe when a strategy
+    /// that claims safety was seen unsafe, 130 interrupted.
     Run(RunArgs),
     /// The cost of contention: each lock in a closed loop on one key at 1, 2, 4, … --max
     /// contenders (or --levels), --trials trials of --duration at each level, on one set of
@@ -452,8 +454,8 @@ pub struct AdviseArgs {
 #[derive(Debug, Args)]
 pub struct WorkloadArgs {
     /// Workload file (TOML; see workloads/flash-sale.toml for every key). A sweep sets its
-    /// rate, duration and stock itself.
-    #[arg(long, short = 'w', default_value = "workloads/flash-sale.toml")]
+    /// rate, duration and stock itself. The default is built in: it runs from any folder.
+    #[arg(long, short = 'w', default_value = crate::workload::config::DEFAULT_FILE)]
     pub workload: PathBuf,
     /// Override a workload value, e.g. `--set load.clients=64` (repeatable).
     #[arg(long = "set", value_name = "SECTION.KEY=VALUE")]
@@ -538,6 +540,51 @@ pub struct Common {
     /// of this run), as partition faults do, without any fault. Needs root and --workers.
     #[arg(long)]
     pub private_network: bool,
+    #[command(flatten)]
+    pub out_args: OutArgs,
+    /// Exit-code policy: `unsafe` exits 3 when a strategy that claims safety is seen unsafe
+    /// (oversold, a double grant, a lost update, …). Without it an UNSAFE verdict is in the
+    /// table and the exit code is 0.
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub fail_on: Option<FailOn>,
+}
+
+/// What `--fail-on` fails on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    /// A strategy that claims safety was seen unsafe: exit 3.
+    Unsafe,
+}
+
+/// What may be in the results folder before a run writes there.
+#[derive(Debug, Args)]
+pub struct OutArgs {
+    /// Write into a --out folder that is not empty. Without it such a folder is refused: an
+    /// earlier run's results and logs would mix with this one's.
+    #[arg(long)]
+    pub force: bool,
+}
+
+impl OutArgs {
+    /// Refuses `out` when it is a folder that holds anything, unless `--force`.
+    pub(super) fn check(&self, out: &Path) -> anyhow::Result<()> {
+        if self.force {
+            return Ok(());
+        }
+        let first = std::fs::read_dir(out)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok);
+        if let Some(e) = first {
+            anyhow::bail!(
+                "--out {}: the folder is not empty (it holds {}); an earlier run's files would \
+                 mix with this one's: choose a new folder, or pass --force to write into it",
+                out.display(),
+                e.file_name().to_string_lossy()
+            );
+        }
+        Ok(())
+    }
 }
 
 /// `lockbench run`
@@ -564,6 +611,8 @@ pub struct SweepArgs {
     /// Results folder. Default: results/runs/<time>-sweep.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out_args: OutArgs,
     #[command(flatten)]
     pub search: SearchArgs,
     #[command(flatten)]
@@ -674,6 +723,8 @@ pub struct JobArgs {
     /// The job folder. Default: results/runs/<UTC time>-compare.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out_args: OutArgs,
     /// Share of its own capacity each strategy is offered under a fault (CHAOS_SHARE): room
     /// to drain the backlog a fault builds, so the fault is measured, not the backlog.
     #[arg(long, value_name = "PCT", default_value = "70%", value_parser = percent)]
@@ -783,6 +834,8 @@ pub struct ContendArgs {
     /// Results folder. Default: results/runs/<time>-contend.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out_args: OutArgs,
     #[command(flatten)]
     pub load: WorkloadArgs,
     #[command(flatten)]

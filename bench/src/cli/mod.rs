@@ -26,6 +26,9 @@ use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
 pub const EXIT_INTERRUPTED: u8 = 130;
 /// Exit code when some strategy of a comparison failed to run, or the gate failed.
 pub const EXIT_PARTIAL: u8 = 1;
+/// Exit code with `--fail-on unsafe` when a strategy that claims safety was seen unsafe
+/// (before [`EXIT_PARTIAL`]: a verdict outweighs a strategy that could not run).
+pub const EXIT_UNSAFE: u8 = 3;
 
 /// Sets up logging ([`crate::logging`]): lockbench's own warnings on the terminal, every
 /// crate's events in the run's `logs/lockbench.log`; a worker logs everything to its stderr.
@@ -39,6 +42,10 @@ pub fn init_tracing(cli: &Cli) {
 
 /// Runs a parsed command line.
 pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
+    // A worker's coordinator already swept at its start.
+    if !matches!(cli.command, Command::Worker(_)) {
+        crate::cluster::leftovers::sweep();
+    }
     match cli.command {
         Command::List => {
             list(&mut std::io::stdout())?;

@@ -8,8 +8,8 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, JobArgs,
-    RunArgs, SearchArgs, ServerArgs, SweepArgs, WorkloadArgs,
+    Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_UNSAFE,
+    FailOn, JobArgs, RunArgs, SearchArgs, ServerArgs, SweepArgs, WorkloadArgs,
 };
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::ExternalTarget;
@@ -69,6 +69,7 @@ pub(super) async fn run_with(
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
+    args.common.out_args.check(&out)?;
     let mut opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
     if let Some(link) = link {
         opts.worker_link = link;
@@ -100,7 +101,14 @@ pub(super) async fn run_with(
             summary.worker_failures.join("; ")
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(fail_on(args.common.fail_on, std::slice::from_ref(&summary)).unwrap_or(ExitCode::SUCCESS))
+}
+
+/// [`EXIT_UNSAFE`] when `--fail-on unsafe` was given and a strategy that claims safety was
+/// seen unsafe in `summaries`.
+fn fail_on(policy: Option<FailOn>, summaries: &[Summary]) -> Option<ExitCode> {
+    let unsafe_claim = summaries.iter().any(|s| s.claims_safety && !s.safe);
+    (policy == Some(FailOn::Unsafe) && unsafe_claim).then(|| ExitCode::from(EXIT_UNSAFE))
 }
 
 pub(super) fn run_options(
@@ -156,6 +164,7 @@ pub(super) async fn cmd_compare(
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
     let out = args.out.unwrap_or_else(|| default_out("compare"));
+    args.common.out_args.check(&out)?;
     let runs: Vec<RunOptions> = ids
         .iter()
         .map(|id| {
@@ -170,13 +179,20 @@ pub(super) async fn cmd_compare(
     });
     let opts = compare::CompareOptions {
         runs,
-        out,
+        out: out.clone(),
         rate_from,
     };
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
     let printed = report::Printed::of(args.common.json, args.common.wide);
     let ci = args.ci.outputs();
     let ended = job::compare_part(opts, printed, &ci, &cancel, &mut stdout, &mut stderr).await?;
+    if args.common.fail_on.is_some() && ended != job::Ended::Interrupted {
+        // Every strategy that ran is in compare.json (none: nothing to judge).
+        let summaries = crate::report::summaries(&out).unwrap_or_default();
+        if let Some(code) = fail_on(args.common.fail_on, &summaries) {
+            return Ok(code);
+        }
+    }
     Ok(exit_code(ended))
 }
 
@@ -217,6 +233,7 @@ pub(super) async fn cmd_sweep(
 ) -> anyhow::Result<ExitCode> {
     let ids = strategy_ids(&args.strategies)?;
     let out = args.out.unwrap_or_else(|| default_out("sweep"));
+    args.out_args.check(&out)?;
     let opts = sweep_options(ids, &args.search, &args.load, &args.servers, out)?;
     crate::run::sweep::check(&opts)?;
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
@@ -241,10 +258,12 @@ fn job_options(args: JobArgs) -> anyhow::Result<job::JobOptions> {
     } else {
         Some(strategy_ids(&args.strategies)?)
     };
+    let out = args
+        .out
+        .unwrap_or_else(|| job::default_out(std::time::SystemTime::now()));
+    args.out_args.check(&out)?;
     Ok(job::JobOptions {
-        out: args
-            .out
-            .unwrap_or_else(|| job::default_out(std::time::SystemTime::now())),
+        out,
         strategies,
         workload_file: args.load.workload.clone(),
         sale_workload: (args.sale.to_str() != Some("none")).then_some(args.sale),
@@ -279,6 +298,7 @@ pub(super) async fn cmd_contend(
         strategy_ids(&args.strategies)?
     };
     let out = args.out.unwrap_or_else(|| default_out("contend"));
+    args.out_args.check(&out)?;
     let opts = ContendOptions {
         strategies: ids.clone(),
         workload: args.load.load()?,
@@ -375,7 +395,7 @@ mod tests {
     use clap::Parser;
 
     use super::*;
-    use crate::cli::{Cli, Command};
+    use crate::cli::{Cli, Command, OutArgs};
     use crate::report::sweep::DEFAULTS;
 
     fn job(args: &[&str]) -> job::JobOptions {
@@ -469,5 +489,53 @@ mod tests {
             panic!("not the job");
         };
         assert!(job_options(args).is_err());
+    }
+
+    #[test]
+    fn fail_on_unsafe_exits_3_only_for_a_strategy_that_claims_safety() {
+        let base: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json")).unwrap();
+        let with = |claims_safety, safe| Summary {
+            claims_safety,
+            safe,
+            ..base.clone()
+        };
+        let policy = Some(FailOn::Unsafe);
+        let three = Some(ExitCode::from(EXIT_UNSAFE));
+        assert_eq!(
+            fail_on(policy, &[with(true, true), with(true, false)]),
+            three
+        );
+        // A control that claims nothing is a result, as is any verdict without the policy.
+        assert_eq!(
+            fail_on(policy, &[with(false, false), with(true, true)]),
+            None
+        );
+        assert_eq!(fail_on(None, &[with(true, false)]), None);
+        assert_eq!(fail_on(policy, &[]), None);
+    }
+
+    #[test]
+    fn out_refuses_a_folder_that_holds_anything_unless_forced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (strict, forced) = (OutArgs { force: false }, OutArgs { force: true });
+        // New and empty folders are fine.
+        strict.check(&dir.path().join("new")).unwrap();
+        strict.check(dir.path()).unwrap();
+        std::fs::write(dir.path().join("summary.json"), "{}").unwrap();
+        let err = strict.check(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("not empty") && err.contains("summary.json"),
+            "{err}"
+        );
+        assert!(err.contains("--force"), "{err}");
+        forced.check(dir.path()).unwrap();
+        // Each results command has the flag.
+        for cmd in ["run -s none", "compare", "sweep", "contend", "job"] {
+            let mut argv = vec!["lockbench"];
+            argv.extend(cmd.split(' '));
+            argv.push("--force");
+            Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        }
     }
 }

@@ -241,7 +241,7 @@ impl WorkerSet {
         let mut reach = Vec::new();
         for k in 0..count {
             let io = |what| move |e| io_err(k as usize, what, e);
-            let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))
+            let log = crate::logging::create_private(&log_dir.join(format!("worker-{k}.log")))
                 .map_err(io("create log"))?;
             let ns = netns.get(k as usize).map(PathBuf::as_path);
             let (child, stdout, handle) = spawn_load(&exe, log.into(), ns).map_err(io("spawn"))?;
@@ -1120,7 +1120,7 @@ fn spawn_agent(
     log_dir: &Path,
     netns: Option<&Path>,
 ) -> std::io::Result<tokio::process::Child> {
-    let log = std::fs::File::create(log_dir.join(format!("worker-{k}.log")))?;
+    let log = crate::logging::create_private(&log_dir.join(format!("worker-{k}.log")))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg0("lockbench")
         .args([

@@ -9,6 +9,9 @@ use super::credentials;
 use super::error::ClusterError;
 use super::model::{Auth, Endpoints, NodeInfo};
 
+/// How long `--endpoints` waits for each of its servers to answer a TCP connect.
+pub const ANSWER_BOUND: std::time::Duration = std::time::Duration::from_millis(1500);
+
 /// Servers started by `lockbench serve`, as written to its endpoints file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EndpointsFile {
@@ -81,6 +84,29 @@ impl EndpointsFile {
         })?;
         file.restore_passwords();
         Ok(file)
+    }
+
+    /// Fails unless every node of the file answers a TCP connect within [`ANSWER_BOUND`],
+    /// naming the first that does not: a stale file (its `serve` ended) otherwise cost a
+    /// client's 30 s pool timeout and ended in "pool timed out".
+    pub async fn check_answering(&self, path: &Path) -> Result<(), ClusterError> {
+        let probes = self.nodes.iter().map(|n| async move {
+            let connect = tokio::net::TcpStream::connect(n.addr);
+            let answered = matches!(tokio::time::timeout(ANSWER_BOUND, connect).await, Ok(Ok(_)));
+            (n, answered)
+        });
+        let results = futures::future::join_all(probes).await;
+        match results.into_iter().find(|(_, answered)| !answered) {
+            None => Ok(()),
+            Some((n, _)) => Err(ClusterError::Setup {
+                node: n.name.clone(),
+                what: format!("{} (from {})", n.addr, path.display()),
+                detail: format!(
+                    "nothing answers there within {ANSWER_BOUND:?}; has the `lockbench serve` \
+                     that wrote the file ended? Start it again, or run without --endpoints"
+                ),
+            }),
+        }
     }
 
     /// Removes the passwords carried beside the endpoints (for a link that must not carry

@@ -18,6 +18,7 @@ use super::error::ClusterError;
 use super::model::{ClusterOptions, Provisioner};
 use super::netem::{self, Impairment, LinkCounts};
 use super::node::Node;
+use super::owner::Owner;
 use super::ports::{Placement, PortAllocator};
 use super::process::ServerProcess;
 use super::{clock, net};
@@ -59,6 +60,8 @@ impl Local {
             .prefix("lockbench-run-")
             .tempdir()
             .map_err(|e| ClusterError::io("create run directory", e))?;
+        // The owner, for the next start to remove the folder if this run is SIGKILLed.
+        Owner::mark(data.path()).map_err(|e| ClusterError::io("mark the run directory", e))?;
         let network = opts.network.then(net::Network::create).transpose()?;
         let mut ports = PortAllocator::new(opts.bind, opts.base_port);
         if let Some(n) = &network {

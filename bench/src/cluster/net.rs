@@ -10,12 +10,13 @@
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use super::binary::find_binary;
 use super::error::ClusterError;
+use super::owner::Owner;
 
 /// Server hosts (enough for a 6-node Redis Cluster, one node per host).
 pub const SERVER_HOSTS: usize = 6;
@@ -221,7 +222,7 @@ impl Drop for Network {
 
 /// What a run writes into its bridge's alias: `lockbench pid=<owner>`.
 fn owner_alias() -> String {
-    format!("lockbench pid={}", std::process::id())
+    format!("lockbench {}", Owner::me())
 }
 
 /// Removes bridge `bridge`, its hosts `<bridge>-1..=hosts` and their veth pairs; `warn`
@@ -246,7 +247,7 @@ fn remove(bridge: &str, hosts: usize, warn: bool) {
 }
 
 /// Removes the networks of lockbench runs that died without removing them (SIGKILL): a
-/// bridge `lbkK` whose alias names an owner pid that no longer runs. Bridges without the
+/// bridge `lbkK` whose alias names an owner ([`Owner`]) that no longer runs. Bridges without the
 /// alias, or of a live owner, are left alone.
 pub fn reap_stale() {
     let Ok(dir) = std::fs::read_dir("/sys/class/net") else {
@@ -261,17 +262,17 @@ pub fn reap_stale() {
             continue;
         }
         let alias = std::fs::read_to_string(e.path().join("ifalias")).unwrap_or_default();
-        let Some(pid) = alias
+        let Some(owner) = alias
             .trim()
-            .strip_prefix("lockbench pid=")
-            .and_then(|p| p.parse::<u32>().ok())
+            .strip_prefix("lockbench ")
+            .and_then(Owner::parse)
         else {
             continue;
         };
-        if Path::new(&format!("/proc/{pid}")).exists() {
+        if owner.alive() {
             continue;
         }
-        tracing::info!(bridge = %name, pid, "removing the network of a dead lockbench run");
+        tracing::info!(bridge = %name, %owner, "removing the network of a dead lockbench run");
         remove(&name, SERVER_HOSTS + CLIENT_HOSTS, false);
     }
 }

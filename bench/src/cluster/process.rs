@@ -92,7 +92,8 @@ impl ServerProcess {
         user: Option<(u32, u32)>,
     ) -> Result<Self, ClusterError> {
         let spec = Spec::of(&cmd, ip, user);
-        let out = File::create(log)
+        // Private: a server's log names its address.
+        let out = crate::logging::create_private(log)
             .map_err(|e| ClusterError::io(format!("create {}", log.display()), e))?;
         let child = launch(name, cmd, out, &spec)?;
         Ok(Self {

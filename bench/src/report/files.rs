@@ -81,7 +81,8 @@ pub fn write_results(
 /// Writes `summary.json` atomically (a reader never sees half a file).
 pub fn write_summary(out: &Path, summary: &Summary) -> std::io::Result<()> {
     let tmp = out.join(".summary.json.tmp");
-    let mut f = BufWriter::new(File::create(&tmp)?);
+    // Private: it names the servers' addresses.
+    let mut f = BufWriter::new(crate::logging::create_private(&tmp)?);
     serde_json::to_writer_pretty(&mut f, summary)?;
     f.write_all(b"\n")?;
     f.into_inner().map_err(|e| e.into_error())?.sync_all()?;

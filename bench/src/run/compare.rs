@@ -180,7 +180,10 @@ pub fn write_compare(out: &Path, summaries: &[Summary]) -> Result<(), RunError> 
         path: path.clone(),
         source: e.into(),
     })?;
-    std::fs::write(&path, bytes).map_err(write_err(&path))
+    // Private, as each summary.json: it names the servers' addresses.
+    crate::logging::create_private(&path)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, &bytes))
+        .map_err(write_err(&path))
 }
 
 /// Prints the summaries: the table and the faults' table, or JSON.

@@ -159,6 +159,7 @@ impl<'a> Plan<'a> {
         if let Some(plan) = chaos {
             check_chaos(plan, opts, info)?;
         }
+        check_connections(opts, info)?;
         let needs_workers = chaos.is_some_and(ChaosPlan::needs_workers);
         let mut workers = match (opts.workers, needs_workers) {
             (0, true) => DEFAULT_WORKERS.min(w.load.clients),
@@ -247,6 +248,28 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
     plan.check_privileges(nix::unistd::geteuid().is_root())?;
     if opts.target.is_none() {
         plan.check_services(info.lock_service(), info.needs)?;
+    }
+    Ok(())
+}
+
+/// Refuses more buyers than a SQL server this run uses accepts connections: each buyer holds
+/// one. Servers of a target keep their own limit, which lockbench does not know.
+fn check_connections(opts: &RunOptions, info: &StrategyInfo) -> Result<(), RunError> {
+    use crate::cluster::limits::{CONNECTION_LIMITS, RESERVED_CONNECTIONS};
+    let clients = opts.workload.load.clients;
+    if opts.target.is_some() {
+        return Ok(());
+    }
+    for (service, limit) in CONNECTION_LIMITS {
+        let most = limit - RESERVED_CONNECTIONS;
+        if info.needs.runs(service) && clients > most {
+            return Err(RunError::Options(format!(
+                "load.clients = {clients}: each buyer holds a connection to {service}, which \
+                 accepts {limit} (max_connections), {RESERVED_CONNECTIONS} of them kept for \
+                 lockbench itself: expected at most {most} clients with `{}`",
+                info.id
+            )));
+        }
     }
     Ok(())
 }
@@ -349,4 +372,38 @@ fn redis_appendfsync(
         RedisAppendfsync::Everysec => Appendfsync::Everysec,
         RedisAppendfsync::Always => Appendfsync::Always,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(strategy: &str, clients: u32) -> Result<(), RunError> {
+        let set = [format!("load.clients={clients}")];
+        let w = Workload::parse("w.toml", "", &set).unwrap();
+        RunOptions::new(strategy, w, None, "w.toml", PathBuf::from("out"))
+            .plan()
+            .map(|_| ())
+    }
+
+    #[test]
+    fn clients_beyond_a_sql_servers_connections_are_refused_with_the_limit() {
+        let e = plan("mysql-atomic", 5000).unwrap_err().to_string();
+        assert!(
+            e.contains("load.clients = 5000") && e.contains("accepts 2000") && e.contains("1984"),
+            "{e}"
+        );
+        plan("mysql-atomic", 1984).unwrap();
+        let e = plan("pg-atomic", 1200).unwrap_err().to_string();
+        assert!(
+            e.contains("accepts 1000") && e.contains("at most 984"),
+            "{e}"
+        );
+        // A strategy on neither SQL server has no such limit.
+        let other = strategy::ALL
+            .iter()
+            .find(|s| !s.needs.runs(Service::Mariadb) && !s.needs.runs(Service::Postgres))
+            .expect("a strategy without SQL");
+        plan(other.id, 5000).unwrap();
+    }
 }

@@ -179,6 +179,7 @@ impl Session {
             }
             Source::Endpoints(path) => {
                 let f = EndpointsFile::read(path)?;
+                f.check_answering(path).await?;
                 (Servers::given(f.endpoints, f.nodes), Some(path.clone()))
             }
             Source::InProcess(_) => (Servers::none(), None),

@@ -13,7 +13,13 @@ use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
 
 use super::human::human;
+use super::number::{RawInt, number};
 use super::sale::{Buyers, Popularity, RawBuyers, Shape};
+
+/// The default workload file (`--workload`), relative to the checkout.
+pub const DEFAULT_FILE: &str = "workloads/flash-sale.toml";
+/// Its text, built in, so the binary runs from any folder.
+pub const DEFAULT_TEXT: &str = include_str!("../../../workloads/flash-sale.toml");
 
 /// Errors in a workload file or its overrides.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +42,7 @@ pub enum WorkloadError {
         origin: String,
         field: &'static str,
         value: String,
-        expected: &'static str,
+        expected: std::borrow::Cow<'static, str>,
     },
 }
 
@@ -64,7 +70,7 @@ pub enum Arrival {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawWorkload {
-    seed: Option<i64>,
+    seed: Option<RawInt>,
     #[serde(default)]
     inventory: RawInventory,
     #[serde(default)]
@@ -82,9 +88,9 @@ struct RawWorkload {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawInventory {
-    skus: Option<i64>,
-    stock: Option<i64>,
-    hot_stock: Option<i64>,
+    skus: Option<RawInt>,
+    stock: Option<RawInt>,
+    hot_stock: Option<RawInt>,
     popularity: Option<String>,
 }
 
@@ -94,9 +100,9 @@ struct RawLoad {
     mode: Option<LoadMode>,
     arrival: Option<Arrival>,
     rate: Option<f64>,
-    clients: Option<i64>,
+    clients: Option<RawInt>,
     duration: Option<String>,
-    max_attempts: Option<i64>,
+    max_attempts: Option<RawInt>,
     timeout: Option<String>,
     read_fraction: Option<f64>,
     warmup: Option<String>,
@@ -131,7 +137,7 @@ struct RawLock {
     /// Replaced by `wait` / `poll_interval` / `poll_jitter`: kept only to say so.
     retry_interval: Option<String>,
     node_timeout: Option<String>,
-    optimistic_retries: Option<i64>,
+    optimistic_retries: Option<RawInt>,
     optimistic_backoff: Option<String>,
 }
 
@@ -447,10 +453,18 @@ impl Workload {
     /// Reads `path`, applies `overrides` (`section.key=value`) and validates the result.
     pub fn load(path: &Path, overrides: &[String]) -> Result<Self, WorkloadError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| WorkloadError::Read {
-            file: file.clone(),
-            source,
-        })?;
+        let text = match std::fs::read_to_string(path) {
+            // The default file, outside the checkout: the copy built into the binary.
+            Err(e)
+                if path == Path::new(DEFAULT_FILE) && e.kind() == std::io::ErrorKind::NotFound =>
+            {
+                DEFAULT_TEXT.to_string()
+            }
+            read => read.map_err(|source| WorkloadError::Read {
+                file: file.clone(),
+                source,
+            })?,
+        };
         Self::parse(&file, &text, overrides)
     }
 
@@ -526,27 +540,52 @@ fn apply_override(table: &mut toml::Table, arg: &str) -> Result<String, Workload
     Ok(path.to_string())
 }
 
+/// The highest rate a workload may ask for, in arrivals per second.
+const MAX_RATE: f64 = 10_000_000.0;
+
 /// Checks single fields; every error names the field and where its value came from.
 struct Fields<'a> {
     o: &'a Origins<'a>,
 }
 
 impl Fields<'_> {
-    fn invalid(&self, field: &'static str, value: String, expected: &'static str) -> WorkloadError {
+    fn invalid(
+        &self,
+        field: &'static str,
+        value: String,
+        expected: impl Into<std::borrow::Cow<'static, str>>,
+    ) -> WorkloadError {
         WorkloadError::Invalid {
             origin: self.o.of(field),
             field,
             value,
-            expected,
+            expected: expected.into(),
         }
     }
 
-    /// An integer in `1..=max`.
-    fn positive_int(&self, field: &'static str, v: i64, max: i64) -> Result<i64, WorkloadError> {
-        if v <= 0 || v > max {
-            Err(self.invalid(field, v.to_string(), "a positive integer (within range)"))
-        } else {
-            Ok(v)
+    /// An integer in `1..=max`; a refusal states the range.
+    fn positive_int(
+        &self,
+        field: &'static str,
+        v: impl Into<RawInt>,
+        max: i64,
+    ) -> Result<i64, WorkloadError> {
+        self.int_in(field, v.into(), 1, max)
+    }
+
+    /// An integer in `min..=max`; a refusal states the range.
+    fn int_in(
+        &self,
+        field: &'static str,
+        v: RawInt,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, WorkloadError> {
+        let expected = || format!("an integer from {min} to {max}");
+        match v {
+            RawInt::Int(v) if (min..=max).contains(&v) => Ok(v),
+            RawInt::Int(v) => Err(self.invalid(field, v.to_string(), expected())),
+            RawInt::Float(v) => Err(self.invalid(field, number(v), expected())),
         }
     }
 
@@ -573,14 +612,18 @@ impl Fields<'_> {
     /// The `[load]` section.
     fn load(&self, l: RawLoad) -> Result<Load, WorkloadError> {
         let rate = l.rate.unwrap_or(1000.0);
-        if !(rate.is_finite() && rate > 0.0 && rate <= 10_000_000.0) {
+        if !(rate.is_finite() && rate > 0.0 && rate <= MAX_RATE) {
             return Err(self.invalid(
                 "load.rate",
-                rate.to_string(),
-                "attempts per second, a number > 0 (e.g. 1000)",
+                number(rate),
+                "attempts per second, a number above 0 and at most 10000000 (e.g. 1000)",
             ));
         }
-        let clients = self.positive_int("load.clients", l.clients.unwrap_or(64), 100_000)?;
+        let clients = self.positive_int(
+            "load.clients",
+            l.clients.unwrap_or(RawInt::Int(64)),
+            100_000,
+        )?;
         let max_attempts = l
             .max_attempts
             .map(|m| self.positive_int("load.max_attempts", m, i64::MAX))
@@ -644,11 +687,11 @@ impl Fields<'_> {
     /// `shape = "sale"`: every rate positive (the curve is inverted, so it never reaches 0).
     fn sale(&self, l: &RawLoad) -> Result<Shape, WorkloadError> {
         let rate = |field: &'static str, v: Option<f64>| match v {
-            Some(v) if v.is_finite() && v > 0.0 && v <= 10_000_000.0 => Ok(v),
+            Some(v) if v.is_finite() && v > 0.0 && v <= MAX_RATE => Ok(v),
             v => Err(self.invalid(
                 field,
-                v.map_or("missing".into(), |v| v.to_string()),
-                "arrivals per second, a number > 0 (e.g. 50000)",
+                v.map_or("missing".into(), number),
+                "arrivals per second, a number above 0 and at most 10000000 (e.g. 50000)",
             )),
         };
         Ok(Shape::Sale {
@@ -684,7 +727,7 @@ impl Fields<'_> {
             origin: self.o.of("load.trace"),
             field: "load.trace",
             value: format!("{file:?} ({e})"),
-            expected: "a CSV of `t_ms,count` per bucket or one `t_us` timestamp per line",
+            expected: "a CSV of `t_ms,count` per bucket or one `t_us` timestamp per line".into(),
         })?;
         Ok(Shape::Trace {
             path,
@@ -694,8 +737,13 @@ impl Fields<'_> {
 
     /// The `[buyers]` section.
     fn buyers(&self, b: RawBuyers) -> Result<Buyers, WorkloadError> {
-        let count = self.positive_int("buyers.count", b.count.unwrap_or(100_000), 1 << 40)?;
-        let limit = self.positive_int("buyers.limit", b.limit.unwrap_or(1), 1_000_000)?;
+        let count = self.positive_int(
+            "buyers.count",
+            b.count.unwrap_or(RawInt::Int(100_000)),
+            1 << 40,
+        )?;
+        let limit =
+            self.positive_int("buyers.limit", b.limit.unwrap_or(RawInt::Int(1)), 1_000_000)?;
         let quantity = match b.quantity {
             None => super::sale::Quantity { min: 1, max: 1 },
             Some(q) => q.text().parse().map_err(|_| {
@@ -828,7 +876,7 @@ impl Fields<'_> {
             node_timeout: self.duration("lock.node_timeout", k.node_timeout, "50ms", false)?,
             optimistic_retries: self.positive_int(
                 "lock.optimistic_retries",
-                k.optimistic_retries.unwrap_or(20),
+                k.optimistic_retries.unwrap_or(RawInt::Int(20)),
                 10_000,
             )? as u32,
             optimistic_backoff: self.duration(
@@ -844,18 +892,15 @@ impl Fields<'_> {
 impl RawWorkload {
     fn validate(self, o: &Origins) -> Result<Workload, WorkloadError> {
         let f = Fields { o };
-        let seed = self.seed.unwrap_or(1);
-        if seed < 0 {
-            return Err(f.invalid("seed", seed.to_string(), "a non-negative integer"));
-        }
+        let seed = f.int_in("seed", self.seed.unwrap_or(RawInt::Int(1)), 0, i64::MAX)?;
         let skus = f.positive_int(
             "inventory.skus",
-            self.inventory.skus.unwrap_or(1),
+            self.inventory.skus.unwrap_or(RawInt::Int(1)),
             1_000_000,
         )?;
         let stock = f.positive_int(
             "inventory.stock",
-            self.inventory.stock.unwrap_or(100),
+            self.inventory.stock.unwrap_or(RawInt::Int(100)),
             i64::MAX / 4,
         )?;
 
@@ -999,7 +1044,7 @@ ttl = "1s"
     fn out_of_range_values_name_field_value_and_form() {
         let e = err("[inventory]\nstock = 0\n", &[]);
         assert!(
-            e.contains("w.toml: inventory.stock = 0: expected a positive integer"),
+            e.contains("w.toml: inventory.stock = 0: expected an integer from 1 to"),
             "{e}"
         );
         let e = err("[inventory]\nstock = -3\n", &[]);
@@ -1021,6 +1066,67 @@ ttl = "1s"
             e.contains("half") && e.contains("open") && e.contains("closed"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_default_workload_is_built_in_and_another_missing_file_is_an_error() {
+        // Unit tests run in bench/, where the default's relative path names nothing.
+        assert!(!Path::new(DEFAULT_FILE).exists());
+        let w = Workload::load(Path::new(DEFAULT_FILE), &["load.rate=7".into()]).unwrap();
+        let from_text = Workload::parse(DEFAULT_FILE, DEFAULT_TEXT, &["load.rate=7".into()]);
+        assert_eq!(format!("{w:?}"), format!("{:?}", from_text.unwrap()));
+        let e = Workload::load(Path::new("workloads/none.toml"), &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("workloads/none.toml: cannot read"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_rejected_number_states_its_range() {
+        let cases = [
+            (
+                "[load]\nrate = 1e12\n",
+                "load.rate = 1e12: expected attempts per second, a number above 0 and at most 10000000",
+            ),
+            (
+                "[inventory]\nstock = 1e23\n",
+                "inventory.stock = 1e23: expected an integer from 1 to 2305843009213693951",
+            ),
+            (
+                "[inventory]\nstock = 2.5\n",
+                "inventory.stock = 2.5: expected an integer from 1 to",
+            ),
+            (
+                "[load]\nclients = 0\n",
+                "load.clients = 0: expected an integer from 1 to 100000",
+            ),
+            (
+                "seed = -1\n",
+                "seed = -1: expected an integer from 0 to 9223372036854775807",
+            ),
+            (
+                "[buyers]\nlimit = 1e7\n",
+                "buyers.limit = 10000000: expected an integer from 1 to 1000000",
+            ),
+            (
+                "[load]\nshape = \"sale\"\npeak = 1e9\n",
+                "load.peak = 1e9: expected arrivals per second, a number above 0 and at most 10000000",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = err(text, &[]);
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        // Through --set too, named by the flag.
+        let e = err(GOOD, &["inventory.stock=1e23"]);
+        assert!(
+            e.contains("inventory.stock = 1e23: expected an integer from 1 to"),
+            "{e}"
+        );
+        // A value that is not a number at all is still the parser's, naming the type.
+        let e = err("[inventory]\nstock = \"many\"\n", &[]);
+        assert!(e.contains("expected an integer"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 pub mod config;
 mod human;
+mod number;
 pub mod pacing;
 pub mod pay;
 pub mod sale;

@@ -336,8 +336,8 @@ impl SaleCurve {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawBuyers {
-    pub count: Option<i64>,
-    pub limit: Option<i64>,
+    pub count: Option<super::number::RawInt>,
+    pub limit: Option<super::number::RawInt>,
     pub quantity: Option<QuantityText>,
     pub resubmit: Option<f64>,
     pub retry_after_timeout: Option<f64>,

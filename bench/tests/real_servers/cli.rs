@@ -19,7 +19,7 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
         (
             "[inventory]\nstock = 0",
             &[],
-            &["w.toml", "inventory.stock = 0", "positive integer"],
+            &["w.toml", "inventory.stock = 0", "an integer from 1 to"],
         ),
         (
             "[inventory]\nstock = -5",
@@ -49,7 +49,7 @@ fn bad_input_exits_non_zero_naming_file_field_and_form() {
         (
             "",
             &["--set", "inventory.stock=0"],
-            &["--set inventory.stock=0", "positive integer"],
+            &["--set inventory.stock=0", "an integer from 1 to"],
         ),
         (
             "",

@@ -1,7 +1,7 @@
 //! The life of the servers around a run, through the binary: Ctrl-C and a dying server stop
 //! every server and keep what was measured, `serve` keeps servers across runs, client workers
-//! run the coordinator's build, and a busy port or a missing server binary is reported before
-//! anything starts.
+//! run the coordinator's build, a busy port or a missing server binary is reported before
+//! anything starts, and a SIGKILLed run's temp folder goes at the next start.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -10,7 +10,8 @@ use nix::sys::signal::Signal;
 
 use crate::common::{
     Serve, alive, assert_all_gone, descendants, interrupt, lockbench, read_summary, run_json,
-    servers_available, signal, start_long_run, summaries, wait_exit, workload_file,
+    servers_available, signal, start_long_run, start_run, succeed, summaries, wait_exit,
+    workload_file,
 };
 
 #[test]
@@ -62,8 +63,12 @@ fn serve_keeps_servers_for_runs_and_stops_them_on_ctrl_c() {
         dir.path(),
         "[inventory]\nstock = 30\n[load]\nduration = \"500ms\"\n",
     );
-    for strategy in ["mysql-atomic", "redis-lua-decr", "mysql-atomic"] {
-        let s = run_json(&mut serve.run(strategy, &w, &dir.path().join(strategy)));
+    for (i, strategy) in ["mysql-atomic", "redis-lua-decr", "mysql-atomic"]
+        .iter()
+        .enumerate()
+    {
+        let out = dir.path().join(format!("{i}-{strategy}"));
+        let s = run_json(&mut serve.run(strategy, &w, &out));
         assert!(s.safe && s.audit.sold == 30, "{strategy}: {s:?}");
     }
     assert_eq!(servers.len(), 2, "{servers:?}");
@@ -145,4 +150,56 @@ fn missing_server_binary_names_the_package() {
         err.contains("`redis-server` not found") && err.contains("apt-get install redis-server"),
         "{err}"
     );
+}
+
+#[test]
+fn a_sigkilled_runs_temp_folder_is_removed_by_the_next_start() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    // A live owner's folder (this test's) must outlive every sweep.
+    let live = tmp.join("lockbench-run-live");
+    std::fs::create_dir(&live).unwrap();
+    lockbench::cluster::owner::Owner::mark(&live).unwrap();
+    let w = workload_file(dir.path(), "[load]\nduration = \"60s\"\nrate = 200\n");
+    let out = dir.path().join("out");
+    let mut child = start_run(
+        lockbench()
+            .env("TMPDIR", &tmp)
+            .args(["run", "--strategy", "redis-setnx", "--json", "--workload"])
+            .arg(&w)
+            .arg("--out")
+            .arg(&out),
+        &out,
+    );
+    let runs = |tmp: &Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(tmp)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.to_string_lossy().contains("lockbench-run-") && *p != live)
+            .collect()
+    };
+    let folders = runs(&tmp);
+    assert_eq!(folders.len(), 1, "{folders:?}");
+    let servers = descendants(child.id());
+    signal(child.id(), Signal::SIGKILL);
+    child.wait().unwrap();
+    assert_all_gone(&servers);
+    assert!(
+        folders[0].exists(),
+        "SIGKILL leaves the folder: the test needs it there"
+    );
+    // Any start sweeps, even one that starts nothing.
+    succeed(
+        lockbench()
+            .env("TMPDIR", &tmp)
+            .arg("list")
+            .stdout(Stdio::null()),
+    );
+    assert!(!folders[0].exists(), "the dead run's folder stayed");
+    assert!(live.exists(), "a live owner's folder was removed");
 }

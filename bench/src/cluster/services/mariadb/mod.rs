@@ -66,13 +66,17 @@ const INSTALL_FLAGS: [&str; 3] = [
     "--innodb-log-file-size=8M",
 ];
 
+/// How many connections the server accepts ([`MAX_CONNECTIONS_FLAG`]).
+pub const MAX_CONNECTIONS: u32 = 2000;
+const MAX_CONNECTIONS_FLAG: &str = "--max-connections=2000";
+
 /// `mariadbd` flags after its paths and address, wherever it runs.
 const SERVER_FLAGS: [&str; 5] = [
     "--skip-log-bin",
     "--skip-name-resolve",
     "--innodb-buffer-pool-size=128M",
     "--innodb-log-file-size=8M",
-    "--max-connections=2000",
+    MAX_CONNECTIONS_FLAG,
 ];
 
 /// The password of the user lockbench creates: LOCKBENCH_MYSQL_PASSWORD when set (workers on
@@ -249,7 +253,7 @@ const MYSQL_FLAGS: [&str; 6] = [
     "--skip-name-resolve",
     "--innodb-buffer-pool-size=128M",
     "--innodb-redo-log-capacity=64M",
-    "--max-connections=2000",
+    MAX_CONNECTIONS_FLAG,
 ];
 
 /// The shell script of the database container of `build`: it installs the datadir unless it
@@ -536,6 +540,16 @@ async fn drop_tables(m: &MysqlEndpoint, p: &Prefix) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_connection_limit_is_the_one_the_server_starts_with() {
+        assert_eq!(
+            MAX_CONNECTIONS_FLAG,
+            format!("--max-connections={MAX_CONNECTIONS}")
+        );
+        assert!(SERVER_FLAGS.contains(&MAX_CONNECTIONS_FLAG));
+        assert!(MYSQL_FLAGS.contains(&MAX_CONNECTIONS_FLAG));
+    }
 
     #[test]
     fn global_status_rows_become_work_counters() {

@@ -27,6 +27,7 @@ use crate::cluster::error::ClusterError;
 use crate::cluster::local::Local;
 use crate::cluster::model::{ContainerInfo, PostgresEndpoint, Role, Service};
 use crate::cluster::node::{Node, NodeServer};
+use crate::cluster::owner::Owner;
 use crate::cluster::process::ServerProcess;
 
 /// The package that creates the system user.
@@ -115,6 +116,7 @@ fn node_dir(
             .map_err(io("create a directory in /tmp".into()))?;
         std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o711))
             .map_err(io(format!("chmod {}", tmp.path().display())))?;
+        Owner::mark(tmp.path()).map_err(io(format!("mark {}", tmp.path().display())))?;
         let dir = tmp.path().join(name);
         std::fs::create_dir(&dir).map_err(io(format!("create {}", dir.display())))?;
         (dir, Some(tmp))

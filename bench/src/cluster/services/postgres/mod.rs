@@ -55,7 +55,7 @@ const SUPERUSER: &str = "postgres";
 const PORT: u16 = 5432;
 /// Enough for hundreds of buyers, each with its own session (advisory locks are per
 /// session), plus the harness's own connections.
-const MAX_CONNECTIONS: u32 = 1000;
+pub const MAX_CONNECTIONS: u32 = 1000;
 
 /// Keep-alive of every server-side connection, stated rather than left to the kernel's
 /// default (2 h idle, then 9 probes 75 s apart: a cut client's session, and its advisory
