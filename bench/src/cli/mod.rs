@@ -18,7 +18,7 @@ mod tools;
 
 pub use args::*;
 use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_job, cmd_k8s_render, cmd_run, cmd_sweep};
-use tables::{cmd_free_port, cmd_rounds, cmd_totals, cmd_versus};
+use tables::{cmd_advise, cmd_free_port, cmd_rounds, cmd_totals, cmd_versus};
 pub use tools::list;
 use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
 
@@ -91,11 +91,7 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("{}", path.display());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Advise(args) => {
-            let model = report::advise::advise(&args.dir, &args.needs)?;
-            report::advise::print_advice(&mut std::io::stdout(), &model)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Advise(args) => cmd_advise(args),
         Command::Coordinate(args) => with_runtime(|cancel| cmd_coordinate(args, cancel)),
         Command::Worker(WorkerArgs {
             connect: Some(addr),

@@ -107,6 +107,13 @@ pub(super) fn cmd_free_port() -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `lockbench advise`: the needs judged on a results folder, in words.
+pub(super) fn cmd_advise(args: super::args::AdviseArgs) -> anyhow::Result<ExitCode> {
+    let model = crate::report::advise::advise(&args.dir, &args.needs)?;
+    crate::report::advise::print_advice(&mut std::io::stdout(), &model)?;
+    Ok(ExitCode::SUCCESS)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
