@@ -337,7 +337,8 @@ pub async fn job_on(
             status = e;
         }
     };
-    let total = if parts.sale.is_empty() { 3 } else { 4 };
+    // Every heading counts: each sale compare, the sweep, the calm part, each chaos compare.
+    let total = parts.sale.len() + 2 + parts.chaos.len();
     let mut part = 0;
     let mut heading = |out: &mut dyn Write, what: String| {
         part += 1;
