@@ -337,8 +337,7 @@ pub async fn job_on(
             status = e;
         }
     };
-    // Every heading counts: each sale compare, the sweep, the calm part, each chaos compare.
-    let total = parts.sale.len() + 2 + parts.chaos.len();
+    let total = parts.sale.len() + 2 + parts.chaos.len(); // sales, sweep, calm, chaos
     let mut part = 0;
     let mut heading = |out: &mut dyn Write, what: String| {
         part += 1;
