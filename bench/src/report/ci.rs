@@ -119,7 +119,11 @@ fn said(m: &Metric) -> String {
 fn verdict_holds(s: &Summary) -> Result<String, String> {
     let headline = s.headline();
     match (s.claims_safety, headline) {
-        (true, "safe" | "fenced") | (false, "caught (control)") => Ok(headline.to_string()),
+        (true, "safe") | (false, "caught (control)") => Ok(headline.to_string()),
+        // What the strategy claims (its fence saved the store), but the lock did break: said.
+        (true, "fenced") => {
+            Ok("fenced: the lock broke; the store refused every stale write".into())
+        }
         _ => Err(format!(
             "{}: {} (lock {}, store {})",
             s.strategy,
@@ -173,6 +177,7 @@ pub fn markdown(title: &str, summaries: &[Summary]) -> String {
         let ms = metrics(s);
         let get = |slug: &str| ms.iter().find(|m| m.slug == slug);
         let verdict = match verdict_holds(s) {
+            Ok(_) if s.headline() == "fenced" => "fenced (the lock broke)".to_string(),
             Ok(h) => h,
             Err(_) => format!("**{}**", s.headline()),
         };
@@ -403,6 +408,16 @@ mod tests {
             g[0]["extra"].as_str().unwrap().contains("lower bound"),
             "{g}"
         );
+    }
+
+    #[test]
+    fn a_fenced_verdict_passes_but_says_the_lock_broke() {
+        let mut s = summary("fenced", true);
+        s.lock_verdict = Some(crate::check::LockVerdict::BrokenFenced);
+        assert_eq!(s.headline(), "fenced");
+        let xml = junit("t", std::slice::from_ref(&s)).to_string().unwrap();
+        assert!(xml.contains("fenced: the lock broke"), "{xml}");
+        assert!(markdown("t", &[s]).contains("| fenced (the lock broke) |"));
     }
 
     #[test]

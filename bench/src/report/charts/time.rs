@@ -110,16 +110,13 @@ fn draw_bands<DB: DrawingBackend, Y: Axis>(
         }
         named.push(id);
         let text = format!("fault {id}");
-        let (w, h) = text_size(&text, 13);
-        let (x, y) = chart.backend_coord(&(from, hi));
-        let mut dy = 4;
-        while taken
-            .iter()
-            .any(|t| t.overlaps(&Rect::new(x + 4, y + dy, w, h)))
-        {
-            dy += h;
-        }
-        taken.push(Rect::new(x + 4, y + dy, w, h));
+        let dy = free_line(
+            &mut taken,
+            chart.backend_coord(&(from, hi)),
+            (4, 4),
+            &text,
+            13,
+        );
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at((from, hi))
@@ -128,6 +125,26 @@ fn draw_bands<DB: DrawingBackend, Y: Axis>(
             .map_err(err)?;
     }
     Ok(())
+}
+
+/// The offset below `at` (`(dx, first dy)`) of the first line where `text` overlaps no label
+/// already `taken`, which it joins: labels a moment apart stack instead of running together.
+fn free_line(
+    taken: &mut Vec<Rect>,
+    (x, y): (i32, i32),
+    (dx, mut dy): (i32, i32),
+    text: &str,
+    size: u32,
+) -> i32 {
+    let (w, h) = text_size(text, size);
+    while taken
+        .iter()
+        .any(|t| t.overlaps(&Rect::new(x + dx, y + dy, w, h)))
+    {
+        dy += h;
+    }
+    taken.push(Rect::new(x + dx, y + dy, w, h));
+    dy
 }
 
 /// Marks each member's sell-out (the moment its stock ran out, `summary.sold_out_s`) with a
@@ -149,16 +166,7 @@ fn draw_sold_out<DB: DrawingBackend, Y: Axis>(
             .draw_series(DashedLineSeries::new(vec![(t, lo), (t, hi)], 4, 4, style))
             .map_err(err)?;
         let text = "sold out";
-        let (w, h) = text_size(text, 12);
-        let (x, y) = chart.backend_coord(&(t, hi));
-        let mut dy = 18;
-        while taken
-            .iter()
-            .any(|o| o.overlaps(&Rect::new(x + 3, y + dy, w, h)))
-        {
-            dy += h;
-        }
-        taken.push(Rect::new(x + 3, y + dy, w, h));
+        let dy = free_line(&mut taken, chart.backend_coord(&(t, hi)), (3, 18), text, 12);
         chart
             .draw_series(std::iter::once(
                 EmptyElement::at((t, hi))
