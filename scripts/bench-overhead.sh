@@ -36,7 +36,8 @@ sql() { mariadb --no-defaults -h127.0.0.1 -P"$mysql_port" -ulockbench -p"$mysql_
 
 # Closed loop, one hot SKU, stock that never runs out: every attempt does the full sale.
 lockbench_rate() { # strategy -> attempts/s
-  "$bin" run --strategy "$1" --endpoints "$ep" --json --out "$work/run-$1" \
+  # A fresh folder each time: run refuses to write into one that holds results.
+  "$bin" run --strategy "$1" --endpoints "$ep" --json --out "$(mktemp -d -p "$work" "run-$1.XXXX")" \
     --set load.mode=closed --set load.clients="$CLIENTS" --set load.duration="${SECONDS_PER}s" \
     --set inventory.skus=1 --set inventory.stock=1000000000 --set critical_section.hold=0s \
     2>/dev/null | grep -o '"attempts_per_s": [0-9.]*' | head -1 | awk '{print $2}'
@@ -87,7 +88,7 @@ rb_rate() { # redis-benchmark args... -> requests/s
 }
 ref=(); ours=()
 for r in $(seq 1 "$ROUNDS"); do
-  lb=$("$bin" run --strategy redis-setnx --endpoints "$ep" --json --out "$work/run-cycle" \
+  lb=$("$bin" run --strategy redis-setnx --endpoints "$ep" --json --out "$(mktemp -d -p "$work" run-cycle.XXXX)" \
          --set load.mode=closed --set load.clients=1 --set load.duration="${SECONDS_PER}s" \
          --set critical_section.touch_store=false 2>/dev/null \
        | grep -o '"attempts_per_s": [0-9.]*' | head -1 | awk '{print $2}')

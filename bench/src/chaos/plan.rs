@@ -472,6 +472,16 @@ pub struct ChaosPlan {
 }
 
 impl ChaosPlan {
+    /// Whether every fault pauses a lock holder: then a strategy without a lock has nothing
+    /// the plan can hit, and its run would only report that no fault took effect.
+    pub fn pauses_only_holders(&self) -> bool {
+        !self.faults.is_empty()
+            && self
+                .faults
+                .iter()
+                .all(|f| f.fault.target() == Some(Target::Holder))
+    }
+
     /// Whether clients must run as worker processes: to pause one, or to put them in network
     /// namespaces of their own for a partition.
     pub fn needs_workers(&self) -> bool {

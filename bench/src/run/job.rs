@@ -29,7 +29,6 @@ use crate::strategy::{self, Kind};
 use crate::workload::Workload;
 
 /// The scenario that pauses a lock's holder: only strategies that take a lock have one.
-const PAUSE_HOLDER: &str = "pause-holder";
 
 /// The job's knobs (`lockbench job --help`).
 #[derive(Debug, Clone)]
@@ -101,18 +100,41 @@ pub fn default_out(now: std::time::SystemTime) -> PathBuf {
     PathBuf::from("results/runs").join(format!("{time}-compare"))
 }
 
-/// The strategies a scenario runs: those given, else every strategy — but only locks under
-/// `pause-holder` when none were given (a lock-free strategy has no holder to pause).
-pub fn scenario_strategies(scenario: &str, given: Option<&[String]>) -> Vec<String> {
+/// The strategies a scenario runs: those given, else every strategy but the sale's controls —
+/// and of those only the locks when the plan only pauses lock holders (a lock-free strategy
+/// has no holder to pause; its run would say no fault took effect, not whether it is safe).
+/// Ids that are not built-in strategies (library adapters) are locks.
+pub fn scenario_strategies(holders_only: bool, given: Option<&[String]>) -> Vec<String> {
+    let is_lock = |id: &str| !matches!(strategy::find(id), Ok(s) if s.kind != Kind::Lock);
     match given {
-        Some(ids) => ids.to_vec(),
+        Some(ids) => ids
+            .iter()
+            .filter(|id| !holders_only || is_lock(id))
+            .cloned()
+            .collect(),
         None => strategy::ALL
             .iter()
-            .filter(|s| scenario != PAUSE_HOLDER || s.kind == Kind::Lock)
+            .filter(|s| !holders_only || s.kind == Kind::Lock)
             .filter(|s| !s.sale_control())
             .map(|s| s.id.to_string())
             .collect(),
     }
+}
+
+/// A chaos part's heading, with the strategies given that it does not run.
+fn chaos_heading(scenario: &str, opts: &JobOptions, runs: &[RunOptions]) -> String {
+    let share = decimals(opts.chaos_share * 100.0, 3);
+    let left: Vec<&str> = (opts.strategies.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .filter(|id| !runs.iter().any(|r| &r.strategy == *id))
+        .map(String::as_str)
+        .collect();
+    let left = match left.is_empty() {
+        true => String::new(),
+        false => format!("; left out, no lock holder to pause: {}", left.join(", ")),
+    };
+    format!("chaos/{scenario}.toml, each strategy at {share}% of its capacity{left}")
 }
 
 /// The calm part's `--set`s: its duration, then the ones given.
@@ -209,7 +231,7 @@ impl JobOptions {
         let ids = self
             .strategies
             .clone()
-            .unwrap_or_else(|| scenario_strategies("", None));
+            .unwrap_or_else(|| scenario_strategies(false, None));
         for id in &ids {
             source.info(id)?;
         }
@@ -235,7 +257,7 @@ impl JobOptions {
         for sc in &self.scenarios {
             let file = self.scenario_dir.join(format!("{sc}.toml"));
             let plan = ChaosPlan::load(&file, &chaos_load)?;
-            let these = scenario_strategies(sc, self.strategies.as_deref());
+            let these = scenario_strategies(plan.pauses_only_holders(), self.strategies.as_deref());
             let out = layout.chaos(sc);
             chaos.push((
                 sc.clone(),
@@ -373,13 +395,9 @@ pub async fn job_on(
         "calm, every strategy at one rate that every strategy seen safe sustains".into(),
     );
     note(compare_part_or_say(parts.calm, source, cancel, out, log).await);
-    let share = format!("{}%", decimals(opts.chaos_share * 100.0, 3));
     for (sc, part) in parts.chaos {
         let _ = writeln!(out);
-        heading(
-            out,
-            format!("chaos/{sc}.toml, each strategy at {share} of its capacity"),
-        );
+        heading(out, chaos_heading(&sc, opts, &part.runs));
         note(compare_part_or_say(part, source, cancel, out, log).await);
     }
     let _ = writeln!(out);
@@ -411,6 +429,10 @@ async fn compare_part_or_say(
 ) -> Ended {
     if cancel.is_cancelled() {
         return Ended::Interrupted;
+    }
+    if opts.runs.is_empty() {
+        // A chaos part that left every strategy given out (its heading says why).
+        return Ended::Done;
     }
     let table = Printed::Table(crate::report::Width::Compact);
     compare_part_with(opts, Some(source), table, cancel, out, log)
@@ -547,6 +569,8 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
+
+    const PAUSE_HOLDER: &str = "pause-holder";
     use crate::report::sweep::DEFAULTS;
 
     /// The knobs' defaults (`lockbench job` with no flags), on the repository's files.
@@ -592,9 +616,9 @@ mod tests {
     }
 
     #[test]
-    fn pause_holder_runs_only_the_locks_unless_strategies_are_given() {
-        let locks = scenario_strategies(PAUSE_HOLDER, None);
-        let all = scenario_strategies("kill-master", None);
+    fn pause_holder_runs_only_the_locks_given_or_not() {
+        let locks = scenario_strategies(true, None);
+        let all = scenario_strategies(false, None);
         // Every strategy but the controls of a sale's rules, which only a sale can catch.
         let steady = strategy::ALL.iter().filter(|s| !s.sale_control()).count();
         assert_eq!(all.len(), steady);
@@ -607,8 +631,20 @@ mod tests {
         assert!(locks.contains(&"redis-setnx".to_string()));
         assert!(!locks.contains(&"mysql-atomic".to_string()));
         assert!(!locks.contains(&"none".to_string()));
-        let given = vec!["mysql-atomic".to_string()];
-        assert_eq!(scenario_strategies(PAUSE_HOLDER, Some(&given)), given);
+        // Given ones too: a lock-free strategy under a holder pause would only say that no
+        // fault took effect (and `advise --needs safe` could not call it safe).
+        let given: Vec<String> = ["mysql-atomic", "redis-setnx", "lib:example"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(scenario_strategies(true, Some(&given)), given[1..]);
+        assert_eq!(scenario_strategies(false, Some(&given)), given);
+        let mut opts = defaults(Path::new("job"));
+        opts.strategies = Some(given);
+        let heading = chaos_heading(PAUSE_HOLDER, &opts, &[]);
+        assert!(
+            heading.ends_with("at 70% of its capacity; left out, no lock holder to pause: mysql-atomic, redis-setnx, lib:example"),
+            "{heading}"
+        );
     }
 
     #[test]
@@ -655,10 +691,7 @@ mod tests {
             assert_eq!(run.workload.load.duration, Duration::from_secs(8));
             assert_eq!(run.workload.inventory.stock, 1_000_000);
         }
-        assert_eq!(
-            ids(&parts.chaos[1].1.runs),
-            scenario_strategies(PAUSE_HOLDER, None)
-        );
+        assert_eq!(ids(&parts.chaos[1].1.runs), scenario_strategies(true, None));
     }
 
     #[test]
