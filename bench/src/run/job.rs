@@ -28,8 +28,6 @@ use crate::report::{self, Needs, Printed};
 use crate::strategy::{self, Kind};
 use crate::workload::Workload;
 
-/// The scenario that pauses a lock's holder: only strategies that take a lock have one.
-
 /// The job's knobs (`lockbench job --help`).
 #[derive(Debug, Clone)]
 pub struct JobOptions {
