@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::cluster::Provisioner;
 use crate::report;
 use crate::report::sweep::DEFAULTS;
+use crate::run::paired::Variant;
 use crate::workload::Workload;
 
 /// lockbench: compare distributed-lock strategies for a flash sale on real servers —
@@ -246,33 +247,99 @@ pub enum AdapterServers {
     Postgres,
 }
 
-/// `lockbench gate`
+/// `lockbench gate`: against a stored baseline (`--baseline`, `--current`), or paired
+/// (`--a`, `--b`): both measured side by side now, on this machine.
 #[derive(Debug, Args)]
 pub struct GateArgs {
     /// Baseline results: a folder with baseline.json (see --update-baseline), or results
     /// folders (compare.json / summary.json); every one found below it is one repetition.
-    #[arg(long, value_name = "DIR")]
-    pub baseline: PathBuf,
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "a",
+        conflicts_with = "a"
+    )]
+    pub baseline: Option<PathBuf>,
     /// Current results, read the same way.
-    #[arg(long, value_name = "DIR")]
-    pub current: PathBuf,
-    /// Largest accepted drop of a strategy's median sales/s, e.g. `15%`: a smaller drop passes
-    /// even when significant.
-    #[arg(long, value_name = "PCT", default_value = "15%", value_parser = percent)]
-    pub max_throughput_drop: f64,
-    /// Largest accepted rise of a strategy's median p99 latency, e.g. `25%`.
-    #[arg(long, value_name = "PCT", default_value = "25%", value_parser = percent)]
-    pub max_p99_rise: f64,
-    /// Chance of a false alarm for the whole gate, e.g. `5%`: each strategy's change must be
-    /// significant (one-sided exact Mann–Whitney across repetitions, Holm over every test).
+    #[arg(
+        long,
+        value_name = "DIR",
+        required_unless_present = "a",
+        conflicts_with = "a"
+    )]
+    pub current: Option<PathBuf>,
+    /// The paired gate's A (the reference): current, bin:PATH (another lockbench build, such
+    /// as the merge base's), set:KEY=VALUE[,KEY=VALUE…], server:SERVICE=BUILD, adapter:ID.
+    #[arg(long, value_name = "VARIANT", requires = "b", value_parser = parse_variant)]
+    pub a: Option<Variant>,
+    /// The paired gate's B (the change), in the same forms.
+    #[arg(long, value_name = "VARIANT", requires = "a", value_parser = parse_variant)]
+    pub b: Option<Variant>,
+    #[command(flatten)]
+    pub paired: PairedArgs,
+    /// Largest accepted drop of a strategy's sales/s, e.g. `15%`: a smaller drop passes even
+    /// when significant. Default: 15% against a baseline, 5% paired.
+    #[arg(long, value_name = "PCT", value_parser = percent)]
+    pub max_throughput_drop: Option<f64>,
+    /// Largest accepted rise of a strategy's p99 latency. Default: 25% against a baseline,
+    /// 20% paired (a rise under 1 ms never fails).
+    #[arg(long, value_name = "PCT", value_parser = percent)]
+    pub max_p99_rise: Option<f64>,
+    /// Chance of a false alarm for the whole baseline gate, e.g. `5%`: each strategy's change
+    /// must be significant (one-sided exact Mann–Whitney across repetitions, Holm over every
+    /// test). Paired: 1 − the intervals' confidence.
     #[arg(long, value_name = "LEVEL", default_value = "5%", value_parser = alpha)]
     pub alpha: f64,
     /// Do not judge: write the current results as the new baseline (<baseline>/baseline.json).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "a")]
     pub update_baseline: bool,
     /// Print the verdict as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub ci: CiArgs,
+}
+
+/// The paired gate's knobs (with `--a`, `--b`).
+#[derive(Debug, Args)]
+pub struct PairedArgs {
+    /// Comma-separated strategy ids both sides run (an adapter: variant runs its lib:ID).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "mysql-atomic,redis-setnx-watchdog,redis-lua-decr"
+    )]
+    pub strategies: Vec<String>,
+    /// The workload both sides run.
+    #[arg(long, value_name = "FILE", default_value = "workloads/ci.toml")]
+    pub workload: PathBuf,
+    /// Overrides of both sides, as `run --set` takes them.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// The first pair's seed; pair i runs on seed + i, both halves on the same.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// No verdict before this many pairs (a 95% interval needs 6).
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub min_pairs: u32,
+    /// The most pairs.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub max_pairs: u32,
+    /// No pair starts that would end past it.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration)]
+    pub budget: std::time::Duration,
+    /// Largest accepted rise of a sale's time to sell its hot item out.
+    #[arg(long, value_name = "PCT", default_value = "10%", value_parser = percent)]
+    pub max_sold_out_rise: f64,
+    /// Results: <out>/pair-NN/<a|b>/ and gate.json. Default: results/runs/<time>-gate.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out_args: OutArgs,
+}
+
+fn parse_variant(s: &str) -> Result<Variant, String> {
+    s.parse()
 }
 
 /// `15%` (or `15`) → 0.15.

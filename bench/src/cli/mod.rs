@@ -12,15 +12,17 @@ use tokio_util::sync::CancellationToken;
 use crate::report;
 
 mod args;
+mod gate;
 mod runs;
 mod tables;
 mod tools;
 
 pub use args::*;
+use gate::cmd_gate;
 use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_job, cmd_k8s_render, cmd_run, cmd_sweep};
 use tables::{cmd_advise, cmd_free_port, cmd_rounds, cmd_totals, cmd_versus};
 pub use tools::list;
-use tools::{cmd_adapter_check, cmd_gate, cmd_reproduce, cmd_serve};
+use tools::{cmd_adapter_check, cmd_reproduce, cmd_serve};
 
 /// Exit code when the run was interrupted (128 + SIGINT).
 pub const EXIT_INTERRUPTED: u8 = 130;

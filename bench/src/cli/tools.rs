@@ -1,4 +1,4 @@
-//! The subcommands that run no strategy: `list`, `serve`, `adapter-check`, `gate`.
+//! The subcommands that run no strategy: `list`, `serve`, `adapter-check`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -7,9 +7,7 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::runs::strategy_ids;
-use super::{
-    AdapterCheckArgs, AdapterServers, EXIT_INTERRUPTED, EXIT_PARTIAL, GateArgs, ServeArgs,
-};
+use super::{AdapterCheckArgs, AdapterServers, EXIT_INTERRUPTED, EXIT_PARTIAL, ServeArgs};
 use crate::cluster::{ClusterOptions, Needs, OwnedCluster};
 use crate::strategy;
 
@@ -242,39 +240,5 @@ pub(super) async fn cmd_reproduce(
         ExitCode::from(EXIT_PARTIAL)
     } else {
         ExitCode::SUCCESS
-    })
-}
-
-pub(super) fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
-    use crate::report::gate;
-    let current = gate::load_results(&args.current).context("--current")?;
-    if args.update_baseline {
-        let n = current.len();
-        let path = gate::write_baseline(&args.baseline, current)
-            .with_context(|| format!("write the baseline into {}", args.baseline.display()))?;
-        eprintln!("baseline updated: {} ({n} runs)", path.display());
-        return Ok(ExitCode::SUCCESS);
-    }
-    let baseline = gate::load_results(&args.baseline).context("--baseline")?;
-    let report = gate::gate(
-        &baseline,
-        &current,
-        gate::Tolerance {
-            max_throughput_drop: args.max_throughput_drop,
-            max_p99_rise: args.max_p99_rise,
-            alpha: args.alpha,
-        },
-    );
-    let mut out = std::io::stdout().lock();
-    if args.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
-    } else {
-        gate::print_gate(&mut out, &report)?;
-    }
-    Ok(if report.passed() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_PARTIAL)
     })
 }

@@ -74,12 +74,7 @@ fn metrics(s: &Summary) -> Vec<Metric> {
             smaller_is_better: true,
         });
     }
-    let sold_out = s.sale.as_ref().and_then(|sale| {
-        let f = sale.figures.as_ref()?;
-        f.sold_out_after_surge_s
-            .get(sale.hot_sku as usize)
-            .copied()?
-    });
+    let sold_out = s.hot_sold_out_s();
     if let Some(t) = sold_out {
         m.push(Metric {
             slug: "sold_out_s",
@@ -114,33 +109,13 @@ fn said(m: &Metric) -> String {
     s
 }
 
-/// Whether a summary's verdict is what its strategy claims: a strategy that claims safety is
-/// safe, a control is caught. `Err` says what happened instead.
-fn verdict_holds(s: &Summary) -> Result<String, String> {
-    let headline = s.headline();
-    match (s.claims_safety, headline) {
-        (true, "safe") | (false, "caught (control)") => Ok(headline.to_string()),
-        // What the strategy claims (its fence saved the store), but the lock did break: said.
-        (true, "fenced") => {
-            Ok("fenced: the lock broke; the store refused every stale write".into())
-        }
-        _ => Err(format!(
-            "{}: {} (lock {}, store {})",
-            s.strategy,
-            headline,
-            crate::check::Verdict::lock_text(s.lock_verdict),
-            crate::check::Verdict::store_text(s.store_verdict)
-        )),
-    }
-}
-
 /// The JUnit report: a suite `name`, per strategy a `safety` testcase (fails when the verdict is
 /// not what the strategy claims) and one testcase per figure (passes: the figure and its
 /// interval in its output; a gate's regressions fail there).
 pub fn junit(name: &str, summaries: &[Summary]) -> Report {
     let mut suite = TestSuite::new(name);
     for s in summaries {
-        let mut safety = match verdict_holds(s) {
+        let mut safety = match s.verdict_holds() {
             Ok(h) => {
                 let mut t = TestCase::new("safety", TestCaseStatus::success());
                 t.set_system_out(h);
@@ -176,7 +151,7 @@ pub fn markdown(title: &str, summaries: &[Summary]) -> String {
     for s in summaries {
         let ms = metrics(s);
         let get = |slug: &str| ms.iter().find(|m| m.slug == slug);
-        let verdict = match verdict_holds(s) {
+        let verdict = match s.verdict_holds() {
             Ok(_) if s.headline() == "fenced" => "fenced (the lock broke)".to_string(),
             Ok(h) => h,
             Err(_) => format!("**{}**", s.headline()),
@@ -265,6 +240,23 @@ pub fn bigger_twin(path: &Path) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// A Markdown table to `path` (when given) and appended to `$GITHUB_STEP_SUMMARY` (when set),
+/// as GitHub reads it.
+pub fn write_markdown(path: Option<&Path>, md: &str) -> std::io::Result<()> {
+    if let Some(p) = path {
+        std::fs::write(p, md)?;
+    }
+    if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(p)?;
+        writeln!(f, "{md}")?;
+    }
+    Ok(())
+}
+
 impl CiOutputs {
     /// Writes every file asked for, and the Markdown to `$GITHUB_STEP_SUMMARY` when it is set
     /// (appended, as GitHub reads it). `name` names the suite and the table.
@@ -276,18 +268,7 @@ impl CiOutputs {
                 .map_err(std::io::Error::other)?;
             std::fs::write(p, xml)?;
         }
-        let md = markdown(name, summaries);
-        if let Some(p) = &self.markdown {
-            std::fs::write(p, &md)?;
-        }
-        if let Some(p) = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty()) {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)?;
-            writeln!(f, "{md}")?;
-        }
+        write_markdown(self.markdown.as_deref(), &markdown(name, summaries))?;
         if let Some(p) = &self.bmf {
             std::fs::write(p, json(&bmf(summaries)))?;
         }

@@ -19,6 +19,7 @@ pub mod layout;
 pub mod model;
 pub mod needs;
 mod needs_sale;
+pub mod paired;
 pub mod rounds;
 pub mod sale;
 mod saved;
@@ -534,6 +535,35 @@ impl Summary {
     /// One word for the row (see [`Verdict::headline`]).
     pub fn headline(&self) -> &'static str {
         self.verdict().headline(!self.claims_safety)
+    }
+
+    /// Whether the verdict is what the strategy claims: a strategy that claims safety is safe
+    /// (or fenced: its lock broke, its store refused every stale write), a control is caught.
+    /// `Err` says what happened instead.
+    pub fn verdict_holds(&self) -> Result<String, String> {
+        match (self.claims_safety, self.headline()) {
+            (true, "safe") | (false, "caught (control)") => Ok(self.headline().to_string()),
+            (true, "fenced") => {
+                Ok("fenced: the lock broke; the store refused every stale write".into())
+            }
+            (_, headline) => Err(format!(
+                "{}: {} (lock {}, store {})",
+                self.strategy,
+                headline,
+                crate::check::Verdict::lock_text(self.lock_verdict),
+                crate::check::Verdict::store_text(self.store_verdict)
+            )),
+        }
+    }
+
+    /// A sale's time from its surge until its hot item sold out; `None` outside a sale or
+    /// when it did not sell out.
+    pub fn hot_sold_out_s(&self) -> Option<f64> {
+        let sale = self.sale.as_ref()?;
+        let figures = sale.figures.as_ref()?;
+        (figures.sold_out_after_surge_s)
+            .get(sale.hot_sku as usize)
+            .copied()?
     }
 
     /// The note for overlaps of leases on different hosts' clocks that the clocks'

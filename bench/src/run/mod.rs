@@ -11,6 +11,7 @@
 pub mod compare;
 pub mod contend;
 pub mod job;
+pub mod paired;
 mod plan;
 mod progress;
 mod search;

@@ -1,0 +1,106 @@
+//! `lockbench gate`: against a stored baseline, or paired (A and B side by side now).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::runs::default_out;
+use super::{EXIT_INTERRUPTED, EXIT_PARTIAL, GateArgs};
+use crate::report::{gate, paired};
+use crate::run::paired::{PairedOptions, paired_gate};
+
+pub(super) fn cmd_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
+    if args.a.is_some() {
+        return super::with_runtime(|cancel| cmd_paired(args, cancel));
+    }
+    let (Some(baseline), Some(current)) = (&args.baseline, &args.current) else {
+        anyhow::bail!("the gate needs --baseline and --current, or --a and --b");
+    };
+    let current = gate::load_results(current).context("--current")?;
+    if args.update_baseline {
+        let n = current.len();
+        let path = gate::write_baseline(baseline, current)
+            .with_context(|| format!("write the baseline into {}", baseline.display()))?;
+        eprintln!("baseline updated: {} ({n} runs)", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let base = gate::load_results(baseline).context("--baseline")?;
+    let tol = gate::Tolerance {
+        max_throughput_drop: args.max_throughput_drop.unwrap_or(0.15),
+        max_p99_rise: args.max_p99_rise.unwrap_or(0.25),
+        alpha: args.alpha,
+    };
+    let report = gate::gate(&base, &current, tol);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        gate::print_gate(&mut out, &report)?;
+    }
+    (args.ci.outputs())
+        .write("lockbench gate", &current)
+        .context("writing the CI files")?;
+    Ok(match report.passed() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(EXIT_PARTIAL),
+    })
+}
+
+/// The paired gate: exit 0 pass, 1 a regression or a verdict not as claimed, 2 an error.
+async fn cmd_paired(
+    args: GateArgs,
+    cancel: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    let p = &args.paired;
+    let out = p.out.clone().unwrap_or_else(|| default_out("gate"));
+    p.out_args.check(&out)?;
+    if !p.workload.is_file() {
+        anyhow::bail!("--workload {}: no such file", p.workload.display());
+    }
+    if p.min_pairs > p.max_pairs {
+        anyhow::bail!(
+            "--min-pairs {} exceeds --max-pairs {}",
+            p.min_pairs,
+            p.max_pairs
+        );
+    }
+    let (a, b) = (args.a.clone().unwrap(), args.b.clone().unwrap());
+    let label = |v: &crate::run::paired::Variant| format!("{v}");
+    let opts = PairedOptions {
+        labels: (label(&a), label(&b)),
+        a,
+        b,
+        strategies: p.strategies.clone(),
+        workload: p.workload.clone(),
+        sets: p.sets.clone(),
+        seed: p.seed,
+        min_pairs: p.min_pairs as usize,
+        max_pairs: p.max_pairs as usize,
+        budget: p.budget,
+        tolerance: paired::PairedTolerance {
+            max_throughput_drop: args.max_throughput_drop.unwrap_or(0.05),
+            max_p99_rise: args.max_p99_rise.unwrap_or(0.20),
+            max_sold_out_rise: p.max_sold_out_rise,
+            confidence: 1.0 - args.alpha,
+        },
+        out: out.clone(),
+    };
+    let report = paired_gate(&opts, &cancel, &mut std::io::stderr()).await?;
+    let json_path = out.join("gate.json");
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let mut stdout = std::io::stdout().lock();
+    match args.json {
+        true => writeln!(stdout, "{}", serde_json::to_string_pretty(&report)?)?,
+        false => paired::print(&mut stdout, &report)?,
+    }
+    paired::write_ci(&report, &args.ci.outputs()).context("writing the CI files")?;
+    eprintln!("results: {}", out.display());
+    Ok(match () {
+        _ if cancel.is_cancelled() => ExitCode::from(EXIT_INTERRUPTED),
+        _ if report.passed() => ExitCode::SUCCESS,
+        _ => ExitCode::from(EXIT_PARTIAL),
+    })
+}
