@@ -88,6 +88,31 @@ jobs_gates_libraries() {
     --max-throughput-drop 99% --max-p99-rise 1000%)
   grep -q '^UNTESTED: 1 vs 1 repetitions cannot show a regression' <<<"$gate_out"
   rm -rf "$gate_dir"
+  # The paired gate (docs/gate.md): a critical section 3x longer must fail on sales/s, in
+  # its JUnit file too; the drift script's short form; two versions of one shipped library.
+  paired=$(mktemp -d)
+  paired_rc=0
+  "$LOCKBENCH_BIN" gate --a current --b set:critical_section.hold=270ms --strategies redis-setnx-watchdog \
+    --set load.duration=1s --min-pairs 6 --max-pairs 6 --out "$paired/gate" --junit "$paired/junit.xml" \
+    --markdown "$paired/summary.md" >"$paired/table" 2>&1 || paired_rc=$?
+  [ "$paired_rc" = 1 ] && grep -q 'failure message="sales_per_s B/A 0\.[0-5]' "$paired/junit.xml" || {
+    echo "test.sh: the paired gate did not fail a 3x longer critical section on sales/s (exit $paired_rc):" >&2
+    cat "$paired/table" "$paired/junit.xml" >&2; exit 1; }
+  TRIALS=1 MODE=drift HOG_AFTER=4 BASE_REPS=1 SETS="load.duration=1s" GATE_ARGS="--min-pairs 2 --max-pairs 2" \
+    OUT="$paired/drift" bash scripts/gate-drift.sh >/dev/null
+  TRIALS=1 MODE=power SETS="load.duration=1s" GATE_ARGS="--min-pairs 1 --max-pairs 1" \
+    OUT="$paired/power" bash scripts/gate-drift.sh >/dev/null
+  "$LOCKBENCH_BIN" gate --a adapter:curator --b adapter:curator-5.7 --set load.duration=1s --min-pairs 1 \
+    --max-pairs 1 --out "$paired/adapters" >"$paired/adapters.table" 2>&1 || {
+    echo "test.sh: the paired gate of Curator 5.4 against 5.7 failed:" >&2; cat "$paired/adapters.table" >&2; exit 1; }
+  grep -q '^lib:curator → lib:curator-5.7 *verdicts *1/1 ok *1/1 ok' "$paired/adapters.table"
+  # docs/gate.md's other variants, one pair each: another build, another server build.
+  "$LOCKBENCH_BIN" gate --a "bin:$(realpath "$LOCKBENCH_BIN")" --b current --strategies redis-lua-decr \
+    --set load.duration=1s --min-pairs 1 --max-pairs 1 --out "$paired/bin" >/dev/null 2>&1
+  "$LOCKBENCH_BIN" gate --a current --b server:redis=valkey-8.0 --strategies redis-lua-decr \
+    --set load.duration=1s --min-pairs 1 --max-pairs 1 --out "$paired/server" >/dev/null 2>&1
+  grep -q '"valkey' "$paired/server/pair-01/b/redis-lua-decr/summary.json"
+  rm -rf "$paired"
   power_out=$(mktemp -d)
   TRIALS=1 REPS=2 BASE_REPS=2 STRATEGIES=mysql-atomic OUT="$power_out" bash scripts/gate-power.sh >/dev/null
   rm -rf "$power_out"
