@@ -198,7 +198,9 @@ fn clock_jump_on_a_redlock_majority_double_grants() {
             .map(|f| format!("[[fault]]{f}"))
             .unwrap(),
     );
-    let chaos = dir.path().join("three-jumps.toml");
+    // The plan beside the results folder, not in it: a run refuses a folder that holds files.
+    let plans = tempfile::tempdir().unwrap();
+    let chaos = plans.path().join("three-jumps.toml");
     std::fs::write(
         &chaos,
         three.replace("duration = \"2s\"", "duration = \"1s\""),
@@ -628,7 +630,8 @@ fn pause_after_read_breaks_every_unfenced_library_and_fenced_ones_keep_the_store
         plan.contains("duration = \"2x ttl\""),
         "the shipped plan changed"
     );
-    let plan_file = dir.path().join("pause-holder-3x.toml");
+    let plans = tempfile::tempdir().unwrap();
+    let plan_file = plans.path().join("pause-holder-3x.toml");
     std::fs::write(&plan_file, plan.replace("\"2x ttl\"", "\"3x ttl\"")).unwrap();
     let all = compare(
         dir.path(),

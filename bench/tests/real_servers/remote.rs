@@ -353,7 +353,9 @@ fn a_paused_remote_holder_is_resumed_and_its_lost_lock_is_caught_across_hosts() 
             (c.offset_us - 500_000).unsigned_abs() <= c.uncertainty_us,
             "{c:?}"
         );
-        assert!(c.uncertainty_us < 100_000, "{c:?}");
+        // Far below the seconds the overlaps below are judged by; pings on a busy 2-core
+        // machine (a CPU hog beside the test) made it 109 ms once, so the margin is wide.
+        assert!(c.uncertainty_us < 300_000, "{c:?}");
     }
     // The lease lapsed under the paused holder on one "host" and holders on others took it:
     // their short leases lie seconds inside its long one, beyond any error the clocks allow.
