@@ -124,6 +124,9 @@ pub struct Change {
     pub pairs: usize,
     /// Medians over those pairs, A and B.
     pub medians: (f64, f64),
+    /// A's lowest and highest over those pairs: how far the machine moved A through the job,
+    /// a drift each pair's B shared.
+    pub a_range: (f64, f64),
     /// Median sample counts behind a p99, A and B.
     pub n: Option<(u64, u64)>,
     /// B/A: estimate, interval and what it holds; `None` below the fewest pairs.
@@ -294,10 +297,14 @@ fn change(
     });
     let threshold = m.threshold(tol);
     let decision = decide(m, ratio, threshold, medians);
+    let a_range = both.iter().fold((f64::MAX, f64::MIN), |(lo, hi), p| {
+        (lo.min(p.0), hi.max(p.0))
+    });
     Some(Change {
         metric: m,
         pairs: both.len(),
         medians,
+        a_range,
         n,
         ratio,
         decision,
@@ -410,6 +417,19 @@ pub fn print(out: &mut dyn std::io::Write, r: &PairedReport) -> std::io::Result<
         )?;
         for c in &row.changes {
             print_change(out, c)?;
+        }
+        if let Some(c) = row
+            .changes
+            .iter()
+            .find(|c| c.metric == PairedMetric::SalesPerS)
+        {
+            writeln!(
+                out,
+                "{:<24} A's own sales/s ranged {}..{} over the pairs: the drift each B shared",
+                "",
+                decimals(c.a_range.0, 3),
+                decimals(c.a_range.1, 3)
+            )?;
         }
         for n in &row.notes {
             writeln!(out, "{:<24} note: {n}", "")?;
@@ -682,6 +702,8 @@ mod tests {
             &TOL,
         );
         assert_eq!(sales(&same).decision, Decision::Pass, "{:?}", sales(&same));
+        let (lo, hi) = sales(&same).a_range;
+        assert!(lo < 0.55 * hi, "A's range shows the drift: {lo}..{hi}");
         assert!(same.passed() && same.settled());
     }
 
