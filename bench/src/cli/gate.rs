@@ -66,7 +66,15 @@ async fn cmd_paired(
             p.max_pairs
         );
     }
+    for id in p.strategies.iter().filter(|id| !id.starts_with("lib:")) {
+        crate::strategy::find(id).with_context(|| format!("--strategies {id}"))?;
+    }
     let (a, b) = (args.a.clone().unwrap(), args.b.clone().unwrap());
+    // Each side's workload as it will run, so a bad --set fails before any pair.
+    for v in [&a, &b] {
+        let sets: Vec<String> = p.sets.iter().cloned().chain(v.sets()).collect();
+        crate::workload::Workload::load(&p.workload, &sets).with_context(|| format!("{v}"))?;
+    }
     let label = |v: &crate::run::paired::Variant| format!("{v}");
     let opts = PairedOptions {
         labels: (label(&a), label(&b)),
@@ -103,4 +111,72 @@ async fn cmd_paired(
         _ if report.passed() => ExitCode::SUCCESS,
         _ => ExitCode::from(EXIT_PARTIAL),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use super::*;
+
+    fn gate(argv: &[&str]) -> anyhow::Result<ExitCode> {
+        let cli = Cli::try_parse_from([&["lockbench", "gate"], argv].concat())?;
+        let Command::Gate(args) = cli.command else {
+            panic!("not the gate");
+        };
+        cmd_gate(args)
+    }
+
+    #[test]
+    fn bad_input_is_refused_by_name_before_any_pair_runs() {
+        let out = tempfile::tempdir().unwrap();
+        let out = out.path().join("gate");
+        let o = out.to_str().unwrap();
+        let workload = concat!(env!("CARGO_MANIFEST_DIR"), "/../workloads/ci.toml");
+        let cases: [(&[&str], &str); 5] = [
+            (&["--a", "current"], "--b"),
+            (
+                &["--a", "sever:redis=7", "--b", "current"],
+                "unknown kind `sever`",
+            ),
+            (
+                &["--a", "current", "--b", "current", "--baseline", "x"],
+                "--baseline",
+            ),
+            (
+                &[
+                    "--a",
+                    "current",
+                    "--b",
+                    "set:load.clients=zz",
+                    "--workload",
+                    workload,
+                    "--out",
+                    o,
+                ],
+                "load.clients",
+            ),
+            (
+                &[
+                    "--a",
+                    "current",
+                    "--b",
+                    "current",
+                    "--strategies",
+                    "nope",
+                    "--workload",
+                    workload,
+                    "--out",
+                    o,
+                ],
+                "--strategies nope",
+            ),
+        ];
+        for (argv, needle) in cases {
+            let e = gate(argv).unwrap_err();
+            assert!(format!("{e:#}").contains(needle), "{argv:?}: {e:#}");
+        }
+        assert!(!out.exists(), "nothing ran, nothing was written");
+    }
 }

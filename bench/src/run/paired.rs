@@ -92,7 +92,7 @@ impl Variant {
     }
 
     /// The `--set`s of this side, after the gate's own.
-    fn sets(&self) -> Vec<String> {
+    pub fn sets(&self) -> Vec<String> {
         match self {
             Self::Set(sets) => sets.clone(),
             Self::Server { service, build } => vec![format!("servers.{service}={build}")],
@@ -247,8 +247,14 @@ async fn run_side(
         Ok(s) if status.success() => s,
         _ if cancel.is_cancelled() => return Err(RunError::Interrupted),
         _ => {
+            // Its own error line says why (a bad --set, a server that would not start).
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            let why = (text.lines().rev())
+                .find(|l| l.contains("error"))
+                .unwrap_or("no error line");
             return Err(RunError::Options(format!(
-                "a side's comparison failed ({status}); its output: {}",
+                "{}'s comparison failed ({status}): {why} (its output: {})",
+                v,
                 log_path.display()
             )));
         }
