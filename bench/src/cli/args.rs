@@ -334,6 +334,10 @@ pub struct PairedArgs {
     /// Results: <out>/pair-NN/<a|b>/ and gate.json. Default: results/runs/<time>-gate.
     #[arg(long, short = 'o')]
     pub out: Option<PathBuf>,
+    /// Reuse the pairs already in --out (an interrupted gate, or one judged again with other
+    /// tolerances): a side with results there is read, not run again.
+    #[arg(long, requires = "out")]
+    pub resume: bool,
     #[command(flatten)]
     pub out_args: OutArgs,
 }

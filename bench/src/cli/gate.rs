@@ -55,7 +55,9 @@ async fn cmd_paired(
 ) -> anyhow::Result<ExitCode> {
     let p = &args.paired;
     let out = p.out.clone().unwrap_or_else(|| default_out("gate"));
-    p.out_args.check(&out)?;
+    if !p.resume {
+        p.out_args.check(&out)?;
+    }
     if !p.workload.is_file() {
         anyhow::bail!("--workload {}: no such file", p.workload.display());
     }
@@ -94,6 +96,7 @@ async fn cmd_paired(
             confidence: 1.0 - args.alpha,
         },
         out: out.clone(),
+        resume: p.resume,
     };
     let report = paired_gate(&opts, &cancel, &mut std::io::stderr()).await?;
     let json_path = out.join("gate.json");

@@ -130,6 +130,9 @@ pub struct PairedOptions {
     pub tolerance: PairedTolerance,
     /// Each side's results: `<out>/pair-NN/<a|b>/`, with its log beside it.
     pub out: PathBuf,
+    /// Read a side whose results are already in `out` instead of running it again (a gate
+    /// interrupted, or judged again with other tolerances).
+    pub resume: bool,
 }
 
 /// The pairs run until the verdict is settled, the pairs run out or the budget does; the
@@ -179,6 +182,8 @@ pub async fn paired_gate(
             halves[side] = run_side(opts, v, &me, seed, &dir, cancel).await?;
         }
         let [ha, hb] = halves;
+        // The seed it ran on (a resumed pair's own).
+        let seed = ha.first().map_or(seed, |s| s.seed);
         let _ = writeln!(out, "pair {} (seed {seed}): {}", i + 1, pair_line(&ha, &hb));
         pairs.push((ha, hb));
     }
@@ -205,6 +210,11 @@ async fn run_side(
     cancel: &CancellationToken,
 ) -> Result<Vec<crate::report::Summary>, RunError> {
     let strategies = v.strategies(&opts.strategies);
+    if opts.resume && dir.join("compare.json").is_file() {
+        let summaries =
+            crate::report::gate::load_results(dir).map_err(|e| RunError::Options(e.to_string()))?;
+        return in_order(&strategies, summaries, dir);
+    }
     let log_path = dir.with_extension("log");
     std::fs::create_dir_all(dir).map_err(super::write_err(dir))?;
     let log = std::fs::File::create(&log_path).map_err(super::write_err(&log_path))?;
@@ -259,16 +269,21 @@ async fn run_side(
             )));
         }
     };
-    strategies
-        .iter()
+    in_order(&strategies, summaries, dir)
+}
+
+/// A side's summaries in the order of its strategies; an error names a missing one.
+fn in_order(
+    strategies: &[String],
+    summaries: Vec<crate::report::Summary>,
+    dir: &Path,
+) -> Result<Vec<crate::report::Summary>, RunError> {
+    (strategies.iter())
         .map(|id| {
-            summaries
-                .iter()
-                .find(|s| &s.strategy == id)
-                .cloned()
-                .ok_or_else(|| {
-                    RunError::Options(format!("{} has no result of {id}", dir.display()))
-                })
+            let found = summaries.iter().find(|s| &s.strategy == id).cloned();
+            found.ok_or_else(|| {
+                RunError::Options(format!("{} has no result of {id}", dir.display()))
+            })
         })
         .collect()
 }
