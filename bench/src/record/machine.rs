@@ -127,10 +127,12 @@ pub struct Psi {
 static TAKEN: OnceLock<Machine> = OnceLock::new();
 
 /// This process's fingerprint: measured by the first caller (a command's start, before any
-/// server starts) with [`Budget::FULL`] in [`data_folder`], the same one for every later run
-/// of the command. Blocks for the probe: call it off the async runtime's workers.
-pub fn at_start() -> &'static Machine {
-    TAKEN.get_or_init(|| probe(&Budget::FULL, &data_folder()))
+/// server starts) with [`Budget::FULL`], its disk in [`data_folder`] when the servers are
+/// `local` (not a target's, elsewhere), the same one for every later run of the command.
+/// Blocks for the probe: call it off the async runtime's workers.
+pub fn at_start(local: bool) -> &'static Machine {
+    let folder = data_folder();
+    TAKEN.get_or_init(|| probe(&Budget::FULL, local.then_some(folder.as_path())))
 }
 
 /// The fingerprint [`at_start`] took, if a caller of this process did.
@@ -145,15 +147,20 @@ pub fn data_folder() -> std::path::PathBuf {
 }
 
 /// Measures the machine: the PSI first (at rest, before the probe's own load), then the CPU,
-/// the loopback and the disk in `dir`.
-pub fn probe(budget: &Budget, dir: &Path) -> Machine {
+/// the loopback and the disk in `dir` (none: the servers' disks are not this machine's).
+pub fn probe(budget: &Budget, dir: Option<&Path>) -> Machine {
     let began = Instant::now();
     let mut unmeasured = Vec::new();
     let psi = kept(&mut unmeasured, "psi", read_psi());
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu_score = Some(cpu_score(budget));
     let loopback = kept(&mut unmeasured, "loopback", loopback(budget));
-    let fdatasync = kept(&mut unmeasured, "fdatasync", disk_sync(budget, dir));
+    let disk = dir.ok_or_else(|| "the servers are a target's, not on this machine".to_string());
+    let fdatasync = kept(
+        &mut unmeasured,
+        "fdatasync",
+        disk.and_then(|d| disk_sync(budget, d)),
+    );
     Machine {
         cpu_model: cpu_model(&cpuinfo).unwrap_or_else(|| "unknown".into()),
         cores: cores(&cpuinfo),
@@ -442,7 +449,7 @@ mod tests {
             loopback_count: 50,
         };
         let dir = tempfile::tempdir().unwrap();
-        let m = probe(&short, dir.path());
+        let m = probe(&short, Some(dir.path()));
         assert!(
             m.cpu_score.as_ref().is_some_and(|c| c.m_per_s > 0.0),
             "{m:?}"
@@ -457,12 +464,21 @@ mod tests {
         assert!(m.cores >= 1 && m.usable_cores >= 1, "{m:?}");
         // The probe's file is gone; a folder that cannot take one is said, not fatal.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-        let m = probe(&short, Path::new("/nonexistent/lockbench"));
+        let m = probe(&short, Some(Path::new("/nonexistent/lockbench")));
         assert!(m.fdatasync.is_none());
         assert!(
             m.unmeasured
                 .iter()
                 .any(|u| u.starts_with("fdatasync: create a file in /nonexistent/lockbench")),
+            "{:?}",
+            m.unmeasured
+        );
+        // A target's servers write to their own disks: this one's is not theirs.
+        let m = probe(&short, None);
+        assert!(m.fdatasync.is_none() && m.loopback.is_some());
+        assert!(
+            (m.unmeasured.iter())
+                .any(|u| u == "fdatasync: the servers are a target's, not on this machine"),
             "{:?}",
             m.unmeasured
         );

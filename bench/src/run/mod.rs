@@ -96,7 +96,7 @@ pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary,
         return run_on(plan, &source, cancel).await;
     };
     let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
-    take_fingerprint().await;
+    take_fingerprint(false).await;
     target::claim(&endpoints).await?;
     let nodes = target::describe(&endpoints).await;
     let session = Session::on(Servers::given(endpoints.clone(), nodes));
@@ -130,17 +130,18 @@ pub async fn run_on(
 /// The sim's in-process strategies take none: its tests stay fast and probe no disk.
 pub(crate) async fn fingerprint(source: &Source) {
     if !matches!(source, Source::InProcess(_)) {
-        take_fingerprint().await;
+        take_fingerprint(true).await;
     }
 }
 
-/// [`fingerprint`] for servers that exist already (a target's).
-async fn take_fingerprint() {
+/// [`fingerprint`]; `local`: whether the servers run on this machine (not a target's), so
+/// their disk is the one to probe.
+async fn take_fingerprint(local: bool) {
     if crate::record::machine::taken().is_some() {
         return;
     }
-    let probe = tokio::task::spawn_blocking(|| {
-        crate::record::machine::at_start();
+    let probe = tokio::task::spawn_blocking(move || {
+        crate::record::machine::at_start(local);
     });
     if let Err(e) = probe.await {
         tracing::warn!("machine fingerprint: {e}");
