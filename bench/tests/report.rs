@@ -716,6 +716,7 @@ fn synthetic_sweep() -> report::sweep::Sweep {
         workload_file: "workloads/flash-sale.toml".into(),
         entries,
         elapsed_s: 900.0,
+        machine: None,
     }
 }
 
@@ -918,6 +919,7 @@ mod job {
                 ),
             ],
             elapsed_s: 42.0,
+            machine: None,
         }
     }
 
@@ -1254,4 +1256,93 @@ fn server_work_shows_per_grant_with_its_samples() {
     assert!(table.contains("<td class=\"n\">321</td><td class=\"n\">4.02 commands</td>"));
     assert!(table.contains("publish 1"));
     assert!(table.contains("not available: no login"));
+}
+
+/// The machine a command ran on heads the page and the printed table, read from summary.json;
+/// a summary from before the fingerprint loads, and shows none.
+#[test]
+fn the_page_and_the_table_name_the_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = write_run(dir.path(), &Fake::held("redis-setnx", 790.0), 100);
+    let old = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
+    assert!(!old.contains("id=\"machine\""));
+    s.machine = Some(test_machine());
+    report::write_summary(dir.path(), &s).unwrap();
+    let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
+    let line = "machine: Test CPU &lt;9&gt;, 2 cores, cpu score 400 M/s, fdatasync not measured, \
+                loopback p50 30 µs p99 80 µs (n=5000), psi not measured";
+    let at = html.find(&format!("<p class=\"machine\" id=\"machine\">{line}</p>"));
+    assert!(
+        at.is_some_and(|at| at < html.find("<h2").unwrap()),
+        "{html}"
+    );
+    let read: Summary =
+        serde_json::from_slice(&std::fs::read(dir.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(read.machine, s.machine);
+    let mut table = Vec::new();
+    report::print_table(&mut table, &[read.clone(), read]).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    let mut lines = table.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("machine: Test CPU <9>, 2 cores")
+    );
+    assert!(
+        lines.next().unwrap().starts_with("strategy "),
+        "one line: {table}"
+    );
+}
+
+/// A machine whose disk could not be probed.
+fn test_machine() -> lockbench::record::machine::Machine {
+    use lockbench::record::machine::{CpuScore, Latency, Machine};
+    Machine {
+        cpu_model: "Test CPU <9>".into(),
+        cores: 2,
+        usable_cores: 2,
+        cpu_score: Some(CpuScore {
+            m_per_s: 400.0,
+            rounds: 16,
+            optimized: true,
+        }),
+        fdatasync: None,
+        loopback: Some(Latency {
+            n: 5000,
+            p50_us: 30.0,
+            p99_us: 80.0,
+            max_us: 200.0,
+        }),
+        psi: None,
+        unmeasured: vec!["fdatasync: create a file in /ro: read-only".into()],
+        probe_s: 0.6,
+    }
+}
+
+/// A sweep's machine is kept in sweep.json, heads its capacity table and its page.
+#[test]
+fn a_sweep_names_its_machine_in_the_table_and_on_the_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sweep = synthetic_sweep();
+    sweep.machine = Some(test_machine());
+    sweep.write(dir.path()).unwrap();
+    let read = report::sweep::Sweep::read(dir.path()).unwrap();
+    assert_eq!(read.machine, sweep.machine);
+    let mut table = Vec::new();
+    report::sweep::print_capacity(&mut table, &read).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("machine: Test CPU <9>, 2 cores"),
+        "{table}"
+    );
+    let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
+    assert!(
+        html.contains("id=\"machine\">machine: Test CPU &lt;9&gt;"),
+        "{html}"
+    );
 }

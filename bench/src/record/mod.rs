@@ -11,6 +11,7 @@
 pub mod contention;
 mod history;
 mod lease_rows;
+pub mod machine;
 #[cfg(test)]
 mod merge_tests;
 mod outcome;

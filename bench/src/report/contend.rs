@@ -49,6 +49,9 @@ pub struct Contend {
     /// One entry per strategy, in the order run.
     #[serde(default)]
     pub entries: Vec<ContendEntry>,
+    /// The machine it ran on, measured at its start (absent in older files and the sim's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<super::Machine>,
 }
 
 /// One strategy's levels.

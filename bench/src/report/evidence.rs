@@ -761,6 +761,7 @@ pub(crate) mod fixtures {
             workload_file: "workloads/flash-sale.toml".into(),
             entries,
             elapsed_s: 60.0,
+            machine: None,
         }
     }
 }

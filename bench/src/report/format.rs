@@ -250,9 +250,116 @@ pub fn too_few_note() -> String {
     )
 }
 
+/// A probe's p50 and p99 (µs) in one unit, the p99's: `p50 31 µs p99 80 µs`, `p50 0.91 ms p99
+/// 3.1 ms` (ms from a 1 ms p99 up).
+pub fn probe_pair(p50_us: f64, p99_us: f64) -> String {
+    let (unit, v): (&str, fn(f64) -> String) = if p99_us >= 1_000.0 {
+        ("ms", |us| decimals(us / 1_000.0, 2))
+    } else {
+        ("µs", |us| decimals(us, 1))
+    };
+    format!("p50 {} {unit} p99 {} {unit}", v(p50_us), v(p99_us))
+}
+
+/// The machine a command ran on, in one line (the printed tables' first line, report.html's
+/// top): `machine: AMD EPYC 7B13, 2 cores, cpu score 412 M/s, fdatasync p50 0.9 ms p99 3.1 ms
+/// (n=800, ext4), loopback p50 31 µs p99 80 µs (n=5000), psi cpu 3% io 0%`.
+pub fn machine(m: &crate::record::machine::Machine) -> String {
+    let cores = if m.usable_cores > 0 && m.usable_cores != m.cores {
+        format!("{} cores ({} usable)", m.cores, m.usable_cores)
+    } else {
+        format!("{} cores", m.cores)
+    };
+    let mut parts = vec![m.cpu_model.clone(), cores];
+    parts.push(m.cpu_score.as_ref().map_or_else(
+        || "cpu score not measured".into(),
+        |c| {
+            let debug = if c.optimized { "" } else { " (debug build)" };
+            format!("cpu score {} M/s{debug}", decimals(c.m_per_s, 0))
+        },
+    ));
+    let p = |l: &crate::record::machine::Latency| probe_pair(l.p50_us, l.p99_us);
+    parts.push(m.fdatasync.as_ref().map_or_else(
+        || "fdatasync not measured".into(),
+        |d| {
+            let fs =
+                d.fs.as_deref()
+                    .map(|f| format!(", {f}"))
+                    .unwrap_or_default();
+            format!("fdatasync {} (n={}{fs})", p(&d.latency), d.latency.n)
+        },
+    ));
+    parts.push(m.loopback.as_ref().map_or_else(
+        || "loopback not measured".into(),
+        |l| format!("loopback {} (n={})", p(l), l.n),
+    ));
+    parts.push(m.psi.as_ref().map_or_else(
+        || "psi not measured".into(),
+        |s| {
+            let io = s.io_pct.map(|v| format!(" io {}%", decimals(v, 0)));
+            format!(
+                "psi cpu {}%{}",
+                decimals(s.cpu_pct, 0),
+                io.unwrap_or_default()
+            )
+        },
+    ));
+    format!("machine: {}", parts.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_machine_reads_as_one_line_and_says_what_it_did_not_measure() {
+        use crate::record::machine::{CpuScore, DiskSync, Latency, Machine, Psi};
+        let lat = |n, p50_us, p99_us| Latency {
+            n,
+            p50_us,
+            p99_us,
+            max_us: p99_us,
+        };
+        let mut m = Machine {
+            cpu_model: "AMD EPYC 7B13".into(),
+            cores: 2,
+            usable_cores: 2,
+            cpu_score: Some(CpuScore {
+                m_per_s: 412.26,
+                rounds: 16,
+                optimized: true,
+            }),
+            fdatasync: Some(DiskSync {
+                path: "/tmp".into(),
+                fs: Some("ext4".into()),
+                write_bytes: 2300,
+                latency: lat(800, 912.0, 3_100.0),
+            }),
+            loopback: Some(lat(5000, 31.0, 80.4)),
+            psi: Some(Psi {
+                cpu_pct: 3.2,
+                io_pct: Some(0.0),
+                memory_pct: None,
+            }),
+            unmeasured: Vec::new(),
+            probe_s: 2.6,
+        };
+        assert_eq!(
+            machine(&m),
+            "machine: AMD EPYC 7B13, 2 cores, cpu score 412 M/s, fdatasync p50 0.91 ms p99 3.1 ms \
+             (n=800, ext4), loopback p50 31 µs p99 80.4 µs (n=5000), psi cpu 3% io 0%"
+        );
+        (m.fdatasync, m.psi, m.usable_cores) = (None, None, 1);
+        m.cpu_score.as_mut().unwrap().optimized = false;
+        let line = machine(&m);
+        assert!(
+            line.contains("2 cores (1 usable)")
+                && line.contains("M/s (debug build)")
+                && line.contains("fdatasync not measured")
+                && line.ends_with("psi not measured"),
+            "{line}"
+        );
+    }
 
     #[test]
     fn a_probe_reads_as_medians_and_the_spread_during_the_fault() {

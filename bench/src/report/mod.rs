@@ -49,6 +49,7 @@ use crate::check::{
 };
 use crate::cluster::{NodeInfo, Provisioner};
 use crate::record::contention::Contention;
+pub use crate::record::machine::Machine;
 use crate::record::utilization::{Coverage, Utilization};
 use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
 use crate::strategy::StrategyInfo;
@@ -233,6 +234,10 @@ pub struct Summary {
     /// shape other than steady), absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sale: Option<sale::Sale>,
+    /// The machine the command ran on, measured once at its start (`record::machine`,
+    /// docs/results.md); absent in older summaries and in runs of the in-memory sim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
 }
 
 /// Consensus writes during the load: what a lock costs its consensus service per sale.
@@ -337,6 +342,7 @@ impl Summary {
         let every = every_arrival(&started, drive.not_started, drive.elapsed);
         let verdict = judge(&p);
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
+        let utilization = utilization(&p);
         let largest = double_grants.within_clock_uncertainty_largest.clone();
         Self {
             schema: SCHEMA.into(),
@@ -362,9 +368,7 @@ impl Summary {
             clocks: p.clocks,
             reads,
             torn_reads: stats.count(Outcome::TORN_READ),
-            utilization: info
-                .locks
-                .then(|| p.coverage.utilization(w.inventory.skus, drive.elapsed)),
+            utilization,
             contention: p.contention.filter(|_| info.locks).cloned(),
             lock_wait: LockWait::of(info, w),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
@@ -398,8 +402,15 @@ impl Summary {
             library: None,
             broken: drive.broken.clone(),
             sale: None,
+            machine: None,
         }
     }
+}
+
+/// Share of each SKU's selling window some holder was inside its lease; `None` without a lock.
+fn utilization(p: &RunParts<'_>) -> Option<Utilization> {
+    let skus = p.workload.inventory.skus;
+    (p.info.locks).then(|| p.coverage.utilization(skus, p.drive.elapsed))
 }
 
 /// When the stock ran out, in seconds from the start; None while some was left.

@@ -634,6 +634,9 @@ pub struct Sweep {
     pub entries: Vec<Entry>,
     /// Wall-clock seconds the sweep took.
     pub elapsed_s: f64,
+    /// The machine it ran on, measured at its start (absent in older sweeps and the sim's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<super::Machine>,
 }
 
 impl Entry {
@@ -705,6 +708,9 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
         sweep.slo.label(),
         decimals(sweep.search.confidence * 100.0, 3)
     )?;
+    if let Some(m) = &sweep.machine {
+        writeln!(out, "{}", super::format::machine(m))?;
+    }
     let width = sweep
         .entries
         .iter()

@@ -4,8 +4,8 @@ use std::io::Write;
 
 use super::Summary;
 use super::format::{
-    latency_cell, latency_parts, ms_exact, ms_table, or_dash, percent, probe_rtt, rate_cell, secs,
-    secs_table, too_few_note,
+    latency_cell, latency_parts, machine, ms_exact, ms_table, or_dash, percent, probe_rtt,
+    rate_cell, secs, secs_table, too_few_note,
 };
 use crate::check::Verdict;
 use crate::record::Pct;
@@ -259,9 +259,22 @@ pub fn print_table_as(out: &mut impl Write, rows: &[Summary], width: Width) -> s
         Width::Compact => compact_lines(rows),
         Width::Wide => wide_lines(rows),
     };
+    print_machines(out, rows)?;
     render(out, &lines)?;
     print_lines(out, rows)?;
     print_notes(out, rows)
+}
+
+/// The machines the rows ran on, one line each above the table (one for a command's runs).
+fn print_machines(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
+    let mut said = Vec::new();
+    for line in rows.iter().filter_map(|s| s.machine.as_ref()).map(machine) {
+        if !said.contains(&line) {
+            writeln!(out, "{line}")?;
+            said.push(line);
+        }
+    }
+    Ok(())
 }
 
 fn compact_lines(rows: &[Summary]) -> Vec<Vec<String>> {

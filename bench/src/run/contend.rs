@@ -173,6 +173,7 @@ pub async fn contend_on(
 ) -> Result<Contend, RunError> {
     let began = Instant::now();
     std::fs::create_dir_all(&opts.out).map_err(super::write_err(&opts.out))?;
+    super::fingerprint(source).await;
     let mut c = Contend {
         schema: CONTEND_SCHEMA.to_string(),
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -185,6 +186,7 @@ pub async fn contend_on(
         elapsed_s: 0.0,
         interrupted: false,
         entries: Vec::new(),
+        machine: crate::record::machine::taken().cloned(),
     };
     for id in &opts.strategies {
         if cancel.is_cancelled() {

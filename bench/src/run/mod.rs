@@ -96,6 +96,7 @@ pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary,
         return run_on(plan, &source, cancel).await;
     };
     let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
+    take_fingerprint(false).await;
     target::claim(&endpoints).await?;
     let nodes = target::describe(&endpoints).await;
     let session = Session::on(Servers::given(endpoints.clone(), nodes));
@@ -121,6 +122,30 @@ pub async fn run_on(
     let _log = begin(plan)?;
     let session = Session::for_plan(source, plan, cancel).await?;
     one_trial(plan, session, cancel).await
+}
+
+/// The machine's fingerprint (`record::machine`), taken by the first session of this process
+/// (a command: its first run, sweep or contend) before its servers start, and carried by
+/// every summary, sweep.json and contend.json it writes.
+/// The sim's in-process strategies take none: its tests stay fast and probe no disk.
+pub(crate) async fn fingerprint(source: &Source) {
+    if !matches!(source, Source::InProcess(_)) {
+        take_fingerprint(true).await;
+    }
+}
+
+/// [`fingerprint`]; `local`: whether the servers run on this machine (not a target's), so
+/// their disk is the one to probe.
+async fn take_fingerprint(local: bool) {
+    if crate::record::machine::taken().is_some() {
+        return;
+    }
+    let probe = tokio::task::spawn_blocking(move || {
+        crate::record::machine::at_start(local);
+    });
+    if let Err(e) = probe.await {
+        tracing::warn!("machine fingerprint: {e}");
+    }
 }
 
 /// The one trial of a run's `session`, which ends with it.
@@ -653,6 +678,7 @@ fn results(
     if let Some(sale) = summary.sale.as_mut() {
         sale.pay = audited.pay;
     }
+    summary.machine = crate::record::machine::taken().cloned();
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

@@ -164,6 +164,7 @@ impl Session {
         mut co: ClusterOptions,
         cancel: &CancellationToken,
     ) -> Result<Session, RunError> {
+        super::fingerprint(source).await;
         let (servers, file) = match source {
             Source::Start {
                 provision,

@@ -176,6 +176,21 @@ pub async fn sweep(
     sweep_on(opts, &source, WARM_UP_ROUND, cancel, log).await
 }
 
+/// The sweep before its first strategy, on the machine its session measured.
+fn empty(opts: &SweepOptions) -> Sweep {
+    Sweep {
+        schema: SWEEP_SCHEMA.to_string(),
+        lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        slo: opts.slo,
+        search: opts.search,
+        workload_file: opts.workload_file.clone(),
+        entries: Vec::new(),
+        elapsed_s: 0.0,
+        machine: crate::record::machine::taken().cloned(),
+    }
+}
+
 /// [`sweep`] on servers from `source` (the sim's tests: none), warm-up rounds of
 /// `warm_up_round` each (zero: no warm-up).
 pub async fn sweep_on(
@@ -195,16 +210,7 @@ pub async fn sweep_on(
     // One set of servers for every step of every strategy: the same machines, warmed once.
     let logs = out.join("logs");
     let mut session = Session::open(source, &opts.workload, needs, logs, cancel).await?;
-    let mut sweep = Sweep {
-        schema: SWEEP_SCHEMA.to_string(),
-        lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        slo: opts.slo,
-        search: opts.search,
-        workload_file: opts.workload_file.clone(),
-        entries: Vec::new(),
-        elapsed_s: 0.0,
-    };
+    let mut sweep = empty(opts);
     let mut searched = Vec::new();
     let n = opts.strategies.len();
     for (i, id) in opts.strategies.iter().enumerate() {

@@ -1,10 +1,13 @@
 //! The command line: bad input is refused naming file, field and the expected form, `list`
 //! names every strategy, and `gate` fails on a regression (no servers needed); a calm run
-//! keeps every library's log off the terminal (real servers).
+//! keeps every library's log off the terminal (real servers); a command's summaries carry the
+//! machine it measured once at its start, printed above its table.
 
 use std::path::Path;
 
-use crate::common::{assert_rejected, consensus_servers_available, lockbench, workload_file};
+use crate::common::{
+    assert_rejected, consensus_servers_available, lockbench, servers_available, workload_file,
+};
 
 #[test]
 fn bad_input_exits_non_zero_naming_file_field_and_form() {
@@ -364,4 +367,72 @@ fn a_calm_run_keeps_library_logs_off_the_terminal() {
     for id in &strategies[1..] {
         assert_eq!(zk_lines(&log(id)), 0, "{id}:\n{}", log(id));
     }
+}
+
+/// A comparison measures the machine once, before its first server starts: both runs'
+/// summaries carry the same fingerprint, every probe answered with samples, the table and the
+/// page name it on their first line.
+#[test]
+fn a_command_measures_its_machine_once_and_every_summary_carries_it() {
+    if !servers_available() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = lockbench()
+        .args(["compare", "--strategies", "redis-setnx,mysql-atomic"])
+        .args([
+            "--set",
+            "load.duration=1s",
+            "--set",
+            "load.rate=100",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let read = |id: &str| -> lockbench::report::Summary {
+        let path = dir.path().join(id).join("summary.json");
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    };
+    let (one, two) = (read("redis-setnx"), read("mysql-atomic"));
+    let m = one.machine.expect("summary.json carries the machine");
+    assert_eq!(
+        Some(&m),
+        two.machine.as_ref(),
+        "one fingerprint per command"
+    );
+    assert!(
+        m.cores >= 1 && m.usable_cores >= 1 && !m.cpu_model.is_empty(),
+        "{m:?}"
+    );
+    assert!(
+        m.cpu_score.as_ref().is_some_and(|c| c.m_per_s > 1.0),
+        "{m:?}"
+    );
+    let disk = m.fdatasync.as_ref().expect("the temp folder takes writes");
+    let l = &disk.latency;
+    assert!(l.n >= 10 && l.p50_us > 0.0, "{disk:?}");
+    assert!(l.p50_us <= l.p99_us && l.p99_us <= l.max_us, "{disk:?}");
+    assert_eq!(disk.path, std::env::temp_dir().display().to_string());
+    let lo = m.loopback.as_ref().expect("loopback answers");
+    assert!(
+        lo.n >= 10 && lo.p50_us > 0.0 && lo.p50_us <= lo.p99_us,
+        "{lo:?}"
+    );
+    // About 2 s of disk, a fraction of a second for the rest; bounded however slow.
+    assert!(m.probe_s > 0.0 && m.probe_s < 6.0, "{m:?}");
+    let table = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = table.lines().collect();
+    let at = lines.iter().position(|l| l.starts_with("machine: "));
+    assert!(
+        at.is_some_and(|i| lines.get(i + 1).is_some_and(|h| h.starts_with("strategy"))),
+        "the machine heads the table: {table}"
+    );
+    let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("id=\"machine\">machine: "),
+        "the page names it"
+    );
 }

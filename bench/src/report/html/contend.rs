@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::page::{caption, esc, figure, page_end, page_start};
+use super::page::{caption, esc, figure, machines, page_end, page_start};
 use crate::record::Pct;
 use crate::report::charts;
 use crate::report::contend::{Contend, ContendEntry, LevelTrial, acquire_cell, jain_cell};
@@ -22,6 +22,7 @@ pub(super) fn render(dir: &Path, c: &Contend) -> Result<String, ReportError> {
             c.entries.len()
         ),
     );
+    machines(&mut h, c.machine.as_ref());
     how_to_read(&mut h, c);
     problems(&mut h, c);
     for chart in charts::render_contend(c, &dir.join("charts"))? {

@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use super::environment as env;
 use super::needs::advice;
-use super::page::{by_family, caption, esc, figure, page_end, page_start, said_html};
+use super::page::{by_family, caption, esc, figure, machines, page_end, page_start, said_html};
 use super::tables::{
     Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table,
     utilization,
@@ -33,6 +33,7 @@ pub(super) fn render(job: &Job, model: &Model) -> Result<String, ReportError> {
             model.strategies.len()
         ),
     );
+    machines(&mut h, job_machines(job));
     how_to_read(&mut h, job, model.needs.is_some());
     problems(&mut h, job);
     summary(&mut h, &model.strategies);
@@ -51,6 +52,16 @@ pub(super) fn render(job: &Job, model: &Model) -> Result<String, ReportError> {
          <code>calm/charts/</code> (the calm run).",
     );
     Ok(h)
+}
+
+/// The machines a job's parts ran on: the sweep's, then every run's (one, for one command).
+fn job_machines(job: &Job) -> impl Iterator<Item = &crate::report::Machine> {
+    let parts = job.sale.iter().chain(&job.chaos).map(|(_, p)| p);
+    let runs = job.calm.iter().chain(parts).flat_map(|p| &p.runs);
+    let sweep = job.sweep.as_ref().and_then(|s| s.machine.as_ref());
+    sweep
+        .into_iter()
+        .chain(runs.filter_map(|r| r.summary.machine.as_ref()))
 }
 
 fn how_to_read(h: &mut String, job: &Job, needs: bool) {

@@ -67,6 +67,21 @@ pub(super) fn page_start(h: &mut String, title: &str) {
     );
 }
 
+/// The machines the page's results ran on, one line each under the title (one for the runs of
+/// one command; none for results older than the fingerprint).
+pub(super) fn machines<'a>(
+    h: &mut String,
+    all: impl IntoIterator<Item = &'a crate::report::Machine>,
+) {
+    let mut said = Vec::new();
+    for line in all.into_iter().map(crate::report::format::machine) {
+        if !said.contains(&line) {
+            let _ = writeln!(h, "<p class=\"machine\" id=\"machine\">{}</p>", esc(&line));
+            said.push(line);
+        }
+    }
+}
+
 /// The page's end: what rendered it and how to render it again (`extra` is HTML).
 pub(super) fn page_end(h: &mut String, dir: &Path, extra: &str) {
     let _ = writeln!(

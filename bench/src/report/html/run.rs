@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::environment::{environment, write_effective_workload};
-use super::page::{caption, esc, family_of, figure, page_end, page_start};
+use super::page::{caption, esc, family_of, figure, machines, page_end, page_start};
 use super::tables::{
     TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table, utilization,
 };
@@ -40,6 +40,10 @@ fn page(
         format!("lockbench run: {}", first.strategy)
     };
     page_start(&mut h, &title);
+    machines(
+        &mut h,
+        runs.iter().filter_map(|r| r.summary.machine.as_ref()),
+    );
     let _ = writeln!(
         h,
         "<p>Workload <code>{}</code>{}; started {}; seed {}. Latency is measured from each \

@@ -10,6 +10,9 @@ use crate::report::versions::{Build, HEADERS, NOTE, cells, lines};
 pub(super) fn render(dir: &Path, builds: &[Build]) -> String {
     let mut h = String::new();
     page_start(&mut h, "lockbench versions: server builds side by side");
+    // Each build's sweep measured the machine at its start: one line per machine.
+    let sweeps = builds.iter().filter_map(|b| b.sweep.machine.as_ref());
+    super::page::machines(&mut h, sweeps);
     let _ = writeln!(
         h,
         "<p>The same strategies, workload and SLO on each server build, one after the other on \
