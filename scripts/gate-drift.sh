@@ -66,8 +66,9 @@ for t in $(seq 1 "$TRIALS"); do
   [ "$rc" -le 1 ] || { echo "gate-drift: trial $t: the gate failed to run (exit $rc): $dir.log" >&2; exit 1; }
   pairs=$(grep -m1 '"pairs":' "$dir.json" | grep -o '[0-9]*')
   pairs_total=$((pairs_total + pairs))
-  ratio=$(tr -d ' \n' <"$dir.json" | grep -o '"metric":"sales_per_s"[^]]*"ratio":{[^}]*}' | head -1 \
-          | grep -o '"estimate":[0-9.e-]*,"lower":[0-9.e-]*,"upper":[0-9.e-]*' | tr -d '"' || true)
+  # The first strategy's sales/s (the first figure of gate.json's first row).
+  ratio=$(tr -d ' \n' <"$dir.json" | grep -o '"ratio":{"estimate":[0-9.e-]*,"lower":[0-9.e-]*,"upper":[0-9.e-]*' \
+          | head -1 | sed 's/"ratio":{//' | tr -d '"' || true)
   line="trial $t: paired $([ "$rc" = 0 ] && echo pass || echo FAIL) after $pairs pairs, $((SECONDS - began)) s (sales/s B/A $ratio)"
   [ "$rc" = 0 ] && passed=$((passed + 1))
   if [ "$MODE" = drift ]; then

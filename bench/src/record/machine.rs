@@ -275,9 +275,17 @@ fn loopback(budget: &Budget) -> Result<Latency, String> {
 /// Small sequential writes to a new file in `dir`, each followed by fdatasync (fio's
 /// `--ioengine=sync --fdatasync=1 --bs=2300`); the file is removed after.
 fn disk_sync(budget: &Budget, dir: &Path) -> Result<DiskSync, String> {
+    // In a run folder of its own, marked with this process: one left by a killed probe is
+    // removed at the next start, as a killed run's are (`cluster::leftovers`).
+    let folder = tempfile::Builder::new()
+        .prefix("lockbench-run-probe-")
+        .tempdir_in(dir)
+        .map_err(|e| format!("create a folder in {}: {e}", dir.display()))?;
+    crate::cluster::owner::Owner::mark(folder.path())
+        .map_err(|e| format!("mark {}: {e}", folder.path().display()))?;
     let mut file = tempfile::Builder::new()
-        .prefix("lockbench-fsync-probe-")
-        .tempfile_in(dir)
+        .prefix("fsync-probe-")
+        .tempfile_in(folder.path())
         .map_err(|e| format!("create a file in {}: {e}", dir.display()))?;
     let block = [0x5au8; FSYNC_WRITE_BYTES];
     let mut hist = histogram();
@@ -462,14 +470,14 @@ mod tests {
             "{lo:?}"
         );
         assert!(m.cores >= 1 && m.usable_cores >= 1, "{m:?}");
-        // The probe's file is gone; a folder that cannot take one is said, not fatal.
+        // The probe's folder and file are gone; a folder that cannot take one is said, not fatal.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         let m = probe(&short, Some(Path::new("/nonexistent/lockbench")));
         assert!(m.fdatasync.is_none());
         assert!(
             m.unmeasured
                 .iter()
-                .any(|u| u.starts_with("fdatasync: create a file in /nonexistent/lockbench")),
+                .any(|u| u.starts_with("fdatasync: create a folder in /nonexistent/lockbench")),
             "{:?}",
             m.unmeasured
         );
