@@ -146,9 +146,53 @@ jobs_gates_libraries() {
   rm -rf "$remote_out"
 }
 
+# Trends across commits (docs/ci-formats.md): 30 made-up comparisons (the committed fixture
+# summary, renamed and retimed, a day apart), in each a strategy whose sales/s steps down 20 %
+# at run 20 and one that stays level, both with the same ±3 % wiggle. `lockbench history` lines
+# them up, Otava (scripts/ci-tools) must find the step at run 20, and nothing in the level one.
+trends() {
+  local t otava
+  t=$(mktemp -d)
+  otava=scripts/ci-tools/.venv/bin/otava
+  python3 - "$t/series" <<'PY'
+import json, os, sys
+base = json.load(open("bench/tests/fixtures/summary.json"))
+for i in range(30):
+    wiggle = 1 + 0.006 * ((i * 7) % 11 - 5)
+    runs = []
+    for strategy, level in (("stepped", 1000.0 if i < 20 else 800.0), ("level", 500.0)):
+        s = json.loads(json.dumps(base))
+        s["strategy"] = strategy
+        s["started_at"] = f"2026-01-{i + 1:02d}T12:00:00.000Z"
+        s["throughput"]["sales_per_s"] = round(level * wiggle, 1)
+        runs.append(s)
+    os.makedirs(f"{sys.argv[1]}/{i:02d}")
+    json.dump(runs, open(f"{sys.argv[1]}/{i:02d}/compare.json", "w"))
+PY
+  mkdir -p "$t/results/runs"
+  for strategy in stepped level; do
+    "$LOCKBENCH_BIN" history "$t/series" --strategies "$strategy" --out "$t/results/runs/history.csv"
+    test "$(wc -l <"$t/results/runs/history.csv")" = 31
+    (cd "$t" && "$OLDPWD/$otava" analyze --config-file "$OLDPWD/scripts/ci-tools/otava.yaml" --output json lockbench) \
+      >"$t/$strategy.json" 2>"$t/otava.log" || { cat "$t/otava.log" >&2; exit 1; }
+  done
+  python3 - "$t" <<'PY'
+import json, sys
+from datetime import datetime, timezone
+t = sys.argv[1]
+changes = lambda s: [c for p in json.load(open(f"{t}/{s}.json"))["lockbench"] for c in p["changes"]]
+step = changes("stepped")
+at = int(datetime(2026, 1, 21, 12, tzinfo=timezone.utc).timestamp())
+assert [(c["metric"], c["index"], c["time"]) for c in step] == [("sales_per_s", 20, at)], step
+assert -25 < float(step[0]["forward_change_percent"]) < -15, step
+assert changes("level") == [], changes("level")
+PY
+  rm -rf "$t"
+}
+
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
-groups=(benchmarks comparisons_and_builds jobs_gates_libraries)
+groups=(benchmarks comparisons_and_builds jobs_gates_libraries trends)
 declare -A pids
 for g in "${groups[@]}"; do
   ( set -euo pipefail; start=$SECONDS; "$g"; echo "test-scripts: [$((SECONDS - start)) s] $g" ) \
@@ -166,4 +210,4 @@ for g in "${groups[@]}"; do
   fi
 done
 [ "$failed" = 0 ] || exit 1
-echo "test-scripts: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, reproduce, chaos, ci-gate, gate-power, libraries, adapter-check, remote" >&2
+echo "test-scripts: the README's scripts ran (short forms): bench-overhead, bench-wait, bench-ingest, compare, versus, reproducibility, versions, reproduce, chaos, ci-gate, gate-power, libraries, adapter-check, remote; history with Otava" >&2
