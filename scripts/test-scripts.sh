@@ -129,6 +129,36 @@ jobs_gates_libraries() {
     --bmf "$ci_out/bmf.json" --github-benchmark "$ci_out/bench.json" >/dev/null
   test -s "$ci_out/bench-bigger.json" && test -s "$ci_out/bmf.json" && grep -q '| mysql-atomic | safe |' "$ci_out/summary.md"
   grep -q 'classname="mysql-atomic"' "$ci_out/junit.xml"
+  # The JUnit file read back by junitparser (scripts/ci-tools): one suite named as the command,
+  # its declared counts those of its cases, a safety and a sales/s case per strategy that ran,
+  # and a failure exactly where a verdict is not what its strategy claims (compare.json).
+  scripts/ci-tools/.venv/bin/python - "$ci_out" <<'PY'
+import json, sys
+from junitparser import Failure, JUnitXml
+out = sys.argv[1]
+xml = JUnitXml.fromfile(f"{out}/junit.xml")
+suites = list(xml)
+assert [s.name for s in suites] == [f"lockbench compare {out}/run"], [s.name for s in suites]
+suite = suites[0]
+cases = list(suite)
+failed = {c.classname for c in cases if any(isinstance(r, Failure) for r in c.result)}
+assert suite.tests == len(cases) and suite.failures == len(failed), (suite.tests, suite.failures, len(cases))
+assert (xml.tests, xml.failures) == (suite.tests, suite.failures), (xml.tests, xml.failures)
+runs = json.load(open(f"{out}/run/compare.json"))
+assert {c.classname for c in cases} == {r["strategy"] for r in runs}
+for r in runs:
+    names = [c.name for c in cases if c.classname == r["strategy"]]
+    assert names[:2] == ["safety", "sales_per_s"], (r["strategy"], names)
+    held = r["lock_verdict"] in (None, "held", "broken-fenced") and r["store_verdict"] == "intact"
+    holds = held if r["claims_safety"] else not held
+    assert (r["strategy"] in failed) == (not holds), (r["strategy"], failed)
+# The sale's sell-out time (mysql-atomic sells out within the 4 s) reaches the trend files too;
+# their every field is checked against the formats' documentation in report/ci.rs's tests.
+bmf = json.load(open(f"{out}/bmf.json"))
+assert bmf["mysql-atomic"]["sold_out_s"]["value"] > 0, bmf
+smaller = {e["name"]: e["unit"] for e in json.load(open(f"{out}/bench.json"))}
+assert smaller.get("mysql-atomic sold_out_s") == "s", smaller
+PY
   # mysql-atomic sells out within the 4 s (1.96 s on a debug build): its sales chart marks it, and the page renders in a
   # headless browser (where one is installed) to a screenshot of real size.
   grep -qx 'sold out' "$ci_out/run/charts/throughput.svg"

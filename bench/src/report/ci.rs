@@ -330,43 +330,130 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bmf_and_github_benchmark_have_their_documented_fields() {
-        let runs = [summary("good", true)];
-        let b = bmf(&runs);
-        // BMF: {benchmark: {measure: {value (required), lower_value, upper_value}}}, numbers.
-        let good = b["good"].as_object().expect("a benchmark per strategy");
-        for (slug, m) in good {
-            let m = m.as_object().unwrap();
-            assert!(m["value"].is_number(), "{slug}");
+    /// Bencher's BMF as documented (bencher.dev/docs/reference/bencher-metric-format and its
+    /// JSON schema): an object of benchmark names (at most 1024 characters) to objects of
+    /// measure slugs (at most 64) to `{value, lower_value?, upper_value?}`, numbers, `value`
+    /// required; nothing else. Returns (benchmark, measure) pairs.
+    fn documented_bmf(b: &Value) -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        for (bench, measures) in b.as_object().expect("BMF is an object") {
             assert!(
-                m.keys()
-                    .all(|k| ["value", "lower_value", "upper_value"].contains(&k.as_str()))
+                !bench.is_empty() && bench.chars().count() <= 1024,
+                "{bench}"
             );
-            if let (Some(lo), Some(hi)) = (m.get("lower_value"), m.get("upper_value")) {
-                let (lo, hi, v) = (
-                    lo.as_f64().unwrap(),
-                    hi.as_f64().unwrap(),
-                    m["value"].as_f64().unwrap(),
-                );
-                assert!(lo <= v && v <= hi, "{slug}: {lo} {v} {hi}");
-            }
-        }
-        assert!(good.contains_key("sales_per_s"));
-        // github-action-benchmark: an array of {name, unit, value[, range, extra]}.
-        for smaller in [true, false] {
-            let g = github_benchmark(&runs, smaller);
-            for e in g.as_array().unwrap() {
-                let e = e.as_object().unwrap();
-                assert!(e["name"].is_string() && e["unit"].is_string() && e["value"].is_number());
+            for (slug, m) in measures.as_object().expect("a benchmark's measures object") {
+                assert!(!slug.is_empty() && slug.len() <= 64, "{slug}");
+                let m = m.as_object().expect("a measure is an object");
+                let num = |k: &str| m.get(k).map(|v| v.as_f64().expect("a number"));
+                let value = num("value").expect("value is required");
+                assert!(value.is_finite(), "{bench} {slug}");
                 assert!(
-                    e.keys()
-                        .all(|k| ["name", "unit", "value", "range", "extra"].contains(&k.as_str()))
+                    m.keys()
+                        .all(|k| ["value", "lower_value", "upper_value"].contains(&k.as_str()))
                 );
+                assert!(
+                    num("lower_value").is_none_or(|lo| lo <= value),
+                    "{bench} {slug}"
+                );
+                assert!(
+                    num("upper_value").is_none_or(|hi| value <= hi),
+                    "{bench} {slug}"
+                );
+                seen.push((bench.clone(), slug.clone()));
             }
         }
-        let bigger = github_benchmark(&runs, false);
-        assert_eq!(bigger[0]["name"], "good sales_per_s");
+        seen
+    }
+
+    /// github-action-benchmark's custom tools as documented (its README, "Examples" of
+    /// customBiggerIsBetter / customSmallerIsBetter): an array of `{name, unit, value}`, with
+    /// `range` and `extra` optional strings; nothing else. Returns (name, unit) pairs.
+    fn documented_github_benchmark(g: &Value) -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        for e in g.as_array().expect("an array of entries") {
+            let e = e.as_object().expect("an entry is an object");
+            let text = |k: &str| e.get(k).map(|v| v.as_str().expect("a string").to_string());
+            let (name, unit) = (text("name").expect("name"), text("unit").expect("unit"));
+            assert!(!name.is_empty() && !unit.is_empty());
+            assert!(e["value"].as_f64().is_some_and(f64::is_finite), "{name}");
+            assert!(
+                text("range").is_none_or(|r| !r.is_empty())
+                    && text("extra").is_none_or(|x| !x.is_empty())
+            );
+            assert!(
+                e.keys()
+                    .all(|k| ["name", "unit", "value", "range", "extra"].contains(&k.as_str()))
+            );
+            seen.push((name, unit));
+        }
+        seen
+    }
+
+    #[test]
+    fn every_bmf_and_github_benchmark_field_is_as_documented() {
+        // A p99 with both bounds, one that is only a lower bound, one too short to show.
+        let mut bounded = summary("bounded", true);
+        bounded.latency_us.ci95 = Some(crate::record::Ci95 {
+            p50: (1, Some(2)),
+            p99: (bounded.latency_us.p99 - 5, Some(bounded.latency_us.p99 + 9)),
+            p999: (1, None),
+        });
+        let mut lower = summary("lower", true);
+        lower.not_started = lower.attempts;
+        let mut short = summary("short", true);
+        (short.latency_us.count, short.attempts) = (3, 3);
+        let runs = [bounded, lower, short];
+        let b = bmf(&runs);
+        let measures = documented_bmf(&b);
+        let bmf_of = |bench: &str| -> Vec<&str> {
+            let m = measures.iter().filter(|(b, _)| b == bench);
+            m.map(|(_, s)| s.as_str()).collect()
+        };
+        assert_eq!(bmf_of("bounded"), ["p99_ms", "sales_per_s"]);
+        assert_eq!(bmf_of("short"), ["sales_per_s"], "no p99 from 3 arrivals");
+        let p99 = &b["bounded"]["p99_ms"];
+        assert!(p99["lower_value"].as_f64() < p99["value"].as_f64(), "{p99}");
+        assert!(p99["value"].as_f64() < p99["upper_value"].as_f64(), "{p99}");
+        assert_eq!(
+            b["lower"]["p99_ms"]["lower_value"],
+            b["lower"]["p99_ms"]["value"]
+        );
+        // The two github-action-benchmark files split the figures by direction, every name
+        // once across both.
+        let smaller = documented_github_benchmark(&github_benchmark(&runs, true));
+        let bigger = documented_github_benchmark(&github_benchmark(&runs, false));
+        assert!(
+            smaller
+                .iter()
+                .all(|(n, u)| n.ends_with(" p99_ms") && u == "ms"),
+            "{smaller:?}"
+        );
+        assert!(
+            bigger
+                .iter()
+                .all(|(n, u)| n.ends_with(" sales_per_s") && u == "sales/s"),
+            "{bigger:?}"
+        );
+        assert_eq!((smaller.len(), bigger.len()), (2, 3));
+        let mut names: Vec<&String> = smaller.iter().chain(&bigger).map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 5);
+        let g = github_benchmark(&runs, true);
+        let bounded = g
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "bounded p99_ms");
+        let bounded = bounded.expect("the bounded p99");
+        assert!(
+            bounded["range"].as_str().unwrap().contains(".."),
+            "{bounded}"
+        );
+        assert!(
+            bounded["extra"].as_str().unwrap().starts_with("n="),
+            "{bounded}"
+        );
         assert_eq!(
             bigger_twin(Path::new("out/bench.json")),
             Path::new("out/bench-bigger.json")
