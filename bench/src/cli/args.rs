@@ -859,6 +859,9 @@ pub struct JobArgs {
     pub load: WorkloadArgs,
     #[command(flatten)]
     pub servers: ServerArgs,
+    // The CI files over the job's parts (docs/ci-formats.md, "The main job").
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// A part's load, kept as written (it becomes `--set load.duration="…"`), checked now.
