@@ -70,7 +70,21 @@ jobs_gates_libraries() {
   job_out=$(mktemp -d)
   SALE_SCENARIOS= STRATEGIES=mysql-atomic,redis-setnx-watchdog SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
     CALM_DURATION=1s CHAOS_DURATION=6s NEEDS="safe-under-pause,fenced-ok,capacity>=10" bash scripts/compare.sh \
-    --out "$job_out" >/dev/null
+    --out "$job_out" --junit "$job_out/junit.xml" --bmf "$job_out/bmf.json" >/dev/null
+  # Its CI files (docs/ci-formats.md, "The main job"): a suite per part that ran, figures from the
+  # sale and the calm part only, under names that say the part.
+  scripts/ci-tools/.venv/bin/python - "$job_out" <<'PY'
+import json, sys
+from junitparser import JUnitXml
+out = sys.argv[1]
+suites = {s.name.removeprefix(f"lockbench job {out}: "): [c.name for c in s] for s in JUnitXml.fromfile(f"{out}/junit.xml")}
+assert "sale" in suites and "calm" in suites and any(p.startswith("chaos/") for p in suites), list(suites)
+for part, cases in suites.items():
+    figures = part in ("sale", "calm")
+    assert cases and ("sales_per_s" in cases) == figures and all(c == "safety" for c in cases) != figures, (part, cases)
+keys = json.load(open(f"{out}/bmf.json"))
+assert keys and all(k.split("/")[0] in ("sale", "calm") for k in keys), list(keys)
+PY
   # The advice on it (docs/choosing.md): mysql-atomic sells the sale's hot item out in about
   # 0.6 s (release) and is safe in every part, so it meets both.
   advice=$("$LOCKBENCH_BIN" advise "$job_out" --needs "safe,sold-out<=5s")
