@@ -234,6 +234,9 @@ PY
   rm -rf "$t"
 }
 
+# Otava and junitparser for the checks below (install-deps.sh --for-tests installs them too;
+# here once, before the groups that read them start side by side).
+sh scripts/ci-tools/install.sh >&2
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 groups=(benchmarks comparisons_and_builds jobs_gates_libraries trends)
