@@ -11,7 +11,7 @@ use super::gate::{GateError, load_results};
 use crate::record::Pct;
 
 /// The CSV's header, one name per column.
-pub const COLUMNS: [&str; 14] = [
+pub const COLUMNS: [&str; 15] = [
     "time",
     "build",
     "lockbench_version",
@@ -26,6 +26,7 @@ pub const COLUMNS: [&str; 14] = [
     "safe",
     "verdict",
     "machine_cores",
+    "cpu_score",
 ];
 
 /// Why the history could not be made.
@@ -120,6 +121,7 @@ fn line(r: &Row) -> Vec<String> {
     let l = &s.latency_us;
     let p99 = l.supports(Pct::P99);
     let opt = |v: Option<String>| v.unwrap_or_default();
+    let cpu = s.machine.as_ref().and_then(|m| m.cpu_score.as_ref());
     vec![
         humantime::format_rfc3339_millis(r.started).to_string(),
         field(&opt(s.origin.build.clone())),
@@ -134,7 +136,8 @@ fn line(r: &Row) -> Vec<String> {
         opt(s.hot_sold_out_s().map(|t| t.to_string())),
         s.verdict().safe().to_string(),
         field(s.headline()),
-        opt(s.origin.machine_cores.map(|c| c.to_string())),
+        opt(s.machine.as_ref().map(|m| m.cores.to_string())),
+        opt(cpu.map(|c| c.m_per_s.to_string())),
     ]
 }
 
@@ -249,7 +252,21 @@ mod tests {
     fn a_row_holds_the_headline_figures_and_what_the_summary_does_not_say_stays_empty() {
         let mut s = fixture("redis-setnx", "2026-03-01T10:00:00Z", 123.5);
         s.origin.build = Some("abc1234".into());
-        s.origin.machine_cores = Some(2);
+        s.machine = Some(crate::record::machine::Machine {
+            cpu_model: "Test CPU".into(),
+            cores: 2,
+            usable_cores: 2,
+            cpu_score: Some(crate::record::machine::CpuScore {
+                m_per_s: 400.5,
+                rounds: 16,
+                optimized: true,
+            }),
+            fdatasync: None,
+            loopback: None,
+            psi: None,
+            unmeasured: Vec::new(),
+            probe_s: 0.6,
+        });
         let row = line(&Row {
             started: started(Path::new("d"), &s).unwrap(),
             summary: s.clone(),
@@ -263,9 +280,10 @@ mod tests {
         assert_eq!(col("sold_out_s"), "", "not a sale");
         assert_eq!(col("safe"), s.verdict().safe().to_string());
         assert_eq!(col("machine_cores"), "2");
+        assert_eq!(col("cpu_score"), "400.5");
         // An older summary (no build, no cores) and a run too short to bound its p99.
         s.origin.build = None;
-        s.origin.machine_cores = None;
+        s.machine = None;
         s.latency_us.count = 3;
         s.attempts = 3;
         let row = line(&Row {
@@ -273,7 +291,13 @@ mod tests {
             summary: s,
         });
         let col = |name: &str| row[COLUMNS.iter().position(|c| *c == name).unwrap()].clone();
-        for empty in ["build", "p99_us", "p99_lower_bound", "machine_cores"] {
+        for empty in [
+            "build",
+            "p99_us",
+            "p99_lower_bound",
+            "machine_cores",
+            "cpu_score",
+        ] {
             assert_eq!(col(empty), "", "{empty}");
         }
         assert_eq!(col("p99_n"), "3");

@@ -79,7 +79,7 @@ pub struct Summary {
     pub schema: String,
     /// Version of lockbench that produced it.
     pub lockbench_version: String,
-    /// Its git revision and the machine's cores (`build`, `machine_cores`, flattened).
+    /// Its git revision (`build`, flattened).
     #[serde(flatten)]
     pub origin: Origin,
     /// Strategy id.
@@ -244,26 +244,21 @@ pub struct Summary {
     pub machine: Option<Machine>,
 }
 
-/// What made a summary besides lockbench's version: the build and the machine's size, so
-/// that `lockbench history` can line runs up by commit and tell a smaller machine apart.
+/// Which build made a summary besides lockbench's version, so that `lockbench history` can
+/// line runs up by commit (the machine is `Summary::machine`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Origin {
     /// Git revision of the lockbench build (`git rev-parse --short HEAD` when it was
     /// compiled); absent outside a git checkout and in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build: Option<String>,
-    /// Cores the machine offered the run (`available_parallelism`); absent in older summaries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine_cores: Option<u32>,
 }
 
 impl Origin {
-    /// This build, on this machine.
+    /// This build.
     pub fn here() -> Self {
-        let cores = std::thread::available_parallelism().ok();
         Self {
             build: option_env!("LOCKBENCH_GIT_REV").map(Into::into),
-            machine_cores: cores.and_then(|n| u32::try_from(n.get()).ok()),
         }
     }
 }
@@ -845,10 +840,9 @@ mod tests {
             ],
         });
         let mut got = serde_json::to_value(&summary).expect("serialises");
-        // The only fields that are not a function of the parts: the build and the machine.
+        // The only fields that are not a function of the parts: the build.
         got["lockbench_version"] = "X".into();
         got["build"] = "X".into();
-        got["machine_cores"] = 2.into();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/summary-golden.json"
