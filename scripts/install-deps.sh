@@ -23,7 +23,8 @@ declare -A NEED=(
 
 # `--for-tests`: also what only the test suite needs (a browser to load report.html, the real
 # lock libraries, whose adapters the tests run, and kubernetes-validate from PyPI into
-# scripts/kubernetes-validate/.venv, which checks the manifests of `lockbench k8s render`).
+# scripts/kubernetes-validate/.venv, which checks the manifests of `lockbench k8s render`; Apache
+# Otava and junitparser, pinned and hashed, into scripts/ci-tools/.venv, for the CI formats).
 # `--adapters`: the lock libraries behind `--strategy lib:<name>` (adapters/): Python, Node.js
 # and Java runtimes from Debian, Curator's jars from Debian, the pinned PyPI and npm packages
 # into adapters/python/.venv and adapters/node/node_modules.
@@ -129,5 +130,6 @@ if [ -n "$adapters" ]; then
 fi
 if [ -n "$for_tests" ]; then
   sh "$(cd "$(dirname "$0")" && pwd)/kubernetes-validate/install.sh" >&2
+  sh "$(cd "$(dirname "$0")" && pwd)/ci-tools/install.sh" >&2
 fi
 echo "install-deps: servers and tools present" >&2

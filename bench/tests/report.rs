@@ -1,6 +1,7 @@
 //! `report.html` from fake results folders (no servers): the charts are there, every headline
 //! number is the one in summary.json, fault windows are shaded when there were faults, and
-//! `lockbench report` on a folder that holds no results fails clearly.
+//! `lockbench report` on a folder that holds no results fails clearly; `lockbench history` lines
+//! the runs of such folders up in one CSV.
 
 #![recursion_limit = "256"]
 
@@ -1344,5 +1345,55 @@ fn a_sweep_names_its_machine_in_the_table_and_on_the_page() {
     assert!(
         html.contains("id=\"machine\">machine: Test CPU &lt;9&gt;"),
         "{html}"
+    );
+}
+
+/// `lockbench history` over a comparison and a single run of another folder: one CSV, the runs
+/// in the order they started whichever folder holds them, `--out` writing the same; a folder
+/// without results exits 2 naming it.
+#[test]
+fn history_lines_up_the_runs_of_several_folders_and_names_an_empty_one() {
+    let (cmp, one, empty) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    fake_comparison(cmp.path());
+    let mut early = write_run(one.path(), &FAKES[1], 3);
+    early.started_at = "2025-12-31T23:00:00.000Z".into();
+    let summary_json = serde_json::to_vec(&early).unwrap();
+    std::fs::write(one.path().join("summary.json"), summary_json).unwrap();
+    let history = |args: &[&Path]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+            .arg("history")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = history(&[cmp.path(), one.path()]);
+    assert!(out.status.success(), "{out:?}");
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    assert_eq!(
+        rows[0][..4],
+        ["time", "build", "lockbench_version", "strategy"]
+    );
+    assert_eq!(rows.len(), 1 + FAKES.len() + 1, "{csv}");
+    assert_eq!(rows[1][0], "2025-12-31T23:00:00.000Z", "{csv}");
+    assert_eq!(rows[1][3], FAKES[1].strategy);
+    assert!(
+        rows[2..].iter().all(|r| r[0] == "2026-01-01T00:00:00.000Z"),
+        "{csv}"
+    );
+    let file = cmp.path().join("history.csv");
+    let out = history(&[cmp.path(), one.path(), Path::new("--out"), &file]);
+    assert!(out.status.success() && out.stdout.is_empty(), "{out:?}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), csv);
+    let out = history(&[cmp.path(), empty.path()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}: no results found", empty.path().display())),
+        "{err}"
     );
 }

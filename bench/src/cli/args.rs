@@ -89,6 +89,11 @@ pub enum Command {
     /// (acquire p99, Jain's fairness, barges per handoff, missed wake-ups per give-up), and the
     /// first group's sales/s over each other's (scripts/bench-wait.sh runs them).
     Rounds(RoundsArgs),
+    /// Every run's headline figures below the folders, one CSV row per run and strategy in
+    /// the order the runs started (time, build, strategy, workload, sales/s, p99 with its n,
+    /// sell-out time, verdict, cores), for a trend tool: docs/ci-formats.md runs Apache Otava
+    /// on it to find change points across commits.
+    History(HistoryArgs),
     /// Runs of one seed made different ways, totals side by side (attempts, sales, unstarted
     /// arrivals, sales/s, p99, worker failures); exits 1 unless every run's attempts, sales and
     /// unstarted arrivals equal the first's (scripts/remote.sh runs them).
@@ -427,6 +432,21 @@ pub struct TotalsArgs {
     /// reference.
     #[arg(required = true, num_args = 2.., value_name = "DIR")]
     pub runs: Vec<PathBuf>,
+}
+
+/// `lockbench history`
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Results folders: every compare.json, summary.json or baseline.json in or below them
+    /// counts (as `gate` reads them).
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Only these strategies (comma-separated): a trend tool reads one strategy's series.
+    #[arg(long, value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// Write the CSV here instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// `lockbench agreement`
@@ -839,6 +859,9 @@ pub struct JobArgs {
     pub load: WorkloadArgs,
     #[command(flatten)]
     pub servers: ServerArgs,
+    // The CI files over the job's parts (docs/ci-formats.md, "The main job").
+    #[command(flatten)]
+    pub ci: CiArgs,
 }
 
 /// A part's load, kept as written (it becomes `--set load.duration="…"`), checked now.

@@ -2,7 +2,8 @@
 //! tests can call it. `main.rs` only parses and maps the result to an exit code; this module
 //! dispatches, [`runs`] runs strategies (run, coordinate, compare, sweep, job, contend, k8s
 //! render), [`tables`] prints the scripts' tables over saved results (versus, rounds, totals,
-//! versions' calm rates) and [`tools`] holds the rest (list, serve, adapter-check, gate).
+//! agreement, versions' calm rates, history) and [`tools`] holds the rest (list, serve,
+//! adapter-check, gate).
 
 use std::process::ExitCode;
 
@@ -60,23 +61,12 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Contend(args) => with_runtime(|cancel| cmd_contend(args, cancel)),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
-        Command::Agreement(args) => {
-            let sweeps = args
-                .sweeps
-                .iter()
-                .map(|p| report::sweep::Sweep::read(p))
-                .collect::<anyhow::Result<Vec<_>>>()?;
-            let agree = report::agreement::print_agreement(&mut std::io::stdout(), &sweeps)?;
-            Ok(if agree {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
+        Command::Agreement(args) => tables::cmd_agreement(args),
         Command::Reproduce(args) => with_runtime(|cancel| cmd_reproduce(args, cancel)),
         Command::Versus(args) => cmd_versus(args),
         Command::Rounds(args) => cmd_rounds(args),
         Command::Totals(args) => cmd_totals(args),
+        Command::History(args) => tables::cmd_history(args),
         Command::FreePort => cmd_free_port(),
         Command::Versions(args) => {
             if let Some(key) = &args.calm_rates {

@@ -245,9 +245,13 @@ pub(super) async fn cmd_sweep(
 
 /// `lockbench job`: the main job, its knobs checked before anything starts.
 pub(super) async fn cmd_job(args: JobArgs, cancel: CancellationToken) -> anyhow::Result<ExitCode> {
+    let ci = args.ci.outputs();
     let opts = job_options(args)?;
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
     let ended = job::job(&opts, &cancel, &mut stdout, &mut stderr).await?;
+    let name = format!("lockbench job {}", opts.out.display());
+    (crate::report::ci::job_parts(&opts.out).and_then(|parts| ci.write_job(&name, &parts)))
+        .context("writing the CI files (--junit, --markdown, --bmf, --github-benchmark)")?;
     Ok(exit_code(ended))
 }
 

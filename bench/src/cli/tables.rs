@@ -1,5 +1,5 @@
-//! Tables over saved results that the scripts print (`versus`, `rounds`, `totals`, the calm
-//! rates of `versions`) and the free port a script hands to `coordinate`: what the scripts
+//! Tables over saved results that the scripts print (`versus`, `rounds`, `totals`, `agreement`,
+//! the calm rates of `versions`, `history`'s CSV) and the free port a script hands to `coordinate`: what the scripts
 //! once re-read in Python, read through the report's own types.
 
 use std::io::Write;
@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{EXIT_PARTIAL, RoundsArgs, TotalsArgs, VersusArgs};
+use super::{AgreementArgs, EXIT_PARTIAL, HistoryArgs, RoundsArgs, TotalsArgs, VersusArgs};
 use crate::report::rounds::{Figures, Group};
 use crate::report::sweep::Sweep;
 use crate::report::versus;
@@ -80,6 +80,38 @@ pub(super) fn cmd_totals(args: TotalsArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_PARTIAL)
     })
+}
+
+/// `agreement SWEEP…`: exits 1 when some sweeps' intervals do not overlap.
+pub(super) fn cmd_agreement(args: AgreementArgs) -> anyhow::Result<ExitCode> {
+    let sweeps = args
+        .sweeps
+        .iter()
+        .map(|p| Sweep::read(p))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let agree = report::agreement::print_agreement(&mut std::io::stdout(), &sweeps)?;
+    Ok(if agree {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `history DIR… [--strategies] [--out FILE]`: the CSV, to stdout by default.
+pub(super) fn cmd_history(args: HistoryArgs) -> anyhow::Result<ExitCode> {
+    let rows = report::history::collect(&args.dirs, &args.strategies)?;
+    match &args.out {
+        Some(path) => {
+            let mut f = std::io::BufWriter::new(
+                std::fs::File::create(path)
+                    .with_context(|| format!("create {}", path.display()))?,
+            );
+            report::history::write_csv(&mut f, &rows)?;
+            f.flush()?;
+        }
+        None => report::history::write_csv(&mut std::io::stdout().lock(), &rows)?,
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `versions DIR --calm-rates KEY`: a `strategy rate duration` line per strategy.

@@ -113,6 +113,13 @@ fn said(m: &Metric) -> String {
 /// not what the strategy claims) and one testcase per figure (passes: the figure and its
 /// interval in its output; a gate's regressions fail there).
 pub fn junit(name: &str, summaries: &[Summary]) -> Report {
+    let mut report = Report::new("lockbench");
+    report.add_test_suite(suite(name, summaries, true));
+    report
+}
+
+/// One suite: the `safety` testcase of every run, and its figures' when `figures`.
+fn suite(name: &str, summaries: &[Summary], figures: bool) -> TestSuite {
     let mut suite = TestSuite::new(name);
     for s in summaries {
         let mut safety = match s.verdict_holds() {
@@ -131,15 +138,13 @@ pub fn junit(name: &str, summaries: &[Summary]) -> Report {
         };
         safety.set_classname(s.strategy.clone());
         suite.add_test_case(safety);
-        for m in metrics(s) {
+        for m in metrics(s).into_iter().filter(|_| figures) {
             let mut t = TestCase::new(m.slug, TestCaseStatus::success());
             t.set_classname(s.strategy.clone()).set_system_out(said(&m));
             suite.add_test_case(t);
         }
     }
-    let mut report = Report::new("lockbench");
-    report.add_test_suite(suite);
-    report
+    suite
 }
 
 /// A short Markdown table: strategy, verdict, sales/s, p99 with its n (`+`: a lower bound),
@@ -177,8 +182,18 @@ pub fn markdown(title: &str, summaries: &[Summary]) -> String {
 
 /// Bencher Metric Format: `{strategy: {slug: {value, lower_value?, upper_value?}}}`.
 pub fn bmf(summaries: &[Summary]) -> Value {
+    bmf_keyed(&by_strategy(summaries))
+}
+
+/// Each run under its strategy's name.
+fn by_strategy(summaries: &[Summary]) -> Vec<(String, &Summary)> {
+    summaries.iter().map(|s| (s.strategy.clone(), s)).collect()
+}
+
+/// BMF with each run under the benchmark name it is given.
+fn bmf_keyed(runs: &[(String, &Summary)]) -> Value {
     let mut all = Map::new();
-    for s in summaries {
+    for (key, s) in runs {
         let mut measures = Map::new();
         for m in metrics(s) {
             let mut v = Map::new();
@@ -191,7 +206,7 @@ pub fn bmf(summaries: &[Summary]) -> Value {
             }
             measures.insert(m.slug.into(), Value::Object(v));
         }
-        all.insert(s.strategy.clone(), Value::Object(measures));
+        all.insert(key.clone(), Value::Object(measures));
     }
     Value::Object(all)
 }
@@ -200,13 +215,18 @@ pub fn bmf(summaries: &[Summary]) -> Value {
 /// (`customSmallerIsBetter`) or the others (`customBiggerIsBetter`): `name`, `unit`, `value`,
 /// and `range` / `extra` where known.
 pub fn github_benchmark(summaries: &[Summary], smaller_is_better: bool) -> Value {
-    let entries: Vec<Value> = summaries
+    github_keyed(&by_strategy(summaries), smaller_is_better)
+}
+
+/// github-action-benchmark's JSON with each run's entries named `<key> <figure>`.
+fn github_keyed(runs: &[(String, &Summary)], smaller_is_better: bool) -> Value {
+    let entries: Vec<Value> = runs
         .iter()
-        .flat_map(|s| metrics(s).into_iter().map(move |m| (s, m)))
+        .flat_map(|(key, s)| metrics(s).into_iter().map(move |m| (key, m)))
         .filter(|(_, m)| m.smaller_is_better == smaller_is_better)
-        .map(|(s, m)| {
+        .map(|(key, m)| {
             let mut e = json!({
-                "name": format!("{} {}", s.strategy, m.slug),
+                "name": format!("{key} {}", m.slug),
                 "unit": m.unit,
                 "value": m.value,
             });
@@ -257,24 +277,113 @@ pub fn write_markdown(path: Option<&Path>, md: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// One part of a job, as its CI files show it: its runs, and whether their figures are the
+/// job's headline figures (the sale and the calm part) or only their verdicts count (a part
+/// under faults, whose figures measure the fault).
+#[derive(Debug, Clone)]
+pub struct Part {
+    /// `sale`, `sale/<scenario>`, `calm`, `chaos/<scenario>`.
+    pub name: String,
+    /// Its runs.
+    pub summaries: Vec<Summary>,
+    /// Whether its figures go in the files (as testcases, BMF measures, benchmark entries).
+    pub figures: bool,
+}
+
+/// The parts of the job folder `root` that left a comparison, in the order the job runs them:
+/// the sale (`sale`, then `sale/<scenario>`), `calm`, `chaos/<scenario>`. The figures are the
+/// sale's and the calm part's; every part's verdicts count.
+pub fn job_parts(root: &Path) -> std::io::Result<Vec<Part>> {
+    let layout = super::layout::JobLayout::new(root);
+    let mut dirs: Vec<(String, PathBuf, bool)> = Vec::new();
+    for (name, dir) in layout.sales() {
+        let calm = name == super::layout::SALE_CALM;
+        let part = if calm {
+            "sale".into()
+        } else {
+            format!("sale/{name}")
+        };
+        dirs.push((part, dir, calm));
+    }
+    dirs.push(("calm".into(), layout.calm(), true));
+    for (name, dir) in layout.scenarios() {
+        dirs.push((format!("chaos/{name}"), dir, false));
+    }
+    // compare.json holds every run of a part that finished so far (none: nothing to show).
+    let mut parts = Vec::new();
+    for (name, dir, figures) in dirs {
+        let path = dir.join("compare.json");
+        if !path.is_file() {
+            continue;
+        }
+        let text = std::fs::read(&path)?;
+        let summaries = serde_json::from_slice(&text).map_err(|e| {
+            let what = format!("{}: not a lockbench comparison: {e}", path.display());
+            std::io::Error::new(std::io::ErrorKind::InvalidData, what)
+        })?;
+        parts.push(Part {
+            name,
+            summaries,
+            figures,
+        });
+    }
+    Ok(parts)
+}
+
 impl CiOutputs {
     /// Writes every file asked for, and the Markdown to `$GITHUB_STEP_SUMMARY` when it is set
     /// (appended, as GitHub reads it). `name` names the suite and the table.
     pub fn write(&self, name: &str, summaries: &[Summary]) -> std::io::Result<()> {
+        let report = || junit(name, summaries);
+        self.write_files(report, &markdown(name, summaries), &by_strategy(summaries))
+    }
+
+    /// A job's files: a JUnit suite per part (`<name>: <part>`), a Markdown table per part, and
+    /// the figures of the parts that have them under `<part>/<strategy>` (BMF benchmarks,
+    /// github-action-benchmark names), so that the sale's and the calm run's never mix.
+    pub fn write_job(&self, name: &str, parts: &[Part]) -> std::io::Result<()> {
+        let title = |p: &Part| format!("{name}: {}", p.name);
+        let report = || {
+            let mut r = Report::new("lockbench");
+            for p in parts {
+                r.add_test_suite(suite(&title(p), &p.summaries, p.figures));
+            }
+            r
+        };
+        let md: Vec<String> = parts
+            .iter()
+            .map(|p| markdown(&title(p), &p.summaries))
+            .collect();
+        let keyed: Vec<(String, &Summary)> = parts
+            .iter()
+            .filter(|p| p.figures)
+            .flat_map(|p| {
+                p.summaries
+                    .iter()
+                    .map(|s| (format!("{}/{}", p.name, s.strategy), s))
+            })
+            .collect();
+        self.write_files(report, &md.join("\n"), &keyed)
+    }
+
+    fn write_files(
+        &self,
+        report: impl Fn() -> Report,
+        md: &str,
+        keyed: &[(String, &Summary)],
+    ) -> std::io::Result<()> {
         let json = |v: &Value| serde_json::to_vec_pretty(v).expect("JSON values serialize");
         if let Some(p) = &self.junit {
-            let xml = junit(name, summaries)
-                .to_string()
-                .map_err(std::io::Error::other)?;
+            let xml = report().to_string().map_err(std::io::Error::other)?;
             std::fs::write(p, xml)?;
         }
-        write_markdown(self.markdown.as_deref(), &markdown(name, summaries))?;
+        write_markdown(self.markdown.as_deref(), md)?;
         if let Some(p) = &self.bmf {
-            std::fs::write(p, json(&bmf(summaries)))?;
+            std::fs::write(p, json(&bmf_keyed(keyed)))?;
         }
         if let Some(p) = &self.github_benchmark {
-            std::fs::write(p, json(&github_benchmark(summaries, true)))?;
-            std::fs::write(bigger_twin(p), json(&github_benchmark(summaries, false)))?;
+            std::fs::write(p, json(&github_keyed(keyed, true)))?;
+            std::fs::write(bigger_twin(p), json(&github_keyed(keyed, false)))?;
         }
         Ok(())
     }
@@ -330,47 +439,197 @@ mod tests {
         );
     }
 
-    #[test]
-    fn bmf_and_github_benchmark_have_their_documented_fields() {
-        let runs = [summary("good", true)];
-        let b = bmf(&runs);
-        // BMF: {benchmark: {measure: {value (required), lower_value, upper_value}}}, numbers.
-        let good = b["good"].as_object().expect("a benchmark per strategy");
-        for (slug, m) in good {
-            let m = m.as_object().unwrap();
-            assert!(m["value"].is_number(), "{slug}");
+    /// Bencher's BMF as documented (bencher.dev/docs/reference/bencher-metric-format and its
+    /// JSON schema): an object of benchmark names (at most 1024 characters) to objects of
+    /// measure slugs (at most 64) to `{value, lower_value?, upper_value?}`, numbers, `value`
+    /// required; nothing else. Returns (benchmark, measure) pairs.
+    fn documented_bmf(b: &Value) -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        for (bench, measures) in b.as_object().expect("BMF is an object") {
             assert!(
-                m.keys()
-                    .all(|k| ["value", "lower_value", "upper_value"].contains(&k.as_str()))
+                !bench.is_empty() && bench.chars().count() <= 1024,
+                "{bench}"
             );
-            if let (Some(lo), Some(hi)) = (m.get("lower_value"), m.get("upper_value")) {
-                let (lo, hi, v) = (
-                    lo.as_f64().unwrap(),
-                    hi.as_f64().unwrap(),
-                    m["value"].as_f64().unwrap(),
-                );
-                assert!(lo <= v && v <= hi, "{slug}: {lo} {v} {hi}");
-            }
-        }
-        assert!(good.contains_key("sales_per_s"));
-        // github-action-benchmark: an array of {name, unit, value[, range, extra]}.
-        for smaller in [true, false] {
-            let g = github_benchmark(&runs, smaller);
-            for e in g.as_array().unwrap() {
-                let e = e.as_object().unwrap();
-                assert!(e["name"].is_string() && e["unit"].is_string() && e["value"].is_number());
+            for (slug, m) in measures.as_object().expect("a benchmark's measures object") {
+                assert!(!slug.is_empty() && slug.len() <= 64, "{slug}");
+                let m = m.as_object().expect("a measure is an object");
+                let num = |k: &str| m.get(k).map(|v| v.as_f64().expect("a number"));
+                let value = num("value").expect("value is required");
+                assert!(value.is_finite(), "{bench} {slug}");
                 assert!(
-                    e.keys()
-                        .all(|k| ["name", "unit", "value", "range", "extra"].contains(&k.as_str()))
+                    m.keys()
+                        .all(|k| ["value", "lower_value", "upper_value"].contains(&k.as_str()))
                 );
+                assert!(
+                    num("lower_value").is_none_or(|lo| lo <= value),
+                    "{bench} {slug}"
+                );
+                assert!(
+                    num("upper_value").is_none_or(|hi| value <= hi),
+                    "{bench} {slug}"
+                );
+                seen.push((bench.clone(), slug.clone()));
             }
         }
-        let bigger = github_benchmark(&runs, false);
-        assert_eq!(bigger[0]["name"], "good sales_per_s");
+        seen
+    }
+
+    /// github-action-benchmark's custom tools as documented (its README, "Examples" of
+    /// customBiggerIsBetter / customSmallerIsBetter): an array of `{name, unit, value}`, with
+    /// `range` and `extra` optional strings; nothing else. Returns (name, unit) pairs.
+    fn documented_github_benchmark(g: &Value) -> Vec<(String, String)> {
+        let mut seen = Vec::new();
+        for e in g.as_array().expect("an array of entries") {
+            let e = e.as_object().expect("an entry is an object");
+            let text = |k: &str| e.get(k).map(|v| v.as_str().expect("a string").to_string());
+            let (name, unit) = (text("name").expect("name"), text("unit").expect("unit"));
+            assert!(!name.is_empty() && !unit.is_empty());
+            assert!(e["value"].as_f64().is_some_and(f64::is_finite), "{name}");
+            assert!(
+                text("range").is_none_or(|r| !r.is_empty())
+                    && text("extra").is_none_or(|x| !x.is_empty())
+            );
+            assert!(
+                e.keys()
+                    .all(|k| ["name", "unit", "value", "range", "extra"].contains(&k.as_str()))
+            );
+            seen.push((name, unit));
+        }
+        seen
+    }
+
+    #[test]
+    fn every_bmf_and_github_benchmark_field_is_as_documented() {
+        // A p99 with both bounds, one that is only a lower bound, one too short to show.
+        let mut bounded = summary("bounded", true);
+        bounded.latency_us.ci95 = Some(crate::record::Ci95 {
+            p50: (1, Some(2)),
+            p99: (bounded.latency_us.p99 - 5, Some(bounded.latency_us.p99 + 9)),
+            p999: (1, None),
+        });
+        let mut lower = summary("lower", true);
+        lower.not_started = lower.attempts;
+        let mut short = summary("short", true);
+        (short.latency_us.count, short.attempts) = (3, 3);
+        let runs = [bounded, lower, short];
+        let b = bmf(&runs);
+        let measures = documented_bmf(&b);
+        let bmf_of = |bench: &str| -> Vec<&str> {
+            let m = measures.iter().filter(|(b, _)| b == bench);
+            m.map(|(_, s)| s.as_str()).collect()
+        };
+        assert_eq!(bmf_of("bounded"), ["p99_ms", "sales_per_s"]);
+        assert_eq!(bmf_of("short"), ["sales_per_s"], "no p99 from 3 arrivals");
+        let p99 = &b["bounded"]["p99_ms"];
+        assert!(p99["lower_value"].as_f64() < p99["value"].as_f64(), "{p99}");
+        assert!(p99["value"].as_f64() < p99["upper_value"].as_f64(), "{p99}");
+        assert_eq!(
+            b["lower"]["p99_ms"]["lower_value"],
+            b["lower"]["p99_ms"]["value"]
+        );
+        // The two github-action-benchmark files split the figures by direction, every name
+        // once across both.
+        let smaller = documented_github_benchmark(&github_benchmark(&runs, true));
+        let bigger = documented_github_benchmark(&github_benchmark(&runs, false));
+        assert!(
+            smaller
+                .iter()
+                .all(|(n, u)| n.ends_with(" p99_ms") && u == "ms"),
+            "{smaller:?}"
+        );
+        assert!(
+            bigger
+                .iter()
+                .all(|(n, u)| n.ends_with(" sales_per_s") && u == "sales/s"),
+            "{bigger:?}"
+        );
+        assert_eq!((smaller.len(), bigger.len()), (2, 3));
+        let mut names: Vec<&String> = smaller.iter().chain(&bigger).map(|(n, _)| n).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), 5);
+        let g = github_benchmark(&runs, true);
+        let bounded = g
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "bounded p99_ms");
+        let bounded = bounded.expect("the bounded p99");
+        assert!(
+            bounded["range"].as_str().unwrap().contains(".."),
+            "{bounded}"
+        );
+        assert!(
+            bounded["extra"].as_str().unwrap().starts_with("n="),
+            "{bounded}"
+        );
         assert_eq!(
             bigger_twin(Path::new("out/bench.json")),
             Path::new("out/bench-bigger.json")
         );
+    }
+
+    #[test]
+    fn a_job_writes_a_suite_per_part_and_the_figures_of_the_sale_and_the_calm_part_only() {
+        let root = tempfile::tempdir().unwrap();
+        use crate::report::layout::JobLayout;
+        let layout = JobLayout::new(root.path());
+        let put = |dir: PathBuf, runs: &[Summary]| {
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("compare.json"), serde_json::to_vec(runs).unwrap()).unwrap();
+        };
+        put(layout.sale("calm"), &[summary("a", true)]);
+        put(layout.sale("kill-master"), &[summary("a", true)]);
+        put(layout.calm(), &[summary("a", true), summary("b", true)]);
+        put(
+            layout.chaos("pause-holder"),
+            &[summary("a", true), summary("b", false)],
+        );
+        std::fs::create_dir_all(layout.chaos("never-ran")).unwrap();
+        let parts = job_parts(root.path()).unwrap();
+        let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["sale", "sale/kill-master", "calm", "chaos/pause-holder"]
+        );
+        let files = tempfile::tempdir().unwrap();
+        let f = |n: &str| files.path().join(n);
+        let ci = CiOutputs {
+            junit: Some(f("junit.xml")),
+            markdown: Some(f("summary.md")),
+            bmf: Some(f("bmf.json")),
+            github_benchmark: Some(f("bench.json")),
+        };
+        ci.write_job("lockbench job j", &parts).unwrap();
+        let xml = std::fs::read_to_string(f("junit.xml")).unwrap();
+        let back = Report::deserialize_from_str(&xml).expect("valid JUnit XML");
+        let suites: Vec<(&str, usize, usize)> = back
+            .test_suites
+            .iter()
+            .map(|s| (s.name.as_str(), s.test_cases.len(), s.failures))
+            .collect();
+        // Under faults only the verdicts: one safety case per run; b's broken lock fails.
+        assert_eq!(
+            suites,
+            [
+                ("lockbench job j: sale", 3, 0),
+                ("lockbench job j: sale/kill-master", 1, 0),
+                ("lockbench job j: calm", 6, 0),
+                ("lockbench job j: chaos/pause-holder", 2, 1),
+            ]
+        );
+        let b: Value = serde_json::from_slice(&std::fs::read(f("bmf.json")).unwrap()).unwrap();
+        let benches: Vec<&String> = b.as_object().unwrap().keys().collect();
+        assert_eq!(benches, ["calm/a", "calm/b", "sale/a"]);
+        let bigger: Value =
+            serde_json::from_slice(&std::fs::read(f("bench-bigger.json")).unwrap()).unwrap();
+        assert_eq!(bigger[0]["name"], "sale/a sales_per_s");
+        let md = std::fs::read_to_string(f("summary.md")).unwrap();
+        assert!(
+            md.contains("### lockbench job j: chaos/pause-holder"),
+            "{md}"
+        );
+        assert!(md.contains("| b | **UNSAFE** |"), "{md}");
     }
 
     #[test]

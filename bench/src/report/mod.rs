@@ -13,6 +13,7 @@ pub mod evidence;
 mod files;
 pub mod format;
 pub mod gate;
+pub mod history;
 mod hlog;
 pub mod html;
 pub mod layout;
@@ -78,6 +79,9 @@ pub struct Summary {
     pub schema: String,
     /// Version of lockbench that produced it.
     pub lockbench_version: String,
+    /// Its git revision (`build`, flattened).
+    #[serde(flatten)]
+    pub origin: Origin,
     /// Strategy id.
     pub strategy: String,
     /// Whether the strategy claims never to oversell (controls do not).
@@ -240,6 +244,25 @@ pub struct Summary {
     pub machine: Option<Machine>,
 }
 
+/// Which build made a summary besides lockbench's version, so that `lockbench history` can
+/// line runs up by commit (the machine is `Summary::machine`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    /// Git revision of the lockbench build (`git rev-parse --short HEAD` when it was
+    /// compiled); absent outside a git checkout and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<String>,
+}
+
+impl Origin {
+    /// This build.
+    pub fn here() -> Self {
+        Self {
+            build: option_env!("LOCKBENCH_GIT_REV").map(Into::into),
+        }
+    }
+}
+
 /// Consensus writes during the load: what a lock costs its consensus service per sale.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ConsensusWrites {
@@ -327,8 +350,6 @@ impl Summary {
     /// Builds the summary of one run from its parts.
     pub fn new(p: RunParts<'_>) -> Self {
         let RunParts {
-            info,
-            workload: w,
             stats,
             drive,
             safety,
@@ -344,9 +365,11 @@ impl Summary {
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
         let utilization = utilization(&p);
         let largest = double_grants.within_clock_uncertainty_largest.clone();
+        let (info, w) = (p.info, p.workload);
         Self {
             schema: SCHEMA.into(),
             lockbench_version: env!("CARGO_PKG_VERSION").into(),
+            origin: Origin::here(),
             strategy: info.id.into(),
             claims_safety: info.claims_safety(),
             safe: verdict.safe(),
@@ -817,8 +840,9 @@ mod tests {
             ],
         });
         let mut got = serde_json::to_value(&summary).expect("serialises");
-        // The only field that is not a function of the parts.
+        // The only fields that are not a function of the parts: the build.
         got["lockbench_version"] = "X".into();
+        got["build"] = "X".into();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/fixtures/summary-golden.json"
