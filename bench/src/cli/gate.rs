@@ -98,7 +98,13 @@ async fn cmd_paired(
         out: out.clone(),
         resume: p.resume,
     };
-    let report = paired_gate(&opts, &cancel, &mut std::io::stderr()).await?;
+    let report = match paired_gate(&opts, &cancel, &mut std::io::stderr()).await {
+        Err(crate::run::RunError::Interrupted) => {
+            eprintln!("lockbench: gate interrupted before a pair was complete: no verdict");
+            return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        }
+        other => other?,
+    };
     let json_path = out.join("gate.json");
     std::fs::write(&json_path, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("writing {}", json_path.display()))?;

@@ -276,7 +276,8 @@ fn collect(dir: &Path, out: &mut Vec<Summary>) -> Result<(), GateError> {
     Ok(())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+/// The median; 0 of none.
+pub(super) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     match v.len() {
         0 => 0.0,

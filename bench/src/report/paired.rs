@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use super::Summary;
 use super::format::decimals;
+use super::gate::median;
 use crate::record::Pct;
 use crate::stats::signed_rank::{self, Centre};
 
@@ -367,15 +368,6 @@ fn limit(c: &Change) -> String {
     let pct = (c.threshold - 1.0) * 100.0;
     let sign = if pct >= 0.0 { "+" } else { "" };
     format!("{sign}{}%", decimals(pct, 3))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// `sales_per_s B/A 0.912 (95% 0.905..0.921, 8 pairs): beyond the −5% allowed`.

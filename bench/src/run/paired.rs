@@ -179,7 +179,14 @@ pub async fn paired_gate(
                 .join(format!("pair-{:02}", i + 1))
                 .join(["a", "b"][side]);
             let v = [&opts.a, &opts.b][side];
-            halves[side] = run_side(opts, v, &me, seed, &dir, cancel).await?;
+            halves[side] = match run_side(opts, v, &me, seed, &dir, cancel).await {
+                // Judged on the pairs complete so far (the loop's head sees the cancel).
+                Err(RunError::Interrupted) if !pairs.is_empty() => break,
+                other => other?,
+            };
+        }
+        if cancel.is_cancelled() {
+            continue;
         }
         let [ha, hb] = halves;
         // The seed it ran on (a resumed pair's own).
@@ -232,9 +239,12 @@ async fn run_side(
         cmd.arg("--set").arg(s);
     }
     let err_log = log.try_clone().map_err(super::write_err(&log_path))?;
+    // A group of its own: a terminal's Ctrl-C reaches the gate alone, which passes on one
+    // SIGINT (a second would make the child abort its clean-up).
     cmd.stdout(log)
         .stderr(err_log)
-        .stdin(std::process::Stdio::null());
+        .stdin(std::process::Stdio::null())
+        .process_group(0);
     let mut child = cmd
         .spawn()
         .map_err(|e| RunError::Options(format!("starting {}: {e}", v.bin(me).display())))?;
