@@ -22,10 +22,10 @@ lap install-deps
 cargo fmt --all -- --check
 lap fmt
 # Fail fast: the tests that start no server (unit tests, the simulated pipeline, the report
-# renderers, k8s manifests, doc tests) run first, so a logic error shows within minutes, before
+# renderers, k8s manifests, the CI files read by Otava and junitparser, doc tests) run first, so a logic error shows within minutes, before
 # clippy, the container images and the real-server tests. The real-server stage below runs
 # only `real_servers`, so nothing runs twice.
-fast_tests=(--lib --bins --test pipeline --test report --test k8s)
+fast_tests=(--lib --bins --test pipeline --test report --test k8s --test ci_tools)
 cargo test --workspace --quiet "${fast_tests[@]}"
 cargo test --workspace --quiet --doc
 lap "tests without servers"

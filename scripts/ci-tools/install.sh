@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs Apache Otava and junitparser (pinned and hashed in requirements.txt) into
 # scripts/ci-tools/.venv, which is git-ignored: docs/ci-formats.md's "Trends across commits"
-# runs Otava on `lockbench history`'s CSV, and scripts/test-scripts.sh checks both (a planted
+# runs Otava on `lockbench history`'s CSV, and bench/tests/ci_tools.rs checks both (a planted
 # shift found at its run, the JUnit file read back). Idempotent: a venv whose recorded
 # requirements match requirements.txt is left alone; otherwise it is rebuilt from scratch.
 #
