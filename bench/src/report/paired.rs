@@ -275,6 +275,15 @@ fn judge_row(halves: &[(&Summary, &Summary)], tol: &PairedTolerance, each: f64) 
             halves.len()
         ));
     }
+    // Fenced is as claimed, but the lock broke: said, never hidden behind "ok".
+    let fenced = |s: &&Summary| s.headline() == "fenced";
+    let fa = halves.iter().filter(|h| fenced(&h.0)).count();
+    let fb = halves.iter().filter(|h| fenced(&h.1)).count();
+    if fa + fb > 0 {
+        row.notes.push(format!(
+            "fenced in {fa} A and {fb} B runs: the lock broke, the store refused every stale write"
+        ));
+    }
     for c in &row.changes {
         if c.decision.fails() {
             row.failures.push(said_change(c));
@@ -806,6 +815,15 @@ mod tests {
         let r = judge("a", "b", &p, &TOL);
         assert_eq!(r.rows[0].wrong_verdicts, (0, 2));
         assert!(!r.passed());
+        // Fenced: as claimed, and the note says the lock broke.
+        let mut p = pairs(2, 1.0, |_| 1.0);
+        p[0].1[0].lock_verdict = Some(crate::check::LockVerdict::BrokenFenced);
+        let r = judge("a", "b", &p, &TOL);
+        assert!(r.passed(), "{:?}", r.rows[0].failures);
+        assert_eq!(
+            r.rows[0].notes,
+            ["fenced in 0 A and 1 B runs: the lock broke, the store refused every stale write"]
+        );
     }
 
     #[test]
