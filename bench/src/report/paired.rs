@@ -594,6 +594,10 @@ fn junit(r: &PairedReport) -> quick_junit::Report {
             row.pairs - row.wrong_verdicts.1,
             row.pairs
         );
+        let safety = match row.notes.is_empty() {
+            true => safety,
+            false => format!("{safety}; {}", row.notes.join("; ")),
+        };
         let failed = (row.wrong_verdicts.1 > 0).then(|| row.failures[0].clone());
         suite.add_test_case(case(&row.b, "safety", failed, safety));
         for c in &row.changes {
