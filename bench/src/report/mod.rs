@@ -223,6 +223,10 @@ pub struct Summary {
     /// own counters say, background subtracted; `null` in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_work: Option<work::ServerWork>,
+    /// What a sale cost the servers: fsyncs and CPU per sale (from `server_work`'s counters);
+    /// `null` without server work or sales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<work::Cost>,
     /// The lease TTL the lock service granted, seconds, for locks whose server may change the
     /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -421,6 +425,7 @@ impl Summary {
             worker_failures: p.chaos.worker_failures,
             consensus_writes: None,
             server_work: None,
+            cost: None,
             lease_ttl_granted_s: None,
             library: None,
             broken: drive.broken.clone(),
