@@ -37,32 +37,7 @@ pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
         decimals(idle, 1)
     );
     for (strategy, part, w) in rows {
-        let (cells, note) = match &w.figures {
-            Some(f) => (
-                format!(
-                    "<td class=\"n\">{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                     <td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                     <td>{}</td><td class=\"n\">{}</td>",
-                    work_per(f.total_per),
-                    esc(&w.unit),
-                    work_per(f.bytes_in_per),
-                    work_per(f.bytes_out_per),
-                    work_per(f.per(FSYNCS)),
-                    work_per(f.per(CPU_US).map(|us| us / 1e3)),
-                    esc(&f.top(6)),
-                    percent(f.background_share)
-                ),
-                f.notes.join("; "),
-            ),
-            None => (
-                "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>"
-                    .to_string(),
-                format!(
-                    "not available: {}",
-                    w.not_available.as_deref().unwrap_or("")
-                ),
-            ),
-        };
+        let (cells, note) = cells(w);
         let _ = writeln!(
             h,
             "<tr data-strategy=\"{}\"><td>{}</td><td>{part}</td><td>{}</td><td>{}</td>\
@@ -91,4 +66,33 @@ pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
         "<p><small>n is the grants (or sales) the work is divided by. Sources: {}.</small></p>",
         esc(&sources.join("; "))
     );
+}
+
+/// A row's figure cells and its note, or dashes and why there are none.
+fn cells(w: &ServiceWork) -> (String, String) {
+    match &w.figures {
+        Some(f) => (
+            format!(
+                "<td class=\"n\">{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td>{}</td><td class=\"n\">{}</td>",
+                work_per(f.total_per),
+                esc(&w.unit),
+                work_per(f.bytes_in_per),
+                work_per(f.bytes_out_per),
+                work_per(f.per(FSYNCS)),
+                work_per(f.per(CPU_US).map(|us| us / 1e3)),
+                esc(&f.top(6)),
+                percent(f.background_share)
+            ),
+            f.notes.join("; "),
+        ),
+        None => (
+            "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>".to_string(),
+            format!(
+                "not available: {}",
+                w.not_available.as_deref().unwrap_or("")
+            ),
+        ),
+    }
 }
