@@ -48,7 +48,7 @@ pub use table::{Printed, Width, print_faults, print_table, print_table_as};
 use crate::check::{
     DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict, WorkerClock,
 };
-use crate::cluster::{NodeInfo, Provisioner};
+use crate::cluster::{NodeInfo, Pooler, Provisioner};
 use crate::record::contention::Contention;
 pub use crate::record::machine::Machine;
 use crate::record::utilization::{Coverage, Utilization};
@@ -598,6 +598,42 @@ impl Summary {
         (figures.sold_out_after_surge_s)
             .get(sale.hot_sku as usize)
             .copied()?
+    }
+
+    /// The note on the connection pooler between the buyers and PostgreSQL
+    /// (`servers.postgres_pooler` of the effective workload), and what it does to this run's
+    /// lock; `None` without one.
+    pub fn pooler_note(&self) -> Option<String> {
+        let servers = self.workload.get("servers")?;
+        let pooler: Pooler = servers.get("postgres_pooler")?.as_str()?.parse().ok()?;
+        let mode = pooler.pool_mode()?;
+        let clients = self.workload["load"]["clients"].as_u64().unwrap_or(1) as u32;
+        let mut note = format!(
+            "PgBouncer is in the path between the buyers and PostgreSQL ({mode} pooling, {} \
+             server connections for {clients} buyers)",
+            pooler.pool_size(clients)
+        );
+        let session_lock = crate::strategy::sql::holds_a_session_lock(&self.strategy);
+        note.push_str(match (session_lock, pooler.shares_sessions()) {
+            (true, true) => {
+                ": the session advisory lock follows the server connection, not the buyer: \
+                 the pooler runs each statement on whichever server connection is free, so the \
+                 next buyer whose statement lands on the holder's connection is granted the \
+                 lock again (it is reentrant), and an unlock that lands on another connection \
+                 frees nothing (pgbouncer#617, #102)"
+            }
+            (true, false) => {
+                ": each buyer keeps its server session while connected (a session left behind \
+                 is reset by DISCARD ALL, which frees its advisory locks), so the session lock \
+                 stays the buyer's"
+            }
+            (false, true) => {
+                ": a transaction keeps its server connection until it ends, so a lock the \
+                 transaction holds cannot move to another buyer"
+            }
+            (false, false) => "",
+        });
+        Some(note)
     }
 
     /// The note for overlaps of leases on different hosts' clocks that the clocks'
