@@ -620,7 +620,9 @@ impl Summary {
                  the pooler runs each statement on whichever server connection is free, so the \
                  next buyer whose statement lands on the holder's connection is granted the \
                  lock again (it is reentrant), and an unlock that lands on another connection \
-                 frees nothing (pgbouncer#617, #102)"
+                 frees nothing (pgbouncer#617, #102); a waiter blocked in pg_advisory_lock pins \
+                 one of the few server connections meanwhile, so other buyers' statements queue \
+                 in the pooler (timeouts)"
             }
             (true, false) => {
                 ": each buyer keeps its server session while connected (a session left behind \
@@ -710,6 +712,37 @@ mod tests {
         // Columns 3 and 4: after attempts/s and sales/s.
         assert_eq!(&row("rw")[3..5], ["450.0", "3"], "{t}");
         assert_eq!(&row("mysql-atomic")[3..5], ["-", "-"], "{t}");
+    }
+
+    #[test]
+    fn a_pooler_in_the_path_is_noted_with_what_it_does_to_the_lock() {
+        let mut s: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json")).unwrap();
+        s.workload["servers"]["postgres_pooler"] = "none".into();
+        assert_eq!(s.pooler_note(), None);
+        s.workload["load"]["clients"] = 32.into();
+        s.workload["servers"]["postgres_pooler"] = "pgbouncer-transaction".into();
+        s.strategy = "pg-advisory".into();
+        let note = s.pooler_note().unwrap();
+        assert!(
+            note.contains("4 server connections for 32 buyers"),
+            "{note}"
+        );
+        assert!(note.contains("follows the server connection, not the buyer"));
+        s.strategy = "pg-advisory-xact".into();
+        assert!(
+            s.pooler_note()
+                .unwrap()
+                .contains("cannot move to another buyer")
+        );
+        s.workload["servers"]["postgres_pooler"] = "pgbouncer-session".into();
+        s.strategy = "pg-advisory-fenced".into();
+        let note = s.pooler_note().unwrap();
+        assert!(
+            note.contains("(session pooling, 32 server connections"),
+            "{note}"
+        );
+        assert!(note.contains("stays the buyer's"), "{note}");
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub(super) fn program() -> Result<PathBuf, ClusterError> {
 
 /// `pgbouncer.ini`: listens on `listen`, pools `ep`'s database on `server` as `ep`'s user, in
 /// `pooling`'s mode with [`crate::cluster::Pooler::pool_size`] server connections and room for
-/// every buyer (plus the harness's readiness question). Each server connection it opens gets
+/// [`max_clients`]. Each server connection it opens gets
 /// the buyers' `lock_timeout` and `statement_timeout` (`connect_query`): PgBouncer 1.18 cannot
 /// pass on the `options` a direct buyer sends them in. No unix socket, no pid file, the log
 /// on stderr (the node's log). `auth_file`: the [`userlist`]'s path.
@@ -82,9 +82,17 @@ pub(super) fn ini(
         lhost = listen.ip(),
         lport = listen.port(),
         pool = pooling.pooler.pool_size(pooling.clients),
-        clients = pooling.clients + 16,
+        clients = max_clients(pooling.clients),
         auth = auth_file.display(),
     )
+}
+
+/// PgBouncer's `max_client_conn` for `clients` buyers: four times as many, and 100 more. A
+/// buyer whose call timed out drops its connection and opens another at once; on a busy
+/// machine PgBouncer accepted the new ones before it had closed the old (with room for 80, 64
+/// buyers were refused "no more connections allowed (max_client_conn)").
+pub(super) fn max_clients(clients: u32) -> u32 {
+    clients.saturating_mul(4).saturating_add(100)
 }
 
 /// `userlist.txt`: the user and its password, which PgBouncer checks clients against and logs
@@ -153,7 +161,7 @@ mod tests {
             "listen_port = 6000\n",
             "pool_mode = transaction\n",
             "default_pool_size = 4\n",
-            "max_client_conn = 48\n",
+            "max_client_conn = 228\n",
             "auth_file = /run/x/userlist.txt\n",
             "ignore_startup_parameters = extra_float_digits, options\n",
         ] {
