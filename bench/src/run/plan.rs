@@ -342,7 +342,8 @@ fn postgres_synchronous_commit(
 /// The pooler a run puts between its buyers and PostgreSQL (`servers.postgres_pooler`),
 /// refused before anything starts where it cannot be: servers this run does not start (or a
 /// session's, started before), containers (PgBouncer runs as a local process), a strategy
-/// that does not connect to PostgreSQL, or a library's adapter (it connects on its own).
+/// that does not connect to PostgreSQL, a library's adapter (it connects on its own), or a
+/// machine without PgBouncer.
 fn postgres_pooling(
     opts: &RunOptions,
     info: &StrategyInfo,
@@ -361,7 +362,8 @@ fn postgres_pooling(
     } else if let Some(flag) = given {
         format!("{flag}: only servers this run starts get a pooler in front")
     } else if opts.provision != Provisioner::Local {
-        "--provision containers: PgBouncer runs as a local process beside a local PostgreSQL;          use --provision local"
+        "--provision containers: PgBouncer runs as a local process beside a local \
+         PostgreSQL; use --provision local"
             .into()
     } else if !info.needs.runs(Service::Postgres) {
         format!("{}: it does not connect to PostgreSQL", info.id)
@@ -371,6 +373,7 @@ fn postgres_pooling(
             info.id
         )
     } else {
+        crate::cluster::postgres::pooler_installed()?;
         return Ok(pooling);
     };
     Err(RunError::Options(format!(

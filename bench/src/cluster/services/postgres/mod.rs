@@ -78,6 +78,12 @@ pub const KEEPALIVE_DEADLINE: Duration = Duration::from_secs(
     (TCP_KEEPALIVES_IDLE_S + TCP_KEEPALIVES_INTERVAL_S * TCP_KEEPALIVES_COUNT) as u64,
 );
 
+/// PgBouncer is installed (`servers.postgres_pooler`), or an error naming how to install it:
+/// asked before a run starts anything.
+pub fn pooler_installed() -> Result<(), ClusterError> {
+    pooler::program().map(|_| ())
+}
+
 /// Bound of one question to a node about its state: a new connection's password exchange
 /// (scram) took over 2 s on 2 cores shared with a CPU hog.
 const ASK_TIMEOUT: Duration = Duration::from_secs(4);
@@ -407,7 +413,8 @@ impl ServiceKind for Postgres {
                 return Err(ClusterError::Setup {
                     node: pooler::NAME.into(),
                     what: "start".into(),
-                    detail: "servers.postgres_pooler runs PgBouncer as a local process beside                              a local PostgreSQL: use --provision local"
+                    detail: "servers.postgres_pooler runs PgBouncer as a local process \
+                             beside a local PostgreSQL: use --provision local"
                         .into(),
                 });
             }
