@@ -45,6 +45,7 @@ mod node;
 pub mod owner;
 mod ports;
 mod process;
+pub mod procfs;
 mod provision;
 mod registry;
 mod services;

@@ -223,6 +223,10 @@ pub struct Summary {
     /// own counters say, background subtracted; `null` in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_work: Option<work::ServerWork>,
+    /// What a sale cost the servers: fsyncs and CPU per sale (from `server_work`'s counters);
+    /// `null` without server work or sales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<work::Cost>,
     /// The lease TTL the lock service granted, seconds, for locks whose server may change the
     /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -349,13 +353,7 @@ pub struct ChaosParts {
 impl Summary {
     /// Builds the summary of one run from its parts.
     pub fn new(p: RunParts<'_>) -> Self {
-        let RunParts {
-            stats,
-            drive,
-            safety,
-            double_grants,
-            ..
-        } = p;
+        let (stats, drive, safety, dg) = (p.stats, p.drive, p.safety, p.double_grants);
         let duration_s = drive.elapsed.as_secs_f64();
         let sold_out_s = sold_out(stats, safety);
         let attempts = stats.attempts();
@@ -364,7 +362,7 @@ impl Summary {
         let verdict = judge(&p);
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
         let utilization = utilization(&p);
-        let largest = double_grants.within_clock_uncertainty_largest.clone();
+        let largest = dg.within_clock_uncertainty_largest.clone();
         let (info, w) = (p.info, p.workload);
         Self {
             schema: SCHEMA.into(),
@@ -379,14 +377,14 @@ impl Summary {
             workload_file: p.workload_file.into(),
             workload: serde_json::to_value(w).expect("workload serialises"),
             audit: *safety,
-            double_grants: double_grants.count,
-            double_grant_incidents: double_grants.incidents,
+            double_grants: dg.count,
+            double_grant_incidents: dg.incidents,
             lease_lost: stats.lease_lost,
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks: p.stuck_locks,
-            double_grant_examples: double_grants.examples.clone(),
-            double_grants_cross_host: double_grants.cross_host,
-            within_clock_uncertainty: double_grants.within_clock_uncertainty,
+            double_grant_examples: dg.examples.clone(),
+            double_grants_cross_host: dg.cross_host,
+            within_clock_uncertainty: dg.within_clock_uncertainty,
             within_clock_uncertainty_largest: largest,
             clocks: p.clocks,
             reads,
@@ -421,6 +419,7 @@ impl Summary {
             worker_failures: p.chaos.worker_failures,
             consensus_writes: None,
             server_work: None,
+            cost: None,
             lease_ttl_granted_s: None,
             library: None,
             broken: drive.broken.clone(),

@@ -29,6 +29,7 @@ use crate::cluster::model::{ContainerInfo, Pooler, Pooling, PostgresEndpoint, Ro
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::owner::Owner;
 use crate::cluster::process::ServerProcess;
+use crate::cluster::procfs;
 
 /// The package that creates the system user.
 const PACKAGE: &str = "postgresql-15";
@@ -370,33 +371,15 @@ struct PgServer {
 
 /// The processes whose parent is `pid` (the postmaster's backends and helpers).
 fn children(pid: u32) -> Vec<Pid> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| {
-        let child: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
-        // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
-        let ppid: u32 = stat
-            .rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        (ppid == pid).then(|| Pid::from_raw(child))
-    })
-    .collect()
+    (procfs::all().into_iter())
+        .filter(|(_, s)| s.ppid == pid)
+        .map(|(child, _)| Pid::from_raw(child as i32))
+        .collect()
 }
 
 /// Whether process `pid` has exited (gone, or a zombie nobody reaped yet).
 fn gone(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
+    procfs::stat(pid.as_raw() as u32).is_none_or(|s| s.state == 'Z')
 }
 
 impl PgServer {

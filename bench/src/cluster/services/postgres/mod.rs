@@ -26,7 +26,7 @@ use sqlx::{ConnectOptions, Connection};
 
 use super::{first, rows};
 use crate::cluster::containers::Image;
-use crate::cluster::counters::{Meter, Reading, TOTAL};
+use crate::cluster::counters::{FSYNCS, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, SynchronousCommit, queried, setting};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::Missing;
@@ -357,6 +357,23 @@ fn stat_counters(values: &[i64]) -> std::collections::BTreeMap<String, u64> {
     out
 }
 
+/// The server's WAL syncs so far: `pg_stat_wal.wal_sync` (14 to 17), `pg_stat_io`'s WAL
+/// fsyncs from 18 on (which took them out of `pg_stat_wal`); `None` before 14.
+async fn wal_syncs(con: &mut sqlx::PgConnection) -> Result<Option<u64>, String> {
+    let (version,): (i32,) = sqlx::query_as("SELECT current_setting('server_version_num')::int")
+        .fetch_one(&mut *con)
+        .await
+        .map_err(|e| format!("server_version_num: {e}"))?;
+    let query = match version {
+        ..140000 => return Ok(None),
+        140000..180000 => "SELECT wal_sync FROM pg_stat_wal",
+        _ => "SELECT coalesce(sum(fsyncs), 0)::bigint FROM pg_stat_io WHERE object = 'wal'",
+    };
+    let (n,): (i64,) = (sqlx::query_as(query).fetch_one(&mut *con).await)
+        .map_err(|e| format!("WAL syncs: {e}"))?;
+    Ok(u64::try_from(n).ok())
+}
+
 /// The counters of the primary at `ep`.
 async fn work(ep: &PostgresEndpoint) -> Result<Reading, String> {
     let mut con = ep
@@ -368,10 +385,13 @@ async fn work(ep: &PostgresEndpoint) -> Result<Reading, String> {
         .fetch_one(&mut con)
         .await
         .map_err(|e| format!("pg_stat_database: {e}"))?;
+    let syncs = wal_syncs(&mut con).await?;
     let _ = con.close().await;
     let (a, b, c, d, e, f, g, h, i) = row;
+    let mut counters = stat_counters(&[a, b, c, d, e, f, g, h, i]);
+    counters.extend(syncs.map(|s| (FSYNCS.to_string(), s)));
     let mut reading = Reading::default();
-    reading.add(ep.addr, stat_counters(&[a, b, c, d, e, f, g, h, i]));
+    reading.add(ep.addr, counters);
     Ok(reading)
 }
 
@@ -486,7 +506,8 @@ impl ServiceKind for Postgres {
                      xact_rollback (each statement outside a transaction block is one), tup_*, \
                      deadlocks, conflicts; a backend reports its counts when idle, at most once \
                      a second, so a reading may lag by about 1 s; lock waits are not counted \
-                     (pg_locks is a snapshot of the waits now, not a counter); no byte counts",
+                     (pg_locks is a snapshot of the waits now, not a counter); no byte counts; \
+                     fsyncs: pg_stat_wal.wal_sync (pg_stat_io's WAL fsyncs from 18 on)",
         })
     }
 
