@@ -166,10 +166,15 @@ fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_f
     );
     assert!(setnx.safe && lua.safe, "both are safe without faults");
     // Once both were searched, the Lua deduction's decided end (its budget had room) was
-    // run again, in a folder of its own.
+    // run again, in a folder of its own. On a busy machine a revisit may overturn an end and
+    // the search go on, revisiting another (seen: 50 and 100 revisited, then 400 tried).
     let again: Vec<_> = lua.steps.iter().filter(|x| x.revisit).collect();
+    let mut dirs: Vec<_> = again.iter().map(|x| &x.dir).collect();
+    dirs.dedup();
     assert!(
-        again.len() == 1 && again[0].dir.ends_with("-revisit"),
+        !again.is_empty()
+            && dirs.len() == again.len()
+            && again.iter().all(|x| x.dir.ends_with("-revisit")),
         "{:?}",
         lua.steps.iter().map(|x| &x.dir).collect::<Vec<_>>()
     );
