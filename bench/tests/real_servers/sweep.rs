@@ -170,6 +170,7 @@ fn a_sweep_brackets_each_capacity_and_a_polling_lock_sustains_less_than_a_lock_f
     // the search go on, revisiting another (seen: 50 and 100 revisited, then 400 tried).
     let again: Vec<_> = lua.steps.iter().filter(|x| x.revisit).collect();
     let mut dirs: Vec<_> = again.iter().map(|x| &x.dir).collect();
+    dirs.sort();
     dirs.dedup();
     assert!(
         !again.is_empty()
