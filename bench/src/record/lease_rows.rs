@@ -554,6 +554,7 @@ mod tests {
                     released: at(end - 10),
                     lost: i % 11 == 0,
                     shared: i % 4 == 0,
+                    loss: None,
                 }),
             };
             w.push(&c, c.lease.as_ref().unwrap(), start);
@@ -621,6 +622,7 @@ mod tests {
                     released: t,
                     lost: false,
                     shared: false,
+                    loss: None,
                 }),
             };
             w.push(&c, c.lease.as_ref().unwrap(), start);

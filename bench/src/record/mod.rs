@@ -9,6 +9,7 @@
 //! ([`sale`], asked for by [`Ingest::keep_sale`]).
 
 pub mod contention;
+pub mod danger;
 mod history;
 mod lease_rows;
 pub mod machine;
@@ -34,6 +35,7 @@ use tokio::sync::mpsc;
 use crate::check::{DoubleGrantChecker, DoubleGrants};
 use crate::workload::Ask;
 
+pub use danger::{DangerWindow, LossSource, LossSpan};
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome, Refusal};
 pub use partial::{Batch, BatchError, Interval, WorkerFold};
@@ -132,6 +134,9 @@ pub struct LeaseSpan {
     /// A read lease of a read–write lock ([`crate::strategy::Lease::shared`]): other shared
     /// leases of the key may overlap it.
     pub shared: bool,
+    /// For a lost lease: when the server ended it, when its holder noticed, when it wrote
+    /// (the danger window, [`danger`]); `None` for a lease that was not lost.
+    pub loss: Option<LossSpan>,
 }
 
 /// One finished attempt.

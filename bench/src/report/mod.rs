@@ -52,7 +52,9 @@ use crate::cluster::{NodeInfo, Provisioner};
 use crate::record::contention::Contention;
 pub use crate::record::machine::Machine;
 use crate::record::utilization::{Coverage, Utilization};
-use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
+use crate::record::{
+    DangerWindow, DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival,
+};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
 
@@ -113,6 +115,11 @@ pub struct Summary {
     /// Leases that ended before their holder released them: release found the lock gone or
     /// another's, renewal found it expired, or Redlock's validity passed while it was held.
     pub lease_lost: u64,
+    /// Per lost lease, the time from the server's end of the lease to its holder's notice,
+    /// and the store writes it sent after the end (`record::danger`); lease-based strategies
+    /// only (and any lock that lost a lease), absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub danger_window: Option<DangerWindow>,
     /// The first few overlapping pairs, with the mode each lease held its key in (and, for
     /// leases timed on different hosts' clocks, the clock uncertainty the overlap beat).
     pub double_grant_examples: Vec<Overlap>,
@@ -363,7 +370,6 @@ impl Summary {
         let every = every_arrival(&started, drive.not_started, drive.elapsed);
         let verdict = judge(&p);
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
-        let utilization = utilization(&p);
         let largest = double_grants.within_clock_uncertainty_largest.clone();
         let (info, w) = (p.info, p.workload);
         Self {
@@ -382,16 +388,17 @@ impl Summary {
             double_grants: double_grants.count,
             double_grant_incidents: double_grants.incidents,
             lease_lost: stats.lease_lost,
+            danger_window: danger_window(info, stats),
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks: p.stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
             double_grants_cross_host: double_grants.cross_host,
             within_clock_uncertainty: double_grants.within_clock_uncertainty,
             within_clock_uncertainty_largest: largest,
+            utilization: utilization(&p),
             clocks: p.clocks,
             reads,
             torn_reads: stats.count(Outcome::TORN_READ),
-            utilization,
             contention: p.contention.filter(|_| info.locks).cloned(),
             lock_wait: LockWait::of(info, w),
             unknown: stats.count(Outcome::Unknown(ErrorKind::Timeout).class()),
@@ -428,6 +435,12 @@ impl Summary {
             machine: None,
         }
     }
+}
+
+/// The danger window of a lease-based lock, or of any lock that lost a lease.
+fn danger_window(info: &StrategyInfo, stats: &Stats) -> Option<DangerWindow> {
+    let lost = stats.danger.counts.lost > 0;
+    (info.locks && (info.leases() || lost)).then(|| stats.danger.window())
 }
 
 /// Share of each SKU's selling window some holder was inside its lease; `None` without a lock.
@@ -747,6 +760,7 @@ mod tests {
                         released: at(100 * i + 18),
                         lost: i == 3,
                         shared: false,
+                        loss: None,
                     }),
                 },
                 start,
