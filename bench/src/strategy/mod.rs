@@ -208,6 +208,13 @@ impl Lease {
         }
     }
 
+    /// This lease, which the server started (for `ttl`) by the call that just returned: its
+    /// loss moment is a TTL from now, a round trip late at most.
+    pub fn expiring(mut self, ttl: Duration) -> Self {
+        self.expiry = Some(Expiry::After(Instant::now(), ttl));
+        self
+    }
+
     /// Whether the client already knows, at `now`, that the lease has ended: its renewal found
     /// it gone, or its validity has passed. (Release may find out more: see [`Lock::release`].)
     pub fn known_lost(&self, now: Instant) -> bool {
