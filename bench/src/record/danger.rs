@@ -30,8 +30,9 @@ enum_names!(LossSource {
     LeaseArithmetic = "lease-arithmetic",
 });
 
-/// What a lost lease's holder and lock knew of its end, on the holder's monotonic clock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a lost lease's holder and lock knew of its end, on the holder's monotonic clock
+/// (the default: nothing).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LossSpan {
     /// When the server ended the lease, and how that was found (`None`: the lock cannot say).
     pub lost_at: Option<(Instant, LossSource)>,

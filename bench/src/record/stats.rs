@@ -303,8 +303,9 @@ impl Stats {
         }
         self.release_failed += u64::from(c.release_failed);
         self.lease_lost += u64::from(c.lease.as_ref().is_some_and(|l| l.lost));
-        if let Some(loss) = c.lease.as_ref().and_then(|l| l.loss.as_ref()) {
-            self.danger.record(loss);
+        if let Some(l) = c.lease.as_ref().filter(|l| l.lost) {
+            // A lost lease whose lock told nothing of its end still counts (no loss moment).
+            self.danger.record(&l.loss.unwrap_or_default());
         }
         if c.outcome == Outcome::Sold {
             self.last_sale = self

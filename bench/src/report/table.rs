@@ -444,6 +444,10 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
         if let Some(note) = s.clock_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;
         }
+        if let Some(d) = s.danger_window.as_ref().filter(|d| d.lost > 0) {
+            let figures = super::format::danger_window(d);
+            writeln!(out, "note: {}: danger window: {figures}", s.strategy)?;
+        }
         if s.interrupted {
             writeln!(
                 out,
