@@ -172,6 +172,8 @@ impl DangerFold {
             writes_after_loss: c.writes_after_loss,
             write_after_loss_max_us: (c.writes_after_loss > 0).then_some(c.write_after_loss_max_us),
             refused_by_fence: c.refused_by_fence,
+            unnoticed_overlapped: 0,
+            unnoticed_went_on_max_us: None,
             source: (!sources.is_empty()).then(|| sources.join("+")),
         }
     }
@@ -200,6 +202,14 @@ pub struct DangerWindow {
     pub write_after_loss_max_us: Option<u64>,
     /// Of `writes_after_loss`, those a fence refused.
     pub refused_by_fence: u64,
+    /// Leases a later grant overlapped whose holder never learned they were lost (not in
+    /// `lost`: nothing told it; from the double-grant check).
+    #[serde(default)]
+    pub unnoticed_overlapped: u64,
+    /// The longest such a holder went on after that later grant (which bounds its loss from
+    /// above), µs.
+    #[serde(default)]
+    pub unnoticed_went_on_max_us: Option<u64>,
     /// How the loss moments were found: `observed`, `lease-arithmetic` (last renewal + TTL),
     /// or both joined by `+`; `null` when no lease was lost.
     pub source: Option<String>,

@@ -235,6 +235,8 @@ struct LeaseSeen<'a> {
     shared: bool,
     sold: bool,
     found_sold_out: bool,
+    /// Its holder learned it was lost.
+    lost: bool,
 }
 
 /// What is checked on leases: double grants, utilization and contention.
@@ -254,8 +256,14 @@ impl LeaseChecks {
         let domain = worker
             .and_then(|k| self.domains.get(k).copied())
             .unwrap_or(crate::check::COORDINATOR);
-        self.double_grants
-            .observe_in(domain, l.key, l.token, l.held, l.shared.into(), l.ended);
+        let seen = crate::check::SeenLease {
+            key: l.key,
+            token: l.token,
+            held: l.held,
+            mode: l.shared.into(),
+            lost: l.lost,
+        };
+        self.double_grants.observe_lease(domain, seen, l.ended);
         // A lease of an attempt that found its SKU sold out lies after the selling window.
         if !l.found_sold_out {
             self.coverage.observe_lease(l.sku, l.held, l.ended, l.sold);
@@ -355,6 +363,7 @@ impl Ingest {
                     shared: l.shared,
                     sold: c.outcome == Outcome::Sold,
                     found_sold_out: c.outcome == Outcome::SoldOut,
+                    lost: l.lost,
                 },
             );
         } else if c.outcome == Outcome::LockTimeout && !c.read {
@@ -424,6 +433,7 @@ impl Ingest {
                     shared: l.shared,
                     sold: l.sold,
                     found_sold_out: l.found_sold_out,
+                    lost: l.lost,
                 },
             )
         })

@@ -212,6 +212,13 @@ pub fn danger_window(d: &crate::record::DangerWindow) -> String {
             d.lost, d.unnoticed, d.no_loss_moment
         );
     }
+    if let Some(us) = d.unnoticed_went_on_max_us {
+        out += &format!(
+            "; {} overlapped, never told, went on up to {} s after the next grant",
+            d.unnoticed_overlapped,
+            secs(us as f64 / 1e6)
+        );
+    }
     if let Some(source) = &d.source {
         out += &format!("; loss moment: {source}");
     }

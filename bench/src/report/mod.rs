@@ -388,7 +388,7 @@ impl Summary {
             double_grants: double_grants.count,
             double_grant_incidents: double_grants.incidents,
             lease_lost: stats.lease_lost,
-            danger_window: danger_window(info, stats),
+            danger_window: danger_window(info, stats, double_grants),
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks: p.stuck_locks,
             double_grant_examples: double_grants.examples.clone(),
@@ -438,9 +438,15 @@ impl Summary {
 }
 
 /// The danger window of a lease-based lock, or of any lock that lost a lease.
-fn danger_window(info: &StrategyInfo, stats: &Stats) -> Option<DangerWindow> {
-    let lost = stats.danger.counts.lost > 0;
-    (info.locks && (info.leases() || lost)).then(|| stats.danger.window())
+/// The stale holders never told come from the double-grant check.
+fn danger_window(info: &StrategyInfo, stats: &Stats, d: &DoubleGrants) -> Option<DangerWindow> {
+    let lost = stats.danger.counts.lost + d.unnoticed > 0;
+    let window = || DangerWindow {
+        unnoticed_overlapped: d.unnoticed,
+        unnoticed_went_on_max_us: (d.unnoticed > 0).then_some(d.unnoticed_went_on_us),
+        ..stats.danger.window()
+    };
+    (info.locks && (info.leases() || lost)).then(window)
 }
 
 /// Share of each SKU's selling window some holder was inside its lease; `None` without a lock.
@@ -827,6 +833,8 @@ mod tests {
                     clock_uncertainty_us: Some(1_000),
                     clock_margin_us: Some(700),
                 }),
+                unnoticed: 1,
+                unnoticed_went_on_us: 1_200_000,
             },
             stuck_locks: 0,
             servers: Vec::new(),

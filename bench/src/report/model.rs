@@ -139,7 +139,13 @@ pub fn run_line(s: &Summary) -> String {
 /// past it, refused by the fence (loss moment: lease arithmetic)".
 pub fn danger_line(d: &DangerWindow) -> Option<String> {
     if d.lost == 0 {
-        return None;
+        return d.unnoticed_went_on_max_us.map(|us| {
+            format!(
+                "{} never told of its lost lease went on {} s after another holder got it",
+                plural(d.unnoticed_overlapped, "holder"),
+                secs(us as f64 / 1e6)
+            )
+        });
     }
     let times = |n: u64| match n {
         1 => "once".to_string(),
@@ -177,6 +183,14 @@ pub fn danger_line(d: &DangerWindow) -> Option<String> {
             line,
             "; {} never noticed",
             plural(d.unnoticed, "lost lease")
+        );
+    }
+    if let Some(us) = d.unnoticed_went_on_max_us {
+        let _ = write!(
+            line,
+            "; {} never told went on up to {} s after another holder got it",
+            plural(d.unnoticed_overlapped, "holder"),
+            secs(us as f64 / 1e6)
         );
     }
     if let Some(source) = &d.source {

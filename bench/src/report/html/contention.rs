@@ -118,10 +118,12 @@ pub(super) fn danger_table(h: &mut String, runs: &[RunData]) {
          sent after the lease had ended, and whether a fence refused them. <b>Loss \
          moment</b>: <code>lease-arithmetic</code> is the last send that (re)started the \
          lease plus its TTL, as the server counts it; <code>observed</code> was seen \
-         happen.</p>\n\
+         happen. <b>Never told</b>: leases a later grant overlapped whose holder nothing told \
+         of the loss, and how long the longest went on after that grant.</p>\n\
          <table id=\"danger\">\n<thead><tr><th>strategy</th><th>leases lost</th>\
          <th>loss → notice p50 s</th><th>max s</th><th>writes after the loss</th>\
-         <th>longest past the loss s</th><th>refused by a fence</th><th>loss moment</th>\
+         <th>longest past the loss s</th><th>refused by a fence</th>\
+         <th>never told: went on after the next grant s</th><th>loss moment</th>\
          <th>in words</th></tr></thead>\n<tbody>"
     );
     let s_of = |us: Option<u64>| or_dash(us, |u| secs(u as f64 / 1e6));
@@ -133,6 +135,11 @@ pub(super) fn danger_table(h: &mut String, runs: &[RunData]) {
             d.writes_after_loss.to_string(),
             s_of(d.write_after_loss_max_us),
             d.refused_by_fence.to_string(),
+            format!(
+                "{} ({})",
+                d.unnoticed_overlapped,
+                s_of(d.unnoticed_went_on_max_us)
+            ),
             d.source.clone().unwrap_or_else(|| "-".into()),
             danger_line(d).unwrap_or_else(|| "no lease lost".into()),
         ];
