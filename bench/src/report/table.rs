@@ -441,6 +441,9 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
                 )?;
             }
         }
+        if let Some(c) = &s.cost {
+            writeln!(out, "note: {}: cost: {}", s.strategy, c.line())?;
+        }
         if let Some(note) = s.clock_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;
         }
@@ -448,6 +451,9 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
         if let Some(d) = danger.filter(|d| d.lost + d.unnoticed_overlapped > 0) {
             let figures = super::format::danger_window(d);
             writeln!(out, "note: {}: danger window: {figures}", s.strategy)?;
+        }
+        if let Some(note) = s.pooler_note() {
+            writeln!(out, "note: {}: {note}", s.strategy)?;
         }
         if s.interrupted {
             writeln!(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::cluster::durability::SynchronousCommit;
-use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
+use crate::cluster::{EtcdBuild, MysqlBuild, Pooler, PostgresBuild, RedisBuild, ZookeeperBuild};
 
 use super::human::human;
 use super::number::{RawInt, number};
@@ -162,6 +162,7 @@ crate::names::enum_names!(WaitMode {
 struct RawServers {
     redis_appendfsync: Option<String>,
     postgres_synchronous_commit: Option<String>,
+    postgres_pooler: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
     redis: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
@@ -358,6 +359,11 @@ pub struct Servers {
     /// server's default: the WAL flushed), `"off"`, `"local"`, `"remote_write"`,
     /// `"remote_apply"`.
     pub postgres_synchronous_commit: SynchronousCommit,
+    /// The connection pooler between the buyers and PostgreSQL: `"none"` (the default),
+    /// `"pgbouncer-transaction"`, `"pgbouncer-session"` (docs/postgres.md). Left out of the
+    /// effective workload when none, as it was before the key existed.
+    #[serde(skip_serializing_if = "Pooler::is_none")]
+    pub postgres_pooler: Pooler,
     /// Which build every Redis node runs: `"7.0"` (bookworm's), `"valkey-8.0"`, `"valkey-9.1"`.
     pub redis: RedisBuild,
     /// Which build every etcd member runs: `"3.4"` (bookworm's), `"3.5"`.
@@ -814,6 +820,13 @@ impl Fields<'_> {
                 "one of \"on\" (PostgreSQL's default), \"off\", \"local\", \"remote_write\", \
                  \"remote_apply\"",
             )?,
+            postgres_pooler: named(
+                self,
+                "servers.postgres_pooler",
+                raw.postgres_pooler,
+                "one of \"none\" (the buyers connect to PostgreSQL directly), \
+                 \"pgbouncer-transaction\", \"pgbouncer-session\"",
+            )?,
             redis: named(
                 self,
                 "servers.redis",
@@ -1222,6 +1235,32 @@ ttl = "1s"
         let e = err(GOOD, &["servers.postgres_synchronous_commit=true"]);
         assert!(
             e.starts_with("--set servers.postgres_synchronous_commit=true:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn servers_section_sets_postgres_pooler() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.servers.postgres_pooler, Pooler::None);
+        let text = "[servers]\npostgres_pooler = \"pgbouncer-transaction\"\n";
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerTransaction);
+        let o = vec!["servers.postgres_pooler=pgbouncer-session".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerSession);
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(back.servers.postgres_pooler, Pooler::PgbouncerSession);
+        let e = err("[servers]\npostgres_pooler = \"pgbouncer\"\n", &[]);
+        assert_eq!(
+            e,
+            "w.toml: servers.postgres_pooler = \"pgbouncer\": expected one of \"none\" (the \
+             buyers connect to PostgreSQL directly), \"pgbouncer-transaction\", \
+             \"pgbouncer-session\""
+        );
+        let e = err(GOOD, &["servers.postgres_pooler=odyssey"]);
+        assert!(
+            e.starts_with("--set servers.postgres_pooler=odyssey:"),
             "{e}"
         );
     }

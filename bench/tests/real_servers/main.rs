@@ -20,6 +20,7 @@ mod lifecycle;
 mod locks;
 mod pay;
 mod pg_strategies;
+mod pooler;
 mod postgres;
 mod reads;
 mod reconnect;
