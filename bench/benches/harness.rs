@@ -36,6 +36,7 @@ fn completion(start: Instant, i: u64) -> Completion {
             released: t + Duration::from_micros(1800),
             lost: false,
             shared: false,
+            loss: None,
         }),
     }
 }

@@ -101,6 +101,7 @@ fn generate(mix: Mix, n: u64, rate: f64, start: Instant) -> Vec<Vec<Completion>>
                     released: at(released),
                     lost: false,
                     shared: false,
+                    loss: None,
                 };
                 (outcome, released + 100, Some(lease))
             }

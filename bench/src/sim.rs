@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -34,8 +34,8 @@ use crate::record::{ErrorKind, Outcome};
 use crate::report::Summary;
 use crate::run::{InProcess, RunError, RunOptions, Source};
 use crate::strategy::{
-    AcquireError, Attempt, Built, CriticalSection, Kind, Lease, Lock, Locked, Purchase, Rules,
-    Store, Strategy, StrategyError, StrategyInfo, read_outcome,
+    AcquireError, Attempt, Built, CriticalSection, Expiry, Kind, Lease, Lock, Locked, Purchase,
+    Rules, Store, Strategy, StrategyError, StrategyInfo, read_outcome,
 };
 use crate::workload::{Ask, Workload};
 
@@ -295,14 +295,18 @@ impl Lock for SimLock {
             .await
             .map_err(|_| AcquireError::Busy)?
             .expect("sim semaphores are never closed");
+        let mut lease = Lease::new(key, token);
         match self.fault {
             // Expired at once: the key is free again while the holder believes it holds it.
-            SimFault::ExpireEarly { every } if self.grants.fires(every) => drop(permit),
+            SimFault::ExpireEarly { every } if self.grants.fires(every) => {
+                drop(permit);
+                lease.expiry = Some(Expiry::Observed(Instant::now()));
+            }
             _ => {
                 self.held().insert(token.to_string(), Some(permit));
             }
         }
-        Ok(Lease::new(key, token))
+        Ok(lease)
     }
 
     /// A shared lease (one permit) when the lock is a read–write one; the exclusive lock
@@ -373,6 +377,7 @@ impl CriticalSection for SimStore {
                 return refused;
             }
             tokio::time::sleep(hold).await;
+            p.lease.wrote();
             self.write_order(p.sku, qty - i64::from(p.ask.qty), Some(&p.ask));
             return Outcome::Sold;
         }
@@ -380,6 +385,7 @@ impl CriticalSection for SimStore {
             return Outcome::SoldOut;
         }
         tokio::time::sleep(hold).await;
+        p.lease.wrote();
         self.write(p.sku, qty - 1);
         Outcome::Sold
     }

@@ -1032,3 +1032,73 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
     eprintln!("sim job: {took:?}");
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
+
+/// The danger window, end to end: a lease the sim expires at once (its loss observed) is
+/// noticed at release, a hold later, after the holder wrote; folded alike by the recorder and
+/// by workers.
+#[tokio::test(flavor = "current_thread")]
+async fn an_early_expiry_is_a_danger_window_noticed_at_release_after_the_write() {
+    // Stock for every attempt: each lost holder holds and writes.
+    let text = "seed = 13\n\
+         [inventory]\nskus = 1\nstock = 1000\n\
+         [load]\nmode = \"closed\"\nclients = 4\nduration = \"10s\"\nmax_attempts = 120\n\
+         [critical_section]\nhold = \"1ms\"\n";
+    let w = Workload::parse("danger.toml", text, &[]).expect("valid workload");
+    for workers in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut opts = sim::options(&w, dir.path().to_path_buf(), false);
+        if workers {
+            opts = in_two_workers(opts);
+        }
+        let s = sim::run(Sim::new(SimFault::ExpireEarly { every: 7 }), &opts)
+            .await
+            .expect("runs");
+        let d = s.danger_window.clone().expect("a lock that lost leases");
+        assert!(s.lease_lost > 0, "{s:#?}");
+        assert_eq!((d.n, d.lost), (s.lease_lost, s.lease_lost), "{d:?}");
+        assert_eq!((d.unnoticed, d.no_loss_moment), (0, 0), "{d:?}");
+        assert_eq!(d.source.as_deref(), Some("observed"));
+        // Noticed only at release, after the 1 ms hold (far below a second, even when busy).
+        let p50 = d.loss_to_notice_p50_us.expect("n > 0");
+        assert!((900..1_000_000).contains(&p50), "{d:?}");
+        assert!(d.loss_to_notice_max_us >= Some(p50));
+        // Every holder wrote after its lease had ended; nothing fenced.
+        assert_eq!(d.writes_after_loss, d.n, "{d:?}");
+        assert!(
+            d.write_after_loss_max_us <= d.loss_to_notice_max_us,
+            "{d:?}"
+        );
+        assert_eq!(d.refused_by_fence, 0);
+    }
+    // And the other direction: a lock that lost nothing, not lease-based, reports no window.
+    let clean = run(Sim::new(SimFault::None), 1).await;
+    assert_eq!(clean.danger_window, None);
+}
+
+/// A holder nothing told: a lock that grants a held key again never tells its first holder,
+/// whose window the double-grant check still reports (never told, and how long it went on).
+#[tokio::test(flavor = "current_thread")]
+async fn a_holder_never_told_of_a_second_grant_is_in_the_danger_window() {
+    // In this process, and through workers (the lease rows carry whether a holder was told).
+    for workers in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut opts = sim::options(&workload(1), dir.path().to_path_buf(), false);
+        if workers {
+            opts = in_two_workers(opts);
+        }
+        let s = sim::run(Sim::new(SimFault::GrantTwice { every: 5 }), &opts)
+            .await
+            .expect("runs");
+        let d = s
+            .danger_window
+            .clone()
+            .expect("a lock whose holders were overlapped");
+        assert_eq!((d.lost, d.n), (0, 0), "nothing told any holder: {d:?}");
+        assert_eq!(d.unnoticed_overlapped, s.double_grant_incidents, "{d:?}");
+        assert!(d.unnoticed_overlapped > 0);
+        assert!(
+            d.unnoticed_went_on_max_us.is_some_and(|us| us < 1_000_000),
+            "{d:?}"
+        );
+    }
+}

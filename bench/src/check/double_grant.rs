@@ -122,6 +122,14 @@ pub struct DoubleGrants {
     /// The longest of those overlaps, with the uncertainty it fell within.
     #[serde(default)]
     pub within_clock_uncertainty_largest: Option<Overlap>,
+    /// Of `incidents`, the stale holders that never learned their lease was lost (it was not
+    /// `lost`): the danger window of a holder never told.
+    #[serde(default)]
+    pub unnoticed: u64,
+    /// The longest such a holder went on after the later grant (which bounds its loss from
+    /// above), µs.
+    #[serde(default)]
+    pub unnoticed_went_on_us: u64,
 }
 
 struct Held {
@@ -132,6 +140,8 @@ struct Held {
     released: Instant,
     /// Already counted as an incident (a later grant overlapped it).
     overlapped: bool,
+    /// Its holder never learned the lease was lost.
+    unnoticed: bool,
 }
 
 /// One key's retained leases, one queue per mode, each sorted by `released`. Apart, so a
@@ -175,6 +185,21 @@ struct New<'a> {
     released: Instant,
     mode: Mode,
     overlapped: bool,
+    unnoticed: bool,
+}
+
+/// A lease as [`DoubleGrantChecker::observe_lease`] takes it.
+pub struct SeenLease<'a> {
+    /// Lock key.
+    pub key: &'a str,
+    /// Owner token.
+    pub token: &'a str,
+    /// When acquire returned and release was sent.
+    pub held: (Instant, Instant),
+    /// How it held the key.
+    pub mode: Mode,
+    /// Its holder learned it was lost (a renewal, a session's end, its release said so).
+    pub lost: bool,
 }
 
 impl DoubleGrantChecker {
@@ -226,10 +251,30 @@ impl DoubleGrantChecker {
         domain: u32,
         key: &str,
         token: &str,
-        (acquired, released): (Instant, Instant),
+        held: (Instant, Instant),
         mode: Mode,
         ended: Instant,
     ) {
+        let lease = SeenLease {
+            key,
+            token,
+            held,
+            mode,
+            lost: true,
+        };
+        self.observe_lease(domain, lease, ended);
+    }
+
+    /// [`Self::observe_in`], knowing whether the holder learned its lease was lost: a stale
+    /// holder that did not counts in [`DoubleGrants::unnoticed`].
+    pub fn observe_lease(&mut self, domain: u32, lease: SeenLease<'_>, ended: Instant) {
+        let SeenLease {
+            key,
+            token,
+            held: (acquired, released),
+            mode,
+            lost,
+        } = lease;
         if !self.by_key.contains_key(key) {
             self.by_key.insert(key.to_string(), Key::default());
         }
@@ -242,6 +287,7 @@ impl DoubleGrantChecker {
             released,
             mode,
             overlapped: false,
+            unnoticed: !lost,
         };
         let clocks = self.clocks.as_deref();
         Self::compare(
@@ -274,6 +320,7 @@ impl DoubleGrantChecker {
                 acquired,
                 released,
                 overlapped: new.overlapped,
+                unnoticed: new.unnoticed,
             },
         );
         // A lease released more than horizon + slack before this attempt ended cannot overlap
@@ -344,14 +391,21 @@ impl DoubleGrantChecker {
             }
             found.count += 1;
             // The one granted first is the stale holder (ties: the one seen first).
-            let stale = if other.acquired <= new.acquired {
-                &mut other.overlapped
+            let (stale, unnoticed, went_on) = if other.acquired <= new.acquired {
+                let went_on = other.released.saturating_duration_since(new.acquired);
+                (&mut other.overlapped, other.unnoticed, went_on)
             } else {
-                &mut new.overlapped
+                let went_on = new.released.saturating_duration_since(other.acquired);
+                (&mut new.overlapped, new.unnoticed, went_on)
             };
             if !*stale {
                 *stale = true;
                 found.incidents += 1;
+                if unnoticed {
+                    found.unnoticed += 1;
+                    let us = went_on.as_micros() as u64;
+                    found.unnoticed_went_on_us = found.unnoticed_went_on_us.max(us);
+                }
             }
             if found.examples.len() < EXAMPLES {
                 found.examples.push(example(other));
@@ -400,6 +454,27 @@ mod tests {
             );
         }
         assert_eq!(c.finish().count, 0);
+    }
+
+    #[test]
+    fn a_stale_holder_never_told_is_counted_with_how_long_it_went_on() {
+        let t0 = Instant::now();
+        let lease = |token, from, to, lost| SeenLease {
+            key: "k",
+            token,
+            held: (ms(t0, from), ms(t0, to)),
+            mode: Mode::Exclusive,
+            lost,
+        };
+        for (lost, want) in [(false, (1, 240_000)), (true, (0, 0))] {
+            let mut c = checker();
+            // A holds 0..300, never told (or told) that its lease ended; B got it at 60.
+            c.observe_lease(COORDINATOR, lease("B", 60, 90, false), ms(t0, 91));
+            c.observe_lease(COORDINATOR, lease("A", 0, 300, lost), ms(t0, 301));
+            let found = c.finish();
+            assert_eq!(found.incidents, 1);
+            assert_eq!((found.unnoticed, found.unnoticed_went_on_us), want);
+        }
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod sale;
 use serde::{Deserialize, Serialize};
 
 pub use clock::{COORDINATOR, ClockTable, WorkerClock};
-pub use double_grant::{DoubleGrantChecker, DoubleGrants, Mode, Overlap};
+pub use double_grant::{DoubleGrantChecker, DoubleGrants, Mode, Overlap, SeenLease};
 pub use pay::{PayAudit, PayBooks, PayCounts, PayFacts, ReservationRow};
 pub use sale::{SaleAudit, SkuBalance};
 

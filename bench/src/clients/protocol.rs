@@ -175,6 +175,7 @@ impl WireCompletion {
                 released: at(l.released),
                 lost: l.lost,
                 shared: l.shared,
+                loss: None,
             }),
             ask: self.ask,
         }
@@ -233,6 +234,7 @@ mod tests {
                 released: at(8),
                 lost: true,
                 shared: false,
+                loss: None,
             }),
         };
         let line =
@@ -275,6 +277,7 @@ mod tests {
                 released: at(4),
                 lost: false,
                 shared: true,
+                loss: None,
             }),
         };
         let line = serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap();

@@ -194,6 +194,7 @@ mod tests {
                 released: at(80),
                 lost: false,
                 shared: false,
+                loss: None,
             }),
         };
         w.write(&c).unwrap();
@@ -210,6 +211,7 @@ mod tests {
             released: at(80),
             lost: false,
             shared: true,
+            loss: None,
         });
         w.write(&c).unwrap();
         c.outcome = Outcome::Read { stock: 4 };

@@ -63,7 +63,7 @@ impl WireLeases {
     }
 }
 
-/// Not needed by the checks (the stats count `lease_lost`), kept for a complete record.
+/// The double-grant check tells stale holders that learned of their loss from those never told.
 const LOST: u8 = 1;
 const SHARED: u8 = 2;
 const SOLD: u8 = 4;
@@ -251,6 +251,8 @@ pub(super) struct LeaseRow<'a> {
     pub shared: bool,
     pub sold: bool,
     pub found_sold_out: bool,
+    /// Its holder learned it was lost.
+    pub lost: bool,
     pub client: u32,
     /// When it asked for the lock.
     pub started: Instant,
@@ -382,6 +384,7 @@ impl Cursor {
             shared: row.flags & SHARED != 0,
             sold: row.flags & SOLD != 0,
             found_sold_out: row.flags & FOUND_SOLD_OUT != 0,
+            lost: row.flags & LOST != 0,
             client: row.client,
             started: at(start, row.acquired.saturating_sub(row.waited)),
             gave_up: row.flags & GAVE_UP != 0,
@@ -554,6 +557,7 @@ mod tests {
                     released: at(end - 10),
                     lost: i % 11 == 0,
                     shared: i % 4 == 0,
+                    loss: None,
                 }),
             };
             w.push(&c, c.lease.as_ref().unwrap(), start);
@@ -621,6 +625,7 @@ mod tests {
                     released: t,
                     lost: false,
                     shared: false,
+                    loss: None,
                 }),
             };
             w.push(&c, c.lease.as_ref().unwrap(), start);

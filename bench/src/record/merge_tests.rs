@@ -81,6 +81,7 @@ fn completions(seed: u64, n: u64, start: Instant) -> Vec<(usize, Completion)> {
                     released: at(released),
                     lost: rng.random_bool(0.05),
                     shared: read && rng.random_bool(0.8),
+                    loss: None,
                 }
             });
             let c = Completion {

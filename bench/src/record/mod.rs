@@ -9,6 +9,7 @@
 //! ([`sale`], asked for by [`Ingest::keep_sale`]).
 
 pub mod contention;
+pub mod danger;
 mod history;
 mod lease_rows;
 pub mod machine;
@@ -34,6 +35,7 @@ use tokio::sync::mpsc;
 use crate::check::{DoubleGrantChecker, DoubleGrants};
 use crate::workload::Ask;
 
+pub use danger::{DangerWindow, LossSource, LossSpan};
 pub use history::{HistoryLease, HistoryLine, HistoryWriter, max_shared_holders, read_history};
 pub use outcome::{ErrorKind, Outcome, Refusal};
 pub use partial::{Batch, BatchError, Interval, WorkerFold};
@@ -132,6 +134,9 @@ pub struct LeaseSpan {
     /// A read lease of a read–write lock ([`crate::strategy::Lease::shared`]): other shared
     /// leases of the key may overlap it.
     pub shared: bool,
+    /// For a lost lease: when the server ended it, when its holder noticed, when it wrote
+    /// (the danger window, [`danger`]); `None` for a lease that was not lost.
+    pub loss: Option<LossSpan>,
 }
 
 /// One finished attempt.
@@ -230,6 +235,8 @@ struct LeaseSeen<'a> {
     shared: bool,
     sold: bool,
     found_sold_out: bool,
+    /// Its holder learned it was lost.
+    lost: bool,
 }
 
 /// What is checked on leases: double grants, utilization and contention.
@@ -249,8 +256,14 @@ impl LeaseChecks {
         let domain = worker
             .and_then(|k| self.domains.get(k).copied())
             .unwrap_or(crate::check::COORDINATOR);
-        self.double_grants
-            .observe_in(domain, l.key, l.token, l.held, l.shared.into(), l.ended);
+        let seen = crate::check::SeenLease {
+            key: l.key,
+            token: l.token,
+            held: l.held,
+            mode: l.shared.into(),
+            lost: l.lost,
+        };
+        self.double_grants.observe_lease(domain, seen, l.ended);
         // A lease of an attempt that found its SKU sold out lies after the selling window.
         if !l.found_sold_out {
             self.coverage.observe_lease(l.sku, l.held, l.ended, l.sold);
@@ -350,6 +363,7 @@ impl Ingest {
                     shared: l.shared,
                     sold: c.outcome == Outcome::Sold,
                     found_sold_out: c.outcome == Outcome::SoldOut,
+                    lost: l.lost,
                 },
             );
         } else if c.outcome == Outcome::LockTimeout && !c.read {
@@ -419,6 +433,7 @@ impl Ingest {
                     shared: l.shared,
                     sold: l.sold,
                     found_sold_out: l.found_sold_out,
+                    lost: l.lost,
                 },
             )
         })

@@ -28,6 +28,7 @@ use hdrhistogram::serialization::interval_log::{
 use hdrhistogram::serialization::{Deserializer, V2Serializer};
 use serde::{Deserialize, Serialize};
 
+use super::danger::DangerCounts;
 pub use super::lease_rows::WireLeases;
 use super::lease_rows::{LeaseWriter, Leases};
 use super::phases::{self, PhaseDelta, PhaseRecorder, Segment};
@@ -183,6 +184,7 @@ impl WorkerFold {
             unknown: s.unknown,
             release_failed: s.release_failed,
             lease_lost: s.lease_lost,
+            danger: s.danger.counts,
             last_sale_ns: s.last_sale.map(|d| d.as_nanos() as u64),
             first_served_ns: phases
                 .first_served
@@ -217,6 +219,7 @@ impl WorkerFold {
             log.write(h, from, span, &format!("latency.{class}"));
         }
         log.write(&self.stats.service, from, span, "service");
+        log.write(&self.stats.danger.notice, from, span, "danger.notice");
         let dirty = self.dirty_from.min(self.stats.timeline.len());
         for (i, s) in self.stats.timeline.iter_mut().enumerate().skip(dirty) {
             if s.attempts() > 0 {
@@ -245,6 +248,7 @@ fn totals() -> Stats {
         unknown: Default::default(),
         release_failed: 0,
         lease_lost: 0,
+        danger: Default::default(),
         timeline: Vec::new(),
         last_sale: None,
     }
@@ -361,7 +365,8 @@ pub struct Interval {
     pub folded_to_ns: u64,
     /// The histograms as an HdrHistogram interval log (V2, base64), µs values, one
     /// tagged line each, empty ones left out: `latency.<class>` (from the intended start, per
-    /// outcome class), `service` (from the actual start), `second.<n>` (latency of what ended
+    /// outcome class), `service` (from the actual start), `danger.notice` (a lost lease's
+    /// loss → notice), `second.<n>` (latency of what ended
     /// in second n of the timeline), `phase.<i>` (latency in segment i between boundaries).
     pub hlog: String,
     /// Completions per outcome class of each `second.<n>`.
@@ -378,6 +383,10 @@ pub struct Interval {
     pub release_failed: u64,
     /// Leases lost while held.
     pub lease_lost: u64,
+    /// The danger windows' counters of those (their loss → notice times are the log's
+    /// `danger.notice`).
+    #[serde(default, skip_serializing_if = "DangerCounts::is_empty")]
+    pub danger: DangerCounts,
     /// The latest sale of the worker so far (not only of this interval).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sale_ns: Option<u64>,
@@ -441,6 +450,7 @@ impl Interval {
         stats.unknown = self.unknown;
         stats.release_failed = self.release_failed;
         stats.lease_lost = self.lease_lost;
+        stats.danger.counts = self.danger;
         stats.last_sale = self.last_sale_ns.map(Duration::from_nanos);
         Ok(Batch {
             worker,
@@ -506,6 +516,7 @@ fn read_hlog(
                 stats.latency[class] = hist;
             }
             "service" => stats.service = hist,
+            "danger" if rest == "notice" => stats.danger.notice = hist,
             "second" => seconds.push((
                 n()?,
                 Second {

@@ -232,6 +232,8 @@ pub struct Stats {
     pub release_failed: u64,
     /// Leases that ended before their holder released them.
     pub lease_lost: u64,
+    /// The danger windows of the lost leases.
+    pub danger: super::danger::DangerFold,
     /// Per-second timeline, index = second since start.
     pub timeline: Vec<Second>,
     /// When the last `sold` attempt ended, since the start (the sell-out time when the stock
@@ -281,6 +283,7 @@ impl Stats {
             unknown: [0; ErrorKind::ALL.len()],
             release_failed: 0,
             lease_lost: 0,
+            danger: Default::default(),
             timeline: Vec::new(),
             last_sale: None,
         }
@@ -300,6 +303,10 @@ impl Stats {
         }
         self.release_failed += u64::from(c.release_failed);
         self.lease_lost += u64::from(c.lease.as_ref().is_some_and(|l| l.lost));
+        if let Some(l) = c.lease.as_ref().filter(|l| l.lost) {
+            // A lost lease whose lock told nothing of its end still counts (no loss moment).
+            self.danger.record(&l.loss.unwrap_or_default());
+        }
         if c.outcome == Outcome::Sold {
             self.last_sale = self
                 .last_sale
@@ -328,6 +335,7 @@ impl Stats {
         }
         self.release_failed += other.release_failed;
         self.lease_lost += other.lease_lost;
+        self.danger.merge(&other.danger);
         self.last_sale = self.last_sale.max(other.last_sale);
         for (i, s) in other.timeline.iter().enumerate() {
             self.add_second(i, s);

@@ -52,7 +52,9 @@ use crate::cluster::{NodeInfo, Pooler, Provisioner};
 use crate::record::contention::Contention;
 pub use crate::record::machine::Machine;
 use crate::record::utilization::{Coverage, Utilization};
-use crate::record::{DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival};
+use crate::record::{
+    DangerWindow, DriveReport, ErrorKind, LatencySummary, Outcome, Stats, every_arrival,
+};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
 
@@ -113,6 +115,11 @@ pub struct Summary {
     /// Leases that ended before their holder released them: release found the lock gone or
     /// another's, renewal found it expired, or Redlock's validity passed while it was held.
     pub lease_lost: u64,
+    /// Per lost lease, the time from the server's end of the lease to its holder's notice,
+    /// and the store writes it sent after the end (`record::danger`); lease-based strategies
+    /// only (and any lock that lost a lease), absent otherwise and in older summaries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub danger_window: Option<DangerWindow>,
     /// The first few overlapping pairs, with the mode each lease held its key in (and, for
     /// leases timed on different hosts' clocks, the clock uncertainty the overlap beat).
     pub double_grant_examples: Vec<Overlap>,
@@ -380,6 +387,7 @@ impl Summary {
             double_grants: dg.count,
             double_grant_incidents: dg.incidents,
             lease_lost: stats.lease_lost,
+            danger_window: danger_window(info, stats, dg),
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks: p.stuck_locks,
             double_grant_examples: dg.examples.clone(),
@@ -427,6 +435,18 @@ impl Summary {
             machine: None,
         }
     }
+}
+
+/// The danger window of a lease-based lock, or of any lock that lost a lease.
+/// The stale holders never told come from the double-grant check.
+fn danger_window(info: &StrategyInfo, stats: &Stats, d: &DoubleGrants) -> Option<DangerWindow> {
+    let lost = stats.danger.counts.lost + d.unnoticed > 0;
+    let window = || DangerWindow {
+        unnoticed_overlapped: d.unnoticed,
+        unnoticed_went_on_max_us: (d.unnoticed > 0).then_some(d.unnoticed_went_on_us),
+        ..stats.danger.window()
+    };
+    (info.locks && (info.leases() || lost)).then(window)
 }
 
 /// Share of each SKU's selling window some holder was inside its lease; `None` without a lock.
@@ -815,6 +835,7 @@ mod tests {
                         released: at(100 * i + 18),
                         lost: i == 3,
                         shared: false,
+                        loss: None,
                     }),
                 },
                 start,
@@ -881,6 +902,8 @@ mod tests {
                     clock_uncertainty_us: Some(1_000),
                     clock_margin_us: Some(700),
                 }),
+                unnoticed: 1,
+                unnoticed_went_on_us: 1_200_000,
             },
             stuck_locks: 0,
             servers: Vec::new(),

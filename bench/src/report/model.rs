@@ -5,15 +5,18 @@
 //! script reads exactly what the page says. The tables and charts read the saved results
 //! themselves (`saved::Job`).
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
 use super::error::{ReportError, write_whole};
 use super::evidence::{Capacity, Evidence, Said};
+use super::format::secs;
 use super::needs::{Judgement, Needs};
 use super::saved::{Job, Part};
 use super::{Summary, sweep::Sweep};
+use crate::record::DangerWindow;
 use crate::strategy::{Family, Kind};
 
 /// Schema id of `report.json`; bump on any incompatible change.
@@ -125,7 +128,84 @@ pub fn run_line(s: &Summary) -> String {
     if !s.faults.is_empty() {
         said = said.t("; ").and(e.chaos_said(scenario, Some(s)));
     }
+    if let Some(line) = s.danger_window.as_ref().and_then(danger_line) {
+        said = said.t(format!("; {line}"));
+    }
     said.t(".").text()
+}
+
+/// The danger window in plain words (`None` when no lease was lost): "a holder went on
+/// 2.134 s past its lease before it noticed (n=1), and wrote once after the loss, 2.140 s
+/// past it, refused by the fence (loss moment: lease arithmetic)".
+pub fn danger_line(d: &DangerWindow) -> Option<String> {
+    if d.lost == 0 {
+        return d.unnoticed_went_on_max_us.map(|us| {
+            format!(
+                "{} never told of its lost lease went on {} s after another holder got it",
+                plural(d.unnoticed_overlapped, "holder"),
+                secs(us as f64 / 1e6)
+            )
+        });
+    }
+    let times = |n: u64| match n {
+        1 => "once".to_string(),
+        n => format!("{n} times"),
+    };
+    let s_of = |us: u64| format!("{} s", secs(us as f64 / 1e6));
+    let mut line = match (d.loss_to_notice_p50_us, d.loss_to_notice_max_us) {
+        (Some(p50), Some(max)) if d.n > 1 => format!(
+            "holders went on {} past their lease before they noticed (median of n={}; longest {})",
+            s_of(p50),
+            d.n,
+            s_of(max)
+        ),
+        (Some(_), Some(max)) => format!(
+            "a holder went on {} past its lease before it noticed (n=1)",
+            s_of(max)
+        ),
+        _ => format!("{} lost", plural(d.lost, "lease")),
+    };
+    if d.writes_after_loss > 0 {
+        let refused = match d.refused_by_fence {
+            0 => String::new(),
+            r if r == d.writes_after_loss => ", refused by the fence".into(),
+            r => format!(", {r} of them refused by the fence"),
+        };
+        let _ = write!(
+            line,
+            ", and wrote {} after the loss, up to {} past it{refused}",
+            times(d.writes_after_loss),
+            s_of(d.write_after_loss_max_us.unwrap_or(0))
+        );
+    }
+    if d.unnoticed > 0 {
+        let _ = write!(
+            line,
+            "; {} never noticed",
+            plural(d.unnoticed, "lost lease")
+        );
+    }
+    if let Some(us) = d.unnoticed_went_on_max_us {
+        let _ = write!(
+            line,
+            "; {} never told went on up to {} s after another holder got it",
+            plural(d.unnoticed_overlapped, "holder"),
+            secs(us as f64 / 1e6)
+        );
+    }
+    if let Some(source) = &d.source {
+        let _ = write!(line, " (loss moment: {})", source.replace('-', " "));
+    }
+    Some(line)
+}
+
+/// `1 lease`, `2 leases`.
+fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// Every strategy of the job: the sweep's order, then any only in the calm or chaos parts.
@@ -200,5 +280,47 @@ fn evidence<'a>(job: &'a Job, strategy: &'a str) -> Evidence<'a> {
         calm,
         chaos,
         sale,
+    }
+}
+
+#[cfg(test)]
+mod danger_tests {
+    use super::*;
+
+    fn window(n: u64, writes: u64, refused: u64) -> DangerWindow {
+        DangerWindow {
+            n,
+            lost: n,
+            loss_to_notice_p50_us: Some(1_812_000),
+            loss_to_notice_max_us: Some(2_400_000),
+            writes_after_loss: writes,
+            write_after_loss_max_us: (writes > 0).then_some(1_900_000),
+            refused_by_fence: refused,
+            source: Some("lease-arithmetic".into()),
+            ..DangerWindow::default()
+        }
+    }
+
+    #[test]
+    fn a_danger_window_reads_in_plain_words() {
+        assert_eq!(
+            danger_line(&window(1, 1, 1)).unwrap(),
+            "a holder went on 2.400 s past its lease before it noticed (n=1), and wrote once \
+             after the loss, up to 1.900 s past it, refused by the fence (loss moment: lease \
+             arithmetic)"
+        );
+        assert_eq!(
+            danger_line(&window(3, 2, 0)).unwrap(),
+            "holders went on 1.812 s past their lease before they noticed (median of n=3; \
+             longest 2.400 s), and wrote 2 times after the loss, up to 1.900 s past it (loss \
+             moment: lease arithmetic)"
+        );
+        assert_eq!(danger_line(&DangerWindow::default()), None, "nothing lost");
+        let figures = crate::report::format::danger_window(&window(3, 2, 1));
+        assert_eq!(
+            figures,
+            "n=3, loss → notice p50 1.812 s, max 2.400 s; 2 writes after the loss, longest \
+             1.900 s past it, 1 refused by a fence; loss moment: lease-arithmetic"
+        );
     }
 }

@@ -447,6 +447,11 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
         if let Some(note) = s.clock_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;
         }
+        let danger = s.danger_window.as_ref();
+        if let Some(d) = danger.filter(|d| d.lost + d.unnoticed_overlapped > 0) {
+            let figures = super::format::danger_window(d);
+            writeln!(out, "note: {}: danger window: {figures}", s.strategy)?;
+        }
         if let Some(note) = s.pooler_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;
         }

@@ -127,6 +127,23 @@ impl StrategyInfo {
             Family::Database
         }
     }
+
+    /// Whether its lock is a lease that ends by itself unless renewed (a TTL, a session, a
+    /// library's lease): a holder can outlive it, so the run reports its danger window.
+    /// Redis, ZooKeeper, etcd, the libraries and the lock table's expiry; a database's locks end
+    /// with their session or transaction.
+    pub fn leases(&self) -> bool {
+        let n = self.needs;
+        self.locks
+            && (n.redis
+                || n.redlock
+                || n.sentinel
+                || n.redis_cluster
+                || n.zookeeper
+                || n.etcd
+                || self.id.starts_with("lib:")
+                || self.id.starts_with("mysql-lock-table"))
+    }
 }
 
 /// A strategy ready to run, with the store it sells from.

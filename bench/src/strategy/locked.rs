@@ -18,7 +18,7 @@ use super::{
 };
 use crate::chaos::failpoint;
 use crate::chaos::holder::{self, Point};
-use crate::record::{LeaseSpan, Outcome};
+use crate::record::{ErrorKind, LeaseSpan, Outcome};
 use crate::strategy::sql::mysql::MysqlStore;
 use crate::workload::Workload;
 
@@ -78,9 +78,9 @@ struct Held<'a, L: Lock + 'static> {
 }
 
 impl<L: Lock + 'static> Held<'_, L> {
-    /// Releases the lock and records the lease; returns whether the release failed with an
-    /// error.
-    async fn release(mut self) -> bool {
+    /// Releases the lock and records the lease; `refused`: a fence refused the critical
+    /// section's write. Returns whether the release failed with an error.
+    async fn release(mut self, refused: bool) -> bool {
         let released = Instant::now();
         self.released = Some(released);
         let lease = self.lease.as_ref().expect("released once");
@@ -90,14 +90,17 @@ impl<L: Lock + 'static> Held<'_, L> {
         let result = self.lock.release(self.client, lease).await;
         // Released: the lease's key and token move into the record (no copy per attempt).
         let lease = self.lease.take().expect("still held until here");
+        let lost = known_lost || result == Ok(false);
+        let loss = lost.then(|| lease.loss(released, self.slot.written_at(), refused));
         self.slot.put(LeaseSpan {
             key: lease.key,
             token: lease.token,
             fence: lease.fence,
             acquired: self.acquired,
             released,
-            lost: known_lost || result == Ok(false),
+            lost,
             shared: lease.shared,
+            loss,
         });
         result.is_err()
     }
@@ -110,6 +113,7 @@ impl<L: Lock + 'static> Drop for Held<'_, L> {
             return;
         };
         let released = self.released.unwrap_or_else(Instant::now);
+        let lost = lease.known_lost(released);
         // Cloned: the lease itself goes to the background release.
         self.slot.put(LeaseSpan {
             key: lease.key.clone(),
@@ -117,8 +121,9 @@ impl<L: Lock + 'static> Drop for Held<'_, L> {
             fence: lease.fence,
             acquired: self.acquired,
             released,
-            lost: lease.known_lost(released),
+            lost,
             shared: lease.shared,
+            loss: lost.then(|| lease.loss(released, self.slot.written_at(), false)),
         });
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (lock, client) = (self.lock.clone(), self.client);
@@ -219,7 +224,8 @@ impl<L: Lock + 'static, S: CriticalSection> Locked<L, S> {
                 .await
         };
         holder::reached(Point::BeforeRelease);
-        let release_failed = held.release().await;
+        let refused = outcome == Outcome::Failed(ErrorKind::StaleToken);
+        let release_failed = held.release(refused).await;
         Attempt {
             outcome,
             release_failed,

@@ -27,7 +27,6 @@ pub mod sql;
 pub mod wait;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -67,20 +66,41 @@ pub struct Purchase<'a> {
 
 /// The lease an attempt held, left where the driver finds it whatever way the attempt ended.
 #[derive(Debug, Default)]
-pub struct LeaseSlot(std::sync::Mutex<Option<LeaseSpan>>);
+pub struct LeaseSlot {
+    span: std::sync::Mutex<Option<LeaseSpan>>,
+    /// When the critical section sent its store write (for the danger window of a lease lost
+    /// before it).
+    wrote: std::sync::Mutex<Option<Instant>>,
+}
 
 impl LeaseSlot {
     /// Records the attempt's lease (a later call replaces an earlier one).
     pub fn put(&self, span: LeaseSpan) {
-        *self.0.lock().expect("lease slot lock is never poisoned") = Some(span);
+        *self.span.lock().expect("lease slot lock is never poisoned") = Some(span);
     }
 
     /// The recorded lease, if the attempt held one.
     pub fn take(&self) -> Option<LeaseSpan> {
-        self.0
+        self.span
             .lock()
             .expect("lease slot lock is never poisoned")
             .take()
+    }
+
+    /// Stamps the critical section's store write as sent now (a store calls it right before).
+    pub fn wrote(&self) {
+        *self
+            .wrote
+            .lock()
+            .expect("lease slot lock is never poisoned") = Some(Instant::now());
+    }
+
+    /// When the store write was sent, if it was.
+    pub fn written_at(&self) -> Option<Instant> {
+        *self
+            .wrote
+            .lock()
+            .expect("lease slot lock is never poisoned")
     }
 }
 
@@ -168,6 +188,9 @@ pub struct Lease {
     /// A read lease of a read–write lock ([`Lock::acquire_read`]): other read leases of the key
     /// may overlap it, a write lease may not.
     pub shared: bool,
+    /// When the server ends the lease unless it is renewed, for locks that can say: the
+    /// danger window's loss moment.
+    pub expiry: Option<Expiry>,
 }
 
 impl Lease {
@@ -181,7 +204,15 @@ impl Lease {
             valid_until: None,
             granted_at: None,
             shared: false,
+            expiry: None,
         }
+    }
+
+    /// This lease, which the server started (for `ttl`) by the call that just returned: its
+    /// loss moment is a TTL from now, a round trip late at most.
+    pub fn expiring(mut self, ttl: Duration) -> Self {
+        self.expiry = Some(Expiry::After(Instant::now(), ttl));
+        self
     }
 
     /// Whether the client already knows, at `now`, that the lease has ended: its renewal found
@@ -190,6 +221,73 @@ impl Lease {
         self.keepalive.as_ref().is_some_and(KeepAlive::found_lost)
             || self.valid_until.is_some_and(|v| now > v)
     }
+
+    /// The danger window of this lease, lost and released at `released`: the loss moment (its
+    /// [`Expiry`], else Redlock's validity), the first notice (the keep-alive's, else `release`
+    /// when the holder only learned there: a validity checked or a release that found the lock
+    /// not ours), the write the critical section sent and whether a fence refused it.
+    pub fn loss(
+        &self,
+        released: Instant,
+        wrote: Option<Instant>,
+        refused: bool,
+    ) -> crate::record::LossSpan {
+        use crate::record::LossSource;
+        let lost_at = self
+            .expiry
+            .as_ref()
+            .map(Expiry::at)
+            .or_else(|| self.valid_until.map(|v| (v, LossSource::LeaseArithmetic)));
+        let noticed = self.keepalive.as_ref().and_then(KeepAlive::noticed_at);
+        crate::record::LossSpan {
+            lost_at,
+            noticed: Some(noticed.map_or(released, |n| n.min(released))),
+            wrote,
+            refused,
+        }
+    }
+}
+
+/// When the server ends a lease unless it is renewed: a moment it was observed to end, or the
+/// last moment it (re)started plus its TTL. Renewals move it ([`Expiry::renewed`]), shared
+/// with the task that renews.
+#[derive(Debug, Clone)]
+pub enum Expiry {
+    /// Seen ending at this moment.
+    Observed(Instant),
+    /// Started at `.0` (the send of the call that set it), ends `.1` later.
+    After(Instant, Duration),
+    /// Renewed: the last send of a (re)start that succeeded, and the TTL.
+    Renewed(Arc<std::sync::Mutex<Instant>>, Duration),
+}
+
+impl Expiry {
+    /// A lease the server started at `from` for `ttl`, which something will renew: the
+    /// renewing task keeps a clone and calls [`Expiry::renewed`].
+    pub fn renewable(from: Instant, ttl: Duration) -> Self {
+        Self::Renewed(Arc::new(std::sync::Mutex::new(from)), ttl)
+    }
+
+    /// A renewal sent at `sent` succeeded: the lease now ends a TTL after it.
+    pub fn renewed(&self, sent: Instant) {
+        if let Self::Renewed(from, _) = self {
+            let mut from = from.lock().expect("expiry lock is never poisoned");
+            *from = (*from).max(sent);
+        }
+    }
+
+    /// The moment the lease ends, and how it was found.
+    pub fn at(&self) -> (Instant, crate::record::LossSource) {
+        use crate::record::LossSource;
+        match self {
+            Self::Observed(t) => (*t, LossSource::Observed),
+            Self::After(from, ttl) => (*from + *ttl, LossSource::LeaseArithmetic),
+            Self::Renewed(from, ttl) => (
+                *from.lock().expect("expiry lock is never poisoned") + *ttl,
+                LossSource::LeaseArithmetic,
+            ),
+        }
+    }
 }
 
 /// A background task that keeps a lease alive; aborted by [`KeepAlive::stop`] or on drop, so
@@ -197,19 +295,19 @@ impl Lease {
 #[derive(Debug)]
 pub struct KeepAlive {
     task: tokio::task::AbortHandle,
-    /// Set when the task ended because it found the lease gone.
-    lost: Arc<AtomicBool>,
+    /// Set, to when, once the task ended because it found the lease gone.
+    lost: Arc<std::sync::OnceLock<Instant>>,
 }
 
 impl KeepAlive {
     /// Spawns `task` on the runtime; it returns `true` if it stopped because it found the
     /// lease gone (expired, or owned by another), `false` if it gave up for another reason.
     pub fn spawn(task: impl std::future::Future<Output = bool> + Send + 'static) -> Self {
-        let lost = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(std::sync::OnceLock::new());
         let flag = lost.clone();
         let task = tokio::spawn(async move {
             if task.await {
-                flag.store(true, Ordering::SeqCst);
+                let _ = flag.set(Instant::now());
             }
         });
         Self {
@@ -225,7 +323,12 @@ impl KeepAlive {
 
     /// Whether renewing found the lease gone.
     pub fn found_lost(&self) -> bool {
-        self.lost.load(Ordering::SeqCst)
+        self.lost.get().is_some()
+    }
+
+    /// When renewing found the lease gone, if it did: the holder's notice.
+    pub fn noticed_at(&self) -> Option<Instant> {
+        self.lost.get().copied()
     }
 }
 

@@ -12,6 +12,7 @@ mod common;
 mod containers;
 mod contend;
 mod contention;
+mod danger;
 mod durability;
 mod etcd;
 mod libraries;

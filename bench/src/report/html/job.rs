@@ -390,6 +390,7 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
     calm_charts(h, job, part)?;
     utilization(h, &part.runs);
     super::contention::contention_table(h, &part.runs);
+    super::contention::danger_table(h, &part.runs);
     super::work::server_work(h, &part.runs);
     Ok(())
 }

@@ -67,6 +67,7 @@ fn page(
     }
     utilization(&mut h, runs);
     super::contention::contention_table(&mut h, runs);
+    super::contention::danger_table(&mut h, runs);
     super::work::server_work(&mut h, runs);
     faults(&mut h, runs);
     environment(&mut h, runs, compare, exact, "");

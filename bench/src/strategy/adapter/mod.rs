@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use self::process::{AdapterProcess, Bounds, CallError, InitArgs};
 use self::wire::{InitEndpoints, Reply, Request};
 use super::entry::Setup;
-use super::{AcquireError, Built, KeepAlive, Lease, Lock, StrategyError};
+use super::{AcquireError, Built, Expiry, KeepAlive, Lease, Lock, StrategyError};
 use crate::record::ErrorKind;
 
 pub use libraries::{LIBRARIES, Library, STRATEGIES, library_of};
@@ -101,6 +101,8 @@ pub struct AdapterLock {
     bounds: Bounds,
     /// The adapter's lease id of each lease held, by lockbench's owner token.
     held: Mutex<HashMap<String, String>>,
+    /// `lock.ttl`, the lease (or session timeout) the library was given at `init`.
+    ttl: Duration,
 }
 
 impl AdapterLock {
@@ -119,6 +121,7 @@ impl AdapterLock {
             process,
             bounds,
             held: Mutex::default(),
+            ttl: w.lock.ttl,
         })
     }
 
@@ -179,6 +182,10 @@ impl Lock for AdapterLock {
         let mut lease = Lease::new(key, token);
         lease.fence = fence;
         lease.granted_at = Some(granted_at);
+        // A TTL from the grant: the library's renewals (a watchdog, a session's heartbeats)
+        // are not seen here, so this is the loss of a holder stopped right after its grant
+        // (a holder pause), early for one lost after renewing.
+        lease.expiry = Some(Expiry::After(granted_at, self.ttl));
         if let Some(mut lost) = answer.lost {
             lease.keepalive = Some(KeepAlive::spawn(async move {
                 lost.wait_for(|l| *l).await.is_ok()

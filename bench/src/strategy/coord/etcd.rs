@@ -41,7 +41,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::record::ErrorKind;
-use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
+use crate::strategy::{AcquireError, Expiry, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB_ETCD;
@@ -108,6 +108,8 @@ struct Session {
     /// To revoke it.
     client: Client,
     timeout: Duration,
+    /// When the server ends it unless renewed: the grant's send, then each renewal's.
+    expiry: Expiry,
 }
 
 impl Session {
@@ -117,11 +119,19 @@ impl Session {
         ttl_s: i64,
         timeout: Duration,
     ) -> Result<(Arc<Self>, i64), ErrorKind> {
+        let sent = std::time::Instant::now();
         let grant = within(timeout, client.lease_grant(ttl_s, None), classify).await?;
         let granted = grant.ttl().max(1);
         let (tx, health) = watch::channel(Health::Alive);
         let ttl = Duration::from_secs(granted as u64);
-        let keep = tokio::spawn(keep_alive(client.clone(), grant.id(), ttl, timeout, tx));
+        let expiry = Expiry::renewable(sent, ttl);
+        let renew = Renew {
+            lease_id: grant.id(),
+            ttl,
+            timeout,
+            expiry: expiry.clone(),
+        };
+        let keep = tokio::spawn(keep_alive(client.clone(), renew, tx));
         let session = Self {
             lease_id: grant.id(),
             health,
@@ -129,6 +139,7 @@ impl Session {
             abandoned: AtomicBool::new(false),
             client: client.clone(),
             timeout,
+            expiry,
         };
         Ok((Arc::new(session), granted))
     }
@@ -351,23 +362,33 @@ impl Drop for Queued<'_> {
     }
 }
 
+/// What the keep-alive task renews: the lease, its TTL, each call's bound, and the expiry it
+/// moves at each renewal.
+struct Renew {
+    lease_id: i64,
+    ttl: Duration,
+    timeout: Duration,
+    expiry: Expiry,
+}
+
 /// Renews `lease_id` every ttl/3, telling `health` when it is lost (a renewal answered TTL 0)
 /// or ended (no renewal succeeded for a whole `ttl`); runs until then or until aborted. A
 /// failed renewal reopens the stream and retries every [`RENEW_RETRY`]. Each open, send and
 /// answer is bounded by `timeout`.
-async fn keep_alive(
-    mut client: Client,
-    lease_id: i64,
-    ttl: Duration,
-    timeout: Duration,
-    health: watch::Sender<Health>,
-) {
+async fn keep_alive(mut client: Client, r: Renew, health: watch::Sender<Health>) {
+    let Renew {
+        lease_id,
+        ttl,
+        timeout,
+        expiry,
+    } = r;
     let every = ttl / 3;
     let mut renewed = Instant::now();
     let mut next = renewed + every;
     let mut stream = None;
     loop {
         tokio::time::sleep_until(next).await;
+        let sent = std::time::Instant::now();
         let once = async {
             if stream.is_none() {
                 stream = Some(client.lease_keep_alive(lease_id).await?);
@@ -379,6 +400,7 @@ async fn keep_alive(
         let answer = tokio::time::timeout(timeout, once).await;
         match answer {
             Ok(Ok(Some(r))) if r.ttl() > 0 => {
+                expiry.renewed(sent);
                 renewed = Instant::now();
                 next = renewed + every;
             }
@@ -411,6 +433,7 @@ fn granted(key: &str, token: &str, fence: u64, session: &Session) -> Lease {
     let mut lease = Lease::new(key, token);
     lease.fence = Some(fence);
     lease.keepalive = Some(KeepAlive::spawn(found_lost(session.health.clone())));
+    lease.expiry = Some(session.expiry.clone());
     lease
 }
 

@@ -37,7 +37,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState}
 
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
-use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
+use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB_ZOOKEEPER;
@@ -546,15 +546,28 @@ impl ZkLock {
                 return Err(AcquireError::Failed(k));
             }
         }
+        // The session's last contact was the listing that granted it: the server expires the
+        // session (and our node) a session timeout after the last it heard from us.
+        let mut lease = Lease::new(key, token).expiring(zk.session_timeout());
+        lease.fence = Some(czxid as u64);
+        lease.shared = role == Role::Read;
+        lease.keepalive = Some(session_ended(&zk));
         self.held
             .lock()
             .expect("held-locks lock poisoned")
             .insert(token.to_string(), Held { path, session: zk });
-        let mut lease = Lease::new(key, token);
-        lease.fence = Some(czxid as u64);
-        lease.shared = role == Role::Read;
         Ok(lease)
     }
+}
+
+/// The holder's notice of a session that ended (expired, or closed) while it held a lock:
+/// the client's session state, as Curator's connection state LOST tells an application.
+fn session_ended(zk: &Client) -> KeepAlive {
+    let mut states = zk.state_watcher();
+    KeepAlive::spawn(async move {
+        while !states.changed().await.is_terminated() {}
+        true
+    })
 }
 
 #[async_trait]

@@ -312,7 +312,7 @@ impl Lock for ClusterSetNx {
         }
         taken?;
         self.replicated(client, key, token).await?;
-        Ok(Lease::new(key, token))
+        Ok(Lease::new(key, token).expiring(self.ttl))
     }
 
     /// A SET may start just before the deadline; then the release of a timed-out SET. Waiting

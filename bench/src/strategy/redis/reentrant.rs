@@ -78,6 +78,11 @@ impl HashLock {
         })
     }
 
+    /// The lease time.
+    pub(super) fn ttl(&self) -> Duration {
+        Duration::from_millis(self.ttl_ms)
+    }
+
     fn con(&self, client: u32) -> Con {
         self.cons[client as usize % self.cons.len()].clone()
     }
@@ -201,7 +206,7 @@ impl Reentrant {
 impl Lock for Reentrant {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         self.hash.acquire(client, &self.acquire, key, token).await?;
-        Ok(Lease::new(key, token))
+        Ok(Lease::new(key, token).expiring(self.hash.ttl()))
     }
 
     fn acquire_bound(&self) -> Duration {

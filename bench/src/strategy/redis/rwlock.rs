@@ -98,7 +98,7 @@ impl RwLock {
 impl Lock for RwLock {
     async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
         self.hash.acquire(client, &self.write, key, token).await?;
-        Ok(Lease::new(key, token))
+        Ok(Lease::new(key, token).expiring(self.hash.ttl()))
     }
 
     async fn acquire_read(
@@ -108,7 +108,7 @@ impl Lock for RwLock {
         token: &str,
     ) -> Result<Lease, AcquireError> {
         self.hash.acquire(client, &self.read, key, token).await?;
-        let mut lease = Lease::new(key, token);
+        let mut lease = Lease::new(key, token).expiring(self.hash.ttl());
         lease.shared = true;
         Ok(lease)
     }

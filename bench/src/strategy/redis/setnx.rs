@@ -2,7 +2,7 @@
 //! Lua compare-and-delete to release; optionally a watchdog that renews the lease, a fencing
 //! token from a Redis counter, or (a broken control) a non-atomic GET-then-DEL release.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 
@@ -10,7 +10,7 @@ use super::conn::{Con, RedisTarget, classify};
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::strategy::wait::{Try, Waiter};
-use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
+use crate::strategy::{AcquireError, Expiry, KeepAlive, Lease, Lock, StrategyError, within};
 
 use crate::strategy::entry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
 use crate::strategy::entry::{Built, Kind, Setup, StrategyInfo};
@@ -339,8 +339,22 @@ impl SetNx {
         (self.timeout.as_millis() as u64 / 2).max(1)
     }
 
-    /// Renews the lease every ttl/3 until aborted or the lease is found lost.
-    fn watchdog(&self, client: u32, key: &str, token: &str) -> KeepAlive {
+    /// The lease the server started at `sent`, with its watchdog if the flavor renews.
+    fn lease(&self, client: u32, key: &str, token: &str, sent: Instant) -> Lease {
+        let mut lease = Lease::new(key, token);
+        if self.flavor.watchdog {
+            let expiry = Expiry::renewable(sent, self.ttl);
+            lease.keepalive = Some(self.watchdog(client, key, token, expiry.clone()));
+            lease.expiry = Some(expiry);
+        } else {
+            lease.expiry = Some(Expiry::After(sent, self.ttl));
+        }
+        lease
+    }
+
+    /// Renews the lease every ttl/3 until aborted or the lease is found lost, moving `expiry`
+    /// at each renewal.
+    fn watchdog(&self, client: u32, key: &str, token: &str, expiry: Expiry) -> KeepAlive {
         let (mut con, renew, timeout) = (self.con(client), self.renew.clone(), self.timeout);
         let (key, token, ttl) = (key.to_string(), token.to_string(), self.ttl);
         KeepAlive::spawn(async move {
@@ -350,9 +364,12 @@ impl SetNx {
                 tick.tick().await;
                 let mut call = renew.key(&key);
                 call.arg(&token).arg(ttl.as_millis() as u64);
+                let sent = Instant::now();
                 // A failed renewal is retried at the next tick; a lost lease ends the watchdog.
-                if let Ok(0) = within(timeout, call.invoke_async::<i64>(&mut con), classify).await {
-                    return true;
+                match within(timeout, call.invoke_async::<i64>(&mut con), classify).await {
+                    Ok(0) => return true,
+                    Ok(_) => expiry.renewed(sent),
+                    Err(_) => {}
                 }
             }
         })
@@ -374,9 +391,13 @@ impl Lock for SetNx {
             Acquire::SetNxThenExpire => redis::cmd("SETNX").arg(key).arg(token).to_owned(),
         };
         let notify = self.waiter.notifies();
+        // The send of the last try: the server starts the TTL there (the danger window's loss
+        // moment is a TTL after the last (re)start).
+        let sent = std::sync::Mutex::new(Instant::now());
         let taken = self
             .waiter
             .until_acquired(key, || async {
+                *sent.lock().expect("never poisoned") = Instant::now();
                 match self.flavor.acquire {
                     // A notify waiter also asks how long the holder has left (one round trip:
                     // pipelined), the most it waits for a release message.
@@ -417,10 +438,8 @@ impl Lock for SetNx {
         }
         taken?;
         self.replicated(client, key, token).await?;
-        let mut lease = Lease::new(key, token);
-        if self.flavor.watchdog {
-            lease.keepalive = Some(self.watchdog(client, key, token));
-        }
+        let sent = sent.into_inner().expect("never poisoned");
+        let mut lease = self.lease(client, key, token, sent);
         if self.flavor.fenced {
             let incr = redis::cmd("INCR")
                 .arg(self.prefix.key("fence", key))

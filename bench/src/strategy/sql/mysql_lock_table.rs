@@ -187,7 +187,8 @@ impl Lock for LockTable {
             })
         };
         self.waiter.until_acquired(key, take).await?;
-        let mut lease = Lease::new(key, token);
+        let ttl = std::time::Duration::from_millis(self.ttl_ms as u64);
+        let mut lease = Lease::new(key, token).expiring(ttl);
         if self.fence_tokens {
             let fence = async {
                 let row = self.owned_row(client, &self.fence, key, token).await?;

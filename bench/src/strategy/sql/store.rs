@@ -932,6 +932,7 @@ impl<D: Dialect> CriticalSection for SqlStore<D> {
         crate::chaos::holder::reached(crate::chaos::holder::Point::AfterRead);
         tokio::time::sleep(hold).await;
         let new_qty = qty - i64::from(p.ask.qty);
+        p.lease.wrote();
         match self
             .write_tx(&mut con, p, new_qty, Guard::fence(fence), token)
             .await

@@ -34,6 +34,7 @@ pub fn tx_lease(key: String, token: &str, acquired: Instant, released: Instant) 
         released,
         lost: false,
         shared: false,
+        loss: None,
     }
 }
 
