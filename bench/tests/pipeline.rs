@@ -717,10 +717,16 @@ async fn a_sweep_on_a_sim_that_never_answers_finds_no_capacity() {
         (0.0, Some(1000.0))
     );
     let step = &e.steps[0];
-    assert_eq!(step.trials.len(), 2, "a fail is seen twice: {log}");
+    // A trial the machine's load spoiled is left out and run again (seen once beside a full
+    // build): the fail must be seen twice in the trials kept.
+    let kept: Vec<_> = step
+        .trials
+        .iter()
+        .filter(|t| t.discarded.is_none())
+        .collect();
+    assert_eq!(kept.len(), 2, "a fail is seen twice: {log}");
     assert!(
-        step.trials
-            .iter()
+        kept.iter()
             .all(|t| t.unserved == t.arrivals && t.arrivals > 0)
     );
     assert_eq!(step.summary.outcomes["unknown"], step.summary.attempts);
