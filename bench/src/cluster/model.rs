@@ -382,6 +382,9 @@ pub struct ClusterOptions {
     pub builds: Builds,
     /// What every PostgreSQL node waits for before acknowledging a commit.
     pub postgres_synchronous_commit: SynchronousCommit,
+    /// Services whose local nodes keep their data on lazyfs (`lazyfs`): what power-loss and
+    /// slow-disk faults need; empty for every other run, which then pays nothing.
+    pub lazyfs: Vec<Service>,
 }
 
 impl ClusterOptions {
@@ -397,6 +400,7 @@ impl ClusterOptions {
             redis_appendfsync: Appendfsync::Off,
             builds: Builds::default(),
             postgres_synchronous_commit: SynchronousCommit::On,
+            lazyfs: Vec::new(),
         }
     }
 }

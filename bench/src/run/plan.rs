@@ -199,6 +199,8 @@ impl<'a> Plan<'a> {
         cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
         cluster.builds = builds(opts, info)?;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
+        // Only the services a power-loss or slow-disk fault hits keep their data on lazyfs.
+        cluster.lazyfs = chaos.map_or_else(Vec::new, |c| c.lazyfs_services(info.lock_service()));
         cluster.provisioner = opts.provision;
         // Containers are partitioned on their own Docker network; only local processes need
         // namespaces for that.

@@ -20,6 +20,7 @@ mod locks;
 mod pay;
 mod pg_strategies;
 mod postgres;
+mod power;
 mod reads;
 mod reconnect;
 mod remote;

@@ -106,6 +106,15 @@ pub struct LazyMount {
     mountpoint: PathBuf,
 }
 
+impl std::fmt::Debug for LazyMount {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyMount")
+            .field("mountpoint", &self.mountpoint)
+            .field("backing", &self.shared.backing)
+            .finish()
+    }
+}
+
 impl LazyMount {
     /// Mounts `backing` at `mountpoint` (both existing folders).
     pub fn mount(backing: &Path, mountpoint: &Path) -> io::Result<LazyMount> {
