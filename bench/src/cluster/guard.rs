@@ -112,6 +112,9 @@ impl OwnedCluster {
         if let Some(e) = failed {
             return Err(e);
         }
+        if let Some(local) = cluster.backend.local() {
+            local.settle_disks()?;
+        }
         let nodes = cluster.nodes.iter().map(|n| (n.service, n.addr));
         let read = registry::durability(nodes, &cluster.endpoints, Source::StartedWith).await;
         cluster.durability = (cluster.nodes.iter().zip(read))

@@ -137,6 +137,17 @@ impl Local {
         Ok(dir)
     }
 
+    /// Makes durable what the nodes wrote so far (their set-up: configuration files, initdb),
+    /// as on a machine that has run a while: a power loss then drops only the run's own
+    /// unsynced writes.
+    pub(super) fn settle_disks(&self) -> Result<(), ClusterError> {
+        for (name, m) in self.mounts.lock().expect("mounts").iter() {
+            m.sync_all()
+                .map_err(|e| ClusterError::io(format!("sync {name}'s data on lazyfs"), e))?;
+        }
+        Ok(())
+    }
+
     /// Drops the unsynced writes of node `name`'s data (its process is dead by now).
     pub(super) fn crash_disk(&self, name: &str) -> Result<Dropped, ClusterError> {
         self.with_mount(name, |m| m.crash())

@@ -33,6 +33,23 @@ pub(super) struct FileState {
     writer: Option<Arc<File>>,
 }
 
+impl FileState {
+    /// Writes the unsynced extents to the backing file and syncs its data; the bytes written.
+    pub fn flush(&mut self) -> io::Result<u64> {
+        let extents = self.overlay.take();
+        let Some(file) = self.writer.take() else {
+            return Ok(0);
+        };
+        let mut bytes = 0;
+        for (off, data) in &extents {
+            file.write_all_at(data, *off)?;
+            bytes += data.len() as u64;
+        }
+        file.sync_data()?;
+        Ok(bytes)
+    }
+}
+
 /// Inode numbers by path relative to the backing folder (the root is the empty path).
 #[derive(Default)]
 pub(super) struct Inodes {
@@ -359,6 +376,28 @@ impl Filesystem for LazyFs {
             Ok(t) => reply.data(t.as_os_str().as_encoded_bytes()),
             Err(e) => reply.error(e),
         }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        // A server's unix socket in its data directory (MariaDB's) binds through here.
+        let r = self.child(parent, name).and_then(|(full, rel)| {
+            let kind = nix::sys::stat::SFlag::from_bits_truncate(mode & libc::S_IFMT);
+            let perm = nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o7777);
+            nix::sys::stat::mknod(&full, kind, perm, rdev.into())
+                .map_err(|e| Errno::from_i32(e as i32))?;
+            self.own(req, &full)?;
+            self.entry(&rel, &full)
+        });
+        reply_entry(reply, r);
     }
 
     fn mkdir(

@@ -177,3 +177,28 @@ fn jitter_stays_within_its_bounds() {
     assert!(draws.iter().all(|d| (150..=250).contains(&d.as_millis())));
     assert!(draws.iter().any(|d| d.as_millis() < 190) && draws.iter().any(|d| d.as_millis() > 210));
 }
+
+#[test]
+fn a_unix_socket_binds_and_answers_in_the_mount() {
+    let Some((_dir, m)) = mounted() else { return };
+    use std::os::unix::net::{UnixListener, UnixStream};
+    let path = m.path().join("mysqld.sock");
+    let l = UnixListener::bind(&path).expect("bind in lazyfs");
+    let mut c = UnixStream::connect(&path).expect("connect");
+    c.write_all(b"hi").expect("send");
+    let (mut s, _) = l.accept().expect("accept");
+    let mut got = [0u8; 2];
+    s.read_exact(&mut got).expect("receive");
+    assert_eq!(&got, b"hi");
+}
+
+#[test]
+fn sync_all_makes_everything_durable_without_counting_a_server_fsync() {
+    let Some((_dir, m)) = mounted() else { return };
+    let f = m.path().join("config");
+    fs::write(&f, b"set up before the load").expect("write");
+    assert_eq!(m.sync_all().expect("sync_all"), 22);
+    assert_eq!(m.crash(), Dropped::default());
+    assert_eq!(read(&f), b"set up before the load");
+    assert_eq!(m.counts().fsyncs, 0);
+}
