@@ -1,8 +1,8 @@
 //! Disk faults on real servers, their data on lazyfs (root, /dev/fuse): a power loss of Redis
 //! with `appendfsync = "everysec"` loses acknowledged sales (the audit's `lost_sales`) or
-//! oversells, and with "always" the books balance; etcd keeps every acknowledged grant; a
-//! slow disk under etcd's leader shows its delay in the probe, and its heal takes it away.
-//! Each run is short: 3-6 s of load.
+//! oversells, and with "always" the books balance; etcd and ZooKeeper keep every acknowledged
+//! grant; a slow disk under etcd's leader shows its delay in the probe, and its heal takes it
+//! away. Each run is short: 3-7 s of load.
 
 use lockbench::report::{FaultSummary, Summary};
 
@@ -112,20 +112,22 @@ fn a_power_loss_costs_redis_everysec_acknowledged_sales_and_always_none() {
 }
 
 #[test]
-fn a_power_loss_of_the_etcd_leader_keeps_every_acknowledged_grant() {
+fn a_power_loss_of_the_etcd_or_zookeeper_leader_keeps_every_acknowledged_grant() {
     if !consensus_servers_available() || !fuse() {
         return;
     }
-    let s = disk_run("etcd", "chaos/power-loss.toml", 4, &[]);
-    let f = power_loss(&s);
-    assert!(f.nodes[0].starts_with("etcd-"), "{f:?}");
-    let a = &s.audit;
-    assert_eq!(
-        (s.double_grants, a.lost_updates, a.lost_sales, a.oversell),
-        (0, 0, 0, 0),
-        "{a:?}"
-    );
-    assert!(a.sold > 0, "{a:?}");
+    for strategy in ["etcd", "zookeeper"] {
+        let s = disk_run(strategy, "chaos/power-loss.toml", 4, &[]);
+        let f = power_loss(&s);
+        assert!(f.nodes[0].starts_with(&format!("{strategy}-")), "{f:?}");
+        let a = &s.audit;
+        assert_eq!(
+            (s.double_grants, a.lost_updates, a.lost_sales, a.oversell),
+            (0, 0, 0, 0),
+            "{strategy}: {a:?}"
+        );
+        assert!(a.sold > 0, "{strategy}: {a:?}");
+    }
 }
 
 #[test]

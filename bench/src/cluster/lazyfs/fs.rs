@@ -5,13 +5,12 @@
 //! Every reply carries a zero TTL and every open leaves out `FOPEN_KEEP_CACHE`, so after a
 //! crash the kernel asks again and serves no dropped byte from its caches.
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -21,94 +20,9 @@ use fuser::{
     ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
-use super::overlay::Overlay;
-use super::{Shared, Slow};
+use super::shared::{FileState, Shared, Slow};
 
 const TTL: Duration = Duration::ZERO;
-
-/// One file's unsynced writes and the backing handle an fsync writes them through.
-#[derive(Default)]
-pub(super) struct FileState {
-    pub overlay: Overlay,
-    writer: Option<Arc<File>>,
-}
-
-impl FileState {
-    /// Writes the unsynced extents to the backing file and syncs its data; the bytes written.
-    pub fn flush(&mut self) -> io::Result<u64> {
-        let extents = self.overlay.take();
-        let Some(file) = self.writer.take() else {
-            return Ok(0);
-        };
-        let mut bytes = 0;
-        for (off, data) in &extents {
-            file.write_all_at(data, *off)?;
-            bytes += data.len() as u64;
-        }
-        file.sync_data()?;
-        Ok(bytes)
-    }
-}
-
-/// Inode numbers by path relative to the backing folder (the root is the empty path).
-#[derive(Default)]
-pub(super) struct Inodes {
-    paths: HashMap<u64, PathBuf>,
-    by_path: HashMap<PathBuf, u64>,
-    last: u64,
-}
-
-impl Inodes {
-    pub fn new() -> Self {
-        let mut i = Inodes::default();
-        i.paths.insert(INodeNo::ROOT.0, PathBuf::new());
-        i.by_path.insert(PathBuf::new(), INodeNo::ROOT.0);
-        i.last = INodeNo::ROOT.0;
-        i
-    }
-
-    fn ino(&mut self, rel: &Path) -> u64 {
-        if let Some(&ino) = self.by_path.get(rel) {
-            return ino;
-        }
-        self.last += 1;
-        let ino = self.last;
-        self.paths.insert(ino, rel.to_path_buf());
-        self.by_path.insert(rel.to_path_buf(), ino);
-        ino
-    }
-
-    fn forget(&mut self, rel: &Path) {
-        if let Some(ino) = self.by_path.remove(rel) {
-            self.paths.remove(&ino);
-        }
-    }
-
-    /// Moves `from` and everything below it to `to`; what `to` named before is gone.
-    fn rename(&mut self, from: &Path, to: &Path) {
-        self.forget(to);
-        let moved: Vec<(u64, PathBuf)> = self
-            .paths
-            .iter()
-            .filter_map(|(&ino, p)| {
-                let rest = p.strip_prefix(from).ok()?;
-                Some((
-                    ino,
-                    if rest.as_os_str().is_empty() {
-                        to.to_path_buf()
-                    } else {
-                        to.join(rest)
-                    },
-                ))
-            })
-            .collect();
-        for (ino, new) in moved {
-            let old = self.paths.insert(ino, new.clone()).expect("listed above");
-            self.by_path.remove(&old);
-            self.by_path.insert(new, ino);
-        }
-    }
-}
 
 /// The filesystem the session runs; everything it shares with the mount's owner is in `Shared`.
 pub(super) struct LazyFs(pub Arc<Shared>);
@@ -726,32 +640,5 @@ impl Filesystem for LazyFs {
             Ok(())
         })();
         reply_empty(reply, r);
-    }
-}
-
-/// Counters every handler adds to (relaxed: they are totals, read after the fact).
-#[derive(Default)]
-pub(super) struct Counts {
-    pub fsyncs: AtomicU64,
-    pub bytes_synced: AtomicU64,
-    pub bytes_dropped: AtomicU64,
-    pub files_dropped: AtomicU64,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_renamed_folder_takes_its_children_and_replaces_its_target() {
-        let mut i = Inodes::new();
-        let a = i.ino(Path::new("a"));
-        let ab = i.ino(Path::new("a/b"));
-        let c = i.ino(Path::new("c"));
-        i.rename(Path::new("a"), Path::new("c"));
-        assert_eq!(i.ino(Path::new("c")), a);
-        assert_eq!(i.ino(Path::new("c/b")), ab);
-        assert!(!i.paths.contains_key(&c), "the replaced entry is forgotten");
-        assert_ne!(i.ino(Path::new("a")), a, "the old name is a new entry");
     }
 }

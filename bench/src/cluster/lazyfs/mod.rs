@@ -1,9 +1,9 @@
 //! lazyfs: a FUSE filesystem for one node's data directory that keeps every write no fsync
 //! covered apart, as Jepsen's LazyFS does, so a "power loss" can drop exactly those writes.
 //!
-//! A passthrough over a backing folder (`fs`): a file's writes wait in an in-memory overlay
-//! (`overlay`) that reads see, and reach the backing file only on fsync or fdatasync of that
-//! file. Metadata (create, unlink, rename, mkdir, truncate) is applied at once: the model's
+//! A passthrough over a backing folder (`fs`, over `shared`: what the FUSE threads and this
+//! guard share): a file's writes wait in an in-memory overlay (`overlay`) that reads see, and
+//! reach the backing file only on fsync or fdatasync of that file. Metadata (create, unlink, rename, mkdir, truncate) is applied at once: the model's
 //! simplification (LazyFS keeps those too). [`LazyMount::crash`] drops every overlay; a
 //! slow disk ([`LazyMount::slow`]) makes fsync (and, if asked, write) sleep before answering.
 //!
@@ -12,62 +12,26 @@
 
 mod fs;
 mod overlay;
+mod shared;
 
-use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rand::SeedableRng;
 use rand::rngs::ChaCha8Rng;
-use rand::{RngExt, SeedableRng};
 
-use fs::{Counts, FileState, Inodes, LazyFs};
+use fs::LazyFs;
+pub use shared::SlowDisk;
+use shared::{Counts, FileState, Inodes, Shared, Slow};
 
 /// The mount's name in /proc/self/mountinfo, which `leftovers` looks for.
 pub const FS_NAME: &str = "lockbench-lazyfs";
 
 /// FUSE request threads: a slow fsync on one file must not stall reads of another.
 const THREADS: usize = 4;
-
-/// A slow disk: each fsync (and write, with `writes`) sleeps `delay ± jitter`, drawn from a
-/// generator of its own seeded with `seed`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SlowDisk {
-    pub delay: Duration,
-    pub jitter: Duration,
-    pub writes: bool,
-    pub seed: u64,
-}
-
-struct Slow {
-    disk: SlowDisk,
-    rng: ChaCha8Rng,
-}
-
-impl Slow {
-    fn draw(&mut self) -> Duration {
-        let j = self.disk.jitter.as_secs_f64();
-        let off = if j > 0.0 {
-            self.rng.random_range(-j..=j)
-        } else {
-            0.0
-        };
-        Duration::from_secs_f64((self.disk.delay.as_secs_f64() + off).max(0.0))
-    }
-}
-
-/// What a mount's owner shares with its FUSE threads.
-struct Shared {
-    backing: PathBuf,
-    inodes: Mutex<Inodes>,
-    files: Mutex<HashMap<u64, Arc<Mutex<FileState>>>>,
-    handles: Mutex<HashMap<u64, Arc<std::fs::File>>>,
-    next_fh: AtomicU64,
-    slow: Mutex<Option<Slow>>,
-    counts: Counts,
-}
 
 /// A mount's totals since it was mounted: fsync and fdatasync calls, the bytes they made
 /// durable, and what crashes dropped.
