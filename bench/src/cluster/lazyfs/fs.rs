@@ -151,21 +151,10 @@ impl LazyFs {
     /// Writes the file's unsynced extents to the backing file and syncs it there.
     fn sync(&self, ino: u64, fh: FileHandle, datasync: bool) -> io::Result<()> {
         let state = self.state(ino);
-        let (file, bytes) = {
-            let mut st = state.lock().expect("file");
-            let extents = st.overlay.take();
-            let file = match st.writer.take() {
-                Some(w) => w,
-                None => self
-                    .handle(fh)
-                    .map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?,
-            };
-            let mut bytes = 0;
-            for (off, data) in &extents {
-                file.write_all_at(data, *off)?;
-                bytes += data.len() as u64;
-            }
-            (file, bytes)
+        let (writer, bytes) = state.lock().expect("file").write_back()?;
+        let file = match writer {
+            Some(w) => w,
+            None => (self.handle(fh)).map_err(|_| io::Error::from_raw_os_error(libc::EBADF))?,
         };
         if datasync {
             file.sync_data()?;

@@ -63,18 +63,27 @@ pub(super) struct FileState {
 }
 
 impl FileState {
-    /// Writes the unsynced extents to the backing file and syncs its data; the bytes written.
-    pub fn flush(&mut self) -> io::Result<u64> {
+    /// Writes the unsynced extents to the backing file through the handle that wrote them;
+    /// returns that handle (to sync it), if any write waited, and the bytes written.
+    pub fn write_back(&mut self) -> io::Result<(Option<Arc<File>>, u64)> {
         let extents = self.overlay.take();
         let Some(file) = self.writer.take() else {
-            return Ok(0);
+            return Ok((None, 0));
         };
         let mut bytes = 0;
         for (off, data) in &extents {
             file.write_all_at(data, *off)?;
             bytes += data.len() as u64;
         }
-        file.sync_data()?;
+        Ok((Some(file), bytes))
+    }
+
+    /// [`FileState::write_back`], then the backing file's data synced; the bytes written.
+    pub fn flush(&mut self) -> io::Result<u64> {
+        let (file, bytes) = self.write_back()?;
+        if let Some(f) = file {
+            f.sync_data()?;
+        }
         Ok(bytes)
     }
 }
