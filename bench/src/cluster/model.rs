@@ -382,6 +382,9 @@ pub struct ClusterOptions {
     pub builds: Builds,
     /// What every PostgreSQL node waits for before acknowledging a commit.
     pub postgres_synchronous_commit: SynchronousCommit,
+    /// MariaDB's `innodb_flush_log_at_trx_commit`: 1 (the default: the redo log fsynced at
+    /// every commit) or 2 (written at commit, fsynced once a second).
+    pub mariadb_flush_log_at_trx_commit: u8,
     /// Services whose local nodes keep their data on lazyfs (`lazyfs`): what power-loss and
     /// slow-disk faults need; empty for every other run, which then pays nothing.
     pub lazyfs: Vec<Service>,
@@ -400,6 +403,7 @@ impl ClusterOptions {
             redis_appendfsync: Appendfsync::Off,
             builds: Builds::default(),
             postgres_synchronous_commit: SynchronousCommit::On,
+            mariadb_flush_log_at_trx_commit: 1,
             lazyfs: Vec::new(),
         }
     }

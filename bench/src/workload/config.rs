@@ -162,6 +162,7 @@ crate::names::enum_names!(WaitMode {
 struct RawServers {
     redis_appendfsync: Option<String>,
     postgres_synchronous_commit: Option<String>,
+    mariadb_flush_log_at_trx_commit: Option<i64>,
     #[serde(default, deserialize_with = "version_name")]
     redis: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
@@ -350,7 +351,7 @@ pub struct LockParams {
 
 /// `[servers]`: settings of the servers lockbench starts (servers of `--endpoints` and
 /// `--target` keep their own).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Servers {
     /// What every Redis node does with a write before acknowledging it.
     pub redis_appendfsync: RedisAppendfsync,
@@ -358,6 +359,10 @@ pub struct Servers {
     /// server's default: the WAL flushed), `"off"`, `"local"`, `"remote_write"`,
     /// `"remote_apply"`.
     pub postgres_synchronous_commit: SynchronousCommit,
+    /// MariaDB's `innodb_flush_log_at_trx_commit`: 1 (the default: the redo log fsynced at
+    /// every commit) or 2 (written at commit, fsynced once a second: a power loss can take
+    /// the last second of commits).
+    pub mariadb_flush_log_at_trx_commit: u8,
     /// Which build every Redis node runs: `"7.0"` (bookworm's), `"valkey-8.0"`, `"valkey-9.1"`.
     pub redis: RedisBuild,
     /// Which build every etcd member runs: `"3.4"` (bookworm's), `"3.5"`.
@@ -800,7 +805,20 @@ impl Fields<'_> {
                     .map_err(|_| f.invalid(field, format!("{v:?}"), expected)),
             }
         }
+        let flush = match raw.mariadb_flush_log_at_trx_commit {
+            None => 1,
+            Some(n @ (1 | 2)) => n as u8,
+            Some(n) => {
+                return Err(self.invalid(
+                    "servers.mariadb_flush_log_at_trx_commit",
+                    n.to_string(),
+                    "1 (the redo log fsynced at every commit, MariaDB's default) or 2 (written \
+                     at commit, fsynced once a second)",
+                ));
+            }
+        };
         Ok(Servers {
+            mariadb_flush_log_at_trx_commit: flush,
             redis_appendfsync: named(
                 self,
                 "servers.redis_appendfsync",
@@ -1175,6 +1193,26 @@ ttl = "1s"
         let text = toml::to_string(&w).unwrap();
         let back = Workload::parse("effective", &text, &[]).unwrap();
         assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+    }
+
+    #[test]
+    fn servers_section_sets_mariadb_flush_log_at_trx_commit_to_1_or_2() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 1);
+        let o = vec!["servers.mariadb_flush_log_at_trx_commit=2".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 2);
+        let text = toml::to_string(&w).unwrap();
+        let back = Workload::parse("effective", &text, &[]).unwrap();
+        assert_eq!(back.servers.mariadb_flush_log_at_trx_commit, 2);
+        let bad = "[servers]\nmariadb_flush_log_at_trx_commit = 3\n";
+        let e = Workload::parse("w.toml", bad, &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("w.toml")
+                && e.contains("servers.mariadb_flush_log_at_trx_commit")
+                && e.contains("1 (the redo log"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Disk faults on real servers, their data on lazyfs (root, /dev/fuse): a power loss of Redis
 //! with `appendfsync = "everysec"` loses acknowledged sales (the audit's `lost_sales`) or
-//! oversells, and with "always" the books balance; etcd and ZooKeeper keep every acknowledged
+//! oversells, and with "always" the books balance; so does MariaDB with
+//! `innodb_flush_log_at_trx_commit` 2 against 1; etcd and ZooKeeper keep every acknowledged
 //! grant; a slow disk under etcd's leader shows its delay in the probe, and its heal takes it
 //! away. Each run is short: 3-7 s of load.
 
@@ -101,6 +102,36 @@ fn a_power_loss_costs_redis_everysec_acknowledged_sales_and_always_none() {
         3,
         &["servers.redis_appendfsync=always"],
     );
+    power_loss(&safe);
+    let a = &safe.audit;
+    assert_eq!(
+        (a.lost_sales, a.oversell, a.lost_updates),
+        (0, 0, 0),
+        "{a:?}"
+    );
+    assert!(a.is_intact() && a.sold > 0, "{a:?}");
+}
+
+#[test]
+fn a_power_loss_costs_mariadb_commits_with_flush_log_at_trx_commit_2_and_none_with_1() {
+    if !servers_available() || !fuse() {
+        return;
+    }
+    let chaos = "chaos/power-loss.toml";
+    let lossy = disk_run(
+        "mysql-atomic",
+        chaos,
+        3,
+        &["servers.mariadb_flush_log_at_trx_commit=2"],
+    );
+    let f = power_loss(&lossy);
+    assert!(f.dropped_bytes.unwrap() > 0, "{f:?}");
+    assert!(
+        lossy.audit.lost_sales + lossy.audit.oversell > 0,
+        "{:?}",
+        lossy.audit
+    );
+    let safe = disk_run("mysql-atomic", chaos, 3, &[]);
     power_loss(&safe);
     let a = &safe.audit;
     assert_eq!(
