@@ -19,6 +19,9 @@ declare -A NEED=(
   [iptables]=iptables
   # builds the clock shim (bench/src/chaos/clockshim.c) preloaded into Redis for clock faults
   [cc]=gcc
+  # servers.postgres_pooler: PgBouncer 1.18 between the buyers and PostgreSQL (in /usr/sbin);
+  # lockbench starts it itself, the package's own service is kept from starting below
+  [pgbouncer]=pgbouncer
 )
 
 # `--for-tests`: also what only the test suite needs (a browser to load report.html, the real
@@ -107,6 +110,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   fi
   # shellcheck disable=SC2086
   $SUDO apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+  # pgbouncer's postinst enables and starts a system service on port 6432; lockbench starts
+  # its own on a free port, so the package's is stopped (where systemd runs at all).
+  if [[ " $pkgs " == *" pgbouncer "* ]] && command -v systemctl >/dev/null 2>&1; then
+    $SUDO systemctl disable --now pgbouncer >/dev/null 2>&1 || true
+  fi
 fi
 
 # The zookeeper package depends on a JRE, so this only fires when java went missing later.

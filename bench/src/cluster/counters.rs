@@ -13,6 +13,10 @@ pub const TOTAL: &str = "total";
 pub const BYTES_IN: &str = "bytes_in";
 /// Bytes the nodes sent to clients.
 pub const BYTES_OUT: &str = "bytes_out";
+/// fsync/fdatasync calls of the nodes, as the server counts them (absent where it does not).
+pub const FSYNCS: &str = "fsyncs";
+/// CPU the nodes' processes used, µs (from `/proc`, where lockbench sees their processes).
+pub const CPU_US: &str = "cpu_us";
 
 /// Counters of one service, summed over its nodes (or, for a counter every node keeps of the
 /// same thing, such as a consensus log, the most advanced node's).
@@ -85,9 +89,27 @@ pub fn redis_counters(info: &str) -> BTreeMap<String, u64> {
         }
     }
     out.insert(TOTAL.to_string(), total);
+    if let Some(f) = redis_fsyncs(info) {
+        out.insert(FSYNCS.to_string(), f);
+    }
     out.insert(BYTES_IN.to_string(), bytes[0].saturating_sub(bytes[2]));
     out.insert(BYTES_OUT.to_string(), bytes[1].saturating_sub(bytes[3]));
     out
+}
+
+/// A Redis node's fsyncs, from `INFO persistence`, when it can tell: with the append-only
+/// file off, only an RDB snapshot syncs (once per file written), so `rdb_saves` counts them;
+/// with it on, Redis counts no fsyncs (`None`).
+pub fn redis_fsyncs(info: &str) -> Option<u64> {
+    let field = |name: &str| {
+        info_fields(info)
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.trim())
+    };
+    match field("aof_enabled")? {
+        "0" => field("rdb_saves")?.parse().ok(),
+        _ => None,
+    }
 }
 
 /// The samples of metric `name` in a Prometheus text exposition, with their label text
@@ -143,6 +165,10 @@ mod tests {
         assert_eq!(c["cmd.client|setinfo"], 2);
         assert_eq!((c[BYTES_IN], c[BYTES_OUT]), (1200, 3400));
         assert!(!c.contains_key("total_net_repl_input_bytes"));
+        assert!(!c.contains_key(FSYNCS), "no persistence section, no fsyncs");
+        let off = "aof_enabled:0\r\nrdb_saves:2\r\n";
+        assert_eq!(redis_counters(off)[FSYNCS], 2);
+        assert_eq!(redis_fsyncs("aof_enabled:1\r\nrdb_saves:2\r\n"), None);
         // An answer without commands still has a total.
         assert_eq!(redis_counters("# Stats\n")[TOTAL], 0);
     }

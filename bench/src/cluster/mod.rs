@@ -46,6 +46,7 @@ mod node;
 pub mod owner;
 mod ports;
 mod process;
+pub mod procfs;
 mod provision;
 mod registry;
 mod services;
@@ -60,8 +61,9 @@ pub use endpoints::EndpointsFile;
 pub use error::ClusterError;
 pub use guard::OwnedCluster;
 pub use model::{
-    Auth, ClusterOptions, ContainerInfo, Endpoints, MysqlEndpoint, Needs, NodeInfo,
-    PostgresEndpoint, Provisioner, REDLOCK_NODES, Role, Service,
+    Auth, ClusterOptions, ContainerInfo, Endpoints, MysqlEndpoint, Needs, NodeInfo, Pooler,
+    PoolerEndpoint, Pooling, PostgresEndpoint, Provisioner, REDLOCK_NODES, Role, Service,
+    session_settings,
 };
 pub use namespace::Prefix;
 pub use node::{Node, NodeServer};

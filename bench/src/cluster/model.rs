@@ -4,6 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -210,6 +211,10 @@ pub struct PostgresEndpoint {
     pub password: String,
     /// Database the harness owns.
     pub database: String,
+    /// The connection pooler the buyers reach the server through (`servers.postgres_pooler`);
+    /// the harness's own connections (setup, audit, counters) go to `addr` directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooler: Option<PoolerEndpoint>,
 }
 
 impl PostgresEndpoint {
@@ -223,6 +228,121 @@ impl PostgresEndpoint {
             .database(&self.database)
             .ssl_mode(sqlx::postgres::PgSslMode::Disable)
     }
+
+    /// How a buyer connects: through the pooler when there is one, else as
+    /// [`Self::connect_options`]. Behind a pooler the client sends no `extra_float_digits`
+    /// (PgBouncer 1.18 refuses startup parameters it does not know) and, behind a transaction
+    /// pooler, caches no prepared statement: the next transaction may run on another server
+    /// connection, where the statement does not exist or another client's has its name.
+    pub fn buyer_options(&self) -> sqlx::postgres::PgConnectOptions {
+        let direct = self.connect_options();
+        let Some(p) = &self.pooler else {
+            return direct;
+        };
+        let opts = (direct.host(&p.addr.ip().to_string()))
+            .port(p.addr.port())
+            .extra_float_digits(None);
+        if p.pooler.shares_sessions() {
+            opts.statement_cache_capacity(0)
+        } else {
+            opts
+        }
+    }
+
+    /// Whether the buyers' statements must go as simple queries, values inlined: a transaction
+    /// pooler may run a statement's parse and its execution on two server connections.
+    pub fn simple_queries(&self) -> bool {
+        self.pooler.is_some_and(|p| p.pooler.shares_sessions())
+    }
+}
+
+/// A connection pooler between the buyers and PostgreSQL (`servers.postgres_pooler`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Pooler {
+    /// The buyers connect to the server directly.
+    #[default]
+    None,
+    /// PgBouncer, `pool_mode = transaction`: a server connection serves one transaction (or
+    /// one statement outside a transaction) of a client, then the next client's.
+    PgbouncerTransaction,
+    /// PgBouncer, `pool_mode = session`: a client keeps its server connection until it
+    /// disconnects; the next client gets it after `DISCARD ALL`.
+    PgbouncerSession,
+}
+
+enum_names!(Pooler {
+    None = "none",
+    PgbouncerTransaction = "pgbouncer-transaction",
+    PgbouncerSession = "pgbouncer-session",
+});
+
+impl Pooler {
+    /// Whether the buyers connect directly.
+    pub fn is_none(&self) -> bool {
+        *self == Pooler::None
+    }
+
+    /// PgBouncer's `pool_mode`, `None` without a pooler.
+    pub fn pool_mode(self) -> Option<&'static str> {
+        match self {
+            Pooler::None => None,
+            Pooler::PgbouncerTransaction => Some("transaction"),
+            Pooler::PgbouncerSession => Some("session"),
+        }
+    }
+
+    /// Whether one client's session state (a session advisory lock, a prepared statement)
+    /// can end up on a server connection another client then uses: transaction pooling.
+    pub fn shares_sessions(self) -> bool {
+        self == Pooler::PgbouncerTransaction
+    }
+
+    /// Server connections for `clients` buyers: transaction pooling shares a few (4, and
+    /// always fewer than the buyers when there are two or more), which is what it is for and
+    /// what moves a session lock; session pooling gives each connected buyer one (a buyer keeps
+    /// its connection, so with fewer the others would wait for one until they gave up).
+    pub fn pool_size(self, clients: u32) -> u32 {
+        match self {
+            Pooler::PgbouncerTransaction => clients.saturating_sub(1).clamp(1, 4),
+            _ => clients.max(1),
+        }
+    }
+}
+
+/// The pooler a buyer reaches PostgreSQL through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolerEndpoint {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Which pooler, in which mode.
+    pub pooler: Pooler,
+    /// Server connections it keeps for the run's database and user (`default_pool_size`).
+    pub pool_size: u32,
+}
+
+/// The pooler a run puts between its buyers and PostgreSQL, and what it needs to know of the
+/// workload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pooling {
+    /// Which pooler (`none`: the buyers connect directly).
+    pub pooler: Pooler,
+    /// The run's buyers: the pooler takes at least that many clients.
+    pub clients: u32,
+    /// `lock_timeout` of every server connection it opens (`lock.acquire_timeout`).
+    pub lock_wait: Duration,
+    /// `load.timeout`: `statement_timeout` is `lock_wait` plus this.
+    pub timeout: Duration,
+}
+
+/// The session settings of a buyer (or lock) connection: `lock_timeout` = `lock_wait`,
+/// `statement_timeout` = `lock_wait` + `timeout`, both in ms. Sent in the startup packet by a
+/// direct buyer; set by the pooler on each server connection it opens.
+pub fn session_settings(lock_wait: Duration, timeout: Duration) -> [(&'static str, String); 2] {
+    let ms = |d: Duration| d.as_millis().max(1).to_string();
+    [
+        ("lock_timeout", ms(lock_wait)),
+        ("statement_timeout", ms(lock_wait + timeout)),
+    ]
 }
 
 /// A user and password for a Redis (ACL user, or `requirepass` with no user), a Sentinel or an
@@ -382,6 +502,8 @@ pub struct ClusterOptions {
     pub builds: Builds,
     /// What every PostgreSQL node waits for before acknowledging a commit.
     pub postgres_synchronous_commit: SynchronousCommit,
+    /// The pooler between the buyers and the PostgreSQL primary (local processes only).
+    pub postgres_pooling: Pooling,
     /// MariaDB's `innodb_flush_log_at_trx_commit`: 1 (the default: the redo log fsynced at
     /// every commit) or 2 (written at commit, fsynced once a second).
     pub mariadb_flush_log_at_trx_commit: u8,
@@ -403,6 +525,7 @@ impl ClusterOptions {
             redis_appendfsync: Appendfsync::Off,
             builds: Builds::default(),
             postgres_synchronous_commit: SynchronousCommit::On,
+            postgres_pooling: Pooling::default(),
             mariadb_flush_log_at_trx_commit: 1,
             lazyfs: Vec::new(),
         }

@@ -66,13 +66,9 @@ impl fmt::Display for Owner {
     }
 }
 
-/// The start time of process `pid`, if it runs. The command name (field 2) may hold spaces
-/// and parentheses, so fields are counted after its last `)`.
+/// The start time of process `pid`, if it runs.
 fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = &stat[stat.rfind(')')? + 1..];
-    // After the name: field 3 (state) is the first, so field 22 is the 20th.
-    after.split_whitespace().nth(19)?.parse().ok()
+    super::procfs::stat(pid).map(|s| s.start)
 }
 
 #[cfg(test)]

@@ -356,6 +356,7 @@ impl Reader<'_> {
             user: user.to_string(),
             password: password.unwrap_or_default(),
             database: database.to_string(),
+            pooler: None,
         })
     }
 

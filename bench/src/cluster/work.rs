@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-pub use super::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+pub use super::counters::{BYTES_IN, BYTES_OUT, CPU_US, FSYNCS, Meter, Reading, TOTAL};
 use super::model::{Endpoints, Needs, Service};
 use super::registry;
 

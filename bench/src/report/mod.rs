@@ -48,7 +48,7 @@ pub use table::{Printed, Width, print_faults, print_table, print_table_as};
 use crate::check::{
     DoubleGrants, Exclusion, LockVerdict, Overlap, Safety, StoreVerdict, Verdict, WorkerClock,
 };
-use crate::cluster::{NodeInfo, Provisioner};
+use crate::cluster::{NodeInfo, Pooler, Provisioner};
 use crate::record::contention::Contention;
 pub use crate::record::machine::Machine;
 use crate::record::utilization::{Coverage, Utilization};
@@ -223,6 +223,10 @@ pub struct Summary {
     /// own counters say, background subtracted; `null` in older summaries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_work: Option<work::ServerWork>,
+    /// What a sale cost the servers: fsyncs and CPU per sale (from `server_work`'s counters);
+    /// `null` without server work or sales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<work::Cost>,
     /// The lease TTL the lock service granted, seconds, for locks whose server may change the
     /// one asked for (etcd raises `lock.ttl` to its minimum, in whole seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -349,13 +353,7 @@ pub struct ChaosParts {
 impl Summary {
     /// Builds the summary of one run from its parts.
     pub fn new(p: RunParts<'_>) -> Self {
-        let RunParts {
-            stats,
-            drive,
-            safety,
-            double_grants,
-            ..
-        } = p;
+        let (stats, drive, safety, dg) = (p.stats, p.drive, p.safety, p.double_grants);
         let duration_s = drive.elapsed.as_secs_f64();
         let sold_out_s = sold_out(stats, safety);
         let attempts = stats.attempts();
@@ -364,7 +362,7 @@ impl Summary {
         let verdict = judge(&p);
         let reads = stats.count(Outcome::READ) + stats.count(Outcome::TORN_READ);
         let utilization = utilization(&p);
-        let largest = double_grants.within_clock_uncertainty_largest.clone();
+        let largest = dg.within_clock_uncertainty_largest.clone();
         let (info, w) = (p.info, p.workload);
         Self {
             schema: SCHEMA.into(),
@@ -379,14 +377,14 @@ impl Summary {
             workload_file: p.workload_file.into(),
             workload: serde_json::to_value(w).expect("workload serialises"),
             audit: *safety,
-            double_grants: double_grants.count,
-            double_grant_incidents: double_grants.incidents,
+            double_grants: dg.count,
+            double_grant_incidents: dg.incidents,
             lease_lost: stats.lease_lost,
             stale_rejected: stats.failed[ErrorKind::StaleToken as usize],
             stuck_locks: p.stuck_locks,
-            double_grant_examples: double_grants.examples.clone(),
-            double_grants_cross_host: double_grants.cross_host,
-            within_clock_uncertainty: double_grants.within_clock_uncertainty,
+            double_grant_examples: dg.examples.clone(),
+            double_grants_cross_host: dg.cross_host,
+            within_clock_uncertainty: dg.within_clock_uncertainty,
             within_clock_uncertainty_largest: largest,
             clocks: p.clocks,
             reads,
@@ -421,6 +419,7 @@ impl Summary {
             worker_failures: p.chaos.worker_failures,
             consensus_writes: None,
             server_work: None,
+            cost: None,
             lease_ttl_granted_s: None,
             library: None,
             broken: drive.broken.clone(),
@@ -600,6 +599,44 @@ impl Summary {
             .copied()?
     }
 
+    /// The note on the connection pooler between the buyers and PostgreSQL
+    /// (`servers.postgres_pooler` of the effective workload), and what it does to this run's
+    /// lock; `None` without one.
+    pub fn pooler_note(&self) -> Option<String> {
+        let servers = self.workload.get("servers")?;
+        let pooler: Pooler = servers.get("postgres_pooler")?.as_str()?.parse().ok()?;
+        let mode = pooler.pool_mode()?;
+        let clients = self.workload["load"]["clients"].as_u64().unwrap_or(1) as u32;
+        let mut note = format!(
+            "PgBouncer is in the path between the buyers and PostgreSQL ({mode} pooling, {} \
+             server connections for {clients} buyers)",
+            pooler.pool_size(clients)
+        );
+        let session_lock = crate::strategy::sql::holds_a_session_lock(&self.strategy);
+        note.push_str(match (session_lock, pooler.shares_sessions()) {
+            (true, true) => {
+                ": the session advisory lock follows the server connection, not the buyer: \
+                 the pooler runs each statement on whichever server connection is free, so the \
+                 next buyer whose statement lands on the holder's connection is granted the \
+                 lock again (it is reentrant), and an unlock that lands on another connection \
+                 frees nothing (pgbouncer#617, #102); a waiter blocked in pg_advisory_lock pins \
+                 one of the few server connections meanwhile, so other buyers' statements queue \
+                 in the pooler (timeouts)"
+            }
+            (true, false) => {
+                ": each buyer keeps its server session while connected (a session left behind \
+                 is reset by DISCARD ALL, which frees its advisory locks), so the session lock \
+                 stays the buyer's"
+            }
+            (false, true) => {
+                ": a transaction keeps its server connection until it ends, so a lock the \
+                 transaction holds cannot move to another buyer"
+            }
+            (false, false) => "",
+        });
+        Some(note)
+    }
+
     /// The note for overlaps of leases on different hosts' clocks that the clocks'
     /// uncertainty may explain (not counted as double grants); `None` without any.
     pub fn clock_note(&self) -> Option<String> {
@@ -674,6 +711,37 @@ mod tests {
         // Columns 3 and 4: after attempts/s and sales/s.
         assert_eq!(&row("rw")[3..5], ["450.0", "3"], "{t}");
         assert_eq!(&row("mysql-atomic")[3..5], ["-", "-"], "{t}");
+    }
+
+    #[test]
+    fn a_pooler_in_the_path_is_noted_with_what_it_does_to_the_lock() {
+        let mut s: Summary =
+            serde_json::from_str(include_str!("../../tests/fixtures/summary.json")).unwrap();
+        s.workload["servers"]["postgres_pooler"] = "none".into();
+        assert_eq!(s.pooler_note(), None);
+        s.workload["load"]["clients"] = 32.into();
+        s.workload["servers"]["postgres_pooler"] = "pgbouncer-transaction".into();
+        s.strategy = "pg-advisory".into();
+        let note = s.pooler_note().unwrap();
+        assert!(
+            note.contains("4 server connections for 32 buyers"),
+            "{note}"
+        );
+        assert!(note.contains("follows the server connection, not the buyer"));
+        s.strategy = "pg-advisory-xact".into();
+        assert!(
+            s.pooler_note()
+                .unwrap()
+                .contains("cannot move to another buyer")
+        );
+        s.workload["servers"]["postgres_pooler"] = "pgbouncer-session".into();
+        s.strategy = "pg-advisory-fenced".into();
+        let note = s.pooler_note().unwrap();
+        assert!(
+            note.contains("(session pooling, 32 server connections"),
+            "{note}"
+        );
+        assert!(note.contains("stays the buyer's"), "{note}");
     }
 
     #[test]

@@ -449,7 +449,13 @@ fn print_notes(out: &mut impl Write, rows: &[Summary]) -> std::io::Result<()> {
                 )?;
             }
         }
+        if let Some(c) = &s.cost {
+            writeln!(out, "note: {}: cost: {}", s.strategy, c.line())?;
+        }
         if let Some(note) = s.clock_note() {
+            writeln!(out, "note: {}: {note}", s.strategy)?;
+        }
+        if let Some(note) = s.pooler_note() {
             writeln!(out, "note: {}: {note}", s.strategy)?;
         }
         if s.interrupted {

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::format::{decimals, round, work_per};
 use crate::cluster::Service;
-use crate::cluster::work::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::work::{BYTES_IN, BYTES_OUT, CPU_US, FSYNCS, Meter, Reading, TOTAL};
 
 /// Outcome classes whose attempt held the lock: they are its grants.
 pub const GRANT_CLASSES: [&str; 5] = ["sold", "sold_out", "locked", "read", "torn_read"];
@@ -148,6 +148,12 @@ impl ServiceWork {
             self.per,
             self.samples
         );
+        if let Some(v) = f.per(FSYNCS) {
+            s.push_str(&format!(", {} fsyncs", n(Some(v))));
+        }
+        if let Some(us) = f.per(CPU_US) {
+            s.push_str(&format!(", {} ms CPU", n(Some(us / 1e3))));
+        }
         let top = f.top(4);
         if !top.is_empty() {
             s.push_str(&format!("; {top}"));
@@ -157,11 +163,16 @@ impl ServiceWork {
 }
 
 impl WorkFigures {
+    /// Counter `key`'s net work per grant (or sale); `None` where it was not counted.
+    pub fn per(&self, key: &str) -> Option<f64> {
+        self.counters.get(key)?.per
+    }
+
     /// The `n` counters other than the totals with the most net work per grant, as
     /// `publish 1.02, evalsha 2.1`.
     pub fn top(&self, n: usize) -> String {
         let mut v: Vec<(&str, f64)> = (self.counters.iter())
-            .filter(|(k, _)| ![TOTAL, BYTES_IN, BYTES_OUT].contains(&k.as_str()))
+            .filter(|(k, _)| ![TOTAL, BYTES_IN, BYTES_OUT, FSYNCS, CPU_US].contains(&k.as_str()))
             .filter_map(|(k, c)| Some((k.strip_prefix("cmd.").unwrap_or(k), c.per?)))
             .filter(|(_, p)| *p >= 0.01)
             .collect();
@@ -197,7 +208,8 @@ fn figures(r: &Readings, samples: u64) -> Result<WorkFigures, String> {
         let rate = if r.idle_s > 0.0 { idle / r.idle_s } else { 0.0 };
         let background = rate * r.load_s + cost;
         let net = (raw as f64 - background).max(0.0);
-        if raw == 0 && key.as_str() != TOTAL {
+        // A cost counter that stayed at 0 is a figure (no fsync), not a counter to leave out.
+        if raw == 0 && ![TOTAL, FSYNCS, CPU_US].contains(&key.as_str()) {
             continue;
         }
         let per = (samples > 0).then(|| round(net / samples as f64, 3));
@@ -235,6 +247,115 @@ fn figures(r: &Readings, samples: u64) -> Result<WorkFigures, String> {
         notes,
         counters,
     })
+}
+
+/// What a sale cost the servers (summary.json's `cost`): fsyncs and CPU per sale, the lock's
+/// services and the store together, each background subtracted as the rest of their work.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Cost {
+    /// The sales the costs are divided by: their sample count.
+    pub sales: u64,
+    /// fsync/fdatasync calls per sale, on every node of every service; `null` when a service's
+    /// servers do not count theirs (see `services`).
+    pub fsyncs_per_sale: Option<f64>,
+    /// Server CPU per sale, ms, every node process of every service; `null` when lockbench
+    /// saw no server process (an external target).
+    pub cpu_ms_per_sale: Option<f64>,
+    /// How far `cpu_ms_per_sale` may be off, ± ms: `/proc` counts CPU in 10 ms ticks, and
+    /// the background rate comes from a short idle window (see [`cpu_resolution_ms`]).
+    #[serde(default)]
+    pub cpu_ms_per_sale_pm: Option<f64>,
+    /// Each service's part.
+    pub services: Vec<ServiceCost>,
+}
+
+/// One service's part of a sale's cost.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServiceCost {
+    /// The service.
+    pub service: Service,
+    /// `lock` or `store`.
+    pub part: String,
+    /// Its nodes counted.
+    pub nodes: usize,
+    /// Its fsyncs per sale; `null` where it counts none.
+    pub fsyncs_per_sale: Option<f64>,
+    /// Its CPU per sale, ms; `null` where not read.
+    pub cpu_ms_per_sale: Option<f64>,
+    /// How far that may be off, ± ms.
+    #[serde(default)]
+    pub cpu_ms_per_sale_pm: Option<f64>,
+}
+
+/// The CPU `/proc` shows a process in: a tick of USER_HZ (100 on Linux).
+const CPU_TICK_MS: f64 = 10.0;
+
+/// How far one service's CPU over a load may be off, ms: each of the four readings may miss up
+/// to a tick of user and one of system time per node, and the idle window's error is scaled
+/// up to the load's length when the background is subtracted.
+pub fn cpu_resolution_ms(nodes: usize, load_s: f64, idle_s: f64) -> f64 {
+    let scale = if idle_s > 0.0 { load_s / idle_s } else { 0.0 };
+    2.0 * CPU_TICK_MS * nodes as f64 * (2.0 + 2.0 * scale)
+}
+
+impl ServerWork {
+    /// The cost of each of `sales` sales; `None` with no sale or no figures.
+    pub fn cost(&self, sales: u64) -> Option<Cost> {
+        let parts =
+            (self.lock.iter().map(|w| ("lock", w))).chain(self.store.iter().map(|w| ("store", w)));
+        let services: Vec<ServiceCost> = parts
+            .filter_map(|(part, w)| {
+                let f = w.figures.as_ref()?;
+                let per = |k: &str, scale: f64| {
+                    let c = f.counters.get(k)?;
+                    (sales > 0).then(|| round(c.net * scale / sales as f64, 4))
+                };
+                let cpu = per(CPU_US, 1e-3);
+                let pm = cpu_resolution_ms(f.nodes, f.load_s, self.idle_window_s);
+                Some(ServiceCost {
+                    service: w.service,
+                    part: part.into(),
+                    nodes: f.nodes,
+                    fsyncs_per_sale: per(FSYNCS, 1.0),
+                    cpu_ms_per_sale: cpu,
+                    cpu_ms_per_sale_pm: cpu.map(|_| round(pm / sales.max(1) as f64, 4)),
+                })
+            })
+            .collect();
+        if sales == 0 || services.is_empty() {
+            return None;
+        }
+        let sum = |f: fn(&ServiceCost) -> Option<f64>| {
+            (services.iter().map(f).sum::<Option<f64>>()).map(|v| round(v, 4))
+        };
+        Some(Cost {
+            sales,
+            fsyncs_per_sale: sum(|s| s.fsyncs_per_sale),
+            cpu_ms_per_sale: sum(|s| s.cpu_ms_per_sale),
+            cpu_ms_per_sale_pm: sum(|s| s.cpu_ms_per_sale_pm),
+            services,
+        })
+    }
+}
+
+impl Cost {
+    /// `0.02 fsyncs, 0.31 ± 0.05 ms of server CPU per sale (n=1200)`.
+    pub fn line(&self) -> String {
+        let fsyncs = match self.fsyncs_per_sale {
+            Some(v) => format!("{} fsyncs", work_per(Some(v))),
+            None => "fsyncs not counted".into(),
+        };
+        let cpu = match (self.cpu_ms_per_sale, self.cpu_ms_per_sale_pm) {
+            (Some(v), Some(pm)) => format!(
+                "{} ± {} ms of server CPU",
+                work_per(Some(v)),
+                work_per(Some(pm))
+            ),
+            (Some(v), None) => format!("{} ms of server CPU", work_per(Some(v))),
+            (None, _) => "server CPU not read".into(),
+        };
+        format!("{fsyncs}, {cpu} per sale (n={})", self.sales)
+    }
 }
 
 /// Grants of a run: its attempts that ended holding the lock, by outcome class.
@@ -324,6 +445,58 @@ mod tests {
         assert!(w.figures.is_none() && w.not_available.unwrap().contains("nodes"));
         let w = ServiceWork::new(Service::Redis, METER, "grant", 1, Err("no login".into()));
         assert_eq!(w.line(), "not available: no login");
+    }
+
+    #[test]
+    fn a_sale_s_cost_sums_the_lock_and_the_store_and_keeps_a_zero() {
+        let counted = |fsyncs: Option<u64>, cpu: u64| {
+            let addr: SocketAddr = "127.0.0.1:1".parse().unwrap();
+            let mut r = Reading::default();
+            let mut c = BTreeMap::from([(TOTAL.to_string(), 0), (CPU_US.to_string(), cpu)]);
+            c.extend(fsyncs.map(|f| (FSYNCS.to_string(), f)));
+            r.add(addr, c);
+            r
+        };
+        let work = |fsyncs: [Option<u64>; 2], cpu: [u64; 2]| {
+            let r = Readings {
+                first: counted(fsyncs[0], cpu[0]),
+                second: counted(fsyncs[0], cpu[0]),
+                before_load: counted(fsyncs[0], cpu[0]),
+                after_load: counted(fsyncs[1], cpu[1]),
+                idle_s: 1.0,
+                load_s: 2.0,
+            };
+            ServiceWork::new(Service::Redis, METER, "grant", 100, Ok(r))
+        };
+        // The lock: no fsync at all, 20 ms of CPU; the store: 50 fsyncs, 30 ms.
+        let w = ServerWork {
+            lock: vec![work([Some(7), Some(7)], [1_000, 21_000])],
+            store: Some(work([Some(10), Some(60)], [0, 30_000])),
+            idle_window_s: 1.0,
+        };
+        let c = w.cost(100).unwrap();
+        assert_eq!(
+            c.services[0].fsyncs_per_sale,
+            Some(0.0),
+            "a zero stays a figure"
+        );
+        assert_eq!(
+            (c.fsyncs_per_sale, c.cpu_ms_per_sale),
+            (Some(0.5), Some(0.5))
+        );
+        // Per service, 2 kinds of tick × 10 ms × 1 node × (2 + 2 × 2 s load / 1 s idle) = 120 ms.
+        assert_eq!(c.cpu_ms_per_sale_pm, Some(2.4));
+        assert_eq!(
+            c.line(),
+            "0.5 fsyncs, 0.5 ± 2.4 ms of server CPU per sale (n=100)"
+        );
+        // A lock whose servers count no fsync: the total is not counted either.
+        let w = ServerWork {
+            lock: vec![work([None, None], [0, 100])],
+            ..w
+        };
+        assert_eq!(w.cost(100).unwrap().fsyncs_per_sale, None);
+        assert_eq!(w.cost(0), None);
     }
 
     #[test]

@@ -200,9 +200,9 @@ async fn trial(
     let workers = clients(plan, servers, &built, cancel).await?;
     let writes_before = consensus_writes(plan, servers).await;
     let needs = (plan.opts.server_work).then_some(plan.info.needs);
-    let watch = work::before_load(needs, &servers.endpoints, cancel).await;
+    let watch = work::before_load(needs, servers, cancel).await;
     let measured = load(plan, &built, servers, workers, cancel).await?;
-    let work = watch.finish(&servers.endpoints).await;
+    let work = watch.finish(servers).await;
     let writes_after = consensus_writes(plan, servers).await;
     // Written before the audit, which needs the servers: a server that died mid-run fails the
     // audit, and what was measured must survive that.
@@ -235,6 +235,14 @@ struct Servers {
 }
 
 impl Servers {
+    /// Its nodes as they are now (a node a fault restarted runs under a new pid).
+    fn nodes_now(&self) -> Vec<NodeInfo> {
+        match &self.cluster {
+            Some(c) => c.info(),
+            None => self.nodes.clone(),
+        }
+    }
+
     /// Servers started here, stopped when `cluster` drops.
     fn owned(cluster: OwnedCluster) -> Self {
         Self {
@@ -664,6 +672,7 @@ fn results(
     summary.library = cost.library;
     let grants = report::work::grants(&summary.outcomes);
     summary.server_work = (cost.work).figures(plan.info.locks, grants, audited.safety.sold);
+    summary.cost = (summary.server_work.as_ref()).and_then(|w| w.cost(audited.safety.sold));
     summary.sale = report::sale::Sale::new(report::sale::SaleParts {
         workload: plan.workload(),
         log: m.recording.sale.as_ref(),

@@ -10,7 +10,7 @@ use crate::chaos::ChaosPlan;
 use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::redis::Appendfsync;
 use crate::cluster::target::ExternalTarget;
-use crate::cluster::{Builds, ClusterOptions, Provisioner, Service};
+use crate::cluster::{Builds, ClusterOptions, Pooling, Provisioner, Service};
 use crate::strategy::{self, StrategyInfo};
 use crate::workload::Workload;
 use crate::workload::config::RedisAppendfsync;
@@ -111,7 +111,8 @@ impl RunOptions {
     /// take is refused, not silently dropped.
     pub fn check_defaults_suffice(&self, info: &StrategyInfo, flag: &str) -> Result<(), RunError> {
         redis_appendfsync(self, info, Some(flag))?;
-        postgres_synchronous_commit(self, info, Some(flag)).map(|_| ())
+        postgres_synchronous_commit(self, info, Some(flag))?;
+        postgres_pooling(self, info, Some(flag)).map(|_| ())
     }
 
     /// Where this run's servers come from.
@@ -197,6 +198,7 @@ impl<'a> Plan<'a> {
         cluster.base_port = opts.base_port;
         cluster.redis_appendfsync = aof;
         cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
+        cluster.postgres_pooling = postgres_pooling(opts, info, given)?;
         cluster.mariadb_flush_log_at_trx_commit = mariadb_flush_log(opts, info, given)?;
         cluster.builds = builds(opts, info)?;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
@@ -357,6 +359,48 @@ fn mariadb_flush_log(
         ))),
         _ => Ok(v),
     }
+}
+
+/// The pooler a run puts between its buyers and PostgreSQL (`servers.postgres_pooler`),
+/// refused before anything starts where it cannot be: servers this run does not start (or a
+/// session's, started before), containers (PgBouncer runs as a local process), a strategy
+/// that does not connect to PostgreSQL, a library's adapter (it connects on its own), or a
+/// machine without PgBouncer.
+fn postgres_pooling(
+    opts: &RunOptions,
+    info: &StrategyInfo,
+    given: Option<&str>,
+) -> Result<Pooling, RunError> {
+    let w = &opts.workload;
+    let pooler = w.servers.postgres_pooler;
+    let pooling = Pooling {
+        pooler,
+        clients: w.load.clients,
+        lock_wait: w.lock.acquire_timeout,
+        timeout: w.load.timeout,
+    };
+    let why = if pooler.is_none() {
+        return Ok(pooling);
+    } else if let Some(flag) = given {
+        format!("{flag}: only servers this run starts get a pooler in front")
+    } else if opts.provision != Provisioner::Local {
+        "--provision containers: PgBouncer runs as a local process beside a local \
+         PostgreSQL; use --provision local"
+            .into()
+    } else if !info.needs.runs(Service::Postgres) {
+        format!("{}: it does not connect to PostgreSQL", info.id)
+    } else if info.id.starts_with("lib:") {
+        format!(
+            "{}: the library's adapter connects to PostgreSQL on its own, not through the pooler",
+            info.id
+        )
+    } else {
+        crate::cluster::postgres::pooler_installed()?;
+        return Ok(pooling);
+    };
+    Err(RunError::Options(format!(
+        "servers.postgres_pooler = \"{pooler}\" with {why}; or drop the key"
+    )))
 }
 
 /// The flag by which a run is given servers it does not start, if it is.

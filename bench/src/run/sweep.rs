@@ -105,6 +105,13 @@ pub fn check(opts: &SweepOptions) -> Result<(), RunError> {
                 .into(),
         ));
     }
+    if !opts.workload.servers.postgres_pooler.is_none() {
+        return Err(RunError::Options(
+            "servers.postgres_pooler with sweep: the sweep starts one set of servers for every \
+             strategy and puts no pooler in front of PostgreSQL; drop the key"
+                .into(),
+        ));
+    }
     for id in &opts.strategies {
         let rate = opts.search.start_per_s.unwrap_or(opts.search.min_per_s);
         step_options(opts, id, rate, opts.search.trial_s, id).plan()?;

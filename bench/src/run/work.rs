@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::work::{self, Meter, Reading};
-use crate::cluster::{Endpoints, Service};
+use super::Servers;
+use crate::cluster::work::{self, CPU_US, Meter, Reading};
+use crate::cluster::{NodeInfo, Service, procfs};
 use crate::report::work::{Readings, ServerWork, ServiceWork};
 
 /// How long the counters are watched with no load to measure their background rate: long
@@ -46,13 +47,35 @@ fn services(needs: crate::cluster::Needs) -> Vec<(Service, Meter, bool)> {
         .collect()
 }
 
-/// One reading of each of `services`, stamped when it arrived.
-async fn read_all(services: &[Service], ep: &Endpoints) -> Vec<Result<Stamped, String>> {
-    let reads = services.iter().map(|s| async move {
-        let r = work::read(*s, ep).await?;
-        Ok((r, Instant::now()))
+/// One reading of each of `services`, stamped when it arrived, with the CPU their nodes'
+/// processes used so far (every node of the service, replicas included: their work is the
+/// lock's too; none where lockbench sees no process, as on an external target).
+async fn read_all(services: &[Service], servers: &Servers) -> Vec<Result<Stamped, String>> {
+    let (nodes, procs) = (servers.nodes_now(), procfs::all());
+    let reads = services.iter().map(|s| {
+        let cpu = cpu_us(*s, &nodes, &procs);
+        async move {
+            let mut r = work::read(*s, &servers.endpoints).await?;
+            if let Some(cpu) = cpu {
+                r.counters.insert(CPU_US.to_string(), cpu);
+            }
+            Ok((r, Instant::now()))
+        }
     });
     futures::future::join_all(reads).await
+}
+
+/// The CPU, µs, of `service`'s node processes in `nodes`; `None` when one cannot be read.
+fn cpu_us(service: Service, nodes: &[NodeInfo], procs: &[(u32, procfs::Stat)]) -> Option<u64> {
+    let mut of = nodes.iter().filter(|n| n.service == service).peekable();
+    of.peek()?;
+    of.map(|n| {
+        (n.pid > 0)
+            .then(|| procfs::tree_cpu(n.pid, procs))
+            .flatten()
+    })
+    .map(|d| d.map(|d| d.as_micros() as u64))
+    .sum()
 }
 
 /// Reads the counters of the services a strategy that `needs` these uses (`None`: none read)
@@ -60,7 +83,7 @@ async fn read_all(services: &[Service], ep: &Endpoints) -> Vec<Result<Stamped, S
 /// to read: no wait.
 pub(super) async fn before_load(
     needs: Option<crate::cluster::Needs>,
-    ep: &Endpoints,
+    servers: &Servers,
     cancel: &CancellationToken,
 ) -> Watch {
     let list = needs.map(services).unwrap_or_default();
@@ -70,13 +93,13 @@ pub(super) async fn before_load(
         };
     }
     let names: Vec<Service> = list.iter().map(|(s, _, _)| *s).collect();
-    let first = read_all(&names, ep).await;
-    let second = read_all(&names, ep).await;
+    let first = read_all(&names, servers).await;
+    let second = read_all(&names, servers).await;
     tokio::select! {
         () = tokio::time::sleep(IDLE_WINDOW) => {}
         () = cancel.cancelled() => {}
     }
-    let third = read_all(&names, ep).await;
+    let third = read_all(&names, servers).await;
     let watched = (list.into_iter().zip(first).zip(second).zip(third))
         .map(|((((service, meter, lock), a), b), c)| Watched {
             service,
@@ -97,11 +120,11 @@ pub(super) struct Finished {
 
 impl Watch {
     /// Reads the counters again, right after the load (before the audit adds its own queries).
-    pub(super) async fn finish(self, ep: &Endpoints) -> Finished {
+    pub(super) async fn finish(self, servers: &Servers) -> Finished {
         let names: Vec<Service> = self.watched.iter().map(|w| w.service).collect();
         let after = match names.is_empty() {
             true => Vec::new(),
-            false => read_all(&names, ep).await,
+            false => read_all(&names, servers).await,
         };
         Finished {
             watched: self.watched,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::cluster::durability::SynchronousCommit;
-use crate::cluster::{EtcdBuild, MysqlBuild, PostgresBuild, RedisBuild, ZookeeperBuild};
+use crate::cluster::{EtcdBuild, MysqlBuild, Pooler, PostgresBuild, RedisBuild, ZookeeperBuild};
 
 use super::human::human;
 use super::number::{RawInt, number};
@@ -162,6 +162,7 @@ crate::names::enum_names!(WaitMode {
 struct RawServers {
     redis_appendfsync: Option<String>,
     postgres_synchronous_commit: Option<String>,
+    postgres_pooler: Option<String>,
     mariadb_flush_log_at_trx_commit: Option<i64>,
     #[serde(default, deserialize_with = "version_name")]
     redis: Option<String>,
@@ -359,9 +360,16 @@ pub struct Servers {
     /// server's default: the WAL flushed), `"off"`, `"local"`, `"remote_write"`,
     /// `"remote_apply"`.
     pub postgres_synchronous_commit: SynchronousCommit,
+    /// The connection pooler between the buyers and PostgreSQL: `"none"` (the default),
+    /// `"pgbouncer-transaction"`, `"pgbouncer-session"` (docs/postgres.md). Left out of the
+    /// effective workload when none, as it was before the key existed.
+    #[serde(skip_serializing_if = "Pooler::is_none")]
+    pub postgres_pooler: Pooler,
     /// MariaDB's `innodb_flush_log_at_trx_commit`: 1 (the default: the redo log fsynced at
     /// every commit) or 2 (written at commit, fsynced once a second: a power loss can take
-    /// the last second of commits).
+    /// the last second of commits). Left out of the effective workload when 1, as it was
+    /// before the key existed.
+    #[serde(skip_serializing_if = "is_one")]
     pub mariadb_flush_log_at_trx_commit: u8,
     /// Which build every Redis node runs: `"7.0"` (bookworm's), `"valkey-8.0"`, `"valkey-9.1"`.
     pub redis: RedisBuild,
@@ -407,6 +415,10 @@ impl Servers {
             },
         }
     }
+}
+
+fn is_one(n: &u8) -> bool {
+    *n == 1
 }
 
 /// `servers.redis_appendfsync`: Redis persistence. `off` keeps nothing (`--save ""
@@ -790,6 +802,20 @@ impl Fields<'_> {
     }
 
     /// The `[lock]` section.
+    /// `servers.mariadb_flush_log_at_trx_commit`: 1 (the default) or 2.
+    fn flush_log(&self, raw: Option<i64>) -> Result<u8, WorkloadError> {
+        match raw {
+            None => Ok(1),
+            Some(n @ (1 | 2)) => Ok(n as u8),
+            Some(n) => Err(self.invalid(
+                "servers.mariadb_flush_log_at_trx_commit",
+                n.to_string(),
+                "1 (the redo log fsynced at every commit, MariaDB's default) or 2 (written at \
+                 commit, fsynced once a second)",
+            )),
+        }
+    }
+
     /// `[servers]`: each value one of its names.
     fn servers(&self, raw: RawServers) -> Result<Servers, WorkloadError> {
         fn named<T: std::str::FromStr + Default>(
@@ -805,18 +831,7 @@ impl Fields<'_> {
                     .map_err(|_| f.invalid(field, format!("{v:?}"), expected)),
             }
         }
-        let flush = match raw.mariadb_flush_log_at_trx_commit {
-            None => 1,
-            Some(n @ (1 | 2)) => n as u8,
-            Some(n) => {
-                return Err(self.invalid(
-                    "servers.mariadb_flush_log_at_trx_commit",
-                    n.to_string(),
-                    "1 (the redo log fsynced at every commit, MariaDB's default) or 2 (written \
-                     at commit, fsynced once a second)",
-                ));
-            }
-        };
+        let flush = self.flush_log(raw.mariadb_flush_log_at_trx_commit)?;
         Ok(Servers {
             mariadb_flush_log_at_trx_commit: flush,
             redis_appendfsync: named(
@@ -831,6 +846,13 @@ impl Fields<'_> {
                 raw.postgres_synchronous_commit,
                 "one of \"on\" (PostgreSQL's default), \"off\", \"local\", \"remote_write\", \
                  \"remote_apply\"",
+            )?,
+            postgres_pooler: named(
+                self,
+                "servers.postgres_pooler",
+                raw.postgres_pooler,
+                "one of \"none\" (the buyers connect to PostgreSQL directly), \
+                 \"pgbouncer-transaction\", \"pgbouncer-session\"",
             )?,
             redis: named(
                 self,
@@ -1260,6 +1282,32 @@ ttl = "1s"
         let e = err(GOOD, &["servers.postgres_synchronous_commit=true"]);
         assert!(
             e.starts_with("--set servers.postgres_synchronous_commit=true:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn servers_section_sets_postgres_pooler() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.servers.postgres_pooler, Pooler::None);
+        let text = "[servers]\npostgres_pooler = \"pgbouncer-transaction\"\n";
+        let w = Workload::parse("w.toml", text, &[]).unwrap();
+        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerTransaction);
+        let o = vec!["servers.postgres_pooler=pgbouncer-session".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerSession);
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(back.servers.postgres_pooler, Pooler::PgbouncerSession);
+        let e = err("[servers]\npostgres_pooler = \"pgbouncer\"\n", &[]);
+        assert_eq!(
+            e,
+            "w.toml: servers.postgres_pooler = \"pgbouncer\": expected one of \"none\" (the \
+             buyers connect to PostgreSQL directly), \"pgbouncer-transaction\", \
+             \"pgbouncer-session\""
+        );
+        let e = err(GOOD, &["servers.postgres_pooler=odyssey"]);
+        assert!(
+            e.starts_with("--set servers.postgres_pooler=odyssey:"),
             "{e}"
         );
     }

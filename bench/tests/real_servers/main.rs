@@ -19,6 +19,7 @@ mod lifecycle;
 mod locks;
 mod pay;
 mod pg_strategies;
+mod pooler;
 mod postgres;
 mod power;
 mod reads;

@@ -55,7 +55,7 @@ fn the_default_workload_runs_from_any_folder_and_out_is_not_overwritten() {
 }
 
 #[test]
-fn a_stale_endpoints_file_fails_within_2_s_naming_the_address() {
+fn a_stale_endpoints_file_fails_in_seconds_naming_the_address() {
     if !servers_available() {
         return;
     }
@@ -84,5 +84,7 @@ fn a_stale_endpoints_file_fails_within_2_s_naming_the_address() {
         err.contains(&first) && err.contains("nothing answers"),
         "{err}"
     );
-    assert!(took < Duration::from_secs(2), "took {took:?}: {err}");
+    // The probe gives up after 1.5 s; the bound only has to tell that from the pool's 30 s
+    // wait, with room for a busy 2-core machine (2.09 s was seen beside the chaos tests).
+    assert!(took < Duration::from_secs(10), "took {took:?}: {err}");
 }

@@ -24,9 +24,21 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 /// A `-vv` run of `strategy` whose login's password (variable `var`) is known: no file of
 /// its results holds it, and its log shows the statement that made the login, redacted.
 fn no_password_in_a_verbose_run(strategy: &str, var: &str, statement: &str) {
+    no_password_in_a_verbose_run_with(strategy, var, statement, "");
+}
+
+/// [`no_password_in_a_verbose_run`] with `more` added to its workload; its folder (results in
+/// `out`).
+fn no_password_in_a_verbose_run_with(
+    strategy: &str,
+    var: &str,
+    statement: &str,
+    more: &str,
+) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let secret = "hushSecret7q";
-    let w = workload_file(dir.path(), "[load]\nduration = \"1s\"\nrate = 50\n");
+    let text = format!("[load]\nduration = \"1s\"\nrate = 50\n{more}");
+    let w = workload_file(dir.path(), &text);
     let out = dir.path().join("out");
     succeed(
         lockbench()
@@ -55,6 +67,7 @@ fn no_password_in_a_verbose_run(strategy: &str, var: &str, statement: &str) {
         let mode = std::fs::metadata(out.join(f)).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{strategy}: {f} is {mode:o}");
     }
+    dir
 }
 
 #[test]
@@ -71,4 +84,24 @@ fn a_verbose_postgres_run_logs_no_password() {
         return;
     }
     no_password_in_a_verbose_run("pg-atomic", "LOCKBENCH_POSTGRES_PASSWORD", "PASSWORD");
+}
+
+/// PgBouncer logs in with the password too (its userlist, in the run's data folder): neither its
+/// log nor any other result holds it.
+#[test]
+fn a_verbose_run_through_pgbouncer_logs_no_password() {
+    if !postgres_available() || !Path::new("/usr/sbin/pgbouncer").exists() {
+        return;
+    }
+    let dir = no_password_in_a_verbose_run_with(
+        "pg-atomic",
+        "LOCKBENCH_POSTGRES_PASSWORD",
+        "PASSWORD",
+        "[servers]\npostgres_pooler = \"pgbouncer-transaction\"\n",
+    );
+    let log = dir.path().join("out/logs/postgres-pooler.log");
+    assert!(
+        log.exists(),
+        "no PgBouncer in the run: this test proves nothing"
+    );
 }

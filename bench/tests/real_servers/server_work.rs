@@ -1,10 +1,13 @@
 //! Server work per grant (`summary.server_work`), from the servers' own counters: a notify
 //! lock under contention publishes its releases and runs at least its SET and its release
 //! script per grant, a poll lock without contention publishes nothing, a row lock under
-//! contention makes MariaDB wait on row locks, and etcd and ZooKeeper count their requests.
+//! contention makes MariaDB wait on row locks, and etcd and ZooKeeper count their requests;
+//! what a sale costs in fsyncs and server CPU (`summary.cost`): none synced by a Redis without
+//! persistence, a quorum's by ZooKeeper for every grant.
 
 use std::path::Path;
 
+use lockbench::cluster::work::{CPU_US, FSYNCS};
 use lockbench::cluster::{Needs, OwnedCluster};
 use lockbench::report::Summary;
 use lockbench::report::work::{ServiceWork, WorkFigures};
@@ -112,6 +115,14 @@ async fn redis_counts_a_notify_lock_s_publishes_and_none_for_a_lone_poller() {
         assert_eq!(net(f, cmd), 0.0, "{cmd}: {f:?}");
     }
     assert!(f.total_per.unwrap() >= 2.0, "{f:?}");
+    // Persistence off: Redis syncs nothing, and says so (a 0, not an absent count); the
+    // sale's fsyncs are the store's, which commits each to its redo log.
+    assert_eq!(f.per(FSYNCS), Some(0.0), "{f:?}");
+    let cost = s.cost.as_ref().expect("a sale's cost");
+    println!("redis-setnx: cost: {}", cost.line());
+    assert_eq!(cost.services[0].fsyncs_per_sale, Some(0.0), "{cost:?}");
+    assert!(cost.fsyncs_per_sale.unwrap() > 0.0, "{cost:?}");
+    assert!(cost.cpu_ms_per_sale.is_some(), "{cost:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -147,5 +158,14 @@ async fn etcd_and_zookeeper_count_their_requests_per_grant() {
         if strategy == "etcd" {
             assert!(f.counters["proposals_committed"].net > 0.0, "{f:?}");
         }
+        // Both sync their logs for every write and spend CPU on every grant.
+        assert!(f.per(FSYNCS).unwrap() > 0.0, "{strategy}: {f:?}");
+        assert!(f.per(CPU_US).unwrap() > 0.0, "{strategy}: {f:?}");
     }
+    // One buyer, so no write waits for another's sync: a grant's create and delete are each
+    // synced by a quorum (2 of the 3 members) at least before they are acknowledged.
+    let s = run_measured(dir.path(), "zk-lone", "zookeeper", &one_key(1, 2.0, "")).await;
+    let (lock, f) = lock_work(&s);
+    assert!(lock.samples > 0, "no grant");
+    assert!(f.per(FSYNCS).unwrap() >= 2.0, "{f:?}");
 }

@@ -54,10 +54,10 @@ async fn a_notify_waiter_acquires_just_after_the_release_a_poller_at_its_next_po
         println!(
             "{id}: notify waiter had the lock {after_notify:?} after the release, poller {after_poll:?}"
         );
-        // A few ms: one message and one SET. The margin (50 ms) holds beside CPU hogs; the
-        // poll interval (700 ms here) does not fit in it.
+        // A few ms: one message and one SET. The margin (200 ms) holds beside CPU hogs; the
+        // poller's wait (about 700 ms here) does not fit in it.
         assert!(
-            after_notify < Duration::from_millis(50),
+            after_notify < Duration::from_millis(200),
             "{id}: notify waiter took {after_notify:?} after the release"
         );
         assert!(

@@ -327,6 +327,9 @@ pub(super) fn notes(h: &mut String, runs: &[RunData]) {
         if let Some(note) = s.clock_note() {
             notes.push(n(note));
         }
+        if let Some(note) = s.pooler_note() {
+            notes.push(n(note));
+        }
         if s.interrupted {
             notes.push(n("interrupted before the end of the load".into()));
         }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::page::esc;
+use crate::cluster::work::{CPU_US, FSYNCS};
 use crate::report::format::{decimals, percent, work_per};
 use crate::report::saved::RunData;
 use crate::report::work::ServiceWork;
@@ -31,33 +32,12 @@ pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
          heartbeats) was measured over {} s with no load and subtracted, with the cost of \
          reading them.</p>\n<div class=\"scroll\"><table id=\"server-work\">\n<thead><tr>\
          <th>strategy</th><th>part</th><th>service</th><th>per</th><th>n</th><th>requests</th>\
-         <th>bytes in</th><th>bytes out</th><th>most per grant or sale</th><th>background</th>\
-         <th>note</th></tr></thead>\n<tbody>",
+         <th>bytes in</th><th>bytes out</th><th>fsyncs</th><th>CPU ms</th>\
+         <th>most per grant or sale</th><th>background</th><th>note</th></tr></thead>\n<tbody>",
         decimals(idle, 1)
     );
     for (strategy, part, w) in rows {
-        let (cells, note) = match &w.figures {
-            Some(f) => (
-                format!(
-                    "<td class=\"n\">{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
-                     <td>{}</td><td class=\"n\">{}</td>",
-                    work_per(f.total_per),
-                    esc(&w.unit),
-                    work_per(f.bytes_in_per),
-                    work_per(f.bytes_out_per),
-                    esc(&f.top(6)),
-                    percent(f.background_share)
-                ),
-                f.notes.join("; "),
-            ),
-            None => (
-                "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>".to_string(),
-                format!(
-                    "not available: {}",
-                    w.not_available.as_deref().unwrap_or("")
-                ),
-            ),
-        };
+        let (cells, note) = cells(w);
         let _ = writeln!(
             h,
             "<tr data-strategy=\"{}\"><td>{}</td><td>{part}</td><td>{}</td><td>{}</td>\
@@ -86,4 +66,33 @@ pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
         "<p><small>n is the grants (or sales) the work is divided by. Sources: {}.</small></p>",
         esc(&sources.join("; "))
     );
+}
+
+/// A row's figure cells and its note, or dashes and why there are none.
+fn cells(w: &ServiceWork) -> (String, String) {
+    match &w.figures {
+        Some(f) => (
+            format!(
+                "<td class=\"n\">{} {}</td><td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td class=\"n\">{}</td><td class=\"n\">{}</td>\
+                 <td>{}</td><td class=\"n\">{}</td>",
+                work_per(f.total_per),
+                esc(&w.unit),
+                work_per(f.bytes_in_per),
+                work_per(f.bytes_out_per),
+                work_per(f.per(FSYNCS)),
+                work_per(f.per(CPU_US).map(|us| us / 1e3)),
+                esc(&f.top(6)),
+                percent(f.background_share)
+            ),
+            f.notes.join("; "),
+        ),
+        None => (
+            "<td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td><td>-</td>".to_string(),
+            format!(
+                "not available: {}",
+                w.not_available.as_deref().unwrap_or("")
+            ),
+        ),
+    }
 }

@@ -259,6 +259,7 @@ mod tests {
                 user: "bench".into(),
                 password: "s3cret-pw".into(),
                 database: "shop".into(),
+                pooler: None,
             }),
             ..Endpoints::default()
         };

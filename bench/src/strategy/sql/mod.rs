@@ -15,4 +15,5 @@ pub(super) mod postgres_units;
 mod store;
 mod strategies;
 
+pub use postgres_advisory::holds_a_session_lock;
 pub use store::{Arg, Db, Dialect, Guard, Sale, SqlStore, Statements, Written};

@@ -15,7 +15,7 @@ use sqlx::query::Query;
 use sqlx::{ConnectOptions, SqlSafeStr};
 
 use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls, stock_rows};
-use crate::cluster::{PostgresEndpoint, Prefix};
+use crate::cluster::{PostgresEndpoint, Prefix, session_settings};
 use crate::record::ErrorKind;
 use crate::strategy::{Purchase, StrategyError};
 use crate::workload::Workload;
@@ -42,7 +42,109 @@ pub type PgBuyerConn<'a> = super::buyers::BuyerConn<'a, PgConnection>;
 
 /// PostgreSQL: how a buyer's session opens.
 pub struct Pg {
+    session: PgSession,
+}
+
+/// How a buyer's (or a lock's) session opens: directly, its `lock_timeout` and
+/// `statement_timeout` in the startup packet; or through the run's pooler
+/// (`servers.postgres_pooler`), which cannot pass those on (PgBouncer 1.18), so the session
+/// sets them once open.
+#[derive(Debug, Clone)]
+pub struct PgSession {
     opts: PgConnectOptions,
+    /// Behind a pooler: the `SET`s a new session runs first. Under session pooling the server
+    /// connection may be one another client left, reset by `DISCARD ALL` to the server's
+    /// defaults; under transaction pooling the pooler set the same values on every server
+    /// connection it opened (`connect_query`), and this lands on one of them again.
+    set: Option<String>,
+    /// Statements go as simple queries, values inlined: behind a transaction pooler a
+    /// prepared statement's parse and its execution may reach two server connections (the
+    /// pooler hands the connection on at every sync outside a transaction), where the
+    /// statement is missing or another client's has its name.
+    simple: bool,
+}
+
+impl PgSession {
+    /// The session of a buyer of `ep`, its lock waits bounded by `lock_wait` and its
+    /// statements by `lock_wait` + `timeout`.
+    pub fn new(ep: &PostgresEndpoint, lock_wait: Duration, timeout: Duration) -> Self {
+        let settings = session_settings(lock_wait, timeout);
+        let opts = ep
+            .buyer_options()
+            // Statement logging costs client CPU on every call, CPU the server is short of.
+            .log_statements(log::LevelFilter::Off)
+            .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600));
+        if ep.pooler.is_none() {
+            return Self {
+                opts: opts.options(settings),
+                set: None,
+                simple: false,
+            };
+        }
+        let set: Vec<String> = (settings.iter())
+            .map(|(k, v)| format!("SET {k} = {v}"))
+            .collect();
+        Self {
+            opts,
+            set: Some(set.join("; ")),
+            simple: ep.simple_queries(),
+        }
+    }
+
+    /// Opens the session.
+    pub async fn open(&self) -> Result<PgConnection, sqlx::Error> {
+        let mut con = self.opts.connect().await?;
+        if let Some(set) = &self.set {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(set.clone()))
+                .execute(&mut con)
+                .await?;
+        }
+        Ok(con)
+    }
+
+    /// `sql` as the text of a simple query, `args` inlined, when this session's statements go
+    /// as simple queries ([`PgSession::simple`]); `None`: prepare and bind as usual.
+    pub fn inlined(&self, sql: &str, args: &[Arg<'_>]) -> Option<String> {
+        self.simple.then(|| inline(sql, args))
+    }
+}
+
+/// `sql` with each `$n` replaced by the literal of `args[n - 1]`, in one pass (a value's text is
+/// never read again as a placeholder). Integers as they are (a negative one in parentheses:
+/// `- -1` would start a comment), text quoted with `'` doubled (`standard_conforming_strings`
+/// is on: a backslash is an ordinary character). The statements are lockbench's own, with no
+/// `$` inside a literal.
+pub fn inline(sql: &str, args: &[Arg<'_>]) -> String {
+    let literal = |a: &Arg<'_>| {
+        let n = match *a {
+            Arg::Sku(s) => i64::from(s as i32),
+            Arg::Int(n) => n,
+            Arg::Fence(f) | Arg::Buyer(f) => f as i64,
+            Arg::Text(t) => return format!("'{}'", t.replace('\'', "''")),
+        };
+        if n < 0 {
+            format!("({n})")
+        } else {
+            n.to_string()
+        }
+    };
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let digits = rest[at + 1..].len()
+            - rest[at + 1..]
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .len();
+        let n: Option<usize> = rest[at + 1..at + 1 + digits].parse().ok();
+        match n.and_then(|n| args.get(n.wrapping_sub(1))) {
+            Some(a) => out.push_str(&literal(a)),
+            None => out.push_str(&rest[at..at + 1 + digits]),
+        }
+        rest = &rest[at + 1 + digits..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// What an error means, from its SQLSTATE (`None`: no reply from the server at all). Only a
@@ -76,25 +178,6 @@ pub fn classify(e: &sqlx::Error) -> ErrorKind {
 /// Whether `e` is `lock_timeout` running out: the lock was not taken, nothing was applied.
 pub fn is_lock_timeout(e: &sqlx::Error) -> bool {
     sqlstate(e).as_deref() == Some(LOCK_NOT_AVAILABLE)
-}
-
-/// The session settings of a buyer (or lock) connection: `lock_timeout` = `lock_wait`,
-/// `statement_timeout` = `lock_wait` + `timeout`, both in ms, sent in the startup packet (no
-/// extra round trip).
-pub fn session_options(
-    ep: &PostgresEndpoint,
-    lock_wait: Duration,
-    timeout: Duration,
-) -> PgConnectOptions {
-    let ms = |d: Duration| d.as_millis().max(1).to_string();
-    ep.connect_options()
-        .options([
-            ("lock_timeout", ms(lock_wait)),
-            ("statement_timeout", ms(lock_wait + timeout)),
-        ])
-        // Statement logging costs client CPU on every call, CPU the server is short of.
-        .log_statements(log::LevelFilter::Off)
-        .log_slow_statements(log::LevelFilter::Off, Duration::from_secs(3600))
 }
 
 /// A SKU as PostgreSQL's `INT` (it has no unsigned types).
@@ -145,9 +228,10 @@ impl Dialect for Pg {
     }
 
     fn new(ep: &PostgresEndpoint, w: &Workload) -> (Self, PgConnectOptions) {
-        let opts = session_options(ep, w.lock.acquire_timeout, w.load.timeout);
+        let session = PgSession::new(ep, w.lock.acquire_timeout, w.load.timeout);
+        // Setup and audit go to the server itself, never through a pooler.
         let admin = ep.connect_options().log_statements(log::LevelFilter::Off);
-        (Self { opts }, admin)
+        (Self { session }, admin)
     }
 
     fn statements(p: &Prefix) -> Statements {
@@ -207,7 +291,11 @@ impl Dialect for Pg {
     }
 
     async fn open(&self) -> Result<PgConnection, sqlx::Error> {
-        self.opts.connect().await
+        self.session.open().await
+    }
+
+    fn inlined(&self, sql: &str, args: &[Arg<'_>]) -> Option<String> {
+        self.session.inlined(sql, args)
     }
 
     driver_calls!();
@@ -270,6 +358,25 @@ mod tests {
         );
         assert_eq!(classify(&sqlx::Error::PoolTimedOut), ErrorKind::Timeout);
         assert_eq!(classify(&sqlx::Error::WorkerCrashed), ErrorKind::Connection);
+    }
+
+    #[test]
+    fn a_simple_query_carries_its_values_inlined_once() {
+        let sql = "INSERT INTO o VALUES ($1, $2, $3, $4) -- $10";
+        let args = [
+            Arg::Sku(7),
+            Arg::Int(-3),
+            Arg::Text("it's $1"),
+            Arg::Fence(u64::MAX),
+        ];
+        assert_eq!(
+            inline(sql, &args),
+            "INSERT INTO o VALUES (7, (-3), 'it''s $1', (-1)) -- $10"
+        );
+        assert_eq!(
+            inline("SELECT pg_advisory_lock($1)", &[Arg::Int(42)]),
+            "SELECT pg_advisory_lock(42)"
+        );
     }
 
     #[test]

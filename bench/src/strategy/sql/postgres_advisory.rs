@@ -28,11 +28,12 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::postgres::{PgAdvisoryLock, PgConnectOptions, PgConnection};
-use sqlx::{ConnectOptions, Connection, Executor, SqlSafeStr, SqlStr};
+use sqlx::postgres::{PgAdvisoryLock, PgConnection};
+use sqlx::{Connection, Executor, Row, SqlSafeStr, SqlStr};
 
 use super::buyers::Buyers;
-use super::postgres::{MAX_BUYER_CONNECTIONS, classify, is_lock_timeout, session_options};
+use super::postgres::{MAX_BUYER_CONNECTIONS, PgSession, classify, is_lock_timeout};
+use super::store::Arg;
 use crate::record::ErrorKind;
 use crate::strategy::entry::needs::MARIADB_POSTGRES;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
@@ -63,6 +64,12 @@ pub const ADVISORY_FENCED: StrategyInfo = StrategyInfo {
     ..ADVISORY
 };
 
+/// Whether strategy `id` holds a session advisory lock: one that lives with its server
+/// session, not with a transaction, which a transaction pooler hands from buyer to buyer.
+pub fn holds_a_session_lock(id: &str) -> bool {
+    id == ADVISORY.id || id == ADVISORY_FENCED.id
+}
+
 async fn build(s: Setup<'_>) -> Result<crate::strategy::Built, StrategyError> {
     let ep = s.ep.postgres.as_ref().ok_or(StrategyError::Missing {
         id: s.info.id.into(),
@@ -86,7 +93,8 @@ pub fn advisory_key(name: &str) -> i64 {
 /// Session advisory locks, one session per buyer.
 pub struct AdvisoryLock {
     sessions: Buyers<PgConnection>,
-    opts: PgConnectOptions,
+    /// How a session opens, directly or through the run's pooler.
+    session: PgSession,
     timeout: Duration,
     waiter: Waiter,
     /// `nextval` of the run's sequence, for the fenced variant.
@@ -114,7 +122,7 @@ impl AdvisoryLock {
         let sequence_table = s.ep.prefix.table("fence");
         let lock = Self {
             sessions: Buyers::new(w.load.clients as usize),
-            opts: session_options(ep, waiter.acquire_timeout(), w.load.timeout),
+            session: PgSession::new(ep, waiter.acquire_timeout(), w.load.timeout),
             timeout: w.load.timeout,
             waiter,
             fence: s.info.fenced.then(|| {
@@ -124,7 +132,7 @@ impl AdvisoryLock {
             }),
             sequence_table,
         };
-        let open = || lock.opts.connect();
+        let open = || lock.session.open();
         match lock
             .sessions
             .connect_all(open, crate::strategy::SETUP_TIMEOUT)
@@ -139,7 +147,7 @@ impl AdvisoryLock {
     /// by `lock_timeout` discards the session if it may be broken (a discarded session frees
     /// whatever it held).
     async fn call(&self, client: u32, limit: Duration, call: Call<'_>) -> Result<i64, Failure> {
-        let open = || self.opts.connect();
+        let open = || self.session.open();
         let mut con = (self.sessions)
             .conn(client, self.timeout, open, classify)
             .await
@@ -147,7 +155,7 @@ impl AdvisoryLock {
         // Cut before its answer (the attempt dropped at its bound), the call may still be
         // granted on the session: closing the session then frees what nobody knows it holds.
         con.unsettled();
-        let answer = tokio::time::timeout(limit, call.run(&mut con)).await;
+        let answer = tokio::time::timeout(limit, call.run(&mut con, &self.session)).await;
         con.settled();
         match answer {
             Ok(Ok(v)) => Ok(v),
@@ -215,7 +223,26 @@ enum Call<'a> {
 }
 
 impl Call<'_> {
-    async fn run(self, con: &mut PgConnection) -> Result<i64, sqlx::Error> {
+    /// The call on `con`; as a simple query with the key inlined where `session` sends no
+    /// prepared statement (behind a transaction pooler).
+    async fn run(self, con: &mut PgConnection, session: &PgSession) -> Result<i64, sqlx::Error> {
+        let (sql, key) = match &self {
+            Call::Lock(k) => ("SELECT pg_advisory_lock($1)", Some(*k)),
+            Call::TryLock(k) => ("SELECT pg_try_advisory_lock($1)", Some(*k)),
+            Call::Unlock(k) => ("SELECT pg_advisory_unlock($1)", Some(*k)),
+            Call::Fence(sql) => (sql.as_str(), None),
+        };
+        let args: Vec<Arg<'_>> = key.map(Arg::Int).into_iter().collect();
+        if let Some(text) = session.inlined(sql, &args) {
+            let row = sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+                .fetch_one(con)
+                .await?;
+            return match self {
+                Call::Lock(_) => Ok(1),
+                Call::TryLock(_) | Call::Unlock(_) => row.try_get::<bool, _>(0).map(i64::from),
+                Call::Fence(_) => row.try_get::<i64, _>(0),
+            };
+        }
         let flag = |sql: &'static str, key: i64| sqlx::query_scalar::<_, bool>(sql).bind(key);
         match self {
             Call::Lock(k) => sqlx::query("SELECT pg_advisory_lock($1)")
@@ -257,7 +284,7 @@ impl Lock for AdvisoryLock {
         }
         let t = &self.sequence_table;
         let work = async {
-            let mut con = self.opts.connect().await?;
+            let mut con = self.session.open().await?;
             con.execute(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {t}")))
                 .await?;
             con.execute(sqlx::AssertSqlSafe(format!(

@@ -14,7 +14,7 @@ use super::postgres::{
     PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sqlstate,
 };
 use super::postgres_advisory::advisory_key;
-use super::store::{Guard, write_failure};
+use super::store::{Arg, Dialect, Guard, write_failure};
 use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
 use crate::record::{ErrorKind, Outcome};
@@ -124,10 +124,8 @@ impl TxLocked {
             TxLock::Row => s.read(tx, p.sku, true).await.map(|(qty, _)| qty),
             TxLock::AdvisoryXact => {
                 let key = advisory_key(&s.prefix.lock_key(p.sku));
-                sqlx::query(self.advisory.clone())
-                    .bind(key)
-                    .execute(&mut *tx)
-                    .await?;
+                let key = [Arg::Int(key)];
+                s.dialect().execute(tx, self.advisory.clone(), &key).await?;
                 if !self.touch_store {
                     return Ok(0);
                 }

@@ -26,7 +26,7 @@ use sqlx::{Connection, SqlSafeStr, SqlStr};
 
 use super::postgres::{PgStore, SharedPgStore, classify, sku};
 use super::postgres_strategies::NONE;
-use super::store::write_failure;
+use super::store::{Arg, Dialect, write_failure};
 use super::strategies::token;
 use crate::check::SkuAudit;
 use crate::record::Outcome;
@@ -78,8 +78,7 @@ impl Units {
     /// transaction; `SoldOut` when no unit is free (or every free one is held by others).
     async fn sell(&self, tx: &mut PgConnection, p: &Purchase<'_>) -> Result<Outcome, Outcome> {
         let s: &PgStore = &self.pg;
-        let take = sqlx::query_scalar::<_, i32>(self.take.clone()).bind(sku(p));
-        let unit = within(s.timeout, take.fetch_optional(&mut *tx), classify)
+        let unit = within(s.timeout, self.take(tx, p), classify)
             .await
             .map_err(Outcome::Failed)?;
         let Some(unit) = unit else {
@@ -92,14 +91,55 @@ impl Units {
             .await
             .map_err(write_failure)?
             .expect("PostgreSQL's insert returns the order's id");
-        let mark = sqlx::query(self.mark.clone())
-            .bind(order)
-            .bind(sku(p))
-            .bind(unit);
-        within(s.timeout, mark.execute(&mut *tx), classify)
+        within(s.timeout, self.mark(tx, p, order, unit), classify)
             .await
             .map_err(write_failure)?;
         Ok(Outcome::Sold)
+    }
+
+    /// A free unit of `p`'s SKU, locked; a simple query behind a transaction pooler
+    /// ([`super::postgres::PgSession`]).
+    async fn take(
+        &self,
+        tx: &mut PgConnection,
+        p: &Purchase<'_>,
+    ) -> Result<Option<i32>, sqlx::Error> {
+        let args = [Arg::Sku(p.sku)];
+        let Some(text) = self.pg.dialect().inlined(self.take.as_str(), &args) else {
+            let take = sqlx::query_scalar::<_, i32>(self.take.clone()).bind(sku(p));
+            return take.fetch_optional(tx).await;
+        };
+        let row = sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+            .fetch_optional(tx)
+            .await?;
+        row.map(|r| sqlx::Row::try_get::<i32, _>(&r, 0)).transpose()
+    }
+
+    /// Marks `unit` sold to `order`.
+    async fn mark(
+        &self,
+        tx: &mut PgConnection,
+        p: &Purchase<'_>,
+        order: i64,
+        unit: i32,
+    ) -> Result<u64, sqlx::Error> {
+        let args = [Arg::Int(order), Arg::Sku(p.sku), Arg::Int(unit.into())];
+        if self
+            .pg
+            .dialect()
+            .inlined(self.mark.as_str(), &args)
+            .is_some()
+        {
+            return self
+                .pg
+                .dialect()
+                .execute(tx, self.mark.clone(), &args)
+                .await;
+        }
+        let mark = (sqlx::query(self.mark.clone()).bind(order))
+            .bind(sku(p))
+            .bind(unit);
+        mark.execute(tx).await.map(|d| d.rows_affected())
     }
 }
 

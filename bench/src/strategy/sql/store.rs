@@ -97,14 +97,21 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     /// Opens a buyer's session.
     fn open(&self) -> impl Future<Output = Result<Self::Conn, sqlx::Error>> + Send;
+    /// `sql` as a simple query's text with `args` inlined, when this session sends no
+    /// prepared statement (PostgreSQL behind a transaction pooler); `None` by default.
+    fn inlined(&self, _sql: &str, _args: &[Arg<'_>]) -> Option<String> {
+        None
+    }
     /// Runs `sql` with `args`; the rows it changed.
     fn execute(
+        &self,
         con: &mut Self::Conn,
         sql: SqlStr,
         args: &[Arg<'_>],
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send;
     /// Runs `sql` with `args`; the first `cols` columns (at most 2) of its first row.
     fn fetch(
+        &self,
         con: &mut Self::Conn,
         sql: SqlStr,
         args: &[Arg<'_>],
@@ -140,21 +147,35 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 macro_rules! driver_calls {
     () => {
         async fn execute(
+            &self,
             con: &mut Self::Conn,
             sql: sqlx::SqlStr,
             args: &[Arg<'_>],
         ) -> Result<u64, sqlx::Error> {
-            let done = bind(sqlx::query(sql), args).execute(con).await?;
+            let done = match self.inlined(sql.as_str(), args) {
+                Some(text) => {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(text))
+                        .execute(con)
+                        .await?
+                }
+                None => bind(sqlx::query(sql), args).execute(con).await?,
+            };
             Ok(done.rows_affected())
         }
 
         async fn fetch(
+            &self,
             con: &mut Self::Conn,
             sql: sqlx::SqlStr,
             args: &[Arg<'_>],
             cols: usize,
         ) -> Result<Option<[i64; 2]>, sqlx::Error> {
-            let row = bind(sqlx::query(sql), args).fetch_optional(con).await?;
+            let row = match self.inlined(sql.as_str(), args) {
+                Some(text) => {
+                    (sqlx::raw_sql(sqlx::AssertSqlSafe(text)).fetch_optional(con)).await?
+                }
+                None => bind(sqlx::query(sql), args).fetch_optional(con).await?,
+            };
             let Some(row) = row else { return Ok(None) };
             let mut out = [0; 2];
             for (i, v) in out.iter_mut().enumerate().take(cols) {
@@ -475,6 +496,11 @@ impl<D: Dialect> SqlStore<D> {
         }
     }
 
+    /// The dialect: how the store's buyers run a statement.
+    pub fn dialect(&self) -> &D {
+        &self.dialect
+    }
+
     /// The pool, for setup and audit statements.
     pub fn pool(&self) -> &Pool<Db<D>> {
         &self.pool
@@ -521,7 +547,10 @@ impl<D: Dialect> SqlStore<D> {
             &self.sql.read
         };
         let args = [Arg::Sku(sku)];
-        let row = D::fetch(con, sql.clone(), &args, self.sql.read_cols).await?;
+        let row = self
+            .dialect
+            .fetch(con, sql.clone(), &args, self.sql.read_cols)
+            .await?;
         let [qty, version] = row.ok_or(sqlx::Error::RowNotFound)?;
         Ok((qty, version))
     }
@@ -544,7 +573,7 @@ impl<D: Dialect> SqlStore<D> {
             &self.sql.read_price
         };
         let args = [Arg::Sku(sku)];
-        let read = D::fetch(&mut *con, first.clone(), &args, 2);
+        let read = self.dialect.fetch(&mut *con, first.clone(), &args, 2);
         let row = within(self.timeout, read, D::classify).await?;
         let [stock, _price_cents] = row.ok_or(D::classify(&sqlx::Error::RowNotFound))?;
         tokio::time::sleep(hold).await;
@@ -561,7 +590,9 @@ impl<D: Dialect> SqlStore<D> {
         fence: u64,
     ) -> Result<(), ErrorKind> {
         let args = [Arg::Fence(fence), Arg::Sku(sku)];
-        let raise = D::execute(con, self.sql.raise_fence.clone(), &args);
+        let raise = self
+            .dialect
+            .execute(con, self.sql.raise_fence.clone(), &args);
         within(self.timeout, raise, D::classify).await.map(|_| ())
     }
 
@@ -589,7 +620,7 @@ impl<D: Dialect> SqlStore<D> {
         let (qty, sku) = (Arg::Int(new_qty), Arg::Sku(p.sku));
         let args = [qty, sku, guarded.unwrap_or(qty)];
         let bound = &args[..2 + usize::from(guarded.is_some())];
-        let update = D::execute(&mut *con, update.clone(), bound);
+        let update = self.dialect.execute(&mut *con, update.clone(), bound);
         if within(self.timeout, update, D::classify).await? == 0 {
             return Ok(Written::GuardRefused);
         }
@@ -623,7 +654,11 @@ impl<D: Dialect> SqlStore<D> {
             qty,
         ];
         let insert = async {
-            match D::execute(&mut *con, sql.insert_order.clone(), &args).await {
+            match self
+                .dialect
+                .execute(&mut *con, sql.insert_order.clone(), &args)
+                .await
+            {
                 Err(e) if sale.request_key && D::is_duplicate(&e) => Ok(false),
                 r => r.map(|_| true),
             }
@@ -635,10 +670,10 @@ impl<D: Dialect> SqlStore<D> {
             return Ok(None);
         }
         let key = [buyer, sku];
-        let row = D::execute(&mut *con, sql.hold_row.clone(), &key);
+        let row = self.dialect.execute(&mut *con, sql.hold_row.clone(), &key);
         within(self.timeout, row, D::classify).await?;
         let args = [qty, buyer, sku, qty, Arg::Int(sale.limit.into())];
-        let add = D::execute(con, sql.hold_units.clone(), &args);
+        let add = self.dialect.execute(con, sql.hold_units.clone(), &args);
         let added = within(self.timeout, add, D::classify).await?;
         Ok((added == 0).then_some(Refusal::Limit))
     }
@@ -661,7 +696,9 @@ impl<D: Dialect> SqlStore<D> {
             Arg::Buyer(p.ask.buyer),
             Arg::Sku(p.sku),
         ];
-        let read = D::fetch(con, self.sale_sql.held.clone(), &args, 2);
+        let read = self
+            .dialect
+            .fetch(con, self.sale_sql.held.clone(), &args, 2);
         let [held, orders] = within(self.timeout, read, D::classify)
             .await?
             .unwrap_or_default();
@@ -692,13 +729,22 @@ impl<D: Dialect> SqlStore<D> {
         ];
         let sql = self.sql.insert_order.clone();
         if D::RETURNING {
-            let id = within(self.timeout, D::fetch(con, sql, &args, 1), D::classify).await?;
+            let id = within(
+                self.timeout,
+                self.dialect.fetch(con, sql, &args, 1),
+                D::classify,
+            )
+            .await?;
             let [id, _] = id.ok_or(D::classify(&sqlx::Error::RowNotFound))?;
             return Ok(Some(id));
         }
-        within(self.timeout, D::execute(con, sql, &args), D::classify)
-            .await
-            .map(|_| None)
+        within(
+            self.timeout,
+            self.dialect.execute(con, sql, &args),
+            D::classify,
+        )
+        .await
+        .map(|_| None)
     }
 
     /// [`Self::write`] in its own transaction, committed (rolled back when refused).
@@ -726,17 +772,24 @@ impl<D: Dialect> SqlStore<D> {
         if self.sale.is_some() {
             let qty = Arg::Int(p.ask.qty.into());
             let args = [qty, Arg::Sku(p.sku), qty];
-            let done = D::execute(con, self.sale_sql.decrement.clone(), &args);
+            let done = self
+                .dialect
+                .execute(con, self.sale_sql.decrement.clone(), &args);
             return within(self.timeout, done, D::classify).await.map(|n| n > 0);
         }
         let (sql, args) = (self.sql.decrement.clone(), [Arg::Sku(p.sku)]);
         if D::RETURNING {
-            let left = D::fetch(con, sql, &args, 1);
+            let left = self.dialect.fetch(con, sql, &args, 1);
             return within(self.timeout, left, D::classify)
                 .await
                 .map(|l| l.is_some());
         }
-        let done = within(self.timeout, D::execute(con, sql, &args), D::classify).await?;
+        let done = within(
+            self.timeout,
+            self.dialect.execute(con, sql, &args),
+            D::classify,
+        )
+        .await?;
         Ok(done > 0)
     }
 

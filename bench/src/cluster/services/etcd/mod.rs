@@ -11,7 +11,7 @@ use etcd_client::{Client, ConnectOptions};
 use crate::cluster::backend::wait_ready;
 use crate::cluster::builds::Builds;
 use crate::cluster::containers::{Containers, Image, Spec};
-use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, FSYNCS, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
@@ -362,7 +362,8 @@ const WORK_METER: Meter = Meter {
     source: "/metrics of every member: grpc_server_msg_received_total (unary requests and \
              stream messages such as keep-alives), etcd_network_client_grpc_{received,sent}\
              _bytes_total, etcd_debugging_mvcc_events_total (watch events sent), and the most \
-             advanced member's etcd_server_proposals_committed_total",
+             advanced member's etcd_server_proposals_committed_total; fsyncs: the counts of \
+             etcd_disk_wal_fsync_duration_seconds and etcd_disk_backend_commit_duration_seconds",
 };
 
 /// The work counters of one member's `/metrics` text: [`TOTAL`] (gRPC messages received),
@@ -375,6 +376,15 @@ fn member_work(text: &str) -> std::collections::BTreeMap<String, u64> {
             && let Some(m) = counters::label(labels, "grpc_method")
         {
             *out.entry(format!("grpc.{m}")).or_default() += v;
+        }
+    }
+    // A member syncs its WAL at every Raft ready and its bolt database at every commit.
+    for name in [
+        "etcd_disk_wal_fsync_duration_seconds_count",
+        "etcd_disk_backend_commit_duration_seconds_count",
+    ] {
+        if let Some(v) = metric_value(text, name) {
+            *out.entry(FSYNCS.to_string()).or_default() += v;
         }
     }
     for (name, key) in [

@@ -15,7 +15,7 @@ use crate::cluster::backend::wait_ready;
 use crate::cluster::binary::find_binary;
 use crate::cluster::builds::{Builds, MysqlBuild};
 use crate::cluster::containers::{Containers, Image, Spec};
-use crate::cluster::counters::{BYTES_IN, BYTES_OUT, Meter, Reading, TOTAL};
+use crate::cluster::counters::{BYTES_IN, BYTES_OUT, FSYNCS, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, queried, setting};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
@@ -402,7 +402,8 @@ impl ServiceKind for Mariadb {
         Some(Meter {
             unit: "statements",
             source: "SHOW GLOBAL STATUS: Questions, Bytes_received, Bytes_sent, \
-                     Innodb_row_lock_waits, Innodb_row_lock_time (ms), Com_*",
+                     Innodb_row_lock_waits, Innodb_row_lock_time (ms), Com_*, \
+                     Innodb_data_fsyncs",
         })
     }
 
@@ -412,7 +413,8 @@ impl ServiceKind for Mariadb {
         let rows: Vec<(String, String)> = sqlx::query_as(
             "SHOW GLOBAL STATUS WHERE Variable_name IN ('Questions', 'Bytes_received', \
              'Bytes_sent', 'Innodb_row_lock_waits', 'Innodb_row_lock_time', 'Com_select', \
-             'Com_insert', 'Com_update', 'Com_delete', 'Com_commit', 'Com_rollback')",
+             'Com_insert', 'Com_update', 'Com_delete', 'Com_commit', 'Com_rollback', \
+             'Innodb_data_fsyncs')",
         )
         .fetch_all(&mut con)
         .await
@@ -486,6 +488,8 @@ fn status_counters(rows: &[(String, String)]) -> std::collections::BTreeMap<Stri
                 "Questions" => TOTAL.to_string(),
                 "Bytes_received" => BYTES_IN.to_string(),
                 "Bytes_sent" => BYTES_OUT.to_string(),
+                // Every fsync InnoDB made, its redo log's included.
+                "Innodb_data_fsyncs" => FSYNCS.to_string(),
                 other => other.to_ascii_lowercase(),
             };
             Some((key, v.trim().parse().ok()?))

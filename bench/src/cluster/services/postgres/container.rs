@@ -109,6 +109,7 @@ pub(super) async fn start_primary(
         user: USER.into(),
         password,
         database: DATABASE.into(),
+        pooler: None,
     };
     Ok((node, endpoint, su_password))
 }

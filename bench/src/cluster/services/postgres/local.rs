@@ -17,7 +17,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::{
-    DATABASE, HBA, NAME, REPLICA, SUPERUSER, USER, create_user, password, random_password,
+    DATABASE, HBA, NAME, REPLICA, SUPERUSER, USER, create_user, password, pooler, random_password,
     server_settings, superuser, version,
 };
 use crate::cluster::backend::wait_ready;
@@ -25,10 +25,11 @@ use crate::cluster::builds::PostgresBuild;
 use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::error::ClusterError;
 use crate::cluster::local::Local;
-use crate::cluster::model::{ContainerInfo, PostgresEndpoint, Role, Service};
+use crate::cluster::model::{ContainerInfo, Pooler, Pooling, PostgresEndpoint, Role, Service};
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::owner::Owner;
 use crate::cluster::process::ServerProcess;
+use crate::cluster::procfs;
 
 /// The package that creates the system user.
 const PACKAGE: &str = "postgresql-15";
@@ -227,27 +228,42 @@ fn server(
 /// Initialises a data directory, starts the primary on its reserved address and creates the
 /// database and user; returns the node, the login, and the superuser's password (the
 /// replica's base backup needs it).
+/// With `pooling`'s pooler, also starts it in front of the primary ([`start_pooler`]).
 pub(super) async fn start_primary(
     local: &Local,
     sync: SynchronousCommit,
+    pooling: &Pooling,
 ) -> Result<(Node, PostgresEndpoint, String), ClusterError> {
     let user = run_as()?;
     let addr = local.addr(NAME);
+    if pooling.pooler != Pooler::None {
+        pooler::program()?;
+    }
     let (dir, own) = node_dir(local, NAME, user)?;
     let su_password = random_password();
     init(local, &dir, &su_password, user).await?;
     let process = local.spawn_as(NAME, server(local, NAME, &dir, sync)?, user)?;
-    let mut server = PgServer { process, _dir: own };
+    let mut server = PgServer {
+        process,
+        pooler: None,
+        _dir: own,
+    };
     let su = superuser(addr, &su_password);
     let version = wait_ready(NAME, &mut [&mut server], || version(su.clone())).await?;
     let password = password()?;
     create_user(&su, &password).await?;
-    let endpoint = PostgresEndpoint {
+    let mut endpoint = PostgresEndpoint {
         addr,
         user: USER.into(),
         password,
         database: DATABASE.into(),
+        pooler: None,
     };
+    if pooling.pooler != Pooler::None {
+        let (process, at) = start_pooler(local, &dir, user, &endpoint, pooling).await?;
+        server.pooler = Some(process);
+        endpoint.pooler = Some(at);
+    }
     let node = Node {
         name: NAME.into(),
         service: Service::Postgres,
@@ -257,6 +273,37 @@ pub(super) async fn start_primary(
         server: Box::new(server),
     };
     Ok((node, endpoint, su_password))
+}
+
+/// Starts PgBouncer on the reserved `postgres (pooler)` address, pooling `ep`'s database, its
+/// configuration and userlist in the primary's directory `dir` (readable by `user` only: the
+/// userlist holds the password), as `user` when given (PgBouncer refuses to run as root too);
+/// waits until a buyer's login through it reaches the server.
+async fn start_pooler(
+    local: &Local,
+    dir: &Path,
+    user: Option<(u32, u32)>,
+    ep: &PostgresEndpoint,
+    pooling: &Pooling,
+) -> Result<(ServerProcess, crate::cluster::PoolerEndpoint), ClusterError> {
+    let listen = local.addr(pooler::PORT_NAME);
+    let auth = private_file(dir, "pgbouncer-users.txt", &pooler::userlist(ep), user)?;
+    let ini = pooler::ini((listen, ep.addr), ep, pooling, &auth);
+    let ini = private_file(dir, "pgbouncer.ini", &ini, user)?;
+    let mut cmd = Command::new(pooler::program()?);
+    cmd.arg(&ini).current_dir(dir);
+    let log = local.log(pooler::NAME);
+    let mut process = ServerProcess::spawn_as(pooler::NAME, listen.ip(), cmd, &log, user)?;
+    let at = pooler::endpoint(listen, pooling);
+    let behind = PostgresEndpoint {
+        pooler: Some(at),
+        ..ep.clone()
+    };
+    wait_ready(pooler::NAME, &mut [&mut process], || {
+        pooler::ready(behind.clone())
+    })
+    .await?;
+    Ok((process, at))
 }
 
 /// Copies the primary at `primary` (superuser password beside it) with `pg_basebackup -R`,
@@ -294,7 +341,11 @@ pub(super) async fn start_replica(
     let log = local.log("postgres-basebackup");
     run_to_end("pg_basebackup", addr.ip(), cmd, &log, user).await?;
     let process = local.spawn_as(REPLICA, server(local, REPLICA, &dir, sync)?, user)?;
-    let mut server = PgServer { process, _dir: own };
+    let mut server = PgServer {
+        process,
+        pooler: None,
+        _dir: own,
+    };
     let su = superuser(addr, su_password);
     let version = wait_ready(REPLICA, &mut [&mut server], || version(su.clone())).await?;
     Ok(Node {
@@ -307,43 +358,28 @@ pub(super) async fn start_replica(
     })
 }
 
-/// A local PostgreSQL node: its postmaster, and the directory it was given outside the run's
-/// (removed after the process stops: fields drop in order).
+/// A local PostgreSQL node: its postmaster, the pooler in front of a primary (a companion
+/// the node's faults leave alone: it reconnects to a restarted server as PgBouncer does), and
+/// the directory it was given outside the run's (removed after the processes stop: fields drop
+/// in order). Like the server, the pooler dies with lockbench (`PR_SET_PDEATHSIG`).
 #[derive(Debug)]
 struct PgServer {
     process: ServerProcess,
+    pooler: Option<ServerProcess>,
     _dir: Option<tempfile::TempDir>,
 }
 
 /// The processes whose parent is `pid` (the postmaster's backends and helpers).
 fn children(pid: u32) -> Vec<Pid> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(|e| {
-        let child: i32 = e.ok()?.file_name().to_str()?.parse().ok()?;
-        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
-        // `pid (comm) state ppid …`: comm may hold spaces and parentheses.
-        let ppid: u32 = stat
-            .rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
-        (ppid == pid).then(|| Pid::from_raw(child))
-    })
-    .collect()
+    (procfs::all().into_iter())
+        .filter(|(_, s)| s.ppid == pid)
+        .map(|(child, _)| Pid::from_raw(child as i32))
+        .collect()
 }
 
 /// Whether process `pid` has exited (gone, or a zombie nobody reaped yet).
 fn gone(pid: Pid) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z')),
-        Err(_) => true,
-    }
+    procfs::stat(pid.as_raw() as u32).is_none_or(|s| s.state == 'Z')
 }
 
 impl PgServer {

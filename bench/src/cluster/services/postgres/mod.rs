@@ -9,10 +9,12 @@
 //!
 //! The local side (data directories, the `postgres` system user, the process tree) is in
 //! `postgres/local.rs`; the container's start script in `postgres/container.rs`; an external
-//! target's claim in `postgres/target.rs`.
+//! target's claim in `postgres/target.rs`; PgBouncer in front of a local primary
+//! (`servers.postgres_pooler`) in `postgres/pooler.rs`.
 
 mod container;
 mod local;
+mod pooler;
 mod target;
 
 use std::net::SocketAddr;
@@ -24,12 +26,12 @@ use sqlx::{ConnectOptions, Connection};
 
 use super::{first, rows};
 use crate::cluster::containers::Image;
-use crate::cluster::counters::{Meter, Reading, TOTAL};
+use crate::cluster::counters::{FSYNCS, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability, SynchronousCommit, queried, setting};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::Missing;
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
-use crate::cluster::model::{Endpoints, Needs, NodeInfo, PostgresEndpoint, Role, Service};
+use crate::cluster::model::{Endpoints, Needs, NodeInfo, Pooler, PostgresEndpoint, Role, Service};
 use crate::cluster::node::Node;
 use crate::cluster::provision::Launcher;
 
@@ -75,6 +77,12 @@ pub const TCP_USER_TIMEOUT_MS: u32 = 11_000;
 pub const KEEPALIVE_DEADLINE: Duration = Duration::from_secs(
     (TCP_KEEPALIVES_IDLE_S + TCP_KEEPALIVES_INTERVAL_S * TCP_KEEPALIVES_COUNT) as u64,
 );
+
+/// PgBouncer is installed (`servers.postgres_pooler`), or an error naming how to install it:
+/// asked before a run starts anything.
+pub fn pooler_installed() -> Result<(), ClusterError> {
+    pooler::program().map(|_| ())
+}
 
 /// Bound of one question to a node about its state: a new connection's password exchange
 /// (scram) took over 2 s on 2 cores shared with a CPU hog.
@@ -301,6 +309,19 @@ async fn settings(opts: PgConnectOptions) -> Result<Vec<(String, String)>, Strin
     rows(opts, sql).await
 }
 
+/// The pooler in front of the server at `addr`, as settings of its durability line (it does
+/// not change where a commit is, but results record the servers' settings there):
+/// `pooler = pgbouncer-transaction`, `pooler_pool_size = 4`. None without one.
+fn pooler_settings(ep: &PostgresEndpoint, addr: SocketAddr) -> Vec<(String, String)> {
+    match ep.pooler {
+        Some(p) if addr == ep.addr => vec![
+            ("pooler".into(), p.pooler.name().into()),
+            ("pooler_pool_size".into(), p.pool_size.to_string()),
+        ],
+        _ => Vec::new(),
+    }
+}
+
 /// The columns of `pg_stat_database` lockbench reads, in [`WORK_QUERY`]'s order.
 const STAT_COLUMNS: [&str; 9] = [
     "xact_commit",
@@ -336,6 +357,23 @@ fn stat_counters(values: &[i64]) -> std::collections::BTreeMap<String, u64> {
     out
 }
 
+/// The server's WAL syncs so far: `pg_stat_wal.wal_sync` (14 to 17), `pg_stat_io`'s WAL
+/// fsyncs from 18 on (which took them out of `pg_stat_wal`); `None` before 14.
+async fn wal_syncs(con: &mut sqlx::PgConnection) -> Result<Option<u64>, String> {
+    let (version,): (i32,) = sqlx::query_as("SELECT current_setting('server_version_num')::int")
+        .fetch_one(&mut *con)
+        .await
+        .map_err(|e| format!("server_version_num: {e}"))?;
+    let query = match version {
+        ..140000 => return Ok(None),
+        140000..180000 => "SELECT wal_sync FROM pg_stat_wal",
+        _ => "SELECT coalesce(sum(fsyncs), 0)::bigint FROM pg_stat_io WHERE object = 'wal'",
+    };
+    let (n,): (i64,) = (sqlx::query_as(query).fetch_one(&mut *con).await)
+        .map_err(|e| format!("WAL syncs: {e}"))?;
+    Ok(u64::try_from(n).ok())
+}
+
 /// The counters of the primary at `ep`.
 async fn work(ep: &PostgresEndpoint) -> Result<Reading, String> {
     let mut con = ep
@@ -347,22 +385,27 @@ async fn work(ep: &PostgresEndpoint) -> Result<Reading, String> {
         .fetch_one(&mut con)
         .await
         .map_err(|e| format!("pg_stat_database: {e}"))?;
+    let syncs = wal_syncs(&mut con).await?;
     let _ = con.close().await;
     let (a, b, c, d, e, f, g, h, i) = row;
+    let mut counters = stat_counters(&[a, b, c, d, e, f, g, h, i]);
+    counters.extend(syncs.map(|s| (FSYNCS.to_string(), s)));
     let mut reading = Reading::default();
-    reading.add(ep.addr, stat_counters(&[a, b, c, d, e, f, g, h, i]));
+    reading.add(ep.addr, counters);
     Ok(reading)
 }
 
 /// The PostgreSQL server: the lock service and store of the `pg-*` strategies.
 pub(in crate::cluster) struct Postgres;
 
-/// Its primary, and its replica when `needs` asks for one.
+/// Its primary, and its replica when `needs` asks for one; last, the pooler's (reserved
+/// whether a run puts one in front or not: the ports before it stay where they were).
 fn port_names(needs: Needs) -> Vec<String> {
     let mut names = vec![NAME.to_string()];
     if needs.postgres_replica {
         names.push(REPLICA.into());
     }
+    names.push(pooler::PORT_NAME.into());
     names
 }
 
@@ -383,8 +426,18 @@ impl ServiceKind for Postgres {
 
     async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
         let (l, sync) = (s.launcher, s.opts.postgres_synchronous_commit);
+        let pooling = &s.opts.postgres_pooling;
         let (primary, endpoint, superuser) = match l {
-            Launcher::Local(local) => local::start_primary(local, sync).await?,
+            Launcher::Local(local) => local::start_primary(local, sync, pooling).await?,
+            Launcher::Containers(_) if pooling.pooler != Pooler::None => {
+                return Err(ClusterError::Setup {
+                    node: pooler::NAME.into(),
+                    what: "start".into(),
+                    detail: "servers.postgres_pooler runs PgBouncer as a local process \
+                             beside a local PostgreSQL: use --provision local"
+                        .into(),
+                });
+            }
             Launcher::Containers(run) => container::start_primary(run, sync).await?,
         };
         let mut nodes = vec![primary];
@@ -432,7 +485,11 @@ impl ServiceKind for Postgres {
         let Some(p) = &n.ep.postgres else {
             return Some(Durability::unknown("no PostgreSQL login".into()));
         };
-        let read = settings(at(p, n.addr));
+        let read = async {
+            let mut kv = settings(at(p, n.addr)).await?;
+            kv.extend(pooler_settings(p, n.addr));
+            Ok(kv)
+        };
         let get = setting;
         Some(
             queried(read, |kv| {
@@ -449,7 +506,8 @@ impl ServiceKind for Postgres {
                      xact_rollback (each statement outside a transaction block is one), tup_*, \
                      deadlocks, conflicts; a backend reports its counts when idle, at most once \
                      a second, so a reading may lag by about 1 s; lock waits are not counted \
-                     (pg_locks is a snapshot of the waits now, not a counter); no byte counts",
+                     (pg_locks is a snapshot of the waits now, not a counter); no byte counts; \
+                     fsyncs: pg_stat_wal.wal_sync (pg_stat_io's WAL fsyncs from 18 on)",
         })
     }
 

@@ -194,7 +194,9 @@ pub(in crate::cluster) const WORK_METER: Meter = Meter {
     unit: "commands",
     source: "INFO commandstats (calls of every command, those Lua scripts run included) and \
              INFO stats (total_net_{input,output}_bytes less replication's) of every master; a \
-             replica's commands replay its master's, so replicas are not counted",
+             replica's commands replay its master's, so replicas are not counted; fsyncs (every \
+             node): INFO persistence's rdb_saves with the append-only file off, none counted \
+             with it on",
 };
 
 /// The work counters of the Redis nodes at `addrs` (see [`counters::redis_counters`]), summed;
@@ -209,6 +211,7 @@ pub(in crate::cluster) async fn work(
             .arg("stats")
             .arg("commandstats")
             .arg("replication")
+            .arg("persistence")
             .query_async::<String>(&mut con)
             .await
             .map_err(|e| format!("{a}: INFO: {e}"))
@@ -217,8 +220,10 @@ pub(in crate::cluster) async fn work(
     for (addr, info) in addrs.iter().zip(answers.await) {
         let info = info?;
         let replica = counters::info_fields(&info).any(|(k, v)| k == "role" && v.trim() == "slave");
+        // A replica's commands replay its master's; its fsyncs are its own.
         let counters = if replica {
-            Default::default()
+            let fsyncs = counters::redis_fsyncs(&info).map(|f| (counters::FSYNCS.into(), f));
+            fsyncs.into_iter().collect()
         } else {
             counters::redis_counters(&info)
         };

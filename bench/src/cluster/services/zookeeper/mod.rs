@@ -14,7 +14,7 @@ use crate::cluster::backend::wait_ready;
 use crate::cluster::binary::find_binary;
 use crate::cluster::builds::Builds;
 use crate::cluster::containers::{Containers, Image, Spec};
-use crate::cluster::counters::{self, BYTES_IN, Meter, Reading, TOTAL};
+use crate::cluster::counters::{self, BYTES_IN, FSYNCS, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
@@ -330,7 +330,8 @@ async fn four_letters(addr: SocketAddr, word: &str) -> Result<String, String> {
 const WORK_METER: Meter = Meter {
     unit: "packets",
     source: "mntr of every member: zk_packets_received (requests and pings), zk_packets_sent, \
-             zk_bytes_received_count; needs mntr in 4lw.commands.whitelist",
+             zk_bytes_received_count, zk_cnt_fsynctime (its log's fsyncs); needs mntr in \
+             4lw.commands.whitelist",
 };
 
 /// The work counters of one member's `mntr` answer.
@@ -341,6 +342,8 @@ fn mntr_work(text: &str) -> std::collections::BTreeMap<String, u64> {
                 "zk_packets_received" => TOTAL,
                 "zk_bytes_received_count" => BYTES_IN,
                 "zk_packets_sent" => "packets_sent",
+                // The transaction log's syncs (the `fsynctime` summary's count, 3.6 on).
+                "zk_cnt_fsynctime" => FSYNCS,
                 _ => return None,
             };
             Some((key.to_string(), v))

@@ -1,0 +1,126 @@
+//! What `/proc/<pid>/stat` says of a process: its parent, its start and the CPU it used.
+//! Several parts of `cluster/` ask (who owns a folder, a postmaster's backends, a server's CPU
+//! per sale), so the line is parsed here, once.
+
+use std::time::Duration;
+
+/// The fields of one `/proc/<pid>/stat` line lockbench reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// Field 3: `R`, `S`, `Z` …
+    pub state: char,
+    /// Field 4.
+    pub ppid: u32,
+    /// Fields 14 and 15, user and system CPU, in clock ticks.
+    pub cpu_ticks: u64,
+    /// Fields 16 and 17: the CPU of children it waited for, in clock ticks (a postmaster's
+    /// backends that ended).
+    pub children_ticks: u64,
+    /// Field 22, clock ticks after boot.
+    pub start: u64,
+}
+
+/// The stat line of process `pid`, if it runs.
+pub fn stat(pid: u32) -> Option<Stat> {
+    parse(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The command name (field 2) may hold spaces and parentheses, so fields are counted after its
+/// last `)`: field 3 is the first there.
+fn parse(line: &str) -> Option<Stat> {
+    let f: Vec<&str> = line
+        .get(line.rfind(')')? + 1..)?
+        .split_whitespace()
+        .collect();
+    let n = |i: usize| f.get(i - 3)?.parse::<u64>().ok();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        ppid: u32::try_from(n(4)?).ok()?,
+        cpu_ticks: n(14)? + n(15)?,
+        children_ticks: n(16)? + n(17)?,
+        start: n(22)?,
+    })
+}
+
+/// Every running process: its pid and stat line.
+pub fn all() -> Vec<(u32, Stat)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| {
+        let pid: u32 = e.ok()?.file_name().to_str()?.parse().ok()?;
+        Some((pid, stat(pid)?))
+    })
+    .collect()
+}
+
+/// The CPU process `pid` and every process below it in `procs` (a snapshot of [`all`]) have
+/// used, those that ended and were waited for included (a PostgreSQL server is a postmaster
+/// and a process per connection); `None` when `pid` is gone.
+pub fn tree_cpu(pid: u32, procs: &[(u32, Stat)]) -> Option<Duration> {
+    let root = procs.iter().find(|(p, _)| *p == pid)?.1;
+    let mut tree = vec![pid];
+    let mut ticks = root.cpu_ticks + root.children_ticks;
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        for (child, s) in procs.iter().filter(|(c, s)| s.ppid == parent && *c != pid) {
+            if !tree.contains(child) {
+                tree.push(*child);
+                ticks += s.cpu_ticks + s.children_ticks;
+            }
+        }
+        i += 1;
+    }
+    let per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|t| *t > 0)
+        .unwrap_or(100) as u64;
+    Some(Duration::from_micros(ticks * 1_000_000 / per_s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_with_spaces_and_parentheses_is_skipped() {
+        let line = "42 (a (b) c) S 7 42 42 0 -1 4194560 100 0 0 0 250 50 3 4 20 0 1 0 9876 \
+                    1000 10 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+        let s = parse(line).unwrap();
+        assert_eq!(
+            s,
+            Stat {
+                state: 'S',
+                ppid: 7,
+                cpu_ticks: 300,
+                children_ticks: 7,
+                start: 9876
+            }
+        );
+        assert_eq!(parse("42 (x"), None);
+    }
+
+    #[test]
+    fn this_process_uses_cpu_and_a_child_s_counts_in_its_tree() {
+        let me = std::process::id();
+        let s = stat(me).unwrap();
+        assert_eq!(s.ppid, nix::unistd::getppid().as_raw() as u32);
+        let before = tree_cpu(me, &all()).unwrap();
+        // A child that spins ~200 ms of CPU: the tree's total must rise by about that.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; end=$(($(date +%s%N) + 200000000)); while [ $(date +%s%N) -lt $end ]; do i=$((i+1)); done; sleep 5"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        let during = tree_cpu(me, &all()).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            during >= before + Duration::from_millis(50),
+            "{before:?} → {during:?}"
+        );
+        assert_eq!(tree_cpu(u32::MAX, &all()), None);
+    }
+}
