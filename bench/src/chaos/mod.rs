@@ -9,12 +9,15 @@
 //!   not own), bounded, their output logged.
 //! - [`holder`]: the hook that pauses a client process at a point of a lock holder's attempt
 //!   (by default between its read of the stock and its write).
+//! - [`disk`]: the slow disk's probe (fdatasync in the node's data directory, on lazyfs)
+//!   before, during and after the fault.
 //! - [`network`]: what the runner adds to network faults (delay, loss, bandwidth, reset): the
 //!   probe of the impaired path before, during and after, and the check that nothing is left.
 //! - [`failpoint`](mod@failpoint)s: named places in the client code where a crash can be injected at an exact
 //!   moment (etcd's gofail idea), such as "the client dies between SETNX and EXPIRE".
 
 pub mod command;
+pub mod disk;
 pub mod failpoint;
 pub mod holder;
 pub mod network;

@@ -134,6 +134,26 @@ pub fn start_during(
 }
 
 impl During {
+    /// The probe `thread`, which ends when `stop` is set (the disk faults' probe, `disk.rs`).
+    pub(super) fn of_thread(
+        stop: Arc<AtomicBool>,
+        thread: JoinHandle<Result<ProbeSamples, String>>,
+    ) -> Arc<Self> {
+        Arc::new(During {
+            stop,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// What the probe measured, once it ended (empty when it failed).
+    pub(super) async fn samples(&self) -> ProbeSamples {
+        let thread = self.thread.lock().expect("never poisoned").take();
+        match thread {
+            Some(h) => join(h).await.unwrap_or_default(),
+            None => ProbeSamples::default(),
+        }
+    }
+
     /// Stops the probe before the heal: a connect still in flight when the rules go would mix
     /// both sides of it, and is discarded.
     pub fn stop(&self) {

@@ -92,6 +92,8 @@ struct RawFault {
     loss: Option<f64>,
     /// Bandwidth faults: `"1mbit"`.
     bandwidth: Option<String>,
+    /// Slow-disk faults: whether `write` waits too (default false: fsync and fdatasync only).
+    writes: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,6 +122,7 @@ struct Extras<'a> {
     jitter: Option<&'a str>,
     loss: Option<f64>,
     bandwidth: Option<&'a str>,
+    writes: Option<bool>,
 }
 
 const SERVICES: &str = "one of \"mariadb\", \"redis\", \"redis-cluster\", \"zookeeper\", \"etcd\"";
@@ -229,6 +232,7 @@ impl Validator<'_> {
                 jitter: f.jitter.as_deref(),
                 loss: f.loss,
                 bandwidth: f.bandwidth.as_deref(),
+                writes: f.writes,
             };
             self.aim(&field, kind, target, service, &extras)?
         };
@@ -349,9 +353,12 @@ impl Validator<'_> {
             let keys = [("clients", x.clients.is_some())];
             self.none_set(field, &keys, "only partition and network faults take it")?;
         }
+        if !matches!(kind, FaultKind::Delay | FaultKind::SlowDisk) {
+            let keys = [("delay", x.delay.is_some()), ("jitter", x.jitter.is_some())];
+            self.none_set(field, &keys, "only delay and slow-disk faults take it")?;
+        }
         let only = [
-            (FaultKind::Delay, "delay", x.delay.is_some()),
-            (FaultKind::Delay, "jitter", x.jitter.is_some()),
+            (FaultKind::SlowDisk, "writes", x.writes.is_some()),
             (FaultKind::Loss, "loss", x.loss.is_some()),
             (FaultKind::Bandwidth, "bandwidth", x.bandwidth.is_some()),
         ];
@@ -406,6 +413,18 @@ impl Validator<'_> {
         Ok(match kind {
             FaultKind::Kill => Fault::Kill(servers),
             FaultKind::Pause => Fault::Pause(servers),
+            FaultKind::PowerLoss => Fault::PowerLoss(servers),
+            FaultKind::SlowDisk => {
+                let (delay, jitter) = self.delay_jitter(field, x)?;
+                Fault::SlowDisk {
+                    servers,
+                    disk: DiskDelay {
+                        delay,
+                        jitter,
+                        writes: x.writes.unwrap_or(false),
+                    },
+                }
+            }
             FaultKind::Clock => Fault::Clock {
                 servers,
                 change: self.clock_change(field, x)?,
@@ -438,21 +457,7 @@ impl Validator<'_> {
     ) -> Result<Impairment, ChaosError> {
         Ok(match kind {
             FaultKind::Delay => {
-                let form = "a duration from \"1ms\" to \"30s\", such as \"100ms\"";
-                let delay = self.wait(&field("delay"), x.delay, form)?;
-                let jitter_form = "a duration up to the delay, such as \"20ms\" (each packet \
-                                   waits delay ± up to jitter)";
-                let jitter = match x.jitter {
-                    Some(j) => self.wait(&field("jitter"), Some(j), jitter_form)?,
-                    None => Duration::ZERO,
-                };
-                if jitter > delay {
-                    return Err(self.invalid(
-                        &field("jitter"),
-                        format!("{:?}", x.jitter.unwrap_or_default()),
-                        jitter_form,
-                    ));
-                }
+                let (delay, jitter) = self.delay_jitter(field, x)?;
                 Impairment::Delay { delay, jitter }
             }
             FaultKind::Loss => match x.loss {
@@ -470,6 +475,30 @@ impl Validator<'_> {
             },
             _ => Impairment::Reset,
         })
+    }
+
+    /// `delay` and its optional `jitter` (at most the delay): a packet's or an fsync's wait.
+    fn delay_jitter(
+        &self,
+        field: &dyn Fn(&str) -> String,
+        x: &Extras,
+    ) -> Result<(Duration, Duration), ChaosError> {
+        let form = "a duration from \"1ms\" to \"30s\", such as \"100ms\"";
+        let delay = self.wait(&field("delay"), x.delay, form)?;
+        let jitter_form = "a duration up to the delay, such as \"20ms\" (each packet or fsync \
+                           waits delay ± up to jitter)";
+        let jitter = match x.jitter {
+            Some(j) => self.wait(&field("jitter"), Some(j), jitter_form)?,
+            None => Duration::ZERO,
+        };
+        if jitter > delay {
+            return Err(self.invalid(
+                &field("jitter"),
+                format!("{:?}", x.jitter.unwrap_or_default()),
+                jitter_form,
+            ));
+        }
+        Ok((delay, jitter))
     }
 
     /// A delay or jitter: a plain duration of at most 30 s (`"0ms"` only for a jitter).

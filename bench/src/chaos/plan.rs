@@ -68,6 +68,12 @@ pub enum FaultKind {
     Bandwidth,
     /// Answer every TCP packet the target nodes receive from their peers with a reset.
     Reset,
+    /// SIGKILL the target nodes and drop every write their data directories (on lazyfs) had
+    /// not fsynced; restart them on what was synced when the fault ends.
+    PowerLoss,
+    /// Make the target nodes' fsync and fdatasync (and `write`, with `writes = true`) take
+    /// `delay` ± `jitter` longer, on lazyfs.
+    SlowDisk,
 }
 
 enum_names!(FaultKind {
@@ -80,6 +86,8 @@ enum_names!(FaultKind {
     Loss = "loss",
     Bandwidth = "bandwidth",
     Reset = "reset",
+    PowerLoss = "power-loss",
+    SlowDisk = "slow-disk",
 });
 
 impl FaultKind {
@@ -90,6 +98,21 @@ impl FaultKind {
             Self::Delay | Self::Loss | Self::Bandwidth | Self::Reset
         )
     }
+
+    /// Whether it needs the target nodes' data on lazyfs (power-loss, slow-disk).
+    pub fn is_disk(self) -> bool {
+        matches!(self, Self::PowerLoss | Self::SlowDisk)
+    }
+}
+
+/// A slow disk's added wait on each fsync (and write, with `writes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskDelay {
+    pub delay: Duration,
+    /// Each call waits `delay` ± up to this.
+    pub jitter: Duration,
+    /// Whether `write` waits too, not only fsync and fdatasync.
+    pub writes: bool,
 }
 
 /// Which client processes a partition also cuts from the isolated nodes.
@@ -273,6 +296,15 @@ pub enum Fault {
         /// What happens to the packets.
         impairment: Impairment,
     },
+    /// SIGKILL the nodes, drop their unsynced writes; restart them when the fault ends.
+    PowerLoss(Servers),
+    /// Slow the nodes' fsyncs until the fault ends.
+    SlowDisk {
+        /// Whose disk.
+        servers: Servers,
+        /// By how much.
+        disk: DiskDelay,
+    },
 }
 
 impl Fault {
@@ -290,6 +322,8 @@ impl Fault {
                 Impairment::Bandwidth { .. } => FaultKind::Bandwidth,
                 Impairment::Reset => FaultKind::Reset,
             },
+            Self::PowerLoss(_) => FaultKind::PowerLoss,
+            Self::SlowDisk { .. } => FaultKind::SlowDisk,
         }
     }
 
@@ -315,10 +349,11 @@ impl Fault {
     /// The server nodes it hits, if it hits servers lockbench started.
     pub fn servers(&self) -> Option<&Servers> {
         match self {
-            Self::Kill(s) | Self::Pause(s) => Some(s),
+            Self::Kill(s) | Self::Pause(s) | Self::PowerLoss(s) => Some(s),
             Self::Clock { servers, .. }
             | Self::Partition { servers, .. }
-            | Self::Network { servers, .. } => Some(servers),
+            | Self::Network { servers, .. }
+            | Self::SlowDisk { servers, .. } => Some(servers),
             Self::PauseClient(_) | Self::Command(_) => None,
         }
     }
@@ -381,6 +416,9 @@ struct FlatFault<'a> {
     /// Bits per second.
     #[serde(skip_serializing_if = "Option::is_none")]
     bandwidth_bit_s: Option<u64>,
+    /// A slow disk's: whether writes wait too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    writes: Option<bool>,
 }
 
 impl Serialize for FaultSpec {
@@ -410,12 +448,18 @@ impl Serialize for FaultSpec {
                 _ => None,
             },
             sku: f.servers().and_then(|s| s.sku),
-            delay: match f.impairment() {
-                Some(Impairment::Delay { delay, .. }) => Some(delay),
+            delay: match (f, f.impairment()) {
+                (_, Some(Impairment::Delay { delay, .. })) => Some(delay),
+                (Fault::SlowDisk { disk, .. }, _) => Some(disk.delay),
                 _ => None,
             },
-            jitter: match f.impairment() {
-                Some(Impairment::Delay { jitter, .. }) => Some(jitter),
+            jitter: match (f, f.impairment()) {
+                (_, Some(Impairment::Delay { jitter, .. })) => Some(jitter),
+                (Fault::SlowDisk { disk, .. }, _) => Some(disk.jitter),
+                _ => None,
+            },
+            writes: match f {
+                Fault::SlowDisk { disk, .. } => Some(disk.writes),
                 _ => None,
             },
             loss: match f.impairment() {
@@ -506,6 +550,7 @@ impl ChaosPlan {
     /// Rejects, before anything starts, network faults (delay, loss, bandwidth, reset) when
     /// this process cannot make them: they need root for namespaces, iptables and NFQUEUE.
     pub fn check_privileges(&self, root: bool) -> Result<(), ChaosError> {
+        self.check_disk(root, std::path::Path::new("/dev/fuse").exists())?;
         match self.faults.iter().position(|f| f.fault.kind().is_network()) {
             Some(i) if !root => Err(ChaosError::Invalid {
                 file: self.file.clone(),
@@ -518,6 +563,47 @@ impl ChaosPlan {
             }),
             _ => Ok(()),
         }
+    }
+
+    /// Rejects, before anything starts, power-loss and slow-disk faults where lazyfs cannot
+    /// mount: it needs the kernel's FUSE (`fuse`: /dev/fuse exists) and root.
+    pub fn check_disk(&self, root: bool, fuse: bool) -> Result<(), ChaosError> {
+        let Some(i) = self.faults.iter().position(|f| f.fault.kind().is_disk()) else {
+            return Ok(());
+        };
+        let why = match (fuse, root) {
+            (false, _) => {
+                "/dev/fuse is missing: the kernel (or the container lockbench runs in) \
+                           has no FUSE, which lazyfs needs"
+            }
+            (true, false) => {
+                "this process is not root: lazyfs mounts /dev/fuse itself, which \
+                              only root may do"
+            }
+            (true, true) => return Ok(()),
+        };
+        Err(ChaosError::Invalid {
+            file: self.file.clone(),
+            field: format!("fault[{i}].kind"),
+            value: format!("{:?}", self.faults[i].fault.kind().name()),
+            expected: format!(
+                "a fault this machine can make: power-loss and slow-disk put the node's data on \
+                 a FUSE filesystem (lazyfs), and {why}; run as root where /dev/fuse exists, or \
+                 drop the fault"
+            ),
+        })
+    }
+
+    /// The services whose nodes' data must sit on lazyfs: those a power-loss or slow-disk
+    /// fault names, else `default` (the strategy's lock service).
+    pub fn lazyfs_services(&self, default: Service) -> Vec<Service> {
+        let mut out: Vec<Service> = (self.faults.iter())
+            .filter(|f| f.fault.kind().is_disk())
+            .filter_map(|f| f.fault.servers().map(|s| s.service.unwrap_or(default)))
+            .collect();
+        out.sort_by_key(|s| s.name());
+        out.dedup();
+        out
     }
 
     /// Longest pause of a client process: attempts may outlast their bound by this much.
@@ -651,6 +737,15 @@ impl ChaosPlan {
                         "kill, pause or partition: network faults (delay, loss, bandwidth, reset) \
                          queue the packets of a node's network namespace, which only local \
                          processes have here; use --provision local",
+                    );
+                }
+                (Provisioner::Containers, f) if f.kind().is_disk() => {
+                    return reject(
+                        "kind",
+                        format!("{:?}", f.kind().name()),
+                        "kill, pause or partition: power-loss and slow-disk put a local node's \
+                         data on lazyfs, a FUSE filesystem lockbench mounts itself, which \
+                         containers do not have; use --provision local",
                     );
                 }
                 (Provisioner::Containers, Fault::Partition { clients, .. })
@@ -1111,7 +1206,7 @@ heal = "b"
             ),
             (
                 "kind = \"loss\"\nloss = 0.3\ndelay = \"1s\"\n",
-                "fault[0].delay = set: expected no value: only delay faults take it",
+                "fault[0].delay = set: expected no value: only delay and slow-disk faults take it",
             ),
             (
                 "kind = \"reset\"\nbandwidth = \"1mbit\"\n",
@@ -1261,5 +1356,87 @@ heal = "b"
             assert!(e.starts_with("c.toml: "), "{e}");
             assert!(e.contains(want), "expected {want:?} in: {e}");
         }
+    }
+
+    #[test]
+    fn disk_faults_parse_and_name_their_lazyfs_services() {
+        let p = ChaosPlan::parse(
+            "c.toml",
+            r#"
+[[fault]]
+kind = "power-loss"
+target = "master"
+at = "2s"
+duration = "1s"
+[[fault]]
+kind = "slow-disk"
+target = "one"
+service = "etcd"
+at = "4s"
+duration = "2s"
+delay = "200ms"
+jitter = "50ms"
+writes = true
+"#,
+            &workload(),
+        )
+        .expect("valid");
+        assert_eq!(p.faults[0].fault.kind(), FaultKind::PowerLoss);
+        let Fault::SlowDisk { disk, .. } = p.faults[1].fault else {
+            panic!("a slow disk: {:?}", p.faults[1]);
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(
+            (disk.delay, disk.jitter, disk.writes),
+            (ms(200), ms(50), true)
+        );
+        assert_eq!(
+            p.lazyfs_services(Service::Redis),
+            vec![Service::Etcd, Service::Redis]
+        );
+        let flat = serde_json::to_value(&p.faults[1]).expect("serialises");
+        assert_eq!(
+            (flat["kind"].as_str(), flat["writes"].as_bool()),
+            (Some("slow-disk"), Some(true))
+        );
+        assert!(!p.needs_network() && !p.needs_workers());
+        // Another run pays nothing: no disk fault, no lazyfs.
+        let calm =
+            "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"";
+        let k = ChaosPlan::parse("c.toml", calm, &workload()).expect("valid");
+        assert!(k.lazyfs_services(Service::Redis).is_empty());
+    }
+
+    #[test]
+    fn disk_faults_are_refused_where_lazyfs_cannot_mount_and_their_keys_elsewhere() {
+        let text =
+            "[[fault]]\nkind = \"power-loss\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"";
+        let p = ChaosPlan::parse("c.toml", text, &workload()).expect("valid");
+        p.check_disk(true, true).expect("root with FUSE");
+        let e = p.check_disk(false, true).unwrap_err().to_string();
+        assert!(e.contains("fault[0].kind") && e.contains("not root"), "{e}");
+        let e = p.check_disk(true, false).unwrap_err().to_string();
+        assert!(e.contains("/dev/fuse is missing"), "{e}");
+        let e = p
+            .check_provisioner(Provisioner::Containers)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--provision local"), "{e}");
+        let e = p
+            .check_provisioner(Provisioner::Target)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"command\""), "{e}");
+        let e = err(
+            "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"\nwrites = true",
+        );
+        assert!(
+            e.contains("fault[0].writes") && e.contains("only slow-disk"),
+            "{e}"
+        );
+        let e = err(
+            "[[fault]]\nkind = \"slow-disk\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"",
+        );
+        assert!(e.contains("fault[0].delay") && e.contains("missing"), "{e}");
     }
 }

@@ -17,9 +17,11 @@ use rand::{RngExt, SeedableRng};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::disk;
 use super::network::{self, LinkProbe};
 use super::plan::{ChaosPlan, ClientPause, CommandFault, Fault, FaultSpec, NodeSet, Servers};
-use crate::cluster::{OwnedCluster, Service, redis_cluster};
+use crate::cluster::lazyfs::{Dropped, SlowDisk};
+use crate::cluster::{ClusterError, OwnedCluster, Service, redis_cluster};
 use crate::record::phases::Boundaries;
 
 /// What became of one planned fault.
@@ -42,8 +44,10 @@ pub struct FaultRecord {
     pub promoted: Option<Instant>,
     /// What a network fault's probe measured through the impaired path.
     pub probe: Option<LinkProbe>,
-    /// The probe running while a network fault is in force; its heal stops it.
+    /// The probe running while a network fault or a slow disk is in force; its heal stops it.
     pub during: Option<Arc<network::During>>,
+    /// What a power loss dropped: the unsynced bytes of its nodes, and the files they were in.
+    pub dropped: Option<Dropped>,
 }
 
 impl FaultRecord {
@@ -157,6 +161,7 @@ impl FaultRecord {
             promoted: None,
             probe: None,
             during: None,
+            dropped: None,
         }
     }
 }
@@ -272,7 +277,9 @@ async fn inject(
         | Fault::Pause(s)
         | Fault::Clock { servers: s, .. }
         | Fault::Partition { servers: s, .. }
-        | Fault::Network { servers: s, .. } => hit_servers(r, t, s, boundaries, &mut rng).await,
+        | Fault::Network { servers: s, .. }
+        | Fault::PowerLoss(s)
+        | Fault::SlowDisk { servers: s, .. } => hit_servers(r, t, s, boundaries, &mut rng).await,
     }
 }
 
@@ -365,19 +372,14 @@ async fn hit_servers(
     };
     let workers = t.workers.as_ref().map_or(0, |w| w.len());
     let mut errors = hit_links(r, cluster, &nodes, workers, rng.random()).await;
+    if matches!(r.spec.fault, Fault::SlowDisk { .. }) {
+        match disk::before(cluster, &nodes).await {
+            Ok(p) => r.probe = Some(p),
+            Err(e) => errors.push(e),
+        }
+    }
     for n in &nodes {
-        let res = match r.spec.fault {
-            Fault::Kill(_) => cluster.kill(n).await,
-            Fault::Pause(_) => cluster.pause(n).await,
-            Fault::Clock { change, .. } => {
-                cluster.set_clock(n, Some((change.jump_ms, change.rate)))
-            }
-            Fault::Partition { .. }
-            | Fault::Network { .. }
-            | Fault::PauseClient(_)
-            | Fault::Command(_) => Ok(()),
-        };
-        if let Err(e) = res {
+        if let Err(e) = hit_node(r, cluster, n, rng.random()).await {
             errors.push(e.to_string());
         }
     }
@@ -389,6 +391,9 @@ async fn hit_servers(
     if let (Some(imp), Some(_)) = (r.spec.fault.impairment(), &r.probe) {
         let from = r.cut_clients.first().copied();
         r.during = network::start_during(cluster, &r.nodes[0], from, imp);
+    }
+    if matches!(r.spec.fault, Fault::SlowDisk { .. }) && r.probe.is_some() {
+        r.during = disk::start_during(cluster, &r.nodes);
     }
     if !errors.is_empty() {
         r.note = Some(errors.join("; "));
@@ -407,6 +412,48 @@ async fn hit_servers(
         },
         watch,
     )
+}
+
+/// Kills, pauses, skews, drops the unsynced writes of or slows the disk of node `n` (links
+/// are `hit_links`'s); `seed` draws a slow disk's jitter.
+async fn hit_node(
+    r: &mut FaultRecord,
+    cluster: &mut OwnedCluster,
+    n: &str,
+    seed: u64,
+) -> Result<(), ClusterError> {
+    match r.spec.fault {
+        Fault::Kill(_) => cluster.kill(n).await,
+        Fault::Pause(_) => cluster.pause(n).await,
+        Fault::Clock { change, .. } => cluster.set_clock(n, Some((change.jump_ms, change.rate))),
+        Fault::PowerLoss(_) => {
+            let d = cluster.power_loss(n).await?;
+            let sum = r.dropped.get_or_insert_default();
+            sum.bytes += d.bytes;
+            sum.files += d.files;
+            tracing::info!(
+                fault = r.spec.id,
+                node = n,
+                bytes = d.bytes,
+                files = d.files,
+                "power loss dropped unsynced writes"
+            );
+            Ok(())
+        }
+        Fault::SlowDisk { disk, .. } => {
+            let slow = SlowDisk {
+                delay: disk.delay,
+                jitter: disk.jitter,
+                writes: disk.writes,
+                seed,
+            };
+            cluster.slow_disk(n, Some(slow))
+        }
+        Fault::Partition { .. }
+        | Fault::Network { .. }
+        | Fault::PauseClient(_)
+        | Fault::Command(_) => Ok(()),
+    }
 }
 
 /// How long a network fault's queue may outlive its planned heal before it gives up by itself
@@ -482,7 +529,8 @@ async fn heal(
                 Fault::Network { .. } => {
                     (cluster.unimpair(n)).map(|c| r.probe.get_or_insert_default().count(c))
                 }
-                Fault::Kill(_) => cluster.restart(n).await,
+                Fault::Kill(_) | Fault::PowerLoss(_) => cluster.restart(n).await,
+                Fault::SlowDisk { .. } => cluster.slow_disk(n, None),
                 Fault::Pause(_) => cluster.resume(n).await,
                 Fault::Clock { .. } => cluster.set_clock(n, None),
                 Fault::Partition { .. } => cluster.heal_partition(n).await,
@@ -499,7 +547,11 @@ async fn heal(
     if let (Some(cluster), Some(mut probe)) = (t.cluster.as_deref(), r.probe.take()) {
         let from = r.cut_clients.first().copied();
         let during = r.during.take();
-        errors.extend(network::after_heal(cluster, &r.nodes, from, during, &mut probe).await);
+        if matches!(r.spec.fault, Fault::SlowDisk { .. }) {
+            disk::after_heal(cluster, &r.nodes, during, &mut probe).await;
+        } else {
+            errors.extend(network::after_heal(cluster, &r.nodes, from, during, &mut probe).await);
+        }
         r.probe = Some(probe);
     }
     if !errors.is_empty() {

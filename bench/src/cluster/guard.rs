@@ -16,6 +16,7 @@ use super::durability::{Durability, Source};
 use super::endpoints::EndpointsFile;
 use super::error::ClusterError;
 use super::kind::{Asked, ServiceKind, Start, Started};
+use super::lazyfs::{Dropped, SlowDisk, SyncCounts};
 use super::local::Local;
 use super::model::{ClusterOptions, Endpoints, Needs, NodeInfo, Provisioner, Service};
 use super::net;
@@ -110,6 +111,9 @@ impl OwnedCluster {
         }
         if let Some(e) = failed {
             return Err(e);
+        }
+        if let Some(local) = cluster.backend.local() {
+            local.settle_disks()?;
         }
         let nodes = cluster.nodes.iter().map(|n| (n.service, n.addr));
         let read = registry::durability(nodes, &cluster.endpoints, Source::StartedWith).await;
@@ -267,6 +271,35 @@ impl OwnedCluster {
                 .map_err(|e| e.to_string())
         })
         .await
+    }
+
+    /// A power loss of node `name`: SIGKILL, then every write it had not fsynced is dropped
+    /// from its data directory (on lazyfs, [`ClusterOptions::lazyfs`]); [`OwnedCluster::restart`]
+    /// starts it again on what was synced.
+    pub async fn power_loss(&mut self, name: &str) -> Result<Dropped, ClusterError> {
+        let local = self.lazy_local(name)?;
+        // Whether it can be dropped is known before the kill.
+        local.disk(name)?;
+        self.node_mut(name)?.server.kill().await?;
+        self.lazy_local(name)?.crash_disk(name)
+    }
+
+    /// Slows node `name`'s fsyncs (on lazyfs), or heals them with `None`.
+    pub fn slow_disk(&self, name: &str, disk: Option<SlowDisk>) -> Result<(), ClusterError> {
+        self.lazy_local(name)?.slow_disk(name, disk)
+    }
+
+    /// Node `name`'s data directory on lazyfs, and its fsync counts so far.
+    pub fn disk(&self, name: &str) -> Result<(PathBuf, SyncCounts), ClusterError> {
+        self.lazy_local(name)?.disk(name)
+    }
+
+    fn lazy_local(&self, name: &str) -> Result<&Local, ClusterError> {
+        self.backend.local().ok_or_else(|| ClusterError::Setup {
+            node: name.to_string(),
+            what: "disk fault".into(),
+            detail: "power-loss and slow-disk need local processes (--provision local)".into(),
+        })
     }
 
     /// Stops node `name` from answering while it keeps its sockets: SIGSTOP to a process, the

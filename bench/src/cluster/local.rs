@@ -15,7 +15,8 @@ use async_trait::async_trait;
 use super::backend::Backend;
 use super::builds::Builds;
 use super::error::ClusterError;
-use super::model::{ClusterOptions, Provisioner};
+use super::lazyfs::{Dropped, LazyMount, SlowDisk, SyncCounts};
+use super::model::{ClusterOptions, Provisioner, Service};
 use super::netem::{self, Impairment, LinkCounts};
 use super::node::Node;
 use super::owner::Owner;
@@ -35,7 +36,11 @@ pub(super) struct Local {
     builds: Builds,
     /// Network faults in force, by node: healed (by drop on a panic) before the network goes.
     links: Mutex<HashMap<String, NodeLinks>>,
-    // Fields drop in order: the namespaces go before the data directory.
+    /// Services whose nodes' data directories are lazyfs mounts ([`ClusterOptions::lazyfs`]).
+    lazy: Vec<Service>,
+    // Fields drop in order: the mounts and the namespaces go before the data directory.
+    /// The lazyfs mounts, by node.
+    mounts: Mutex<HashMap<String, LazyMount>>,
     network: Option<net::Network>,
     data: tempfile::TempDir,
 }
@@ -50,6 +55,17 @@ struct NodeLinks {
     /// What replaced faults counted, oldest first, for their heals.
     replaced: std::collections::VecDeque<Result<LinkCounts, String>>,
 }
+/// Whether node `name` is one of `service`'s: `etcd-2` or `redis-1` (never a
+/// `redis-cluster-1` for `redis`), or the node named after its service (`mariadb`).
+fn is_node_of(name: &str, service: Service) -> bool {
+    let s = service.name();
+    name == s
+        || name
+            .strip_prefix(s)
+            .and_then(|r| r.strip_prefix('-'))
+            .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()))
+}
+
 impl Local {
     /// Creates the run's directories and network and reserves a port for each of `names`
     /// (a node, or one of its ports), so a busy port fails the run before anything starts.
@@ -85,6 +101,8 @@ impl Local {
             shim,
             builds: opts.builds,
             links: Mutex::default(),
+            lazy: opts.lazyfs.clone(),
+            mounts: Mutex::default(),
             network,
             data,
         })
@@ -98,12 +116,67 @@ impl Local {
             .unwrap_or_else(|| panic!("{name}: every port is reserved before start"))
     }
 
-    /// The data directory of node `name`, created.
+    /// The data directory of node `name`, created; a lazyfs mount over `<name>.synced` when
+    /// its service is one of [`ClusterOptions::lazyfs`].
     pub(super) fn dir(&self, name: &str) -> Result<PathBuf, ClusterError> {
         let dir = self.data.path().join(name);
         std::fs::create_dir_all(&dir)
             .map_err(|e| ClusterError::io(format!("create {}", dir.display()), e))?;
+        if !self.lazy.iter().any(|s| is_node_of(name, *s)) {
+            return Ok(dir);
+        }
+        let mut mounts = self.mounts.lock().expect("mounts");
+        if !mounts.contains_key(name) {
+            let backing = self.data.path().join(format!("{name}.synced"));
+            std::fs::create_dir_all(&backing)
+                .map_err(|e| ClusterError::io(format!("create {}", backing.display()), e))?;
+            let m = LazyMount::mount(&backing, &dir)
+                .map_err(|e| ClusterError::io(format!("mount lazyfs at {}", dir.display()), e))?;
+            mounts.insert(name.to_string(), m);
+        }
         Ok(dir)
+    }
+
+    /// Makes durable what the nodes wrote so far (their set-up: configuration files, initdb),
+    /// as on a machine that has run a while: a power loss then drops only the run's own
+    /// unsynced writes.
+    pub(super) fn settle_disks(&self) -> Result<(), ClusterError> {
+        for (name, m) in self.mounts.lock().expect("mounts").iter() {
+            m.sync_all()
+                .map_err(|e| ClusterError::io(format!("sync {name}'s data on lazyfs"), e))?;
+        }
+        Ok(())
+    }
+
+    /// Drops the unsynced writes of node `name`'s data (its process is dead by now).
+    pub(super) fn crash_disk(&self, name: &str) -> Result<Dropped, ClusterError> {
+        self.with_mount(name, |m| m.crash())
+    }
+
+    /// Slows (or heals, with `None`) node `name`'s fsyncs.
+    pub(super) fn slow_disk(&self, name: &str, disk: Option<SlowDisk>) -> Result<(), ClusterError> {
+        self.with_mount(name, |m| m.slow(disk))
+    }
+
+    /// Node `name`'s data directory on lazyfs and its fsync counts so far.
+    pub(super) fn disk(&self, name: &str) -> Result<(PathBuf, SyncCounts), ClusterError> {
+        self.with_mount(name, |m| (m.path().to_path_buf(), m.counts()))
+    }
+
+    fn with_mount<T>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&LazyMount) -> T,
+    ) -> Result<T, ClusterError> {
+        let mounts = self.mounts.lock().expect("mounts");
+        let m = mounts.get(name).ok_or_else(|| ClusterError::Setup {
+            node: name.to_string(),
+            what: "disk fault".into(),
+            detail: "its data directory is not on lazyfs (the run's chaos plan asked for none \
+                     on this service)"
+                .into(),
+        })?;
+        Ok(f(m))
     }
 
     /// Which build of each server the run's nodes run.
@@ -282,5 +355,20 @@ impl Backend for Local {
         }
         clock::set(&control, change)
             .map_err(|e| ClusterError::io(format!("write {}", control.display()), e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_belongs_to_the_service_it_is_named_after() {
+        assert!(is_node_of("etcd-2", Service::Etcd));
+        assert!(is_node_of("redis-1", Service::Redis));
+        assert!(is_node_of("mariadb", Service::Mariadb));
+        assert!(!is_node_of("redis-cluster-1", Service::Redis));
+        assert!(!is_node_of("etcd-2 (peer)", Service::Etcd));
+        assert!(!is_node_of("zookeeper-1", Service::Etcd));
     }
 }

@@ -34,6 +34,7 @@ mod external;
 mod guard;
 pub mod installed;
 mod kind;
+pub mod lazyfs;
 pub mod leftovers;
 pub mod limits;
 mod local;

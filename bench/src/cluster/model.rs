@@ -504,6 +504,12 @@ pub struct ClusterOptions {
     pub postgres_synchronous_commit: SynchronousCommit,
     /// The pooler between the buyers and the PostgreSQL primary (local processes only).
     pub postgres_pooling: Pooling,
+    /// MariaDB's `innodb_flush_log_at_trx_commit`: 1 (the default: the redo log fsynced at
+    /// every commit) or 2 (written at commit, fsynced once a second).
+    pub mariadb_flush_log_at_trx_commit: u8,
+    /// Services whose local nodes keep their data on lazyfs (`lazyfs`): what power-loss and
+    /// slow-disk faults need; empty for every other run, which then pays nothing.
+    pub lazyfs: Vec<Service>,
 }
 
 impl ClusterOptions {
@@ -520,6 +526,8 @@ impl ClusterOptions {
             builds: Builds::default(),
             postgres_synchronous_commit: SynchronousCommit::On,
             postgres_pooling: Pooling::default(),
+            mariadb_flush_log_at_trx_commit: 1,
+            lazyfs: Vec::new(),
         }
     }
 }

@@ -24,6 +24,14 @@ impl Provisioned {
         }
     }
 
+    /// The local backend, if it is the one (lazyfs mounts exist only there).
+    pub(super) fn local(&self) -> Option<&Local> {
+        match self {
+            Self::Local(l) => Some(l),
+            Self::Containers(_) => None,
+        }
+    }
+
     /// What the nodes share, and what spans nodes (a partition).
     pub(super) fn backend(&self) -> &dyn Backend {
         match self {

@@ -42,8 +42,17 @@ pub struct FaultSummary {
     pub note: Option<String>,
     /// A network fault's probe: TCP connect round trips through the impaired path before,
     /// during and after the fault, what its queue saw, and what the heal left (nothing).
+    ///
+    /// A slow disk's probe: fdatasync after a small write in the node's data directory
+    /// (`rtt_ms`: each fdatasync's time), before, during and after the fault.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probe: Option<LinkProbe>,
+    /// A power loss: the bytes its nodes had written and not fsynced, dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_bytes: Option<u64>,
+    /// A power loss: the files those bytes were in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dropped_files: Option<u64>,
 }
 
 /// Measurements between two fault boundaries.
@@ -141,6 +150,8 @@ fn fault_summary(r: &FaultRecord, data: &PhaseData, start: Instant, end: Instant
         unavailable_s: unavailable.map(s),
         note: r.note.clone(),
         probe: r.probe.clone(),
+        dropped_bytes: r.dropped.map(|d| d.bytes),
+        dropped_files: r.dropped.map(|d| d.files),
     }
 }
 

@@ -703,6 +703,8 @@ pub(crate) mod fixtures {
             unavailable_s: Some(0.5),
             note: None,
             probe: None,
+            dropped_bytes: None,
+            dropped_files: None,
         }
     }
 

@@ -133,6 +133,14 @@ fn fault_notes(s: &Summary, f: &super::FaultSummary) -> Vec<String> {
             probe_rtt(p)
         ));
     }
+    if let Some(bytes) = f.dropped_bytes {
+        notes.push(format!(
+            "power loss: {}: fault {}: dropped {bytes} unsynced bytes in {} file(s)",
+            s.strategy,
+            f.id,
+            f.dropped_files.unwrap_or(0)
+        ));
+    }
     notes
 }
 

@@ -199,8 +199,11 @@ impl<'a> Plan<'a> {
         cluster.redis_appendfsync = aof;
         cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
         cluster.postgres_pooling = postgres_pooling(opts, info, given)?;
+        cluster.mariadb_flush_log_at_trx_commit = mariadb_flush_log(opts, info, given)?;
         cluster.builds = builds(opts, info)?;
         cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
+        // Only the services a power-loss or slow-disk fault hits keep their data on lazyfs.
+        cluster.lazyfs = chaos.map_or_else(Vec::new, |c| c.lazyfs_services(info.lock_service()));
         cluster.provisioner = opts.provision;
         // Containers are partitioned on their own Docker network; only local processes need
         // namespaces for that.
@@ -337,6 +340,25 @@ fn postgres_synchronous_commit(
         )));
     }
     Ok(v)
+}
+
+/// `servers.mariadb_flush_log_at_trx_commit`, refused (unless 1, the default) for servers this
+/// run does not start.
+fn mariadb_flush_log(
+    opts: &RunOptions,
+    info: &StrategyInfo,
+    given: Option<&str>,
+) -> Result<u8, RunError> {
+    let v = opts.workload.servers.mariadb_flush_log_at_trx_commit;
+    match given {
+        Some(flag) if info.needs.mariadb && v != 1 => Err(RunError::Options(format!(
+            "servers.mariadb_flush_log_at_trx_commit = {v} with {flag}: only MariaDB servers \
+             this run starts can be configured; these keep their own setting (summary.json \
+             reports it under servers[].durability): drop the key, or let this run start its \
+             servers"
+        ))),
+        _ => Ok(v),
+    }
 }
 
 /// The pooler a run puts between its buyers and PostgreSQL (`servers.postgres_pooler`),

@@ -163,6 +163,7 @@ struct RawServers {
     redis_appendfsync: Option<String>,
     postgres_synchronous_commit: Option<String>,
     postgres_pooler: Option<String>,
+    mariadb_flush_log_at_trx_commit: Option<i64>,
     #[serde(default, deserialize_with = "version_name")]
     redis: Option<String>,
     #[serde(default, deserialize_with = "version_name")]
@@ -351,7 +352,7 @@ pub struct LockParams {
 
 /// `[servers]`: settings of the servers lockbench starts (servers of `--endpoints` and
 /// `--target` keep their own).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Servers {
     /// What every Redis node does with a write before acknowledging it.
     pub redis_appendfsync: RedisAppendfsync,
@@ -364,6 +365,12 @@ pub struct Servers {
     /// effective workload when none, as it was before the key existed.
     #[serde(skip_serializing_if = "Pooler::is_none")]
     pub postgres_pooler: Pooler,
+    /// MariaDB's `innodb_flush_log_at_trx_commit`: 1 (the default: the redo log fsynced at
+    /// every commit) or 2 (written at commit, fsynced once a second: a power loss can take
+    /// the last second of commits). Left out of the effective workload when 1, as it was
+    /// before the key existed.
+    #[serde(skip_serializing_if = "is_one")]
+    pub mariadb_flush_log_at_trx_commit: u8,
     /// Which build every Redis node runs: `"7.0"` (bookworm's), `"valkey-8.0"`, `"valkey-9.1"`.
     pub redis: RedisBuild,
     /// Which build every etcd member runs: `"3.4"` (bookworm's), `"3.5"`.
@@ -408,6 +415,10 @@ impl Servers {
             },
         }
     }
+}
+
+fn is_one(n: &u8) -> bool {
+    *n == 1
 }
 
 /// `servers.redis_appendfsync`: Redis persistence. `off` keeps nothing (`--save ""
@@ -791,6 +802,20 @@ impl Fields<'_> {
     }
 
     /// The `[lock]` section.
+    /// `servers.mariadb_flush_log_at_trx_commit`: 1 (the default) or 2.
+    fn flush_log(&self, raw: Option<i64>) -> Result<u8, WorkloadError> {
+        match raw {
+            None => Ok(1),
+            Some(n @ (1 | 2)) => Ok(n as u8),
+            Some(n) => Err(self.invalid(
+                "servers.mariadb_flush_log_at_trx_commit",
+                n.to_string(),
+                "1 (the redo log fsynced at every commit, MariaDB's default) or 2 (written at \
+                 commit, fsynced once a second)",
+            )),
+        }
+    }
+
     /// `[servers]`: each value one of its names.
     fn servers(&self, raw: RawServers) -> Result<Servers, WorkloadError> {
         fn named<T: std::str::FromStr + Default>(
@@ -806,7 +831,9 @@ impl Fields<'_> {
                     .map_err(|_| f.invalid(field, format!("{v:?}"), expected)),
             }
         }
+        let flush = self.flush_log(raw.mariadb_flush_log_at_trx_commit)?;
         Ok(Servers {
+            mariadb_flush_log_at_trx_commit: flush,
             redis_appendfsync: named(
                 self,
                 "servers.redis_appendfsync",
@@ -1188,6 +1215,26 @@ ttl = "1s"
         let text = toml::to_string(&w).unwrap();
         let back = Workload::parse("effective", &text, &[]).unwrap();
         assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+    }
+
+    #[test]
+    fn servers_section_sets_mariadb_flush_log_at_trx_commit_to_1_or_2() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 1);
+        let o = vec!["servers.mariadb_flush_log_at_trx_commit=2".to_string()];
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 2);
+        let text = toml::to_string(&w).unwrap();
+        let back = Workload::parse("effective", &text, &[]).unwrap();
+        assert_eq!(back.servers.mariadb_flush_log_at_trx_commit, 2);
+        let bad = "[servers]\nmariadb_flush_log_at_trx_commit = 3\n";
+        let e = Workload::parse("w.toml", bad, &[]).unwrap_err().to_string();
+        assert!(
+            e.contains("w.toml")
+                && e.contains("servers.mariadb_flush_log_at_trx_commit")
+                && e.contains("1 (the redo log"),
+            "{e}"
+        );
     }
 
     #[test]

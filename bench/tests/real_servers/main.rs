@@ -22,6 +22,7 @@ mod pay;
 mod pg_strategies;
 mod pooler;
 mod postgres;
+mod power;
 mod reads;
 mod reconnect;
 mod remote;

@@ -111,13 +111,21 @@ fn grants(password: &str) -> [String; 3] {
     ]
 }
 
-/// Starts the server and creates the database and user the strategies use.
+/// `--innodb-flush-log-at-trx-commit=N` ([`ClusterOptions::mariadb_flush_log_at_trx_commit`]):
+/// 1 fsyncs the redo log at every commit, 2 writes it at commit and fsyncs once a second.
+fn flush_flag(n: u8) -> String {
+    format!("--innodb-flush-log-at-trx-commit={n}")
+}
+
+/// Starts the server (its redo log flushed as `flush` says) and creates the database and user
+/// the strategies use.
 pub(in crate::cluster) async fn start(
     l: Launcher<'_>,
+    flush: u8,
 ) -> Result<(Node, MysqlEndpoint), ClusterError> {
     match l {
-        Launcher::Local(local) => start_local(local).await,
-        Launcher::Containers(run) => start_container(run).await,
+        Launcher::Local(local) => start_local(local, flush).await,
+        Launcher::Containers(run) => start_container(run, flush).await,
     }
 }
 
@@ -132,7 +140,7 @@ fn running_as_root() -> bool {
 
 /// Initialises a datadir, starts `mariadbd` on its reserved address, and creates the database
 /// and user through the socket.
-async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterError> {
+async fn start_local(local: &Local, flush: u8) -> Result<(Node, MysqlEndpoint), ClusterError> {
     let addr = local.addr(NAME);
     let dir = &local.dir(NAME)?;
     let install = find_binary("mariadb-install-db", "mariadb-server")?;
@@ -163,6 +171,7 @@ async fn start_local(local: &Local) -> Result<(Node, MysqlEndpoint), ClusterErro
         .arg(format!("--socket={}", dir.join("mysqld.sock").display()))
         .arg(format!("--pid-file={}", dir.join("mysqld.pid").display()))
         .args(SERVER_FLAGS)
+        .arg(flush_flag(flush))
         .args(user_arg);
     let mut process = local.spawn(NAME, cmd)?;
 
@@ -259,7 +268,7 @@ const MYSQL_FLAGS: [&str; 6] = [
 /// The shell script of the database container of `build`: it installs the datadir unless it
 /// exists (it survives a kill: same container), writes an init file with the grants and runs
 /// the server. The socket goes to /tmp: /run/mysqld need not exist in the image.
-fn container_script(build: MysqlBuild) -> String {
+fn container_script(build: MysqlBuild, flush: u8) -> String {
     // printf's format: `%` doubled, the password its one argument.
     let init: String = grants("@PASSWORD@")
         .iter()
@@ -273,7 +282,7 @@ fn container_script(build: MysqlBuild) -> String {
                 INSTALL_FLAGS.join(" ")
             ),
             "mariadbd",
-            SERVER_FLAGS.join(" "),
+            format!("{} {}", SERVER_FLAGS.join(" "), flush_flag(flush)),
         ),
         // root@localhost without a password, as mariadb-install-db leaves it. The image of
         // scripts/container-images.sh carries a datadir initialised so (8 s saved a run).
@@ -285,7 +294,11 @@ fn container_script(build: MysqlBuild) -> String {
                 .to_string(),
             "mysqld",
             // No X protocol listener: a second port nobody uses.
-            format!("{} --mysqlx=OFF", MYSQL_FLAGS.join(" ")),
+            format!(
+                "{} --mysqlx=OFF {}",
+                MYSQL_FLAGS.join(" "),
+                flush_flag(flush)
+            ),
         ),
     };
     format!(
@@ -300,9 +313,12 @@ fn container_script(build: MysqlBuild) -> String {
 }
 
 /// One container of the run's database build ([`container_script`]).
-async fn start_container(run: &Containers) -> Result<(Node, MysqlEndpoint), ClusterError> {
+async fn start_container(
+    run: &Containers,
+    flush: u8,
+) -> Result<(Node, MysqlEndpoint), ClusterError> {
     let password = password()?;
-    let script = container_script(run.mysql);
+    let script = container_script(run.mysql, flush);
     // The node is named after the server that runs (its log is `logs/<name>.log`); the service
     // stays `mariadb`, the one chaos files and strategies name.
     let name = match run.mysql {
@@ -363,7 +379,7 @@ impl ServiceKind for Mariadb {
     }
 
     async fn start(&self, s: Start<'_>) -> Result<Started, ClusterError> {
-        let (node, endpoint) = start(s.launcher).await?;
+        let (node, endpoint) = start(s.launcher, s.opts.mariadb_flush_log_at_trx_commit).await?;
         Ok(Started::new(vec![node], move |ep| {
             ep.mysql = Some(endpoint);
         }))
