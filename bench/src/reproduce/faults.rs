@@ -21,9 +21,15 @@ pub struct FaultRun {
     pub set: &'static [&'static str],
     /// The builds, the first the one the failure was published on (or the oldest here).
     pub builds: &'static [Build],
+    /// Each of a build's two runs' own name and `--set` overrides, where the two differ by a
+    /// setting rather than by their strategy (`("", &[])`: none; the folder is the strategy's).
+    pub runs: [(&'static str, &'static [&'static str]); 2],
     /// How the two runs of a build are read against what was published.
     pub judge: Judge,
 }
+
+/// Two runs that differ only by their strategy.
+const SAME: [(&str, &[&str]); 2] = [("", &[]), ("", &[])];
 
 /// One build of a [`FaultRun`]: a server build, or a library's (whose strategies differ).
 pub struct Build {
@@ -47,6 +53,9 @@ pub enum Judge {
     /// The plain lock broke (a key granted twice); the one that waits for a replica did not
     /// (its lock verdict `held`), whatever it sold.
     Replicated,
+    /// After a power loss the first run's store lost sales buyers were told succeeded (or
+    /// oversold); the second's books balance with every acknowledged sale in them.
+    Durable,
 }
 
 const SETNX: [&str; 2] = ["redis-setnx", "redis-setnx-fenced"];
@@ -79,6 +88,7 @@ pub const KLEPPMANN: FaultRun = FaultRun {
     ),
     set: &["load.duration=8s", "load.rate=100"],
     builds: &redis_builds(SETNX),
+    runs: SAME,
     judge: Judge::Fenced,
 };
 
@@ -97,6 +107,7 @@ pub const SENTINEL: FaultRun = FaultRun {
         "load.rate=100",
     ],
     builds: &redis_builds(SENTINELS),
+    runs: SAME,
     judge: Judge::Replicated,
 };
 
@@ -126,7 +137,26 @@ pub const CURATOR: FaultRun = FaultRun {
             set: &["servers.zookeeper=\"3.9\""],
         },
     ],
+    runs: SAME,
     judge: Judge::Fenced,
+};
+
+/// redis.io's "you may lose 1 second of data" with `appendfsync everysec`: `redis-lua-decr`
+/// (the whole sale one Lua call on Redis, no MariaDB) under `chaos/power-loss.toml` (the
+/// master's unsynced writes dropped 1 s in), with everysec and then always. 1,000 arrivals/s
+/// over 4 SKUs for 3 s: sales still going at the loss.
+pub const EVERYSEC: FaultRun = FaultRun {
+    chaos: (
+        "chaos/power-loss.toml",
+        include_str!("../../../chaos/power-loss.toml"),
+    ),
+    set: &["load.duration=3s", "load.rate=1000"],
+    builds: &redis_builds(["redis-lua-decr", "redis-lua-decr"]),
+    runs: [
+        ("everysec", &["servers.redis_appendfsync=\"everysec\""]),
+        ("always", &["servers.redis_appendfsync=\"always\""]),
+    ],
+    judge: Judge::Durable,
 };
 
 impl FaultRun {
@@ -135,7 +165,13 @@ impl FaultRun {
     pub fn describe(&self) -> String {
         let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
         for b in self.builds {
-            let pair = b.strategies.join(" and ");
+            let named = (b.strategies.iter().zip(self.runs))
+                .map(|(id, (run, _))| match run {
+                    "" => id.to_string(),
+                    run => format!("{id} ({run})"),
+                })
+                .collect::<Vec<_>>();
+            let pair = named.join(" and ");
             match groups.last_mut() {
                 Some((p, labels)) if *p == pair => labels.push(b.label),
                 _ => groups.push((pair, vec![b.label])),
@@ -162,8 +198,12 @@ pub async fn run(
     let mut out = Vec::new();
     for b in r.builds {
         let mut runs = Vec::new();
-        for id in b.strategies {
-            match one(r, b, id, &dir.join(b.name).join(id), cancel).await {
+        for (id, (run, set)) in b.strategies.into_iter().zip(r.runs) {
+            let folder = match run {
+                "" => id.to_string(),
+                run => format!("{id}-{run}"),
+            };
+            match one(r, b, (id, set), &dir.join(b.name).join(folder), cancel).await {
                 Ok(s) => runs.push(s),
                 Err(e) => {
                     runs.clear();
@@ -183,11 +223,11 @@ pub async fn run(
 async fn one(
     r: &FaultRun,
     build: &Build,
-    id: &str,
+    (id, own): (&str, &[&str]),
     out: &Path,
     cancel: &CancellationToken,
 ) -> Result<Summary, String> {
-    let set: Vec<String> = (r.set.iter().chain(build.set))
+    let set: Vec<String> = (r.set.iter().chain(build.set).chain(own))
         .map(|s| s.to_string())
         .collect();
     let w = Workload::parse(WORKLOAD.0, WORKLOAD.1, &set).map_err(|e| e.to_string())?;
@@ -224,6 +264,15 @@ fn judge(how: Judge, plain: &Summary, other: &Summary) -> (&'static str, String)
                 && other.double_grant_incidents == 0
                 && other.store_verdict == StoreVerdict::Intact
         }
+        Judge::Durable => {
+            let lost = |s: &Summary| s.audit.lost_sales + s.audit.oversell;
+            let dropped = |s: &Summary| s.faults.iter().any(|f| f.dropped_bytes.is_some());
+            lost(plain) > 0
+                && lost(other) == 0
+                && other.store_verdict == StoreVerdict::Intact
+                && dropped(plain)
+                && dropped(other)
+        }
     };
     let verdict = if reproduced {
         "reproduced"
@@ -246,6 +295,7 @@ fn said(how: Judge, s: &Summary) -> String {
         .map_or("none".to_string(), |v| name(serde_json::json!(v)));
     let store = name(serde_json::json!(s.store_verdict));
     let last = match how {
+        Judge::Durable => return durable_said(s),
         Judge::Fenced => format!("stale writes refused {}", s.stale_rejected),
         Judge::Replicated => format!(
             "leases lost {}, sold after the first fault {} of {}",
@@ -257,6 +307,28 @@ fn said(how: Judge, s: &Summary) -> String {
     format!(
         "{}: lock {lock}, store {} (double grants {}, lost updates {}, oversold {}, {last})",
         s.strategy, store, s.double_grant_incidents, s.audit.lost_updates, s.audit.oversell,
+    )
+}
+
+/// `redis-lua-decr, appendfsync everysec: 388 acknowledged sales lost (0.41 s of the 940
+/// sales/s before the loss), oversold 0, 45396 B dropped`.
+fn durable_said(s: &Summary) -> String {
+    let setting = (s.workload["servers"]["redis_appendfsync"].as_str()).unwrap_or("?");
+    let before = s.phases.iter().find(|p| p.name == "before");
+    let rate = before.map(|p| p.sales_per_s);
+    let seconds = match rate {
+        Some(r) if r > 0.0 => format!(
+            " ({} s of the {} sales/s before the loss)",
+            crate::report::format::decimals(s.audit.lost_sales as f64 / r, 2),
+            crate::report::format::decimals(r, 0)
+        ),
+        _ => String::new(),
+    };
+    let dropped: u64 = s.faults.iter().filter_map(|f| f.dropped_bytes).sum();
+    format!(
+        "{}, appendfsync {setting}: {} acknowledged sales lost{seconds}, oversold {}, {dropped} B \
+         dropped",
+        s.strategy, s.audit.lost_sales, s.audit.oversell
     )
 }
 
@@ -353,6 +425,50 @@ mod tests {
     }
 
     #[test]
+    fn a_power_loss_reproduces_when_everysec_lost_acknowledged_sales_and_always_none() {
+        let run = |setting: &str, lost: u64, dropped: Option<u64>| {
+            let mut s = summary("redis-lua-decr", LockVerdict::Held, 0, StoreVerdict::Intact);
+            s.lock_verdict = None;
+            s.workload["servers"]["redis_appendfsync"] = setting.into();
+            s.audit.lost_sales = lost;
+            s.faults[0].dropped_bytes = dropped;
+            if lost > 0 {
+                s.store_verdict = StoreVerdict::Corrupted;
+            }
+            s
+        };
+        let everysec = run("everysec", 388, Some(45_396));
+        let always = run("always", 0, Some(0));
+        let (v, said) = judge(Judge::Durable, &everysec, &always);
+        assert_eq!(v, "reproduced");
+        let rate = everysec.phases[0].sales_per_s;
+        assert!(
+            said.starts_with("redis-lua-decr, appendfsync everysec: 388 acknowledged sales lost (")
+                && said.contains(&format!(
+                    " s of the {} sales/s before the loss)",
+                    rate.round()
+                ))
+                && said.contains(
+                    "45396 B dropped; redis-lua-decr, appendfsync always: 0 acknowledged"
+                ),
+            "{said}"
+        );
+        // always losing a sale, everysec losing none, or no power loss at all: not the finding.
+        let lossy_always = run("always", 1, Some(10));
+        assert_eq!(
+            judge(Judge::Durable, &everysec, &lossy_always).0,
+            "not reproduced"
+        );
+        let lucky = run("everysec", 0, Some(0));
+        assert_eq!(judge(Judge::Durable, &lucky, &always).0, "not reproduced");
+        let no_fault = run("everysec", 388, None);
+        assert_eq!(
+            judge(Judge::Durable, &no_fault, &always).0,
+            "not reproduced"
+        );
+    }
+
+    #[test]
     fn the_list_names_each_builds_strategies_once_per_run_of_equal_pairs() {
         assert_eq!(
             KLEPPMANN.describe(),
@@ -365,8 +481,13 @@ mod tests {
              lib:curator-5.7 and lib:curator-5.7-fenced on Curator 5.7.1 on ZooKeeper 3.9, \
              under chaos/curator-session-expiry.toml"
         );
+        assert_eq!(
+            EVERYSEC.describe(),
+            "redis-lua-decr (everysec) and redis-lua-decr (always) on Redis 7.0 and Valkey 8.0, \
+             under chaos/power-loss.toml"
+        );
         // Every build's strategies exist, and a Curator build's strategies load that build.
-        for r in [&KLEPPMANN, &SENTINEL, &CURATOR] {
+        for r in [&KLEPPMANN, &SENTINEL, &CURATOR, &EVERYSEC] {
             for b in r.builds {
                 for id in b.strategies {
                     assert!(crate::strategy::find(id).is_ok(), "{id}");

@@ -71,6 +71,13 @@ pub const ALL: &[Scenario] = &[
         how: How::Faults(&faults::CURATOR),
     },
     Scenario {
+        name: "redis-everysec",
+        source: "redis.io, \"Redis persistence\": appendfsync everysec",
+        published: "\"fsync every second ... you may lose 1 second of data if there is a \
+                    disaster\"; appendfsync always loses none",
+        how: How::Faults(&faults::EVERYSEC),
+    },
+    Scenario {
         name: "sentinel-failover",
         source: "redis.io, \"Distributed locks with Redis\": why failover is not enough",
         published: "a lock granted by the master is lost when a replica that lacked it is \

@@ -220,3 +220,42 @@ fn curator_727_grants_a_lock_twice_after_a_session_expiry_on_5_4_and_5_7_unless_
         );
     }
 }
+
+/// redis.io's everysec: a power loss 1 s into a sale drops the sales Redis acknowledged since
+/// its last fsync (at most a second's), with `always` none, on each Redis build (~40 s).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_power_loss_costs_everysec_acknowledged_sales_and_always_none_on_each_redis_build() {
+    let root = nix::unistd::geteuid().is_root();
+    let fuse = std::path::Path::new("/dev/fuse").exists();
+    if !servers_available() || !builds_installed() || !require("root and /dev/fuse", root && fuse) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        names: vec!["redis-everysec".into()],
+        rounds: 1,
+        out: dir.path().to_path_buf(),
+    };
+    let mut printed = Vec::new();
+    let found = run(&opts, &mut printed, &CancellationToken::new())
+        .await
+        .unwrap();
+    let printed = String::from_utf8(printed).unwrap();
+    let verdicts: Vec<(&str, &str)> = found
+        .iter()
+        .map(|f| (f.build.as_str(), f.verdict.as_str()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [("7.0", "reproduced"), ("valkey-8.0", "reproduced")],
+        "{printed}"
+    );
+    for f in &found {
+        assert!(
+            f.measured.contains("appendfsync everysec: ")
+                && f.measured
+                    .contains("appendfsync always: 0 acknowledged sales lost"),
+            "{printed}"
+        );
+    }
+}
