@@ -36,6 +36,16 @@ benchmarks_gate_libraries() {
   power_out=$(mktemp -d)
   TRIALS=1 REPS=2 BASE_REPS=2 STRATEGIES=mysql-atomic OUT="$power_out" bash scripts/gate-power.sh >/dev/null
   rm -rf "$power_out"
+  # docs/main-job.md's job under the disk faults (root: lazyfs mounts through /dev/fuse), short.
+  if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
+    disk_out=$(mktemp -d)
+    disk=$("$LOCKBENCH_BIN" job --strategies redis-lua-decr,etcd --scenarios power-loss,slow-disk --sale none \
+      --calm-duration 1s --chaos-duration 4s --confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s \
+      --revisit-budget 5s --out "$disk_out/disk" 2>&1) || true
+    grep -q '^power loss: etcd: fault 1: dropped' <<<"$disk" && test -s "$disk_out/disk/chaos/slow-disk/etcd/summary.json" || {
+      echo "test.sh: the job under power-loss and slow-disk did not run both:" >&2; echo "$disk" >&2; exit 1; }
+    rm -rf "$disk_out"
+  fi
   remote_out=$(mktemp -d)
   WORKERS=2 OUT="$remote_out" bash scripts/remote.sh --set load.duration=1s --set load.rate=100 \
     --set inventory.skus=50 >/dev/null
