@@ -114,8 +114,30 @@ async fn jepsen_lock_set_loses_acknowledged_adds_on_3_4_unless_fenced() {
     assert_eq!(o.fenced.lost, 0, "{o:?}");
 }
 
+/// One `lockbench reproduce sentinel-failover` into `dir`: what it printed, and each build's
+/// finding.
+fn sentinel_failover(dir: &std::path::Path) -> (String, Vec<serde_json::Value>) {
+    let out = lockbench()
+        .args(["reproduce", "sentinel-failover", "--out"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    let printed =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{printed}");
+    let found: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("reproduce.json")).unwrap())
+            .unwrap();
+    let builds: Vec<&str> = found.iter().map(|f| f["build"].as_str().unwrap()).collect();
+    assert_eq!(builds, ["7.0", "valkey-8.0"], "{printed}");
+    (printed, found)
+}
+
 /// redis.io's failover: through the command, as Kleppmann's (its holder pause needs worker
-/// processes), both builds, about 70 s.
+/// processes), both builds, about 70 s a try. The WAIT lock must never grant a key twice; the
+/// plain lock's second grant needs the promotion to land in the 0.8 s between the old lease's
+/// end and the paused holder's resume, which a busy machine can miss (once in the suite, Nov 28:
+/// 7.0's plain lock held), so a build that did not break gets a second try.
 #[test]
 fn a_sentinel_failover_breaks_the_plain_lock_and_the_wait_lock_grants_nothing_unreplicated() {
     let root = nix::unistd::geteuid().is_root();
@@ -123,35 +145,34 @@ fn a_sentinel_failover_breaks_the_plain_lock_and_the_wait_lock_grants_nothing_un
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let out = lockbench()
-        .args(["reproduce", "sentinel-failover", "--out"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    let printed =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{printed}");
-    let found: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("reproduce.json")).unwrap())
-            .unwrap();
-    let builds: Vec<&str> = found.iter().map(|f| f["build"].as_str().unwrap()).collect();
-    assert_eq!(builds, ["7.0", "valkey-8.0"], "{printed}");
-    for f in &found {
-        // Every build: the plain lock was granted twice; the WAIT lock never was.
-        let m = f["measured"].as_str().unwrap();
-        let (plain, wait) = m.split_once("; redis-sentinel-wait: ").expect(&printed);
-        assert!(
-            plain.starts_with("redis-sentinel: lock broken")
-                && !plain.contains("(double grants 0,"),
-            "{printed}"
-        );
-        assert!(wait.contains("(double grants 0,"), "{printed}");
+    let mut broke = [false; 2];
+    let mut all = String::new();
+    for try_ in 1..=2 {
+        let (printed, found) = sentinel_failover(&dir.path().join(format!("try-{try_}")));
+        all.push_str(&printed);
+        for (i, f) in found.iter().enumerate() {
+            let m = f["measured"].as_str().unwrap();
+            let (plain, wait) = m.split_once("; redis-sentinel-wait: ").expect(&printed);
+            // Every try, every build: the WAIT lock never granted a key twice.
+            assert!(wait.contains("(double grants 0,"), "{printed}");
+            let twice = plain.starts_with("redis-sentinel: lock broken")
+                && !plain.contains("(double grants 0,");
+            // Granted twice means the finding (a lease the WAIT lock lost without a second
+            // grant does not undo it).
+            assert!(
+                !twice || f["verdict"].as_str() == Some("reproduced"),
+                "{printed}"
+            );
+            broke[i] |= twice;
+        }
+        if broke == [true, true] {
+            break;
+        }
     }
-    // On 7.0: reproduced (a lease the WAIT lock lost without a second grant does not undo it).
     assert_eq!(
-        found[0]["verdict"].as_str().unwrap(),
-        "reproduced",
-        "{printed}"
+        broke,
+        [true, true],
+        "the plain lock granted twice on each build: {all}"
     );
 }
 
