@@ -2,11 +2,32 @@
 //! "fixed in" on the build that fixed it, each measured on a real cluster of that build.
 
 use lockbench::cluster::EtcdBuild;
-use lockbench::reproduce::{Options, jepsen_lock_outcome, run};
+use lockbench::reproduce::{Finding, Options, jepsen_lock_outcome, run};
 use tokio_util::sync::CancellationToken;
 
 use crate::common::{consensus_servers_available, lockbench, require, servers_available};
 use crate::versions::builds_installed;
+
+/// `reproduce NAME --rounds N` into `dir`, in this process: what it printed, and its findings.
+async fn reproduced(name: &str, rounds: u32, dir: &std::path::Path) -> (String, Vec<Finding>) {
+    let opts = Options {
+        names: vec![name.into()],
+        rounds,
+        out: dir.to_path_buf(),
+    };
+    let mut printed = Vec::new();
+    let found = run(&opts, &mut printed, &CancellationToken::new())
+        .await
+        .unwrap();
+    (String::from_utf8(printed).unwrap(), found)
+}
+
+/// Each finding's (build, verdict).
+fn verdicts(found: &[Finding]) -> Vec<(&str, &str)> {
+    (found.iter())
+        .map(|f| (f.build.as_str(), f.verdict.as_str()))
+        .collect()
+}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_11456_shows_on_3_4_and_reads_fixed_on_3_5() {
@@ -14,20 +35,8 @@ async fn etcd_11456_shows_on_3_4_and_reads_fixed_on_3_5() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        names: vec!["etcd-11456".into()],
-        rounds: 2,
-        out: dir.path().to_path_buf(),
-    };
-    let mut printed = Vec::new();
-    let found = run(&opts, &mut printed, &CancellationToken::new())
-        .await
-        .unwrap();
-    let printed = String::from_utf8(printed).unwrap();
-    let verdicts: Vec<(&str, &str)> = found
-        .iter()
-        .map(|f| (f.build.as_str(), f.verdict.as_str()))
-        .collect();
+    let (printed, found) = reproduced("etcd-11456", 2, dir.path()).await;
+    let verdicts = verdicts(&found);
     // 3.4 answers the expired waiter as the holder and grants the next caller too; 3.5 checks
     // the waiter's lease and refuses it.
     assert_eq!(
@@ -252,20 +261,8 @@ async fn a_power_loss_costs_everysec_acknowledged_sales_and_always_none_on_each_
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let opts = Options {
-        names: vec!["redis-everysec".into()],
-        rounds: 1,
-        out: dir.path().to_path_buf(),
-    };
-    let mut printed = Vec::new();
-    let found = run(&opts, &mut printed, &CancellationToken::new())
-        .await
-        .unwrap();
-    let printed = String::from_utf8(printed).unwrap();
-    let verdicts: Vec<(&str, &str)> = found
-        .iter()
-        .map(|f| (f.build.as_str(), f.verdict.as_str()))
-        .collect();
+    let (printed, found) = reproduced("redis-everysec", 1, dir.path()).await;
+    let verdicts = verdicts(&found);
     assert_eq!(
         verdicts,
         [("7.0", "reproduced"), ("valkey-8.0", "reproduced")],
