@@ -43,6 +43,19 @@ pub enum Command {
     /// Writes <out>/contend.json after every trial, a folder per trial, and report.html with
     /// the contention chart; prints the table. See docs/contention.md.
     Contend(ContendArgs),
+    /// What one grant of each lock costs in round trips and fsyncs: each strategy on one key
+    /// (--contenders in a closed loop) with every round trip and every fsync made slower for
+    /// the whole run (`environment.rtt`, `environment.fsync`) at each of --points, the time per
+    /// grant fitted to them (ms per grant = base + serial round trips × rtt + serial fsyncs ×
+    /// fsync), and the --check points the fit did not see, predicted against measured (±25 %).
+    /// Writes <out>/model.json after every point, for `lockbench predict`. Needs root (slow
+    /// links and disks are local processes' namespaces and FUSE mounts). See docs/predict.md.
+    Calibrate(CalibrateArgs),
+    /// Capacity on one hot key on another network and disk, from a `calibrate` model: each
+    /// strategy's grants/s at --rtt and --fsync (absolute, as that deployment measures them),
+    /// with the 95% interval of one trial there; outside the fitted range, or with another
+    /// --cpu-score, the figure says it extrapolates. See docs/predict.md.
+    Predict(PredictArgs),
 
     /// Run several strategies one after another on the same workload and print one table.
     Compare(CompareArgs),
@@ -447,6 +460,82 @@ pub struct HistoryArgs {
     /// Write the CSV here instead of stdout.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub out: Option<PathBuf>,
+}
+
+/// `lockbench calibrate`
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// Comma-separated lock strategy ids. Default: one per family whose servers take slow
+    /// links and disks (mysql-for-update, redis-setnx, zookeeper, etcd).
+    #[arg(long, alias = "strategy", value_delimiter = ',')]
+    pub strategies: Vec<String>,
+    /// The fit's points, RTT:FSYNC added to this machine's, 0:0 among them.
+    #[arg(long, value_name = "RTT:FSYNC,...", default_value = crate::run::calibrate::DEFAULT_POINTS,
+          value_parser = points)]
+    pub points: Points,
+    /// Points held out of the fit, predicted and then measured ("none": no check).
+    #[arg(long, value_name = "RTT:FSYNC,...", default_value = crate::run::calibrate::DEFAULT_CHECK,
+          value_parser = points_or_none)]
+    pub check: Points,
+    /// Buyers in a closed loop on the one key.
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::run::contend::MAX_CONTENDERS)))]
+    pub contenders: u32,
+    /// Trials at each point (a fresh set of servers per point).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub trials: u32,
+    /// Load of one trial.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = trial_duration)]
+    pub duration: std::time::Duration,
+    /// Closed-loop load before each point's first trial, not measured (0s: none).
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = humantime::parse_duration)]
+    pub warm_up: std::time::Duration,
+    /// Time the whole command may take: no point starts after it.
+    #[arg(long, value_name = "DURATION", default_value = "30m", value_parser = humantime::parse_duration)]
+    pub budget: std::time::Duration,
+    /// Results folder. Default: results/runs/<time>-calibrate.
+    #[arg(long, short = 'o')]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub out_args: OutArgs,
+    #[command(flatten)]
+    pub load: WorkloadArgs,
+    #[command(flatten)]
+    pub start: StartArgs,
+}
+
+/// Points of `--points` / `--check`.
+#[derive(Debug, Clone)]
+pub struct Points(pub Vec<crate::run::calibrate::At>);
+
+fn points(s: &str) -> Result<Points, String> {
+    crate::run::calibrate::parse_points(s).map(Points)
+}
+
+fn points_or_none(s: &str) -> Result<Points, String> {
+    if s.trim() == "none" {
+        return Ok(Points(Vec::new()));
+    }
+    points(s)
+}
+
+/// `lockbench predict`
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// The model: a `calibrate` folder or its model.json.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// The deployment's round trip between the application and the lock's servers (and
+    /// between the servers), e.g. 1ms.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub rtt: std::time::Duration,
+    /// The deployment's fsync (fdatasync) time on the servers' disks, e.g. 2ms.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    pub fsync: std::time::Duration,
+    /// The deployment's CPU score (the fingerprint's `cpu_score.m_per_s`). Default: this
+    /// model's machine's; another widens each interval (see docs/predict.md).
+    #[arg(long, value_name = "N")]
+    pub cpu_score: Option<f64>,
 }
 
 /// `lockbench agreement`

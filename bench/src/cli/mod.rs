@@ -20,7 +20,10 @@ mod tools;
 
 pub use args::*;
 use gate::cmd_gate;
-use runs::{cmd_compare, cmd_contend, cmd_coordinate, cmd_job, cmd_k8s_render, cmd_run, cmd_sweep};
+use runs::{
+    cmd_calibrate, cmd_compare, cmd_contend, cmd_coordinate, cmd_job, cmd_k8s_render, cmd_run,
+    cmd_sweep,
+};
 use tables::{cmd_advise, cmd_free_port, cmd_rounds, cmd_totals, cmd_versus};
 pub use tools::list;
 use tools::{cmd_adapter_check, cmd_reproduce, cmd_serve};
@@ -59,6 +62,8 @@ pub fn main(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Sweep(args) => with_runtime(|cancel| cmd_sweep(args, cancel)),
         Command::Job(args) => with_runtime(|cancel| cmd_job(args, cancel)),
         Command::Contend(args) => with_runtime(|cancel| cmd_contend(args, cancel)),
+        Command::Calibrate(args) => with_runtime(|cancel| cmd_calibrate(args, cancel)),
+        Command::Predict(args) => tables::cmd_predict(args),
         Command::Serve(args) => with_runtime(|cancel| cmd_serve(args, cancel)),
         Command::Gate(args) => cmd_gate(args),
         Command::Agreement(args) => tables::cmd_agreement(args),

@@ -8,8 +8,9 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED, EXIT_PARTIAL, EXIT_UNSAFE,
-    FailOn, JobArgs, RunArgs, SearchArgs, ServerArgs, SweepArgs, WorkloadArgs,
+    CalibrateArgs, Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED,
+    EXIT_PARTIAL, EXIT_UNSAFE, FailOn, JobArgs, RunArgs, SearchArgs, ServerArgs, SweepArgs,
+    WorkloadArgs,
 };
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::ExternalTarget;
@@ -346,6 +347,55 @@ pub(super) async fn cmd_contend(
         &cancel,
         &failed,
         "contend incomplete for",
+        &mut std::io::stderr(),
+    );
+    Ok(exit_code(ended))
+}
+
+/// `calibrate`: every point's checks first, then the points; the model's tables at the end.
+pub(super) async fn cmd_calibrate(
+    args: CalibrateArgs,
+    cancel: CancellationToken,
+) -> anyhow::Result<ExitCode> {
+    use crate::run::calibrate::{self, CalibrateOptions, DEFAULT_STRATEGIES};
+    let strategies = if args.strategies.is_empty() {
+        DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
+    } else {
+        strategy_ids(&args.strategies)?
+    };
+    let out = args.out.unwrap_or_else(|| default_out("calibrate"));
+    args.out_args.check(&out)?;
+    let opts = CalibrateOptions {
+        strategies,
+        workload_file: args.load.workload.clone(),
+        overrides: args.load.set.clone(),
+        contenders: args.contenders,
+        trials: args.trials,
+        trial: args.duration,
+        warm_up: args.warm_up,
+        points: args.points.0,
+        held_out: args.check.0,
+        budget: args.budget,
+        out: out.clone(),
+        base_port: args.start.base_port,
+        provision: args.start.provision,
+    };
+    calibrate::check(&opts)?;
+    let source = crate::run::Source::of(None, opts.provision, opts.base_port);
+    let m = match calibrate::calibrate_on(&opts, &source, &cancel, &mut std::io::stderr()).await {
+        Ok(m) => m,
+        Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
+        Err(e) => return Err(e).context("calibrate failed"),
+    };
+    let mut stdout = std::io::stdout().lock();
+    report::predict::print_fits(&mut stdout, &m)?;
+    report::predict::print_checks(&mut stdout, &m)?;
+    eprintln!("results: {}", out.join("model.json").display());
+    let failed: Vec<&str> = m.errors.iter().map(|(id, _)| id.as_str()).collect();
+    let ended = job::ended(
+        &cancel,
+        &failed,
+        "calibrate incomplete for",
         &mut std::io::stderr(),
     );
     Ok(exit_code(ended))

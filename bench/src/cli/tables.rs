@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use super::{AgreementArgs, EXIT_PARTIAL, HistoryArgs, RoundsArgs, TotalsArgs, VersusArgs};
+use super::{
+    AgreementArgs, EXIT_PARTIAL, HistoryArgs, PredictArgs, RoundsArgs, TotalsArgs, VersusArgs,
+};
 use crate::report::rounds::{Figures, Group};
 use crate::report::sweep::Sweep;
 use crate::report::versus;
@@ -95,6 +97,30 @@ pub(super) fn cmd_agreement(args: AgreementArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// `predict --model M --rtt R --fsync F`: each strategy's capacity there, from the model.
+pub(super) fn cmd_predict(args: PredictArgs) -> anyhow::Result<ExitCode> {
+    use crate::report::predict::{Env, Model, print_predictions};
+    let path = if args.model.is_dir() {
+        args.model.join("model.json")
+    } else {
+        args.model.clone()
+    };
+    let m = Model::read(&path).map_err(anyhow::Error::msg)?;
+    if m.fits.is_empty() {
+        anyhow::bail!(
+            "{}: no strategy was fitted (too few points measured); expected a model.json \
+             from a `lockbench calibrate` that finished its points",
+            path.display()
+        );
+    }
+    let at = Env {
+        rtt_ms: args.rtt.as_secs_f64() * 1000.0,
+        fsync_ms: args.fsync.as_secs_f64() * 1000.0,
+    };
+    print_predictions(&mut std::io::stdout().lock(), &m, at, args.cpu_score)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `history DIR… [--strategies] [--out FILE]`: the CSV, to stdout by default.

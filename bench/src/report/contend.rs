@@ -170,6 +170,9 @@ pub struct LevelTrial {
     /// It was cut short (Ctrl-C or the level's bound).
     #[serde(default)]
     pub interrupted: bool,
+    /// What a sale cost (summary.json's `cost`), for `calibrate`'s counted terms.
+    #[serde(default)]
+    pub cost: Option<super::work::Cost>,
 }
 
 /// Values of several trials: their mean, range and the mean's 95 % interval.
@@ -411,6 +414,7 @@ mod tests {
             missed_wakeups: 0,
             safe: true,
             interrupted: false,
+            cost: None,
         }
     }
 

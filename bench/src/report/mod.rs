@@ -21,6 +21,7 @@ pub mod model;
 pub mod needs;
 mod needs_sale;
 pub mod paired;
+pub mod predict;
 pub mod rounds;
 pub mod sale;
 mod saved;

@@ -356,6 +356,7 @@ fn level_trial(dir: &str, s: &Summary) -> Result<LevelTrial, String> {
         missed_wakeups: c.missed_wakeups,
         safe: s.safe,
         interrupted: s.interrupted,
+        cost: s.cost.clone(),
     })
 }
 

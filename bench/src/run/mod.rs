@@ -8,6 +8,7 @@
 //! the same steps from `strategy` on, and returns what each measured in memory (`sweep`,
 //! `contend`); [`run`] itself is a session of one trial.
 
+pub mod calibrate;
 pub mod compare;
 pub mod contend;
 pub mod job;
