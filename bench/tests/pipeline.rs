@@ -750,6 +750,7 @@ async fn contend_on_the_sim_measures_every_level_it_was_asked_for() {
         out: dir.path().to_path_buf(),
         base_port: None,
         provision: lockbench::cluster::Provisioner::Local,
+        lock_free_sales: false,
     };
     let mut log = Vec::new();
     let source = sim::source(Sim::new(SimFault::None));

@@ -718,6 +718,7 @@ fn synthetic_sweep() -> report::sweep::Sweep {
         entries,
         elapsed_s: 900.0,
         machine: None,
+        environment: None,
     }
 }
 
@@ -921,6 +922,7 @@ mod job {
             ],
             elapsed_s: 42.0,
             machine: None,
+            environment: None,
         }
     }
 

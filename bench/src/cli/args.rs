@@ -544,6 +544,11 @@ pub struct AgreementArgs {
     /// Two or more sweeps: their folders or sweep.json files.
     #[arg(required = true, num_args = 2..)]
     pub sweeps: Vec<PathBuf>,
+    /// Two sweeps from different machines (or environments): a `calibrate` model (its folder
+    /// or model.json) says which differences the machines' fingerprints explain; exits 1 when
+    /// some difference is not explained. See docs/predict.md.
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<PathBuf>,
 }
 
 /// A significance level, `5%` or `0.05` (a bare number is a fraction here, so `0.05` cannot be

@@ -318,6 +318,7 @@ pub(super) async fn cmd_contend(
         out: out.clone(),
         base_port: args.start.base_port,
         provision: args.start.provision,
+        lock_free_sales: false,
     };
     contend::check(&opts)?;
     eprintln!(

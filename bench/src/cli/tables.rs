@@ -92,6 +92,9 @@ pub(super) fn cmd_agreement(args: AgreementArgs) -> anyhow::Result<ExitCode> {
         .map(|p| Sweep::read(p))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let agree = report::agreement::print_agreement(&mut std::io::stdout(), &sweeps)?;
+    if let Some(model) = &args.model {
+        return explained(model, &sweeps);
+    }
     Ok(if agree {
         ExitCode::SUCCESS
     } else {
@@ -99,20 +102,47 @@ pub(super) fn cmd_agreement(args: AgreementArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `agreement A B --model M`: which differences the machines explain; 1 when some is not.
+fn explained(model: &Path, sweeps: &[Sweep]) -> anyhow::Result<ExitCode> {
+    use crate::report::explain::{Verdict, explain, print_explained};
+    let [first, second] = sweeps else {
+        anyhow::bail!(
+            "--model compares two sweeps, {} given; expected the first machine's sweep and the \
+             second's",
+            sweeps.len()
+        );
+    };
+    let m = read_model(model)?;
+    print_explained(&mut std::io::stdout().lock(), first, second, &m)?;
+    let open = explain(first, second, &m)
+        .iter()
+        .any(|r| matches!(r.verdict, Verdict::NotExplained | Verdict::Unknown));
+    Ok(if open {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// A model from its `calibrate` folder or its model.json.
+fn read_model(path: &Path) -> anyhow::Result<crate::report::predict::Model> {
+    let path = if path.is_dir() {
+        path.join("model.json")
+    } else {
+        path.to_path_buf()
+    };
+    crate::report::predict::Model::read(&path).map_err(anyhow::Error::msg)
+}
+
 /// `predict --model M --rtt R --fsync F`: each strategy's capacity there, from the model.
 pub(super) fn cmd_predict(args: PredictArgs) -> anyhow::Result<ExitCode> {
-    use crate::report::predict::{Env, Model, print_predictions};
-    let path = if args.model.is_dir() {
-        args.model.join("model.json")
-    } else {
-        args.model.clone()
-    };
-    let m = Model::read(&path).map_err(anyhow::Error::msg)?;
+    use crate::report::predict::{Env, print_predictions};
+    let m = read_model(&args.model)?;
     if m.fits.is_empty() {
         anyhow::bail!(
             "{}: no strategy was fitted (too few points measured); expected a model.json \
              from a `lockbench calibrate` that finished its points",
-            path.display()
+            args.model.display()
         );
     }
     let at = Env {

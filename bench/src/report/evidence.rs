@@ -764,6 +764,7 @@ pub(crate) mod fixtures {
             entries,
             elapsed_s: 60.0,
             machine: None,
+            environment: None,
         }
     }
 }

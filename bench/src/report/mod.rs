@@ -10,6 +10,7 @@ pub mod ci;
 pub mod contend;
 mod error;
 pub mod evidence;
+pub mod explain;
 mod files;
 pub mod format;
 pub mod gate;

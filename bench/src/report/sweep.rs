@@ -637,6 +637,10 @@ pub struct Sweep {
     /// The machine it ran on, measured at its start (absent in older sweeps and the sim's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<super::Machine>,
+    /// Round trip and fsync time its workload added to the machine's (`[environment]`);
+    /// absent when none was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<super::predict::Env>,
 }
 
 impl Entry {

@@ -99,6 +99,7 @@ fn contend_options(opts: &CalibrateOptions, id: &str, at: At) -> Result<ContendO
         out: opts.out.join(point_dir(id, at)),
         base_port: opts.base_port,
         provision: opts.provision,
+        lock_free_sales: true,
     })
 }
 

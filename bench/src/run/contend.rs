@@ -67,6 +67,9 @@ pub struct ContendOptions {
     pub base_port: Option<u16>,
     /// How to start the servers.
     pub provision: Provisioner,
+    /// Measure a lock-free strategy too, its sales per second standing for grants (calibrate:
+    /// optimistic versioning serialises on its row as a lock does).
+    pub lock_free_sales: bool,
 }
 
 /// 1, 2, 4, … up to `max`, and `max` itself when it is not a power of two.
@@ -136,7 +139,7 @@ pub fn check(opts: &ContendOptions) -> Result<(), RunError> {
     let top = *opts.levels.last().expect("not empty");
     for id in &opts.strategies {
         let info = strategy::find(id)?;
-        if !info.locks {
+        if !info.locks && !opts.lock_free_sales {
             return Err(RunError::Options(format!(
                 "--strategies {id}: contend measures the wait for a lock, and {id} takes none; \
                  expected a lock strategy, e.g. {}",
@@ -270,7 +273,9 @@ impl Bench<'_> {
                 let _ = session.settle(SETTLE_BOUND).await;
                 let dir = format!("{}/n{n}/trial-{k}", self.id);
                 let o = trial_options(opts, self.id, n, opts.trial, &dir);
-                let trial = level_trial(&dir, &self.bounded(session, &o).await?)?;
+                let lock_free = opts.lock_free_sales
+                    && !session.info(self.id).map_err(|e| e.to_string())?.locks;
+                let trial = level_trial(&dir, &self.bounded(session, &o).await?, lock_free)?;
                 let _ = writeln!(
                     self.log,
                     "{}",
@@ -330,8 +335,33 @@ impl Bench<'_> {
     }
 }
 
+/// A lock-free trial's row (only `calibrate` asks for one, `lock_free_sales`): its audited
+/// sales stand for grants; it has no acquire wait.
+fn lock_free_trial(dir: &str, s: &Summary) -> LevelTrial {
+    let outcome = |k: &str| s.outcomes.get(k).copied().unwrap_or(0);
+    LevelTrial {
+        dir: dir.to_string(),
+        grants: (s.throughput.sales_per_s * s.duration_s).round() as u64,
+        duration_s: s.duration_s,
+        grants_per_s: s.throughput.sales_per_s,
+        lock_timeouts: outcome("lock_timeout"),
+        errors: s.errors + s.unknown,
+        acquire_us: Default::default(),
+        fairness: None,
+        barges: 0,
+        handoffs_with_waiter: 0,
+        missed_wakeups: 0,
+        safe: s.safe,
+        interrupted: s.interrupted,
+        cost: s.cost.clone(),
+    }
+}
+
 /// A trial's row of contend.json from its summary: grants and waits are the recorder's.
-fn level_trial(dir: &str, s: &Summary) -> Result<LevelTrial, String> {
+fn level_trial(dir: &str, s: &Summary, lock_free: bool) -> Result<LevelTrial, String> {
+    if lock_free {
+        return Ok(lock_free_trial(dir, s));
+    }
     let c = s
         .contention
         .as_ref()

@@ -195,6 +195,7 @@ fn empty(opts: &SweepOptions) -> Sweep {
         entries: Vec::new(),
         elapsed_s: 0.0,
         machine: crate::record::machine::taken().cloned(),
+        environment: None,
     }
 }
 
