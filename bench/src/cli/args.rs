@@ -465,8 +465,9 @@ pub struct HistoryArgs {
 /// `lockbench calibrate`
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Comma-separated lock strategy ids. Default: one per family whose servers take slow
-    /// links and disks (mysql-for-update, redis-setnx, zookeeper, etcd).
+    /// Comma-separated strategy ids. Default: one lock per family whose servers take slow
+    /// links and disks, and optimistic versioning (mysql-for-update, mysql-optimistic,
+    /// redis-setnx, zookeeper, etcd).
     #[arg(long, alias = "strategy", value_delimiter = ',')]
     pub strategies: Vec<String>,
     /// The fit's points, RTT:FSYNC added to this machine's, 0:0 among them.

@@ -12,7 +12,7 @@
 use std::io::Write;
 
 use super::format::decimals;
-use super::predict::{Env, Fit, Model, here};
+use super::predict::{Env, Fit, Model, here, machine_env};
 use super::sweep::Sweep;
 
 /// Where a sweep ran: absolute round trip and fsync, and the CPU score.
@@ -26,17 +26,19 @@ impl Side {
     /// A sweep's machine (loopback and fdatasync medians) plus what its workload injected;
     /// `None` without a fingerprint.
     pub fn of(s: &Sweep) -> Option<Side> {
-        let m = s.machine.as_ref()?;
+        let own = machine_env(s.machine.as_ref())?;
         let injected = s.environment.unwrap_or(Env {
             rtt_ms: 0.0,
             fsync_ms: 0.0,
         });
         Some(Side {
             env: Env {
-                rtt_ms: m.loopback.as_ref()?.p50_us / 1000.0 + injected.rtt_ms,
-                fsync_ms: m.fdatasync.as_ref()?.latency.p50_us / 1000.0 + injected.fsync_ms,
+                rtt_ms: own.rtt_ms + injected.rtt_ms,
+                fsync_ms: own.fsync_ms + injected.fsync_ms,
             },
-            cpu_score: m.cpu_score.as_ref().map(|c| c.m_per_s),
+            cpu_score: (s.machine.as_ref())
+                .and_then(|m| m.cpu_score.as_ref())
+                .map(|c| c.m_per_s),
         })
     }
 }
@@ -260,6 +262,12 @@ pub fn print_explained(
     Ok(())
 }
 
+/// A fingerprint with these medians, for tests.
+#[cfg(test)]
+pub(crate) fn tests_machine(rtt_ms: f64, fsync_ms: f64) -> crate::record::machine::Machine {
+    tests::tests_machine_inner(rtt_ms, fsync_ms)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -279,6 +287,10 @@ mod tests {
     }
 
     fn machine(fsync_ms: f64) -> Machine {
+        tests_machine_inner(0.05, fsync_ms)
+    }
+
+    pub(crate) fn tests_machine_inner(rtt_ms: f64, fsync_ms: f64) -> Machine {
         Machine {
             cpu_model: "test".into(),
             cores: 2,
@@ -294,7 +306,7 @@ mod tests {
                 write_bytes: 4096,
                 latency: latency(fsync_ms),
             }),
-            loopback: Some(latency(0.05)),
+            loopback: Some(latency(rtt_ms)),
             psi: None,
             unmeasured: Vec::new(),
             probe_s: 1.0,
@@ -335,7 +347,8 @@ mod tests {
                         rtt_ms: r,
                         fsync_ms: f,
                     },
-                    measured: None,
+                    measured_rtt_ms: None,
+                    measured_fsync_ms: None,
                     grants_per_s: vec![g * 0.98, g, g * 1.02],
                     dir: String::new(),
                     held_out: false,

@@ -60,10 +60,12 @@ pub struct Point {
     pub family: Family,
     /// What was injected (`environment.rtt`, `environment.fsync`).
     pub injected: Env,
-    /// What the run's probes measured, absolute (a client's TCP connect to a lock node, an
-    /// fdatasync in a data directory); `None` when not probed.
+    /// What the runs' probes measured, absolute, the trials' mean (a client's TCP connect to
+    /// a lock node; an fdatasync in a data directory); `None` when not probed.
     #[serde(default)]
-    pub measured: Option<Env>,
+    pub measured_rtt_ms: Option<f64>,
+    #[serde(default)]
+    pub measured_fsync_ms: Option<f64>,
     /// Each trial's grants per second.
     pub grants_per_s: Vec<f64>,
     /// Its contend folder, relative to the model's.
@@ -123,7 +125,8 @@ pub struct Fit {
     /// The fitted range of each term, ms added: a prediction outside it extrapolates.
     pub rtt_range: (f64, f64),
     pub fsync_range: (f64, f64),
-    /// This machine's own round trip and fsync as probed at the fit's zero point, when probed.
+    /// This machine's own round trip and fsync (its fingerprint's), which the probes' figures
+    /// are taken over; `None` without a fingerprint (then injected values are used).
     pub here: Option<Env>,
     /// What predicting needs again: the coefficients' covariance and σ̂² and dof.
     pub cov: Vec<Vec<f64>>,
@@ -215,31 +218,41 @@ impl Fit {
     }
 }
 
-/// The x of a point: what its probes measured over the zero point's, else what was injected.
-fn added(p: &Point, zero: Option<Env>) -> Env {
-    match (p.measured, zero) {
-        (Some(m), Some(z)) => Env {
-            rtt_ms: (m.rtt_ms - z.rtt_ms).max(0.0),
-            fsync_ms: (m.fsync_ms - z.fsync_ms).max(0.0),
-        },
-        _ => p.injected,
+/// The x of a point, each term: 0 where nothing was injected; else what its probe measured
+/// over this machine's own (`here`), else what was injected.
+fn added(p: &Point, here: Option<Env>) -> Env {
+    let term = |injected: f64, measured: Option<f64>, own: Option<f64>| match (measured, own) {
+        _ if injected == 0.0 => 0.0,
+        (Some(m), Some(h)) => (m - h).max(0.0),
+        _ => injected,
+    };
+    Env {
+        rtt_ms: term(p.injected.rtt_ms, p.measured_rtt_ms, here.map(|h| h.rtt_ms)),
+        fsync_ms: term(
+            p.injected.fsync_ms,
+            p.measured_fsync_ms,
+            here.map(|h| h.fsync_ms),
+        ),
     }
 }
 
-/// The measured environment of a strategy's zero point (nothing injected), if probed.
-fn zero_of(points: &[&Point]) -> Option<Env> {
-    points
-        .iter()
-        .find(|p| p.injected.rtt_ms == 0.0 && p.injected.fsync_ms == 0.0)
-        .and_then(|p| p.measured)
+/// This machine's own round trip and fsync, from its fingerprint: the loopback and fdatasync
+/// medians probed before any server started.
+pub fn machine_env(m: Option<&Machine>) -> Option<Env> {
+    let m = m?;
+    Some(Env {
+        rtt_ms: m.loopback.as_ref()?.p50_us / 1000.0,
+        fsync_ms: m.fdatasync.as_ref()?.latency.p50_us / 1000.0,
+    })
 }
 
-/// Fits one strategy from its points that were not held out. `None` when they cannot tell
-/// the terms apart (fewer than 4 trials, or a term never varied).
-pub fn fit(points: &[&Point]) -> Option<Fit> {
+/// Fits one strategy from its points that were not held out, `here` this machine's own round
+/// trip and fsync. `None` when they cannot tell the terms apart (fewer than 4 trials, or a
+/// term never varied).
+pub fn fit(points: &[&Point], here: Option<Env>) -> Option<Fit> {
     let used: Vec<&&Point> = points.iter().filter(|p| !p.held_out).collect();
     let first = used.first()?;
-    let zero = zero_of(points);
+    let zero = here;
     let (mut x, mut y) = (Vec::new(), Vec::new());
     for p in &used {
         let a = added(p, zero);
@@ -329,9 +342,10 @@ impl Model {
         let mut ids: Vec<&str> = self.points.iter().map(|p| p.strategy.as_str()).collect();
         ids.dedup();
         let (mut fits, mut checks) = (Vec::new(), Vec::new());
+        let here = machine_env(self.machine.as_ref());
         for id in ids {
             let mine: Vec<&Point> = self.points.iter().filter(|p| p.strategy == id).collect();
-            let Some(f) = fit(&mine) else { continue };
+            let Some(f) = fit(&mine, here) else { continue };
             checks.extend((mine.iter().filter(|p| p.held_out)).filter_map(|p| check(&f, p)));
             fits.push(f);
         }
@@ -449,20 +463,12 @@ pub fn print_checks(out: &mut dyn Write, m: &Model) -> std::io::Result<()> {
     Ok(())
 }
 
-/// This machine's own round trip and fsync: the fit's zero point as probed, else the
-/// fingerprint's loopback and fdatasync medians, else none (then what the user gives is taken
-/// as added).
+/// This machine's own round trip and fsync, which a user's absolute figures are taken over:
+/// the fit's, else none (then what the user gives is taken as added).
 pub fn here(m: &Model, f: &Fit) -> Env {
-    f.here.unwrap_or_else(|| {
-        let machine = m.machine.as_ref();
-        Env {
-            rtt_ms: machine
-                .and_then(|m| m.loopback.as_ref())
-                .map_or(0.0, |l| l.p50_us / 1000.0),
-            fsync_ms: machine
-                .and_then(|m| m.fdatasync.as_ref())
-                .map_or(0.0, |d| d.latency.p50_us / 1000.0),
-        }
+    (f.here.or_else(|| machine_env(m.machine.as_ref()))).unwrap_or(Env {
+        rtt_ms: 0.0,
+        fsync_ms: 0.0,
     })
 }
 
@@ -548,7 +554,8 @@ mod tests {
                 rtt_ms: rtt,
                 fsync_ms: fsync,
             },
-            measured: None,
+            measured_rtt_ms: None,
+            measured_fsync_ms: None,
             grants_per_s: vec![g * 0.97, g, g * 1.03],
             dir: String::new(),
             held_out,
@@ -692,14 +699,15 @@ mod tests {
                     rtt_ms: r,
                     fsync_ms: f,
                 };
-                p.measured = Some(Env {
-                    rtt_ms: 0.1 + real,
-                    fsync_ms: 0.8 + f,
-                });
+                p.measured_rtt_ms = (r > 0.0).then_some(0.1 + real);
+                p.measured_fsync_ms = (f > 0.0).then_some(0.8 + f);
                 p
             })
             .collect();
-        let f = &model(pts).fits[0];
+        let mut m = model(pts);
+        m.machine = Some(crate::report::explain::tests_machine(0.1, 0.8));
+        m.conclude();
+        let f = &m.fits[0];
         assert!((f.per_rtt.value - 3.0).abs() < 0.1, "{:?}", f.per_rtt);
         assert_eq!(
             f.here,

@@ -18,8 +18,15 @@ use crate::report::predict::{Env, MODEL_SCHEMA, Model, Point};
 use crate::workload::Workload;
 
 /// One lock per family whose servers take both slow links and a slow disk (MariaDB's row
-/// lock, Redis, ZooKeeper, etcd).
-pub const DEFAULT_STRATEGIES: [&str; 4] = ["mysql-for-update", "redis-setnx", "zookeeper", "etcd"];
+/// lock, Redis, ZooKeeper, etcd), and optimistic versioning: the pair whose order a faster disk
+/// changed between two machines (issue 43).
+pub const DEFAULT_STRATEGIES: [&str; 5] = [
+    "mysql-for-update",
+    "mysql-optimistic",
+    "redis-setnx",
+    "zookeeper",
+    "etcd",
+];
 /// The fit's points, `rtt:fsync` added: each term alone at two sizes, and both at once.
 pub const DEFAULT_POINTS: &str = "0:0,1ms:0,2ms:0,0:2ms,0:4ms,2ms:4ms";
 /// The held-out point: inside the fitted range, on neither axis.
@@ -198,7 +205,8 @@ fn point(
             rtt_ms: ms(at.0),
             fsync_ms: ms(at.1),
         },
-        measured: None,
+        measured_rtt_ms: None,
+        measured_fsync_ms: None,
         grants_per_s: trials.iter().map(|t| t.grants_per_s).collect(),
         dir: point_dir(id, at),
         held_out,
