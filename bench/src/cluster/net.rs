@@ -204,6 +204,19 @@ impl Network {
         Ok(())
     }
 
+    /// The comment on this run's iptables rules in the root namespace (a steady delay of the
+    /// coordinator's packets), by which [`reap_stale`] finds a dead run's.
+    pub fn tag(&self) -> String {
+        root_tag(&self.bridge)
+    }
+
+    /// An NFQUEUE number for the root namespace no other live run uses: the bridge's index
+    /// (`lbkK`) is this run's alone.
+    pub fn root_queue(&self) -> u16 {
+        let k: u16 = self.bridge[3..].parse().expect("bridges are named lbkK");
+        ROOT_QUEUES + k
+    }
+
     /// Removes every rule `cut` added in `host`.
     pub fn heal(&self, host: &Host) -> Result<(), String> {
         run(&["ip", "netns", "exec", &host.netns, "iptables", "-w", "-F"])
@@ -220,6 +233,34 @@ impl Drop for Network {
     }
 }
 
+/// The first root-namespace NFQUEUE number of [`Network::root_queue`] (250 of them).
+const ROOT_QUEUES: u16 = 30_000;
+
+fn root_tag(bridge: &str) -> String {
+    format!("lockbench-{bridge}")
+}
+
+/// Deletes the root namespace's OUTPUT rules that carry `tag` as their comment.
+fn remove_root_rules(tag: &str) {
+    let Ok(out) = Command::new("iptables")
+        .args(["-w", "-S", "OUTPUT"])
+        .output()
+    else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if words.first() != Some(&"-A") || !words.contains(&tag) {
+            continue;
+        }
+        let mut args = vec!["iptables", "-w", "-D"];
+        args.extend(&words[1..]);
+        if let Err(e) = run(&args) {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
 /// What a run writes into its bridge's alias: `lockbench pid=<owner>`.
 fn owner_alias() -> String {
     format!("lockbench {}", Owner::me())
@@ -228,6 +269,8 @@ fn owner_alias() -> String {
 /// Removes bridge `bridge`, its hosts `<bridge>-1..=hosts` and their veth pairs; `warn`
 /// reports what could not be removed (a leftover may be incomplete, so reaping does not).
 fn remove(bridge: &str, hosts: usize, warn: bool) {
+    // Rules of the root namespace outlive the namespaces: removed by their comment.
+    remove_root_rules(&root_tag(bridge));
     for i in 1..=hosts {
         // The veth pair first: sockets of dead clients that still wait on a peer keep a
         // namespace alive after `ip netns del`, and with it the pair's outer end.
