@@ -86,6 +86,7 @@ pub async fn probe(
         let s = tokio::task::spawn_blocking(move || super::disk::series(&dir, n, gap, &never));
         probe.fsync_ms = s.await.ok().and_then(Result::ok).and_then(|s| s.median());
     }
+    probe.fsync_ms = probe.fsync_ms.map(|v| (v * 100.0).round() / 100.0);
     Environment {
         rtt_ms: rtt.as_secs_f64() * 1e3,
         fsync_ms: fsync.as_secs_f64() * 1e3,
