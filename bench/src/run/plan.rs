@@ -247,16 +247,8 @@ fn cluster_options(opts: &RunOptions, info: &StrategyInfo) -> Result<ClusterOpti
     cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
     // Only the services a power-loss or slow-disk fault hits keep their data on lazyfs.
     cluster.lazyfs = chaos.map_or_else(Vec::new, |c| c.lazyfs_services(info.lock_service()));
-    // A steady slow disk: every node's data on lazyfs, the store's too.
-    if !w.environment.fsync.is_zero() {
-        cluster.lazyfs = (Service::ALL.iter().copied())
-            .filter(|s| info.needs.runs(*s))
-            .collect();
-    }
-    cluster.steady = crate::cluster::Steady {
-        rtt: w.environment.rtt,
-        fsync: w.environment.fsync,
-    };
+    // Its network is the plan's, decided with the workers (`Plan::new`).
+    steady(&mut cluster, w, info.needs);
     Ok(cluster)
 }
 
@@ -282,7 +274,21 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
 /// steady delay needs the private network (root, servers this run starts as local
 /// processes), a steady slow disk lazyfs (root, /dev/fuse, the same local servers).
 fn check_environment(opts: &RunOptions, root: bool) -> Result<(), RunError> {
-    let env = &opts.workload.environment;
+    let given = given_servers(opts);
+    let w = &opts.workload;
+    environment_possible(&opts.workload_file, w, given, opts.provision, root)
+}
+
+/// [`check_environment`] for servers given by the flag `given` (`--target`, `--endpoints`) or
+/// started by `provision`; `file` names the workload in the error.
+pub(super) fn environment_possible(
+    file: &str,
+    w: &Workload,
+    given: Option<&str>,
+    provision: Provisioner,
+    root: bool,
+) -> Result<(), RunError> {
+    let env = &w.environment;
     let fuse = std::path::Path::new("/dev/fuse").exists();
     for (key, d, what) in [
         (
@@ -299,27 +305,40 @@ fn check_environment(opts: &RunOptions, root: bool) -> Result<(), RunError> {
         if d.is_zero() {
             continue;
         }
-        let why = if opts.target.is_some() {
-            "--target: lockbench slows only servers it starts"
-        } else if opts.endpoints.is_some() {
-            "--endpoints: lockbench slows only servers this run starts"
-        } else if opts.provision != Provisioner::Local {
-            "--provision containers: it needs local processes (--provision local)"
+        let why = if let Some(flag) = given {
+            format!("{flag}: lockbench slows only servers it starts")
+        } else if provision != Provisioner::Local {
+            "--provision containers: it needs local processes (--provision local)".into()
         } else if !root {
-            "this process is not root (network namespaces, iptables, FUSE need root)"
+            "this process is not root (network namespaces, iptables, FUSE need root)".into()
         } else if key == "fsync" && !fuse {
-            "/dev/fuse is missing (the kernel, or the container lockbench runs in, has no FUSE)"
+            "/dev/fuse missing (the kernel, or the container lockbench runs in, has no FUSE)".into()
         } else {
             continue;
         };
         return Err(RunError::Options(format!(
-            "{}: environment.{key} = \"{}\" needs {what}, which cannot be made with {why}; \
+            "{file}: environment.{key} = \"{}\" needs {what}, which cannot be made with {why}; \
              expected environment.{key} = \"0s\" (the default) there",
-            opts.workload_file,
             humantime::format_duration(d)
         )));
     }
     Ok(())
+}
+
+/// What a workload's `[environment]` asks of the servers `needs` starts: the steady delays,
+/// every node's data on lazyfs for a slow disk, the private network for a delay.
+pub(super) fn steady(co: &mut ClusterOptions, w: &Workload, needs: crate::cluster::Needs) {
+    let env = w.environment;
+    if !env.fsync.is_zero() {
+        co.lazyfs = (Service::ALL.iter().copied())
+            .filter(|s| needs.runs(*s))
+            .collect();
+    }
+    co.network |= !env.rtt.is_zero();
+    co.steady = crate::cluster::Steady {
+        rtt: env.rtt,
+        fsync: env.fsync,
+    };
 }
 
 /// Refuses more buyers than a SQL server this run uses accepts connections: each buyer holds
