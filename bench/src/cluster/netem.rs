@@ -285,8 +285,7 @@ impl Link {
     fn teardown(&mut self) -> Result<LinkCounts, String> {
         let mut errors = Vec::new();
         for rule in std::mem::take(&mut self.rules) {
-            // A rule already gone is healed too: a partition of the same host flushes every
-            // rule when it heals.
+            // A rule already gone is healed too (its namespace deleted under it).
             if let Err(e) = self.iptables("-D", &rule)
                 && self.iptables("-C", &rule).is_ok()
             {
