@@ -133,6 +133,14 @@ async fn a_steady_rtt_lengthens_each_round_trip_of_a_sale_by_about_its_delay() {
     assert_eq!(env.probe.fsync_ms, None);
     assert_networks_gone(std::slice::from_ref(&slow));
     assert_no_root_rules(&slow);
+    // Both at once: both probed, nothing left.
+    let sets = ["environment.rtt=2ms", "environment.fsync=2ms"];
+    let both = run_with(dir.path(), "both", "redis-setnx", &one_buyer(true), &sets).await;
+    let probe = &both.environment.as_ref().expect("recorded").probe;
+    assert!(probe.rtt_ms.is_some_and(|ms| ms >= 2.0), "{probe:?}");
+    assert!(probe.fsync_ms.is_some_and(|ms| ms >= 2.0), "{probe:?}");
+    assert_networks_gone(std::slice::from_ref(&both));
+    assert_no_root_rules(&both);
 }
 
 #[tokio::test(flavor = "multi_thread")]
