@@ -177,9 +177,9 @@ impl<'a> Plan<'a> {
         let needs_network = chaos.is_some_and(ChaosPlan::needs_network) || steady_rtt;
         if remote && (opts.private_network || needs_network) {
             return Err(RunError::Options(
-                "partition faults put each worker into a network namespace of this run, which \
-                 remote workers cannot join: drop the partitions, or use `lockbench run \
-                 --worker-link tcp` on one host"
+                "partition and network faults, and environment.rtt, put each worker into a \
+                 network namespace of this run, which remote workers cannot join: drop them, or \
+                 use `lockbench run --worker-link tcp` on one host"
                     .into(),
             ));
         }
