@@ -26,7 +26,12 @@ const DURING_SAMPLES: (usize, Duration) = (10, Duration::from_millis(100));
 
 /// `n` fdatasyncs in `dir`, `gap` apart, until `stop`; each time in ms (in `rtt_ms`: a round
 /// trip to the disk). One that straddled the stop is discarded.
-fn series(dir: &Path, n: usize, gap: Duration, stop: &AtomicBool) -> Result<ProbeSamples, String> {
+pub(super) fn series(
+    dir: &Path,
+    n: usize,
+    gap: Duration,
+    stop: &AtomicBool,
+) -> Result<ProbeSamples, String> {
     let path = dir.join(PROBE_FILE);
     let mut f: File = OpenOptions::new()
         .create(true)

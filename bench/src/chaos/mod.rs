@@ -9,6 +9,7 @@
 //!   not own), bounded, their output logged.
 //! - [`holder`]: the hook that pauses a client process at a point of a lock holder's attempt
 //!   (by default between its read of the stock and its write).
+//! - [`environment`]: a workload's steady environment, probed at the start of the load.
 //! - [`disk`]: the slow disk's probe (fdatasync in the node's data directory, on lazyfs)
 //!   before, during and after the fault.
 //! - [`network`]: what the runner adds to network faults (delay, loss, bandwidth, reset): the
@@ -18,6 +19,7 @@
 
 pub mod command;
 pub mod disk;
+pub mod environment;
 pub mod failpoint;
 pub mod holder;
 pub mod network;

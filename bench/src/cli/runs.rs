@@ -83,6 +83,9 @@ pub(super) async fn run_with(
     };
     let printed = report::Printed::of(args.common.json, args.common.wide);
     print(std::slice::from_ref(&summary), printed)?;
+    if let Some(env) = &summary.environment {
+        eprintln!("{}", env.note());
+    }
     eprintln!("results: {}", opts.out.display());
     let name = format!("lockbench run {}", args.strategy);
     (args

@@ -36,8 +36,13 @@ pub(super) struct Local {
     builds: Builds,
     /// Network faults in force, by node: healed (by drop on a panic) before the network goes.
     links: Mutex<HashMap<String, NodeLinks>>,
+    /// The steady delay of the whole network ([`ClusterOptions::steady`]), removed before it.
+    _steady: Vec<netem::Link>,
     /// Services whose nodes' data directories are lazyfs mounts ([`ClusterOptions::lazyfs`]).
     lazy: Vec<Service>,
+    /// The steady slow disk of every mount ([`ClusterOptions::steady`]), from the end of the
+    /// start-up on; a slow-disk fault's heal returns to it.
+    steady_disk: Option<SlowDisk>,
     // Fields drop in order: the mounts and the namespaces go before the data directory.
     /// The lazyfs mounts, by node.
     mounts: Mutex<HashMap<String, LazyMount>>,
@@ -91,6 +96,10 @@ impl Local {
             let addr = ports.allocate(&name)?;
             addrs.insert(name, addr);
         }
+        let steady = match &network {
+            Some(n) if !opts.steady.rtt.is_zero() => steady_delay(n, &addrs, opts.steady.rtt)?,
+            _ => Vec::new(),
+        };
         let shim = opts
             .clock_shim
             .then(|| clock::install_shim(data.path()))
@@ -101,7 +110,14 @@ impl Local {
             shim,
             builds: opts.builds,
             links: Mutex::default(),
+            _steady: steady,
             lazy: opts.lazyfs.clone(),
+            steady_disk: (!opts.steady.fsync.is_zero()).then_some(SlowDisk {
+                delay: opts.steady.fsync,
+                jitter: Duration::ZERO,
+                writes: false,
+                seed: 0,
+            }),
             mounts: Mutex::default(),
             network,
             data,
@@ -139,11 +155,12 @@ impl Local {
 
     /// Makes durable what the nodes wrote so far (their set-up: configuration files, initdb),
     /// as on a machine that has run a while: a power loss then drops only the run's own
-    /// unsynced writes.
+    /// unsynced writes. The steady slow disk starts here, after the set-up's many fsyncs.
     pub(super) fn settle_disks(&self) -> Result<(), ClusterError> {
         for (name, m) in self.mounts.lock().expect("mounts").iter() {
             m.sync_all()
                 .map_err(|e| ClusterError::io(format!("sync {name}'s data on lazyfs"), e))?;
+            m.slow(self.steady_disk);
         }
         Ok(())
     }
@@ -153,9 +170,9 @@ impl Local {
         self.with_mount(name, |m| m.crash())
     }
 
-    /// Slows (or heals, with `None`) node `name`'s fsyncs.
+    /// Slows (or heals, with `None`, back to the steady slow disk if any) node `name`'s fsyncs.
     pub(super) fn slow_disk(&self, name: &str, disk: Option<SlowDisk>) -> Result<(), ClusterError> {
-        self.with_mount(name, |m| m.slow(disk))
+        self.with_mount(name, |m| m.slow(disk.or(self.steady_disk)))
     }
 
     /// Node `name`'s data directory on lazyfs and its fsync counts so far.
@@ -228,6 +245,29 @@ impl Local {
         net.host(ip)
             .ok_or_else(|| err(format!("{ip} is not in a network namespace")))
     }
+}
+
+/// [`netem::steady_delay`] for the nodes at `addrs`: the server hosts that hold any, and
+/// MariaDB's port on the gateway.
+fn steady_delay(
+    net: &net::Network,
+    addrs: &HashMap<String, SocketAddr>,
+    rtt: Duration,
+) -> Result<Vec<netem::Link>, ClusterError> {
+    let mut servers: Vec<IpAddr> = (addrs.values().map(SocketAddr::ip))
+        .filter(|ip| net.servers.iter().any(|h| h.ip == *ip))
+        .collect();
+    servers.sort();
+    servers.dedup();
+    let store_ports: Vec<u16> = (addrs.iter())
+        .filter(|(name, a)| is_node_of(name, Service::Mariadb) && a.ip() == net.gateway)
+        .map(|(_, a)| a.port())
+        .collect();
+    netem::steady_delay(net, &servers, &store_ports, rtt).map_err(|detail| ClusterError::Setup {
+        node: "network".into(),
+        what: "environment.rtt".into(),
+        detail,
+    })
 }
 
 #[async_trait]

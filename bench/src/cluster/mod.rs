@@ -62,7 +62,7 @@ pub use error::ClusterError;
 pub use guard::OwnedCluster;
 pub use model::{
     Auth, ClusterOptions, ContainerInfo, Endpoints, MysqlEndpoint, Needs, NodeInfo, Pooler,
-    PoolerEndpoint, Pooling, PostgresEndpoint, Provisioner, REDLOCK_NODES, Role, Service,
+    PoolerEndpoint, Pooling, PostgresEndpoint, Provisioner, REDLOCK_NODES, Role, Service, Steady,
     session_settings,
 };
 pub use namespace::Prefix;

@@ -510,6 +510,16 @@ pub struct ClusterOptions {
     /// Services whose local nodes keep their data on lazyfs (`lazyfs`): what power-loss and
     /// slow-disk faults need; empty for every other run, which then pays nothing.
     pub lazyfs: Vec<Service>,
+    /// A slower network and disk for the cluster's whole life (a workload's `[environment]`).
+    pub steady: Steady,
+}
+
+/// Every round trip through the private network lengthened by `rtt` (needs
+/// [`ClusterOptions::network`]), every fsync on the lazyfs mounts by `fsync`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Steady {
+    pub rtt: std::time::Duration,
+    pub fsync: std::time::Duration,
 }
 
 impl ClusterOptions {
@@ -528,6 +538,7 @@ impl ClusterOptions {
             postgres_pooling: Pooling::default(),
             mariadb_flush_log_at_trx_commit: 1,
             lazyfs: Vec::new(),
+            steady: Steady::default(),
         }
     }
 }

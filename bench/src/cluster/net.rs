@@ -5,8 +5,10 @@
 //! hosts, MariaDB in the root namespace on the bridge's own address; the coordinator reaches
 //! everything through the bridge. A partition is a set of iptables DROP rules inside one
 //! host's namespace (INPUT from and OUTPUT to the cut addresses), so it cuts server↔server
-//! links as well as client↔server links; healing flushes them. Deleting a namespace deletes its
-//! rules, so nothing outlives the network. Needs root (CAP_NET_ADMIN).
+//! links as well as client↔server links; healing deletes them by their comment (a steady
+//! delay's NFQUEUE rules stay). Deleting a namespace deletes its rules; the root namespace's
+//! (a steady delay of the coordinator's packets) carry the bridge's name, and go with it, so
+//! nothing outlives the network. Needs root (CAP_NET_ADMIN).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -196,6 +198,10 @@ impl Network {
                     chain,
                     dir,
                     &o,
+                    "-m",
+                    "comment",
+                    "--comment",
+                    CUT_TAG,
                     "-j",
                     "DROP",
                 ])?;
@@ -204,9 +210,22 @@ impl Network {
         Ok(())
     }
 
-    /// Removes every rule `cut` added in `host`.
+    /// The comment on this run's iptables rules in the root namespace (a steady delay of the
+    /// coordinator's packets), by which [`reap_stale`] finds a dead run's.
+    pub fn tag(&self) -> String {
+        root_tag(&self.bridge)
+    }
+
+    /// An NFQUEUE number for the root namespace no other live run uses: the bridge's index
+    /// (`lbkK`) is this run's alone.
+    pub fn root_queue(&self) -> u16 {
+        let k: u16 = self.bridge[3..].parse().expect("bridges are named lbkK");
+        ROOT_QUEUES + k
+    }
+
+    /// Removes every rule `cut` added in `host` (by their comment: a steady delay's rules stay).
     pub fn heal(&self, host: &Host) -> Result<(), String> {
-        run(&["ip", "netns", "exec", &host.netns, "iptables", "-w", "-F"])
+        remove_tagged(Some(&host.netns), CUT_TAG)
     }
 }
 
@@ -220,6 +239,61 @@ impl Drop for Network {
     }
 }
 
+/// The first root-namespace NFQUEUE number of [`Network::root_queue`] (250 of them).
+const ROOT_QUEUES: u16 = 30_000;
+
+fn root_tag(bridge: &str) -> String {
+    format!("lockbench-{bridge}")
+}
+
+/// The comment on a partition's DROP rules, by which its heal deletes them and no other.
+const CUT_TAG: &str = "lockbench-cut";
+
+/// Deletes the root namespace's rules that carry `tag` as their comment, warning of failures.
+fn remove_root_rules(tag: &str) {
+    if let Err(e) = remove_tagged(None, tag) {
+        tracing::warn!("{e}");
+    }
+}
+
+/// Deletes every iptables rule of namespace `netns` (`None`: the root namespace) that carries
+/// `tag` as its comment.
+fn remove_tagged(netns: Option<&str>, tag: &str) -> Result<(), String> {
+    let prefix: Vec<&str> = match netns {
+        Some(ns) => vec!["ip", "netns", "exec", ns, "iptables", "-w"],
+        None => vec!["iptables", "-w"],
+    };
+    let out = Command::new(prefix[0])
+        .args(&prefix[1..])
+        .arg("-S")
+        .output()
+        .map_err(|e| format!("{} -S: {e}", prefix.join(" ")))?;
+    let mut errors = Vec::new();
+    for words in tagged_rules(&String::from_utf8_lossy(&out.stdout), tag) {
+        let mut args = prefix.clone();
+        args.push("-D");
+        args.extend(words);
+        if let Err(e) = run(&args) {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("; "))
+    }
+}
+
+/// The rules of `iptables -S` output that carry the comment `tag`, each as its words after
+/// `-A` (chain first).
+fn tagged_rules<'a>(listing: &'a str, tag: &str) -> Vec<Vec<&'a str>> {
+    (listing.lines())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|w| w.first() == Some(&"-A") && w.contains(&tag))
+        .map(|w| w[1..].to_vec())
+        .collect()
+}
+
 /// What a run writes into its bridge's alias: `lockbench pid=<owner>`.
 fn owner_alias() -> String {
     format!("lockbench {}", Owner::me())
@@ -228,6 +302,8 @@ fn owner_alias() -> String {
 /// Removes bridge `bridge`, its hosts `<bridge>-1..=hosts` and their veth pairs; `warn`
 /// reports what could not be removed (a leftover may be incomplete, so reaping does not).
 fn remove(bridge: &str, hosts: usize, warn: bool) {
+    // Rules of the root namespace outlive the namespaces: removed by their comment.
+    remove_root_rules(&root_tag(bridge));
     for i in 1..=hosts {
         // The veth pair first: sockets of dead clients that still wait on a peer keep a
         // namespace alive after `ip netns del`, and with it the pair's outer end.
@@ -274,5 +350,24 @@ pub fn reap_stale() {
         }
         tracing::info!(bridge = %name, %owner, "removing the network of a dead lockbench run");
         remove(&name, SERVER_HOSTS + CLIENT_HOSTS, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tagged_rules_are_found_by_their_whole_comment_only() {
+        let listing = "-P OUTPUT ACCEPT
+-A OUTPUT -d 10.213.3.1/32 -m comment --comment lockbench-lbk3 -j NFQUEUE --queue-num 30003
+-A OUTPUT -d 10.213.30.1/32 -m comment --comment lockbench-lbk30 -j NFQUEUE --queue-num 30030
+-A INPUT -s 10.213.3.2/32 -m comment --comment lockbench-cut -j DROP
+";
+        let found = tagged_rules(listing, "lockbench-lbk3");
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0][..3], ["OUTPUT", "-d", "10.213.3.1/32"]);
+        assert_eq!(tagged_rules(listing, "lockbench-cut")[0][0], "INPUT");
+        assert!(tagged_rules(listing, "lockbench-lbk4").is_empty());
     }
 }

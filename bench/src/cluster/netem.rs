@@ -158,7 +158,8 @@ static NEXT_QUEUE: AtomicU16 = AtomicU16::new(100);
 /// An impairment in force on one host's links to some peers; healed by [`Link::stop`] or drop.
 #[derive(Debug)]
 pub struct Link {
-    netns: String,
+    /// The host's namespace; `None`: the root namespace (this process's own packets).
+    netns: Option<String>,
     /// The iptables rules added, each as its arguments after `-A` / `-D`.
     rules: Vec<Vec<String>>,
     stop: Arc<AtomicBool>,
@@ -176,29 +177,7 @@ impl Link {
         seed: u64,
         lifetime: Duration,
     ) -> Result<Self, String> {
-        let mut link = Self {
-            netns: host.netns.clone(),
-            rules: Vec::new(),
-            stop: Arc::new(AtomicBool::new(false)),
-            thread: None,
-        };
         let queue = NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
-        if imp != Impairment::Reset {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let netns = PathBuf::from(format!("/run/netns/{}", host.netns));
-            let stop = link.stop.clone();
-            let thread = std::thread::Builder::new()
-                .name(format!("netem-{queue}"))
-                .spawn(move || serve(&netns, queue, imp, seed, &stop, lifetime, tx))
-                .map_err(|e| format!("start the queue thread: {e}"))?;
-            link.thread = Some(thread);
-            // Bound: the thread answers once its queue is bound, or fails.
-            match rx.recv_timeout(Duration::from_secs(5)) {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => return Err(format!("NFQUEUE {queue} in {}: {e}", host.netns)),
-                Err(_) => return Err(format!("NFQUEUE {queue}: the thread never bound it")),
-            }
-        }
         // One rule for every peer (iptables expands the list): one call to add, one to delete.
         let p: Vec<String> = peers.iter().map(IpAddr::to_string).collect();
         let p = p.join(",");
@@ -208,13 +187,81 @@ impl Link {
                 .chain(["--reject-with", "tcp-reset"])
                 .map(String::from)
                 .collect(),
-            _ => ["OUTPUT", "-d", &p, "-j", "NFQUEUE", "--queue-bypass"]
-                .into_iter()
-                .map(String::from)
-                .chain(["--queue-num".to_string(), queue.to_string()])
-                .collect(),
+            _ => ["OUTPUT", "-d", &p].into_iter().map(String::from).collect(),
         };
-        if !peers.is_empty() {
+        let rules = if peers.is_empty() { vec![] } else { vec![rule] };
+        Self::open(Some(&host.netns), queue, rules, imp, seed, lifetime)
+    }
+
+    /// Delays by `delay` every packet that namespace `netns` (`None`: the root namespace)
+    /// sends and one of `matches` selects (each the arguments of an OUTPUT rule before its
+    /// target: `-d 10.213.0.1,10.213.0.2`, or with `-p tcp --dport 3306`), until healed.
+    /// `queue`: the NFQUEUE number, which in the root namespace must be unique on the machine.
+    /// Each rule carries `tag` as its comment, by which a dead run's root rules are found.
+    pub fn delay(
+        netns: Option<&str>,
+        queue: u16,
+        matches: &[Vec<String>],
+        delay: Duration,
+        tag: &str,
+    ) -> Result<Self, String> {
+        let imp = Impairment::Delay {
+            delay,
+            jitter: Duration::ZERO,
+        };
+        let comment = ["-m", "comment", "--comment", tag].map(String::from);
+        let rules = (matches.iter())
+            .map(|m| ["OUTPUT".to_string()].into_iter().chain(m.iter().cloned()))
+            .map(|r| r.chain(comment.iter().cloned()).collect())
+            .collect();
+        // A week: the run's guard heals it long before (the queue thread's backstop only).
+        let lifetime = Duration::from_secs(7 * 24 * 3600);
+        Self::open(netns, queue, rules, imp, 0, lifetime)
+    }
+
+    /// Binds queue `queue` in `netns` to a thread that applies `imp` (a reset needs none), then
+    /// adds `rules` (OUTPUT rules get the queue as their target).
+    fn open(
+        netns: Option<&str>,
+        queue: u16,
+        mut rules: Vec<Vec<String>>,
+        imp: Impairment,
+        seed: u64,
+        lifetime: Duration,
+    ) -> Result<Self, String> {
+        let mut link = Self {
+            netns: netns.map(String::from),
+            rules: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: None,
+        };
+        let place = netns.unwrap_or("the root namespace").to_string();
+        if imp != Impairment::Reset {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let ns = netns.map(|n| PathBuf::from(format!("/run/netns/{n}")));
+            let stop = link.stop.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("netem-{queue}"))
+                .spawn(move || serve(ns.as_deref(), queue, imp, seed, &stop, lifetime, tx))
+                .map_err(|e| format!("start the queue thread: {e}"))?;
+            link.thread = Some(thread);
+            // Bound: the thread answers once its queue is bound, or fails.
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => return Err(format!("NFQUEUE {queue} in {place}: {e}")),
+                Err(_) => return Err(format!("NFQUEUE {queue}: the thread never bound it")),
+            }
+            for r in rules.iter_mut().filter(|r| r[0] == "OUTPUT") {
+                let target = ["-j", "NFQUEUE", "--queue-bypass", "--queue-num"];
+                r.extend(
+                    target
+                        .map(String::from)
+                        .into_iter()
+                        .chain([queue.to_string()]),
+                );
+            }
+        }
+        for rule in rules {
             link.iptables("-A", &rule)?;
             link.rules.push(rule);
         }
@@ -222,7 +269,10 @@ impl Link {
     }
 
     fn iptables(&self, op: &str, rule: &[String]) -> Result<(), String> {
-        let mut args = vec!["ip", "netns", "exec", &self.netns, "iptables", "-w", op];
+        let mut args = match &self.netns {
+            Some(ns) => vec!["ip", "netns", "exec", ns.as_str(), "iptables", "-w", op],
+            None => vec!["iptables", "-w", op],
+        };
         args.extend(rule.iter().map(String::as_str));
         run(&args)
     }
@@ -235,8 +285,7 @@ impl Link {
     fn teardown(&mut self) -> Result<LinkCounts, String> {
         let mut errors = Vec::new();
         for rule in std::mem::take(&mut self.rules) {
-            // A rule already gone is healed too: a partition of the same host flushes every
-            // rule when it heals.
+            // A rule already gone is healed too (its namespace deleted under it).
             if let Err(e) = self.iptables("-D", &rule)
                 && self.iptables("-C", &rule).is_ok()
             {
@@ -263,19 +312,71 @@ impl Link {
 impl Drop for Link {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            tracing::warn!(netns = %self.netns, "healing a network fault: {e}");
+            let netns = self.netns.as_deref().unwrap_or("root");
+            tracing::warn!(netns, "healing a network fault: {e}");
         }
     }
 }
 
+/// The links of a steady delay (a workload's `[environment] rtt`) over `net`, in force until
+/// dropped. Every round trip between a client and a server is lengthened by `rtt`: what a
+/// client host, or this process in the root namespace, sends to the server hosts at
+/// `servers` or to the store's `store_ports` on the gateway (MariaDB, in the root namespace)
+/// waits `rtt`, and the server's answer does not wait. Every round trip between two server
+/// hosts is lengthened by `rtt` too: both ends send through a delayed host, so each host's
+/// packets to the others wait `rtt / 2`.
+pub fn steady_delay(
+    net: &super::net::Network,
+    servers: &[IpAddr],
+    store_ports: &[u16],
+    rtt: Duration,
+) -> Result<Vec<Link>, String> {
+    let list = |ips: &[IpAddr]| ips.iter().map(IpAddr::to_string).collect::<Vec<_>>();
+    let to = |ips: &[IpAddr]| vec!["-d".to_string(), list(ips).join(",")];
+    let mut to_servers = Vec::new();
+    if !servers.is_empty() {
+        to_servers.push(to(servers));
+    }
+    for port in store_ports {
+        let (gw, port) = (net.gateway.to_string(), port.to_string());
+        to_servers.push(
+            ["-d", &gw, "-p", "tcp", "--dport", &port]
+                .map(String::from)
+                .to_vec(),
+        );
+    }
+    let tag = net.tag();
+    let queue = || NEXT_QUEUE.fetch_add(1, Ordering::Relaxed);
+    let mut links = vec![Link::delay(None, net.root_queue(), &to_servers, rtt, &tag)?];
+    for h in &net.clients {
+        links.push(Link::delay(
+            Some(&h.netns),
+            queue(),
+            &to_servers,
+            rtt,
+            &tag,
+        )?);
+    }
+    for h in net.servers.iter().filter(|h| servers.contains(&h.ip)) {
+        let others: Vec<IpAddr> = servers.iter().filter(|ip| **ip != h.ip).copied().collect();
+        if !others.is_empty() {
+            let peers = [to(&others)];
+            links.push(Link::delay(Some(&h.netns), queue(), &peers, rtt / 2, &tag)?);
+        }
+    }
+    Ok(links)
+}
+
 /// Enters the network namespace at `netns` for the rest of this thread's life.
-fn enter(netns: &Path) -> std::io::Result<()> {
+pub(super) fn enter(netns: &Path) -> std::io::Result<()> {
     let f = std::fs::File::open(netns)?;
     nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).map_err(std::io::Error::from)
 }
 
-fn open_queue(netns: &Path, num: u16) -> std::io::Result<nfq::Queue> {
-    enter(netns)?;
+fn open_queue(netns: Option<&Path>, num: u16) -> std::io::Result<nfq::Queue> {
+    if let Some(ns) = netns {
+        enter(ns)?;
+    }
     let mut q = nfq::Queue::open()?;
     q.bind(num)?;
     q.set_copy_range(num, COPY_BYTES)?;
@@ -287,7 +388,7 @@ fn open_queue(netns: &Path, num: u16) -> std::io::Result<nfq::Queue> {
 /// The queue thread: binds queue `num` in `netns`, says so on `ready`, then decides every
 /// packet until `stop` (or `lifetime` passes); then releases what it holds and closes.
 fn serve(
-    netns: &Path,
+    netns: Option<&Path>,
     num: u16,
     imp: Impairment,
     seed: u64,

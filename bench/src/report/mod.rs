@@ -255,6 +255,10 @@ pub struct Summary {
     /// docs/results.md); absent in older summaries and in runs of the in-memory sim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<Machine>,
+    /// The steady environment of the run (`[environment]`: its delays and what its probe
+    /// measured at the start of the load); absent when none was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<crate::chaos::environment::Environment>,
 }
 
 /// Which build made a summary besides lockbench's version, so that `lockbench history` can
@@ -435,6 +439,7 @@ impl Summary {
             broken: drive.broken.clone(),
             sale: None,
             machine: None,
+            environment: None,
         }
     }
 }

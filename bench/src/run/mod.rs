@@ -202,6 +202,7 @@ async fn trial(
     let writes_before = consensus_writes(plan, servers).await;
     let needs = (plan.opts.server_work).then_some(plan.info.needs);
     let watch = work::before_load(needs, servers, cancel).await;
+    let environment = probe_environment(plan, servers).await;
     let measured = load(plan, &built, servers, workers, cancel).await?;
     let work = watch.finish(servers).await;
     let writes_after = consensus_writes(plan, servers).await;
@@ -220,6 +221,7 @@ async fn trial(
         lease_ttl_granted: built.strategy.lease_ttl_granted(),
         library: built.strategy.library(),
         work,
+        environment,
     };
     let latency = measured.recording.stats.latency.clone();
     let summary = results(plan, servers, measured, chaos, audited, cost)?;
@@ -387,6 +389,23 @@ struct LockCost {
     library: Option<crate::strategy::adapter::Hello>,
     /// The servers' own counters around the load.
     work: work::Finished,
+    /// The steady environment and its probe (`None` without one).
+    environment: Option<crate::chaos::environment::Environment>,
+}
+
+/// The probe of a workload's `[environment]`, once, just before the load (the delays are in
+/// force since the servers started); `None` without one or without servers of this run.
+async fn probe_environment(
+    plan: &Plan<'_>,
+    servers: &Servers,
+) -> Option<crate::chaos::environment::Environment> {
+    let env = plan.workload().environment;
+    let cluster = servers.cluster.as_ref().filter(|_| !env.is_none())?;
+    let delays = (env.rtt, env.fsync);
+    let service = plan.info.lock_service();
+    let e = crate::chaos::environment::probe(cluster, &servers.nodes, service, delays).await;
+    tracing::info!("{}", e.note());
+    Some(e)
 }
 
 /// What the load measured.
@@ -689,6 +708,7 @@ fn results(
         sale.pay = audited.pay;
     }
     summary.machine = crate::record::machine::taken().cloned();
+    summary.environment = cost.environment;
     report::write_summary(out, &summary).map_err(write_err(out))?;
     Ok(summary)
 }

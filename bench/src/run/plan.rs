@@ -161,6 +161,7 @@ impl<'a> Plan<'a> {
             check_chaos(plan, opts, info)?;
         }
         check_connections(opts, info)?;
+        check_environment(opts, nix::unistd::geteuid().is_root())?;
         let needs_workers = chaos.is_some_and(ChaosPlan::needs_workers);
         let mut workers = match (opts.workers, needs_workers) {
             (0, true) => DEFAULT_WORKERS.min(w.load.clients),
@@ -172,11 +173,13 @@ impl<'a> Plan<'a> {
                 "lockbench coordinate needs --workers N (N >= 1): how many agents connect".into(),
             ));
         }
-        if remote && (opts.private_network || chaos.is_some_and(ChaosPlan::needs_network)) {
+        let steady_rtt = !w.environment.rtt.is_zero();
+        let needs_network = chaos.is_some_and(ChaosPlan::needs_network) || steady_rtt;
+        if remote && (opts.private_network || needs_network) {
             return Err(RunError::Options(
-                "partition faults put each worker into a network namespace of this run, which \
-                 remote workers cannot join: drop the partitions, or use `lockbench run \
-                 --worker-link tcp` on one host"
+                "partition and network faults, and environment.rtt, put each worker into a \
+                 network namespace of this run, which remote workers cannot join: drop them, or \
+                 use `lockbench run --worker-link tcp` on one host"
                     .into(),
             ));
         }
@@ -192,18 +195,7 @@ impl<'a> Plan<'a> {
                  load.clients >= 2), got {workers}"
             )));
         }
-        let given = given_servers(opts);
-        let aof = redis_appendfsync(opts, info, given)?;
-        let mut cluster = ClusterOptions::new(opts.out.join("logs"));
-        cluster.base_port = opts.base_port;
-        cluster.redis_appendfsync = aof;
-        cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
-        cluster.postgres_pooling = postgres_pooling(opts, info, given)?;
-        cluster.mariadb_flush_log_at_trx_commit = mariadb_flush_log(opts, info, given)?;
-        cluster.builds = builds(opts, info)?;
-        cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
-        // Only the services a power-loss or slow-disk fault hits keep their data on lazyfs.
-        cluster.lazyfs = chaos.map_or_else(Vec::new, |c| c.lazyfs_services(info.lock_service()));
+        let mut cluster = cluster_options(opts, info)?;
         cluster.provisioner = opts.provision;
         // Containers are partitioned on their own Docker network; only local processes need
         // namespaces for that.
@@ -218,8 +210,8 @@ impl<'a> Plan<'a> {
                     .into(),
             ));
         }
-        cluster.network = opts.provision == Provisioner::Local
-            && (opts.private_network || chaos.is_some_and(ChaosPlan::needs_network));
+        cluster.network =
+            opts.provision == Provisioner::Local && (opts.private_network || needs_network);
         if cluster.network {
             workers = workers.min(crate::cluster::net::CLIENT_HOSTS as u32);
         }
@@ -239,6 +231,27 @@ impl<'a> Plan<'a> {
     }
 }
 
+/// The cluster options a run's servers start with, from its workload and chaos plan (its
+/// private network and the workers it needs aside).
+fn cluster_options(opts: &RunOptions, info: &StrategyInfo) -> Result<ClusterOptions, RunError> {
+    let (w, chaos) = (&opts.workload, opts.chaos.as_ref());
+    let given = given_servers(opts);
+    let aof = redis_appendfsync(opts, info, given)?;
+    let mut cluster = ClusterOptions::new(opts.out.join("logs"));
+    cluster.base_port = opts.base_port;
+    cluster.redis_appendfsync = aof;
+    cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
+    cluster.postgres_pooling = postgres_pooling(opts, info, given)?;
+    cluster.mariadb_flush_log_at_trx_commit = mariadb_flush_log(opts, info, given)?;
+    cluster.builds = builds(opts, info)?;
+    cluster.clock_shim = chaos.is_some_and(ChaosPlan::needs_clock_shim);
+    // Only the services a power-loss or slow-disk fault hits keep their data on lazyfs.
+    cluster.lazyfs = chaos.map_or_else(Vec::new, |c| c.lazyfs_services(info.lock_service()));
+    // Its network is the plan's, decided with the workers (`Plan::new`).
+    steady(&mut cluster, w, info.needs);
+    Ok(cluster)
+}
+
 /// Refuses a chaos plan whose faults these servers cannot take: servers this run does not
 /// own, a provisioner or a service the faults cannot reach.
 fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Result<(), RunError> {
@@ -255,6 +268,77 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
         plan.check_services(info.lock_service(), info.needs)?;
     }
     Ok(())
+}
+
+/// Refuses a workload's `[environment]` where it cannot be made, before anything starts: a
+/// steady delay needs the private network (root, servers this run starts as local
+/// processes), a steady slow disk lazyfs (root, /dev/fuse, the same local servers).
+fn check_environment(opts: &RunOptions, root: bool) -> Result<(), RunError> {
+    let given = given_servers(opts);
+    let w = &opts.workload;
+    environment_possible(&opts.workload_file, w, given, opts.provision, root)
+}
+
+/// [`check_environment`] for servers given by the flag `given` (`--target`, `--endpoints`) or
+/// started by `provision`; `file` names the workload in the error.
+pub(super) fn environment_possible(
+    file: &str,
+    w: &Workload,
+    given: Option<&str>,
+    provision: Provisioner,
+    root: bool,
+) -> Result<(), RunError> {
+    let env = &w.environment;
+    let fuse = std::path::Path::new("/dev/fuse").exists();
+    for (key, d, what) in [
+        (
+            "rtt",
+            env.rtt,
+            "a delay of every packet in this run's private network",
+        ),
+        (
+            "fsync",
+            env.fsync,
+            "every node's data on lazyfs, a FUSE filesystem",
+        ),
+    ] {
+        if d.is_zero() {
+            continue;
+        }
+        let why = if let Some(flag) = given {
+            format!("{flag}: lockbench slows only servers it starts")
+        } else if provision != Provisioner::Local {
+            "--provision containers: it needs local processes (--provision local)".into()
+        } else if !root {
+            "this process is not root (network namespaces, iptables, FUSE need root)".into()
+        } else if key == "fsync" && !fuse {
+            "/dev/fuse missing (the kernel, or the container lockbench runs in, has no FUSE)".into()
+        } else {
+            continue;
+        };
+        return Err(RunError::Options(format!(
+            "{file}: environment.{key} = \"{}\" needs {what}, which cannot be made with {why}; \
+             expected environment.{key} = \"0s\" (the default) there",
+            humantime::format_duration(d)
+        )));
+    }
+    Ok(())
+}
+
+/// What a workload's `[environment]` asks of the servers `needs` starts: the steady delays,
+/// every node's data on lazyfs for a slow disk, the private network for a delay.
+pub(super) fn steady(co: &mut ClusterOptions, w: &Workload, needs: crate::cluster::Needs) {
+    let env = w.environment;
+    if !env.fsync.is_zero() {
+        co.lazyfs = (Service::ALL.iter().copied())
+            .filter(|s| needs.runs(*s))
+            .collect();
+    }
+    co.network |= !env.rtt.is_zero();
+    co.steady = crate::cluster::Steady {
+        rtt: env.rtt,
+        fsync: env.fsync,
+    };
 }
 
 /// Refuses more buyers than a SQL server this run uses accepts connections: each buyer holds
@@ -450,6 +534,38 @@ mod tests {
         RunOptions::new(strategy, w, None, "w.toml", PathBuf::from("out"))
             .plan()
             .map(|_| ())
+    }
+
+    #[test]
+    fn a_steady_environment_is_refused_where_it_cannot_be_made() {
+        let set = ["environment.rtt=20ms".to_string()];
+        let w = Workload::parse("w.toml", "", &set).unwrap();
+        let mut o = RunOptions::new("mysql-atomic", w, None, "w.toml", PathBuf::from("out"));
+        // As root on local processes it is made; not as another user.
+        check_environment(&o, true).unwrap();
+        let e = check_environment(&o, false).unwrap_err().to_string();
+        assert!(
+            e.contains("w.toml") && e.contains("environment.rtt = \"20ms\""),
+            "{e}"
+        );
+        assert!(e.contains("not root") && e.contains("expected"), "{e}");
+        o.provision = Provisioner::Containers;
+        let e = check_environment(&o, true).unwrap_err().to_string();
+        assert!(e.contains("--provision containers"), "{e}");
+        o.provision = Provisioner::Local;
+        o.endpoints = Some(PathBuf::from("endpoints.json"));
+        let e = check_environment(&o, true).unwrap_err().to_string();
+        assert!(e.contains("--endpoints"), "{e}");
+        // fsync alike; without either, nothing is asked.
+        let w = Workload::parse("w.toml", "[environment]\nfsync = \"2ms\"\n", &[]).unwrap();
+        let mut o = RunOptions::new("zookeeper", w, None, "w.toml", PathBuf::from("out"));
+        o.provision = Provisioner::Containers;
+        let e = check_environment(&o, true).unwrap_err().to_string();
+        assert!(e.contains("environment.fsync = \"2ms\""), "{e}");
+        let w = Workload::parse("w.toml", "", &[]).unwrap();
+        let mut o = RunOptions::new("zookeeper", w, None, "w.toml", PathBuf::from("out"));
+        o.provision = Provisioner::Containers;
+        check_environment(&o, false).unwrap();
     }
 
     #[test]

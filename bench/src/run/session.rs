@@ -139,6 +139,19 @@ impl Session {
     ) -> Result<Session, RunError> {
         let mut co = ClusterOptions::new(logs);
         co.builds = w.servers.builds(needs);
+        // A workload's `[environment]`, refused before any server starts where it cannot be.
+        if !w.environment.is_none() {
+            let (given, provision) = match source {
+                Source::Start { provision, .. } => (None, *provision),
+                Source::Endpoints(_) => (Some("--endpoints"), Provisioner::Local),
+                Source::InProcess(_) => {
+                    (Some("the sim's in-process strategies"), Provisioner::Local)
+                }
+            };
+            let root = nix::unistd::geteuid().is_root();
+            super::plan::environment_possible("the workload", w, given, provision, root)?;
+            super::plan::steady(&mut co, w, needs);
+        }
         Session::start(source, needs, co, cancel).await
     }
 

@@ -81,6 +81,8 @@ struct RawWorkload {
     lock: RawLock,
     #[serde(default)]
     servers: RawServers,
+    #[serde(default)]
+    environment: RawEnvironment,
     buyers: Option<RawBuyers>,
     pay: Option<super::pay::RawPay>,
 }
@@ -176,6 +178,13 @@ struct RawServers {
     mysql: Option<String>,
 }
 
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnvironment {
+    rtt: Option<String>,
+    fsync: Option<String>,
+}
+
 /// A server build's name, as a string or as the number TOML reads from `etcd = 3.5` (or from
 /// `--set servers.etcd=3.5`): `3.5` is read as "3.5", `7.0` as "7.0", `18` as "18".
 fn version_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -209,6 +218,10 @@ pub struct Workload {
     pub lock: LockParams,
     /// How the servers lockbench starts are configured.
     pub servers: Servers,
+    /// A slower network and disk for the whole run (`[environment]`); left out of the
+    /// effective workload when neither is set, as it was before the section existed.
+    #[serde(skip_serializing_if = "Environment::is_none")]
+    pub environment: Environment,
     /// Buyers as people (`[buyers]`); `None`: anonymous arrivals, one unit each, no limit.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub buyers: Option<Buyers>,
@@ -348,6 +361,28 @@ pub struct LockParams {
     /// jitter, up to 8x).
     #[serde(serialize_with = "human")]
     pub optimistic_backoff: Duration,
+}
+
+/// `[environment]`: every round trip between a buyer and a server, and between peers of a
+/// replicated service, lengthened by `rtt`, and every fsync of a server's data by `fsync`,
+/// from before the warm-up to the end of the load (docs/chaos.md, "A steady environment").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Environment {
+    #[serde(serialize_with = "human")]
+    pub rtt: Duration,
+    #[serde(serialize_with = "human")]
+    pub fsync: Duration,
+}
+
+/// The longest `environment.rtt` or `environment.fsync`: beyond it no strategy's default
+/// timeouts hold.
+pub const ENVIRONMENT_MAX: Duration = Duration::from_secs(1);
+
+impl Environment {
+    /// Neither set: the machine as it is.
+    pub fn is_none(&self) -> bool {
+        self.rtt.is_zero() && self.fsync.is_zero()
+    }
 }
 
 /// `[servers]`: settings of the servers lockbench starts (servers of `--endpoints` and
@@ -817,6 +852,25 @@ impl Fields<'_> {
     }
 
     /// `[servers]`: each value one of its names.
+    /// The `[environment]` section: each delay from 0 (the default) to [`ENVIRONMENT_MAX`].
+    fn environment(&self, raw: RawEnvironment) -> Result<Environment, WorkloadError> {
+        let delay = |field: &'static str, v: Option<String>| {
+            let d = self.duration(field, v.clone(), "0s", true)?;
+            if d > ENVIRONMENT_MAX {
+                return Err(self.invalid(
+                    field,
+                    format!("{:?}", v.unwrap_or_default()),
+                    "a duration from \"0s\" to \"1s\", such as \"1ms\" or \"500us\"",
+                ));
+            }
+            Ok(d)
+        };
+        Ok(Environment {
+            rtt: delay("environment.rtt", raw.rtt)?,
+            fsync: delay("environment.fsync", raw.fsync)?,
+        })
+    }
+
     fn servers(&self, raw: RawServers) -> Result<Servers, WorkloadError> {
         fn named<T: std::str::FromStr + Default>(
             f: &Fields<'_>,
@@ -984,6 +1038,7 @@ impl RawWorkload {
         };
         let lock = f.lock(self.lock)?;
         let servers = f.servers(self.servers)?;
+        let environment = f.environment(self.environment)?;
         if lock.ttl.as_millis() == 0 {
             return Err(f.invalid(
                 "lock.ttl",
@@ -1003,6 +1058,7 @@ impl RawWorkload {
             critical_section,
             lock,
             servers,
+            environment,
             pay: self.pay.map(|p| f.pay(p, buyers.is_some())).transpose()?,
             buyers,
         })
@@ -1199,6 +1255,34 @@ ttl = "1s"
         let w = Workload::parse("w.toml", GOOD, &["load.read_fraction=0.25".to_string()]).unwrap();
         let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.load.read_fraction, 0.25);
+    }
+
+    #[test]
+    fn environment_sets_rtt_and_fsync_and_refuses_what_is_not_a_delay() {
+        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
+        assert!(w.environment.is_none());
+        // Absent from the effective workload when not set, as before the section existed.
+        assert!(!toml::to_string(&w).unwrap().contains("environment"));
+        let o = ["environment.rtt=1ms", "environment.fsync=2ms"].map(String::from);
+        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
+        assert_eq!(w.environment.rtt, Duration::from_millis(1));
+        assert_eq!(w.environment.fsync, Duration::from_millis(2));
+        // Workers get the effective workload as TOML: it must read back the same.
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(back.environment, w.environment);
+        let e = err(GOOD, &["environment.rtt=fast"]);
+        assert!(
+            e.contains("environment.rtt") && e.contains("expected a duration"),
+            "{e}"
+        );
+        let e = err("[environment]\nfsync = \"2s\"\n", &[]);
+        assert!(
+            e.contains("w.toml") && e.contains("environment.fsync"),
+            "{e}"
+        );
+        assert!(e.contains("from \"0s\" to \"1s\""), "{e}");
+        let e = err("[environment]\nlatency = \"2ms\"\n", &[]);
+        assert!(e.contains("latency"), "{e}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod contend;
 mod contention;
 mod danger;
 mod durability;
+mod environment;
 mod etcd;
 mod libraries;
 mod lifecycle;
