@@ -173,6 +173,9 @@ pub struct LevelTrial {
     /// What a sale cost (summary.json's `cost`), for `calibrate`'s counted terms.
     #[serde(default)]
     pub cost: Option<super::work::Cost>,
+    /// Its steady environment and what the probe measured (summary.json's `environment`).
+    #[serde(default)]
+    pub environment: Option<crate::chaos::environment::Environment>,
 }
 
 /// Values of several trials: their mean, range and the mean's 95 % interval.
@@ -415,6 +418,7 @@ mod tests {
             safe: true,
             interrupted: false,
             cost: None,
+            environment: None,
         }
     }
 

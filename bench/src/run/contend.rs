@@ -354,6 +354,7 @@ fn lock_free_trial(dir: &str, s: &Summary) -> LevelTrial {
         safe: s.safe,
         interrupted: s.interrupted,
         cost: s.cost.clone(),
+        environment: s.environment.clone(),
     }
 }
 
@@ -387,6 +388,7 @@ fn level_trial(dir: &str, s: &Summary, lock_free: bool) -> Result<LevelTrial, St
         safe: s.safe,
         interrupted: s.interrupted,
         cost: s.cost.clone(),
+        environment: s.environment.clone(),
     })
 }
 

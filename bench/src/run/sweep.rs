@@ -18,6 +18,7 @@ use super::{RunError, RunOptions, Session, Source};
 use crate::cluster::durability::SynchronousCommit;
 use crate::cluster::{Needs, Provisioner};
 use crate::record::pressure::Mark;
+use crate::report::predict::Env;
 use crate::report::sweep::{
     Entry, Judged, SWEEP_SCHEMA, Search, Slo, Step, Sweep, Trial, rate_text,
 };
@@ -195,7 +196,10 @@ fn empty(opts: &SweepOptions) -> Sweep {
         entries: Vec::new(),
         elapsed_s: 0.0,
         machine: crate::record::machine::taken().cloned(),
-        environment: None,
+        environment: (!opts.workload.environment.is_none()).then_some(Env {
+            rtt_ms: opts.workload.environment.rtt.as_secs_f64() * 1000.0,
+            fsync_ms: opts.workload.environment.fsync.as_secs_f64() * 1000.0,
+        }),
     }
 }
 
