@@ -117,6 +117,9 @@ pub enum Event {
         /// The generator's own lag in the peak window, as this process measured it.
         #[serde(default)]
         generator_lag: crate::record::GeneratorLag,
+        /// Its attempts' round trips.
+        #[serde(default)]
+        round_trips: crate::record::trips::RoundTrips,
     },
     /// It could not run the job.
     Failed(String),

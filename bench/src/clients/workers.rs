@@ -573,6 +573,7 @@ impl Tally {
                 broken: Vec::new(),
                 generator_lag: Default::default(),
                 unstarted: Vec::new(),
+                round_trips: Default::default(),
             },
             elapsed: Some(Duration::ZERO),
             done: vec![false; count],
@@ -600,6 +601,7 @@ impl Tally {
                 self.report.not_started += f.not_started;
                 self.report.cancelled |= f.cancelled;
                 self.report.generator_lag = self.report.generator_lag.merge(f.generator_lag);
+                self.report.round_trips = self.report.round_trips.merge(f.round_trips);
                 if let Some(b) = f.broken {
                     self.report.broken.push(format!("worker {k}: {b}"));
                 }
@@ -645,6 +647,7 @@ struct Finished {
     broken: Option<String>,
     elapsed_ns: Option<u64>,
     generator_lag: crate::record::GeneratorLag,
+    round_trips: crate::record::trips::RoundTrips,
 }
 
 /// Reads one worker's lines: its measurements to the recorder, its pauses to the chaos
@@ -702,6 +705,7 @@ impl Reader {
                     broken,
                     elapsed_ns,
                     generator_lag,
+                    round_trips,
                 }) => {
                     finished = Some(Finished {
                         not_started,
@@ -709,6 +713,7 @@ impl Reader {
                         broken,
                         elapsed_ns,
                         generator_lag,
+                        round_trips,
                     });
                     continue;
                 }

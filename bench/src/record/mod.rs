@@ -22,6 +22,7 @@ pub mod pressure;
 pub mod quantile;
 pub mod sale;
 mod stats;
+pub mod trips;
 pub mod utilization;
 mod wire;
 
@@ -68,6 +69,8 @@ pub struct DriveReport {
     /// A sale's purchases never started: buyers who asked and went without (this process's;
     /// empty outside a sale).
     pub unstarted: Vec<sale::Unstarted>,
+    /// The attempts' round trips to the servers ([`trips`]).
+    pub round_trips: trips::RoundTrips,
 }
 
 /// How late the generator released arrivals to buyers who were idle and waiting for them

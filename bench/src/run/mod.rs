@@ -640,6 +640,9 @@ fn results(
         plan.opts.provisioner()
     };
     let chaos = plan.opts.chaos.as_ref();
+    // A library's calls are made in its adapter's process, and a failed worker's count is lost.
+    let counted = !plan.info.id.starts_with("lib:") && m.worker_failures.is_empty();
+    let trips = counted.then_some(m.drive.round_trips);
     let summary = Summary::new(RunParts {
         info: plan.info,
         workload: plan.workload(),
@@ -672,7 +675,8 @@ fn results(
     summary.library = cost.library;
     let grants = report::work::grants(&summary.outcomes);
     summary.server_work = (cost.work).figures(plan.info.locks, grants, audited.safety.sold);
-    summary.cost = (summary.server_work.as_ref()).and_then(|w| w.cost(audited.safety.sold));
+    let sold = audited.safety.sold;
+    summary.cost = (summary.server_work.as_ref()).and_then(|w| w.cost(sold, trips));
     summary.sale = report::sale::Sale::new(report::sale::SaleParts {
         workload: plan.workload(),
         log: m.recording.sale.as_ref(),

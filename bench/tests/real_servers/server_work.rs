@@ -3,7 +3,8 @@
 //! script per grant, a poll lock without contention publishes nothing, a row lock under
 //! contention makes MariaDB wait on row locks, and etcd and ZooKeeper count their requests;
 //! what a sale costs in fsyncs and server CPU (`summary.cost`): none synced by a Redis without
-//! persistence, a quorum's by ZooKeeper for every grant.
+//! persistence, a quorum's by ZooKeeper for every grant; and in round trips, counted by the
+//! client wrappers: exactly what the code sends for one buyer that never waits.
 
 use std::path::Path;
 
@@ -119,10 +120,43 @@ async fn redis_counts_a_notify_lock_s_publishes_and_none_for_a_lone_poller() {
     // sale's fsyncs are the store's, which commits each to its redo log.
     assert_eq!(f.per(FSYNCS), Some(0.0), "{f:?}");
     let cost = s.cost.as_ref().expect("a sale's cost");
-    println!("redis-setnx: cost: {}", cost.line());
     assert_eq!(cost.services[0].fsyncs_per_sale, Some(0.0), "{cost:?}");
     assert!(cost.fsyncs_per_sale.unwrap() > 0.0, "{cost:?}");
     assert!(cost.cpu_ms_per_sale.is_some(), "{cost:?}");
+    // Each attempt: SET NX PX (no one holds it), then the store's read, BEGIN, UPDATE, INSERT
+    // and COMMIT, then the release script (loaded by the run above): 7. The first attempt's
+    // two connections (Redis's and MariaDB's) sat idle through the readings' 1 s window, so
+    // each is pinged first: 2 more, once.
+    assert_round_trips(&s, 7, 2);
+}
+
+/// `s`'s round trips are `per_attempt` for each attempt and `once` more, all sold: so a
+/// wrapper that stops counting (or a call that is added) fails.
+fn assert_round_trips(s: &Summary, per_attempt: u64, once: u64) {
+    let cost = s.cost.as_ref().expect("a sale's cost");
+    println!("{}: cost: {}", s.strategy, cost.line());
+    let t = cost.round_trips.expect("round trips counted");
+    assert!(t.attempts > 5, "{t:?}");
+    assert_eq!(cost.sales, t.attempts, "every attempt sold: {t:?}");
+    assert_eq!(t.round_trips, t.attempts * per_attempt + once, "{t:?}");
+    let per_sale = t.round_trips as f64 / cost.sales as f64;
+    assert_eq!(
+        cost.round_trips_per_sale,
+        Some((per_sale * 1e3).round() / 1e3)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mysql_atomic_costs_its_transaction_s_statements_in_round_trips() {
+    let Some((dir, _servers)) = servers(needs!(mariadb)).await else {
+        return;
+    };
+    let s = run_measured(dir.path(), "atomic", "mysql-atomic", &one_key(1, 1.0, "")).await;
+    // Issue 43 expected one round trip per sale: the conditional UPDATE alone. The strategy
+    // sends its transaction as statements: BEGIN, the UPDATE, the order's INSERT, COMMIT, each
+    // awaited (strategy/sql/strategies.rs, `Atomic`): 4; and the first attempt pings its
+    // connection, idle through the readings' window.
+    assert_round_trips(&s, 4, 1);
 }
 
 #[tokio::test(flavor = "multi_thread")]
