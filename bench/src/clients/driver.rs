@@ -130,10 +130,10 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
                 intended_us: s.intended.saturating_duration_since(start).as_micros() as u64,
             })
             .collect(),
-        round_trips: RoundTrips {
+        round_trips: Some(RoundTrips {
             attempts: trips.attempts.load(Ordering::Relaxed),
             round_trips: trips.round_trips.load(Ordering::Relaxed),
-        },
+        }),
     }
 }
 

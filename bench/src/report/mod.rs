@@ -873,7 +873,7 @@ mod tests {
                 broken: Vec::new(),
                 generator_lag: Default::default(),
                 unstarted: Vec::new(),
-                round_trips: Default::default(),
+                round_trips: None,
             },
             safety: &safety,
             coverage: &Coverage::default(),

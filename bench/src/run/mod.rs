@@ -640,9 +640,9 @@ fn results(
         plan.opts.provisioner()
     };
     let chaos = plan.opts.chaos.as_ref();
-    // A library's calls are made in its adapter's process, and a failed worker's count is lost.
-    let counted = !plan.info.id.starts_with("lib:") && m.worker_failures.is_empty();
-    let trips = counted.then_some(m.drive.round_trips);
+    // A library's calls are made in its adapter's process.
+    let library = plan.info.id.starts_with("lib:");
+    let trips = m.drive.round_trips.filter(|_| !library);
     let summary = Summary::new(RunParts {
         info: plan.info,
         workload: plan.workload(),

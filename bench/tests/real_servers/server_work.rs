@@ -39,9 +39,19 @@ async fn servers(needs: Needs) -> Option<(TempDir, OwnedCluster)> {
 /// Runs `strategy` on `workload` on the servers of `dir`'s endpoints file, with the
 /// server-work readings on; results in `dir/<name>`.
 async fn run_measured(dir: &Path, name: &str, strategy: &str, workload: &str) -> Summary {
+    run_in(dir, name, strategy, workload, 0).await
+}
+
+/// [`run_measured`] with the buyers in `workers` workers (tasks of this process speaking the
+/// worker processes' protocol), none with 0.
+async fn run_in(dir: &Path, name: &str, strategy: &str, workload: &str, workers: u32) -> Summary {
     let mut opts = run_options(strategy, workload, dir.join(name));
     opts.endpoints = Some(dir.join("endpoints.json"));
     opts.server_work = true;
+    if workers > 0 {
+        opts.workers = workers;
+        opts.worker_link = lockbench::clients::WorkerLink::InProcess;
+    }
     let plan = opts.plan().unwrap_or_else(|e| panic!("{strategy}: {e}"));
     lockbench::run::run(&plan, &CancellationToken::new())
         .await
@@ -157,6 +167,17 @@ async fn mysql_atomic_costs_its_transaction_s_statements_in_round_trips() {
     // awaited (strategy/sql/strategies.rs, `Atomic`): 4; and the first attempt pings its
     // connection, idle through the readings' window.
     assert_round_trips(&s, 4, 1);
+    // Two buyers in two workers: their counts come back with their last message, merged.
+    // No lock, so no wait: still 4 each, and each worker's connection pinged once.
+    let s = run_in(
+        dir.path(),
+        "workers",
+        "mysql-atomic",
+        &one_key(2, 1.0, ""),
+        2,
+    )
+    .await;
+    assert_round_trips(&s, 4, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
