@@ -216,11 +216,25 @@ async fn etcd_and_zookeeper_count_their_requests_per_grant() {
         // Both sync their logs for every write and spend CPU on every grant.
         assert!(f.per(FSYNCS).unwrap() > 0.0, "{strategy}: {f:?}");
         assert!(f.per(CPU_US).unwrap() > 0.0, "{strategy}: {f:?}");
+        if strategy == "zookeeper" {
+            // Four buyers on one key wait: a waiter's watch and its next listing are paid
+            // round trips, on top of the 8 of a lone buyer (below).
+            let cost = s.cost.as_ref().expect("a sale's cost");
+            assert!(cost.round_trips_per_sale.unwrap() > 8.0, "{cost:?}");
+        }
     }
+    // One buyer: the `Lock` RPC, the read of the granted key, the store's five, the delete: 8;
+    // once, the buyer's session (its lease grant) and the store's idle connection's ping.
+    let s = run_measured(dir.path(), "etcd-lone", "etcd", &one_key(1, 1.0, "")).await;
+    assert_round_trips(&s, 8, 2);
     // One buyer, so no write waits for another's sync: a grant's create and delete are each
     // synced by a quorum (2 of the 3 members) at least before they are acknowledged.
     let s = run_measured(dir.path(), "zk-lone", "zookeeper", &one_key(1, 2.0, "")).await;
     let (lock, f) = lock_work(&s);
     assert!(lock.samples > 0, "no grant");
     assert!(f.per(FSYNCS).unwrap() >= 2.0, "{f:?}");
+    // Each attempt: the create, the listing that finds no one ahead, the store's five (read,
+    // BEGIN, UPDATE, INSERT, COMMIT), the delete: 8; the store's idle connection is pinged
+    // once (the parent node exists from the runs above).
+    assert_round_trips(&s, 8, 1);
 }
