@@ -353,12 +353,33 @@ impl ServerWork {
 }
 
 impl Cost {
+    /// The round trips of `sales` sales alone, for a run whose servers' work was not read (a
+    /// trial of a sweep or a contend: the client's count needs no idle window); `None` with no
+    /// sale.
+    pub fn of_round_trips(sales: u64, trips: RoundTrips) -> Option<Cost> {
+        (sales > 0).then(|| Cost {
+            sales,
+            fsyncs_per_sale: None,
+            cpu_ms_per_sale: None,
+            cpu_ms_per_sale_pm: None,
+            round_trips_per_sale: Some(round(trips.round_trips as f64 / sales as f64, 3)),
+            round_trips: Some(trips),
+            services: Vec::new(),
+        })
+    }
+
     /// `4 round trips, 0.02 fsyncs, 0.31 ± 0.05 ms of server CPU per sale (n=1200)`.
     pub fn line(&self) -> String {
         let trips = match self.round_trips_per_sale {
             Some(v) => format!("{} round trips", work_per(Some(v))),
             None => "round trips not counted".into(),
         };
+        if self.services.is_empty() {
+            return format!(
+                "{trips} per sale (n={}); the servers' work was not read",
+                self.sales
+            );
+        }
         let fsyncs = match self.fsyncs_per_sale {
             Some(v) => format!("{} fsyncs", work_per(Some(v))),
             None => "fsyncs not counted".into(),
@@ -529,6 +550,17 @@ mod tests {
                 .starts_with("round trips not counted, fsyncs not counted")
         );
         assert_eq!(w.cost(0, Some(trips)), None);
+        // Without the servers' readings, the round trips alone.
+        let c = Cost::of_round_trips(100, trips).unwrap();
+        assert_eq!(
+            (c.round_trips_per_sale, c.fsyncs_per_sale),
+            (Some(4.5), None)
+        );
+        assert_eq!(
+            c.line(),
+            "4.5 round trips per sale (n=100); the servers' work was not read"
+        );
+        assert_eq!(Cost::of_round_trips(0, trips), None);
     }
 
     #[test]
