@@ -178,6 +178,23 @@ async fn mysql_atomic_costs_its_transaction_s_statements_in_round_trips() {
     )
     .await;
     assert_round_trips(&s, 4, 2);
+    // The servers' work not read (as in a sweep's or contend's trial): the round trips alone.
+    let mut opts = run_options(
+        "mysql-atomic",
+        &one_key(1, 0.5, ""),
+        dir.path().join("bare"),
+    );
+    opts.endpoints = Some(dir.path().join("endpoints.json"));
+    let plan = opts.plan().unwrap();
+    let s = lockbench::run::run(&plan, &CancellationToken::new())
+        .await
+        .unwrap();
+    assert!(s.server_work.is_none());
+    let cost = s.cost.as_ref().expect("the round trips alone");
+    let t = cost.round_trips.unwrap();
+    // Without the readings' idle window the first ping may not be needed.
+    let pinged = t.round_trips - t.attempts * 4;
+    assert!(pinged <= 1 && cost.fsyncs_per_sale.is_none(), "{cost:?}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
