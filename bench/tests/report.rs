@@ -1253,10 +1253,23 @@ fn server_work_shows_per_grant_with_its_samples() {
         store: Some(work(Service::Mariadb, "sale", None, Some("no login"))),
         idle_window_s: 1.0,
     });
+    // The buyers' round trips per sale show once, on the run's first row.
+    s.cost = Some(lockbench::report::work::Cost {
+        sales: 300,
+        fsyncs_per_sale: None,
+        cpu_ms_per_sale: None,
+        cpu_ms_per_sale_pm: None,
+        round_trips_per_sale: Some(7.02),
+        round_trips: None,
+        services: Vec::new(),
+    });
     report::write_summary(dir.path(), &s).unwrap();
     let html = std::fs::read_to_string(report::write_report(dir.path()).unwrap()).unwrap();
     let table = &html[html.find("id=\"server-work\"").expect("server work table")..];
-    assert!(table.contains("<td class=\"n\">321</td><td class=\"n\">4.02 commands</td>"));
+    assert!(table.contains(
+        "<td class=\"n\">321</td><td class=\"n\">7.02</td><td class=\"n\">4.02 commands</td>"
+    ));
+    assert!(table.contains("<td class=\"n\">321</td><td class=\"n\"></td><td>-</td>"));
     assert!(table.contains("publish 1"));
     assert!(table.contains("not available: no login"));
 }

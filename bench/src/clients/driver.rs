@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use hdrhistogram::Histogram;
 
 use crate::record::sale::Unstarted;
+use crate::record::trips::{RoundTrips, counted};
 use crate::record::{Completion, DriveReport, ErrorKind, GeneratorLag, Outcome, hist};
 use crate::strategy::{Attempt, LeaseSlot, Purchase, Strategy};
 use crate::workload::pacing::{Part, Schedule, Slot};
@@ -72,6 +73,7 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     let bound = strategy.bound() + extra_bound;
     let open = w.load.mode == LoadMode::Open;
     let dropped = Arc::new(AtomicU64::new(0));
+    let trips = Arc::new(Trips::default());
     let peak = match w.load.shape.surge_start() {
         Some(s) => (start + s, start + s + PEAK_WINDOW),
         None => (start, end),
@@ -86,6 +88,7 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
             sink: sink.clone(),
             cancel: cancel.clone(),
             dropped: dropped.clone(),
+            trips: trips.clone(),
             end,
             bound,
             open,
@@ -127,7 +130,18 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
                 intended_us: s.intended.saturating_duration_since(start).as_micros() as u64,
             })
             .collect(),
+        round_trips: Some(RoundTrips {
+            attempts: trips.attempts.load(Ordering::Relaxed),
+            round_trips: trips.round_trips.load(Ordering::Relaxed),
+        }),
     }
+}
+
+/// The buyers' attempts and their round trips, added once per attempt.
+#[derive(Default)]
+struct Trips {
+    attempts: AtomicU64,
+    round_trips: AtomicU64,
 }
 
 /// One buyer: takes slots until the schedule, the duration or the recorder ends.
@@ -139,6 +153,8 @@ struct Buyer<T> {
     cancel: CancellationToken,
     /// Slots taken but given up while waiting for their start (cancelled).
     dropped: Arc<AtomicU64>,
+    /// Every attempt's round trips.
+    trips: Arc<Trips>,
     end: Instant,
     /// The longest an attempt may take before it is cut.
     bound: Duration,
@@ -227,9 +243,12 @@ impl<T: From<Completion> + Send + 'static> Buyer<T> {
             ask: slot.ask,
             lease: &lease,
         };
-        let attempt = tokio::time::timeout(self.bound, self.strategy.attempt(&p))
-            .await
-            .unwrap_or_else(|_| Attempt::from(Outcome::Unknown(ErrorKind::Timeout)));
+        let (attempt, trips) =
+            counted(tokio::time::timeout(self.bound, self.strategy.attempt(&p))).await;
+        let attempt =
+            attempt.unwrap_or_else(|_| Attempt::from(Outcome::Unknown(ErrorKind::Timeout)));
+        self.trips.attempts.fetch_add(1, Ordering::Relaxed);
+        self.trips.round_trips.fetch_add(trips, Ordering::Relaxed);
         Completion {
             seq: slot.seq,
             client: self.client,

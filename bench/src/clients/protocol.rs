@@ -117,6 +117,9 @@ pub enum Event {
         /// The generator's own lag in the peak window, as this process measured it.
         #[serde(default)]
         generator_lag: crate::record::GeneratorLag,
+        /// Its attempts' round trips; `None` from a build that does not count them.
+        #[serde(default)]
+        round_trips: Option<crate::record::trips::RoundTrips>,
     },
     /// It could not run the job.
     Failed(String),
@@ -298,5 +301,29 @@ mod tests {
         };
         let old = old.into_completion(start);
         assert!(!old.read && !old.lease.unwrap().shared);
+    }
+
+    #[test]
+    fn a_worker_s_round_trips_cross_with_its_last_message() {
+        let trips = crate::record::trips::RoundTrips {
+            attempts: 3,
+            round_trips: 21,
+        };
+        let finished = |round_trips| Event::Finished {
+            not_started: 0,
+            cancelled: false,
+            broken: None,
+            elapsed_ns: None,
+            generator_lag: Default::default(),
+            round_trips,
+        };
+        let line = serde_json::to_string(&finished(Some(trips))).unwrap();
+        let back: Event = serde_json::from_str(&line).unwrap();
+        assert!(matches!(back, Event::Finished { round_trips, .. } if round_trips == Some(trips)));
+        // A worker of an older build counts none: not a count of 0.
+        let old = line.replace(",\"round_trips\":{\"attempts\":3,\"round_trips\":21}", "");
+        assert_ne!(old, line);
+        let back: Event = serde_json::from_str(&old).unwrap();
+        assert!(matches!(back, Event::Finished { round_trips, .. } if round_trips.is_none()));
     }
 }

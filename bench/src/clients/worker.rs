@@ -118,6 +118,7 @@ where
         broken: report.broken.into_iter().next(),
         elapsed_ns: Some(report.elapsed.as_nanos() as u64),
         generator_lag: report.generator_lag,
+        round_trips: report.round_trips,
     })?;
     Ok(())
 }

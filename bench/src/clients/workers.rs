@@ -573,6 +573,7 @@ impl Tally {
                 broken: Vec::new(),
                 generator_lag: Default::default(),
                 unstarted: Vec::new(),
+                round_trips: Some(Default::default()),
             },
             elapsed: Some(Duration::ZERO),
             done: vec![false; count],
@@ -600,6 +601,8 @@ impl Tally {
                 self.report.not_started += f.not_started;
                 self.report.cancelled |= f.cancelled;
                 self.report.generator_lag = self.report.generator_lag.merge(f.generator_lag);
+                let trips = self.report.round_trips.zip(f.round_trips);
+                self.report.round_trips = trips.map(|(a, b)| a.merge(b));
                 if let Some(b) = f.broken {
                     self.report.broken.push(format!("worker {k}: {b}"));
                 }
@@ -607,11 +610,13 @@ impl Tally {
             Ok((k, Err(e))) => {
                 self.done[k] = true;
                 self.elapsed = None;
+                self.report.round_trips = None;
                 failures.push(format!("worker {k}: {e}"));
             }
             Err(e) if e.is_cancelled() => {}
             Err(e) => {
                 self.elapsed = None;
+                self.report.round_trips = None;
                 failures.push(format!("worker reader: {e}"));
             }
         }
@@ -645,6 +650,7 @@ struct Finished {
     broken: Option<String>,
     elapsed_ns: Option<u64>,
     generator_lag: crate::record::GeneratorLag,
+    round_trips: Option<crate::record::trips::RoundTrips>,
 }
 
 /// Reads one worker's lines: its measurements to the recorder, its pauses to the chaos
@@ -702,6 +708,7 @@ impl Reader {
                     broken,
                     elapsed_ns,
                     generator_lag,
+                    round_trips,
                 }) => {
                     finished = Some(Finished {
                         not_started,
@@ -709,6 +716,7 @@ impl Reader {
                         broken,
                         elapsed_ns,
                         generator_lag,
+                        round_trips,
                     });
                     continue;
                 }

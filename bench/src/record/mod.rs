@@ -22,6 +22,7 @@ pub mod pressure;
 pub mod quantile;
 pub mod sale;
 mod stats;
+pub mod trips;
 pub mod utilization;
 mod wire;
 
@@ -68,6 +69,9 @@ pub struct DriveReport {
     /// A sale's purchases never started: buyers who asked and went without (this process's;
     /// empty outside a sale).
     pub unstarted: Vec<sale::Unstarted>,
+    /// The attempts' round trips to the servers ([`trips`]); `None` when a worker's count was
+    /// lost (it failed, or its build sends none).
+    pub round_trips: Option<trips::RoundTrips>,
 }
 
 /// How late the generator released arrivals to buyers who were idle and waiting for them

@@ -880,6 +880,7 @@ mod tests {
                 broken: Vec::new(),
                 generator_lag: Default::default(),
                 unstarted: Vec::new(),
+                round_trips: None,
             },
             safety: &safety,
             coverage: &Coverage::default(),

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::format::{decimals, round, work_per};
 use crate::cluster::Service;
 use crate::cluster::work::{BYTES_IN, BYTES_OUT, CPU_US, FSYNCS, Meter, Reading, TOTAL};
+use crate::record::trips::RoundTrips;
 
 /// Outcome classes whose attempt held the lock: they are its grants.
 pub const GRANT_CLASSES: [&str; 5] = ["sold", "sold_out", "locked", "read", "torn_read"];
@@ -250,7 +251,8 @@ fn figures(r: &Readings, samples: u64) -> Result<WorkFigures, String> {
 }
 
 /// What a sale cost the servers (summary.json's `cost`): fsyncs and CPU per sale, the lock's
-/// services and the store together, each background subtracted as the rest of their work.
+/// services and the store together, each background subtracted as the rest of their work; and
+/// the round trips a sale cost the buyers, counted by the client wrappers.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Cost {
     /// The sales the costs are divided by: their sample count.
@@ -265,6 +267,15 @@ pub struct Cost {
     /// the background rate comes from a short idle window (see [`cpu_resolution_ms`]).
     #[serde(default)]
     pub cpu_ms_per_sale_pm: Option<f64>,
+    /// Round trips to the servers per sale: those of every attempt of the load (losers, their
+    /// polls and failed attempts included) over the sales; `null` where the calls were not
+    /// counted (a library behind an adapter makes them in its own process) or a worker's count
+    /// was lost. A client-side count: no background to subtract.
+    #[serde(default)]
+    pub round_trips_per_sale: Option<f64>,
+    /// What `round_trips_per_sale` divides: the load's attempts and their round trips.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round_trips: Option<RoundTrips>,
     /// Each service's part.
     pub services: Vec<ServiceCost>,
 }
@@ -299,8 +310,9 @@ pub fn cpu_resolution_ms(nodes: usize, load_s: f64, idle_s: f64) -> f64 {
 }
 
 impl ServerWork {
-    /// The cost of each of `sales` sales; `None` with no sale or no figures.
-    pub fn cost(&self, sales: u64) -> Option<Cost> {
+    /// The cost of each of `sales` sales, with the load's round `trips` where they were
+    /// counted; `None` with no sale or no figures.
+    pub fn cost(&self, sales: u64, trips: Option<RoundTrips>) -> Option<Cost> {
         let parts =
             (self.lock.iter().map(|w| ("lock", w))).chain(self.store.iter().map(|w| ("store", w)));
         let services: Vec<ServiceCost> = parts
@@ -333,14 +345,41 @@ impl ServerWork {
             fsyncs_per_sale: sum(|s| s.fsyncs_per_sale),
             cpu_ms_per_sale: sum(|s| s.cpu_ms_per_sale),
             cpu_ms_per_sale_pm: sum(|s| s.cpu_ms_per_sale_pm),
+            round_trips_per_sale: trips.map(|t| round(t.round_trips as f64 / sales as f64, 3)),
+            round_trips: trips,
             services,
         })
     }
 }
 
 impl Cost {
-    /// `0.02 fsyncs, 0.31 ± 0.05 ms of server CPU per sale (n=1200)`.
+    /// The round trips of `sales` sales alone, for a run whose servers' work was not read (a
+    /// trial of a sweep or a contend: the client's count needs no idle window); `None` with no
+    /// sale.
+    pub fn of_round_trips(sales: u64, trips: RoundTrips) -> Option<Cost> {
+        (sales > 0).then(|| Cost {
+            sales,
+            fsyncs_per_sale: None,
+            cpu_ms_per_sale: None,
+            cpu_ms_per_sale_pm: None,
+            round_trips_per_sale: Some(round(trips.round_trips as f64 / sales as f64, 3)),
+            round_trips: Some(trips),
+            services: Vec::new(),
+        })
+    }
+
+    /// `4 round trips, 0.02 fsyncs, 0.31 ± 0.05 ms of server CPU per sale (n=1200)`.
     pub fn line(&self) -> String {
+        let trips = match self.round_trips_per_sale {
+            Some(v) => format!("{} round trips", work_per(Some(v))),
+            None => "round trips not counted".into(),
+        };
+        if self.services.is_empty() {
+            return format!(
+                "{trips} per sale (n={}); the servers' work was not read",
+                self.sales
+            );
+        }
         let fsyncs = match self.fsyncs_per_sale {
             Some(v) => format!("{} fsyncs", work_per(Some(v))),
             None => "fsyncs not counted".into(),
@@ -354,7 +393,7 @@ impl Cost {
             (Some(v), None) => format!("{} ms of server CPU", work_per(Some(v))),
             (None, _) => "server CPU not read".into(),
         };
-        format!("{fsyncs}, {cpu} per sale (n={})", self.sales)
+        format!("{trips}, {fsyncs}, {cpu} per sale (n={})", self.sales)
     }
 }
 
@@ -474,7 +513,11 @@ mod tests {
             store: Some(work([Some(10), Some(60)], [0, 30_000])),
             idle_window_s: 1.0,
         };
-        let c = w.cost(100).unwrap();
+        let trips = RoundTrips {
+            attempts: 150,
+            round_trips: 450,
+        };
+        let c = w.cost(100, Some(trips)).unwrap();
         assert_eq!(
             c.services[0].fsyncs_per_sale,
             Some(0.0),
@@ -486,17 +529,38 @@ mod tests {
         );
         // Per service, 2 kinds of tick × 10 ms × 1 node × (2 + 2 × 2 s load / 1 s idle) = 120 ms.
         assert_eq!(c.cpu_ms_per_sale_pm, Some(2.4));
+        // The losers' 50 attempts' round trips are in the 4.5 per sale.
+        assert_eq!(
+            (c.round_trips_per_sale, c.round_trips),
+            (Some(4.5), Some(trips))
+        );
         assert_eq!(
             c.line(),
-            "0.5 fsyncs, 0.5 ± 2.4 ms of server CPU per sale (n=100)"
+            "4.5 round trips, 0.5 fsyncs, 0.5 ± 2.4 ms of server CPU per sale (n=100)"
         );
         // A lock whose servers count no fsync: the total is not counted either.
         let w = ServerWork {
             lock: vec![work([None, None], [0, 100])],
             ..w
         };
-        assert_eq!(w.cost(100).unwrap().fsyncs_per_sale, None);
-        assert_eq!(w.cost(0), None);
+        let c = w.cost(100, None).unwrap();
+        assert_eq!((c.fsyncs_per_sale, c.round_trips_per_sale), (None, None));
+        assert!(
+            c.line()
+                .starts_with("round trips not counted, fsyncs not counted")
+        );
+        assert_eq!(w.cost(0, Some(trips)), None);
+        // Without the servers' readings, the round trips alone.
+        let c = Cost::of_round_trips(100, trips).unwrap();
+        assert_eq!(
+            (c.round_trips_per_sale, c.fsyncs_per_sale),
+            (Some(4.5), None)
+        );
+        assert_eq!(
+            c.line(),
+            "4.5 round trips per sale (n=100); the servers' work was not read"
+        );
+        assert_eq!(Cost::of_round_trips(0, trips), None);
     }
 
     #[test]

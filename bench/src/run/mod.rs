@@ -660,6 +660,10 @@ fn results(
         plan.opts.provisioner()
     };
     let chaos = plan.opts.chaos.as_ref();
+    // A library's calls are made in its adapter's process; the sim has no server to call.
+    let library = plan.info.id.starts_with("lib:");
+    let serverless = plan.info.needs == crate::cluster::Needs::NONE;
+    let trips = m.drive.round_trips.filter(|_| !library && !serverless);
     let summary = Summary::new(RunParts {
         info: plan.info,
         workload: plan.workload(),
@@ -692,7 +696,11 @@ fn results(
     summary.library = cost.library;
     let grants = report::work::grants(&summary.outcomes);
     summary.server_work = (cost.work).figures(plan.info.locks, grants, audited.safety.sold);
-    summary.cost = (summary.server_work.as_ref()).and_then(|w| w.cost(audited.safety.sold));
+    let sold = audited.safety.sold;
+    summary.cost = match summary.server_work.as_ref() {
+        Some(w) => w.cost(sold, trips),
+        None => trips.and_then(|t| report::work::Cost::of_round_trips(sold, t)),
+    };
     summary.sale = report::sale::Sale::new(report::sale::SaleParts {
         workload: plan.workload(),
         log: m.recording.sale.as_ref(),

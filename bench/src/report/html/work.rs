@@ -7,15 +7,21 @@ use super::page::esc;
 use crate::cluster::work::{CPU_US, FSYNCS};
 use crate::report::format::{decimals, percent, work_per};
 use crate::report::saved::RunData;
-use crate::report::work::ServiceWork;
+use crate::report::work::{Cost, ServiceWork};
 
 /// One row per service of every run that measured its servers' work; nothing when none did.
+/// The run's round trips per sale (the buyers', not a service's) are on its first row.
 pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
-    let rows: Vec<(&str, &str, &ServiceWork)> = (runs.iter())
-        .filter_map(|r| Some((r.summary.strategy.as_str(), r.summary.server_work.as_ref()?)))
+    let rows: Vec<(&str, &str, &ServiceWork, String)> = (runs.iter())
+        .filter_map(|r| Some((&r.summary, r.summary.server_work.as_ref()?)))
         .flat_map(|(s, w)| {
-            (w.lock.iter().map(move |x| (s, "lock", x)))
-                .chain(w.store.iter().map(move |x| (s, "store", x)))
+            let trips = round_trips(s.cost.as_ref());
+            let parts =
+                (w.lock.iter().map(|x| ("lock", x))).chain(w.store.iter().map(|x| ("store", x)));
+            (parts.enumerate()).map(move |(i, (part, x))| {
+                let cell = if i == 0 { trips.clone() } else { String::new() };
+                (s.strategy.as_str(), part, x, cell)
+            })
         })
         .collect();
     if rows.is_empty() {
@@ -31,17 +37,18 @@ pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
          per sale. The counters' background rate (replication, Sentinel's pings, sessions, \
          heartbeats) was measured over {} s with no load and subtracted, with the cost of \
          reading them.</p>\n<div class=\"scroll\"><table id=\"server-work\">\n<thead><tr>\
-         <th>strategy</th><th>part</th><th>service</th><th>per</th><th>n</th><th>requests</th>\
+         <th>strategy</th><th>part</th><th>service</th><th>per</th><th>n</th>\
+         <th>round trips</th><th>requests</th>\
          <th>bytes in</th><th>bytes out</th><th>fsyncs</th><th>CPU ms</th>\
          <th>most per grant or sale</th><th>background</th><th>note</th></tr></thead>\n<tbody>",
         decimals(idle, 1)
     );
-    for (strategy, part, w) in rows {
+    for (strategy, part, w, trips) in rows {
         let (cells, note) = cells(w);
         let _ = writeln!(
             h,
             "<tr data-strategy=\"{}\"><td>{}</td><td>{part}</td><td>{}</td><td>{}</td>\
-             <td class=\"n\">{}</td>{cells}<td>{}</td></tr>",
+             <td class=\"n\">{}</td><td class=\"n\">{trips}</td>{cells}<td>{}</td></tr>",
             esc(strategy),
             esc(strategy),
             w.service,
@@ -63,9 +70,20 @@ pub(super) fn server_work(h: &mut String, runs: &[RunData]) {
     };
     let _ = writeln!(
         h,
-        "<p><small>n is the grants (or sales) the work is divided by. Sources: {}.</small></p>",
+        "<p><small>n is the grants (or sales) the work is divided by. Round trips are the \
+         buyers' calls per sale (every attempt's, the losers' included), counted by the client \
+         wrappers, on a run's first row; - where they were not counted (a library behind an \
+         adapter). Sources: {}.</small></p>",
         esc(&sources.join("; "))
     );
+}
+
+/// The round trips per sale of a run's cost, `-` where not counted.
+fn round_trips(cost: Option<&Cost>) -> String {
+    match cost.and_then(|c| c.round_trips_per_sale) {
+        Some(v) => work_per(Some(v)),
+        None => "-".into(),
+    }
 }
 
 /// A row's figure cells and its note, or dashes and why there are none.

@@ -41,6 +41,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::record::ErrorKind;
+use crate::record::trips::one;
 use crate::strategy::{AcquireError, Expiry, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
@@ -120,7 +121,7 @@ impl Session {
         timeout: Duration,
     ) -> Result<(Arc<Self>, i64), ErrorKind> {
         let sent = std::time::Instant::now();
-        let grant = within(timeout, client.lease_grant(ttl_s, None), classify).await?;
+        let grant = within(timeout, one(client.lease_grant(ttl_s, None)), classify).await?;
         let granted = grant.ttl().max(1);
         let (tx, health) = watch::channel(Health::Alive);
         let ttl = Duration::from_secs(granted as u64);
@@ -336,7 +337,7 @@ impl EtcdLock {
         name: &str,
     ) {
         let key = session.key(name);
-        if within(self.timeout, etcd.delete(key, None), classify)
+        if within(self.timeout, one(etcd.delete(key, None)), classify)
             .await
             .is_err()
         {
@@ -479,27 +480,28 @@ impl Lock for EtcdLock {
                 session: &session,
                 armed: true,
             };
-            let locked = match tokio::time::timeout(remaining, etcd.lock(key, Some(opts))).await {
-                Ok(Ok(r)) => r,
-                // The session's lease expired before the keep-alive noticed: once, on a new one.
-                Ok(Err(e)) if lease_gone(&e) && !retried => {
-                    queued.armed = false;
-                    session.forget();
-                    self.retire(client, &session);
-                    retried = true;
-                    continue;
-                }
-                Ok(Err(e)) => {
-                    self.leave_queue(&mut etcd, client, &session, key).await;
-                    queued.armed = false;
-                    return Err(AcquireError::Failed(classify(&e)));
-                }
-                Err(_) => {
-                    self.leave_queue(&mut etcd, client, &session, key).await;
-                    queued.armed = false;
-                    return Err(AcquireError::Busy);
-                }
-            };
+            let locked =
+                match tokio::time::timeout(remaining, one(etcd.lock(key, Some(opts)))).await {
+                    Ok(Ok(r)) => r,
+                    // The session's lease expired before the keep-alive noticed: once, on a new one.
+                    Ok(Err(e)) if lease_gone(&e) && !retried => {
+                        queued.armed = false;
+                        session.forget();
+                        self.retire(client, &session);
+                        retried = true;
+                        continue;
+                    }
+                    Ok(Err(e)) => {
+                        self.leave_queue(&mut etcd, client, &session, key).await;
+                        queued.armed = false;
+                        return Err(AcquireError::Failed(classify(&e)));
+                    }
+                    Err(_) => {
+                        self.leave_queue(&mut etcd, client, &session, key).await;
+                        queued.armed = false;
+                        return Err(AcquireError::Busy);
+                    }
+                };
             let Some(fence) = locked.header().map(|h| h.revision() as u64) else {
                 self.leave_queue(&mut etcd, client, &session, key).await;
                 queued.armed = false;
@@ -511,7 +513,7 @@ impl Lock for EtcdLock {
             // service (Debian's) lacks that read and answers such a waiter as the holder while
             // the next waiter is granted too: a double grant, seen under a partition. One read
             // per grant (the answer does not say whether it waited).
-            match within(self.timeout, etcd.get(locked.key(), None), classify).await {
+            match within(self.timeout, one(etcd.get(locked.key(), None)), classify).await {
                 Ok(r) if r.count() > 0 => {}
                 Ok(_) => {
                     // The session expired: as for a lease found gone at `Lock`.
@@ -562,7 +564,7 @@ impl Lock for EtcdLock {
             return Ok(false);
         };
         let mut etcd = self.client(client);
-        let deleted = within(self.timeout, etcd.delete(key, None), classify).await;
+        let deleted = within(self.timeout, one(etcd.delete(key, None)), classify).await;
         // Removed only now: until the delete is answered, the next acquire must see it.
         if let Some(b) = self.buyers().get_mut(&client) {
             b.held.remove(&lease.token);

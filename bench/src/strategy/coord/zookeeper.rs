@@ -37,6 +37,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState}
 
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
+use crate::record::trips::one;
 use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
@@ -286,7 +287,8 @@ impl ZkLock {
     async fn open(&self) -> Result<Client, ErrorKind> {
         within(
             self.timeout,
-            self.connector().connect(&self.connect),
+            // A new session counts as one, though its handshake may take more.
+            one(self.connector().connect(&self.connect)),
             classify,
         )
         .await
@@ -337,13 +339,15 @@ impl ZkLock {
         let dir = CreateMode::Persistent.with_acls(Acls::anyone_all());
         // Twice at most: the second try follows the creation of a missing parent.
         for _ in 0..2 {
-            let created =
-                tokio::time::timeout(self.timeout, zk.create(prefix, token.as_bytes(), &node))
-                    .await;
+            let created = tokio::time::timeout(
+                self.timeout,
+                one(zk.create(prefix, token.as_bytes(), &node)),
+            )
+            .await;
             match created {
                 Ok(Ok((stat, seq))) => return Ok((format!("{prefix}{seq}"), stat.czxid)),
                 Ok(Err(ZkError::NoNode)) => {
-                    within(self.timeout, zk.mkdir(parent, &dir), classify).await?;
+                    within(self.timeout, one(zk.mkdir(parent, &dir)), classify).await?;
                 }
                 Ok(Err(ZkError::ConnectionLoss)) | Err(_) => {
                     // The create may have been applied: look for our unique prefix (Curator's
@@ -377,12 +381,12 @@ impl ZkLock {
         prefix: &str,
     ) -> Result<Option<(String, i64)>, ErrorKind> {
         let (_, protected) = prefix.rsplit_once('/').expect("prefix is a path");
-        let children = within(self.timeout, zk.list_children(parent), classify).await?;
+        let children = within(self.timeout, one(zk.list_children(parent)), classify).await?;
         let Some(name) = children.into_iter().find(|c| c.starts_with(protected)) else {
             return Ok(None);
         };
         let path = format!("{parent}/{name}");
-        match within(self.timeout, zk.check_stat(&path), classify).await? {
+        match within(self.timeout, one(zk.check_stat(&path)), classify).await? {
             Some(stat) => Ok(Some((path, stat.czxid))),
             None => Ok(None),
         }
@@ -392,7 +396,7 @@ impl ZkLock {
     /// orphan; if the delete's outcome is unknown, the session is retired as well, so the node
     /// cannot outlive it.
     async fn abandon(&self, client: u32, zk: &Client, path: &str) {
-        match tokio::time::timeout(self.timeout, zk.delete(path, None)).await {
+        match tokio::time::timeout(self.timeout, one(zk.delete(path, None))).await {
             Ok(Ok(())) | Ok(Err(ZkError::NoNode)) => {}
             // Maybe not expired for the quorum (see the module's doc).
             Ok(Err(ZkError::SessionExpired)) => self.orphan(Orphan::Node(path.to_string())),
@@ -438,7 +442,7 @@ impl ZkLock {
     async fn delete_orphan(&self, zk: &Client, orphan: &Orphan) -> bool {
         let path = match orphan {
             Orphan::Node(path) => path.clone(),
-            Orphan::Protected { parent, protected } => match zk.list_children(parent).await {
+            Orphan::Protected { parent, protected } => match one(zk.list_children(parent)).await {
                 Ok(children) => match children.iter().find(|c| c.starts_with(protected.as_str())) {
                     Some(name) => format!("{parent}/{name}"),
                     None => return true,
@@ -447,7 +451,10 @@ impl ZkLock {
                 Err(_) => return false,
             },
         };
-        matches!(zk.delete(&path, None).await, Ok(()) | Err(ZkError::NoNode))
+        matches!(
+            one(zk.delete(&path, None)).await,
+            Ok(()) | Err(ZkError::NoNode)
+        )
     }
 
     /// Closes every session and waits until the ensemble confirmed the closes (their nodes
@@ -489,7 +496,7 @@ impl ZkLock {
             if tokio::time::Instant::now() >= deadline {
                 return Ok(false);
             }
-            let children = within(self.timeout, zk.list_children(parent), classify).await?;
+            let children = within(self.timeout, one(zk.list_children(parent)), classify).await?;
             let predecessor = role
                 .blocker(&children, my_seq)
                 .map(|c| format!("{parent}/{c}"));
@@ -500,7 +507,8 @@ impl ZkLock {
             let Some(predecessor) = predecessor else {
                 return Ok(true);
             };
-            let watch = tokio::time::timeout(self.timeout, zk.get_and_watch_data(&predecessor));
+            let watch =
+                tokio::time::timeout(self.timeout, one(zk.get_and_watch_data(&predecessor)));
             let watcher = match watch.await {
                 Ok(Ok((_, _, w))) => w,
                 // Gone between the listing and the watch: look again.
@@ -616,7 +624,7 @@ impl Lock for ZkLock {
         else {
             return Ok(false);
         };
-        match tokio::time::timeout(self.timeout, held.session.delete(&held.path, None)).await {
+        match tokio::time::timeout(self.timeout, one(held.session.delete(&held.path, None))).await {
             Ok(Ok(())) => Ok(true),
             // The session expired while we held the lock: ZooKeeper already deleted the node
             // and someone else may have had the lock since.

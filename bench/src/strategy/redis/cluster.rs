@@ -222,7 +222,9 @@ impl ClusterSetNx {
         cmd: &redis::Cmd,
     ) -> Result<T, ErrorKind> {
         let mut con = self.con(client);
-        within(self.timeout, cmd.query_async::<T>(&mut con), classify).await
+        // One round trip (a MOVED redirect the client follows inside is not counted).
+        let call = crate::record::trips::one(cmd.query_async::<T>(&mut con));
+        within(self.timeout, call, classify).await
     }
 
     /// Runs `p` on the master of `key`'s slot: a WAIT must go to the node that took the
@@ -238,7 +240,7 @@ impl ClusterSetNx {
         let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot(key), SlotAddr::Master));
         within(
             self.timeout,
-            con.route_pipeline(p, 0, count, route),
+            crate::record::trips::one(con.route_pipeline(p, 0, count, route)),
             classify,
         )
         .await
@@ -348,8 +350,8 @@ impl Lock for ClusterSetNx {
         let mut call = self.unlock.key(&lease.key);
         call.arg(&lease.token);
         let mut con = self.con(client);
-        let deleted =
-            within(self.timeout, call.invoke_async::<i64>(&mut con), classify).await? == 1;
+        let call = crate::record::trips::one(call.invoke_async::<i64>(&mut con));
+        let deleted = within(self.timeout, call, classify).await? == 1;
         if self.wait_replicas && deleted {
             let mut p = redis::pipe();
             p.cmd("WAIT").arg(1).arg(self.wait_ms());

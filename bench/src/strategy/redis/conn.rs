@@ -81,12 +81,14 @@ impl Con {
         }
         let ping = redis::cmd("PING");
         let r = self.inner.send_packed_command(&ping).await;
+        sent(&r);
         if self.saw(&r) {
             return r.map(drop);
         }
         match r {
             Err(e) if e.is_connection_dropped() => {
                 let again = self.inner.send_packed_command(&ping).await;
+                sent(&again);
                 self.saw(&again);
                 again.map(drop)
             }
@@ -104,8 +106,18 @@ impl Con {
         if matches!(&r, Err(e) if e.is_connection_refusal()) {
             r = send(self.inner.clone()).await;
         }
+        sent(&r);
         self.saw(&r);
         r
+    }
+}
+
+/// Counts a call as a round trip of the buyer's attempt ([`crate::record::trips`]) unless it
+/// was refused at connect, which sends nothing. A pipeline or a script call is one; a call
+/// that timed out or lost its connection was sent and waited for, so it is one too.
+fn sent<T>(r: &redis::RedisResult<T>) {
+    if !matches!(r, Err(e) if e.is_connection_refusal()) {
+        crate::record::trips::trip();
     }
 }
 

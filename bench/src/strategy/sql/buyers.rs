@@ -6,6 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::record::trips::one;
 use crate::record::{ErrorKind, Outcome};
 use crate::strategy::within;
 
@@ -176,13 +177,14 @@ where
 {
     if let Some(con) = slot.con.as_mut()
         && slot.returned.elapsed() > IDLE_CHECK
-        && let Err(e) = con.ping().await
+        && let Err(e) = one(con.ping()).await
     {
         tracing::debug!("an idle buyer connection failed its ping; reopening: {e}");
         slot.con = None;
     }
     if slot.con.is_none() {
-        slot.con = Some(open().await?);
+        // A (re)connect counts as one, though its handshake and session setup take several.
+        slot.con = Some(one(open()).await?);
     }
     Ok(())
 }

@@ -11,6 +11,7 @@ use sqlx::{Executor, MySql, Row};
 
 use super::mysql::{SharedStore, classify};
 use crate::record::ErrorKind;
+use crate::record::trips::one;
 use crate::strategy::wait::{Try, Waiter};
 use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
@@ -127,7 +128,7 @@ impl LockTable {
         q: Query<'_, MySql, MySqlArguments>,
     ) -> Result<u64, ErrorKind> {
         let mut con = self.store.conn(client).await?;
-        let done = within(self.store.timeout, q.execute(&mut *con), classify)
+        let done = within(self.store.timeout, one(q.execute(&mut *con)), classify)
             .await
             .inspect_err(|k| con.discard_if_broken(*k))?;
         Ok(done.rows_affected())
@@ -144,9 +145,13 @@ impl LockTable {
     ) -> Result<Option<MySqlRow>, ErrorKind> {
         let mut con = self.store.conn(client).await?;
         let q = sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).bind(owner);
-        within(self.store.timeout, q.fetch_optional(&mut *con), classify)
-            .await
-            .inspect_err(|k| con.discard_if_broken(*k))
+        within(
+            self.store.timeout,
+            one(q.fetch_optional(&mut *con)),
+            classify,
+        )
+        .await
+        .inspect_err(|k| con.discard_if_broken(*k))
     }
 }
 

@@ -12,6 +12,7 @@ use super::mysql::{BuyerConn, ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error
 use super::store::{Guard, Written, write_failure};
 use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
+use crate::record::trips::one;
 use crate::record::{ErrorKind, Outcome};
 use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, backoff, calls, within};
 use crate::workload::Workload;
@@ -137,7 +138,7 @@ impl Strategy for ForUpdate {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
-        let mut tx = match within(s.timeout, con.begin(), classify).await {
+        let mut tx = match within(s.timeout, one(con.begin()), classify).await {
             Ok(tx) => tx,
             Err(k) => {
                 // A connection that cannot begin (the server restarted) is replaced next time.
@@ -177,7 +178,7 @@ impl Strategy for ForUpdate {
             let released = Instant::now();
             return match checked {
                 Ok(outcome) => {
-                    let _ = within(s.timeout, tx.rollback(), classify).await;
+                    let _ = within(s.timeout, one(tx.rollback()), classify).await;
                     held(outcome, released)
                 }
                 Err(k) => {
@@ -188,17 +189,17 @@ impl Strategy for ForUpdate {
         }
         if !self.touch_store {
             let released = Instant::now();
-            let _ = within(s.timeout, tx.rollback(), classify).await;
+            let _ = within(s.timeout, one(tx.rollback()), classify).await;
             return held(Outcome::Locked, released);
         }
         let (written, released) = self.hold_and_write(&mut tx, p, qty, &token).await;
         let written = match written {
-            Ok(Outcome::Sold) => within(s.timeout, tx.commit(), classify)
+            Ok(Outcome::Sold) => within(s.timeout, one(tx.commit()), classify)
                 .await
                 .map(|()| Outcome::Sold),
             // Sold out or refused: nothing to keep.
             Ok(o) => {
-                let _ = within(s.timeout, tx.rollback(), classify).await;
+                let _ = within(s.timeout, one(tx.rollback()), classify).await;
                 Ok(o)
             }
             Err(k) => {

@@ -226,6 +226,7 @@ impl Call<'_> {
     /// The call on `con`; as a simple query with the key inlined where `session` sends no
     /// prepared statement (behind a transaction pooler).
     async fn run(self, con: &mut PgConnection, session: &PgSession) -> Result<i64, sqlx::Error> {
+        crate::record::trips::trip(); // one statement, whichever
         let (sql, key) = match &self {
             Call::Lock(k) => ("SELECT pg_advisory_lock($1)", Some(*k)),
             Call::TryLock(k) => ("SELECT pg_try_advisory_lock($1)", Some(*k)),

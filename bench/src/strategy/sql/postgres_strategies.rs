@@ -17,6 +17,7 @@ use super::postgres_advisory::advisory_key;
 use super::store::{Arg, Dialect, Guard, write_failure};
 use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
 use crate::chaos::holder::{self, Point};
+use crate::record::trips::one;
 use crate::record::{ErrorKind, Outcome};
 use crate::strategy::entry::needs::POSTGRES;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
@@ -159,7 +160,7 @@ impl Strategy for TxLocked {
             Err(k) => return Outcome::Failed(k).into(),
         };
         con.unsettled();
-        let mut tx = match within(s.timeout, con.begin(), classify).await {
+        let mut tx = match within(s.timeout, one(con.begin()), classify).await {
             Ok(tx) => tx,
             Err(k) => {
                 // A connection that cannot begin (the server restarted) is replaced next time.
@@ -175,7 +176,10 @@ impl Strategy for TxLocked {
                     // The server ended the wait and applied nothing. As a real client does
                     // (Django's atomic block), roll back and keep the connection: closing it
                     // made the buyer's next attempt pay a new session (a fork, a SCRAM login).
-                    if within(s.timeout, tx.rollback(), classify).await.is_ok() {
+                    if within(s.timeout, one(tx.rollback()), classify)
+                        .await
+                        .is_ok()
+                    {
                         con.settled();
                     }
                     return Outcome::LockTimeout.into();
@@ -200,14 +204,17 @@ impl Strategy for TxLocked {
         };
         let (outcome, released) = self.under_lock(&mut tx, p, qty, &token).await;
         let finished = match outcome {
-            Ok(Outcome::Sold) => within(s.timeout, tx.commit(), classify)
+            Ok(Outcome::Sold) => within(s.timeout, one(tx.commit()), classify)
                 .await
                 .map(|()| Outcome::Sold)
                 .map_err(write_failure),
             // A read, or no sale: nothing to keep. A failed rollback leaves the connection in
             // doubt, so it is replaced, but the outcome stands.
             Ok(o) => {
-                if within(s.timeout, tx.rollback(), classify).await.is_err() {
+                if within(s.timeout, one(tx.rollback()), classify)
+                    .await
+                    .is_err()
+                {
                     s.discard_later(p.client);
                 }
                 Ok(o)

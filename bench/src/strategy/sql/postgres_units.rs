@@ -30,6 +30,7 @@ use super::store::{Arg, Dialect, write_failure};
 use super::strategies::token;
 use crate::check::SkuAudit;
 use crate::record::Outcome;
+use crate::record::trips::one;
 use crate::strategy::entry::{Kind, StrategyInfo};
 use crate::strategy::{Attempt, Purchase, Store, Strategy, StrategyError, calls, within};
 use crate::workload::Workload;
@@ -104,6 +105,7 @@ impl Units {
         tx: &mut PgConnection,
         p: &Purchase<'_>,
     ) -> Result<Option<i32>, sqlx::Error> {
+        crate::record::trips::trip(); // one statement, whichever form
         let args = [Arg::Sku(p.sku)];
         let Some(text) = self.pg.dialect().inlined(self.take.as_str(), &args) else {
             let take = sqlx::query_scalar::<_, i32>(self.take.clone()).bind(sku(p));
@@ -139,7 +141,7 @@ impl Units {
         let mark = (sqlx::query(self.mark.clone()).bind(order))
             .bind(sku(p))
             .bind(unit);
-        mark.execute(tx).await.map(|d| d.rows_affected())
+        one(mark.execute(tx)).await.map(|d| d.rows_affected())
     }
 }
 
@@ -201,15 +203,15 @@ impl Strategy for SkipLocked {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.0.pg;
         let sell = async |con: &mut PgConnection| {
-            let mut tx = within(s.timeout, con.begin(), classify)
+            let mut tx = within(s.timeout, one(con.begin()), classify)
                 .await
                 .map_err(Outcome::Failed)?;
             match self.0.sell(&mut tx, p).await? {
-                Outcome::Sold => within(s.timeout, tx.commit(), classify)
+                Outcome::Sold => within(s.timeout, one(tx.commit()), classify)
                     .await
                     .map(|()| Outcome::Sold)
                     .map_err(write_failure),
-                other => within(s.timeout, tx.rollback(), classify)
+                other => within(s.timeout, one(tx.rollback()), classify)
                     .await
                     .map(|()| other)
                     .map_err(Outcome::Failed),

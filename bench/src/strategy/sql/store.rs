@@ -17,6 +17,7 @@ use sqlx::{Connection, Pool, SqlStr};
 use super::buyers::{BuyerConn, Buyers, fail_and_drop};
 use crate::check::{OrderRow, SkuAudit};
 use crate::cluster::Prefix;
+use crate::record::trips::one;
 use crate::record::{ErrorKind, Outcome, Refusal};
 use crate::strategy::{CriticalSection, Enforcement, Purchase, Store, StrategyError, within};
 use crate::workload::Workload;
@@ -152,6 +153,9 @@ macro_rules! driver_calls {
             sql: sqlx::SqlStr,
             args: &[Arg<'_>],
         ) -> Result<u64, sqlx::Error> {
+            // Every statement of the store is one round trip (its first PREPARE on a
+            // connection, which sqlx then caches, is not counted).
+            crate::record::trips::trip();
             let done = match self.inlined(sql.as_str(), args) {
                 Some(text) => {
                     sqlx::raw_sql(sqlx::AssertSqlSafe(text))
@@ -170,6 +174,7 @@ macro_rules! driver_calls {
             args: &[Arg<'_>],
             cols: usize,
         ) -> Result<Option<[i64; 2]>, sqlx::Error> {
+            crate::record::trips::trip();
             let row = match self.inlined(sql.as_str(), args) {
                 Some(text) => {
                     (sqlx::raw_sql(sqlx::AssertSqlSafe(text)).fetch_optional(con)).await?
@@ -756,13 +761,13 @@ impl<D: Dialect> SqlStore<D> {
         guard: Guard,
         token: &str,
     ) -> Result<Written, ErrorKind> {
-        let mut tx = within(self.timeout, con.begin(), D::classify).await?;
+        let mut tx = within(self.timeout, one(con.begin()), D::classify).await?;
         let written = self.write(&mut tx, p, new_qty, guard, token).await?;
         if written != Written::Applied {
-            within(self.timeout, tx.rollback(), D::classify).await?;
+            within(self.timeout, one(tx.rollback()), D::classify).await?;
             return Ok(written);
         }
-        within(self.timeout, tx.commit(), D::classify).await?;
+        within(self.timeout, one(tx.commit()), D::classify).await?;
         Ok(written)
     }
 

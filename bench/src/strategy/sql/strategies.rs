@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use sqlx::Connection;
 
 use super::store::{Dialect, SqlStore, write_failure};
+use crate::record::trips::one;
 use crate::record::{LeaseSpan, Outcome};
 use crate::strategy::{Attempt, CriticalSection, Purchase, Strategy, calls, within};
 use crate::workload::Workload;
@@ -96,23 +97,23 @@ impl<D: Dialect> Strategy for Atomic<D> {
     async fn attempt(&self, p: &Purchase) -> Attempt {
         let s = &self.store;
         let sell = async |con: &mut D::Conn| {
-            let mut tx = within(s.timeout, con.begin(), D::classify)
+            let mut tx = within(s.timeout, one(con.begin()), D::classify)
                 .await
                 .map_err(Outcome::Failed)?;
             if !s.decrement(&mut tx, p).await.map_err(write_failure)? {
-                within(s.timeout, tx.rollback(), D::classify)
+                within(s.timeout, one(tx.rollback()), D::classify)
                     .await
                     .map_err(Outcome::Failed)?;
                 return Ok(Outcome::SoldOut);
             }
             let placed = s.place(&mut tx, p, &token(p)).await;
             if let Some(refused) = placed.map_err(write_failure)? {
-                within(s.timeout, tx.rollback(), D::classify)
+                within(s.timeout, one(tx.rollback()), D::classify)
                     .await
                     .map_err(Outcome::Failed)?;
                 return Ok(Outcome::Refused(refused));
             }
-            within(s.timeout, tx.commit(), D::classify)
+            within(s.timeout, one(tx.commit()), D::classify)
                 .await
                 .map_err(write_failure)?;
             Ok(Outcome::Sold)
