@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use lockbench::chaos::ChaosPlan;
 use lockbench::check::{LockVerdict, Mode, StoreVerdict};
+use lockbench::record::pressure::Pressure;
 use lockbench::record::{max_shared_holders, read_history};
 use lockbench::report::Summary;
 use lockbench::report::contend::Contend;
@@ -17,7 +18,7 @@ use lockbench::report::layout::JobLayout;
 use lockbench::report::sweep::{self, Search, Slo, Sweep};
 use lockbench::run::contend::{ContendOptions, contend_on};
 use lockbench::run::job::{Ended, JobOptions, job_on};
-use lockbench::run::sweep::{SweepOptions, sweep_on};
+use lockbench::run::sweep::{Probe, SweepOptions, sweep_on};
 use lockbench::sim::{self, Sim, SimFault};
 use lockbench::workload::Workload;
 use tokio_util::sync::CancellationToken;
@@ -614,6 +615,7 @@ fn sim_sweep_options(w: &Workload, search: Search, out: &Path) -> SweepOptions {
         base_port: None,
         endpoints: None,
         provision: lockbench::cluster::Provisioner::Local,
+        probe: Probe::Machine,
     }
 }
 
@@ -678,6 +680,59 @@ async fn a_sweep_on_a_healthy_sim_passes_a_low_rate() {
     }
     assert_eq!(Sweep::read(dir.path()).unwrap().entries.len(), 1);
     eprintln!("healthy sim sweep: {took:?}");
+}
+
+/// A capacity found while every CPU was busy is the machine's limit, not the lock's: marked
+/// machine-bound in sweep.json and under the table. The same healthy sim on a machine with CPU
+/// to spare is not marked (the readings are fixed: the test machine's own load varies).
+#[tokio::test(flavor = "current_thread")]
+async fn a_capacity_found_on_a_saturated_machine_is_marked_machine_bound_and_not_otherwise() {
+    let search = Search {
+        start_per_s: Some(2000.0),
+        min_per_s: 2000.0,
+        max_per_s: 2000.0,
+        budget_s: 1.0,
+        step_budget_s: 0.5,
+        ..sweep::DEFAULTS
+    };
+    let reading = |busy: f64| Pressure {
+        cpu_busy: busy,
+        measured: true,
+        ..Pressure::default()
+    };
+    for (busy, marked) in [(0.97, true), (0.6, false)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut opts = sim_sweep_options(&sweep_workload("1500ms"), search, dir.path());
+        opts.probe = Probe::Fixed(reading(busy));
+        let (mut log, mut table) = (Vec::new(), Vec::new());
+        let source = sim::source(Sim::new(SimFault::None));
+        let s = sweep_on(
+            &opts,
+            &source,
+            Duration::ZERO,
+            &CancellationToken::new(),
+            &mut log,
+        )
+        .await
+        .expect("the sweep runs");
+        let log = String::from_utf8(log).unwrap();
+        let e = s.entry("sim").expect("the sim's entry");
+        assert_eq!(
+            (e.capacity_per_s, e.bound),
+            (2000.0, sweep::Bound::AtLeastMax),
+            "{log}"
+        );
+        assert_eq!(e.machine_bound, marked.then_some(busy), "{log}");
+        let saved = Sweep::read(dir.path()).expect("sweep.json");
+        assert_eq!(saved.entries[0].machine_bound, e.machine_bound);
+        sweep::print_capacity(&mut table, &s).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert_eq!(
+            table.contains("sim: machine-bound: the CPUs were 97% busy"),
+            marked,
+            "{table}"
+        );
+    }
 }
 
 /// A lock that never answers sustains nothing: every arrival is cut at its bound as unknown,

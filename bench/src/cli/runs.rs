@@ -224,6 +224,7 @@ fn sweep_options(
         endpoints: servers.endpoints.clone(),
         provision: servers.provision,
         workload: load.load()?,
+        probe: Default::default(),
     })
 }
 
