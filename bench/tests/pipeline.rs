@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use lockbench::chaos::ChaosPlan;
 use lockbench::check::{LockVerdict, Mode, StoreVerdict};
+use lockbench::record::pressure::Pressure;
 use lockbench::record::{max_shared_holders, read_history};
 use lockbench::report::Summary;
 use lockbench::report::contend::Contend;
@@ -17,7 +18,7 @@ use lockbench::report::layout::JobLayout;
 use lockbench::report::sweep::{self, Search, Slo, Sweep};
 use lockbench::run::contend::{ContendOptions, contend_on};
 use lockbench::run::job::{Ended, JobOptions, job_on};
-use lockbench::run::sweep::{SweepOptions, sweep_on};
+use lockbench::run::sweep::{Probe, SweepOptions, sweep_on};
 use lockbench::sim::{self, Sim, SimFault};
 use lockbench::workload::Workload;
 use tokio_util::sync::CancellationToken;
@@ -614,6 +615,7 @@ fn sim_sweep_options(w: &Workload, search: Search, out: &Path) -> SweepOptions {
         base_port: None,
         endpoints: None,
         provision: lockbench::cluster::Provisioner::Local,
+        probe: Probe::Machine,
     }
 }
 
@@ -678,6 +680,59 @@ async fn a_sweep_on_a_healthy_sim_passes_a_low_rate() {
     }
     assert_eq!(Sweep::read(dir.path()).unwrap().entries.len(), 1);
     eprintln!("healthy sim sweep: {took:?}");
+}
+
+/// A capacity found while every CPU was busy is the machine's limit, not the lock's: marked
+/// machine-bound in sweep.json and under the table. The same healthy sim on a machine with CPU
+/// to spare is not marked (the readings are fixed: the test machine's own load varies).
+#[tokio::test(flavor = "current_thread")]
+async fn a_capacity_found_on_a_saturated_machine_is_marked_machine_bound_and_not_otherwise() {
+    let search = Search {
+        start_per_s: Some(2000.0),
+        min_per_s: 2000.0,
+        max_per_s: 2000.0,
+        budget_s: 1.0,
+        step_budget_s: 0.5,
+        ..sweep::DEFAULTS
+    };
+    let reading = |busy: f64| Pressure {
+        cpu_busy: busy,
+        measured: true,
+        ..Pressure::default()
+    };
+    for (busy, marked) in [(0.97, true), (0.6, false)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut opts = sim_sweep_options(&sweep_workload("1500ms"), search, dir.path());
+        opts.probe = Probe::Fixed(reading(busy));
+        let (mut log, mut table) = (Vec::new(), Vec::new());
+        let source = sim::source(Sim::new(SimFault::None));
+        let s = sweep_on(
+            &opts,
+            &source,
+            Duration::ZERO,
+            &CancellationToken::new(),
+            &mut log,
+        )
+        .await
+        .expect("the sweep runs");
+        let log = String::from_utf8(log).unwrap();
+        let e = s.entry("sim").expect("the sim's entry");
+        assert_eq!(
+            (e.capacity_per_s, e.bound),
+            (2000.0, sweep::Bound::AtLeastMax),
+            "{log}"
+        );
+        assert_eq!(e.machine_bound, marked.then_some(busy), "{log}");
+        let saved = Sweep::read(dir.path()).expect("sweep.json");
+        assert_eq!(saved.entries[0].machine_bound, e.machine_bound);
+        sweep::print_capacity(&mut table, &s).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert_eq!(
+            table.contains("sim: machine-bound: the CPUs were 97% busy"),
+            marked,
+            "{table}"
+        );
+    }
 }
 
 /// A lock that never answers sustains nothing: every arrival is cut at its bound as unknown,
@@ -848,7 +903,8 @@ async fn a_run_with_buyers_writes_the_sale_and_a_steady_run_does_not() {
 /// A job on the sim in `dir`, its knobs and files: the workload of [`sweep_workload`] (1.5 s
 /// timeouts) on 32 SKUs (contended enough at the rates below that a lock granting twice is seen to), one
 /// chaos scenario `command` (a fault that needs no server, injected 10 ms in for 20 ms,
-/// marking `marks`), one sweep step at 4000/s of trials up to 100 ms, a calm run of 30 ms,
+/// marking `marks`), one sweep step at 8000/s of trials up to 50 ms (the 322 arrivals a pass
+/// needs take 40 ms), a calm run of 20 ms,
 /// chaos runs of 40 ms and a sale of 80 ms (what each part's charts cost is most of the rest).
 fn sim_job(dir: &Path) -> JobOptions {
     let workload_file = dir.join("job.toml");
@@ -880,13 +936,13 @@ fn sim_job(dir: &Path) -> JobOptions {
     let w = Workload::load(&workload_file, &[]).expect("valid workload");
     // A single rate, so each strategy's capacity is decided by one step.
     let search = Search {
-        start_per_s: Some(4000.0),
-        min_per_s: 4000.0,
-        max_per_s: 4000.0,
+        start_per_s: Some(8000.0),
+        min_per_s: 8000.0,
+        max_per_s: 8000.0,
         factor: 2.0,
         budget_s: 1.0,
         step_budget_s: 0.5,
-        max_trial_s: 0.1,
+        max_trial_s: 0.05,
         ..sweep::DEFAULTS
     };
     let sweep = sim_sweep_options(&w, search, &dir.join("job"));
@@ -902,7 +958,7 @@ fn sim_job(dir: &Path) -> JobOptions {
         chaos_share: 0.5,
         scenarios: vec!["command".into()],
         scenario_dir,
-        calm_duration: "30ms".into(),
+        calm_duration: "20ms".into(),
         chaos_duration: "40ms".into(),
         needs: None,
         base_port: None,
@@ -965,11 +1021,11 @@ async fn the_main_job_runs_on_the_sim_and_its_folders_read_back() {
     assert!(lock.safe && !control.safe, "{log}");
     assert!(!control.unsafe_steps.is_empty(), "the sweep caught it too");
 
-    // Calm: every strategy at the one rate set by the lowest safe capacity (4000/s rounded
+    // Calm: every strategy at the one rate set by the lowest safe capacity (8000/s rounded
     // down 1-2-5 when it passed), the correct sim's, whatever the control sustained.
     let (common, whose) = swept.common_rate().expect("a safe capacity");
     assert!(
-        whose == "sim" && common > 0.0 && common <= 2000.0,
+        whose == "sim" && common > 0.0 && common <= 5000.0,
         "{common} {whose}"
     );
     let calm = lockbench::report::summaries(&layout.calm()).expect("calm/compare.json");

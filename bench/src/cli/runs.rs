@@ -228,6 +228,7 @@ fn sweep_options(
         endpoints: servers.endpoints.clone(),
         provision: servers.provision,
         workload: load.load()?,
+        probe: Default::default(),
     })
 }
 

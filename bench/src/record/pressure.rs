@@ -19,6 +19,11 @@ pub struct Pressure {
     pub io_full: f64,
     /// 1-minute load average at the end.
     pub load1: f64,
+    /// Share of all CPUs' time spent busy (`/proc/stat`: neither idle nor waiting for I/O),
+    /// whoever ran: near 1, the machine had no CPU left for the harness or the servers.
+    /// Absent (0) in sweeps written before it was recorded.
+    #[serde(default)]
+    pub cpu_busy: f64,
     /// Whether PSI was readable (false: the other fields are 0, not measured).
     pub measured: bool,
 }
@@ -33,6 +38,7 @@ impl Pressure {
             sum.cpu_some += s * p.cpu_some;
             sum.io_some += s * p.io_some;
             sum.io_full += s * p.io_full;
+            sum.cpu_busy += s * p.cpu_busy;
             sum.load1 = p.load1;
             measured &= p.measured;
             total += s;
@@ -44,6 +50,7 @@ impl Pressure {
             cpu_some: round3(sum.cpu_some / total),
             io_some: round3(sum.io_some / total),
             io_full: round3(sum.io_full / total),
+            cpu_busy: round3(sum.cpu_busy / total),
             load1: sum.load1,
             measured,
         }
@@ -56,6 +63,8 @@ pub struct Mark {
     at: Instant,
     /// cpu some, io some, io full: µs stalled since boot (`None` without PSI).
     totals: Option<[u64; 3]>,
+    /// `/proc/stat`'s busy and total CPU time since boot, in ticks (`None` without it).
+    cpu: Option<[u64; 2]>,
 }
 
 impl Mark {
@@ -64,6 +73,7 @@ impl Mark {
         Mark {
             at: Instant::now(),
             totals: read_totals(),
+            cpu: read_cpu(),
         }
     }
 
@@ -74,10 +84,17 @@ impl Mark {
             return Pressure::default();
         };
         let share = |i: usize| round3(after[i].saturating_sub(before[i]) as f64 / wall_us);
+        let cpu_busy = match (self.cpu, read_cpu()) {
+            (Some([b0, t0]), Some([b1, t1])) if t1 > t0 => {
+                round3(b1.saturating_sub(b0) as f64 / (t1 - t0) as f64)
+            }
+            _ => 0.0,
+        };
         Pressure {
             cpu_some: share(0).min(1.0),
             io_some: share(1).min(1.0),
             io_full: share(2).min(1.0),
+            cpu_busy: cpu_busy.min(1.0),
             load1: load1().unwrap_or(0.0),
             measured: true,
         }
@@ -108,6 +125,26 @@ fn total(text: &str, which: &str) -> Option<u64> {
         .ok()
 }
 
+fn read_cpu() -> Option<[u64; 2]> {
+    cpu_ticks(&std::fs::read_to_string("/proc/stat").ok()?)
+}
+
+/// Busy and total ticks of `/proc/stat`'s first line (every CPU): busy is all but idle and
+/// iowait.
+fn cpu_ticks(stat: &str) -> Option<[u64; 2]> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .ok()?;
+    // user nice system idle iowait irq softirq steal (guest time is inside user already).
+    let total: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0);
+    Some([total.saturating_sub(idle), total])
+}
+
 fn load1() -> Option<f64> {
     std::fs::read_to_string("/proc/loadavg")
         .ok()?
@@ -128,6 +165,13 @@ mod tests {
         assert_eq!(total(text, "some"), Some(22_895_002));
         assert_eq!(total(text, "full"), Some(17));
         assert_eq!(total("garbage", "some"), None);
+    }
+
+    #[test]
+    fn proc_stat_gives_busy_and_total_ticks() {
+        let stat = "cpu  100 5 50 800 40 3 2 0 0 0\ncpu0 50 2 25 400 20 1 1 0 0 0\n";
+        assert_eq!(cpu_ticks(stat), Some([160, 1000]));
+        assert_eq!(cpu_ticks("intr 1 2"), None);
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub struct Row {
     pub overlap: bool,
     /// Largest over smallest midpoint (geometric), when every sweep has one.
     pub midpoint_ratio: Option<f64>,
+    /// Some sweep marked the strategy's capacity machine-bound (`Entry::machine_bound`): its
+    /// figures are the machine's limit at each moment, which moves between runs.
+    pub machine_bound: bool,
 }
 
 /// Where an interval's capacity could be, as numbers: an open lower end is 0, an open upper
@@ -61,11 +64,16 @@ pub fn agreement(sweeps: &[Sweep]) -> Vec<Row> {
                 let min = m.iter().copied().fold(f64::INFINITY, f64::min);
                 max / min
             });
+            let machine_bound = sweeps
+                .iter()
+                .filter_map(|s| s.entry(&e.strategy))
+                .any(|e| e.machine_bound.is_some());
             Row {
                 strategy: e.strategy.clone(),
                 intervals,
                 overlap,
                 midpoint_ratio,
+                machine_bound,
             }
         })
         .collect()
@@ -113,7 +121,9 @@ pub(super) fn text(i: [Option<f64>; 2]) -> String {
     }
 }
 
-/// Prints the table; returns whether every strategy's intervals overlap.
+/// Prints the table; returns whether every strategy's intervals overlap. Intervals apart of a
+/// strategy some sweep marked machine-bound read `NO (machine)` and still count: the mark
+/// counts a neighbour's load too (docs/capacity.md), so it cannot excuse a lock's figure.
 pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Result<bool> {
     let rows = agreement(sweeps);
     let width = rows.iter().map(|r| r.strategy.len()).max().unwrap_or(8);
@@ -128,13 +138,18 @@ pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Resul
             write!(out, "  {:>16}", text(*i))?;
         }
         let ratio = r.midpoint_ratio.map_or("-".into(), |x| format!("{x:.2}"));
-        writeln!(
-            out,
-            "  {:<7}  {ratio}",
-            if r.overlap { "yes" } else { "NO" }
-        )?;
+        let overlap = match (r.overlap, r.machine_bound) {
+            (true, _) => "yes",
+            (false, false) => "NO",
+            (false, true) => "NO (machine)",
+        };
+        writeln!(out, "  {overlap:<7}  {ratio}")?;
     }
     let apart = rows.iter().filter(|r| !r.overlap).count();
+    let machine: Vec<&str> = (rows.iter())
+        .filter(|r| r.machine_bound)
+        .map(|r| r.strategy.as_str())
+        .collect();
     let widths: Vec<String> = sweeps
         .iter()
         .map(|s| {
@@ -156,6 +171,14 @@ pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Resul
         rows.len(),
         widths.join(", ")
     )?;
+    if !machine.is_empty() {
+        writeln!(
+            out,
+            "machine-bound in some run (the CPUs were saturated at its capacity: the figure \
+             may be the machine's limit, not the lock's): {}",
+            machine.join(", ")
+        )?;
+    }
     Ok(apart == 0)
 }
 
@@ -193,6 +216,33 @@ mod tests {
         assert!(!print_agreement(&mut out, &[a, b]).unwrap());
         let out = String::from_utf8(out).unwrap();
         assert!(out.contains("1 of 2 strategies overlap"), "{out}");
+    }
+
+    #[test]
+    fn machine_bound_intervals_apart_are_said_and_still_fail_the_agreement() {
+        let mut bound = with("y", 12.5, Some(15.6));
+        bound.machine_bound = Some(0.97);
+        let a = sweep(vec![
+            with("x", 100.0, Some(125.0)),
+            with("y", 10.0, Some(12.5)),
+        ]);
+        let b = sweep(vec![with("x", 110.0, Some(137.0)), bound]);
+        let rows = agreement(&[a.clone(), b.clone()]);
+        assert!(!rows[1].overlap && rows[1].machine_bound, "{rows:?}");
+        assert!(!rows[0].machine_bound);
+        let mut out = Vec::new();
+        assert!(!print_agreement(&mut out, &[a.clone(), b]).unwrap());
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("NO (machine)") && out.contains("not the lock's): y\n"));
+        // Without the mark the same row reads a plain NO, and intervals that overlap pass.
+        let c = sweep(vec![
+            with("x", 110.0, Some(137.0)),
+            with("y", 12.5, Some(15.6)),
+        ]);
+        let mut out = Vec::new();
+        assert!(!print_agreement(&mut out, &[a.clone(), c]).unwrap());
+        assert!(!String::from_utf8(out).unwrap().contains("machine"));
+        assert!(print_agreement(&mut Vec::new(), &[a.clone(), a]).unwrap());
     }
 
     #[test]

@@ -461,8 +461,32 @@ pub struct Entry {
     /// interval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drifted_per_s: Vec<f64>,
+    /// The machine's CPU busy share over the trials that passed at the capacity, when it
+    /// reached [`MACHINE_BOUND_BUSY`]: the machine had no CPU left there, so the figure is this
+    /// machine's limit (the load generator and the servers sharing its cores), not the lock's,
+    /// and it moves with whatever else the machine runs. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_bound: Option<f64>,
     /// Every step, in the order run.
     pub steps: Vec<Step>,
+}
+
+/// The CPU busy share (all cores, whoever ran) at which a capacity is the machine's limit.
+/// On 2 cores a lock-bound strategy at its capacity leaves CPU idle (its buyers wait on the
+/// lock); one whose trials kept every core busy could not have been offered more by this
+/// machine, whatever the lock sustains.
+pub const MACHINE_BOUND_BUSY: f64 = 0.9;
+
+/// The CPU busy share over the kept trials of the last step that passed at `capacity`, if it
+/// reached [`MACHINE_BOUND_BUSY`] (a revisit holds its search step's trials too).
+fn machine_bound(steps: &[Step], capacity: f64) -> Option<f64> {
+    let step = steps
+        .iter()
+        .rev()
+        .find(|s| s.passed && s.rate_per_s == capacity && capacity > 0.0)?;
+    let kept = step.trials.iter().filter(|t| t.discarded.is_none());
+    let p = Pressure::over(kept.map(|t| (t.wall_s, t.pressure)));
+    (p.measured && p.cpu_busy >= MACHINE_BOUND_BUSY).then_some(p.cpu_busy)
 }
 
 /// How the rates were searched.
@@ -610,6 +634,7 @@ impl Entry {
             error,
             time_s: steps.iter().map(|s| s.time_s).sum(),
             drifted_per_s: Vec::new(),
+            machine_bound: machine_bound(&steps, capacity_per_s),
             steps,
         }
     }
@@ -644,6 +669,19 @@ pub struct Sweep {
 }
 
 impl Entry {
+    /// What [`Entry::machine_bound`] means, in words with its number, when it is set.
+    pub fn machine_bound_note(&self) -> Option<String> {
+        self.machine_bound.map(|busy| {
+            format!(
+                "machine-bound: the CPUs were {:.0}% busy at its capacity (≥ {:.0}%), so the \
+                 figure is this machine's limit, not the lock's, and moves with the machine \
+                 between runs (docs/capacity.md)",
+                busy * 100.0,
+                MACHINE_BOUND_BUSY * 100.0
+            )
+        })
+    }
+
     /// `283–354/s`, `≥ 6400/s`, `< 1.56/s`: the capacity interval with its bound.
     pub fn capacity_text(&self) -> String {
         let r = rate_exact;
@@ -769,6 +807,11 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
             e.strategy,
             rates.join(", ")
         )?;
+    }
+    for e in &sweep.entries {
+        if let Some(note) = e.machine_bound_note() {
+            writeln!(out, "{}: {note}", e.strategy)?;
+        }
     }
     writeln!(out, "took {:.0} s", sweep.elapsed_s)
 }

@@ -243,6 +243,7 @@ impl JobOptions {
             base_port: self.base_port,
             endpoints: self.endpoints.clone(),
             provision: self.provision,
+            probe: Default::default(),
         };
         let calm_load = self.workload(&calm_sets(&self.calm_duration, &self.sets))?;
         let calm = CompareOptions {

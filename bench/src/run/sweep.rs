@@ -48,6 +48,19 @@ pub struct SweepOptions {
     pub endpoints: Option<PathBuf>,
     /// How to start the servers.
     pub provision: Provisioner,
+    /// Where each trial's machine pressure comes from.
+    pub probe: Probe,
+}
+
+/// Where a trial's pressure comes from: this machine's PSI and CPU counters, or a fixed
+/// reading (the sim's tests: a saturated machine, or an idle one, whatever else runs).
+#[derive(Debug, Clone, Copy, Default)]
+pub enum Probe {
+    /// Measured over the trial.
+    #[default]
+    Machine,
+    /// This reading for every trial.
+    Fixed(crate::record::pressure::Pressure),
 }
 
 /// The workload of one trial: the given one at `rate` for `secs`, with stock that no trial
@@ -629,7 +642,10 @@ async fn step(
         let (mark, t0) = (Mark::now(), Instant::now());
         let plan = b.session.plan(&o)?;
         let ran = b.session.trial(&plan, b.cancel).await?;
-        let pressure = mark.since();
+        let pressure = match opts.probe {
+            Probe::Machine => mark.since(),
+            Probe::Fixed(p) => p,
+        };
         let (load, summary) = (o.workload.load.duration, ran.summary);
         let (mut trial, hist) = Trial::count(trial_dir, &summary, &ran.latency, load, slo);
         trial.wall_s = (t0.elapsed().as_secs_f64() * 100.0).round() / 100.0;
@@ -761,9 +777,10 @@ fn step_line(id: &str, s: &Step) -> String {
     };
     let psi = if s.pressure.measured {
         format!(
-            "  psi cpu {:.0}% io {:.0}%",
+            "  psi cpu {:.0}% io {:.0}%  busy {:.0}%",
             s.pressure.cpu_some * 100.0,
-            s.pressure.io_some * 100.0
+            s.pressure.io_some * 100.0,
+            s.pressure.cpu_busy * 100.0
         )
     } else {
         String::new()

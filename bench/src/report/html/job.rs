@@ -261,6 +261,9 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
             rates.join(", ")
         );
     }
+    if let Some(note) = e.machine_bound_note() {
+        let _ = write!(error, "; <span class=\"note\">{}</span>", esc(&note));
+    }
     let badge = if e.kind == Kind::Control {
         "<span class=\"badge b-control\">control</span>"
     } else {
