@@ -210,7 +210,7 @@ fn point(
         grants_per_s: trials.iter().map(|t| t.grants_per_s).collect(),
         dir: point_dir(id, at),
         held_out,
-        round_trips_per_sale: None,
+        round_trips_per_sale: mean(&|t| t.cost.as_ref().and_then(|c| c.round_trips_per_sale)),
         fsyncs_per_sale: mean(&|t| t.cost.as_ref().and_then(|c| c.fsyncs_per_sale)),
     }
 }
