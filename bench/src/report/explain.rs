@@ -23,18 +23,29 @@ pub struct Side {
 }
 
 impl Side {
-    /// A sweep's machine (loopback and fdatasync medians) plus what its workload injected;
-    /// `None` without a fingerprint.
+    /// A sweep's machine (loopback and fdatasync medians); where its workload injected a
+    /// delay, what its steps' probes measured (the delay and the machine's own together), else
+    /// the machine's plus the delay. `None` without a fingerprint.
     pub fn of(s: &Sweep) -> Option<Side> {
         let own = machine_env(s.machine.as_ref())?;
         let injected = s.environment.unwrap_or(Env {
             rtt_ms: 0.0,
             fsync_ms: 0.0,
         });
+        let probed = |f: &dyn Fn(&crate::chaos::environment::EnvironmentProbe) -> Option<f64>| {
+            let v: Vec<f64> = (s.entries.iter().flat_map(|e| &e.steps))
+                .filter_map(|st| st.summary.environment.as_ref().and_then(|e| f(&e.probe)))
+                .collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        let term = |own: f64, injected: f64, probe: Option<f64>| match probe {
+            Some(p) if injected > 0.0 => p,
+            _ => own + injected,
+        };
         Some(Side {
             env: Env {
-                rtt_ms: own.rtt_ms + injected.rtt_ms,
-                fsync_ms: own.fsync_ms + injected.fsync_ms,
+                rtt_ms: term(own.rtt_ms, injected.rtt_ms, probed(&|p| p.rtt_ms)),
+                fsync_ms: term(own.fsync_ms, injected.fsync_ms, probed(&|p| p.fsync_ms)),
             },
             cpu_score: (s.machine.as_ref())
                 .and_then(|m| m.cpu_score.as_ref())
@@ -165,9 +176,17 @@ pub fn explain(first: &Sweep, second: &Sweep, m: &Model) -> Vec<Row> {
         .collect()
 }
 
-/// Pairs whose order the second sweep does not keep: the first placed one clearly above the
-/// other (disjoint intervals), the second does not.
-pub fn reorderings(first: &Sweep, second: &Sweep) -> Vec<(String, String)> {
+/// An order one sweep decided and the other did not keep: `above` clearly above `below`
+/// (disjoint intervals) in sweep `decided_in` (1 or 2), not in the other.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reordering {
+    pub above: String,
+    pub below: String,
+    pub decided_in: u8,
+}
+
+/// Every pair whose order one sweep decided and the other does not keep.
+pub fn reorderings(first: &Sweep, second: &Sweep) -> Vec<Reordering> {
     let closed = |s: &Sweep, id: &str| match s.entry(id)?.capacity_interval_per_s {
         [Some(l), Some(u)] => Some((l, u)),
         _ => None,
@@ -175,18 +194,24 @@ pub fn reorderings(first: &Sweep, second: &Sweep) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for a in &first.entries {
         for b in &first.entries {
-            let (Some(fa), Some(fb)) = (closed(first, &a.strategy), closed(first, &b.strategy))
-            else {
+            let ids = (a.strategy.as_str(), b.strategy.as_str());
+            let (Some(fa), Some(fb)) = (closed(first, ids.0), closed(first, ids.1)) else {
                 continue;
             };
-            let (Some(sa), Some(sb)) = (closed(second, &a.strategy), closed(second, &b.strategy))
-            else {
+            let (Some(sa), Some(sb)) = (closed(second, ids.0), closed(second, ids.1)) else {
                 continue;
             };
-            // a clearly above b in the first; in the second not clearly above.
-            if fa.0 > fb.1 && sa.0 <= sb.1 {
-                out.push((a.strategy.clone(), b.strategy.clone()));
-            }
+            let above = |x: (f64, f64), y: (f64, f64)| x.0 > y.1;
+            let decided_in = match (above(fa, fb), above(sa, sb)) {
+                (true, false) => 1,
+                (false, true) => 2,
+                _ => continue,
+            };
+            out.push(Reordering {
+                above: a.strategy.clone(),
+                below: b.strategy.clone(),
+                decided_in,
+            });
         }
     }
     out
@@ -244,14 +269,21 @@ pub fn print_explained(
             r.why
         )?;
     }
-    for (a, b) in reorderings(first, second) {
-        let of = |id: &str| rows.iter().find(|r| r.strategy == id).map(|r| r.verdict);
-        let both = [of(&a), of(&b)]
+    for r in reorderings(first, second) {
+        let of = |id: &str| rows.iter().find(|x| x.strategy == id).map(|x| x.verdict);
+        let both = [of(&r.above), of(&r.below)]
             .iter()
             .all(|v| matches!(v, Some(Verdict::Explained | Verdict::Agree)));
+        let (yes, no) = if r.decided_in == 1 {
+            ("first", "second")
+        } else {
+            ("second", "first")
+        };
         writeln!(
             out,
-            "order: {a} above {b} in the first, not in the second: {}",
+            "order: {} clearly above {} in the {yes}, not in the {no}: {}",
+            r.above,
+            r.below,
             if both {
                 "the machines explain it (each strategy's change is explained or none)"
             } else {
@@ -390,7 +422,18 @@ mod tests {
         assert_eq!(opt.verdict, Verdict::Agree);
         assert_eq!(
             reorderings(&first, &second),
-            vec![("zk".into(), "opt".into())]
+            vec![
+                Reordering {
+                    above: "zk".into(),
+                    below: "opt".into(),
+                    decided_in: 1,
+                },
+                Reordering {
+                    above: "opt".into(),
+                    below: "zk".into(),
+                    decided_in: 2,
+                },
+            ]
         );
         let mut text = Vec::new();
         print_explained(&mut text, &first, &second, &m).unwrap();
