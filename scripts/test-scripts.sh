@@ -63,6 +63,19 @@ comparisons_and_builds() {
   RUNS=2 STRATEGIES=mysql-atomic OUT="$repro_out" SWEEP_ARGS="--confidence 80% --start 50 --max 50 --step-budget 6s --budget 8s --revisit-budget 5s" \
     bash scripts/reproducibility.sh >/dev/null || repro_rc=$?
   [ "$repro_rc" -le 1 ] || { echo "test.sh: reproducibility.sh exited $repro_rc" >&2; exit 1; }
+  # docs/predict.md's commands, short (root: slow links and disks): a model of one lock from
+  # three points, a prediction from it, and the two sweeps above told apart by it (mysql-atomic
+  # has no fit: "cannot tell", exit 1, is the answer; anything above 1 is the command broken).
+  if [ "$(id -u)" = 0 ] && [ -e /dev/fuse ]; then
+    "$LOCKBENCH_BIN" calibrate --strategies redis-setnx --points 0:0,2ms:0,0:2ms --check none \
+      --trials 2 --duration 300ms --warm-up 0s --out "$repro_out/cal" >/dev/null 2>&1
+    "$LOCKBENCH_BIN" predict --model "$repro_out/cal" --rtt 1ms --fsync 2ms | grep -q '^redis-setnx ' || {
+      echo "test.sh: predict printed no redis-setnx row" >&2; exit 1; }
+    agree_rc=0
+    "$LOCKBENCH_BIN" agreement "$repro_out/sweep-1" "$repro_out/sweep-2" --model "$repro_out/cal" \
+      >/dev/null || agree_rc=$?
+    [ "$agree_rc" -le 1 ] || { echo "test.sh: agreement --model exited $agree_rc" >&2; exit 1; }
+  fi
   rm -rf "$repro_out"
   # Server builds side by side: Redis 7.0 and Valkey 9.1, one strategy, a short sweep and calm run.
   versions_out=$(mktemp -d)

@@ -271,9 +271,15 @@ pub fn print_explained(
     }
     for r in reorderings(first, second) {
         let of = |id: &str| rows.iter().find(|x| x.strategy == id).map(|x| x.verdict);
-        let both = [of(&r.above), of(&r.below)]
-            .iter()
-            .all(|v| matches!(v, Some(Verdict::Explained | Verdict::Agree)));
+        let verdicts = [of(&r.above), of(&r.below)];
+        let told = |ok: &dyn Fn(Verdict) -> bool| verdicts.iter().any(|v| v.is_some_and(ok));
+        let answer = if told(&|v| v == Verdict::NotExplained) {
+            "the machines do NOT explain it (a change beyond what they predict)"
+        } else if told(&|v| v == Verdict::Unknown) {
+            "cannot tell (a strategy the model has no fit for, or an open interval)"
+        } else {
+            "the machines explain it (each strategy's change is explained or none)"
+        };
         let (yes, no) = if r.decided_in == 1 {
             ("first", "second")
         } else {
@@ -282,13 +288,7 @@ pub fn print_explained(
         writeln!(
             out,
             "order: {} clearly above {} in the {yes}, not in the {no}: {}",
-            r.above,
-            r.below,
-            if both {
-                "the machines explain it (each strategy's change is explained or none)"
-            } else {
-                "the machines do NOT explain it (a change outside the model's range)"
-            }
+            r.above, r.below, answer
         )?;
     }
     Ok(())

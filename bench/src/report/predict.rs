@@ -518,7 +518,7 @@ pub fn print_predictions(
             interval(&p),
             h.text(),
             if p.extrapolated {
-                "extrapolated: outside what was measured"
+                "extrapolated: beyond the fitted range, or another CPU"
             } else {
                 ""
             }

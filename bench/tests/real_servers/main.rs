@@ -5,6 +5,7 @@
 //! They never skip silently: without the server packages they fail when `CI` is set and print
 //! why they skipped otherwise (`common::require`).
 
+mod calibrate;
 mod chaos;
 mod cli;
 mod cluster;
