@@ -389,20 +389,8 @@ mod tests {
                 });
             }
         }
-        let mut m = Model {
-            schema: crate::report::predict::MODEL_SCHEMA.into(),
-            lockbench_version: String::new(),
-            started_at: String::new(),
-            workload_file: String::new(),
-            contenders: 8,
-            trials: 3,
-            trial_s: 2.0,
-            machine: Some(machine(0.5)),
-            points,
-            fits: Vec::new(),
-            checks: Vec::new(),
-            errors: Vec::new(),
-        };
+        let mut m = Model::empty("w.toml", (8, 3, 2.0), Some(machine(0.5)));
+        m.points = points;
         m.conclude();
         m
     }

@@ -337,6 +337,29 @@ fn missing_term(fit: &Fit, p: &Point, error: f64) -> String {
 }
 
 impl Model {
+    /// A model with no point yet: `contenders` on one key, `trials` of `trial_s` a point, on
+    /// `machine`.
+    pub fn empty(
+        workload_file: &str,
+        (contenders, trials, trial_s): (u32, u32, f64),
+        machine: Option<Machine>,
+    ) -> Model {
+        Model {
+            schema: MODEL_SCHEMA.to_string(),
+            lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            workload_file: workload_file.to_string(),
+            contenders,
+            trials,
+            trial_s,
+            machine,
+            points: Vec::new(),
+            fits: Vec::new(),
+            checks: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
+
     /// Fits every strategy and checks its held-out points.
     pub fn conclude(&mut self) {
         let mut ids: Vec<&str> = self.points.iter().map(|p| p.strategy.as_str()).collect();
@@ -565,20 +588,8 @@ mod tests {
     }
 
     fn model(points: Vec<Point>) -> Model {
-        let mut m = Model {
-            schema: MODEL_SCHEMA.into(),
-            lockbench_version: String::new(),
-            started_at: String::new(),
-            workload_file: String::new(),
-            contenders: 8,
-            trials: 3,
-            trial_s: 2.0,
-            machine: None,
-            points,
-            fits: Vec::new(),
-            checks: Vec::new(),
-            errors: Vec::new(),
-        };
+        let mut m = Model::empty("w.toml", (8, 3, 2.0), None);
+        m.points = points;
         m.conclude();
         m
     }

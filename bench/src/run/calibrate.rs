@@ -14,7 +14,7 @@ use super::contend::{self, ContendOptions};
 use super::{RunError, Source};
 use crate::cluster::Provisioner;
 use crate::report::contend::LevelTrial;
-use crate::report::predict::{Env, MODEL_SCHEMA, Model, Point};
+use crate::report::predict::{Env, Model, Point};
 use crate::workload::Workload;
 
 /// One lock per family whose servers take both slow links and a slow disk (MariaDB's row
@@ -138,20 +138,11 @@ pub async fn calibrate_on(
     let began = Instant::now();
     std::fs::create_dir_all(&opts.out).map_err(super::write_err(&opts.out))?;
     super::fingerprint(source).await;
-    let mut m = Model {
-        schema: MODEL_SCHEMA.to_string(),
-        lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
-        started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        workload_file: opts.workload_file.display().to_string(),
-        contenders: opts.contenders,
-        trials: opts.trials,
-        trial_s: opts.trial.as_secs_f64(),
-        machine: crate::record::machine::taken().cloned(),
-        points: Vec::new(),
-        fits: Vec::new(),
-        checks: Vec::new(),
-        errors: Vec::new(),
-    };
+    let mut m = Model::empty(
+        &opts.workload_file.display().to_string(),
+        (opts.contenders, opts.trials, opts.trial.as_secs_f64()),
+        crate::record::machine::taken().cloned(),
+    );
     let held = |at: &At| (*at, true);
     let all: Vec<(At, bool)> = (opts.points.iter().map(|a| (*a, false)))
         .chain(opts.held_out.iter().map(held))
