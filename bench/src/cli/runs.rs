@@ -396,6 +396,7 @@ pub(super) async fn cmd_calibrate(
     report::predict::print_fits(&mut stdout, &m)?;
     report::predict::print_checks(&mut stdout, &m)?;
     eprintln!("results: {}", out.join("model.json").display());
+    write_report(&out);
     let failed: Vec<&str> = m.errors.iter().map(|(id, _)| id.as_str()).collect();
     let ended = job::ended(
         &cancel,

@@ -8,6 +8,7 @@
 //!   meet `--needs`;
 //! - `versions`: a `scripts/versions.sh` folder (server builds side by side);
 //! - `contend`: a `lockbench contend` folder (the cost of contention);
+//! - `predict`: a `lockbench calibrate` folder (what a grant costs, predicted against measured);
 //! - the kit: `page` (head, style, escaping, figures, grouping by family), `tables` (the
 //!   headline table and the tables of runs), `sale` (what each run's flash sale cost), `contention` (how locks shared their keys),
 //!   `work` (the servers' work per grant),
@@ -21,6 +22,7 @@ mod environment;
 mod job;
 mod needs;
 mod page;
+mod predict;
 mod run;
 mod sale;
 mod tables;
@@ -57,6 +59,18 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             "report.html",
             versions::render(dir, &builds).as_bytes(),
         );
+    }
+    if dir.join("model.json").is_file() {
+        if needs.is_some() {
+            return Err(ReportError::NeedsJob {
+                dir: dir.to_path_buf(),
+                what: "a calibrate folder (no capacity, no chaos part)",
+            });
+        }
+        let path = dir.join("model.json");
+        let m =
+            super::predict::Model::read(&path).map_err(|msg| ReportError::Parse { path, msg })?;
+        return write_whole(dir, "report.html", predict::render(dir, &m).as_bytes());
     }
     if dir.join("contend.json").is_file() {
         if needs.is_some() {
@@ -108,6 +122,7 @@ fn versions_folder(dir: &Path) -> Option<Vec<super::versions::Build>> {
         "compare.json",
         "sweep.json",
         "contend.json",
+        "model.json",
         "sweep",
         "calm",
     ];
