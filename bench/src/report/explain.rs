@@ -294,55 +294,16 @@ pub fn print_explained(
     Ok(())
 }
 
-/// A fingerprint with these medians, for tests.
-#[cfg(test)]
-pub(crate) fn tests_machine(rtt_ms: f64, fsync_ms: f64) -> crate::record::machine::Machine {
-    tests::tests_machine_inner(rtt_ms, fsync_ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::machine::{CpuScore, DiskSync, Latency, Machine};
+    use crate::record::machine::Machine;
     use crate::report::evidence::fixtures::{entry, sweep};
-    use crate::report::predict::{Model, Point};
+    use crate::report::predict::{Model, fixture_machine, fixture_point};
     use crate::report::sweep::Bound;
-    use crate::strategy::Family;
-
-    fn latency(ms: f64) -> Latency {
-        Latency {
-            n: 100,
-            p50_us: ms * 1000.0,
-            p99_us: ms * 2000.0,
-            max_us: ms * 3000.0,
-        }
-    }
 
     fn machine(fsync_ms: f64) -> Machine {
-        tests_machine_inner(0.05, fsync_ms)
-    }
-
-    pub(crate) fn tests_machine_inner(rtt_ms: f64, fsync_ms: f64) -> Machine {
-        Machine {
-            cpu_model: "test".into(),
-            cores: 2,
-            usable_cores: 2,
-            cpu_score: Some(CpuScore {
-                m_per_s: 100.0,
-                rounds: 3,
-                optimized: true,
-            }),
-            fdatasync: Some(DiskSync {
-                path: "/x".into(),
-                fs: None,
-                write_bytes: 4096,
-                latency: latency(fsync_ms),
-            }),
-            loopback: Some(latency(rtt_ms)),
-            psi: None,
-            unmeasured: Vec::new(),
-            probe_s: 1.0,
-        }
+        fixture_machine(0.05, fsync_ms)
     }
 
     /// A sweep on a machine whose disk syncs in `fsync_ms`, the strategies' intervals given.
@@ -371,22 +332,7 @@ mod tests {
         let mut points = Vec::new();
         for id in ["zk", "opt"] {
             for (r, f) in grid {
-                let g = 1000.0 / truth(id, r, f);
-                points.push(Point {
-                    strategy: id.into(),
-                    family: Family::Consensus,
-                    injected: Env {
-                        rtt_ms: r,
-                        fsync_ms: f,
-                    },
-                    measured_rtt_ms: None,
-                    measured_fsync_ms: None,
-                    grants_per_s: vec![g * 0.98, g, g * 1.02],
-                    dir: String::new(),
-                    held_out: false,
-                    round_trips_per_sale: None,
-                    fsyncs_per_sale: None,
-                });
+                points.push(fixture_point(id, (r, f), false, truth(id, r, f)));
             }
         }
         let mut m = Model::empty("w.toml", (8, 3, 2.0), Some(machine(0.5)));

@@ -558,6 +558,59 @@ pub fn interval(p: &Predicted) -> String {
     }
 }
 
+/// A point of three trials ±3 % around `ms_per_grant`, injected `(rtt, fsync)`, for tests.
+#[cfg(test)]
+pub(crate) fn fixture_point(id: &str, at: (f64, f64), held_out: bool, ms_per_grant: f64) -> Point {
+    let g = 1000.0 / ms_per_grant;
+    Point {
+        strategy: id.into(),
+        family: Family::Consensus,
+        injected: Env {
+            rtt_ms: at.0,
+            fsync_ms: at.1,
+        },
+        measured_rtt_ms: None,
+        measured_fsync_ms: None,
+        grants_per_s: vec![g * 0.97, g, g * 1.03],
+        dir: String::new(),
+        held_out,
+        round_trips_per_sale: None,
+        fsyncs_per_sale: None,
+    }
+}
+
+/// A fingerprint whose loopback and fdatasync medians are these, CPU score 100, for tests.
+#[cfg(test)]
+pub(crate) fn fixture_machine(rtt_ms: f64, fsync_ms: f64) -> Machine {
+    use crate::record::machine::{CpuScore, DiskSync, Latency};
+    let latency = |ms: f64| Latency {
+        n: 100,
+        p50_us: ms * 1000.0,
+        p99_us: ms * 2000.0,
+        max_us: ms * 3000.0,
+    };
+    Machine {
+        cpu_model: "test".into(),
+        cores: 2,
+        usable_cores: 2,
+        cpu_score: Some(CpuScore {
+            m_per_s: 100.0,
+            rounds: 3,
+            optimized: true,
+        }),
+        fdatasync: Some(DiskSync {
+            path: "/x".into(),
+            fs: None,
+            write_bytes: 4096,
+            latency: latency(fsync_ms),
+        }),
+        loopback: Some(latency(rtt_ms)),
+        psi: None,
+        unmeasured: Vec::new(),
+        probe_s: 1.0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,22 +622,7 @@ mod tests {
         held_out: bool,
         truth: &dyn Fn(f64, f64) -> f64,
     ) -> Point {
-        let g = 1000.0 / truth(rtt, fsync);
-        Point {
-            strategy: id.into(),
-            family: Family::Consensus,
-            injected: Env {
-                rtt_ms: rtt,
-                fsync_ms: fsync,
-            },
-            measured_rtt_ms: None,
-            measured_fsync_ms: None,
-            grants_per_s: vec![g * 0.97, g, g * 1.03],
-            dir: String::new(),
-            held_out,
-            round_trips_per_sale: None,
-            fsyncs_per_sale: None,
-        }
+        fixture_point(id, (rtt, fsync), held_out, truth(rtt, fsync))
     }
 
     fn model(points: Vec<Point>) -> Model {
@@ -716,7 +754,7 @@ mod tests {
             })
             .collect();
         let mut m = model(pts);
-        m.machine = Some(crate::report::explain::tests_machine(0.1, 0.8));
+        m.machine = Some(fixture_machine(0.1, 0.8));
         m.conclude();
         let f = &m.fits[0];
         assert!((f.per_rtt.value - 3.0).abs() < 0.1, "{:?}", f.per_rtt);

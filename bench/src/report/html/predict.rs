@@ -117,29 +117,14 @@ fn checks(h: &mut String, m: &Model) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::predict::Env;
-    use crate::strategy::Family;
+    use crate::report::predict::fixture_point;
 
     #[test]
     fn the_page_shows_each_term_and_each_held_out_verdict() {
         let mut m = Model::empty("w.toml", (8, 3, 2.0), None);
-        let at = |rtt: f64, fsync: f64, held_out: bool| {
-            let g = 1000.0 / (2.0 + 3.0 * rtt + fsync);
-            Point {
-                strategy: "zookeeper".into(),
-                family: Family::Consensus,
-                injected: Env {
-                    rtt_ms: rtt,
-                    fsync_ms: fsync,
-                },
-                measured_rtt_ms: None,
-                measured_fsync_ms: None,
-                grants_per_s: vec![g * 0.98, g, g * 1.02],
-                dir: String::new(),
-                held_out,
-                round_trips_per_sale: Some(10.0),
-                fsyncs_per_sale: None,
-            }
+        let at = |rtt: f64, fsync: f64, held_out: bool| Point {
+            round_trips_per_sale: Some(10.0),
+            ..fixture_point("zookeeper", (rtt, fsync), held_out, 2.0 + 3.0 * rtt + fsync)
         };
         m.points = vec![
             at(0.0, 0.0, false),
