@@ -54,30 +54,63 @@ pub fn all() -> Vec<(u32, Stat)> {
     .collect()
 }
 
-/// The CPU process `pid` and every process below it in `procs` (a snapshot of [`all`]) have
-/// used, those that ended and were waited for included (a PostgreSQL server is a postmaster
-/// and a process per connection); `None` when `pid` is gone.
-pub fn tree_cpu(pid: u32, procs: &[(u32, Stat)]) -> Option<Duration> {
-    let root = procs.iter().find(|(p, _)| *p == pid)?.1;
-    let mut tree = vec![pid];
-    let mut ticks = root.cpu_ticks + root.children_ticks;
+/// `pid` and every process below it in `procs` (a snapshot of [`all`]), `pid` first; empty
+/// when `pid` is gone.
+fn tree(pid: u32, procs: &[(u32, Stat)]) -> Vec<(u32, Stat)> {
+    let Some(root) = procs.iter().find(|(p, _)| *p == pid) else {
+        return Vec::new();
+    };
+    let mut tree = vec![*root];
     let mut i = 0;
     while i < tree.len() {
-        let parent = tree[i];
-        for (child, s) in procs.iter().filter(|(c, s)| s.ppid == parent && *c != pid) {
-            if !tree.contains(child) {
-                tree.push(*child);
-                ticks += s.cpu_ticks + s.children_ticks;
+        let parent = tree[i].0;
+        for c in procs.iter().filter(|(c, s)| s.ppid == parent && *c != pid) {
+            if !tree.iter().any(|(t, _)| *t == c.0) {
+                tree.push(*c);
             }
         }
         i += 1;
     }
-    let per_s = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+    tree
+}
+
+/// Clock ticks a second (`CLK_TCK`, 100 on Linux).
+pub fn ticks_per_s() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
         .filter(|t| *t > 0)
-        .unwrap_or(100) as u64;
-    Some(Duration::from_micros(ticks * 1_000_000 / per_s))
+        .unwrap_or(100) as u64
+}
+
+/// The CPU process `pid` and every process below it in `procs` (a snapshot of [`all`]) have
+/// used, those that ended and were waited for included (a PostgreSQL server is a postmaster
+/// and a process per connection); `None` when `pid` is gone.
+pub fn tree_cpu(pid: u32, procs: &[(u32, Stat)]) -> Option<Duration> {
+    let tree = tree(pid, procs);
+    if tree.is_empty() {
+        return None;
+    }
+    let ticks: u64 = tree
+        .iter()
+        .map(|(_, s)| s.cpu_ticks + s.children_ticks)
+        .sum();
+    Some(Duration::from_micros(ticks * 1_000_000 / ticks_per_s()))
+}
+
+/// The CPU ticks this process's tree has used, split in two: the processes running this
+/// process's own executable (it and its worker processes), and every other process below it
+/// (the servers it started). Children waited for count with their parent.
+pub fn own_tree_ticks(procs: &[(u32, Stat)]) -> [u64; 2] {
+    let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let me = std::process::id();
+    let mine = exe(me);
+    let mut split = [0, 0];
+    for (pid, s) in tree(me, procs) {
+        let own = pid == me || (mine.is_some() && exe(pid) == mine);
+        split[usize::from(!own)] += s.cpu_ticks + s.children_ticks;
+    }
+    split
 }
 
 #[cfg(test)]
@@ -122,5 +155,27 @@ mod tests {
             "{before:?} → {during:?}"
         );
         assert_eq!(tree_cpu(u32::MAX, &all()), None);
+    }
+
+    #[test]
+    fn a_child_running_another_program_counts_as_a_server_not_as_the_harness() {
+        let before = own_tree_ticks(&all());
+        // ~300 ms of CPU in a shell child, ~300 ms in this process.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "end=$(($(date +%s%N) + 300000000)); while [ $(date +%s%N) -lt $end ]; do :; done; sleep 5"])
+            .spawn()
+            .unwrap();
+        let end = std::time::Instant::now() + Duration::from_millis(300);
+        let mut x = 0u64;
+        while std::time::Instant::now() < end {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        std::thread::sleep(Duration::from_millis(1200));
+        let after = own_tree_ticks(&all());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        // 5 ticks (50 ms) of each at least, whatever else the machine runs.
+        assert!(after[0] >= before[0] + 5, "own {before:?} → {after:?}");
+        assert!(after[1] >= before[1] + 5, "servers {before:?} → {after:?}");
     }
 }

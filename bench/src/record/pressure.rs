@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::cluster::procfs;
+
 /// Stall shares over a span (0..1 of its wall time), and the load average at its end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Pressure {
@@ -24,6 +26,15 @@ pub struct Pressure {
     /// Absent (0) in sweeps written before it was recorded.
     #[serde(default)]
     pub cpu_busy: f64,
+    /// Of all CPUs' time, the share lockbench used: this process and its worker processes,
+    /// the load generator. Absent (0) in older sweeps.
+    #[serde(default)]
+    pub cpu_harness: f64,
+    /// Of all CPUs' time, the share the servers lockbench started used (the processes below
+    /// it running other programs; not a container's or a `serve`'s). The rest of
+    /// `cpu_busy` was other processes'. Absent (0) in older sweeps.
+    #[serde(default)]
+    pub cpu_servers: f64,
     /// Whether PSI was readable (false: the other fields are 0, not measured).
     pub measured: bool,
 }
@@ -39,6 +50,8 @@ impl Pressure {
             sum.io_some += s * p.io_some;
             sum.io_full += s * p.io_full;
             sum.cpu_busy += s * p.cpu_busy;
+            sum.cpu_harness += s * p.cpu_harness;
+            sum.cpu_servers += s * p.cpu_servers;
             sum.load1 = p.load1;
             measured &= p.measured;
             total += s;
@@ -51,6 +64,8 @@ impl Pressure {
             io_some: round3(sum.io_some / total),
             io_full: round3(sum.io_full / total),
             cpu_busy: round3(sum.cpu_busy / total),
+            cpu_harness: round3(sum.cpu_harness / total),
+            cpu_servers: round3(sum.cpu_servers / total),
             load1: sum.load1,
             measured,
         }
@@ -65,6 +80,9 @@ pub struct Mark {
     totals: Option<[u64; 3]>,
     /// `/proc/stat`'s busy and total CPU time since boot, in ticks (`None` without it).
     cpu: Option<[u64; 2]>,
+    /// The ticks lockbench's processes and the servers below it used
+    /// ([`procfs::own_tree_ticks`]).
+    own: [u64; 2],
 }
 
 impl Mark {
@@ -74,6 +92,7 @@ impl Mark {
             at: Instant::now(),
             totals: read_totals(),
             cpu: read_cpu(),
+            own: procfs::own_tree_ticks(&procfs::all()),
         }
     }
 
@@ -84,17 +103,25 @@ impl Mark {
             return Pressure::default();
         };
         let share = |i: usize| round3(after[i].saturating_sub(before[i]) as f64 / wall_us);
-        let cpu_busy = match (self.cpu, read_cpu()) {
+        let own = procfs::own_tree_ticks(&procfs::all());
+        let [cpu_busy, cpu_harness, cpu_servers] = match (self.cpu, read_cpu()) {
             (Some([b0, t0]), Some([b1, t1])) if t1 > t0 => {
-                round3(b1.saturating_sub(b0) as f64 / (t1 - t0) as f64)
+                let of_all = |d: u64| round3(d as f64 / (t1 - t0) as f64).min(1.0);
+                [
+                    of_all(b1.saturating_sub(b0)),
+                    of_all(own[0].saturating_sub(self.own[0])),
+                    of_all(own[1].saturating_sub(self.own[1])),
+                ]
             }
-            _ => 0.0,
+            _ => [0.0; 3],
         };
         Pressure {
             cpu_some: share(0).min(1.0),
             io_some: share(1).min(1.0),
             io_full: share(2).min(1.0),
-            cpu_busy: cpu_busy.min(1.0),
+            cpu_busy,
+            cpu_harness,
+            cpu_servers,
             load1: load1().unwrap_or(0.0),
             measured: true,
         }

@@ -18,8 +18,8 @@ pub struct Row {
     pub overlap: bool,
     /// Largest over smallest midpoint (geometric), when every sweep has one.
     pub midpoint_ratio: Option<f64>,
-    /// Some sweep marked the strategy's capacity machine-bound (`Entry::machine_bound`): its
-    /// figures are the machine's limit at each moment, which moves between runs.
+    /// Some sweep found a rate failing for want of CPU (`Entry::machine_limit`): that interval
+    /// is open above, since the machine's limit moves between runs.
     pub machine_bound: bool,
 }
 
@@ -67,7 +67,7 @@ pub fn agreement(sweeps: &[Sweep]) -> Vec<Row> {
             let machine_bound = sweeps
                 .iter()
                 .filter_map(|s| s.entry(&e.strategy))
-                .any(|e| e.machine_bound.is_some());
+                .any(|e| e.machine_limit.is_some());
             Row {
                 strategy: e.strategy.clone(),
                 intervals,
@@ -122,8 +122,8 @@ pub(super) fn text(i: [Option<f64>; 2]) -> String {
 }
 
 /// Prints the table; returns whether every strategy's intervals overlap. Intervals apart of a
-/// strategy some sweep marked machine-bound read `NO (machine)` and still count: the mark
-/// counts a neighbour's load too (docs/capacity.md), so it cannot excuse a lock's figure.
+/// strategy some sweep marked machine-bound read `NO (machine)` and still count: a machine-bound
+/// interval is already open above, so one still apart is below another run's passing rate.
 pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Result<bool> {
     let rows = agreement(sweeps);
     let width = rows.iter().map(|r| r.strategy.len()).max().unwrap_or(8);
@@ -174,8 +174,8 @@ pub fn print_agreement(out: &mut impl Write, sweeps: &[Sweep]) -> std::io::Resul
     if !machine.is_empty() {
         writeln!(
             out,
-            "machine-bound in some run (the CPUs were saturated at its capacity: the figure \
-             may be the machine's limit, not the lock's): {}",
+            "machine-bound in some run (a rate failed with the CPUs saturated, so that run's \
+             interval is open above: the machine's limit, not the lock's): {}",
             machine.join(", ")
         )?;
     }
@@ -218,15 +218,40 @@ mod tests {
         assert!(out.contains("1 of 2 strategies overlap"), "{out}");
     }
 
+    /// `strategy` passed `lo` and failed `at` for want of CPU: open above.
+    fn machine_bound(strategy: &str, lo: f64, at: f64) -> Entry {
+        let mut e = with(strategy, lo, None);
+        e.bound = Bound::MachineLimit;
+        e.machine_limit = Some(crate::report::sweep::MachineLimit {
+            at_per_s: at,
+            busy: 0.97,
+            harness: 0.5,
+            servers: 0.45,
+        });
+        e
+    }
+
     #[test]
-    fn machine_bound_intervals_apart_are_said_and_still_fail_the_agreement() {
-        let mut bound = with("y", 12.5, Some(15.6));
-        bound.machine_bound = Some(0.97);
+    fn machine_bound_intervals_are_open_above_and_apart_still_fail_the_agreement() {
         let a = sweep(vec![
             with("x", 100.0, Some(125.0)),
             with("y", 10.0, Some(12.5)),
         ]);
-        let b = sweep(vec![with("x", 110.0, Some(137.0)), bound]);
+        // y passed 11 in a run whose failing 13.7 ran out of CPU: at least 11, which 10–12.5
+        // does not exclude.
+        let open = sweep(vec![
+            with("x", 110.0, Some(137.0)),
+            machine_bound("y", 11.0, 13.7),
+        ]);
+        let rows = agreement(&[a.clone(), open.clone()]);
+        assert!(rows[1].overlap && rows[1].machine_bound, "{rows:?}");
+        assert_eq!(text(rows[1].intervals[1]), "≥ 11");
+        assert!(print_agreement(&mut Vec::new(), &[a.clone(), open]).unwrap());
+        // Passing 12.5, where the other run failed: apart, said, and still a failure.
+        let b = sweep(vec![
+            with("x", 110.0, Some(137.0)),
+            machine_bound("y", 12.5, 15.6),
+        ]);
         let rows = agreement(&[a.clone(), b.clone()]);
         assert!(!rows[1].overlap && rows[1].machine_bound, "{rows:?}");
         assert!(!rows[0].machine_bound);

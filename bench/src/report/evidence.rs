@@ -305,7 +305,7 @@ impl Capacity {
     pub fn of(e: &Entry) -> Option<Capacity> {
         match e.bound {
             Bound::Found => Some(Capacity::Found(e.capacity_per_s)),
-            Bound::AtLeastMax => Some(Capacity::AtLeast(e.capacity_per_s)),
+            Bound::AtLeastMax | Bound::MachineLimit => Some(Capacity::AtLeast(e.capacity_per_s)),
             Bound::Incomplete | Bound::Unbracketed if e.capacity_per_s > 0.0 => {
                 Some(Capacity::AtLeast(e.capacity_per_s))
             }
@@ -476,6 +476,12 @@ impl Evidence<'_> {
             Some(c @ Capacity::AtLeast(_)) => {
                 let why = if e.bound == Bound::AtLeastMax {
                     "the most the sweep offered".to_string()
+                } else if let Some(m) = e.machine_limit.filter(|_| e.bound == Bound::MachineLimit) {
+                    format!(
+                        "the machine's CPUs ran out at {}/s, {:.0}% busy",
+                        super::format::rate_exact(m.at_per_s),
+                        m.busy * 100.0
+                    )
                 } else {
                     format!(
                         "the search stopped early{}",

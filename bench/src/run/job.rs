@@ -375,47 +375,71 @@ pub async fn job_on(
         let _ = writeln!(out);
     }
     heading(out, format!("capacity at {}", opts.slo_knob()));
-    let swept = sweep_part_on(&parts.sweep, source, warm_up_round, cancel, out, log).await;
-    note(swept.unwrap_or_else(|e| {
+    let swept = sweep_part_on(&parts.sweep, source, warm_up_round, false, cancel, out, log);
+    note(swept.await.unwrap_or_else(|e| {
         let _ = writeln!(log, "lockbench: error: sweep failed: {e}");
         Ended::Failed
     }));
     if !layout.sweep_json().is_file() {
-        // Nothing later has a rate to run at.
-        if cancel.is_cancelled() {
-            return Ok(Ended::Interrupted);
+        // Nothing later has a rate to run at; the report still shows the sale.
+        if !cancel.is_cancelled() {
+            let _ = writeln!(log, "lockbench: job: the sweep wrote no sweep.json");
+            note(Ended::Failed);
         }
-        let _ = writeln!(log, "lockbench: job: the sweep wrote no sweep.json");
-        return Ok(Ended::Failed);
-    }
-    let _ = writeln!(out);
-    heading(
-        out,
-        "calm, every strategy at one rate that every strategy seen safe sustains".into(),
-    );
-    note(compare_part_or_say(parts.calm, source, cancel, out, log).await);
-    for (sc, part) in parts.chaos {
+    } else {
         let _ = writeln!(out);
-        heading(out, chaos_heading(&sc, opts, &part.runs));
-        note(compare_part_or_say(part, source, cancel, out, log).await);
+        heading(
+            out,
+            "calm, every strategy at one rate that every strategy seen safe sustains".into(),
+        );
+        note(compare_part_or_say(parts.calm, source, cancel, out, log).await);
+        for (sc, part) in parts.chaos {
+            let _ = writeln!(out);
+            heading(out, chaos_heading(&sc, opts, &part.runs));
+            note(compare_part_or_say(part, source, cancel, out, log).await);
+        }
     }
     let _ = writeln!(out);
-    if let Err(e) = report::write_report_with(layout.root(), opts.needs.as_ref()) {
-        let _ = writeln!(log, "lockbench: error: {e}");
+    if !write_job_report(opts, &layout, cancel, out, log) {
         note(Ended::Failed);
     }
     super::progress::job_part(None);
     let _ = writeln!(out, "took {} s", began.elapsed().as_secs());
-    let _ = writeln!(
-        out,
-        "report: {} — the sale (sale/<calm|scenario>/compare.json), capacity (sweep/sweep.json), calm (calm/compare.json), chaos (chaos/<scenario>/compare.json); one folder per run with summary.json, timeline.csv, latency.hlog, logs/",
-        layout.report().display()
-    );
     Ok(if cancel.is_cancelled() {
         Ended::Interrupted
     } else {
         status
     })
+}
+
+/// The one report of every part (the parts write none of their own: each would render the
+/// same charts again), said on `log`; after Ctrl-C it shows what was measured, if anything
+/// was. Its path goes to `out`, an error to `log`. False: it could not be written.
+fn write_job_report(
+    opts: &JobOptions,
+    layout: &JobLayout,
+    cancel: &CancellationToken,
+    out: &mut dyn Write,
+    log: &mut dyn Write,
+) -> bool {
+    match report::write_report_with(layout.root(), opts.needs.as_ref()) {
+        Err(_) if cancel.is_cancelled() => true,
+        Err(e) => {
+            let _ = writeln!(log, "lockbench: error: {e}");
+            false
+        }
+        Ok(_) => {
+            let _ = writeln!(
+                out,
+                "report: {} — the sale (sale/<calm|scenario>/compare.json), capacity \
+                 (sweep/sweep.json), calm (calm/compare.json), chaos \
+                 (chaos/<scenario>/compare.json); one folder per run with summary.json, \
+                 timeline.csv, latency.hlog, logs/",
+                layout.report().display()
+            );
+            true
+        }
+    }
 }
 
 /// A comparison part, an error said as the command would.
@@ -434,7 +458,7 @@ async fn compare_part_or_say(
         return Ended::Done;
     }
     let table = Printed::Table(crate::report::Width::Compact);
-    compare_part_with(opts, Some(source), table, cancel, out, log)
+    compare_part_with(opts, Some(source), table, false, cancel, out, log)
         .await
         .map(|(ended, _)| ended)
         .unwrap_or_else(|e| {
@@ -451,14 +475,16 @@ pub async fn sweep_part(
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
     let source = Source::of(opts.endpoints.as_ref(), opts.provision, opts.base_port);
-    sweep_part_on(opts, &source, WARM_UP_ROUND, cancel, out, log).await
+    sweep_part_on(opts, &source, WARM_UP_ROUND, true, cancel, out, log).await
 }
 
-/// [`sweep_part`] on servers from `source`, warm-up rounds `warm_up_round` long.
+/// [`sweep_part`] on servers from `source`, warm-up rounds `warm_up_round` long; its own
+/// report.html only if `own_report` (a job writes one for every part).
 async fn sweep_part_on(
     opts: &SweepOptions,
     source: &Source,
     warm_up_round: Duration,
+    own_report: bool,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -486,7 +512,9 @@ async fn sweep_part_on(
     };
     let _ = report::sweep::print_capacity(&mut &mut *out, &sweep);
     let _ = writeln!(log, "results: {}", opts.out.display());
-    compare::write_report(&opts.out, log);
+    if own_report {
+        compare::write_report(&opts.out, log);
+    }
     let failed: Vec<&str> = sweep
         .entries
         .iter()
@@ -524,7 +552,7 @@ pub async fn compare_part(
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
     let dir = opts.out.clone();
-    let (ended, summaries) = compare_part_with(opts, None, printed, cancel, out, log).await?;
+    let (ended, summaries) = compare_part_with(opts, None, printed, true, cancel, out, log).await?;
     let name = format!("lockbench compare {}", dir.display());
     if let Err(e) = ci.write(&name, &summaries) {
         let _ = writeln!(log, "lockbench: error: writing the CI files: {e}");
@@ -533,12 +561,14 @@ pub async fn compare_part(
     Ok(ended)
 }
 
-/// [`compare_part`] on servers from `source`, or those each run's options name; returns how it
-/// ended and the summaries of the strategies that finished.
+/// [`compare_part`] on servers from `source`, or those each run's options name, with its own
+/// report.html if `own_report`; returns how it ended and the summaries of the strategies that
+/// finished.
 async fn compare_part_with(
     opts: CompareOptions,
     source: Option<&Source>,
     printed: Printed,
+    own_report: bool,
     cancel: &CancellationToken,
     out: &mut dyn Write,
     log: &mut dyn Write,
@@ -553,7 +583,7 @@ async fn compare_part_with(
         source,
     })?;
     let _ = writeln!(log, "results: {}", dir.display());
-    if !done.summaries.is_empty() {
+    if own_report && !done.summaries.is_empty() {
         compare::write_report(&dir, log);
     }
     let failed: Vec<&str> = done.failed.iter().map(String::as_str).collect();

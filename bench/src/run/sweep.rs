@@ -777,10 +777,12 @@ fn step_line(id: &str, s: &Step) -> String {
     };
     let psi = if s.pressure.measured {
         format!(
-            "  psi cpu {:.0}% io {:.0}%  busy {:.0}%",
+            "  psi cpu {:.0}% io {:.0}%  busy {:.0}% (lockbench {:.0}%, servers {:.0}%)",
             s.pressure.cpu_some * 100.0,
             s.pressure.io_some * 100.0,
-            s.pressure.cpu_busy * 100.0
+            s.pressure.cpu_busy * 100.0,
+            s.pressure.cpu_harness * 100.0,
+            s.pressure.cpu_servers * 100.0
         )
     } else {
         String::new()

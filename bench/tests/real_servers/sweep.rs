@@ -96,6 +96,12 @@ fn assert_consistent(s: &Sweep) {
                 e.strategy
             ),
             Bound::Incomplete => panic!("{}: incomplete", e.strategy),
+            // The failing end ran out of CPU: kept in machine_limit, the interval open above.
+            Bound::MachineLimit => {
+                let m = e.machine_limit.expect("where the machine ran out");
+                assert_eq!((e.first_failing_per_s, m.at_per_s), (None, least));
+                assert!(best < least && m.busy >= 0.8, "{}: {m:?}", e.strategy);
+            }
         }
         for step in &e.steps {
             let sum = &step.summary;

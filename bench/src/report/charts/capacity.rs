@@ -101,6 +101,13 @@ fn bar_text(e: &Entry) -> BarText {
             open: true,
             upper: None,
         },
+        Bound::MachineLimit => BarText {
+            value: format!("≥ {}/s", rate_label(c)),
+            detail: "the machine's CPUs ran out above".into(),
+            bar: Some(c),
+            open: true,
+            upper: None,
+        },
         Bound::Unbracketed => BarText {
             value: e.capacity_text(),
             detail: "the strategy's time budget ran out".into(),

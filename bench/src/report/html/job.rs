@@ -151,6 +151,7 @@ fn bound_text(b: Bound) -> &'static str {
         Bound::BelowLowest => "< lowest offered",
         Bound::Unbracketed => "budget spent",
         Bound::Incomplete => "search stopped",
+        Bound::MachineLimit => "≥, the machine ran out above",
     }
 }
 
@@ -261,7 +262,7 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
             rates.join(", ")
         );
     }
-    if let Some(note) = e.machine_bound_note() {
+    if let Some(note) = e.machine_limit_note() {
         let _ = write!(error, "; <span class=\"note\">{}</span>", esc(&note));
     }
     let badge = if e.kind == Kind::Control {
