@@ -94,16 +94,14 @@ fn bar_text(e: &Entry) -> BarText {
             open: false,
             upper: e.first_failing_per_s,
         },
-        Bound::AtLeastMax => BarText {
+        Bound::AtLeastMax | Bound::MachineLimit => BarText {
             value: format!("≥ {}/s", rate_label(c)),
-            detail: "the highest rate offered".into(),
-            bar: Some(c),
-            open: true,
-            upper: None,
-        },
-        Bound::MachineLimit => BarText {
-            value: format!("≥ {}/s", rate_label(c)),
-            detail: "the machine's CPUs ran out above".into(),
+            detail: if e.bound == Bound::AtLeastMax {
+                "the highest rate offered"
+            } else {
+                "the machine's CPUs ran out above"
+            }
+            .into(),
             bar: Some(c),
             open: true,
             upper: None,
