@@ -43,17 +43,27 @@ pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     write_report_with(dir, None)
 }
 
+/// `--needs` judges only a job or a sweep: refused for `dir`, a folder of `what`.
+fn no_needs(needs: Option<&Needs>, dir: &Path, what: &'static str) -> Result<(), ReportError> {
+    match needs {
+        Some(_) => Err(ReportError::NeedsJob {
+            dir: dir.to_path_buf(),
+            what,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// [`write_report`], judging the strategies of a sweep or a job folder against `needs` (see
 /// [`Needs`]): the page lists which qualify and why. A run or a comparison alone cannot answer
 /// them (no capacity, no chaos part), so `needs` there is an error.
 pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, ReportError> {
     if let Some(builds) = versions_folder(dir) {
-        if needs.is_some() {
-            return Err(ReportError::NeedsJob {
-                dir: dir.to_path_buf(),
-                what: "a versions.sh folder of server builds side by side",
-            });
-        }
+        no_needs(
+            needs,
+            dir,
+            "a versions.sh folder of server builds side by side",
+        )?;
         return write_whole(
             dir,
             "report.html",
@@ -61,24 +71,18 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
         );
     }
     if dir.join("model.json").is_file() {
-        if needs.is_some() {
-            return Err(ReportError::NeedsJob {
-                dir: dir.to_path_buf(),
-                what: "a calibrate folder (no capacity, no chaos part)",
-            });
-        }
+        no_needs(
+            needs,
+            dir,
+            "a calibrate folder (no capacity, no chaos part)",
+        )?;
         let path = dir.join("model.json");
         let m =
             super::predict::Model::read(&path).map_err(|msg| ReportError::Parse { path, msg })?;
         return write_whole(dir, "report.html", predict::render(dir, &m).as_bytes());
     }
     if dir.join("contend.json").is_file() {
-        if needs.is_some() {
-            return Err(ReportError::NeedsJob {
-                dir: dir.to_path_buf(),
-                what: "a contend folder (no capacity, no chaos part)",
-            });
-        }
+        no_needs(needs, dir, "a contend folder (no capacity, no chaos part)")?;
         let path = dir.join("contend.json");
         let mut c = super::contend::Contend::read(&path).map_err(|e| ReportError::Parse {
             path,
@@ -102,12 +106,7 @@ pub fn write_report_with(dir: &Path, needs: Option<&Needs>) -> Result<PathBuf, R
             job::render(&job, &model)?
         }
         Folder::Runs { runs, compare } => {
-            if needs.is_some() {
-                return Err(ReportError::NeedsJob {
-                    dir: dir.to_path_buf(),
-                    what: "one run or one comparison",
-                });
-            }
+            no_needs(needs, dir, "one run or one comparison")?;
             run::render(dir, &runs, compare)?
         }
     };
