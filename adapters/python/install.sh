@@ -10,7 +10,9 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-venv="$here/.venv"
+# Resolved, so that a .venv linked to a cache outside the checkout (.ci/run's) is built at the
+# cache's own path, which its scripts' first lines name, and serves every later clone.
+venv=$(realpath -m "$here/.venv")
 stamp="$venv/lockbench-requirements.txt"
 python=${PYTHON:-python3}
 

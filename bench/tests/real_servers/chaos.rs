@@ -33,6 +33,32 @@ fn compare(dir: &Path, strategies: &str, chaos: &str, sets: &[&str]) -> Vec<Summ
     all
 }
 
+/// What a failed pause assertion prints: the fault, each phase's attempts, sales and lock
+/// timeouts, and what the checker saw (a lock that livelocked under the pile-up on the paused
+/// key reads as lock timeouts during the pause, not as a missing fault).
+fn pause_evidence(s: &Summary) -> String {
+    let phases: Vec<String> = (s.phases.iter())
+        .map(|p| {
+            format!(
+                "{} {:.2}-{:.2}s: {} attempts, {} sold, {} lock timeouts, {} errors",
+                p.name, p.from_s, p.to_s, p.attempts, p.sold, p.lock_timeouts, p.errors
+            )
+        })
+        .collect();
+    format!(
+        "faults {:?}; phases [{}]; double grants {} (incidents {}, within clock uncertainty {}), \
+         leases lost {}, lost updates {}, outcomes {:?}",
+        s.faults,
+        phases.join("; "),
+        s.double_grants,
+        s.double_grant_incidents,
+        s.within_clock_uncertainty,
+        s.lease_lost,
+        s.audit.lost_updates,
+        s.outcomes
+    )
+}
+
 fn by_id<'a>(all: &'a [Summary], id: &str) -> &'a Summary {
     all.iter().find(|s| s.strategy == id).unwrap()
 }
@@ -68,10 +94,10 @@ fn pause_holder(dir: &Path, strategies: &str) -> Vec<Summary> {
         // found it lost when it released.
         assert!(
             s.double_grant_incidents > 0 && s.lease_lost > 0,
-            "{id}: the lease lapsed during the pause, yet incidents {} / leases lost {}: {:?}",
+            "{id}: the lease lapsed during the pause, yet incidents {} / leases lost {}: {}",
             s.double_grant_incidents,
             s.lease_lost,
-            s.faults
+            pause_evidence(s)
         );
         assert!(!s.safe, "{id}: a lock that broke is never `safe`");
     }
@@ -619,25 +645,32 @@ fn pause_after_read_breaks_every_unfenced_library_and_fenced_ones_keep_the_store
     }
     let dir = tempfile::tempdir().unwrap();
     let strategies = format!("{LIBRARIES_UNFENCED},{LIBRARIES_FENCED}");
-    // The shipped scenario with a 3x pause: in one CI run (eleven runs, JVMs among them, on a
-    // busy 2-core machine) Curator saw no other holder within a 2x pause (no sale for 4.3 s,
-    // 4 s of it paused), so there was nothing to judge; 3x leaves 4 s after the lease.
+    // The shipped scenario with a 3x pause from 2 s: in one CI run (eleven runs, JVMs among
+    // them, on a busy 2-core machine) Curator saw no other holder within a 2x pause (no sale
+    // for 4.3 s, 4 s of it paused), so there was nothing to judge; 3x leaves 4 s after the
+    // lease. 8 buyers, not 32: with 32, every buyer of the other workers piles up on the paused
+    // key within a second, and Redlock's split votes among them can grant nobody for seconds
+    // (node-redlock-v5 once sold nothing on that key for the whole pause in CI; locally 2 of
+    // 103 attempts sold there, against 117-133 sold with 8 buyers, beside two CPU hogs).
     let plan = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../chaos/pause-holder.toml"),
     )
     .unwrap();
-    assert!(
-        plan.contains("duration = \"2x ttl\""),
-        "the shipped plan changed"
-    );
+    for shipped in ["duration = \"2x ttl\"", "at = \"3s\""] {
+        assert!(
+            plan.contains(shipped),
+            "the shipped plan changed: {shipped}"
+        );
+    }
     let plans = tempfile::tempdir().unwrap();
     let plan_file = plans.path().join("pause-holder-3x.toml");
-    std::fs::write(&plan_file, plan.replace("\"2x ttl\"", "\"3x ttl\"")).unwrap();
+    let plan = (plan.replace("\"2x ttl\"", "\"3x ttl\"")).replace("at = \"3s\"", "at = \"2s\"");
+    std::fs::write(&plan_file, plan).unwrap();
     let all = compare(
         dir.path(),
         &strategies,
         plan_file.to_str().unwrap(),
-        &["load.duration=10s", "load.rate=150"],
+        &["load.duration=9s", "load.rate=150", "load.clients=8"],
     );
     for s in &all {
         let id = &s.strategy;
@@ -646,9 +679,8 @@ fn pause_after_read_breaks_every_unfenced_library_and_fenced_ones_keep_the_store
         assert!(s.audit.sold > 0, "{id}");
         assert!(
             s.double_grant_incidents > 0,
-            "{id}: the holder was stopped for 2x the lease, yet no later grant overlapped it: \
-             {:?}",
-            s.faults
+            "{id}: the holder was stopped for 3x the lease, yet no later grant overlapped it: {}",
+            pause_evidence(s)
         );
         if id.ends_with("-fenced") {
             assert_eq!((s.audit.oversell, s.audit.lost_updates), (0, 0), "{id}");
