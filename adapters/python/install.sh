@@ -10,22 +10,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-# Resolved, so that a .venv linked to a cache outside the checkout (.ci/run's) is built at the
-# cache's own path, which its scripts' first lines name, and serves every later clone.
-venv=$(realpath -m "$here/.venv")
-stamp="$venv/lockbench-requirements.txt"
-python=${PYTHON:-python3}
-
-if [ -x "$venv/bin/python" ] && cmp -s "$here/requirements.txt" "$stamp"; then
-    echo "python adapters: already installed in $venv"
-    exit 0
-fi
-
-"$python" -m venv --clear "$venv"
-PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
-    "$venv/bin/python" -m pip install --quiet --no-deps --only-binary=:all: \
-    -r "$here/requirements.txt"
-# --no-deps trusts requirements.txt to be complete; check that it is.
-"$venv/bin/python" -m pip check
-cp "$here/requirements.txt" "$stamp"
+. "$here/../../scripts/lib/venv.sh"
+venv_current "python adapters" "$here" python && exit 0
+venv_build "$here"
 echo "python adapters: installed $(grep -c '==' "$here/requirements.txt") pinned packages in $venv"

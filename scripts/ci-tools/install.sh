@@ -10,17 +10,10 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-# Resolved, so that a .venv linked to a cache outside the checkout (.ci/run's) is built at the
-# cache's own path, which its scripts' first lines name, and serves every later clone.
-venv=$(realpath -m "$here/.venv")
-stamp="$venv/lockbench-requirements.txt"
+. "$here/../lib/venv.sh"
+venv_current ci-tools "$here" otava && exit 0
+
 python=${PYTHON:-python3}
-
-if [ -x "$venv/bin/otava" ] && cmp -s "$here/requirements.txt" "$stamp"; then
-    echo "ci-tools: already installed in $venv"
-    exit 0
-fi
-
 version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 if [ "$version" != 3.11 ]; then
     echo "ci-tools: $python is Python $version; requirements.txt hashes CPython 3.11's wheels" \
@@ -28,13 +21,7 @@ if [ "$version" != 3.11 ]; then
     exit 1
 fi
 
-"$python" -m venv --clear "$venv"
-PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore \
-    "$venv/bin/python" -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
-    -r "$here/requirements.txt"
-# --no-deps trusts requirements.txt to be complete; check that it is.
-"$venv/bin/python" -m pip check
-cp "$here/requirements.txt" "$stamp"
+venv_build "$here" --require-hashes
 versions=$("$venv/bin/python" -c 'from importlib.metadata import version as v
 print("apache-otava", v("apache-otava"), "and junitparser", v("junitparser"))')
 echo "ci-tools: installed $versions in $venv"
