@@ -442,6 +442,44 @@ async fn the_generators_lag_is_measured_in_the_second_after_the_surge() {
     );
 }
 
+/// The end of the load is the harness's, not the buyers': arrivals due before it that waited
+/// for a free buyer are still started during the drain, and only those still waiting after it
+/// count as never started. 2 buyers holding 10 ms each serve at most 200/s of the 250/s offered
+/// for 0.4 s, so at least 20 of the 100 arrivals wait at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrivals_waiting_at_the_end_are_started_in_the_drain_and_only_then_count_unstarted() {
+    let with = |drain: &str| {
+        let text = format!(
+            "seed = 13\n[inventory]\nskus = 2\nstock = 100000\n\
+             [load]\nrate = 250\narrival = \"constant\"\nclients = 2\nduration = \"400ms\"\n\
+             drain = \"{drain}\"\n[critical_section]\nhold = \"10ms\"\n"
+        );
+        Workload::parse("drain.toml", &text, &[]).expect("valid workload")
+    };
+    let (cut, cut_all, _) = drive_sim(Sim::new(SimFault::NoLock), &with("0s")).await;
+    assert!(cut.not_started >= 20, "no drain: {}", cut.not_started);
+    let (drained, all, start) = drive_sim(Sim::new(SimFault::NoLock), &with("5s")).await;
+    assert_eq!(drained.not_started, 0, "{} unstarted", drained.not_started);
+    // The same schedule: every arrival the cut run left unstarted was served.
+    assert_eq!(all.len() as u64, cut_all.len() as u64 + cut.not_started);
+    let end = start + std::time::Duration::from_millis(400);
+    // Started after the end, their latency counts from their intended start, before it.
+    let late: Vec<_> = all.iter().filter(|c| c.started > end).collect();
+    assert!(late.len() >= 20, "{} started after the end", late.len());
+    assert!(
+        late.iter()
+            .all(|c| c.intended < end && c.ended - c.intended > c.ended - c.started)
+    );
+    // A short drain starts some of them: the rest waited at least as long as it.
+    let (short, all, start) = drive_sim(Sim::new(SimFault::NoLock), &with("30ms")).await;
+    let stop = start + std::time::Duration::from_millis(430);
+    assert!(short.not_started > 0 && short.not_started < cut.not_started + 20);
+    assert!(
+        all.iter()
+            .all(|c| c.started < stop + std::time::Duration::from_millis(50))
+    );
+}
+
 /// A purchase that timed out is tried again once, at once, with the same Ask (buyer, request
 /// id, units) by a buyer who retries; its number lies past the schedule's. The sim's silent
 /// acquire times an attempt out at its bound.

@@ -2,7 +2,8 @@
 //! start (open loop), run one attempt and send the [`Completion`] to the recorder.
 //!
 //! Bounded three ways: the schedule ends at `load.duration` (or `load.max_attempts`), no slot
-//! is taken after the duration, and every attempt is cut at the strategy's bound
+//! is taken after the duration and its drain (open loop: `load.drain` more for the arrivals due
+//! before the end that waited for a free buyer), and every attempt is cut at the strategy's bound
 //! ([`Strategy::bound`]: the sum of the bounds of the calls an attempt makes) plus the longest
 //! pause the chaos plan may inflict on the process. A cut attempt is recorded as unknown, with
 //! the lease it held up to the cut (its lock is released in the background).
@@ -72,6 +73,8 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
     let end = start + w.load.duration;
     let bound = strategy.bound() + extra_bound;
     let open = w.load.mode == LoadMode::Open;
+    // The closed loop would draw new slots for ever: it stops at the end.
+    let stop = end + if open { w.load.drain } else { Duration::ZERO };
     let dropped = Arc::new(AtomicU64::new(0));
     let trips = Arc::new(Trips::default());
     let peak = match w.load.shape.surge_start() {
@@ -90,6 +93,7 @@ pub async fn drive_part<T: From<Completion> + Send + 'static>(
             dropped: dropped.clone(),
             trips: trips.clone(),
             end,
+            stop,
             bound,
             open,
             peak,
@@ -156,6 +160,8 @@ struct Buyer<T> {
     /// Every attempt's round trips.
     trips: Arc<Trips>,
     end: Instant,
+    /// No slot is taken after this: `end`, and in the open loop its drain.
+    stop: Instant,
     /// The longest an attempt may take before it is cut.
     bound: Duration,
     /// Open loop: wait for each slot's intended start.
@@ -172,7 +178,7 @@ impl<T: From<Completion> + Send + 'static> Buyer<T> {
         let mut lag = hist(3);
         loop {
             let now = Instant::now();
-            if now >= self.end || self.cancel.is_cancelled() {
+            if now >= self.stop || self.cancel.is_cancelled() {
                 break;
             }
             let Some(slot) = self.schedule.next(now) else {

@@ -64,13 +64,18 @@ pub enum Probe {
 }
 
 /// The workload of one trial: the given one at `rate` for `secs`, with stock that no trial
-/// can sell out (a sold-out answer is fast and would flatter the latency).
-pub fn step_workload(base: &Workload, rate: f64, secs: f64) -> Workload {
+/// can sell out (a sold-out answer is fast and would flatter the latency), drained for at most
+/// the SLO's latency bound: an arrival still unstarted then has waited longer than the bound,
+/// a miss whether it is started or not, so a longer drain would decide nothing more and cost an
+/// overloaded trial up to `load.timeout`.
+pub fn step_workload(base: &Workload, slo: &Slo, rate: f64, secs: f64) -> Workload {
     let mut w = base.clone();
     w.load.mode = LoadMode::Open;
     w.load.rate = rate;
     w.load.duration = std::time::Duration::from_secs_f64(secs);
     w.load.max_attempts = None;
+    let bound = std::time::Duration::from_secs_f64(slo.latency_ms / 1000.0);
+    w.load.drain = w.load.drain.min(bound);
     let arrivals = (rate * secs * 1.2).ceil() as u64 + 100;
     w.inventory.stock = w.inventory.stock.max(arrivals);
     w
@@ -92,7 +97,7 @@ fn pass_secs(search: &Search, slo: &Slo, rate: f64) -> f64 {
 /// One trial: a run of `id` at `rate` on the sweep's servers, into `<out>/<dir>`.
 fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) -> RunOptions {
     let (w, file) = (
-        step_workload(&opts.workload, rate, secs),
+        step_workload(&opts.workload, &opts.slo, rate, secs),
         &opts.workload_file,
     );
     RunOptions {
@@ -551,7 +556,8 @@ async fn revisit_end(
     log: &mut dyn Write,
 ) -> Option<bool> {
     let (opts, id) = (b.opts, b.id);
-    // A fail takes two trials; a step also connects and drains.
+    // A fail takes two trials, and so does a pass of an end the search decided on one; a step
+    // also connects and drains.
     let need = 2.0 * trial_secs(&opts.search, &opts.slo, rate) + 2.0;
     let r = rate_text(rate);
     if s.left_s < need {
@@ -623,6 +629,12 @@ async fn step(
     let again = if prior.is_some() { "-revisit" } else { "" };
     let dir = format!("{id}/{}{again}", rate_text(rate));
     let secs = trial_secs(search, slo, rate);
+    // A revisited end is what the interval reports: its pass needs PASS_TRIALS of load.
+    let pass_load_s = if prior.is_some() {
+        search.pass_load_s()
+    } else {
+        0.0
+    };
     let began = Instant::now();
     let Look {
         mut trials,
@@ -666,7 +678,7 @@ async fn step(
         }
         every.add(&hist).expect("histograms of the same bounds add");
         trials.push(trial);
-        let judged = Judged::of(&trials, slo, search.confidence);
+        let judged = Judged::of(&trials, slo, search.confidence, pass_load_s);
         let spent = began.elapsed().as_secs_f64();
         let stop = ends(search, slo, rate, [spent, left], &judged);
         if summary.interrupted || stop.is_some() {
@@ -678,7 +690,8 @@ async fn step(
                 every: every.clone(),
             };
             let own: f64 = trials[first..].iter().map(|t| t.wall_s).sum();
-            let mut step = Step::new(rate, dir, trials, &every, summary, slo, search.confidence);
+            let rule = [search.confidence, pass_load_s];
+            let mut step = Step::new(rate, dir, trials, &every, summary, slo, rule);
             (step.revisit, step.time_s) = (prior.is_some(), own);
             return Ok((step, look));
         }
@@ -813,7 +826,7 @@ mod tests {
         let judged = |n: u64, k: u64| {
             let mut t = crate::report::sweep::Trial::count_of(n, k);
             t.unserved = 0;
-            Judged::of(&[t], &slo, 0.95)
+            Judged::of(&[t], &slo, 0.95, 0.0)
         };
         // 6 of 396 missed (1.5 %, at most 3 %): 100 more arrivals can neither pass nor fail.
         assert!(!decidable(&judged(396, 6), 100, &slo, 0.95));
@@ -954,11 +967,21 @@ mod tests {
     }
 
     #[test]
-    fn no_trial_can_sell_out() {
+    fn no_trial_can_sell_out_and_its_drain_ends_at_the_slo_bound() {
         let w = Workload::parse("t.toml", "[inventory]\nskus = 4\nstock = 10\n", &[]).unwrap();
-        let s = step_workload(&w, 1000.0, 2.0);
+        let slo = Slo {
+            quantile: 0.99,
+            latency_ms: 100.0,
+            min_served: 0.99,
+        };
+        let s = step_workload(&w, &slo, 1000.0, 2.0);
         assert!(s.inventory.stock >= 2000, "one SKU may get every arrival");
         assert_eq!(s.load.rate, 1000.0);
         assert_eq!(s.load.duration, std::time::Duration::from_secs(2));
+        let ms = std::time::Duration::from_millis;
+        assert_eq!((w.load.drain, s.load.drain), (ms(1000), ms(100)));
+        // A drain shorter than the bound stays.
+        let w = Workload::parse("t.toml", "[load]\ndrain = \"20ms\"\n", &[]).unwrap();
+        assert_eq!(step_workload(&w, &slo, 1000.0, 2.0).load.drain, ms(20));
     }
 }

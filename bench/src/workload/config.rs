@@ -106,6 +106,7 @@ struct RawLoad {
     duration: Option<String>,
     max_attempts: Option<RawInt>,
     timeout: Option<String>,
+    drain: Option<String>,
     read_fraction: Option<f64>,
     warmup: Option<String>,
     shape: Option<String>,
@@ -278,6 +279,13 @@ pub struct Load {
     /// Timeout of every single network call.
     #[serde(serialize_with = "human")]
     pub timeout: Duration,
+    /// Open loop: how long after `duration` buyers still start the arrivals that were due
+    /// before it and waited for a free buyer (default: `timeout`). The end of the load is the
+    /// harness's, not the buyers': a buyer who came 5 ms before it is served, late, as a real
+    /// one would be. Only an arrival still unstarted after the drain counts as never started,
+    /// and it has waited at least this long.
+    #[serde(serialize_with = "human")]
+    pub drain: Duration,
     /// Share of arrivals that are reads (check stock and price under the read lock) instead of
     /// purchases, `0..=1`; each slot is marked from the seed ([`super::pacing::Slot::read`]).
     pub read_fraction: f64,
@@ -689,6 +697,7 @@ impl Fields<'_> {
             ));
         }
         let shape = self.shape(&l)?;
+        let timeout = self.duration("load.timeout", l.timeout, "1s", false)?;
         Ok(Load {
             mode: l.mode.unwrap_or(LoadMode::Open),
             arrival: l.arrival.unwrap_or(Arrival::Poisson),
@@ -696,7 +705,11 @@ impl Fields<'_> {
             clients: clients as u32,
             duration: self.duration("load.duration", l.duration, "10s", false)?,
             max_attempts: max_attempts.map(|m| m as u64),
-            timeout: self.duration("load.timeout", l.timeout, "1s", false)?,
+            timeout,
+            drain: match l.drain {
+                Some(d) => self.duration("load.drain", Some(d), "0s", true)?,
+                None => timeout,
+            },
             read_fraction,
             warmup: self.duration("load.warmup", l.warmup, "0s", true)?,
             shape,

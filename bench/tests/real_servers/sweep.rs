@@ -139,6 +139,17 @@ fn assert_consistent(s: &Sweep) {
                     step.dir,
                     step.arrivals
                 );
+                // A revisited end's pass rests on three trial lengths of load (`--trial 1s`),
+                // never on one lucky second.
+                let load: f64 = (step.trials.iter())
+                    .filter(|t| t.discarded.is_none())
+                    .map(|t| t.load_s)
+                    .sum();
+                assert!(
+                    !step.revisit || load >= 2.999,
+                    "{}: passed on {load} s",
+                    step.dir
+                );
             }
         }
     }
