@@ -279,9 +279,9 @@ pub struct Judged {
 pub const TRIALS_TO_FAIL: usize = 2;
 
 /// Trial lengths (`--trial`, 1 s by default) of load a revisited end's pass needs, its search's
-/// trials and the revisit's pooled: 3 s. Near its capacity a
-/// store keeps up for a whole second or falls behind for the rest of it, by chance: MariaDB
-/// purges the undo of its last thousands of transactions in bursts every 1–2 s (its history
+/// trials and the revisit's pooled: 3 s. Near its capacity a store keeps up for a whole
+/// second or falls behind for the rest of it, by chance (MariaDB, for one, purges the undo of
+/// its last thousands of transactions in bursts every 1–2 s: its history
 /// list climbed to 3,000–5,500 and fell to a few hundred, polled every 0.1 s through a sweep of
 /// `none` on Nov 29, 2026). At 0.9–1.1× of a capacity 22–62 % of 1 s trials missed the goal (641
 /// trials of nine sweeps of Nov 28), so a pass on one or two clean seconds could not see a
@@ -319,7 +319,7 @@ impl Judged {
         let unconfirmed = bounds_fail && kept().filter(|t| over(t)).count() < TRIALS_TO_FAIL;
         let load_s: f64 = kept().map(|t| t.load_s).sum();
         // 1 ms of slack: a trial's load time is its workload's, rounded.
-        let short = !bounds_fail && load_s + 1e-3 < pass_load_s;
+        let short = (d1, d2) == (Decision::Pass, Decision::Pass) && load_s + 1e-3 < pass_load_s;
         let decision = match (d1, d2) {
             _ if unconfirmed => Decision::Undecided,
             _ if bounds_fail => Decision::Fail,
@@ -329,7 +329,7 @@ impl Judged {
         Judged {
             decision,
             unconfirmed,
-            short: short && (d1, d2) == (Decision::Pass, Decision::Pass),
+            short,
             load_s: [load_s, pass_load_s],
             arrivals,
             misses,
