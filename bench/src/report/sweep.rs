@@ -905,7 +905,7 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
         writeln!(
             out,
             "{}: drifted at {}/s, decided both ways in the search and at its revisit; the \
-             interval reaches past it",
+             interval holds both moments' capacities",
             e.strategy,
             rates.join(", ")
         )?;

@@ -258,7 +258,7 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
         let _ = write!(
             error,
             "; <span class=\"note\">drifted at {}/s: decided both ways, in the search and \
-             at its revisit, so the interval reaches past it</span>",
+             at its revisit, so the interval holds both moments' capacities</span>",
             rates.join(", ")
         );
     }
