@@ -861,11 +861,12 @@ pub struct SearchArgs {
     #[arg(long, value_name = "DURATION", default_value = "6s", value_parser = humantime::parse_duration)]
     pub max_trial: std::time::Duration,
     /// Do not run each strategy's decided ends again after every strategy was searched (the
-    /// revisit widens an interval whose end the machine moved during the sweep).
+    /// revisit widens an interval whose end the machine moved during the sweep, so that it
+    /// holds the capacity of both moments).
     #[arg(long)]
     pub no_revisit: bool,
-    /// Time one strategy's revisit may spend: both ends again, then narrowing an interval
-    /// whose end moved.
+    /// Time one strategy's revisit may spend: both ends again, then, where one moved, the
+    /// later moment's own end on that side.
     #[arg(long, value_name = "DURATION", default_value = "12s", value_parser = humantime::parse_duration)]
     pub revisit_budget: std::time::Duration,
 }
