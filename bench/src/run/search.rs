@@ -225,8 +225,8 @@ impl Searcher {
     /// lowest failures. Following only the later moment left intervals the next sweep missed:
     /// `none` passed 4,670/s in a search and failed it at the revisit, and its interval became
     /// 3,930–4,670/s, below its own search's 4,670–5,550/s; a sweep of the same build 6
-    /// minutes earlier read 4,820–5,260/s. Of 39 strategies whose ends drifted
-    /// in 42 sweeps of Nov 27–29, 2026, 18 printed an interval that left out their own search's.
+    /// minutes earlier read 4,820–5,260/s. Of 39 intervals whose ends drifted
+    /// in 42 sweeps of Nov 27–29, 2026, 18 left out their own search's bracket.
     /// A side the revisit left open (no pass, or no failure) stays open.
     fn covered(&self) -> (Option<f64>, Option<f64>) {
         let (passed, failed) = (self.passed(), self.failed());
