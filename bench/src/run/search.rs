@@ -450,7 +450,9 @@ pub(super) mod tests {
     #[test]
     fn an_interval_an_end_widened_is_narrowed_again_inside_its_new_ends() {
         // Nov 26, 2026: redis-lua-decr's lower end, 67,900/s, failed at its revisit, leaving
-        // [33,900, 67,900], 2.0x wide. The search goes on between the ends, not beyond them.
+        // [33,900, 67,900], 2.0x wide. The later moment looks for its own pass below 67,900
+        // (the search's at 33,900 was of the earlier one), coming down by at most √factor at
+        // first, so here it stays between the two.
         let mut s = Searcher::new(SEARCH, 0.99);
         for (r, d, m) in [
             (33_900.0, Decision::Pass, 0.0),
