@@ -5,6 +5,7 @@
 //! on those bounds, never on the point estimate, so one slow sale among 25 cannot end a ramp
 //! and 1,000 arrivals a hair over the target cannot pass it.
 
+pub mod drift;
 pub mod ols;
 pub mod signed_rank;
 

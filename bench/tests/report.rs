@@ -719,6 +719,7 @@ fn synthetic_sweep() -> report::sweep::Sweep {
         elapsed_s: 900.0,
         machine: None,
         environment: None,
+        drift: None,
     }
 }
 
@@ -923,6 +924,7 @@ mod job {
             elapsed_s: 42.0,
             machine: None,
             environment: None,
+            drift: None,
         }
     }
 

@@ -862,7 +862,8 @@ pub struct SearchArgs {
     pub max_trial: std::time::Duration,
     /// Do not run each strategy's decided ends again after every strategy was searched (the
     /// revisit widens an interval whose end the machine moved during the sweep, so that it
-    /// holds the capacity of both moments).
+    /// holds the capacity of both moments, and measures how far the machine moves capacities,
+    /// which widens every interval; without it the intervals hold one moment each).
     #[arg(long)]
     pub no_revisit: bool,
     /// Time one strategy's revisit may spend: both ends again, then, where one moved, the

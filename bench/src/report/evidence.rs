@@ -771,6 +771,7 @@ pub(crate) mod fixtures {
             elapsed_s: 60.0,
             machine: None,
             environment: None,
+            drift: None,
         }
     }
 }

@@ -8,6 +8,7 @@ mod chaos;
 mod charts;
 pub mod ci;
 pub mod contend;
+pub mod drift;
 mod error;
 pub mod evidence;
 pub mod explain;

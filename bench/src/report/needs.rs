@@ -4,7 +4,8 @@
 //!
 //! Terms (comma-separated):
 //! - `capacity>=N`: the sweep's capacity is at least N arrivals/s (a lower bound `≥ M` with
-//!   M ≥ N counts; `< M` and an exact capacity below N do not).
+//!   M ≥ N counts; `< M` and an exact capacity below N do not), at its lower end widened by
+//!   the sweep's drift: the next run on the machine must meet it too.
 //! - `safe`: safe in every part that measured the strategy (the sweep's steps, the calm run,
 //!   every chaos scenario, the sale and each of its scenarios).
 //! - `safe-under-SCENARIO`: safe in every chaos scenario named SCENARIO or `SCENARIO-…`, the
@@ -365,8 +366,21 @@ fn capacity(ev: &Evidence<'_>, need: f64) -> (Met, Said) {
         );
     };
     let said = Said::default().t("capacity ").n(c.text(), anchor).t("/s");
+    // A need is met only where the next run on this machine would meet it too: at the lower
+    // end widened by the sweep's drift (docs/capacity.md#between-moments).
+    let widened = e.capacity_interval_per_s[0].unwrap_or(0.0);
     let met = match c {
-        Capacity::Found(x) | Capacity::AtLeast(x) if x >= need => Met::Yes,
+        Capacity::Found(_) | Capacity::AtLeast(_) if widened >= need => Met::Yes,
+        Capacity::Found(x) | Capacity::AtLeast(x) if x >= need => {
+            let said = said.t(format!(
+                ": {}/s at another moment (between runs)",
+                rate(widened)
+            ));
+            return (
+                Met::Unmeasured,
+                said.t(format!(", {} /s not shown", rate(need))),
+            );
+        }
         Capacity::Found(_) => Met::No,
         // `≥ 400` does not say whether 500 holds.
         Capacity::AtLeast(_) => Met::Unmeasured,
@@ -691,6 +705,16 @@ mod tests {
         let needs: Needs = "capacity>=1000".parse().unwrap();
         assert_eq!(needs.judge(&ev).terms[0].met, Met::Unmeasured);
         let needs: Needs = "capacity>=700".parse().unwrap();
+        assert_eq!(needs.judge(&ev).terms[0].met, Met::Yes);
+        // The same capacity with the sweep's drift: 700/s is met only if the next run's lower
+        // end meets it too.
+        let mut drifted = sweep.clone();
+        drifted.entries[0].widen(1.2);
+        ev.entry = drifted.entry("fast");
+        let judged = needs.judge(&ev);
+        assert_eq!(judged.terms[0].met, Met::Unmeasured);
+        assert!(judged.terms[0].why.text().contains("between runs"));
+        let needs: Needs = "capacity>=500".parse().unwrap();
         assert_eq!(needs.judge(&ev).terms[0].met, Met::Yes);
         ev.entry = None;
         ev.sweep = None;

@@ -760,6 +760,10 @@ pub struct Sweep {
     /// absent when none was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<super::predict::Env>,
+    /// How far the machine moved capacities between the search and the revisit, and what it
+    /// widened every interval by (absent without revisits, and in older sweeps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<crate::stats::drift::Drift>,
 }
 
 impl Entry {
@@ -783,21 +787,23 @@ impl Entry {
         ))
     }
 
-    /// `283–354/s`, `≥ 6400/s`, `< 1.56/s`: the capacity interval with its bound.
+    /// `283–354/s`, `≥ 6400/s`, `< 1.56/s`: the capacity interval (widened by the sweep's
+    /// drift, when it had one) with its bound.
     pub fn capacity_text(&self) -> String {
         let r = rate_exact;
-        let fail = self.first_failing_per_s;
+        let [lower, fail] = self.capacity_interval_per_s;
+        let low = lower.unwrap_or(0.0);
         match self.bound {
-            Bound::AtLeastMax => format!("≥ {}/s", r(self.capacity_per_s)),
+            Bound::AtLeastMax => format!("≥ {}/s", r(low)),
             Bound::BelowLowest => format!("< {}/s", r(fail.unwrap_or(0.0))),
-            Bound::Found => format!("{}–{}/s", r(self.capacity_per_s), r(fail.unwrap_or(0.0))),
-            Bound::Unbracketed => match (self.capacity_per_s > 0.0, fail) {
-                (true, _) => format!("≥ {}/s (budget spent)", r(self.capacity_per_s)),
+            Bound::Found => format!("{}–{}/s", r(low), r(fail.unwrap_or(0.0))),
+            Bound::Unbracketed => match (low > 0.0, fail) {
+                (true, _) => format!("≥ {}/s (budget spent)", r(low)),
                 (false, Some(f)) => format!("< {}/s (budget spent)", r(f)),
                 (false, None) => "undecided (budget spent)".to_string(),
             },
             Bound::Incomplete => format!("{}/s so far (incomplete)", r(self.capacity_per_s)),
-            Bound::MachineLimit => format!("≥ {}/s (machine-bound)", r(self.capacity_per_s)),
+            Bound::MachineLimit => format!("≥ {}/s (machine-bound)", r(low)),
         }
     }
 
@@ -909,6 +915,9 @@ pub fn print_capacity(out: &mut impl std::io::Write, sweep: &Sweep) -> std::io::
             e.strategy,
             rates.join(", ")
         )?;
+    }
+    if let Some(d) = &sweep.drift {
+        writeln!(out, "{}", d.text())?;
     }
     for e in &sweep.entries {
         if let Some(note) = e.machine_limit_note() {

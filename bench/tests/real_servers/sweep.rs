@@ -101,6 +101,19 @@ fn assert_consistent(s: &Sweep) {
                 r.dir
             );
         }
+        // The printed interval holds the measured ends, each widened by the machine's drift
+        // between the sweep's moments (none when it was not bounded).
+        let widen = s.drift.map_or(1.0, |d| d.widen);
+        let [lo, hi] = e.capacity_interval_per_s;
+        let near = |a: f64, b: f64| (a / b - 1.0).abs() < 0.011;
+        if e.capacity_per_s > 0.0 {
+            let lo = lo.expect("a rate passed");
+            assert!(near(lo, e.capacity_per_s / widen), "{}: {lo}", e.strategy);
+        }
+        if let Some(f) = e.first_failing_per_s {
+            let hi = hi.expect("a rate failed");
+            assert!(near(hi, f * widen), "{}: {hi}", e.strategy);
+        }
         let best = passed.fold(0.0, f64::max);
         let least = failed.fold(f64::INFINITY, f64::min);
         if e.drifted_per_s.is_empty() {

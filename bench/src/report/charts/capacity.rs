@@ -78,21 +78,19 @@ fn bar_text(e: &Entry) -> BarText {
         .iter()
         .map(|s| s.rate_per_s)
         .fold(f64::INFINITY, f64::min);
-    let c = e.capacity_per_s;
+    // The interval as the tables print it: widened by the sweep's drift, when it had one.
+    let [lower, upper] = e.capacity_interval_per_s;
+    let c = lower.unwrap_or(0.0);
     match e.bound {
         Bound::Found => BarText {
-            value: format!(
-                "{}–{}/s",
-                rate_label(c),
-                rate_label(e.first_failing_per_s.unwrap_or(c))
-            ),
+            value: format!("{}–{}/s", rate_label(c), rate_label(upper.unwrap_or(c))),
             detail: e
                 .interval_width
                 .map(|w| format!("×{w:.2} wide"))
                 .unwrap_or_default(),
             bar: Some(c),
             open: false,
-            upper: e.first_failing_per_s,
+            upper,
         },
         Bound::AtLeastMax | Bound::MachineLimit => BarText {
             value: format!("≥ {}/s", rate_label(c)),
@@ -111,7 +109,7 @@ fn bar_text(e: &Entry) -> BarText {
             detail: "the strategy's time budget ran out".into(),
             bar: (c > 0.0).then_some(c),
             open: c > 0.0,
-            upper: e.first_failing_per_s,
+            upper,
         },
         Bound::BelowLowest => BarText {
             value: if lowest.is_finite() {

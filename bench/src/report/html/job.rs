@@ -172,7 +172,9 @@ fn capacity(h: &mut String, job: &Job) -> Result<(), ReportError> {
          ×{} until a rate failed, down ÷√{} until one passed, then geometric midpoints) \
          within {}–{}/s, until the interval was within ×{} or {} s were spent on a strategy. \
          Workload <code>{}</code>; started {}; took {:.0} s. <b>Capacity</b> is an interval: \
-         from the highest rate decided to meet the target to the lowest decided to miss it. \
+         from the highest rate decided to meet the target to the lowest decided to miss it, \
+         widened by how far the machine moved capacities between the search and its revisit \
+         (under the table). \
          A step judged unsafe is listed: the sweep is also a safety run.</p>",
         esc(&sweep.slo.label()),
         s.confidence * 100.0,
@@ -224,6 +226,22 @@ fn capacity_table(h: &mut String, job: &Job, sweep: &Sweep) {
         }
     }
     let _ = writeln!(h, "</tbody>\n</table>");
+    if let Some(d) = &sweep.drift {
+        let _ = writeln!(h, "<p class=\"note\" id=\"drift\">{}</p>", esc(&d.text()));
+    }
+}
+
+/// The interval widened by the sweep's drift, where it differs from the measured ends: where
+/// another run on this machine lands (docs/capacity.md#between-moments).
+fn between_runs(e: &Entry) -> String {
+    let measured = Entry::interval(e.capacity_per_s, e.first_failing_per_s).interval;
+    if e.capacity_interval_per_s == measured {
+        return String::new();
+    }
+    format!(
+        "<br><span class=\"note\">{} between runs</span>",
+        esc(&e.capacity_text())
+    )
 }
 
 fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
@@ -270,10 +288,11 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
     } else {
         ""
     };
+    let bound = format!("{}{}", bound_text(e.bound), between_runs(e));
     let _ = writeln!(
         h,
         "<tr class=\"{class}\" data-strategy=\"{}\"><td>{}{badge}</td>\
-         <td class=\"n\" id=\"{}\" data-value=\"{}\">{}</td><td>{}{error}</td>\
+         <td class=\"n\" id=\"{}\" data-value=\"{}\">{}</td><td>{bound}{error}</td>\
          <td class=\"n\" id=\"{}\">{fail}</td><td class=\"why\">{why}</td><td class=\"steps\">{}</td>\
          <td id=\"{}\">{unsafe_text}</td></tr>",
         esc(id),
@@ -281,7 +300,6 @@ fn capacity_row(h: &mut String, e: &Entry, sweep_slo_name: &str) {
         esc(&ids::cap(id, "")),
         e.capacity_per_s,
         esc(&cap),
-        bound_text(e.bound),
         esc(&ids::cap(id, "fail")),
         steps.join(" · "),
         esc(&ids::cap(id, "unsafe")),

@@ -1,0 +1,209 @@
+//! A sweep's intervals widened by how far its machine moved capacities between moments, so
+//! that another moment (the next run on the same machine) lands inside them.
+//!
+//! A revisit's interval holds the capacities of two moments of one sweep (`run::search`). Two
+//! main jobs of one build, 25 minutes apart, still missed each other in 3 of 33 intervals
+//! (Nov 29, 2026, docs/results.md): the capacity moves between moments by more than an
+//! interval's width. How far is measured in the same sweep: whether each revisited end's
+//! decision moved, pooled over every strategy ([`crate::stats::drift`]). Every interval is
+//! widened by `exp(z σ)` each way, σ the spread's upper bound at the sweep's confidence and z
+//! its two-sided normal quantile: another moment's capacity lies that close to this one's.
+
+use super::sweep::{Entry, Sweep};
+use crate::stats::Decision;
+use crate::stats::drift::{self, Drift, Revisited};
+
+/// An entry's revisited ends: the search's pass and fail, each decided again. `None` unless
+/// both were.
+fn revisited(e: &Entry) -> Option<Revisited> {
+    let searched = |rate: f64| {
+        e.steps
+            .iter()
+            .find(|s| !s.revisit && s.rate_per_s == rate)
+            .map(|s| s.decision)
+    };
+    let (mut lower, mut upper) = (None, None);
+    for again in e.steps.iter().filter(|s| s.revisit) {
+        match searched(again.rate_per_s) {
+            Some(Decision::Pass) => lower = Some((again.rate_per_s, again.decision)),
+            Some(Decision::Fail) => upper = Some((again.rate_per_s, again.decision)),
+            _ => {}
+        }
+    }
+    let ((l, at_l), (u, at_u)) = (lower?, upper?);
+    Some(Revisited {
+        width: u / l,
+        lower_moved: at_l != Decision::Pass,
+        upper_moved: at_u != Decision::Fail,
+    })
+}
+
+impl Sweep {
+    /// Measures the drift over the revisits and widens every interval by it. Idempotent; a
+    /// sweep without revisits keeps its intervals and no drift.
+    pub fn settle_drift(&mut self) {
+        let seen: Vec<Revisited> = self.entries.iter().filter_map(revisited).collect();
+        let spread = drift::spread(&seen, self.search.confidence);
+        let moved = seen
+            .iter()
+            .map(|r| usize::from(r.lower_moved) + usize::from(r.upper_moved))
+            .sum();
+        let z = drift::two_sided_z(self.search.confidence);
+        self.drift = spread.map(|s| Drift {
+            intervals: seen.len(),
+            moved,
+            sigma: s.sigma,
+            sigma_upper: s.upper,
+            // Ends that moved beyond any bound must not leave the intervals as measured.
+            widen: match s.upper {
+                Some(u) => (z * u).exp(),
+                None if moved > 0 => (z * drift::SIGMA_MAX).exp(),
+                None => 1.0,
+            },
+        });
+        let widen = self.drift.map_or(1.0, |d| d.widen);
+        for e in &mut self.entries {
+            e.widen(widen);
+        }
+    }
+}
+
+impl Entry {
+    /// Sets the interval to the measured ends widened by `factor` each way, to three
+    /// significant digits, outwards.
+    pub fn widen(&mut self, factor: f64) {
+        let [lower, upper] =
+            Entry::interval(self.capacity_per_s, self.first_failing_per_s).interval;
+        let lower = lower.map(|l| {
+            if factor > 1.0 {
+                digits3(l / factor, f64::floor)
+            } else {
+                l
+            }
+        });
+        let upper = upper.map(|u| {
+            if factor > 1.0 {
+                digits3(u * factor, f64::ceil)
+            } else {
+                u
+            }
+        });
+        self.capacity_interval_per_s = [lower, upper];
+        self.interval_width = lower.zip(upper).map(|(l, u)| u / l);
+    }
+}
+
+/// `x` to three significant digits, rounded by `round` (floor: down, ceil: up).
+fn digits3(x: f64, round: fn(f64) -> f64) -> f64 {
+    if x <= 0.0 {
+        return x;
+    }
+    let unit = 10f64.powf(x.log10().floor() - 2.0);
+    // The unit's own rounding error must not move a number already on the grid.
+    let scaled = (x / unit * 1e9).round() / 1e9;
+    round(scaled) * unit
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::evidence::fixtures;
+    use crate::report::sweep::Bound;
+
+    /// An entry searched to [`lower`, `upper`] and revisited at both ends.
+    fn revisited_entry(lower: f64, upper: f64, lower_moved: bool, upper_moved: bool) -> Entry {
+        let steps = [(lower, true, true), (upper, false, true)];
+        let mut e = fixtures::entry("s", lower, Bound::Found, &steps);
+        let again = |rate: f64, decision: Decision| {
+            let mut s = e
+                .steps
+                .iter()
+                .find(|s| s.rate_per_s == rate)
+                .unwrap()
+                .clone();
+            (s.revisit, s.decision, s.passed) = (true, decision, decision == Decision::Pass);
+            s
+        };
+        let l = again(
+            lower,
+            if lower_moved {
+                Decision::Undecided
+            } else {
+                Decision::Pass
+            },
+        );
+        let u = again(
+            upper,
+            if upper_moved {
+                Decision::Pass
+            } else {
+                Decision::Fail
+            },
+        );
+        e.steps.extend([l, u]);
+        e
+    }
+
+    #[test]
+    fn every_interval_widens_by_the_drift_its_revisits_measured_and_holds_its_ends() {
+        let entries = (0..30)
+            .map(|i| revisited_entry(1000.0, 1190.0, i % 5 == 0, i % 7 == 0))
+            .collect();
+        let mut s = fixtures::sweep(entries);
+        s.search.revisit = true;
+        s.settle_drift();
+        let d = s.drift.expect("30 revisited intervals");
+        assert_eq!((d.intervals, d.moved), (30, 6 + 5));
+        assert!(d.widen > 1.05 && d.widen < 1.6, "{d:?}");
+        let e = &s.entries[0];
+        let [lo, hi] = e.capacity_interval_per_s;
+        assert!(
+            lo.unwrap() <= 1000.0 / d.widen && hi.unwrap() >= 1190.0 * d.widen,
+            "{lo:?} {hi:?}"
+        );
+        assert_eq!(
+            (e.capacity_per_s, e.first_failing_per_s),
+            (1000.0, Some(1190.0))
+        );
+        assert!(
+            e.capacity_text()
+                .starts_with(&super::super::format::rate_exact(lo.unwrap()))
+        );
+        // Settling again measures the same and widens from the measured ends, not twice.
+        s.settle_drift();
+        assert_eq!(s.entries[0].capacity_interval_per_s, [lo, hi]);
+        assert!(d.text().contains("11 moved"), "{}", d.text());
+    }
+
+    #[test]
+    fn a_sweep_too_small_to_bound_the_drift_keeps_its_intervals_and_says_so() {
+        let mut s = fixtures::sweep(vec![revisited_entry(1000.0, 1190.0, false, false)]);
+        s.settle_drift();
+        let d = s.drift.expect("one revisited interval");
+        assert_eq!((d.sigma_upper, d.widen), (None, 1.0));
+        assert_eq!(
+            s.entries[0].capacity_interval_per_s,
+            [Some(1000.0), Some(1190.0)]
+        );
+        assert!(d.text().contains("too few"), "{}", d.text());
+        // One interval both of whose ends moved is no reason to keep it as measured.
+        let mut moved = fixtures::sweep(vec![revisited_entry(1000.0, 1190.0, true, true)]);
+        moved.settle_drift();
+        let d = moved.drift.unwrap();
+        assert!(d.sigma_upper.is_none() && d.widen > 7.0, "{d:?}");
+        assert!(d.text().contains("2 of the 2 ends"), "{}", d.text());
+        // Without revisits there is nothing to measure.
+        let steps = [(1000.0, true, true), (1190.0, false, true)];
+        let mut plain = fixtures::sweep(vec![fixtures::entry("s", 1000.0, Bound::Found, &steps)]);
+        plain.settle_drift();
+        assert!(plain.drift.is_none());
+    }
+
+    #[test]
+    fn widened_ends_keep_three_digits_outwards() {
+        assert_eq!(digits3(3417.6, f64::floor), 3410.0);
+        assert_eq!(digits3(3417.6, f64::ceil), 3420.0);
+        assert_eq!(digits3(3410.0, f64::ceil), 3410.0);
+        assert_eq!(digits3(12.345, f64::floor), 12.3);
+    }
+}
