@@ -13,29 +13,31 @@ use super::sweep::{Entry, Sweep};
 use crate::stats::Decision;
 use crate::stats::drift::{self, Drift, Revisited};
 
-/// An entry's revisited ends: the search's pass and fail, each decided again. `None` unless
-/// both were.
+/// An entry's revisited ends: the search's bracket (its highest pass and lowest fail before
+/// the first revisit) and whether each end, decided again, moved. An end the revisit did not
+/// reach (its budget, an error) is not observed; leaving out the whole interval instead would
+/// drop the ones whose first end moved and sent the search away before the second.
 fn revisited(e: &Entry) -> Option<Revisited> {
-    let searched = |rate: f64| {
-        e.steps
-            .iter()
-            .find(|s| !s.revisit && s.rate_per_s == rate)
-            .map(|s| s.decision)
+    let searched = e.steps.iter().take_while(|s| !s.revisit);
+    let rates = |d: Decision| {
+        searched
+            .clone()
+            .filter(move |s| s.decision == d)
+            .map(|s| s.rate_per_s)
     };
-    let (mut lower, mut upper) = (None, None);
-    for again in e.steps.iter().filter(|s| s.revisit) {
-        match searched(again.rate_per_s) {
-            Some(Decision::Pass) => lower = Some((again.rate_per_s, again.decision)),
-            Some(Decision::Fail) => upper = Some((again.rate_per_s, again.decision)),
-            _ => {}
-        }
-    }
-    let ((l, at_l), (u, at_u)) = (lower?, upper?);
-    Some(Revisited {
-        width: u / l,
-        lower_moved: at_l != Decision::Pass,
-        upper_moved: at_u != Decision::Fail,
-    })
+    let lower = rates(Decision::Pass).reduce(f64::max)?;
+    let upper = rates(Decision::Fail).reduce(f64::min)?;
+    let again = |rate: f64, held: Decision| {
+        (e.steps.iter())
+            .find(|s| s.revisit && s.rate_per_s == rate)
+            .map(|s| s.decision != held)
+    };
+    let r = Revisited {
+        width: upper / lower,
+        lower_moved: again(lower, Decision::Pass),
+        upper_moved: again(upper, Decision::Fail),
+    };
+    (upper > lower && r.ends().0 > 0).then_some(r)
 }
 
 impl Sweep {
@@ -44,13 +46,14 @@ impl Sweep {
     pub fn settle_drift(&mut self) {
         let seen: Vec<Revisited> = self.entries.iter().filter_map(revisited).collect();
         let spread = drift::spread(&seen, self.search.confidence);
-        let moved = seen
+        let (ends, moved) = seen
             .iter()
-            .map(|r| usize::from(r.lower_moved) + usize::from(r.upper_moved))
-            .sum();
+            .map(Revisited::ends)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         let z = drift::two_sided_z(self.search.confidence);
         self.drift = spread.map(|s| Drift {
             intervals: seen.len(),
+            ends,
             moved,
             sigma: s.sigma,
             sigma_upper: s.upper,

@@ -19,15 +19,24 @@
 
 use statrs::distribution::{ContinuousCDF, Normal};
 
-/// One interval whose two ends were decided again at a later moment.
+/// One interval some of whose ends were decided again at a later moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Revisited {
     /// The searched upper end over the lower (> 1).
     pub width: f64,
-    /// The lower end (a pass) did not pass again.
-    pub lower_moved: bool,
-    /// The upper end (a fail) did not fail again.
-    pub upper_moved: bool,
+    /// The lower end (a pass) did not pass again; `None`: not decided again.
+    pub lower_moved: Option<bool>,
+    /// The upper end (a fail) did not fail again; `None`: not decided again.
+    pub upper_moved: Option<bool>,
+}
+
+impl Revisited {
+    /// Its ends decided again, and how many of them moved.
+    pub fn ends(&self) -> (usize, usize) {
+        let ends = [self.lower_moved, self.upper_moved];
+        let seen = ends.iter().flatten().count();
+        (seen, ends.iter().flatten().filter(|m| **m).count())
+    }
 }
 
 /// The spread σ of a capacity's log between two moments.
@@ -43,9 +52,11 @@ pub struct Spread {
 /// The machine's drift over a sweep, and the widening it asked of every interval.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Drift {
-    /// Intervals whose two ends were both decided again.
+    /// Intervals some of whose ends were decided again.
     pub intervals: usize,
-    /// Ends (of those intervals) whose decision moved.
+    /// Ends (of those intervals) decided again.
+    pub ends: usize,
+    /// Of them, ends whose decision moved.
     pub moved: usize,
     /// The spread of a capacity's log between the two moments (maximum likelihood).
     pub sigma: f64,
@@ -70,7 +81,7 @@ impl Drift {
                  run on this machine lands inside (docs/capacity.md#between-moments)",
                 pct(self.sigma),
                 pct(upper),
-                self.intervals * 2,
+                self.ends,
                 self.intervals,
                 self.moved,
                 self.widen
@@ -79,10 +90,7 @@ impl Drift {
                 "between moments: {} of the {} ends of {} revisited interval(s) moved, more \
                  than bounds how far this machine moves a capacity; every interval is widened \
                  ×{:.2} each way (docs/capacity.md#between-moments)",
-                self.moved,
-                self.intervals * 2,
-                self.intervals,
-                self.widen
+                self.moved, self.ends, self.intervals, self.widen
             ),
             None => format!(
                 "between moments: {} revisited interval(s) are too few to bound how far this \
@@ -158,8 +166,13 @@ fn log_likelihood(revisited: &[&Revisited], sigma: f64) -> f64 {
                     // The chance the end's decision moved: the capacity crossed it.
                     let lower = n.cdf(-u / sigma);
                     let upper = n.cdf(-(w - u) / sigma);
-                    let pl = if r.lower_moved { lower } else { 1.0 - lower };
-                    let pu = if r.upper_moved { upper } else { 1.0 - upper };
+                    // An end not decided again says nothing.
+                    let pl = r
+                        .lower_moved
+                        .map_or(1.0, |m| if m { lower } else { 1.0 - lower });
+                    let pu = r
+                        .upper_moved
+                        .map_or(1.0, |m| if m { upper } else { 1.0 - upper });
                     pl * pu
                 })
                 .sum::<f64>()
@@ -187,8 +200,8 @@ mod tests {
                 let (at_lower, at_upper) = (u + gauss.sample(&mut rng), u + gauss.sample(&mut rng));
                 Revisited {
                     width,
-                    lower_moved: at_lower < 0.0,
-                    upper_moved: at_upper > w,
+                    lower_moved: Some(at_lower < 0.0),
+                    upper_moved: Some(at_upper > w),
                 }
             })
             .collect()
@@ -209,18 +222,16 @@ mod tests {
         }
     }
 
+    /// An interval both of whose ends held.
+    const STILL: Revisited = Revisited {
+        width: 1.19,
+        lower_moved: Some(false),
+        upper_moved: Some(false),
+    };
+
     #[test]
     fn ends_that_all_held_bound_the_spread_low_and_more_of_them_lower() {
-        let held = |n| {
-            vec![
-                Revisited {
-                    width: 1.19,
-                    lower_moved: false,
-                    upper_moved: false
-                };
-                n
-            ]
-        };
+        let held = |n| vec![STILL; n];
         let few = spread(&held(10), 0.95).unwrap();
         let many = spread(&held(40), 0.95).unwrap();
         assert_eq!(few.sigma, SIGMA_MIN);
@@ -230,16 +241,12 @@ mod tests {
 
     #[test]
     fn one_interval_cannot_bound_the_spread_and_moved_ends_raise_it() {
-        let one = [Revisited {
-            width: 1.19,
-            lower_moved: false,
-            upper_moved: false,
-        }];
+        let one = [STILL];
         assert_eq!(spread(&one, 0.95).unwrap().upper, None);
         let mut some = simulate(40, 1.19, 0.001, 4);
         let calm = spread(&some, 0.95).unwrap();
         for r in some.iter_mut().take(12) {
-            r.lower_moved = true;
+            r.lower_moved = Some(true);
         }
         let moved = spread(&some, 0.95).unwrap();
         assert!(
@@ -247,6 +254,27 @@ mod tests {
             "{calm:?} {moved:?}"
         );
         assert!(spread(&[], 0.95).is_none());
+    }
+
+    #[test]
+    fn an_end_not_decided_again_counts_for_nothing_and_one_that_moved_alone_still_counts() {
+        let lower_only = Revisited {
+            upper_moved: None,
+            ..STILL
+        };
+        let (both, half) = (spread(&[STILL; 20], 0.95), spread(&[lower_only; 20], 0.95));
+        // Half the ends held: the bound is looser.
+        assert!(half.unwrap().upper.unwrap() > both.unwrap().upper.unwrap());
+        let mut seen = vec![STILL; 20];
+        seen.extend(
+            [Revisited {
+                lower_moved: Some(true),
+                ..lower_only
+            }; 5],
+        );
+        let s = spread(&seen, 0.95).unwrap();
+        assert!(s.sigma > 0.02, "{s:?}");
+        assert_eq!(seen[24].ends(), (1, 1));
     }
 
     #[test]
