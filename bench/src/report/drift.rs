@@ -101,10 +101,16 @@ fn digits3(x: f64, round: fn(f64) -> f64) -> f64 {
     if x <= 0.0 {
         return x;
     }
-    let unit = 10f64.powf(x.log10().floor() - 2.0);
-    // The unit's own rounding error must not move a number already on the grid.
-    let scaled = (x / unit * 1e9).round() / 1e9;
-    round(scaled) * unit
+    // Scaled by an exact power of ten and divided back, so that 35.3 reads `35.3`, not
+    // `35.300000000000004` (353 × 0.1).
+    let places = 2 - x.log10().floor() as i32;
+    let scale = 10f64.powi(places.abs());
+    let on_grid = |y: f64| round((y * 1e9).round() / 1e9);
+    if places >= 0 {
+        on_grid(x * scale) / scale
+    } else {
+        on_grid(x / scale) * scale
+    }
 }
 
 #[cfg(test)]
@@ -203,10 +209,39 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_read_back_is_widened_by_this_builds_rule_and_an_older_one_is_kept() {
+        let entries = (0..10)
+            .map(|i| revisited_entry(1000.0, 1190.0, i < 3, false))
+            .collect();
+        let mut s = fixtures::sweep(entries);
+        s.settle_drift();
+        let dir = tempfile::tempdir().unwrap();
+        let mut stale = s.clone();
+        stale.entries[0].capacity_interval_per_s = [Some(1.0), Some(2.0)];
+        stale.write(dir.path()).unwrap();
+        let read = Sweep::read(dir.path()).unwrap();
+        assert_eq!(
+            read.entries[0].capacity_interval_per_s,
+            s.entries[0].capacity_interval_per_s
+        );
+        assert_eq!(read.drift, s.drift);
+        // A sweep written before the drift existed keeps the intervals it printed.
+        stale.drift = None;
+        stale.write(dir.path()).unwrap();
+        let read = Sweep::read(dir.path()).unwrap();
+        assert_eq!(
+            read.entries[0].capacity_interval_per_s,
+            [Some(1.0), Some(2.0)]
+        );
+    }
+
+    #[test]
     fn widened_ends_keep_three_digits_outwards() {
         assert_eq!(digits3(3417.6, f64::floor), 3410.0);
         assert_eq!(digits3(3417.6, f64::ceil), 3420.0);
         assert_eq!(digits3(3410.0, f64::ceil), 3410.0);
         assert_eq!(digits3(12.345, f64::floor), 12.3);
+        assert_eq!(digits3(30.0 * 1.1737, f64::ceil).to_string(), "35.3");
+        assert_eq!(digits3(84_100.0 / 1.1737, f64::floor), 71_600.0);
     }
 }

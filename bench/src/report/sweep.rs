@@ -951,7 +951,7 @@ impl Sweep {
             path.to_path_buf()
         };
         let text = std::fs::read(&file).with_context(|| format!("read {}", file.display()))?;
-        let sweep: Sweep = serde_json::from_slice(&text)
+        let mut sweep: Sweep = serde_json::from_slice(&text)
             .with_context(|| format!("{}: not a sweep.json", file.display()))?;
         anyhow::ensure!(
             sweep.schema == SWEEP_SCHEMA,
@@ -959,6 +959,11 @@ impl Sweep {
             file.display(),
             sweep.schema
         );
+        // The drift and its widening are derived from the recorded steps: a sweep that has
+        // them is read by this build's rule. One written before them keeps its intervals.
+        if sweep.drift.is_some() {
+            sweep.settle_drift();
+        }
         Ok(sweep)
     }
 
