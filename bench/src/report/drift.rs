@@ -9,6 +9,7 @@
 //! widened by `exp(z σ)` each way, σ the spread's upper bound at the sweep's confidence and z
 //! its two-sided normal quantile: another moment's capacity lies that close to this one's.
 
+use super::format::three_digits;
 use super::sweep::{Entry, Sweep};
 use crate::stats::Decision;
 use crate::stats::drift::{self, Drift, Revisited};
@@ -77,39 +78,14 @@ impl Entry {
     pub fn widen(&mut self, factor: f64) {
         let [lower, upper] =
             Entry::interval(self.capacity_per_s, self.first_failing_per_s).interval;
-        let lower = lower.map(|l| {
-            if factor > 1.0 {
-                digits3(l / factor, f64::floor)
-            } else {
-                l
-            }
-        });
-        let upper = upper.map(|u| {
-            if factor > 1.0 {
-                digits3(u * factor, f64::ceil)
-            } else {
-                u
-            }
-        });
+        let (lower, upper) = if factor > 1.0 {
+            let lower = lower.map(|l| three_digits(l / factor, f64::floor));
+            (lower, upper.map(|u| three_digits(u * factor, f64::ceil)))
+        } else {
+            (lower, upper)
+        };
         self.capacity_interval_per_s = [lower, upper];
         self.interval_width = lower.zip(upper).map(|(l, u)| u / l);
-    }
-}
-
-/// `x` to three significant digits, rounded by `round` (floor: down, ceil: up).
-fn digits3(x: f64, round: fn(f64) -> f64) -> f64 {
-    if x <= 0.0 {
-        return x;
-    }
-    // Scaled by an exact power of ten and divided back, so that 35.3 reads `35.3`, not
-    // `35.300000000000004` (353 × 0.1).
-    let places = 2 - x.log10().floor() as i32;
-    let scale = 10f64.powi(places.abs());
-    let on_grid = |y: f64| round((y * 1e9).round() / 1e9);
-    if places >= 0 {
-        on_grid(x * scale) / scale
-    } else {
-        on_grid(x / scale) * scale
     }
 }
 
@@ -237,11 +213,11 @@ mod tests {
 
     #[test]
     fn widened_ends_keep_three_digits_outwards() {
-        assert_eq!(digits3(3417.6, f64::floor), 3410.0);
-        assert_eq!(digits3(3417.6, f64::ceil), 3420.0);
-        assert_eq!(digits3(3410.0, f64::ceil), 3410.0);
-        assert_eq!(digits3(12.345, f64::floor), 12.3);
-        assert_eq!(digits3(30.0 * 1.1737, f64::ceil).to_string(), "35.3");
-        assert_eq!(digits3(84_100.0 / 1.1737, f64::floor), 71_600.0);
+        assert_eq!(three_digits(3417.6, f64::floor), 3410.0);
+        assert_eq!(three_digits(3417.6, f64::ceil), 3420.0);
+        assert_eq!(three_digits(3410.0, f64::ceil), 3410.0);
+        assert_eq!(three_digits(12.345, f64::floor), 12.3);
+        assert_eq!(three_digits(30.0 * 1.1737, f64::ceil).to_string(), "35.3");
+        assert_eq!(three_digits(84_100.0 / 1.1737, f64::floor), 71_600.0);
     }
 }

@@ -93,6 +93,24 @@ pub fn rate_axis(v: f64) -> String {
     }
 }
 
+/// `x` to three significant digits, rounded by `round` (round: nearest, floor: down, ceil:
+/// up): the search's rates and the ends the drift widens.
+pub fn three_digits(x: f64, round: fn(f64) -> f64) -> f64 {
+    if x <= 0.0 {
+        return x;
+    }
+    // Scaled by an exact power of ten and divided back, so that 35.3 reads `35.3`, not
+    // `35.300000000000004` (353 × 0.1).
+    let places = 2 - x.log10().floor() as i32;
+    let scale = 10f64.powi(places.abs());
+    let on_grid = |y: f64| round((y * 1e9).round() / 1e9);
+    if places >= 0 {
+        on_grid(x * scale) / scale
+    } else {
+        on_grid(x / scale) * scale
+    }
+}
+
 /// A rate in a chart's value label, to three significant digits: `1600`, `17.7`, `1.56`.
 pub fn rate_label(v: f64) -> String {
     let places = if v >= 100.0 {

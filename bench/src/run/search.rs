@@ -256,15 +256,7 @@ impl Searcher {
 
 /// Rates are kept to three significant digits, so folder names and tables stay short.
 fn round_rate(r: f64) -> f64 {
-    if r <= 0.0 {
-        return r;
-    }
-    let decimals = (2 - r.log10().floor() as i32).max(0) as usize;
-    let mag = 10f64.powi(r.log10().floor() as i32 - 2);
-    // Through text, so 29.7 stays 29.7 and not 29.700000000000003.
-    format!("{:.*}", decimals, (r / mag).round() * mag)
-        .parse()
-        .unwrap_or(r)
+    crate::report::format::three_digits(r, f64::round)
 }
 
 #[cfg(test)]
