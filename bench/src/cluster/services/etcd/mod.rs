@@ -15,8 +15,8 @@ use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, FSYNCS, Meter, Reading
 use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err,
-    unowned_node,
+    CALL_TIMEOUT, Listed, MARKER, Missing, bounded, numbered, owned_or_empty, servers_or,
+    target_err,
 };
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
@@ -495,29 +495,22 @@ impl ServiceKind for Etcd {
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
-        if ep.etcd.is_empty() {
-            return Ok(());
-        }
-        claim_prefix(&ep.etcd, ep.etcd_auth.as_ref(), &ep.prefix).await
+        listed(ep).claim(claim_prefix).await
     }
 
     async fn release(&self, ep: &Endpoints) -> Vec<String> {
-        if ep.etcd.is_empty() {
-            return Vec::new();
-        }
-        let wipe = wipe_prefix(&ep.etcd, ep.etcd_auth.as_ref(), &ep.prefix);
-        cleaned("etcd", "delete keys", wipe).await
+        listed(ep).release("etcd", "delete keys", wipe_prefix).await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
-        let mut out = Vec::new();
-        for (i, a) in ep.etcd.iter().enumerate() {
-            let v = version(*a, ep.etcd_auth.as_ref()).await;
-            let name = format!("etcd-{}", i + 1);
-            out.push(unowned_node(name, Service::Etcd, Role::Member, *a, v));
-        }
-        out
+        let version = |a| version(a, ep.etcd_auth.as_ref());
+        numbered(Service::Etcd, Role::Member, &ep.etcd, version).await
     }
+}
+
+/// External target: the members of `ep`, their login and the run's prefix.
+fn listed(ep: &Endpoints) -> Listed<'_> {
+    Listed::new(&ep.etcd, &ep.etcd_auth, &ep.prefix)
 }
 
 /// A client of the members at `addrs`, logged in with `auth`.
