@@ -146,17 +146,14 @@ impl<'a> Listed<'a> {
     }
 
     /// The service's claim `claim` of the prefix on its servers; nothing to claim without any.
-    pub async fn claim<F>(
-        self,
-        claim: impl FnOnce(&'a [SocketAddr], Option<&'a Auth>, &'a Prefix) -> F,
-    ) -> Result<(), ClusterError>
+    pub async fn claim<F>(self, claim: impl FnOnce(Self) -> F) -> Result<(), ClusterError>
     where
         F: Future<Output = Result<(), ClusterError>>,
     {
         if self.addrs.is_empty() {
             return Ok(());
         }
-        claim(self.addrs, self.auth, self.prefix).await
+        claim(self).await
     }
 
     /// The service's clean-up `wipe` of the prefix on its servers, as [`cleaned`] runs it for
@@ -165,7 +162,7 @@ impl<'a> Listed<'a> {
         self,
         service: &str,
         what: &str,
-        wipe: impl FnOnce(&'a [SocketAddr], Option<&'a Auth>, &'a Prefix) -> F,
+        wipe: impl FnOnce(Self) -> F,
     ) -> Vec<String>
     where
         F: Future<Output = Result<(), String>>,
@@ -173,7 +170,7 @@ impl<'a> Listed<'a> {
         if self.addrs.is_empty() {
             return Vec::new();
         }
-        cleaned(service, what, wipe(self.addrs, self.auth, self.prefix)).await
+        cleaned(service, what, wipe(self)).await
     }
 }
 

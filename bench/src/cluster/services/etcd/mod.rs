@@ -21,7 +21,6 @@ use crate::cluster::external::{
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
-use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
@@ -525,11 +524,8 @@ async fn client(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Client, Str
 }
 
 /// A claim on an etcd cluster: keys under the prefix, marked by the owner key.
-async fn claim_prefix(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
+async fn claim_prefix(l: Listed<'_>) -> Result<(), ClusterError> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let err = |e| target_err("etcd", e);
     let mut etcd = bounded("connect", client(addrs, auth)).await.map_err(err)?;
     let opts = etcd_client::GetOptions::new()
@@ -561,7 +557,8 @@ async fn claim_prefix(
 }
 
 /// Deletes every etcd key of the prefix.
-async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+async fn wipe_prefix(l: Listed<'_>) -> Result<(), String> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let mut etcd = client(addrs, auth).await?;
     etcd.delete(
         p.key_start(),

@@ -520,11 +520,8 @@ fn listed(ep: &Endpoints) -> Listed<'_> {
 /// A claim on a Redis Cluster lockbench does not own: it must be ready as it is (every slot
 /// served, every replica in sync; lockbench never reshapes it), and no node may hold keys
 /// under the prefix without the owner key, which goes wherever its slot lives.
-async fn claim_prefix(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
+async fn claim_prefix(l: Listed<'_>) -> Result<(), ClusterError> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let err = |e| target_err("redis_cluster", e);
     bounded("check the cluster is ready", ready(addrs, auth, 0))
         .await
@@ -562,7 +559,8 @@ async fn claim_prefix(
 
 /// Deletes the prefix's keys from every master of a Redis Cluster, one key at a time (keys of
 /// different slots cannot go in one DEL); replicas follow their masters.
-async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+async fn wipe_prefix(l: Listed<'_>) -> Result<(), String> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     for &addr in addrs {
         if !is_master(addr, auth).await {
             continue;

@@ -23,7 +23,6 @@ use crate::cluster::external::{
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
-use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
@@ -496,11 +495,8 @@ async fn client(
 }
 
 /// A claim on a ZooKeeper ensemble: the prefix's root node, holding the marker.
-async fn claim_prefix(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
+async fn claim_prefix(l: Listed<'_>) -> Result<(), ClusterError> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let err = |e| target_err("zookeeper", e);
     let zk = bounded("connect", client(addrs, auth)).await.map_err(err)?;
     let root = p.zk_root();
@@ -530,7 +526,8 @@ async fn claim_prefix(
 }
 
 /// Deletes the prefix's ZooKeeper tree.
-async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+async fn wipe_prefix(l: Listed<'_>) -> Result<(), String> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let zk = client(addrs, auth).await?;
     delete_tree(&zk, &p.zk_root()).await
 }
