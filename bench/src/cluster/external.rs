@@ -1,6 +1,7 @@
 //! What every service's claim, clean-up and description of an external target share (each
 //! service's own are in its module; `target.rs` runs them): the owner marker, the bound of
-//! every call, the refusal, and a node lockbench did not start.
+//! every call, the refusal, a node lockbench did not start (and a service's numbered ones),
+//! and the servers sharing one login that a claim and a clean-up are given ([`Listed`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
