@@ -6,6 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,15 +40,8 @@ pub(super) fn series(
         .truncate(true)
         .open(&path)
         .map_err(|e| format!("open {}: {e}", path.display()))?;
-    let mut out = ProbeSamples::default();
     let block = [b'p'; WRITE_BYTES];
-    for i in 0..n {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        if i > 0 {
-            std::thread::sleep(gap);
-        }
+    let mut out = ProbeSamples::spaced(n, gap, stop, |out| {
         let t = Instant::now();
         let r = f.write_all(&block).and_then(|()| f.sync_data());
         let ms = t.elapsed().as_secs_f64() * 1e3;
@@ -56,7 +50,8 @@ pub(super) fn series(
             Ok(()) => {}
             Err(_) => out.failed += 1,
         }
-    }
+        ControlFlow::Continue(())
+    });
     let _ = std::fs::remove_file(&path);
     out.median_ms = out.median();
     Ok(out)

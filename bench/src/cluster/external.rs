@@ -1,7 +1,9 @@
 //! What every service's claim, clean-up and description of an external target share (each
 //! service's own are in its module; `target.rs` runs them): the owner marker, the bound of
-//! every call, the refusal, and a node lockbench did not start.
+//! every call, the refusal, a node lockbench did not start (and a service's numbered ones),
+//! and the servers sharing one login that a claim and a clean-up are given ([`Listed`]).
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -97,6 +99,79 @@ pub(super) fn unowned_node(
         log: Default::default(),
         container: None,
         durability: None,
+    }
+}
+
+/// External target: the servers `addrs` of `service` in `role`, named `<service>-1`, `-2`, …,
+/// each with the version `version` reads of it, one after the other.
+pub(super) async fn numbered<F>(
+    service: Service,
+    role: Role,
+    addrs: &[SocketAddr],
+    version: impl Fn(SocketAddr) -> F,
+) -> Vec<NodeInfo>
+where
+    F: Future<Output = Result<String, String>>,
+{
+    let mut out = Vec::new();
+    for (i, a) in addrs.iter().enumerate() {
+        let v = version(*a).await;
+        let name = format!("{service}-{}", i + 1);
+        out.push(unowned_node(name, service, role, *a, v));
+    }
+    out
+}
+
+/// External target: a service's servers that share one login (etcd's members, ZooKeeper's,
+/// the Redis Cluster's nodes), with the prefix a run claims on them: what its claim and its
+/// clean-up are given.
+#[derive(Clone, Copy)]
+pub(super) struct Listed<'a> {
+    /// Its servers the target names (none: it has nothing there).
+    pub addrs: &'a [SocketAddr],
+    /// Their login.
+    pub auth: Option<&'a Auth>,
+    /// The run's prefix.
+    pub prefix: &'a Prefix,
+}
+
+impl<'a> Listed<'a> {
+    /// The servers `addrs` with their login `auth`, under `prefix`.
+    pub fn new(addrs: &'a [SocketAddr], auth: &'a Option<Auth>, prefix: &'a Prefix) -> Self {
+        let auth = auth.as_ref();
+        Self {
+            addrs,
+            auth,
+            prefix,
+        }
+    }
+
+    /// The service's claim `claim` of the prefix on its servers; nothing to claim without any.
+    pub async fn claim<F>(self, claim: impl FnOnce(Self) -> F) -> Result<(), ClusterError>
+    where
+        F: Future<Output = Result<(), ClusterError>>,
+    {
+        if self.addrs.is_empty() {
+            return Ok(());
+        }
+        claim(self).await
+    }
+
+    /// The service's clean-up `wipe` of the prefix on its servers, as [`cleaned`] runs it for
+    /// `service` (`what` it does); nothing failed without any servers.
+    pub async fn release<F>(
+        self,
+        service: &str,
+        what: &str,
+        wipe: impl FnOnce(Self) -> F,
+    ) -> Vec<String>
+    where
+        F: Future<Output = Result<(), String>>,
+    {
+        if self.addrs.is_empty() {
+            return Vec::new();
+        }
+        cleaned(service, what, wipe(self)).await
     }
 }
 

@@ -21,6 +21,7 @@
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::net::{IpAddr, SocketAddr};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
@@ -513,6 +514,29 @@ impl ProbeSamples {
         v.sort_by(f64::total_cmp);
         (!v.is_empty()).then(|| v[v.len() / 2])
     }
+
+    /// Up to `n` samples, `gap` apart, none started once `stop` is set: `sample` takes one,
+    /// adds it to the samples it is given, and breaks off the series when it straddled the stop.
+    pub fn spaced(
+        n: usize,
+        gap: Duration,
+        stop: &AtomicBool,
+        mut sample: impl FnMut(&mut Self) -> ControlFlow<()>,
+    ) -> Self {
+        let mut out = Self::default();
+        for i in 0..n {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            if i > 0 {
+                std::thread::sleep(gap);
+            }
+            if sample(&mut out).is_break() {
+                break;
+            }
+        }
+        out
+    }
 }
 
 /// `samples` TCP connects from namespace `from` to `to`, `gap` apart, each bounded by
@@ -528,26 +552,19 @@ pub fn probe(
 ) -> JoinHandle<Result<ProbeSamples, String>> {
     std::thread::spawn(move || {
         enter(&from).map_err(|e| format!("enter {}: {e}", from.display()))?;
-        let mut out = ProbeSamples::default();
-        for i in 0..samples {
-            if stop.load(Ordering::SeqCst) {
-                break;
-            }
-            if i > 0 {
-                std::thread::sleep(gap);
-            }
+        Ok(ProbeSamples::spaced(samples, gap, &stop, |out| {
             let t = Instant::now();
             let res = std::net::TcpStream::connect_timeout(&to, timeout);
             let took = t.elapsed();
             if stop.load(Ordering::SeqCst) {
-                break;
+                return ControlFlow::Break(());
             }
             match res {
                 Ok(_) => out.rtt_ms.push((took.as_secs_f64() * 1e5).round() / 100.0),
                 Err(_) => out.failed += 1,
             }
-        }
-        Ok(out)
+            ControlFlow::Continue(())
+        }))
     })
 }
 

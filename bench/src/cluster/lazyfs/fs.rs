@@ -196,6 +196,41 @@ impl LazyFs {
             std::thread::sleep(d);
         }
     }
+
+    /// Makes `parent`'s child `name` with `make`, gives it to the caller and answers its entry
+    /// (a node, a directory, a symlink).
+    fn make(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        make: impl FnOnce(&Path) -> Result<(), Errno>,
+        reply: ReplyEntry,
+    ) {
+        let r = self.child(parent, name).and_then(|(full, rel)| {
+            make(&full)?;
+            self.own(req, &full)?;
+            self.entry(&rel, &full)
+        });
+        reply_entry(reply, r);
+    }
+
+    /// Removes `parent`'s child `name` with `remove` (a file's or an empty directory's) and
+    /// forgets its inode.
+    fn remove(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        remove: impl FnOnce(&Path) -> io::Result<()>,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.child(parent, name).and_then(|(full, rel)| {
+            remove(&full).map_err(errno)?;
+            self.0.inodes.lock().expect("inodes").forget(&rel);
+            Ok(())
+        });
+        reply_empty(reply, r);
+    }
 }
 
 fn reply_entry(reply: ReplyEntry, r: Result<FileAttr, Errno>) {
@@ -292,15 +327,13 @@ impl Filesystem for LazyFs {
         reply: ReplyEntry,
     ) {
         // A server's unix socket in its data directory (MariaDB's) binds through here.
-        let r = self.child(parent, name).and_then(|(full, rel)| {
-            let kind = nix::sys::stat::SFlag::from_bits_truncate(mode & libc::S_IFMT);
-            let perm = nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o7777);
-            nix::sys::stat::mknod(&full, kind, perm, rdev.into())
-                .map_err(|e| Errno::from_i32(e as i32))?;
-            self.own(req, &full)?;
-            self.entry(&rel, &full)
-        });
-        reply_entry(reply, r);
+        let kind = nix::sys::stat::SFlag::from_bits_truncate(mode & libc::S_IFMT);
+        let perm = nix::sys::stat::Mode::from_bits_truncate(mode & !umask & 0o7777);
+        let make = |full: &Path| {
+            nix::sys::stat::mknod(full, kind, perm, rdev.into())
+                .map_err(|e| Errno::from_i32(e as i32))
+        };
+        self.make(req, parent, name, make, reply);
     }
 
     fn mkdir(
@@ -312,33 +345,21 @@ impl Filesystem for LazyFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.child(parent, name).and_then(|(full, rel)| {
+        let make = |full: &Path| {
             fs::DirBuilder::new()
                 .mode(mode & !umask & 0o7777)
-                .create(&full)
-                .map_err(errno)?;
-            self.own(req, &full)?;
-            self.entry(&rel, &full)
-        });
-        reply_entry(reply, r);
+                .create(full)
+                .map_err(errno)
+        };
+        self.make(req, parent, name, make, reply);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = self.child(parent, name).and_then(|(full, rel)| {
-            fs::remove_file(&full).map_err(errno)?;
-            self.0.inodes.lock().expect("inodes").forget(&rel);
-            Ok(())
-        });
-        reply_empty(reply, r);
+        self.remove(parent, name, |full| fs::remove_file(full), reply);
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let r = self.child(parent, name).and_then(|(full, rel)| {
-            fs::remove_dir(&full).map_err(errno)?;
-            self.0.inodes.lock().expect("inodes").forget(&rel);
-            Ok(())
-        });
-        reply_empty(reply, r);
+        self.remove(parent, name, |full| fs::remove_dir(full), reply);
     }
 
     fn symlink(
@@ -349,12 +370,8 @@ impl Filesystem for LazyFs {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let r = self.child(parent, link_name).and_then(|(full, rel)| {
-            std::os::unix::fs::symlink(target, &full).map_err(errno)?;
-            self.own(req, &full)?;
-            self.entry(&rel, &full)
-        });
-        reply_entry(reply, r);
+        let make = |full: &Path| std::os::unix::fs::symlink(target, full).map_err(errno);
+        self.make(req, parent, link_name, make, reply);
     }
 
     fn rename(

@@ -15,13 +15,12 @@ use crate::cluster::counters::{self, BYTES_IN, BYTES_OUT, FSYNCS, Meter, Reading
 use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err,
-    unowned_node,
+    CALL_TIMEOUT, Listed, MARKER, Missing, bounded, numbered, owned_or_empty, servers_or,
+    target_err,
 };
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
-use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
@@ -495,29 +494,22 @@ impl ServiceKind for Etcd {
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
-        if ep.etcd.is_empty() {
-            return Ok(());
-        }
-        claim_prefix(&ep.etcd, ep.etcd_auth.as_ref(), &ep.prefix).await
+        listed(ep).claim(claim_prefix).await
     }
 
     async fn release(&self, ep: &Endpoints) -> Vec<String> {
-        if ep.etcd.is_empty() {
-            return Vec::new();
-        }
-        let wipe = wipe_prefix(&ep.etcd, ep.etcd_auth.as_ref(), &ep.prefix);
-        cleaned("etcd", "delete keys", wipe).await
+        listed(ep).release("etcd", "delete keys", wipe_prefix).await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
-        let mut out = Vec::new();
-        for (i, a) in ep.etcd.iter().enumerate() {
-            let v = version(*a, ep.etcd_auth.as_ref()).await;
-            let name = format!("etcd-{}", i + 1);
-            out.push(unowned_node(name, Service::Etcd, Role::Member, *a, v));
-        }
-        out
+        let version = |a| version(a, ep.etcd_auth.as_ref());
+        numbered(Service::Etcd, Role::Member, &ep.etcd, version).await
     }
+}
+
+/// External target: the members of `ep`, their login and the run's prefix.
+fn listed(ep: &Endpoints) -> Listed<'_> {
+    Listed::new(&ep.etcd, &ep.etcd_auth, &ep.prefix)
 }
 
 /// A client of the members at `addrs`, logged in with `auth`.
@@ -532,11 +524,8 @@ async fn client(addrs: &[SocketAddr], auth: Option<&Auth>) -> Result<Client, Str
 }
 
 /// A claim on an etcd cluster: keys under the prefix, marked by the owner key.
-async fn claim_prefix(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
+async fn claim_prefix(l: Listed<'_>) -> Result<(), ClusterError> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let err = |e| target_err("etcd", e);
     let mut etcd = bounded("connect", client(addrs, auth)).await.map_err(err)?;
     let opts = etcd_client::GetOptions::new()
@@ -568,7 +557,8 @@ async fn claim_prefix(
 }
 
 /// Deletes every etcd key of the prefix.
-async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+async fn wipe_prefix(l: Listed<'_>) -> Result<(), String> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let mut etcd = client(addrs, auth).await?;
     etcd.delete(
         p.key_start(),

@@ -14,9 +14,7 @@ use crate::cluster::containers::{Image, Spec};
 use crate::cluster::counters::{self, Meter, Reading};
 use crate::cluster::durability::{Acked, Durability, queried, setting};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{
-    MARKER, Missing, bounded, owned_or_empty, target_err, unowned_node,
-};
+use crate::cluster::external::{MARKER, Missing, bounded, numbered, owned_or_empty, target_err};
 use crate::cluster::kind::{About, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::model::{Auth, Endpoints, Needs, NodeInfo, Role, Service};
 use crate::cluster::namespace::Prefix;
@@ -318,13 +316,8 @@ impl ServiceKind for Redis {
         } else {
             Role::Member
         };
-        let mut out = Vec::new();
-        for (i, a) in ep.redis.iter().enumerate() {
-            let v = bounded("version", version(*a, ep.redis_auth.as_ref())).await;
-            let name = format!("redis-{}", i + 1);
-            out.push(unowned_node(name, Service::Redis, role, *a, v));
-        }
-        out
+        let version = |a| bounded("version", version(a, ep.redis_auth.as_ref()));
+        numbered(Service::Redis, role, &ep.redis, version).await
     }
 }
 

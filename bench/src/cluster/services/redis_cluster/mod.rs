@@ -23,7 +23,7 @@ use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::durability::Durability;
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    MARKER, Missing, bounded, cleaned, owned_or_empty, servers_or, target_err, unowned_node,
+    Listed, MARKER, Missing, bounded, numbered, owned_or_empty, servers_or, target_err,
 };
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
@@ -491,45 +491,37 @@ impl ServiceKind for RedisCluster {
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
-        if ep.redis_cluster.is_empty() {
-            return Ok(());
-        }
-        claim_prefix(&ep.redis_cluster, ep.redis_auth.as_ref(), &ep.prefix).await
+        listed(ep).claim(claim_prefix).await
     }
 
     async fn release(&self, ep: &Endpoints) -> Vec<String> {
-        if ep.redis_cluster.is_empty() {
-            return Vec::new();
-        }
-        let wipe = wipe_prefix(&ep.redis_cluster, ep.redis_auth.as_ref(), &ep.prefix);
-        cleaned("redis_cluster", "delete keys", wipe).await
+        listed(ep)
+            .release("redis_cluster", "delete keys", wipe_prefix)
+            .await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
-        let mut out = Vec::new();
-        for (i, a) in ep.redis_cluster.iter().enumerate() {
-            let v = bounded("version", super::redis::version(*a, ep.redis_auth.as_ref())).await;
-            let name = format!("redis-cluster-{}", i + 1);
-            out.push(unowned_node(
-                name,
-                Service::RedisCluster,
-                Role::Member,
-                *a,
-                v,
-            ));
-        }
-        out
+        let version = |a| bounded("version", super::redis::version(a, ep.redis_auth.as_ref()));
+        numbered(
+            Service::RedisCluster,
+            Role::Member,
+            &ep.redis_cluster,
+            version,
+        )
+        .await
     }
+}
+
+/// External target: the nodes of `ep`, their login and the run's prefix.
+fn listed(ep: &Endpoints) -> Listed<'_> {
+    Listed::new(&ep.redis_cluster, &ep.redis_auth, &ep.prefix)
 }
 
 /// A claim on a Redis Cluster lockbench does not own: it must be ready as it is (every slot
 /// served, every replica in sync; lockbench never reshapes it), and no node may hold keys
 /// under the prefix without the owner key, which goes wherever its slot lives.
-async fn claim_prefix(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
+async fn claim_prefix(l: Listed<'_>) -> Result<(), ClusterError> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let err = |e| target_err("redis_cluster", e);
     bounded("check the cluster is ready", ready(addrs, auth, 0))
         .await
@@ -567,7 +559,8 @@ async fn claim_prefix(
 
 /// Deletes the prefix's keys from every master of a Redis Cluster, one key at a time (keys of
 /// different slots cannot go in one DEL); replicas follow their masters.
-async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+async fn wipe_prefix(l: Listed<'_>) -> Result<(), String> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     for &addr in addrs {
         if !is_master(addr, auth).await {
             continue;

@@ -17,7 +17,7 @@ use crate::cluster::builds::Builds;
 use crate::cluster::containers::Spec;
 use crate::cluster::counters::{Meter, Reading};
 use crate::cluster::error::ClusterError;
-use crate::cluster::external::{Missing, bounded, servers_or, target_err, unowned_node};
+use crate::cluster::external::{Missing, bounded, numbered, servers_or, target_err, unowned_node};
 use crate::cluster::kind::{About, Asked, FromTarget, ServiceKind, Start, Started};
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
 use crate::cluster::node::{Node, NodeServer};
@@ -355,12 +355,14 @@ impl ServiceKind for Sentinel {
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
         let version = |addr, auth| bounded("version", super::redis::version(addr, auth));
-        let mut out = Vec::new();
-        for (i, a) in ep.sentinels.iter().enumerate() {
-            let v = version(*a, ep.sentinel_auth.as_ref()).await;
-            let name = format!("sentinel-{}", i + 1);
-            out.push(unowned_node(name, Service::Sentinel, Role::Sentinel, *a, v));
-        }
+        let of_sentinel = |a| version(a, ep.sentinel_auth.as_ref());
+        let mut out = numbered(
+            Service::Sentinel,
+            Role::Sentinel,
+            &ep.sentinels,
+            of_sentinel,
+        )
+        .await;
         // The master the sentinels name at the start; a failover may move it during the run.
         if let Ok(Some(addr)) = named_master(ep).await
             && !ep.redis.contains(&addr)

@@ -18,12 +18,11 @@ use crate::cluster::counters::{self, BYTES_IN, FSYNCS, Meter, Reading, TOTAL};
 use crate::cluster::durability::{Acked, Durability};
 use crate::cluster::error::ClusterError;
 use crate::cluster::external::{
-    CALL_TIMEOUT, MARKER, Missing, bounded, cleaned, foreign, servers_or, target_err, unowned_node,
+    CALL_TIMEOUT, Listed, MARKER, Missing, bounded, foreign, numbered, servers_or, target_err,
 };
 use crate::cluster::kind::{About, Asked, FromTarget, NodeAt, ServiceKind, Start, Started};
 use crate::cluster::local::Local;
 use crate::cluster::model::{Auth, Endpoints, NodeInfo, Role, Service};
-use crate::cluster::namespace::Prefix;
 use crate::cluster::node::{Node, NodeServer};
 use crate::cluster::provision::Launcher;
 
@@ -457,29 +456,23 @@ impl ServiceKind for Zookeeper {
     }
 
     async fn claim(&self, ep: &Endpoints) -> Result<(), ClusterError> {
-        if ep.zookeeper.is_empty() {
-            return Ok(());
-        }
-        claim_prefix(&ep.zookeeper, ep.zookeeper_auth.as_ref(), &ep.prefix).await
+        listed(ep).claim(claim_prefix).await
     }
 
     async fn release(&self, ep: &Endpoints) -> Vec<String> {
-        if ep.zookeeper.is_empty() {
-            return Vec::new();
-        }
-        let wipe = wipe_prefix(&ep.zookeeper, ep.zookeeper_auth.as_ref(), &ep.prefix);
-        cleaned("zookeeper", "delete nodes", wipe).await
+        listed(ep)
+            .release("zookeeper", "delete nodes", wipe_prefix)
+            .await
     }
 
     async fn describe(&self, ep: &Endpoints) -> Vec<NodeInfo> {
-        let mut out = Vec::new();
-        for (i, a) in ep.zookeeper.iter().enumerate() {
-            let v = version(*a).await;
-            let name = format!("zookeeper-{}", i + 1);
-            out.push(unowned_node(name, Service::Zookeeper, Role::Member, *a, v));
-        }
-        out
+        numbered(Service::Zookeeper, Role::Member, &ep.zookeeper, version).await
     }
+}
+
+/// External target: the members of `ep`, their login and the run's prefix.
+fn listed(ep: &Endpoints) -> Listed<'_> {
+    Listed::new(&ep.zookeeper, &ep.zookeeper_auth, &ep.prefix)
 }
 
 /// A client session with the ensemble at `addrs`, logged in with `auth`'s digest.
@@ -502,11 +495,8 @@ async fn client(
 }
 
 /// A claim on a ZooKeeper ensemble: the prefix's root node, holding the marker.
-async fn claim_prefix(
-    addrs: &[SocketAddr],
-    auth: Option<&Auth>,
-    p: &Prefix,
-) -> Result<(), ClusterError> {
+async fn claim_prefix(l: Listed<'_>) -> Result<(), ClusterError> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let err = |e| target_err("zookeeper", e);
     let zk = bounded("connect", client(addrs, auth)).await.map_err(err)?;
     let root = p.zk_root();
@@ -536,7 +526,8 @@ async fn claim_prefix(
 }
 
 /// Deletes the prefix's ZooKeeper tree.
-async fn wipe_prefix(addrs: &[SocketAddr], auth: Option<&Auth>, p: &Prefix) -> Result<(), String> {
+async fn wipe_prefix(l: Listed<'_>) -> Result<(), String> {
+    let (addrs, auth, p) = (l.addrs, l.auth, l.prefix);
     let zk = client(addrs, auth).await?;
     delete_tree(&zk, &p.zk_root()).await
 }
