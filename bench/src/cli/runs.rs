@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     CalibrateArgs, Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED,
-    EXIT_PARTIAL, EXIT_UNSAFE, FailOn, JobArgs, RunArgs, SearchArgs, ServerArgs, SweepArgs,
-    WorkloadArgs,
+    EXIT_PARTIAL, EXIT_UNSAFE, FailOn, JobArgs, OutArgs, RunArgs, SearchArgs, ServerArgs,
+    SweepArgs, WorkloadArgs,
 };
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::ExternalTarget;
@@ -34,6 +34,14 @@ pub(super) fn load_target(c: &Common) -> anyhow::Result<Option<ExternalTarget>> 
 pub(super) fn default_out(suffix: &str) -> PathBuf {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     PathBuf::from("results/runs").join(format!("{}-{suffix}", now.replace(':', "")))
+}
+
+/// The results folder of a command: `given`, else [`default_out`]`(suffix)`; refused when it
+/// holds anything, unless `--force`.
+fn out_folder(given: Option<PathBuf>, suffix: &str, out_args: &OutArgs) -> anyhow::Result<PathBuf> {
+    let out = given.unwrap_or_else(|| default_out(suffix));
+    out_args.check(&out)?;
+    Ok(out)
 }
 
 pub(super) fn print(summaries: &[Summary], printed: report::Printed) -> anyhow::Result<()> {
@@ -69,8 +77,7 @@ pub(super) async fn run_with(
     let workload = args.common.load.load()?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
-    let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
-    args.common.out_args.check(&out)?;
+    let out = out_folder(args.out, &args.strategy, &args.common.out_args)?;
     let mut opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
     if let Some(link) = link {
         opts.worker_link = link;
@@ -159,6 +166,14 @@ pub(super) fn strategy_ids(given: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(ids)
 }
 
+/// The strategies given, checked as [`strategy_ids`] checks them, else a command's `defaults`.
+fn strategy_ids_or(given: &[String], defaults: &[&str]) -> anyhow::Result<Vec<String>> {
+    if given.is_empty() {
+        return Ok(defaults.iter().map(|s| s.to_string()).collect());
+    }
+    strategy_ids(given)
+}
+
 pub(super) async fn cmd_compare(
     args: CompareArgs,
     cancel: CancellationToken,
@@ -167,8 +182,7 @@ pub(super) async fn cmd_compare(
     let workload = args.common.load.load()?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
-    let out = args.out.unwrap_or_else(|| default_out("compare"));
-    args.common.out_args.check(&out)?;
+    let out = out_folder(args.out, "compare", &args.common.out_args)?;
     let runs: Vec<RunOptions> = ids
         .iter()
         .map(|id| {
@@ -237,8 +251,7 @@ pub(super) async fn cmd_sweep(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     let ids = strategy_ids(&args.strategies)?;
-    let out = args.out.unwrap_or_else(|| default_out("sweep"));
-    args.out_args.check(&out)?;
+    let out = out_folder(args.out, "sweep", &args.out_args)?;
     let opts = sweep_options(ids, &args.search, &args.load, &args.servers, out)?;
     crate::run::sweep::check(&opts)?;
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
@@ -301,13 +314,8 @@ pub(super) async fn cmd_contend(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     use crate::run::contend::{self, ContendOptions, DEFAULT_STRATEGIES};
-    let ids = if args.strategies.is_empty() {
-        DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
-    } else {
-        strategy_ids(&args.strategies)?
-    };
-    let out = args.out.unwrap_or_else(|| default_out("contend"));
-    args.out_args.check(&out)?;
+    let ids = strategy_ids_or(&args.strategies, DEFAULT_STRATEGIES)?;
+    let out = out_folder(args.out, "contend", &args.out_args)?;
     let opts = ContendOptions {
         strategies: ids.clone(),
         workload: args.load.load()?,
@@ -363,13 +371,8 @@ pub(super) async fn cmd_calibrate(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     use crate::run::calibrate::{self, CalibrateOptions, DEFAULT_STRATEGIES};
-    let strategies = if args.strategies.is_empty() {
-        DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
-    } else {
-        strategy_ids(&args.strategies)?
-    };
-    let out = args.out.unwrap_or_else(|| default_out("calibrate"));
-    args.out_args.check(&out)?;
+    let strategies = strategy_ids_or(&args.strategies, &DEFAULT_STRATEGIES)?;
+    let out = out_folder(args.out, "calibrate", &args.out_args)?;
     let opts = CalibrateOptions {
         strategies,
         workload_file: args.load.workload.clone(),
