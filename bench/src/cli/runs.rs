@@ -348,21 +348,19 @@ pub(super) async fn cmd_contend(
         Err(e) => return Err(e).context("contend failed"),
     };
     report::contend::print_contend(&mut std::io::stdout().lock(), &c)?;
-    eprintln!("results: {}", out.display());
-    write_report(&out);
     let failed: Vec<&str> = c
         .entries
         .iter()
         .filter(|e| e.error.is_some())
         .map(|e| e.strategy.as_str())
         .collect();
-    let ended = job::ended(
+    Ok(finish(
+        &out,
+        &out,
         &cancel,
         &failed,
         "contend incomplete for",
-        &mut std::io::stderr(),
-    );
-    Ok(exit_code(ended))
+    ))
 }
 
 /// `calibrate`: every point's checks first, then the points; the model's tables at the end.
@@ -398,16 +396,15 @@ pub(super) async fn cmd_calibrate(
     let mut stdout = std::io::stdout().lock();
     report::predict::print_fits(&mut stdout, &m)?;
     report::predict::print_checks(&mut stdout, &m)?;
-    eprintln!("results: {}", out.join("model.json").display());
-    write_report(&out);
     let failed: Vec<&str> = m.errors.iter().map(|(id, _)| id.as_str()).collect();
-    let ended = job::ended(
+    let model = out.join("model.json");
+    Ok(finish(
+        &out,
+        &model,
         &cancel,
         &failed,
         "calibrate incomplete for",
-        &mut std::io::stderr(),
-    );
-    Ok(exit_code(ended))
+    ))
 }
 
 /// `k8s render`: the files and every check `coordinate` makes before it starts anything, then
@@ -451,6 +448,21 @@ pub(super) fn cmd_k8s_render(args: crate::clients::k8s::RenderArgs) -> anyhow::R
 /// Renders report.html after the results are safely written: a failure only warns.
 pub(super) fn write_report(out: &Path) {
     compare::write_report(out, &mut std::io::stderr());
+}
+
+/// The end of a command that measured several strategies into `out`: where its `results` are
+/// and its report (both said on stderr), and its exit code: interrupted, or with the
+/// strategies in `failed` incomplete (said after `what`), or done.
+fn finish(
+    out: &Path,
+    results: &Path,
+    cancel: &CancellationToken,
+    failed: &[&str],
+    what: &str,
+) -> ExitCode {
+    eprintln!("results: {}", results.display());
+    write_report(out);
+    exit_code(job::ended(cancel, failed, what, &mut std::io::stderr()))
 }
 
 #[cfg(test)]
