@@ -135,9 +135,7 @@ pub(super) fn run_options(
         workers: c.workers,
         worker_link: c.worker_link,
         private_network: c.private_network,
-        base_port: c.servers.base_port,
-        endpoints: c.servers.endpoints.clone(),
-        provision: c.servers.provision,
+        servers: c.servers.options(),
         target,
         history: c.history,
         progress: !c.json,
@@ -238,9 +236,7 @@ fn sweep_options(
         slo: search.slo(),
         search: search.search(),
         out,
-        base_port: servers.base_port,
-        endpoints: servers.endpoints.clone(),
-        provision: servers.provision,
+        servers: servers.options(),
         workload: load.load()?,
         probe: Default::default(),
     })
@@ -303,9 +299,7 @@ fn job_options(args: JobArgs) -> anyhow::Result<job::JobOptions> {
         calm_duration: args.calm_duration,
         chaos_duration: args.chaos_duration,
         needs: args.needs,
-        base_port: args.servers.base_port,
-        endpoints: args.servers.endpoints,
-        provision: args.servers.provision,
+        servers: args.servers.options(),
     })
 }
 
@@ -328,8 +322,7 @@ pub(super) async fn cmd_contend(
         warm_up: args.warm_up,
         budget: args.budget,
         out: out.clone(),
-        base_port: args.start.base_port,
-        provision: args.start.provision,
+        servers: args.start.options(),
         lock_free_sales: false,
     };
     contend::check(&opts)?;
@@ -383,11 +376,10 @@ pub(super) async fn cmd_calibrate(
         held_out: args.check.0,
         budget: args.budget,
         out: out.clone(),
-        base_port: args.start.base_port,
-        provision: args.start.provision,
+        servers: args.start.options(),
     };
     calibrate::check(&opts)?;
-    let source = crate::run::Source::of(None, opts.provision, opts.base_port);
+    let source = crate::run::Source::of(&opts.servers);
     let m = match calibrate::calibrate_on(&opts, &source, &cancel, &mut std::io::stderr()).await {
         Ok(m) => m,
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
