@@ -427,12 +427,8 @@ fn postgres_synchronous_commit(
         return Ok(v);
     };
     if info.needs.runs(Service::Postgres) && v != SynchronousCommit::default() {
-        return Err(RunError::Options(format!(
-            "servers.postgres_synchronous_commit = \"{v}\" with {flag}: only PostgreSQL servers \
-             this run starts can be configured; these keep their own setting (summary.json \
-             reports it under servers[].durability): drop the key, or let this run start its \
-             servers"
-        )));
+        let setting = format!("postgres_synchronous_commit = \"{v}\"");
+        return Err(kept_own(&setting, flag, "PostgreSQL"));
     }
     Ok(v)
 }
@@ -446,12 +442,11 @@ fn mariadb_flush_log(
 ) -> Result<u8, RunError> {
     let v = opts.workload.servers.mariadb_flush_log_at_trx_commit;
     match given {
-        Some(flag) if info.needs.mariadb && v != 1 => Err(RunError::Options(format!(
-            "servers.mariadb_flush_log_at_trx_commit = {v} with {flag}: only MariaDB servers \
-             this run starts can be configured; these keep their own setting (summary.json \
-             reports it under servers[].durability): drop the key, or let this run start its \
-             servers"
-        ))),
+        Some(flag) if info.needs.mariadb && v != 1 => Err(kept_own(
+            &format!("mariadb_flush_log_at_trx_commit = {v}"),
+            flag,
+            "MariaDB",
+        )),
         _ => Ok(v),
     }
 }
@@ -498,6 +493,16 @@ fn postgres_pooling(
     )))
 }
 
+/// The refusal of a durability `setting` (`key = value` of `[servers]`) for `service`'s servers
+/// given by `flag`, which this run does not start and which keep their own.
+fn kept_own(setting: &str, flag: &str, service: &str) -> RunError {
+    RunError::Options(format!(
+        "servers.{setting} with {flag}: only {service} servers this run starts can be \
+         configured; these keep their own setting (summary.json reports it under \
+         servers[].durability): drop the key, or let this run start its servers"
+    ))
+}
+
 /// The flag by which a run is given servers it does not start, if it is.
 fn given_servers(opts: &RunOptions) -> Option<&'static str> {
     if opts.target.is_some() {
@@ -521,11 +526,8 @@ fn redis_appendfsync(
     let v = opts.workload.servers.redis_appendfsync;
     let uses_redis = n.redis || n.redlock || n.sentinel;
     if let Some(flag) = given.filter(|_| uses_redis && v != RedisAppendfsync::Off) {
-        return Err(RunError::Options(format!(
-            "servers.redis_appendfsync = \"{v}\" with {flag}: only Redis servers this run starts \
-             can be configured; these keep their own setting (summary.json reports it under \
-             servers[].durability): drop the key, or let this run start its servers"
-        )));
+        let setting = format!("redis_appendfsync = \"{v}\"");
+        return Err(kept_own(&setting, flag, "Redis"));
     }
     Ok(match v {
         RedisAppendfsync::Off => Appendfsync::Off,
