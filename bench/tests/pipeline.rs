@@ -650,9 +650,7 @@ fn sim_sweep_options(w: &Workload, search: Search, out: &Path) -> SweepOptions {
             ..search
         },
         out: out.to_path_buf(),
-        base_port: None,
-        endpoints: None,
-        provision: lockbench::cluster::Provisioner::Local,
+        servers: Default::default(),
         probe: Probe::Machine,
     }
 }
@@ -846,8 +844,7 @@ async fn contend_on_the_sim_measures_every_level_it_was_asked_for() {
         warm_up: Duration::from_millis(30),
         budget: Duration::from_secs(10),
         out: dir.path().to_path_buf(),
-        base_port: None,
-        provision: lockbench::cluster::Provisioner::Local,
+        servers: Default::default(),
         lock_free_sales: false,
     };
     let mut log = Vec::new();
@@ -1004,9 +1001,7 @@ fn sim_job(dir: &Path) -> JobOptions {
         calm_duration: "20ms".into(),
         chaos_duration: "40ms".into(),
         needs: None,
-        base_port: None,
-        endpoints: None,
-        provision: lockbench::cluster::Provisioner::Local,
+        servers: Default::default(),
     }
 }
 

@@ -8,6 +8,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::cluster::Provisioner;
 use crate::report;
 use crate::report::sweep::DEFAULTS;
+use crate::run::ServerOptions;
 use crate::run::paired::Variant;
 use crate::workload::Workload;
 
@@ -215,6 +216,17 @@ pub struct StartArgs {
     /// Where the servers come from: `local` processes or `containers` (see `run --help`).
     #[arg(long, value_enum, default_value_t = Provisioner::Local, conflicts_with = "base_port")]
     pub provision: Provisioner,
+}
+
+impl StartArgs {
+    /// The servers these flags start.
+    pub(super) fn options(&self) -> ServerOptions {
+        ServerOptions {
+            base_port: self.base_port,
+            endpoints: None,
+            provision: self.provision,
+        }
+    }
 }
 
 /// `lockbench adapter-check`
@@ -679,6 +691,17 @@ pub struct ServerArgs {
         conflicts_with_all = ["endpoints", "base_port"]
     )]
     pub provision: Provisioner,
+}
+
+impl ServerArgs {
+    /// The servers these flags name.
+    pub(super) fn options(&self) -> ServerOptions {
+        ServerOptions {
+            base_port: self.base_port,
+            endpoints: self.endpoints.clone(),
+            provision: self.provision,
+        }
+    }
 }
 
 /// Options shared by `run` and `compare`.

@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     CalibrateArgs, Common, CompareArgs, ContendArgs, CoordinateArgs, EXIT_INTERRUPTED,
-    EXIT_PARTIAL, EXIT_UNSAFE, FailOn, JobArgs, RunArgs, SearchArgs, ServerArgs, SweepArgs,
-    WorkloadArgs,
+    EXIT_PARTIAL, EXIT_UNSAFE, FailOn, JobArgs, OutArgs, RunArgs, SearchArgs, ServerArgs,
+    SweepArgs, WorkloadArgs,
 };
 use crate::chaos::ChaosPlan;
 use crate::cluster::target::ExternalTarget;
@@ -34,6 +34,14 @@ pub(super) fn load_target(c: &Common) -> anyhow::Result<Option<ExternalTarget>> 
 pub(super) fn default_out(suffix: &str) -> PathBuf {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     PathBuf::from("results/runs").join(format!("{}-{suffix}", now.replace(':', "")))
+}
+
+/// The results folder of a command: `given`, else [`default_out`]`(suffix)`; refused when it
+/// holds anything, unless `--force`.
+fn out_folder(given: Option<PathBuf>, suffix: &str, out_args: &OutArgs) -> anyhow::Result<PathBuf> {
+    let out = given.unwrap_or_else(|| default_out(suffix));
+    out_args.check(&out)?;
+    Ok(out)
 }
 
 pub(super) fn print(summaries: &[Summary], printed: report::Printed) -> anyhow::Result<()> {
@@ -69,8 +77,7 @@ pub(super) async fn run_with(
     let workload = args.common.load.load()?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
-    let out = args.out.unwrap_or_else(|| default_out(&args.strategy));
-    args.common.out_args.check(&out)?;
+    let out = out_folder(args.out, &args.strategy, &args.common.out_args)?;
     let mut opts = run_options(&args.strategy, workload, chaos, target, &args.common, out);
     if let Some(link) = link {
         opts.worker_link = link;
@@ -128,9 +135,7 @@ pub(super) fn run_options(
         workers: c.workers,
         worker_link: c.worker_link,
         private_network: c.private_network,
-        base_port: c.servers.base_port,
-        endpoints: c.servers.endpoints.clone(),
-        provision: c.servers.provision,
+        servers: c.servers.options(),
         target,
         history: c.history,
         progress: !c.json,
@@ -159,6 +164,14 @@ pub(super) fn strategy_ids(given: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(ids)
 }
 
+/// The strategies given, checked as [`strategy_ids`] checks them, else a command's `defaults`.
+fn strategy_ids_or(given: &[String], defaults: &[&str]) -> anyhow::Result<Vec<String>> {
+    if given.is_empty() {
+        return Ok(defaults.iter().map(|s| s.to_string()).collect());
+    }
+    strategy_ids(given)
+}
+
 pub(super) async fn cmd_compare(
     args: CompareArgs,
     cancel: CancellationToken,
@@ -167,8 +180,7 @@ pub(super) async fn cmd_compare(
     let workload = args.common.load.load()?;
     let chaos = load_chaos(&args.common, &workload)?;
     let target = load_target(&args.common)?;
-    let out = args.out.unwrap_or_else(|| default_out("compare"));
-    args.common.out_args.check(&out)?;
+    let out = out_folder(args.out, "compare", &args.common.out_args)?;
     let runs: Vec<RunOptions> = ids
         .iter()
         .map(|id| {
@@ -224,9 +236,7 @@ fn sweep_options(
         slo: search.slo(),
         search: search.search(),
         out,
-        base_port: servers.base_port,
-        endpoints: servers.endpoints.clone(),
-        provision: servers.provision,
+        servers: servers.options(),
         workload: load.load()?,
         probe: Default::default(),
     })
@@ -237,8 +247,7 @@ pub(super) async fn cmd_sweep(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     let ids = strategy_ids(&args.strategies)?;
-    let out = args.out.unwrap_or_else(|| default_out("sweep"));
-    args.out_args.check(&out)?;
+    let out = out_folder(args.out, "sweep", &args.out_args)?;
     let opts = sweep_options(ids, &args.search, &args.load, &args.servers, out)?;
     crate::run::sweep::check(&opts)?;
     let (mut stdout, mut stderr) = (std::io::stdout(), std::io::stderr());
@@ -290,9 +299,7 @@ fn job_options(args: JobArgs) -> anyhow::Result<job::JobOptions> {
         calm_duration: args.calm_duration,
         chaos_duration: args.chaos_duration,
         needs: args.needs,
-        base_port: args.servers.base_port,
-        endpoints: args.servers.endpoints,
-        provision: args.servers.provision,
+        servers: args.servers.options(),
     })
 }
 
@@ -301,13 +308,8 @@ pub(super) async fn cmd_contend(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     use crate::run::contend::{self, ContendOptions, DEFAULT_STRATEGIES};
-    let ids = if args.strategies.is_empty() {
-        DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
-    } else {
-        strategy_ids(&args.strategies)?
-    };
-    let out = args.out.unwrap_or_else(|| default_out("contend"));
-    args.out_args.check(&out)?;
+    let ids = strategy_ids_or(&args.strategies, DEFAULT_STRATEGIES)?;
+    let out = out_folder(args.out, "contend", &args.out_args)?;
     let opts = ContendOptions {
         strategies: ids.clone(),
         workload: args.load.load()?,
@@ -320,8 +322,7 @@ pub(super) async fn cmd_contend(
         warm_up: args.warm_up,
         budget: args.budget,
         out: out.clone(),
-        base_port: args.start.base_port,
-        provision: args.start.provision,
+        servers: args.start.options(),
         lock_free_sales: false,
     };
     contend::check(&opts)?;
@@ -340,21 +341,19 @@ pub(super) async fn cmd_contend(
         Err(e) => return Err(e).context("contend failed"),
     };
     report::contend::print_contend(&mut std::io::stdout().lock(), &c)?;
-    eprintln!("results: {}", out.display());
-    write_report(&out);
     let failed: Vec<&str> = c
         .entries
         .iter()
         .filter(|e| e.error.is_some())
         .map(|e| e.strategy.as_str())
         .collect();
-    let ended = job::ended(
+    Ok(finish(
+        &out,
+        &out,
         &cancel,
         &failed,
         "contend incomplete for",
-        &mut std::io::stderr(),
-    );
-    Ok(exit_code(ended))
+    ))
 }
 
 /// `calibrate`: every point's checks first, then the points; the model's tables at the end.
@@ -363,13 +362,8 @@ pub(super) async fn cmd_calibrate(
     cancel: CancellationToken,
 ) -> anyhow::Result<ExitCode> {
     use crate::run::calibrate::{self, CalibrateOptions, DEFAULT_STRATEGIES};
-    let strategies = if args.strategies.is_empty() {
-        DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
-    } else {
-        strategy_ids(&args.strategies)?
-    };
-    let out = args.out.unwrap_or_else(|| default_out("calibrate"));
-    args.out_args.check(&out)?;
+    let strategies = strategy_ids_or(&args.strategies, &DEFAULT_STRATEGIES)?;
+    let out = out_folder(args.out, "calibrate", &args.out_args)?;
     let opts = CalibrateOptions {
         strategies,
         workload_file: args.load.workload.clone(),
@@ -382,11 +376,10 @@ pub(super) async fn cmd_calibrate(
         held_out: args.check.0,
         budget: args.budget,
         out: out.clone(),
-        base_port: args.start.base_port,
-        provision: args.start.provision,
+        servers: args.start.options(),
     };
     calibrate::check(&opts)?;
-    let source = crate::run::Source::of(None, opts.provision, opts.base_port);
+    let source = crate::run::Source::of(&opts.servers);
     let m = match calibrate::calibrate_on(&opts, &source, &cancel, &mut std::io::stderr()).await {
         Ok(m) => m,
         Err(RunError::Interrupted) => return Ok(ExitCode::from(EXIT_INTERRUPTED)),
@@ -395,16 +388,15 @@ pub(super) async fn cmd_calibrate(
     let mut stdout = std::io::stdout().lock();
     report::predict::print_fits(&mut stdout, &m)?;
     report::predict::print_checks(&mut stdout, &m)?;
-    eprintln!("results: {}", out.join("model.json").display());
-    write_report(&out);
     let failed: Vec<&str> = m.errors.iter().map(|(id, _)| id.as_str()).collect();
-    let ended = job::ended(
+    let model = out.join("model.json");
+    Ok(finish(
+        &out,
+        &model,
         &cancel,
         &failed,
         "calibrate incomplete for",
-        &mut std::io::stderr(),
-    );
-    Ok(exit_code(ended))
+    ))
 }
 
 /// `k8s render`: the files and every check `coordinate` makes before it starts anything, then
@@ -448,6 +440,21 @@ pub(super) fn cmd_k8s_render(args: crate::clients::k8s::RenderArgs) -> anyhow::R
 /// Renders report.html after the results are safely written: a failure only warns.
 pub(super) fn write_report(out: &Path) {
     compare::write_report(out, &mut std::io::stderr());
+}
+
+/// The end of a command that measured several strategies into `out`: where its `results` are
+/// and its report (both said on stderr), and its exit code: interrupted, or with the
+/// strategies in `failed` incomplete (said after `what`), or done.
+fn finish(
+    out: &Path,
+    results: &Path,
+    cancel: &CancellationToken,
+    failed: &[&str],
+    what: &str,
+) -> ExitCode {
+    eprintln!("results: {}", results.display());
+    write_report(out);
+    exit_code(job::ended(cancel, failed, what, &mut std::io::stderr()))
 }
 
 #[cfg(test)]

@@ -102,29 +102,33 @@ pub enum Event {
     /// About to stop itself (a holder pause).
     Paused,
     /// The load is over; every interval was sent.
-    Finished {
-        /// Arrivals it never started.
-        not_started: u64,
-        /// Ended by a Stop.
-        cancelled: bool,
-        /// Why the strategy's client broke (an adapter), if it did.
-        #[serde(default)]
-        broken: Option<String>,
-        /// From the start of the load until its last attempt ended (its last interval waits
-        /// [`crate::record::partial::LAG`] more).
-        #[serde(default)]
-        elapsed_ns: Option<u64>,
-        /// The generator's own lag in the peak window, as this process measured it.
-        #[serde(default)]
-        generator_lag: crate::record::GeneratorLag,
-        /// Its attempts' round trips; `None` from a build that does not count them.
-        #[serde(default)]
-        round_trips: Option<crate::record::trips::RoundTrips>,
-    },
+    Finished(Finished),
     /// It could not run the job.
     Failed(String),
     /// The agent's answer to [`Control::Ping`]: its CLOCK_MONOTONIC when it answered.
     Pong { id: u64, t_ns: u64 },
+}
+
+/// What a worker says when it finished (its [`Event::Finished`]), as the coordinator keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Finished {
+    /// Arrivals it never started.
+    pub(super) not_started: u64,
+    /// Ended by a Stop.
+    pub(super) cancelled: bool,
+    /// Why the strategy's client broke (an adapter), if it did.
+    #[serde(default)]
+    pub(super) broken: Option<String>,
+    /// From the start of the load until its last attempt ended (its last interval waits
+    /// [`crate::record::partial::LAG`] more).
+    #[serde(default)]
+    pub(super) elapsed_ns: Option<u64>,
+    /// The generator's own lag in the peak window, as this process measured it.
+    #[serde(default)]
+    pub(super) generator_lag: crate::record::GeneratorLag,
+    /// Its attempts' round trips; `None` from a build that does not count them.
+    #[serde(default)]
+    pub(super) round_trips: Option<crate::record::trips::RoundTrips>,
 }
 
 pub(super) fn ns(t: Instant, start: Instant) -> u64 {
@@ -309,21 +313,23 @@ mod tests {
             attempts: 3,
             round_trips: 21,
         };
-        let finished = |round_trips| Event::Finished {
-            not_started: 0,
-            cancelled: false,
-            broken: None,
-            elapsed_ns: None,
-            generator_lag: Default::default(),
-            round_trips,
+        let finished = |round_trips| {
+            Event::Finished(Finished {
+                not_started: 0,
+                cancelled: false,
+                broken: None,
+                elapsed_ns: None,
+                generator_lag: Default::default(),
+                round_trips,
+            })
         };
         let line = serde_json::to_string(&finished(Some(trips))).unwrap();
         let back: Event = serde_json::from_str(&line).unwrap();
-        assert!(matches!(back, Event::Finished { round_trips, .. } if round_trips == Some(trips)));
+        assert!(matches!(back, Event::Finished(f) if f.round_trips == Some(trips)));
         // A worker of an older build counts none: not a count of 0.
         let old = line.replace(",\"round_trips\":{\"attempts\":3,\"round_trips\":21}", "");
         assert_ne!(old, line);
         let back: Event = serde_json::from_str(&old).unwrap();
-        assert!(matches!(back, Event::Finished { round_trips, .. } if round_trips.is_none()));
+        assert!(matches!(back, Event::Finished(f) if f.round_trips.is_none()));
     }
 }

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::driver;
-use super::protocol::{Control, Event, Job, WireCompletion, emit};
+use super::protocol::{Control, Event, Finished, Job, WireCompletion, emit};
 use crate::record::Completion;
 use crate::record::partial::{FLUSH, WorkerFold};
 use crate::record::phases::Boundaries;
@@ -112,14 +112,14 @@ where
     let report = driver::drive_part(strategy, &w, job.part, extra, start, tx, cancel).await;
     writer.await??;
     control.abort();
-    out.event(&Event::Finished {
+    out.event(&Event::Finished(Finished {
         not_started: report.not_started,
         cancelled: report.cancelled,
         broken: report.broken.into_iter().next(),
         elapsed_ns: Some(report.elapsed.as_nanos() as u64),
         generator_lag: report.generator_lag,
         round_trips: report.round_trips,
-    })?;
+    }))?;
     Ok(())
 }
 

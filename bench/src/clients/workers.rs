@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::clock::{self, ClockTrack, Sample, WorkerClock};
 use super::link::{self, Challenge, Hello, Verdict};
-use super::protocol::{Control, Event, Job, ns};
+use super::protocol::{Control, Event, Finished, Job, ns};
 use crate::chaos::ClientProcesses;
 use crate::chaos::holder::Point;
 use crate::check::{COORDINATOR, ClockTable};
@@ -245,22 +245,15 @@ impl WorkerSet {
                 .map_err(io("create log"))?;
             let ns = netns.get(k as usize).map(PathBuf::as_path);
             let (child, stdout, handle) = spawn_load(&exe, log.into(), ns).map_err(io("spawn"))?;
-            let part_job = Job {
-                part: Part { index: k, count },
-                ..job.clone()
-            };
-            let line = serde_json::to_vec(&part_job).map_err(|e| io("job")(e.into()))?;
+            let line =
+                serde_json::to_vec(&part_of(job, k, count)).map_err(|e| io("job")(e.into()))?;
             handle.send_line(&line).map_err(io("send job"))?;
             children.push(child);
             let stdout: Box<dyn AsyncBufRead + Send + Unpin> = Box::new(BufReader::new(stdout));
             outputs.push(stdout.lines());
             reach.push(Reach::Pipe(handle));
         }
-        for (k, out) in outputs.iter_mut().enumerate() {
-            await_ready(k, out).await?;
-        }
-        let clocks = (0..count).map(|_| ClockTrack::same_host()).collect();
-        Ok(Self::assemble(children, outputs, reach, clocks, None))
+        Self::on_this_host(children, outputs, reach).await
     }
 
     /// Starts `count` workers as tasks of this process, each over an in-memory pipe with the
@@ -278,12 +271,8 @@ impl WorkerSet {
             let (our_rd, our_wr) = tokio::io::split(ours);
             let (their_rd, their_wr) = tokio::io::split(theirs);
             let to_worker = spawn_writer(our_wr);
-            let part_job = Job {
-                part: Part { index: k, count },
-                ..job.clone()
-            };
-            let mut line =
-                serde_json::to_vec(&part_job).map_err(|e| io_err(k as usize, "job", e.into()))?;
+            let mut line = serde_json::to_vec(&part_of(job, k, count))
+                .map_err(|e| io_err(k as usize, "job", e.into()))?;
             line.push(b'\n');
             let _ = to_worker.send(line);
             let out = super::worker::Out::Channel(spawn_writer(their_wr));
@@ -297,13 +286,23 @@ impl WorkerSet {
             outputs.push(rd.lines());
             reach.push(Reach::Task(to_worker));
         }
+        let mut set = Self::on_this_host(Vec::new(), outputs, reach).await?;
+        set.tasks = tasks;
+        Ok(set)
+    }
+
+    /// The set of workers on this host (processes over pipes, or tasks) once each is ready:
+    /// their clocks are this host's.
+    async fn on_this_host(
+        children: Vec<tokio::process::Child>,
+        mut outputs: Vec<Lines>,
+        reach: Vec<Reach>,
+    ) -> Result<Self, WorkerError> {
         for (k, out) in outputs.iter_mut().enumerate() {
             await_ready(k, out).await?;
         }
-        let clocks = (0..count).map(|_| ClockTrack::same_host()).collect();
-        let mut set = Self::assemble(Vec::new(), outputs, reach, clocks, None);
-        set.tasks = tasks;
-        Ok(set)
+        let clocks = (0..reach.len()).map(|_| ClockTrack::same_host()).collect();
+        Ok(Self::assemble(children, outputs, reach, clocks, None))
     }
 
     /// Waits on `listener` for `count` agents — started here or connecting from other hosts
@@ -643,16 +642,6 @@ async fn ping_forever(control: Arc<WorkerControl>) {
     }
 }
 
-/// What a worker said when it finished.
-struct Finished {
-    not_started: u64,
-    cancelled: bool,
-    broken: Option<String>,
-    elapsed_ns: Option<u64>,
-    generator_lag: crate::record::GeneratorLag,
-    round_trips: Option<crate::record::trips::RoundTrips>,
-}
-
 /// Reads one worker's lines: its measurements to the recorder, its pauses to the chaos
 /// runner, its pongs into its clock.
 struct Reader {
@@ -702,22 +691,8 @@ impl Reader {
                     }
                     continue;
                 }
-                Ok(Event::Finished {
-                    not_started,
-                    cancelled,
-                    broken,
-                    elapsed_ns,
-                    generator_lag,
-                    round_trips,
-                }) => {
-                    finished = Some(Finished {
-                        not_started,
-                        cancelled,
-                        broken,
-                        elapsed_ns,
-                        generator_lag,
-                        round_trips,
-                    });
+                Ok(Event::Finished(f)) => {
+                    finished = Some(f);
                     continue;
                 }
                 Ok(Event::Failed(e)) => return (k, Err(e)),
@@ -777,6 +752,14 @@ async fn forward_boundaries(
         if marks.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// Worker `index`'s copy of `job`: its part of `count`.
+fn part_of(job: &Job, index: u32, count: u32) -> Job {
+    Job {
+        part: Part { index, count },
+        ..job.clone()
     }
 }
 
@@ -843,7 +826,7 @@ async fn prepare_all(
         tokio::select! {
             link = links.recv() => {
                 let Some(link) = link else { break };
-                let job = Job { part: Part { index: link.index, count }, ..job.clone() };
+                let job = part_of(job, link.index, count);
                 pending.spawn(prepare(link, job));
             }
             done = pending.join_next(), if !pending.is_empty() => {

@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::contend::{self, ContendOptions};
-use super::{RunError, Source};
-use crate::cluster::Provisioner;
+use super::{RunError, ServerOptions, Source};
 use crate::report::contend::LevelTrial;
 use crate::report::predict::{Env, Model, Point};
 use crate::workload::Workload;
@@ -53,8 +52,7 @@ pub struct CalibrateOptions {
     /// No point starts after this.
     pub budget: Duration,
     pub out: PathBuf,
-    pub base_port: Option<u16>,
-    pub provision: Provisioner,
+    pub servers: ServerOptions,
 }
 
 /// `RTT:FSYNC,…`, each a duration or 0, e.g. `0:0,1ms:0,0:2ms`.
@@ -104,8 +102,7 @@ fn contend_options(opts: &CalibrateOptions, id: &str, at: At) -> Result<ContendO
         warm_up: opts.warm_up,
         budget: opts.budget,
         out: opts.out.join(point_dir(id, at)),
-        base_port: opts.base_port,
-        provision: opts.provision,
+        servers: opts.servers.clone(),
         lock_free_sales: true,
     })
 }

@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use super::{RunError, RunOptions, Session, Source};
-use crate::cluster::Provisioner;
+use super::{RunError, RunOptions, ServerOptions, Session, Source};
 use crate::report::Summary;
 use crate::report::contend::{CONTEND_SCHEMA, Contend, ContendEntry, Level, LevelTrial};
 use crate::strategy;
@@ -63,10 +62,8 @@ pub struct ContendOptions {
     pub budget: Duration,
     /// Results folder.
     pub out: PathBuf,
-    /// First port for the servers; `None` picks free ports.
-    pub base_port: Option<u16>,
-    /// How to start the servers.
-    pub provision: Provisioner,
+    /// Where each strategy's servers come from.
+    pub servers: ServerOptions,
     /// Measure a lock-free strategy too, its sales per second standing for grants (calibrate:
     /// optimistic versioning serialises on its row as a lock does).
     pub lock_free_sales: bool,
@@ -125,7 +122,7 @@ pub fn level_workload(base: &Workload, n: u32, load: Duration) -> Workload {
 /// One trial: `n` contenders of `id` for `load` on the strategy's servers, into `<out>/<dir>`.
 fn trial_options(opts: &ContendOptions, id: &str, n: u32, load: Duration, dir: &str) -> RunOptions {
     let (w, file) = (level_workload(&opts.workload, n, load), &opts.workload_file);
-    RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
+    RunOptions::trial(id, w, file, opts.out.join(dir), opts.servers.provision)
 }
 
 /// Every check a trial makes, for every strategy, before any server starts; and only locks:
@@ -160,11 +157,7 @@ pub async fn contend(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Contend, RunError> {
-    let source = Source::Start {
-        provision: opts.provision,
-        base_port: opts.base_port,
-    };
-    contend_on(opts, &source, cancel, log).await
+    contend_on(opts, &Source::of(&opts.servers), cancel, log).await
 }
 
 /// [`contend`] with each strategy's servers from `source` (the sim's tests: none).

@@ -18,9 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::compare::{self, CompareOptions, RateFrom};
 use super::sweep::{self as sweeping, SweepOptions, WARM_UP_ROUND};
-use super::{RunError, RunOptions, Source};
+use super::{RunError, RunOptions, ServerOptions, Source};
 use crate::chaos::ChaosPlan;
-use crate::cluster::Provisioner;
 use crate::report::format::decimals;
 use crate::report::layout::{JobLayout, SALE_CALM};
 use crate::report::sweep::{Search, Slo};
@@ -60,12 +59,8 @@ pub struct JobOptions {
     pub chaos_duration: String,
     /// The report's `--needs`.
     pub needs: Option<Needs>,
-    /// First port for the servers.
-    pub base_port: Option<u16>,
-    /// The servers of a running `lockbench serve`.
-    pub endpoints: Option<PathBuf>,
     /// Where the servers come from.
-    pub provision: Provisioner,
+    pub servers: ServerOptions,
 }
 
 /// How a part (or the job) ended, worst last.
@@ -183,7 +178,7 @@ impl JobOptions {
     /// Where the knobs say the servers come from: a `serve`'s, or started per part (the sweep's
     /// once for every strategy, each run's for it alone).
     pub fn source(&self) -> Source {
-        Source::of(self.endpoints.as_ref(), self.provision, self.base_port)
+        Source::of(&self.servers)
     }
 
     fn workload(&self, sets: &[String]) -> Result<Workload, RunError> {
@@ -200,9 +195,7 @@ impl JobOptions {
     ) -> Vec<RunOptions> {
         ids.iter()
             .map(|id| RunOptions {
-                base_port: self.base_port,
-                endpoints: self.endpoints.clone(),
-                provision: self.provision,
+                servers: self.servers.clone(),
                 progress: true,
                 ..RunOptions::new(
                     id,
@@ -240,9 +233,7 @@ impl JobOptions {
             slo: self.slo,
             search: self.search,
             out: layout.sweep(),
-            base_port: self.base_port,
-            endpoints: self.endpoints.clone(),
-            provision: self.provision,
+            servers: self.servers.clone(),
             probe: Default::default(),
         };
         let calm_load = self.workload(&calm_sets(&self.calm_duration, &self.sets))?;
@@ -474,7 +465,7 @@ pub async fn sweep_part(
     out: &mut dyn Write,
     log: &mut dyn Write,
 ) -> Result<Ended, RunError> {
-    let source = Source::of(opts.endpoints.as_ref(), opts.provision, opts.base_port);
+    let source = Source::of(&opts.servers);
     sweep_part_on(opts, &source, WARM_UP_ROUND, true, cancel, out, log).await
 }
 
@@ -625,9 +616,7 @@ mod tests {
             calm_duration: "5s".into(),
             chaos_duration: "8s".into(),
             needs: None,
-            base_port: None,
-            endpoints: None,
-            provision: Provisioner::Local,
+            servers: ServerOptions::default(),
         }
     }
 

@@ -45,7 +45,7 @@ use crate::workload::Workload;
 use crate::workload::pacing::Part;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-pub use plan::{DEFAULT_WORKERS, Plan, RunOptions};
+pub use plan::{DEFAULT_WORKERS, Plan, RunOptions, ServerOptions};
 pub use session::{InProcess, Session, Source, TrialResult};
 
 /// Errors that end a run.
@@ -92,9 +92,7 @@ fn write_err(path: &Path) -> impl FnOnce(std::io::Error) -> RunError + '_ {
 /// `<out>/summary.json`). Only a plan that holds can be run: every check was made before.
 pub async fn run(plan: &Plan<'_>, cancel: &CancellationToken) -> Result<Summary, RunError> {
     let Some(t) = &plan.opts.target else {
-        let o = plan.opts;
-        let source = Source::of(o.endpoints.as_ref(), o.provision, o.base_port);
-        return run_on(plan, &source, cancel).await;
+        return run_on(plan, &Source::of(&plan.opts.servers), cancel).await;
     };
     let endpoints = t.endpoints_for(plan.info.id, plan.info.needs)?;
     take_fingerprint(false).await;

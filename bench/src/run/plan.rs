@@ -18,6 +18,21 @@ use crate::workload::config::RedisAppendfsync;
 /// Worker processes used when the chaos plan pauses clients and `--workers` is not given.
 pub const DEFAULT_WORKERS: u32 = 4;
 
+/// Where a command's servers come from, as its flags gave them (`--base-port`, `--endpoints`,
+/// `--provision`): the options every command that runs strategies carries, made a `Source`
+/// by `Source::of`.
+#[derive(Debug, Clone, Default)]
+pub struct ServerOptions {
+    /// First port for the servers; `None` picks free ports.
+    pub base_port: Option<u16>,
+    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
+    /// new ones.
+    pub endpoints: Option<PathBuf>,
+    /// How to start the servers (local processes or containers); ignored with `endpoints` (and
+    /// by a run with a target).
+    pub provision: Provisioner,
+}
+
 /// What to run, as given.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
@@ -39,14 +54,9 @@ pub struct RunOptions {
     pub workload_file: String,
     /// Results folder (created).
     pub out: PathBuf,
-    /// First port for the servers; `None` picks free ports.
-    pub base_port: Option<u16>,
-    /// Use the servers of a running `lockbench serve` (its endpoints.json) instead of starting
-    /// new ones.
-    pub endpoints: Option<PathBuf>,
-    /// How to start the servers (local processes or containers); ignored with `endpoints` or
-    /// `target`.
-    pub provision: Provisioner,
+    /// Where the servers come from: ports, a `serve`'s endpoints, the provisioner (ignored
+    /// with `target`).
+    pub servers: ServerOptions,
     /// Use servers that already exist (`--target FILE`): claim the prefix, run, clean up.
     pub target: Option<ExternalTarget>,
     /// Also write `history.jsonl`, one line per attempt.
@@ -77,9 +87,7 @@ impl RunOptions {
             private_network: false,
             workload_file: workload_file.into(),
             out,
-            base_port: None,
-            endpoints: None,
-            provision: Provisioner::Local,
+            servers: ServerOptions::default(),
             target: None,
             history: false,
             progress: false,
@@ -100,7 +108,10 @@ impl RunOptions {
         provision: Provisioner,
     ) -> Self {
         Self {
-            provision,
+            servers: ServerOptions {
+                provision,
+                ..ServerOptions::default()
+            },
             server_work: false,
             ..Self::new(strategy, workload, None, workload_file, out)
         }
@@ -120,7 +131,7 @@ impl RunOptions {
         if self.target.is_some() {
             Provisioner::Target
         } else {
-            self.provision
+            self.servers.provision
         }
     }
 
@@ -196,12 +207,12 @@ impl<'a> Plan<'a> {
             )));
         }
         let mut cluster = cluster_options(opts, info)?;
-        cluster.provisioner = opts.provision;
+        cluster.provisioner = opts.servers.provision;
         // Containers are partitioned on their own Docker network; only local processes need
         // namespaces for that.
         if opts.private_network
             && (opts.provisioner() != Provisioner::Local
-                || opts.endpoints.is_some()
+                || opts.servers.endpoints.is_some()
                 || workers == 0)
         {
             return Err(RunError::Options(
@@ -211,7 +222,7 @@ impl<'a> Plan<'a> {
             ));
         }
         cluster.network =
-            opts.provision == Provisioner::Local && (opts.private_network || needs_network);
+            opts.servers.provision == Provisioner::Local && (opts.private_network || needs_network);
         if cluster.network {
             workers = workers.min(crate::cluster::net::CLIENT_HOSTS as u32);
         }
@@ -238,7 +249,7 @@ fn cluster_options(opts: &RunOptions, info: &StrategyInfo) -> Result<ClusterOpti
     let given = given_servers(opts);
     let aof = redis_appendfsync(opts, info, given)?;
     let mut cluster = ClusterOptions::new(opts.out.join("logs"));
-    cluster.base_port = opts.base_port;
+    cluster.base_port = opts.servers.base_port;
     cluster.redis_appendfsync = aof;
     cluster.postgres_synchronous_commit = postgres_synchronous_commit(opts, info, given)?;
     cluster.postgres_pooling = postgres_pooling(opts, info, given)?;
@@ -255,7 +266,7 @@ fn cluster_options(opts: &RunOptions, info: &StrategyInfo) -> Result<ClusterOpti
 /// Refuses a chaos plan whose faults these servers cannot take: servers this run does not
 /// own, a provisioner or a service the faults cannot reach.
 fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Result<(), RunError> {
-    if opts.endpoints.is_some() {
+    if opts.servers.endpoints.is_some() {
         return Err(RunError::Options(
             "--chaos with --endpoints: faults need servers this run starts and owns \
              (kill, pause, clock); drop --endpoints"
@@ -276,7 +287,7 @@ fn check_chaos(plan: &ChaosPlan, opts: &RunOptions, info: &StrategyInfo) -> Resu
 fn check_environment(opts: &RunOptions, root: bool) -> Result<(), RunError> {
     let given = given_servers(opts);
     let w = &opts.workload;
-    environment_possible(&opts.workload_file, w, given, opts.provision, root)
+    environment_possible(&opts.workload_file, w, given, opts.servers.provision, root)
 }
 
 /// [`check_environment`] for servers given by the flag `given` (`--target`, `--endpoints`) or
@@ -370,7 +381,7 @@ fn check_connections(opts: &RunOptions, info: &StrategyInfo) -> Result<(), RunEr
 /// sweep's) must report the build asked for: checked when the run reads the endpoints file.
 fn builds(opts: &RunOptions, info: &StrategyInfo) -> Result<Builds, RunError> {
     let b = opts.workload.servers.builds(info.needs);
-    let containers = opts.provision == Provisioner::Containers;
+    let containers = opts.servers.provision == Provisioner::Containers;
     let refused = if opts.target.is_some() && !b.are_default() {
         Some((
             b.chosen().join(", "),
@@ -416,12 +427,8 @@ fn postgres_synchronous_commit(
         return Ok(v);
     };
     if info.needs.runs(Service::Postgres) && v != SynchronousCommit::default() {
-        return Err(RunError::Options(format!(
-            "servers.postgres_synchronous_commit = \"{v}\" with {flag}: only PostgreSQL servers \
-             this run starts can be configured; these keep their own setting (summary.json \
-             reports it under servers[].durability): drop the key, or let this run start its \
-             servers"
-        )));
+        let setting = format!("postgres_synchronous_commit = \"{v}\"");
+        return Err(kept_own(&setting, flag, "PostgreSQL"));
     }
     Ok(v)
 }
@@ -435,12 +442,11 @@ fn mariadb_flush_log(
 ) -> Result<u8, RunError> {
     let v = opts.workload.servers.mariadb_flush_log_at_trx_commit;
     match given {
-        Some(flag) if info.needs.mariadb && v != 1 => Err(RunError::Options(format!(
-            "servers.mariadb_flush_log_at_trx_commit = {v} with {flag}: only MariaDB servers \
-             this run starts can be configured; these keep their own setting (summary.json \
-             reports it under servers[].durability): drop the key, or let this run start its \
-             servers"
-        ))),
+        Some(flag) if info.needs.mariadb && v != 1 => Err(kept_own(
+            &format!("mariadb_flush_log_at_trx_commit = {v}"),
+            flag,
+            "MariaDB",
+        )),
         _ => Ok(v),
     }
 }
@@ -467,7 +473,7 @@ fn postgres_pooling(
         return Ok(pooling);
     } else if let Some(flag) = given {
         format!("{flag}: only servers this run starts get a pooler in front")
-    } else if opts.provision != Provisioner::Local {
+    } else if opts.servers.provision != Provisioner::Local {
         "--provision containers: PgBouncer runs as a local process beside a local \
          PostgreSQL; use --provision local"
             .into()
@@ -487,11 +493,21 @@ fn postgres_pooling(
     )))
 }
 
+/// The refusal of a durability `setting` (`key = value` of `[servers]`) for `service`'s servers
+/// given by `flag`, which this run does not start and which keep their own.
+fn kept_own(setting: &str, flag: &str, service: &str) -> RunError {
+    RunError::Options(format!(
+        "servers.{setting} with {flag}: only {service} servers this run starts can be \
+         configured; these keep their own setting (summary.json reports it under \
+         servers[].durability): drop the key, or let this run start its servers"
+    ))
+}
+
 /// The flag by which a run is given servers it does not start, if it is.
 fn given_servers(opts: &RunOptions) -> Option<&'static str> {
     if opts.target.is_some() {
         Some("--target")
-    } else if opts.endpoints.is_some() {
+    } else if opts.servers.endpoints.is_some() {
         Some("--endpoints")
     } else {
         None
@@ -510,11 +526,8 @@ fn redis_appendfsync(
     let v = opts.workload.servers.redis_appendfsync;
     let uses_redis = n.redis || n.redlock || n.sentinel;
     if let Some(flag) = given.filter(|_| uses_redis && v != RedisAppendfsync::Off) {
-        return Err(RunError::Options(format!(
-            "servers.redis_appendfsync = \"{v}\" with {flag}: only Redis servers this run starts \
-             can be configured; these keep their own setting (summary.json reports it under \
-             servers[].durability): drop the key, or let this run start its servers"
-        )));
+        let setting = format!("redis_appendfsync = \"{v}\"");
+        return Err(kept_own(&setting, flag, "Redis"));
     }
     Ok(match v {
         RedisAppendfsync::Off => Appendfsync::Off,
@@ -549,22 +562,22 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("not root") && e.contains("expected"), "{e}");
-        o.provision = Provisioner::Containers;
+        o.servers.provision = Provisioner::Containers;
         let e = check_environment(&o, true).unwrap_err().to_string();
         assert!(e.contains("--provision containers"), "{e}");
-        o.provision = Provisioner::Local;
-        o.endpoints = Some(PathBuf::from("endpoints.json"));
+        o.servers.provision = Provisioner::Local;
+        o.servers.endpoints = Some(PathBuf::from("endpoints.json"));
         let e = check_environment(&o, true).unwrap_err().to_string();
         assert!(e.contains("--endpoints"), "{e}");
         // fsync alike; without either, nothing is asked.
         let w = Workload::parse("w.toml", "[environment]\nfsync = \"2ms\"\n", &[]).unwrap();
         let mut o = RunOptions::new("zookeeper", w, None, "w.toml", PathBuf::from("out"));
-        o.provision = Provisioner::Containers;
+        o.servers.provision = Provisioner::Containers;
         let e = check_environment(&o, true).unwrap_err().to_string();
         assert!(e.contains("environment.fsync = \"2ms\""), "{e}");
         let w = Workload::parse("w.toml", "", &[]).unwrap();
         let mut o = RunOptions::new("zookeeper", w, None, "w.toml", PathBuf::from("out"));
-        o.provision = Provisioner::Containers;
+        o.servers.provision = Provisioner::Containers;
         check_environment(&o, false).unwrap();
     }
 

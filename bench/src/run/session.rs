@@ -13,7 +13,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use tokio_util::sync::CancellationToken;
 
-use super::{Plan, RunError, RunOptions, Servers};
+use super::{Plan, RunError, RunOptions, ServerOptions, Servers};
 use crate::clients::WorkerLink;
 use crate::cluster::{ClusterOptions, EndpointsFile, Needs, OwnedCluster, Provisioner};
 use crate::record::Outcome;
@@ -49,12 +49,12 @@ pub enum Source {
 
 impl Source {
     /// The servers a command's flags name: a `serve`'s endpoints file, or servers it starts.
-    pub fn of(endpoints: Option<&PathBuf>, provision: Provisioner, base_port: Option<u16>) -> Self {
-        match endpoints {
+    pub fn of(servers: &ServerOptions) -> Self {
+        match &servers.endpoints {
             Some(path) => Source::Endpoints(path.clone()),
             None => Source::Start {
-                provision,
-                base_port,
+                provision: servers.provision,
+                base_port: servers.base_port,
             },
         }
     }

@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub use super::search::Searcher;
-use super::{RunError, RunOptions, Session, Source};
+use super::{RunError, RunOptions, ServerOptions, Session, Source};
+use crate::cluster::Needs;
 use crate::cluster::durability::SynchronousCommit;
-use crate::cluster::{Needs, Provisioner};
 use crate::record::pressure::Mark;
 use crate::report::predict::Env;
 use crate::report::sweep::{
@@ -42,12 +42,8 @@ pub struct SweepOptions {
     pub search: Search,
     /// Results folder: sweep.json, one folder per strategy, one per step inside.
     pub out: PathBuf,
-    /// First port for the servers; `None` picks free ports.
-    pub base_port: Option<u16>,
-    /// Servers of a running `lockbench serve` instead of starting them.
-    pub endpoints: Option<PathBuf>,
-    /// How to start the servers.
-    pub provision: Provisioner,
+    /// Where the servers come from (a `serve`'s, or started once for every strategy).
+    pub servers: ServerOptions,
     /// Where each trial's machine pressure comes from.
     pub probe: Probe,
 }
@@ -102,7 +98,7 @@ fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) 
     );
     RunOptions {
         progress: true,
-        ..RunOptions::trial(id, w, file, opts.out.join(dir), opts.provision)
+        ..RunOptions::trial(id, w, file, opts.out.join(dir), opts.servers.provision)
     }
 }
 
@@ -198,8 +194,7 @@ pub async fn sweep(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Sweep, RunError> {
-    let source = Source::of(opts.endpoints.as_ref(), opts.provision, opts.base_port);
-    sweep_on(opts, &source, WARM_UP_ROUND, cancel, log).await
+    sweep_on(opts, &Source::of(&opts.servers), WARM_UP_ROUND, cancel, log).await
 }
 
 /// The sweep before its first strategy, on the machine its session measured.

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use lockbench::cluster::Provisioner;
 use lockbench::run::Source;
 use lockbench::run::calibrate::{CalibrateOptions, calibrate_on};
 use tokio_util::sync::CancellationToken;
@@ -55,10 +54,9 @@ async fn calibrate_finds_the_round_trips_and_fsyncs_a_lock_pays_and_not_the_othe
         held_out: Vec::new(),
         budget: Duration::from_secs(300),
         out: dir.path().join("cal"),
-        base_port: None,
-        provision: Provisioner::Local,
+        servers: Default::default(),
     };
-    let source = Source::of(None, opts.provision, None);
+    let source = Source::of(&opts.servers);
     let mut log = Vec::new();
     let m = calibrate_on(&opts, &source, &CancellationToken::new(), &mut log)
         .await

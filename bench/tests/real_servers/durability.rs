@@ -146,7 +146,7 @@ fn servers_this_run_does_not_start_keep_their_persistence() {
         "[servers]\nredis_appendfsync = \"always\"\n",
         "/nonexistent".into(),
     );
-    opts.endpoints = Some("/nonexistent/endpoints.json".into());
+    opts.servers.endpoints = Some("/nonexistent/endpoints.json".into());
     let Err(RunError::Options(e)) = opts.plan() else {
         panic!("--endpoints with redis_appendfsync must be rejected");
     };
@@ -163,7 +163,7 @@ fn servers_this_run_does_not_start_keep_their_persistence() {
         "[servers]\nredis_appendfsync = \"always\"\n",
         "/nonexistent".into(),
     );
-    etcd.endpoints = Some("/nonexistent/endpoints.json".into());
+    etcd.servers.endpoints = Some("/nonexistent/endpoints.json".into());
     assert!(etcd.plan().is_ok());
 }
 

@@ -144,7 +144,7 @@ fn a_pooler_is_refused_where_lockbench_cannot_put_one() {
     let dir = tempfile::tempdir().unwrap();
     let text = workload("pgbouncer-transaction");
     let mut opts = run_options("pg-advisory", &text, dir.path().join("a"));
-    opts.provision = Provisioner::Containers;
+    opts.servers.provision = Provisioner::Containers;
     let e = refusal(&opts);
     assert!(
         e.contains("servers.postgres_pooler = \"pgbouncer-transaction\"")

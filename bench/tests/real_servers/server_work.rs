@@ -46,7 +46,7 @@ async fn run_measured(dir: &Path, name: &str, strategy: &str, workload: &str) ->
 /// worker processes' protocol), none with 0.
 async fn run_in(dir: &Path, name: &str, strategy: &str, workload: &str, workers: u32) -> Summary {
     let mut opts = run_options(strategy, workload, dir.join(name));
-    opts.endpoints = Some(dir.join("endpoints.json"));
+    opts.servers.endpoints = Some(dir.join("endpoints.json"));
     opts.server_work = true;
     if workers > 0 {
         opts.workers = workers;
@@ -184,7 +184,7 @@ async fn mysql_atomic_costs_its_transaction_s_statements_in_round_trips() {
         &one_key(1, 0.5, ""),
         dir.path().join("bare"),
     );
-    opts.endpoints = Some(dir.path().join("endpoints.json"));
+    opts.servers.endpoints = Some(dir.path().join("endpoints.json"));
     let plan = opts.plan().unwrap();
     let s = lockbench::run::run(&plan, &CancellationToken::new())
         .await

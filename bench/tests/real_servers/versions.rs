@@ -117,7 +117,7 @@ fn a_build_where_it_cannot_run_is_refused_before_anything_starts() {
         &on("redis", "valkey-8.0"),
         dir.path().join("o"),
     );
-    opts.provision = lockbench::cluster::Provisioner::Containers;
+    opts.servers.provision = lockbench::cluster::Provisioner::Containers;
     let e = opts.plan().unwrap_err().to_string();
     assert!(
         e.contains("servers.redis = \"valkey-8.0\"") && e.contains("--provision local"),
@@ -128,7 +128,7 @@ fn a_build_where_it_cannot_run_is_refused_before_anything_starts() {
         &on("redis", "valkey-8.0"),
         dir.path().join("o"),
     );
-    opts.provision = lockbench::cluster::Provisioner::Containers;
+    opts.servers.provision = lockbench::cluster::Provisioner::Containers;
     assert!(opts.plan().is_ok());
     assert!(!dir.path().join("o").exists(), "nothing ran");
 }
