@@ -219,26 +219,22 @@ mod tests {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let c = Completion {
-            ask: Default::default(),
             seq: 3,
             client: 1,
             sku: 2,
-            read: false,
-            outcome: Outcome::Failed(crate::record::ErrorKind::StaleToken),
             intended: at(1),
             started: at(2),
-            ended: at(9),
             release_failed: true,
             lease: Some(LeaseSpan {
-                key: "k".into(),
-                token: "t".into(),
                 fence: Some(4),
-                acquired: at(3),
-                released: at(8),
                 lost: true,
-                shared: false,
-                loss: None,
+                ..LeaseSpan::fixture("k", "t", at(3), at(8))
             }),
+            ..Completion::fixture(
+                Outcome::Failed(crate::record::ErrorKind::StaleToken),
+                at(9),
+                Duration::ZERO,
+            )
         };
         let line =
             serde_json::to_string(&Event::Done(WireCompletion::from(c.clone(), start))).unwrap();
@@ -262,26 +258,18 @@ mod tests {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let c = Completion {
-            ask: Default::default(),
             seq: 4,
-            client: 0,
             sku: 1,
             read: true,
-            outcome: Outcome::TornRead { stock: 7, later: 6 },
-            intended: at(1),
-            started: at(1),
-            ended: at(5),
-            release_failed: false,
             lease: Some(LeaseSpan {
-                key: "k".into(),
-                token: "r".into(),
-                fence: None,
-                acquired: at(2),
-                released: at(4),
-                lost: false,
                 shared: true,
-                loss: None,
+                ..LeaseSpan::fixture("k", "r", at(2), at(4))
             }),
+            ..Completion::fixture(
+                Outcome::TornRead { stock: 7, later: 6 },
+                at(5),
+                Duration::from_millis(4),
+            )
         };
         let line = serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap();
         let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
