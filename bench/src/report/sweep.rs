@@ -944,15 +944,7 @@ fn safety_word(e: &Entry) -> &'static str {
 impl Sweep {
     /// Reads `<dir>/sweep.json` (or the file itself).
     pub fn read(path: &Path) -> anyhow::Result<Sweep> {
-        use anyhow::Context;
-        let file = if path.is_dir() {
-            path.join("sweep.json")
-        } else {
-            path.to_path_buf()
-        };
-        let text = std::fs::read(&file).with_context(|| format!("read {}", file.display()))?;
-        let mut sweep: Sweep = serde_json::from_slice(&text)
-            .with_context(|| format!("{}: not a sweep.json", file.display()))?;
+        let (mut sweep, file): (Sweep, _) = super::files::read_saved(path, "sweep.json")?;
         anyhow::ensure!(
             sweep.schema == SWEEP_SCHEMA,
             "{}: schema `{}`, this lockbench reads `{SWEEP_SCHEMA}`",
@@ -970,15 +962,7 @@ impl Sweep {
     /// Writes `<dir>/sweep.json` (after every strategy, so an interrupted sweep keeps what it
     /// measured).
     pub fn write(&self, dir: &Path) -> std::io::Result<std::path::PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join("sweep.json");
-        let tmp = dir.join("sweep.json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?,
-        )?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
+        super::files::write_saved(dir, "sweep.json", self)
     }
 
     /// The entry of `strategy`.
