@@ -11,8 +11,8 @@ use super::environment as env;
 use super::needs::advice;
 use super::page::{by_family, caption, esc, figure, machines, page_end, page_start, said_html};
 use super::tables::{
-    Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table,
-    utilization,
+    Columns, Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases,
+    reads_table, utilization,
 };
 use crate::report::charts;
 use crate::report::error::ReportError;
@@ -401,7 +401,8 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
             id: "calm-table".into(),
             cell_id: Some(&cell_id),
             lead: vec![rate_lead()],
-            fields: &CALM_FIELDS,
+            // A calm run has no fault to recover from.
+            fields: Columns::Except(&["recovery_s"]),
             family: &fam,
         },
     );
@@ -501,26 +502,6 @@ fn sub_report(job: &Job, dir: &std::path::Path) -> Option<String> {
     })
 }
 
-/// The headline columns of the calm table: all but recovery (a calm run has no fault).
-const CALM_FIELDS: [&str; 16] = [
-    "throughput.sales_per_s",
-    "utilization.overall",
-    "started_fraction",
-    "latency_us.p50",
-    "latency_us.p99",
-    "latency_us.p999",
-    "oversell",
-    "lost_updates",
-    "double_grant_incidents",
-    "lease_lost",
-    "stale_rejected",
-    "errors",
-    "unknown",
-    "lock_verdict",
-    "store_verdict",
-    "verdict",
-];
-
 /// The headline columns a chaos table shows: what a fault cost.
 const CHAOS_FIELDS: [&str; 13] = [
     "throughput.sales_per_s",
@@ -591,7 +572,7 @@ fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
             id: format!("chaos-table-{}", ids::clean(name)),
             cell_id: Some(&cell_id),
             lead: vec![rate_lead(), share_lead(job), hit_lead()],
-            fields: &CHAOS_FIELDS,
+            fields: Columns::Only(&CHAOS_FIELDS),
             family: &fam,
         },
     );

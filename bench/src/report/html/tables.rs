@@ -131,10 +131,28 @@ pub(super) struct TableSpec<'a> {
     pub cell_id: Option<CellId<'a>>,
     /// Columns before the headline's.
     pub lead: Vec<Lead<'a>>,
-    /// The headline columns shown (`data-field` names), in [`HEADLINE`] order; empty: all.
-    pub fields: &'a [&'a str],
+    /// The headline columns shown, in [`HEADLINE`] order.
+    pub fields: Columns<'a>,
     /// A strategy's family: rows are grouped by it when there is more than one.
     pub family: &'a dyn Fn(&str) -> Option<Family>,
+}
+
+/// Which of the [`HEADLINE`] columns a table shows, by `data-field` name.
+#[derive(Clone, Copy)]
+pub(super) enum Columns<'a> {
+    All,
+    Except(&'a [&'a str]),
+    Only(&'a [&'a str]),
+}
+
+impl Columns<'_> {
+    fn shows(&self, field: &str) -> bool {
+        match self {
+            Columns::All => true,
+            Columns::Except(out) => !out.contains(&field),
+            Columns::Only(shown) => shown.contains(&field),
+        }
+    }
 }
 
 /// The row class and badge of a run.
@@ -153,7 +171,7 @@ pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>
     let shown: Vec<(&str, &str, &str)> = HEADLINE
         .iter()
         .copied()
-        .filter(|(_, f, _)| t.fields.is_empty() || t.fields.contains(f))
+        .filter(|(_, f, _)| t.fields.shows(f))
         .collect();
     let columns = 1 + t.lead.len() + shown.len();
     let _ = writeln!(
@@ -206,7 +224,7 @@ pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>
             for (c, (_, _, short)) in headline_cells(s)
                 .into_iter()
                 .zip(HEADLINE)
-                .filter(|(c, _)| t.fields.is_empty() || t.fields.contains(&c.field))
+                .filter(|(c, _)| t.fields.shows(c.field))
             {
                 let num = if c.field == "verdict" {
                     ""
