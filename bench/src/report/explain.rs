@@ -372,7 +372,7 @@ mod tests {
         let mut text = Vec::new();
         print_explained(&mut text, &first, &second, &m).unwrap();
         let text = String::from_utf8(text).unwrap();
-        assert!(text.contains("the machines explain it"), "{text}");
+        assert_contains!(text, "the machines explain it");
     }
 
     #[test]

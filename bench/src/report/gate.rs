@@ -1057,6 +1057,6 @@ mod tests {
         assert!(e.to_string().contains("nothing-here"), "{e}");
         std::fs::create_dir_all(d.join("empty")).unwrap();
         let e = load_results(&d.join("empty")).unwrap_err().to_string();
-        assert!(e.contains("no results found"), "{e}");
+        assert_contains!(e, "no results found");
     }
 }

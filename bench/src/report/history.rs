@@ -306,15 +306,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(&empty.path().display().to_string()), "{e}");
-        assert!(e.contains("no results found"), "{e}");
+        assert_contains!(e, "no results found");
         let bad = tempfile::tempdir().unwrap();
         let s = fixture("x", "yesterday", 1.0);
         write(bad.path(), "r", "summary.json", &s);
         let e = collect(&[bad.path().into()], &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("started_at = \"yesterday\": expected an RFC 3339"),
-            "{e}"
-        );
-        assert!(e.contains("a summary of x"), "{e}");
+        assert_contains!(e, "started_at = \"yesterday\": expected an RFC 3339");
+        assert_contains!(e, "a summary of x");
     }
 }

@@ -1143,38 +1143,26 @@ ttl = "1s"
     #[test]
     fn unknown_key_is_rejected_with_the_expected_keys() {
         let e = err("[inventory]\nstok = 5\n", &[]);
-        assert!(
-            e.contains("w.toml") && e.contains("stok") && e.contains("stock"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml", "stok", "stock");
     }
 
     #[test]
     fn out_of_range_values_name_field_value_and_form() {
         let e = err("[inventory]\nstock = 0\n", &[]);
-        assert!(
-            e.contains("w.toml: inventory.stock = 0: expected an integer from 1 to"),
-            "{e}"
+        assert_contains!(
+            e,
+            "w.toml: inventory.stock = 0: expected an integer from 1 to"
         );
         let e = err("[inventory]\nstock = -3\n", &[]);
-        assert!(e.contains("inventory.stock = -3"), "{e}");
+        assert_contains!(e, "inventory.stock = -3");
         let e = err("[load]\nrate = 0\n", &[]);
-        assert!(
-            e.contains("load.rate = 0: expected attempts per second"),
-            "{e}"
-        );
+        assert_contains!(e, "load.rate = 0: expected attempts per second");
         let e = err("[load]\nduration = \"0s\"\n", &[]);
-        assert!(
-            e.contains("load.duration = \"0s\": expected a positive duration"),
-            "{e}"
-        );
+        assert_contains!(e, "load.duration = \"0s\": expected a positive duration");
         let e = err("[load]\nduration = \"soon\"\n", &[]);
-        assert!(e.contains("load.duration = \"soon\""), "{e}");
+        assert_contains!(e, "load.duration = \"soon\"");
         let e = err("[load]\nmode = \"half\"\n", &[]);
-        assert!(
-            e.contains("half") && e.contains("open") && e.contains("closed"),
-            "{e}"
-        );
+        assert_contains!(e, "half", "open", "closed");
     }
 
     #[test]
@@ -1229,13 +1217,10 @@ ttl = "1s"
         }
         // Through --set too, named by the flag.
         let e = err(GOOD, &["inventory.stock=1e23"]);
-        assert!(
-            e.contains("inventory.stock = 1e23: expected an integer from 1 to"),
-            "{e}"
-        );
+        assert_contains!(e, "inventory.stock = 1e23: expected an integer from 1 to");
         // A value that is not a number at all is still the parser's, naming the type.
         let e = err("[inventory]\nstock = \"many\"\n", &[]);
-        assert!(e.contains("expected an integer"), "{e}");
+        assert_contains!(e, "expected an integer");
     }
 
     #[test]
@@ -1284,18 +1269,12 @@ ttl = "1s"
         let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.environment, w.environment);
         let e = err(GOOD, &["environment.rtt=fast"]);
-        assert!(
-            e.contains("environment.rtt") && e.contains("expected a duration"),
-            "{e}"
-        );
+        assert_contains!(e, "environment.rtt", "expected a duration");
         let e = err("[environment]\nfsync = \"2s\"\n", &[]);
-        assert!(
-            e.contains("w.toml") && e.contains("environment.fsync"),
-            "{e}"
-        );
-        assert!(e.contains("from \"0s\" to \"1s\""), "{e}");
+        assert_contains!(e, "w.toml", "environment.fsync");
+        assert_contains!(e, "from \"0s\" to \"1s\"");
         let e = err("[environment]\nlatency = \"2ms\"\n", &[]);
-        assert!(e.contains("latency"), "{e}");
+        assert_contains!(e, "latency");
     }
 
     #[test]
@@ -1326,11 +1305,11 @@ ttl = "1s"
         assert_eq!(back.servers.mariadb_flush_log_at_trx_commit, 2);
         let bad = "[servers]\nmariadb_flush_log_at_trx_commit = 3\n";
         let e = Workload::parse("w.toml", bad, &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("w.toml")
-                && e.contains("servers.mariadb_flush_log_at_trx_commit")
-                && e.contains("1 (the redo log"),
-            "{e}"
+        assert_contains!(
+            e,
+            "w.toml",
+            "servers.mariadb_flush_log_at_trx_commit",
+            "1 (the redo log"
         );
     }
 
@@ -1366,10 +1345,7 @@ ttl = "1s"
         let none = crate::cluster::Needs::NONE;
         assert_eq!(w.servers.builds(none).postgres, PostgresBuild::Pg15);
         let e = err("[servers]\npostgres = 16\n", &[]);
-        assert!(
-            e.contains("servers.postgres = \"16\"") && e.contains("\"18\""),
-            "{e}"
-        );
+        assert_contains!(e, "servers.postgres = \"16\"", "\"18\"");
         let e = err("[servers]\npostgres_synchronous_commit = \"yes\"\n", &[]);
         assert_eq!(
             e,
@@ -1450,7 +1426,7 @@ ttl = "1s"
             e.starts_with("--set servers.redis=valkey-8: servers.redis"),
             "{e}"
         );
-        assert!(e.contains("\"valkey-8.0\""), "{e}");
+        assert_contains!(e, "\"valkey-8.0\"");
     }
 
     #[test]
@@ -1472,10 +1448,7 @@ ttl = "1s"
             "{e}"
         );
         let e = err("[servers]\nredis_aof = \"always\"\n", &[]);
-        assert!(
-            e.contains("w.toml") && e.contains("redis_aof") && e.contains("redis_appendfsync"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml", "redis_aof", "redis_appendfsync");
     }
 
     #[test]
@@ -1513,20 +1486,11 @@ ttl = "1s"
         assert_eq!(w.lock.poll_interval, Some(Duration::from_millis(200)));
         assert_eq!(w.lock.poll_jitter, Some(Duration::from_millis(100)));
         let e = err("[lock]\nwait = \"spin\"\n", &[]);
-        assert!(
-            e.contains("w.toml")
-                && e.contains("spin")
-                && e.contains("notify")
-                && e.contains("poll"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml", "spin", "notify", "poll");
         let e = err("[lock]\npoll_interval = \"0s\"\n", &[]);
-        assert!(e.contains("lock.poll_interval = \"0s\""), "{e}");
+        assert_contains!(e, "lock.poll_interval = \"0s\"");
         let e = err("[lock]\nretry_interval = \"1ms\"\n", &[]);
-        assert!(
-            e.contains("w.toml: lock.retry_interval") && e.contains("lock.wait"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml: lock.retry_interval", "lock.wait");
     }
 
     #[test]
@@ -1540,10 +1504,7 @@ ttl = "1s"
         let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.critical_section.precheck, Precheck::Flag);
         let e = err(GOOD, &["critical_section.precheck=\"cache\""]);
-        assert!(
-            e.contains("critical_section.precheck") && e.contains("\"flag\""),
-            "{e}"
-        );
+        assert_contains!(e, "critical_section.precheck", "\"flag\"");
     }
 
     #[test]
@@ -1574,26 +1535,17 @@ ttl = "1s"
     #[test]
     fn bad_buyers_and_popularity_name_the_field_and_the_form() {
         let e = err("[buyers]\nquantity = \"3..1\"", &[]);
-        assert!(
-            e.contains("w.toml: buyers.quantity = \"3..1\"") && e.contains("1..3"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml: buyers.quantity = \"3..1\"", "1..3");
         let e = err("[buyers]\nresubmit = 1.5", &[]);
-        assert!(
-            e.contains("buyers.resubmit = 1.5: expected a share from 0 to 1"),
-            "{e}"
-        );
+        assert_contains!(e, "buyers.resubmit = 1.5: expected a share from 0 to 1");
         let e = err("[buyers]\nlimit = 0", &[]);
-        assert!(e.contains("buyers.limit = 0"), "{e}");
+        assert_contains!(e, "buyers.limit = 0");
         let e = err("[buyers]\nlimits = 2", &[]);
-        assert!(e.contains("unknown field `limits`"), "{e}");
+        assert_contains!(e, "unknown field `limits`");
         let e = err("", &["inventory.popularity=zipf"]);
-        assert!(
-            e.contains("--set inventory.popularity=zipf") && e.contains("zipf:1.1"),
-            "{e}"
-        );
+        assert_contains!(e, "--set inventory.popularity=zipf", "zipf:1.1");
         let e = err("[inventory]\nhot_stock = 0", &[]);
-        assert!(e.contains("inventory.hot_stock = 0"), "{e}");
+        assert_contains!(e, "inventory.hot_stock = 0");
     }
 
     #[test]
@@ -1606,24 +1558,18 @@ ttl = "1s"
         let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.load.shape, w.load.shape);
         let e = err(text, &["load.peak=0"]);
-        assert!(
-            e.contains("--set load.peak=0: load.peak = 0: expected arrivals per second"),
-            "{e}"
+        assert_contains!(
+            e,
+            "--set load.peak=0: load.peak = 0: expected arrivals per second"
         );
         let e = err("[load]\nshape = \"sale\"\n", &[]);
-        assert!(e.contains("load.peak = missing"), "{e}");
+        assert_contains!(e, "load.peak = missing");
         let e = err(text, &["load.half_life=0s"]);
-        assert!(
-            e.contains("load.half_life = \"0s\": expected a positive"),
-            "{e}"
-        );
+        assert_contains!(e, "load.half_life = \"0s\": expected a positive");
         let e = err("[load]\npeak = 5\n", &[]);
-        assert!(
-            e.contains("load.peak = given with load.shape = \"steady\"") && e.contains("sale:"),
-            "{e}"
-        );
+        assert_contains!(e, "load.peak = given with load.shape = \"steady\"", "sale:");
         let e = err("[load]\nshape = \"surge\"\n", &[]);
-        assert!(e.contains("\"steady\", \"sale\", \"trace\""), "{e}");
+        assert_contains!(e, "\"steady\", \"sale\", \"trace\"");
         let e = err("[load]\nshape = \"trace\"\ntrace = \"nowhere.csv\"\n", &[]);
         assert!(
             e.starts_with("w.toml: load.trace = \"nowhere.csv\" (") && e.contains("cannot read"),

@@ -236,17 +236,14 @@ mod tests {
         let e = Workload::parse("w.toml", "[pay]\n", &[])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("w.toml: pay = given without [buyers]"), "{e}");
+        assert_contains!(e, "w.toml: pay = given without [buyers]");
         let e = Workload::parse("w.toml", "[buyers]\n[pay]\nreapers = 0\n", &[]);
         let e = e.unwrap_err().to_string();
-        assert!(
-            e.contains("w.toml: pay.reapers = 0: expected a number of reaper"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml: pay.reapers = 0: expected a number of reaper");
         let set = ["pay.abandon=2".to_string()];
         let e = Workload::parse("w.toml", text, &set)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--set pay.abandon=2: pay.abandon = 2"), "{e}");
+        assert_contains!(e, "--set pay.abandon=2: pay.abandon = 2");
     }
 }

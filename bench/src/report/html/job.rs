@@ -773,9 +773,9 @@ mod tests {
             assert!(page.contains(name), "{name} missing");
         }
         // The interval: its lower end, how it was bounded, its upper end.
-        assert!(
-            page.contains("id=\"cap-redis-setnx\" data-value=\"640\">640</td><td>found</td>"),
-            "{page}"
+        assert_contains!(
+            page,
+            "id=\"cap-redis-setnx\" data-value=\"640\">640</td><td>found</td>"
         );
         assert!(page.contains("id=\"cap-redis-setnx-fail\">800</td>"));
         assert!(page.contains(
