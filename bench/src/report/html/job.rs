@@ -9,7 +9,10 @@ use std::fmt::Write as _;
 
 use super::environment as env;
 use super::needs::advice;
-use super::page::{by_family, caption, esc, figure, machines, page_end, page_start, said_html};
+use super::page::{
+    by_family, caption, esc, family_row, figure, machines, note_list, page_end, page_start,
+    said_html,
+};
 use super::tables::{
     Columns, Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases,
     reads_table, utilization,
@@ -105,21 +108,12 @@ fn problems(h: &mut String, job: &Job) {
     if job.chaos.is_empty() {
         missing.push("chaos scenarios");
     }
-    if missing.is_empty() && job.problems.is_empty() {
-        return;
-    }
-    let _ = writeln!(h, "<ul class=\"note\" id=\"problems\">");
+    let mut notes = Vec::new();
     if !missing.is_empty() {
-        let _ = writeln!(
-            h,
-            "<li>Not measured in this job: {}.</li>",
-            esc(&missing.join(", "))
-        );
+        notes.push(format!("Not measured in this job: {}.", missing.join(", ")));
     }
-    for p in &job.problems {
-        let _ = writeln!(h, "<li>{}</li>", esc(p));
-    }
-    let _ = writeln!(h, "</ul>");
+    notes.extend(job.problems.iter().cloned());
+    note_list(h, Some("problems"), &notes);
 }
 
 fn summary(h: &mut String, strategies: &[Conclusion]) {
@@ -214,13 +208,7 @@ fn capacity_table(h: &mut String, job: &Job, sweep: &Sweep) {
     );
     let groups = by_family(&sweep.entries, |e| family(job.sweep.as_ref(), &e.strategy));
     for (title, group) in &groups {
-        if groups.len() > 1 {
-            let _ = writeln!(
-                h,
-                "<tr class=\"family\"><th colspan=\"7\">{}</th></tr>",
-                esc(title)
-            );
-        }
+        family_row(h, groups.len(), title, 7);
         for e in group {
             capacity_row(h, e, &sweep.slo.percentile_name());
         }

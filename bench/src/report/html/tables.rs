@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::page::{by_family, esc};
+use super::page::{by_family, esc, family_row, note_list};
 use crate::check::Verdict;
 use crate::record::Pct;
 use crate::report::Summary;
@@ -189,13 +189,7 @@ pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>
     );
     let groups = by_family(runs, |r| (t.family)(&r.summary.strategy));
     for (title, group) in &groups {
-        if groups.len() > 1 {
-            let _ = writeln!(
-                h,
-                "<tr class=\"family\"><th colspan=\"{columns}\">{}</th></tr>",
-                esc(title)
-            );
-        }
+        family_row(h, groups.len(), title, columns);
         for r in group {
             let s = &r.summary;
             let (class, badge) = row_class(s);
@@ -366,14 +360,7 @@ pub(super) fn notes(h: &mut String, runs: &[RunData]) {
             notes.push(n(format!("{p} (left out of the charts)")));
         }
     }
-    if notes.is_empty() {
-        return;
-    }
-    let _ = writeln!(h, "<ul class=\"note\">");
-    for n in notes {
-        let _ = writeln!(h, "<li>{}</li>", esc(&n));
-    }
-    let _ = writeln!(h, "</ul>");
+    note_list(h, None, &notes);
 }
 
 /// At most this many SKUs get a column each; beyond, min / median / max.
