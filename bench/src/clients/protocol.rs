@@ -214,6 +214,19 @@ mod tests {
         );
     }
 
+    /// A completion as a worker sends it.
+    fn done_line(c: Completion, start: Instant) -> String {
+        serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap()
+    }
+
+    /// A completion as the coordinator reads it.
+    fn read_done(line: &str, start: Instant) -> Completion {
+        let Event::Done(back) = serde_json::from_str(line).unwrap() else {
+            panic!("not a completion: {line}");
+        };
+        back.into_completion(start)
+    }
+
     #[test]
     fn completions_keep_their_times_across_the_pipe() {
         let start = Instant::now();
@@ -236,12 +249,8 @@ mod tests {
                 Duration::ZERO,
             )
         };
-        let line =
-            serde_json::to_string(&Event::Done(WireCompletion::from(c.clone(), start))).unwrap();
-        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
-            panic!("not a completion: {line}");
-        };
-        let back = back.into_completion(start);
+        let line = done_line(c.clone(), start);
+        let back = read_done(&line, start);
         assert_eq!(
             (back.outcome, back.ended, back.seq),
             (c.outcome, c.ended, 3)
@@ -271,11 +280,8 @@ mod tests {
                 Duration::from_millis(4),
             )
         };
-        let line = serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap();
-        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
-            panic!("not a completion: {line}");
-        };
-        let back = back.into_completion(start);
+        let line = done_line(c, start);
+        let back = read_done(&line, start);
         assert!(back.read);
         assert_eq!(back.outcome, Outcome::TornRead { stock: 7, later: 6 });
         assert!(back.lease.unwrap().shared);
@@ -284,10 +290,7 @@ mod tests {
             .replace(",\"read\":true", "")
             .replace(",\"shared\":true", "");
         assert_ne!(old, line);
-        let Event::Done(old) = serde_json::from_str(&old).unwrap() else {
-            panic!("not a completion: {old}");
-        };
-        let old = old.into_completion(start);
+        let old = read_done(&old, start);
         assert!(!old.read && !old.lease.unwrap().shared);
     }
 

@@ -67,26 +67,14 @@ impl std::str::FromStr for DelayRange {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        let one = |t: &str| humantime::parse_duration(t.trim()).map_err(|_| ());
-        let (min, max) = match s.split_once("..") {
-            Some((a, b)) => (one(a)?, one(b)?),
-            None => (one(s)?, one(s)?),
-        };
-        if min > max {
-            return Err(());
-        }
+        let (min, max) = super::span::parse(s, |t| humantime::parse_duration(t).ok())?;
         Ok(Self { min, max })
     }
 }
 
 impl std::fmt::Display for DelayRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let h = |d: Duration| humantime::format_duration(d).to_string();
-        if self.min == self.max {
-            f.write_str(&h(self.min))
-        } else {
-            write!(f, "{}..{}", h(self.min), h(self.max))
-        }
+        super::span::write(f, (self.min, self.max), humantime::format_duration)
     }
 }
 
