@@ -431,33 +431,18 @@ impl Servers {
     pub fn builds(&self, needs: crate::cluster::Needs) -> crate::cluster::Builds {
         let uses_redis = needs.redis || needs.redlock || needs.sentinel || needs.redis_cluster;
         crate::cluster::Builds {
-            redis: if uses_redis {
-                self.redis
-            } else {
-                RedisBuild::default()
-            },
-            etcd: if needs.etcd {
-                self.etcd
-            } else {
-                EtcdBuild::default()
-            },
-            zookeeper: if needs.zookeeper {
-                self.zookeeper
-            } else {
-                ZookeeperBuild::default()
-            },
-            mysql: if needs.mariadb {
-                self.mysql
-            } else {
-                MysqlBuild::default()
-            },
-            postgres: if needs.runs(crate::cluster::Service::Postgres) {
-                self.postgres
-            } else {
-                PostgresBuild::default()
-            },
+            redis: chosen(uses_redis, self.redis),
+            etcd: chosen(needs.etcd, self.etcd),
+            zookeeper: chosen(needs.zookeeper, self.zookeeper),
+            mysql: chosen(needs.mariadb, self.mysql),
+            postgres: chosen(needs.runs(crate::cluster::Service::Postgres), self.postgres),
         }
     }
+}
+
+/// `build` where its service runs, bookworm's (the default) where it does not.
+fn chosen<T: Default>(runs: bool, build: T) -> T {
+    if runs { build } else { T::default() }
 }
 
 fn is_one(n: &u8) -> bool {
@@ -1106,6 +1091,38 @@ hold = "2ms"
 ttl = "1s"
 "#;
 
+    fn parsed(text: &str, overrides: &[&str]) -> Workload {
+        let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        Workload::parse("w.toml", text, &o).unwrap()
+    }
+
+    /// A `[servers]` setting, read through `get`: `GOOD` leaves it at `default`, the file's
+    /// line `file.0` sets `file.1`, a `--set` `set.0` sets `set.1`, and the effective workload
+    /// (what workers get, as TOML) reads that back the same.
+    fn setting<T: PartialEq + std::fmt::Debug>(
+        get: impl Fn(&Workload) -> T,
+        default: T,
+        file: (&str, T),
+        set: (&str, T),
+    ) {
+        assert_eq!(get(&parsed(GOOD, &[])), default);
+        assert_eq!(
+            get(&parsed(&format!("[servers]\n{}\n", file.0), &[])),
+            file.1
+        );
+        let w = parsed(GOOD, &[set.0]);
+        assert_eq!(get(&w), set.1);
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(get(&back), set.1, "read back from the effective workload");
+    }
+
+    /// The error of `--set set` on `GOOD`, which must name the `--set` first.
+    fn bad_set(set: &str) -> String {
+        let e = err(GOOD, &[set]);
+        assert!(e.starts_with(&format!("--set {set}:")), "{e}");
+        e
+    }
+
     fn err(text: &str, overrides: &[&str]) -> String {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
         Workload::parse("w.toml", text, &o).unwrap_err().to_string()
@@ -1242,8 +1259,7 @@ ttl = "1s"
             e.starts_with("--set load.read_fraction=-0.1: load.read_fraction = -0.1"),
             "{e}"
         );
-        let e = err(GOOD, &["load.read_fraction=nan"]);
-        assert!(e.starts_with("--set load.read_fraction=nan:"), "{e}");
+        bad_set("load.read_fraction=nan");
         let e = err("[load]\nread_fraction = \"most\"\n", &[]);
         assert!(
             e.starts_with("w.toml:") && e.contains("read_fraction"),
@@ -1279,30 +1295,25 @@ ttl = "1s"
 
     #[test]
     fn servers_section_sets_redis_appendfsync() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Off);
-        let w =
-            Workload::parse("w.toml", "[servers]\nredis_appendfsync = \"always\"\n", &[]).unwrap();
-        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Always);
-        let o = vec!["servers.redis_appendfsync=everysec".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Everysec);
-        // Workers get the effective workload as TOML: it must read back the same.
-        let text = toml::to_string(&w).unwrap();
-        let back = Workload::parse("effective", &text, &[]).unwrap();
-        assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+        setting(
+            |w| w.servers.redis_appendfsync,
+            RedisAppendfsync::Off,
+            ("redis_appendfsync = \"always\"", RedisAppendfsync::Always),
+            (
+                "servers.redis_appendfsync=everysec",
+                RedisAppendfsync::Everysec,
+            ),
+        );
     }
 
     #[test]
     fn servers_section_sets_mariadb_flush_log_at_trx_commit_to_1_or_2() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 1);
-        let o = vec!["servers.mariadb_flush_log_at_trx_commit=2".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 2);
-        let text = toml::to_string(&w).unwrap();
-        let back = Workload::parse("effective", &text, &[]).unwrap();
-        assert_eq!(back.servers.mariadb_flush_log_at_trx_commit, 2);
+        setting(
+            |w| w.servers.mariadb_flush_log_at_trx_commit,
+            1,
+            ("mariadb_flush_log_at_trx_commit = 2", 2),
+            ("servers.mariadb_flush_log_at_trx_commit=2", 2),
+        );
         let bad = "[servers]\nmariadb_flush_log_at_trx_commit = 3\n";
         let e = Workload::parse("w.toml", bad, &[]).unwrap_err().to_string();
         assert_contains!(
@@ -1315,24 +1326,17 @@ ttl = "1s"
 
     #[test]
     fn servers_section_sets_postgres_synchronous_commit() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.postgres_synchronous_commit, SynchronousCommit::On);
-        let text = "[servers]\npostgres_synchronous_commit = \"off\"\n";
-        let w = Workload::parse("w.toml", text, &[]).unwrap();
-        assert_eq!(
-            w.servers.postgres_synchronous_commit,
-            SynchronousCommit::Off
-        );
-        let o = vec!["servers.postgres_synchronous_commit=remote_apply".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(
-            w.servers.postgres_synchronous_commit,
-            SynchronousCommit::RemoteApply
-        );
-        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
-        assert_eq!(
-            back.servers.postgres_synchronous_commit,
-            SynchronousCommit::RemoteApply
+        setting(
+            |w| w.servers.postgres_synchronous_commit,
+            SynchronousCommit::On,
+            (
+                "postgres_synchronous_commit = \"off\"",
+                SynchronousCommit::Off,
+            ),
+            (
+                "servers.postgres_synchronous_commit=remote_apply",
+                SynchronousCommit::RemoteApply,
+            ),
         );
         // The build, by name or number; only when a strategy runs PostgreSQL.
         let w = Workload::parse("w.toml", "[servers]\npostgres = 18\n", &[]).unwrap();
@@ -1352,25 +1356,23 @@ ttl = "1s"
             "w.toml: servers.postgres_synchronous_commit = \"yes\": expected one of \"on\" \
              (PostgreSQL's default), \"off\", \"local\", \"remote_write\", \"remote_apply\""
         );
-        let e = err(GOOD, &["servers.postgres_synchronous_commit=true"]);
-        assert!(
-            e.starts_with("--set servers.postgres_synchronous_commit=true:"),
-            "{e}"
-        );
+        bad_set("servers.postgres_synchronous_commit=true");
     }
 
     #[test]
     fn servers_section_sets_postgres_pooler() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.postgres_pooler, Pooler::None);
-        let text = "[servers]\npostgres_pooler = \"pgbouncer-transaction\"\n";
-        let w = Workload::parse("w.toml", text, &[]).unwrap();
-        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerTransaction);
-        let o = vec!["servers.postgres_pooler=pgbouncer-session".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerSession);
-        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
-        assert_eq!(back.servers.postgres_pooler, Pooler::PgbouncerSession);
+        setting(
+            |w| w.servers.postgres_pooler,
+            Pooler::None,
+            (
+                "postgres_pooler = \"pgbouncer-transaction\"",
+                Pooler::PgbouncerTransaction,
+            ),
+            (
+                "servers.postgres_pooler=pgbouncer-session",
+                Pooler::PgbouncerSession,
+            ),
+        );
         let e = err("[servers]\npostgres_pooler = \"pgbouncer\"\n", &[]);
         assert_eq!(
             e,
@@ -1378,11 +1380,7 @@ ttl = "1s"
              buyers connect to PostgreSQL directly), \"pgbouncer-transaction\", \
              \"pgbouncer-session\""
         );
-        let e = err(GOOD, &["servers.postgres_pooler=odyssey"]);
-        assert!(
-            e.starts_with("--set servers.postgres_pooler=odyssey:"),
-            "{e}"
-        );
+        bad_set("servers.postgres_pooler=odyssey");
     }
 
     #[test]
@@ -1453,23 +1451,14 @@ ttl = "1s"
 
     #[test]
     fn bad_overrides_name_the_flag() {
-        let e = err(GOOD, &["load.clients"]);
-        assert!(
-            e.starts_with("--set load.clients:") && e.contains("section.key=value"),
-            "{e}"
-        );
-        let e = err(GOOD, &["load.clientz=3"]);
-        assert!(
-            e.starts_with("--set load.clientz=3:") && e.contains("clientz"),
-            "{e}"
-        );
+        assert_contains!(bad_set("load.clients"), "section.key=value");
+        assert_contains!(bad_set("load.clientz=3"), "clientz");
         let e = err(GOOD, &["inventory.stock=0"]);
         assert!(
             e.starts_with("--set inventory.stock=0: inventory.stock = 0"),
             "{e}"
         );
-        let e = err(GOOD, &["a.b.c=1"]);
-        assert!(e.starts_with("--set a.b.c=1:"), "{e}");
+        bad_set("a.b.c=1");
     }
 
     #[test]
