@@ -290,6 +290,26 @@ EOF
   chmod 755 "$ROOTFS/usr/local/bin/zkServer.sh"
 }
 
+# Keeps an image small: no package caches, lists, docs, man pages, translations, logs or
+# debootstrap's own files, nor what else under the rootfs the caller names (globs allowed).
+slim_rootfs() { # rootfs [path...]
+  local r=$1 p; shift
+  find "$r/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
+  rm -rf "$r"/var/cache/apt/archives/*.deb "$r"/var/cache/apt/*.bin "$r"/var/lib/apt/lists/* \
+    "$r"/usr/share/doc/* "$r"/usr/share/man/* "$r"/var/log/*.log "$r"/debootstrap
+  for p in "$@"; do rm -rf "${r:?}"/$p; done
+}
+
+# Imports a rootfs as an image labelled with this recipe and any more `key=value` labels;
+# prints the image's id.
+import_rootfs() { # rootfs image [label...]
+  local r=$1 image=$2 l changes=(); shift 2
+  for l in "lockbench.recipe=$RECIPE" "$@"; do changes+=(--change "LABEL $l"); done
+  tar -C "$r" --numeric-owner -c . | docker_cli import \
+    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+    --change "ENV LANG=C.UTF-8" "${changes[@]}" --change 'CMD ["/bin/bash"]' - "$image"
+}
+
 build_images() {
   local mirror t0 id old
   mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
@@ -317,20 +337,11 @@ build_images() {
   # keep the image small: no package caches, lists, docs, man pages, translations, and no
   # datadir from mariadb-server's postinst (113 MB; the harness makes its own, as the official
   # image starts with an empty /var/lib/mysql)
-  find "$ROOTFS/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
-  rm -rf "$ROOTFS"/var/cache/apt/archives/*.deb "$ROOTFS"/var/cache/apt/*.bin \
-    "$ROOTFS"/var/lib/apt/lists/* "$ROOTFS"/usr/share/doc/* "$ROOTFS"/usr/share/man/* \
-    "$ROOTFS"/usr/share/info/* "$ROOTFS"/var/log/*.log "$ROOTFS"/debootstrap \
-    "$ROOTFS"/var/lib/mysql/*
+  slim_rootfs "$ROOTFS" 'usr/share/info/*' 'var/lib/mysql/*'
   log "importing ${IMAGES[0]}"
   t0=$SECONDS
   old=$(for n in "${IMAGES[@]}"; do docker_cli image inspect -f '{{.Id}}' "$n" 2>/dev/null || true; done | sort -u)
-  id=$(tar -C "$ROOTFS" --numeric-owner -c . | docker_cli import \
-    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    --change "ENV LANG=C.UTF-8" \
-    --change "LABEL lockbench.recipe=$RECIPE" \
-    --change 'CMD ["/bin/bash"]' \
-    - "${IMAGES[0]}")
+  id=$(import_rootfs "$ROOTFS" "${IMAGES[0]}")
   log "import took $((SECONDS - t0)) s"
   cleanup_rootfs
   trap - EXIT
@@ -366,18 +377,9 @@ build_mysql_image() {
     die "mysqld --initialize-insecure failed in the sid rootfs"
   log "debootstrap sid took $((SECONDS - t0)) s"
   rm -f "$ROOTFS_SID/usr/sbin/policy-rc.d"
-  find "$ROOTFS_SID/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
-  rm -rf "$ROOTFS_SID"/var/cache/apt/archives/*.deb "$ROOTFS_SID"/var/cache/apt/*.bin \
-    "$ROOTFS_SID"/var/lib/apt/lists/* "$ROOTFS_SID"/usr/share/doc/* "$ROOTFS_SID"/usr/share/man/* \
-    "$ROOTFS_SID"/var/log/*.log "$ROOTFS_SID"/debootstrap "$ROOTFS_SID"/var/lib/mysql/*
+  slim_rootfs "$ROOTFS_SID" 'var/lib/mysql/*'
   old=$(docker_cli image inspect -f '{{.Id}}' "$MYSQL_IMAGE" 2>/dev/null || true)
-  id=$(tar -C "$ROOTFS_SID" --numeric-owner -c . | docker_cli import \
-    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    --change "ENV LANG=C.UTF-8" \
-    --change "LABEL lockbench.recipe=$RECIPE" \
-    --change "LABEL lockbench.mysql=$pkg=$version+datadir" \
-    --change 'CMD ["/bin/bash"]' \
-    - "$MYSQL_IMAGE")
+  id=$(import_rootfs "$ROOTFS_SID" "$MYSQL_IMAGE" "lockbench.mysql=$pkg=$version+datadir")
   cleanup_rootfs
   trap - EXIT
   # the image of an older pin or recipe, no longer tagged
@@ -409,18 +411,9 @@ build_postgres_image() {
   chroot "$ROOTFS_PG" id postgres >&2 || die "postgres rootfs has no postgres user"
   log "debootstrap took $((SECONDS - t0)) s"
   rm -f "$ROOTFS_PG/usr/sbin/policy-rc.d"
-  find "$ROOTFS_PG/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
-  rm -rf "$ROOTFS_PG"/var/cache/apt/archives/*.deb "$ROOTFS_PG"/var/cache/apt/*.bin \
-    "$ROOTFS_PG"/var/lib/apt/lists/* "$ROOTFS_PG"/usr/share/doc/* "$ROOTFS_PG"/usr/share/man/* \
-    "$ROOTFS_PG"/var/log/*.log "$ROOTFS_PG"/debootstrap
+  slim_rootfs "$ROOTFS_PG"
   old=$(docker_cli image inspect -f '{{.Id}}' "$POSTGRES_IMAGE" 2>/dev/null || true)
-  id=$(tar -C "$ROOTFS_PG" --numeric-owner -c . | docker_cli import \
-    --change "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-    --change "ENV LANG=C.UTF-8" \
-    --change "LABEL lockbench.recipe=$RECIPE" \
-    --change "LABEL lockbench.postgres=postgresql-15" \
-    --change 'CMD ["/bin/bash"]' \
-    - "$POSTGRES_IMAGE")
+  id=$(import_rootfs "$ROOTFS_PG" "$POSTGRES_IMAGE" "lockbench.postgres=postgresql-15")
   cleanup_rootfs
   trap - EXIT
   [ -z "$old" ] || [ "$old" = "$id" ] || docker_cli image rm "$old" >/dev/null 2>&1 || true

@@ -24,6 +24,15 @@
 //! - [`stats`]: binomial bounds and what they decide (capacity steps, percentile intervals).
 //! - [`sim`]: an in-memory lock and store that tests lockbench's own pipeline.
 
+/// Asserts that `text` contains each of `parts`, and shows the text when it does not.
+#[cfg(test)]
+macro_rules! assert_contains {
+    ($text:expr, $($part:expr),+ $(,)?) => {{
+        let text = &$text;
+        $(assert!(text.contains($part), "{:?} is not in:\n{}", $part, text);)+
+    }};
+}
+
 pub mod chaos;
 pub mod check;
 pub mod cli;
@@ -40,3 +49,17 @@ pub mod sim;
 pub mod stats;
 pub mod strategy;
 pub mod workload;
+
+#[cfg(test)]
+mod assert_contains_tests {
+    #[test]
+    fn every_part_must_be_there() {
+        assert_contains!("a sale, sold out", "sale", "sold out");
+    }
+
+    #[test]
+    #[should_panic(expected = "\"oversold\" is not in:\na sale, sold out")]
+    fn a_missing_part_fails_and_shows_the_text() {
+        assert_contains!("a sale, sold out", "sale", "oversold");
+    }
+}

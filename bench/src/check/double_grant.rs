@@ -435,6 +435,24 @@ mod tests {
         t0 + Duration::from_millis(m)
     }
 
+    /// `token` held `key` exclusively over `(from, to)` ms after `t0`; its attempt ended 1 ms
+    /// after the release.
+    fn held(
+        c: &mut DoubleGrantChecker,
+        t0: Instant,
+        key: &str,
+        token: &str,
+        (from, to): (u64, u64),
+    ) {
+        c.observe(
+            key,
+            token,
+            (ms(t0, from), ms(t0, to)),
+            Mode::Exclusive,
+            ms(t0, to + 1),
+        );
+    }
+
     fn checker() -> DoubleGrantChecker {
         DoubleGrantChecker::new(Duration::from_secs(1), Duration::from_millis(50))
     }
@@ -445,13 +463,7 @@ mod tests {
         let mut c = checker();
         for i in 0..100 {
             // [10i, 10i+10): touching ends do not overlap.
-            c.observe(
-                "k",
-                &format!("t{i}"),
-                (ms(t0, 10 * i), ms(t0, 10 * i + 10)),
-                Mode::Exclusive,
-                ms(t0, 10 * i + 11),
-            );
+            held(&mut c, t0, "k", &format!("t{i}"), (10 * i, 10 * i + 10));
         }
         assert_eq!(c.finish().count, 0);
     }
@@ -482,35 +494,11 @@ mod tests {
         let t0 = Instant::now();
         let mut c = checker();
         // A holds 0..100 (its lease expired at 50 and B took over at 60); C holds 100..150.
-        c.observe(
-            "k",
-            "B",
-            (ms(t0, 60), ms(t0, 90)),
-            Mode::Exclusive,
-            ms(t0, 91),
-        );
-        c.observe(
-            "k",
-            "A",
-            (ms(t0, 0), ms(t0, 100)),
-            Mode::Exclusive,
-            ms(t0, 101),
-        );
-        c.observe(
-            "k",
-            "C",
-            (ms(t0, 100), ms(t0, 150)),
-            Mode::Exclusive,
-            ms(t0, 151),
-        );
+        held(&mut c, t0, "k", "B", (60, 90));
+        held(&mut c, t0, "k", "A", (0, 100));
+        held(&mut c, t0, "k", "C", (100, 150));
         // Same times on another key: no overlap across keys.
-        c.observe(
-            "other",
-            "D",
-            (ms(t0, 10), ms(t0, 20)),
-            Mode::Exclusive,
-            ms(t0, 21),
-        );
+        held(&mut c, t0, "other", "D", (10, 20));
         let found = c.finish();
         assert_eq!((found.count, found.incidents), (1, 1));
         assert_eq!(
@@ -533,13 +521,7 @@ mod tests {
         let t0 = Instant::now();
         let mut c = checker();
         for (i, t) in ["a", "b", "c"].iter().enumerate() {
-            c.observe(
-                "k",
-                t,
-                (ms(t0, i as u64), ms(t0, 100 + i as u64)),
-                Mode::Exclusive,
-                ms(t0, 101 + i as u64),
-            );
+            held(&mut c, t0, "k", t, (i as u64, 100 + i as u64));
         }
         let found = c.finish();
         assert_eq!(
@@ -555,21 +537,15 @@ mod tests {
         let mut c = checker();
         // The paused holder's lease is reported last (its attempt ends last).
         for i in 0..80u64 {
-            c.observe(
+            held(
+                &mut c,
+                t0,
                 "k",
                 &format!("b{i}"),
-                (ms(t0, 10 + 10 * i), ms(t0, 15 + 10 * i)),
-                Mode::Exclusive,
-                ms(t0, 16 + 10 * i),
+                (10 + 10 * i, 15 + 10 * i),
             );
         }
-        c.observe(
-            "k",
-            "paused",
-            (ms(t0, 0), ms(t0, 900)),
-            Mode::Exclusive,
-            ms(t0, 901),
-        );
+        held(&mut c, t0, "k", "paused", (0, 900));
         let found = c.finish();
         assert_eq!((found.count, found.incidents), (80, 1));
     }
@@ -802,20 +778,8 @@ mod tests {
         // `observe` is domain 0: exact, as before clocks existed.
         let (mut c, _) = two_remote_domains();
         let t0 = Instant::now();
-        c.observe(
-            "k",
-            "a",
-            (ms(t0, 0), ms(t0, 10)),
-            Mode::Exclusive,
-            ms(t0, 11),
-        );
-        c.observe(
-            "k",
-            "b",
-            (ms(t0, 9), ms(t0, 20)),
-            Mode::Exclusive,
-            ms(t0, 21),
-        );
+        held(&mut c, t0, "k", "a", (0, 10));
+        held(&mut c, t0, "k", "b", (9, 20));
         assert_eq!(c.finish().count, 1);
     }
 

@@ -218,38 +218,43 @@ mod tests {
         );
     }
 
+    /// A completion as a worker sends it.
+    fn done_line(c: Completion, start: Instant) -> String {
+        serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap()
+    }
+
+    /// A completion as the coordinator reads it.
+    fn read_done(line: &str, start: Instant) -> Completion {
+        let Event::Done(back) = serde_json::from_str(line).unwrap() else {
+            panic!("not a completion: {line}");
+        };
+        back.into_completion(start)
+    }
+
     #[test]
     fn completions_keep_their_times_across_the_pipe() {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let c = Completion {
-            ask: Default::default(),
             seq: 3,
             client: 1,
             sku: 2,
-            read: false,
-            outcome: Outcome::Failed(crate::record::ErrorKind::StaleToken),
             intended: at(1),
             started: at(2),
-            ended: at(9),
             release_failed: true,
             lease: Some(LeaseSpan {
-                key: "k".into(),
-                token: "t".into(),
                 fence: Some(4),
-                acquired: at(3),
-                released: at(8),
                 lost: true,
-                shared: false,
-                loss: None,
+                ..LeaseSpan::fixture("k", "t", at(3), at(8))
             }),
+            ..Completion::fixture(
+                Outcome::Failed(crate::record::ErrorKind::StaleToken),
+                at(9),
+                Duration::ZERO,
+            )
         };
-        let line =
-            serde_json::to_string(&Event::Done(WireCompletion::from(c.clone(), start))).unwrap();
-        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
-            panic!("not a completion: {line}");
-        };
-        let back = back.into_completion(start);
+        let line = done_line(c.clone(), start);
+        let back = read_done(&line, start);
         assert_eq!(
             (back.outcome, back.ended, back.seq),
             (c.outcome, c.ended, 3)
@@ -266,32 +271,21 @@ mod tests {
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
         let c = Completion {
-            ask: Default::default(),
             seq: 4,
-            client: 0,
             sku: 1,
             read: true,
-            outcome: Outcome::TornRead { stock: 7, later: 6 },
-            intended: at(1),
-            started: at(1),
-            ended: at(5),
-            release_failed: false,
             lease: Some(LeaseSpan {
-                key: "k".into(),
-                token: "r".into(),
-                fence: None,
-                acquired: at(2),
-                released: at(4),
-                lost: false,
                 shared: true,
-                loss: None,
+                ..LeaseSpan::fixture("k", "r", at(2), at(4))
             }),
+            ..Completion::fixture(
+                Outcome::TornRead { stock: 7, later: 6 },
+                at(5),
+                Duration::from_millis(4),
+            )
         };
-        let line = serde_json::to_string(&Event::Done(WireCompletion::from(c, start))).unwrap();
-        let Event::Done(back) = serde_json::from_str(&line).unwrap() else {
-            panic!("not a completion: {line}");
-        };
-        let back = back.into_completion(start);
+        let line = done_line(c, start);
+        let back = read_done(&line, start);
         assert!(back.read);
         assert_eq!(back.outcome, Outcome::TornRead { stock: 7, later: 6 });
         assert!(back.lease.unwrap().shared);
@@ -300,10 +294,7 @@ mod tests {
             .replace(",\"read\":true", "")
             .replace(",\"shared\":true", "");
         assert_ne!(old, line);
-        let Event::Done(old) = serde_json::from_str(&old).unwrap() else {
-            panic!("not a completion: {old}");
-        };
-        let old = old.into_completion(start);
+        let old = read_done(&old, start);
         assert!(!old.read && !old.lease.unwrap().shared);
     }
 

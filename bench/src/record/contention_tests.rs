@@ -19,6 +19,13 @@ fn grants(c: &mut ContentionTracker, t0: Instant, sku: u32, list: &[(u32, u64, u
     }
 }
 
+/// The contention of `grants` on key 0 alone, each attempt granted.
+fn of_one_key(t0: Instant, list: &[(u32, u64, u64, u64)]) -> Contention {
+    let mut c = ContentionTracker::new(ms(1000), ms(10));
+    grants(&mut c, t0, 0, list);
+    c.finish().expect("a lock run")
+}
+
 #[test]
 fn acquire_waits_and_give_ups_are_measured_apart_from_the_hold() {
     let t0 = Instant::now();
@@ -63,29 +70,13 @@ fn a_holder_that_takes_the_key_back_past_a_waiter_barges() {
     let t0 = Instant::now();
     // Barging: buyer 1 releases at 10 and takes the key again at 11 though buyer 2 has waited
     // since 5; then buyer 2 gets it. Two handoffs with a waiter, one barge.
-    let mut c = ContentionTracker::new(ms(1000), ms(10));
-    grants(
-        &mut c,
-        t0,
-        0,
-        &[(1, 0, 0, 10), (1, 10, 11, 20), (2, 5, 22, 30)],
-    );
-    let r = c.finish().expect("a lock run");
+    let r = of_one_key(t0, &[(1, 0, 0, 10), (1, 10, 11, 20), (2, 5, 22, 30)]);
     assert_eq!((r.handoffs_with_waiter, r.barges), (2, 1));
     // In order: buyer 2 (waiting since 5) gets it at 11, buyer 1 (back at 12) at 21.
-    let mut c = ContentionTracker::new(ms(1000), ms(10));
-    grants(
-        &mut c,
-        t0,
-        0,
-        &[(1, 0, 0, 10), (2, 5, 11, 20), (1, 12, 21, 30)],
-    );
-    let r = c.finish().expect("a lock run");
+    let r = of_one_key(t0, &[(1, 0, 0, 10), (2, 5, 11, 20), (1, 12, 21, 30)]);
     assert_eq!((r.handoffs_with_waiter, r.barges), (2, 0));
     // Nobody waiting: a buyer taking the key again is no barge, and no handoff counts.
-    let mut c = ContentionTracker::new(ms(1000), ms(10));
-    grants(&mut c, t0, 0, &[(1, 0, 0, 10), (1, 15, 15, 20)]);
-    let r = c.finish().expect("a lock run");
+    let r = of_one_key(t0, &[(1, 0, 0, 10), (1, 15, 15, 20)]);
     assert_eq!((r.handoffs_with_waiter, r.barges), (0, 0));
 }
 
@@ -121,9 +112,7 @@ fn fairness_compares_each_buyers_share_with_what_equal_odds_give() {
         .expect("two buyers");
     assert_eq!(f.jain, 1.0);
     // One buyer alone on its key: nothing to be fair about.
-    let mut c = ContentionTracker::new(ms(1000), ms(10));
-    grants(&mut c, t0, 0, &[(1, 0, 0, 5)]);
-    assert_eq!(c.finish().expect("a lock run").fairness, None);
+    assert_eq!(of_one_key(t0, &[(1, 0, 0, 5)]).fairness, None);
 }
 
 #[test]

@@ -607,26 +607,10 @@ mod tests {
         for &e in ends_ms {
             let t = start + Duration::from_millis(e);
             let c = Completion {
-                ask: Default::default(),
                 seq: e,
                 client: k as u32,
-                sku: 0,
-                read: false,
-                outcome: Outcome::Sold,
-                intended: t,
-                started: t,
-                ended: t,
-                release_failed: false,
-                lease: Some(LeaseSpan {
-                    key: "k".into(),
-                    token: format!("w{k}-{e}"),
-                    fence: None,
-                    acquired: t,
-                    released: t,
-                    lost: false,
-                    shared: false,
-                    loss: None,
-                }),
+                lease: Some(LeaseSpan::fixture("k", &format!("w{k}-{e}"), t, t)),
+                ..Completion::fixture(Outcome::Sold, t, Duration::ZERO)
             };
             w.push(&c, c.lease.as_ref().unwrap(), start);
         }

@@ -296,17 +296,8 @@ fn a_boundary_that_reaches_a_worker_late_is_reported() {
     for m in 0..2_000 {
         let t = start + ms(m);
         fold.push(Completion {
-            ask: Default::default(),
             seq: m,
-            client: 0,
-            sku: 0,
-            read: false,
-            outcome: Outcome::Sold,
-            intended: t,
-            started: t,
-            ended: t,
-            release_failed: false,
-            lease: None,
+            ..Completion::fixture(Outcome::Sold, t, Duration::ZERO)
         });
     }
     let mark = start + ms(1_000);

@@ -170,6 +170,45 @@ pub struct Completion {
     pub ask: Ask,
 }
 
+/// Test fixtures: one attempt of buyer 0 on SKU 0 that took no lease, and a plain lease.
+/// Tests set the fields they are about with struct update syntax.
+#[cfg(test)]
+impl Completion {
+    /// Ended at `ended` after `latency` (intended and started then).
+    pub(crate) fn fixture(outcome: Outcome, ended: Instant, latency: Duration) -> Completion {
+        Completion {
+            ask: Default::default(),
+            seq: 0,
+            client: 0,
+            sku: 0,
+            read: false,
+            outcome,
+            intended: ended - latency,
+            started: ended - latency,
+            ended,
+            release_failed: false,
+            lease: None,
+        }
+    }
+}
+
+#[cfg(test)]
+impl LeaseSpan {
+    /// Held from `acquired` to `released`, released by its holder, unfenced, exclusive.
+    pub(crate) fn fixture(key: &str, token: &str, acquired: Instant, released: Instant) -> Self {
+        LeaseSpan {
+            key: key.into(),
+            token: token.into(),
+            fence: None,
+            acquired,
+            released,
+            lost: false,
+            shared: false,
+            loss: None,
+        }
+    }
+}
+
 /// Live counters for the progress bar.
 #[derive(Debug, Default)]
 pub struct Live {

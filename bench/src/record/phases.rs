@@ -319,19 +319,7 @@ mod tests {
 
     fn done(start: Instant, ms: u64, outcome: Outcome) -> Completion {
         let t = start + Duration::from_millis(ms);
-        Completion {
-            ask: Default::default(),
-            seq: 0,
-            client: 0,
-            sku: 0,
-            read: false,
-            outcome,
-            intended: t - Duration::from_millis(1),
-            started: t - Duration::from_millis(1),
-            ended: t,
-            release_failed: false,
-            lease: None,
-        }
+        Completion::fixture(outcome, t, Duration::from_millis(1))
     }
 
     /// A recorder that started 10 s ago with a fault from 2 s to 4 s.

@@ -376,19 +376,7 @@ mod tests {
 
     fn completion(start: Instant, outcome: Outcome, at_ms: u64, latency_ms: u64) -> Completion {
         let ended = start + Duration::from_millis(at_ms);
-        Completion {
-            ask: Default::default(),
-            seq: 0,
-            client: 0,
-            sku: 0,
-            read: false,
-            outcome,
-            intended: ended - Duration::from_millis(latency_ms),
-            started: ended - Duration::from_millis(latency_ms),
-            ended,
-            release_failed: false,
-            lease: None,
-        }
+        Completion::fixture(outcome, ended, Duration::from_millis(latency_ms))
     }
 
     #[test]

@@ -166,19 +166,19 @@ mod tests {
         print_advice(&mut out, &model).unwrap();
         let text = String::from_utf8(out).unwrap();
         // The fixture's sale was folded by workers: no FCFS, so nobody meets every need.
-        assert!(text.contains("meet every need: 0\n"), "{text}");
-        assert!(
-            text.contains("  ctl (a control)\n    safe: a control makes no safety claim"),
-            "{text}"
+        assert_contains!(text, "meet every need: 0\n");
+        assert_contains!(
+            text,
+            "  ctl (a control)\n    safe: a control makes no safety claim"
         );
-        assert!(
-            text.contains("  sold\n    fcfs>=0.5: sale figures not measured (the buyers ran in 4 worker processes)"),
-            "{text}"
+        assert_contains!(
+            text,
+            "  sold\n    fcfs>=0.5: sale figures not measured (the buyers ran in 4 worker processes)"
         );
         // The steady run answers safe from its calm run, and ran no sale.
-        assert!(
-            text.contains("  steady\n    fcfs>=0.5: the sale did not run this strategy"),
-            "{text}"
+        assert_contains!(
+            text,
+            "  steady\n    fcfs>=0.5: the sale did not run this strategy"
         );
         let needs: Needs = "safe".parse().unwrap();
         let mut out = Vec::new();

@@ -215,7 +215,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(!print_agreement(&mut out, &[a, b]).unwrap());
         let out = String::from_utf8(out).unwrap();
-        assert!(out.contains("1 of 2 strategies overlap"), "{out}");
+        assert_contains!(out, "1 of 2 strategies overlap");
     }
 
     /// `strategy` passed `lo` and failed `at` for want of CPU: open above.

@@ -433,10 +433,7 @@ mod tests {
         assert!(cases.contains(&("bad", "safety", true)), "{cases:?}");
         assert!(cases.contains(&("good", "sales_per_s", false)), "{cases:?}");
         assert_eq!(suite.failures, 1);
-        assert!(
-            xml.contains("bad: UNSAFE (lock BROKEN, store CORRUPTED)"),
-            "{xml}"
-        );
+        assert_contains!(xml, "bad: UNSAFE (lock BROKEN, store CORRUPTED)");
     }
 
     /// Bencher's BMF as documented (bencher.dev/docs/reference/bencher-metric-format and its
@@ -625,11 +622,8 @@ mod tests {
             serde_json::from_slice(&std::fs::read(f("bench-bigger.json")).unwrap()).unwrap();
         assert_eq!(bigger[0]["name"], "sale/a sales_per_s");
         let md = std::fs::read_to_string(f("summary.md")).unwrap();
-        assert!(
-            md.contains("### lockbench job j: chaos/pause-holder"),
-            "{md}"
-        );
-        assert!(md.contains("| b | **UNSAFE** |"), "{md}");
+        assert_contains!(md, "### lockbench job j: chaos/pause-holder");
+        assert_contains!(md, "| b | **UNSAFE** |");
     }
 
     #[test]
@@ -656,7 +650,7 @@ mod tests {
         s.lock_verdict = Some(crate::check::LockVerdict::BrokenFenced);
         assert_eq!(s.headline(), "fenced");
         let xml = junit("t", std::slice::from_ref(&s)).to_string().unwrap();
-        assert!(xml.contains("fenced: the lock broke"), "{xml}");
+        assert_contains!(xml, "fenced: the lock broke");
         assert!(markdown("t", &[s]).contains("| fenced (the lock broke) |"));
     }
 
@@ -664,7 +658,7 @@ mod tests {
     fn the_markdown_table_has_a_row_per_strategy_and_bolds_a_broken_verdict() {
         let md = markdown("t", &[summary("good", true), summary("bad", false)]);
         assert!(md.starts_with("### t\n\n| strategy | verdict |"), "{md}");
-        assert!(md.contains("| good | safe |"), "{md}");
-        assert!(md.contains("| bad | **UNSAFE** |"), "{md}");
+        assert_contains!(md, "| good | safe |");
+        assert_contains!(md, "| bad | **UNSAFE** |");
     }
 }

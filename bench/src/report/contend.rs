@@ -271,15 +271,7 @@ impl ContendEntry {
 impl Contend {
     /// Reads `contend.json` (or the folder holding it).
     pub fn read(path: &Path) -> anyhow::Result<Contend> {
-        use anyhow::Context;
-        let file = if path.is_dir() {
-            path.join("contend.json")
-        } else {
-            path.to_path_buf()
-        };
-        let text = std::fs::read(&file).with_context(|| format!("read {}", file.display()))?;
-        let c: Contend = serde_json::from_slice(&text)
-            .with_context(|| format!("{}: not a contend.json", file.display()))?;
+        let (c, file): (Contend, _) = super::files::read_saved(path, "contend.json")?;
         anyhow::ensure!(
             c.schema.starts_with("lockbench.contend/"),
             "{}: schema `{}`, this lockbench reads `{CONTEND_SCHEMA}`",
@@ -292,13 +284,7 @@ impl Contend {
     /// Writes `<dir>/contend.json` whole (through a temporary file, so an interrupted write
     /// never leaves half a file).
     pub fn write(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join("contend.json");
-        let tmp = dir.join("contend.json.tmp");
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        std::fs::write(&tmp, json)?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
+        super::files::write_saved(dir, "contend.json", self)
     }
 }
 

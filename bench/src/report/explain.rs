@@ -341,19 +341,29 @@ mod tests {
         m
     }
 
+    /// The rows [`model`] explains between two sweeps, and what `explain` prints.
+    fn told(first: &Sweep, second: &Sweep) -> (Vec<Row>, String) {
+        let m = model();
+        let mut text = Vec::new();
+        print_explained(&mut text, first, second, &m).unwrap();
+        (explain(first, second, &m), String::from_utf8(text).unwrap())
+    }
+
+    fn row<'a>(rows: &'a [Row], strategy: &str) -> &'a Row {
+        rows.iter().find(|r| r.strategy == strategy).unwrap()
+    }
+
     #[test]
     fn a_slower_disk_explains_the_lock_that_syncs_and_the_reordering() {
         // zk takes 2 ms a grant (500/s), above opt; on a disk 3 ms slower it takes 8 ms
         // (125/s) and opt does not move: the order flips, and the disk says why.
         let first = on(0.5, &[("zk", 480.0, 520.0), ("opt", 280.0, 300.0)]);
         let second = on(3.5, &[("zk", 115.0, 135.0), ("opt", 280.0, 310.0)]);
-        let m = model();
-        let rows = explain(&first, &second, &m);
-        let zk = rows.iter().find(|r| r.strategy == "zk").unwrap();
+        let (rows, text) = told(&first, &second);
+        let zk = row(&rows, "zk");
         assert_eq!(zk.verdict, Verdict::Explained, "{zk:?}");
         assert_eq!(zk.why, "fsync 0.5→3.5 ms: +6 ms a grant");
-        let opt = rows.iter().find(|r| r.strategy == "opt").unwrap();
-        assert_eq!(opt.verdict, Verdict::Agree);
+        assert_eq!(row(&rows, "opt").verdict, Verdict::Agree);
         assert_eq!(
             reorderings(&first, &second),
             vec![
@@ -369,10 +379,7 @@ mod tests {
                 },
             ]
         );
-        let mut text = Vec::new();
-        print_explained(&mut text, &first, &second, &m).unwrap();
-        let text = String::from_utf8(text).unwrap();
-        assert!(text.contains("the machines explain it"), "{text}");
+        assert_contains!(text, "the machines explain it");
     }
 
     #[test]
@@ -380,15 +387,11 @@ mod tests {
         // Same disk, yet opt more than doubled, past zk: nothing in the fingerprints says why.
         let first = on(0.5, &[("zk", 480.0, 520.0), ("opt", 280.0, 300.0)]);
         let second = on(0.5, &[("zk", 480.0, 520.0), ("opt", 600.0, 700.0)]);
-        let m = model();
-        let rows = explain(&first, &second, &m);
-        let opt = rows.iter().find(|r| r.strategy == "opt").unwrap();
+        let (rows, text) = told(&first, &second);
+        let opt = row(&rows, "opt");
         assert_eq!(opt.verdict, Verdict::NotExplained, "{opt:?}");
-        let zk = rows.iter().find(|r| r.strategy == "zk").unwrap();
-        assert_eq!(zk.verdict, Verdict::Agree);
-        let mut text = Vec::new();
-        print_explained(&mut text, &first, &second, &m).unwrap();
-        assert!(String::from_utf8(text).unwrap().contains("do NOT explain"));
+        assert_eq!(row(&rows, "zk").verdict, Verdict::Agree);
+        assert_contains!(text, "do NOT explain");
     }
 
     #[test]

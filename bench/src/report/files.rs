@@ -2,7 +2,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hdrhistogram::serialization::V2DeflateSerializer;
@@ -76,6 +76,42 @@ pub fn write_results(
     }
     drop(writer);
     log.flush()
+}
+
+/// Reads a saved record: `path/name`, or `path` itself when it names the file. Returns it
+/// with the file it came from (for the caller's schema check).
+pub fn read_saved<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    name: &str,
+) -> anyhow::Result<(T, PathBuf)> {
+    use anyhow::Context;
+    let file = if path.is_dir() {
+        path.join(name)
+    } else {
+        path.to_path_buf()
+    };
+    let text = std::fs::read(&file).with_context(|| format!("read {}", file.display()))?;
+    let value = serde_json::from_slice(&text)
+        .with_context(|| format!("{}: not a {name}", file.display()))?;
+    Ok((value, file))
+}
+
+/// Writes a record to `dir/name` whole, through `dir/name.tmp` and a rename, so an interrupted
+/// write never leaves half a file; returns the path written.
+pub fn write_saved<T: serde::Serialize>(
+    dir: &Path,
+    name: &str,
+    value: &T,
+) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
+    std::fs::write(
+        &tmp,
+        serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
 }
 
 /// Writes `summary.json` atomically (a reader never sees half a file).

@@ -733,16 +733,8 @@ mod tests {
         let base = vec![broken_lock("etcd", 0), broken_lock("etcd-fenced", 0)];
         let cur = vec![broken_lock("etcd", 2), broken_lock("etcd-fenced", 3)];
         let r = gate(&base, &cur, TOL);
-        let f = failures(&r, "etcd");
-        assert!(
-            f.len() == 1 && f[0].contains("lock BROKEN, store intact"),
-            "{f:?}"
-        );
-        let f = failures(&r, "etcd-fenced");
-        assert!(
-            f.len() == 1 && f[0].contains("lock broken, fenced, store intact"),
-            "{f:?}"
-        );
+        assert_one_failure(&r, "etcd", &["lock BROKEN, store intact"]);
+        assert_one_failure(&r, "etcd-fenced", &["lock broken, fenced, store intact"]);
     }
 
     #[test]
@@ -754,17 +746,9 @@ mod tests {
             s
         };
         let r = gate(&[reads(0, 900.0)], &[reads(4, 880.0)], TOL);
-        let f = failures(&r, "redis-rwlock");
-        assert!(
-            f.len() == 1 && f[0].contains("lock BROKEN") && f[0].contains("torn reads up to 4"),
-            "{f:?}"
-        );
+        assert_one_failure(&r, "redis-rwlock", &["lock BROKEN", "torn reads up to 4"]);
         let r = gate(&[reads(0, 900.0)], &[reads(0, 600.0)], TOL);
-        let f = failures(&r, "redis-rwlock");
-        assert!(
-            f.len() == 1 && f[0].contains("median reads/s 900.0 → 600.0"),
-            "{f:?}"
-        );
+        assert_one_failure(&r, "redis-rwlock", &["median reads/s 900.0 → 600.0"]);
     }
 
     /// Every summary the tests hold: the gate's notion of a violation is the tables' verdict.
@@ -802,6 +786,15 @@ mod tests {
         v
     }
 
+    /// `id` failed for one reason, which says each of `parts`.
+    fn assert_one_failure(r: &GateReport, id: &str, parts: &[&str]) {
+        let f = failures(r, id);
+        assert!(
+            f.len() == 1 && parts.iter().all(|p| f[0].contains(p)),
+            "{id}: {f:?}"
+        );
+    }
+
     fn failures(r: &GateReport, id: &str) -> Vec<String> {
         r.rows
             .iter()
@@ -833,20 +826,20 @@ mod tests {
             run("mysql-atomic", 700.0, 3000, 0, false),
             run("none", 2000.0, 1500, 400, true),
         ];
-        let f = failures(&gate(&baseline(), &slow, TOL), "mysql-atomic");
-        assert!(
-            f.len() == 1 && f[0].contains("sales/s 1000.0 → 700.0 (-30.0%)"),
-            "{f:?}"
+        assert_one_failure(
+            &gate(&baseline(), &slow, TOL),
+            "mysql-atomic",
+            &["sales/s 1000.0 → 700.0 (-30.0%)"],
         );
 
         let tail = vec![
             run("mysql-atomic", 1000.0, 4000, 0, false),
             run("none", 2000.0, 1500, 400, true),
         ];
-        let f = failures(&gate(&baseline(), &tail, TOL), "mysql-atomic");
-        assert!(
-            f.len() == 1 && f[0].contains("p99 3.00 ms → 4.00 ms"),
-            "{f:?}"
+        assert_one_failure(
+            &gate(&baseline(), &tail, TOL),
+            "mysql-atomic",
+            &["p99 3.00 ms → 4.00 ms"],
         );
     }
 
@@ -857,16 +850,19 @@ mod tests {
             run("mysql-atomic", 1000.0, 3000, 3, false),
             run("none", 2000.0, 1500, 400, true),
         ];
-        let f = failures(&gate(&baseline(), &unsafe_now, TOL), "mysql-atomic");
-        assert!(
-            f.len() == 1 && f[0].contains("now not in 1 of 2 runs"),
-            "{f:?}"
+        assert_one_failure(
+            &gate(&baseline(), &unsafe_now, TOL),
+            "mysql-atomic",
+            &["now not in 1 of 2 runs"],
         );
 
         let blind = run("none", 2000.0, 1500, 0, true);
         let cur = vec![run("mysql-atomic", 1000.0, 3000, 0, false), blind];
-        let f = failures(&gate(&baseline(), &cur, TOL), "none");
-        assert!(f.len() == 1 && f[0].contains("control not caught"), "{f:?}");
+        assert_one_failure(
+            &gate(&baseline(), &cur, TOL),
+            "none",
+            &["control not caught"],
+        );
 
         let missing = vec![run("mysql-atomic", 1000.0, 3000, 0, false)];
         let f = failures(&gate(&baseline(), &missing, TOL), "none");
@@ -1061,6 +1057,6 @@ mod tests {
         assert!(e.to_string().contains("nothing-here"), "{e}");
         std::fs::create_dir_all(d.join("empty")).unwrap();
         let e = load_results(&d.join("empty")).unwrap_err().to_string();
-        assert!(e.contains("no results found"), "{e}");
+        assert_contains!(e, "no results found");
     }
 }

@@ -163,10 +163,11 @@ mod tests {
         s
     }
 
-    fn write(dir: &Path, name: &str, file: &str, json: String) {
+    /// Writes `value` as JSON to `dir/name/file`.
+    fn write(dir: &Path, name: &str, file: &str, value: &impl serde::Serialize) {
         let d = dir.join(name);
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join(file), json).unwrap();
+        std::fs::write(d.join(file), serde_json::to_string(value).unwrap()).unwrap();
     }
 
     fn csv(dirs: &[PathBuf]) -> String {
@@ -185,26 +186,11 @@ mod tests {
             fixture("x", "2026-03-01T10:00:05.000Z", 10.0),
             fixture("y", "2026-03-01T10:00:00.000Z", 20.0),
         ];
-        write(
-            a.path(),
-            "cmp",
-            "compare.json",
-            serde_json::to_string(&pair).unwrap(),
-        );
+        write(a.path(), "cmp", "compare.json", &pair);
         let late = fixture("x", "2026-03-02T00:00:00Z", 30.0);
-        write(
-            b.path(),
-            "1",
-            "summary.json",
-            serde_json::to_string(&late).unwrap(),
-        );
+        write(b.path(), "1", "summary.json", &late);
         let early = fixture("y", "2026-02-28T23:59:59.5Z", 40.0);
-        write(
-            b.path(),
-            "2",
-            "summary.json",
-            serde_json::to_string(&early).unwrap(),
-        );
+        write(b.path(), "2", "summary.json", &early);
         let text = csv(&[b.path().into(), a.path().into()]);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[0], COLUMNS.join(","));
@@ -233,12 +219,7 @@ mod tests {
             fixture("x", "2026-03-01T10:00:05Z", 10.0),
             fixture("y", "2026-03-01T10:00:00Z", 20.0),
         ];
-        write(
-            d.path(),
-            "cmp",
-            "compare.json",
-            serde_json::to_string(&pair).unwrap(),
-        );
+        write(d.path(), "cmp", "compare.json", &pair);
         let dirs = [d.path().to_path_buf()];
         let rows = collect(&dirs, &["x".into()]).unwrap();
         assert_eq!(rows.len(), 1);
@@ -325,20 +306,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.starts_with(&empty.path().display().to_string()), "{e}");
-        assert!(e.contains("no results found"), "{e}");
+        assert_contains!(e, "no results found");
         let bad = tempfile::tempdir().unwrap();
         let s = fixture("x", "yesterday", 1.0);
-        write(
-            bad.path(),
-            "r",
-            "summary.json",
-            serde_json::to_string(&s).unwrap(),
-        );
+        write(bad.path(), "r", "summary.json", &s);
         let e = collect(&[bad.path().into()], &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("started_at = \"yesterday\": expected an RFC 3339"),
-            "{e}"
-        );
-        assert!(e.contains("a summary of x"), "{e}");
+        assert_contains!(e, "started_at = \"yesterday\": expected an RFC 3339");
+        assert_contains!(e, "a summary of x");
     }
 }

@@ -751,10 +751,7 @@ mod tests {
         s.workload["servers"]["postgres_pooler"] = "pgbouncer-transaction".into();
         s.strategy = "pg-advisory".into();
         let note = s.pooler_note().unwrap();
-        assert!(
-            note.contains("4 server connections for 32 buyers"),
-            "{note}"
-        );
+        assert_contains!(note, "4 server connections for 32 buyers");
         assert!(note.contains("follows the server connection, not the buyer"));
         s.strategy = "pg-advisory-xact".into();
         assert!(
@@ -765,11 +762,8 @@ mod tests {
         s.workload["servers"]["postgres_pooler"] = "pgbouncer-session".into();
         s.strategy = "pg-advisory-fenced".into();
         let note = s.pooler_note().unwrap();
-        assert!(
-            note.contains("(session pooling, 32 server connections"),
-            "{note}"
-        );
-        assert!(note.contains("stays the buyer's"), "{note}");
+        assert_contains!(note, "(session pooling, 32 server connections");
+        assert_contains!(note, "stays the buyer's");
     }
 
     #[test]

@@ -845,9 +845,6 @@ mod tests {
             "{xml}"
         );
         let md = markdown(&r);
-        assert!(
-            md.contains("**FAIL**") && md.contains("| x | sales_per_s |"),
-            "{md}"
-        );
+        assert_contains!(md, "**FAIL**", "| x | sales_per_s |");
     }
 }

@@ -220,7 +220,7 @@ mod tests {
         let mut out = Vec::new();
         print_rounds(&mut out, &groups).unwrap();
         let out = String::from_utf8(out).unwrap();
-        assert!(out.contains("over 3 rounds"), "{out}");
+        assert_contains!(out, "over 3 rounds");
         let notify: Vec<&str> = out.lines().filter(|l| l.starts_with("notify")).collect();
         assert!(notify[0].contains("210"), "{out}");
         assert!(notify[1].contains("1 [0.9–1]"), "{out}");
@@ -230,9 +230,6 @@ mod tests {
             .nth(1)
             .unwrap();
         assert!(poll.contains(" - "), "no handoff: no barge share: {out}");
-        assert!(
-            out.contains("ratios of sales/s: notify / poll-100ms = 2.00"),
-            "{out}"
-        );
+        assert_contains!(out, "ratios of sales/s: notify / poll-100ms = 2.00");
     }
 }

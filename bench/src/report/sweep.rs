@@ -944,15 +944,7 @@ fn safety_word(e: &Entry) -> &'static str {
 impl Sweep {
     /// Reads `<dir>/sweep.json` (or the file itself).
     pub fn read(path: &Path) -> anyhow::Result<Sweep> {
-        use anyhow::Context;
-        let file = if path.is_dir() {
-            path.join("sweep.json")
-        } else {
-            path.to_path_buf()
-        };
-        let text = std::fs::read(&file).with_context(|| format!("read {}", file.display()))?;
-        let mut sweep: Sweep = serde_json::from_slice(&text)
-            .with_context(|| format!("{}: not a sweep.json", file.display()))?;
+        let (mut sweep, file): (Sweep, _) = super::files::read_saved(path, "sweep.json")?;
         anyhow::ensure!(
             sweep.schema == SWEEP_SCHEMA,
             "{}: schema `{}`, this lockbench reads `{SWEEP_SCHEMA}`",
@@ -970,15 +962,7 @@ impl Sweep {
     /// Writes `<dir>/sweep.json` (after every strategy, so an interrupted sweep keeps what it
     /// measured).
     pub fn write(&self, dir: &Path) -> std::io::Result<std::path::PathBuf> {
-        std::fs::create_dir_all(dir)?;
-        let path = dir.join("sweep.json");
-        let tmp = dir.join("sweep.json.tmp");
-        std::fs::write(
-            &tmp,
-            serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?,
-        )?;
-        std::fs::rename(&tmp, &path)?;
-        Ok(path)
+        super::files::write_saved(dir, "sweep.json", self)
     }
 
     /// The entry of `strategy`.
@@ -1147,10 +1131,7 @@ mod tests {
         let j = Judged::of(&[trial(500, 20, 0), trial(500, 20, 0)], &SLO, 0.95, 0.0);
         assert_eq!(j.decision, Decision::Fail);
         let why = j.why(&SLO, 0.95);
-        assert!(
-            why.contains("over 100 ms or unserved: 40 of 1000 (4%"),
-            "{why}"
-        );
+        assert_contains!(why, "over 100 ms or unserved: 40 of 1000 (4%");
         // Unserved arrivals miss too, however fast the served ones were.
         let j = Judged::of(&[trial(500, 0, 15), trial(500, 0, 15)], &SLO, 0.95, 0.0);
         assert_eq!((j.decision, j.misses), (Decision::Fail, 30));
@@ -1225,10 +1206,7 @@ mod tests {
         let j = Judged::of(&[clean.clone(), clean.clone()], &SLO, 0.95, need);
         assert_eq!((j.decision, j.short), (Decision::Undecided, true), "{j:?}");
         let why = j.why(&SLO, 0.95);
-        assert!(
-            why.contains("a pass needs 3 s of load, 2 s so far"),
-            "{why}"
-        );
+        assert_contains!(why, "a pass needs 3 s of load, 2 s so far");
         let j = Judged::of(
             &[clean.clone(), clean.clone(), clean.clone()],
             &SLO,
@@ -1383,9 +1361,9 @@ mod tests {
         let m = e.machine_limit.expect("marked");
         assert_eq!((m.at_per_s, m.busy), (1250.0, 0.97));
         let note = e.machine_limit_note().unwrap();
-        assert!(
-            note.contains("at 1250/s the CPUs were 97% busy (lockbench 45%, its servers 50%, the load generator competed"),
-            "{note}"
+        assert_contains!(
+            note,
+            "at 1250/s the CPUs were 97% busy (lockbench 45%, its servers 50%, the load generator competed"
         );
         // A neighbour's share is named.
         let busy = swept([0.7, 0.3, 0.4], [0.95, 0.2, 0.25]);

@@ -63,7 +63,7 @@ mod tests {
         let mut out = Vec::new();
         assert!(print_totals(&mut out, &runs).unwrap());
         let text = String::from_utf8(out).unwrap();
-        assert!(text.contains("totals equal pipe's: yes"), "{text}");
+        assert_contains!(text, "totals equal pipe's: yes");
         let mut lost = pipe.clone();
         lost.attempts -= 1;
         let runs = vec![("pipe".to_string(), pipe), ("coordinate".into(), lost)];

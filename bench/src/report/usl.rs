@@ -404,6 +404,6 @@ mod tests {
             (b.points, b.poor, b.peak_n.is_some())
         );
         let few = serde_json::to_string(&fit(&[])).unwrap();
-        assert!(few.contains("\"status\":\"too-few-levels\""), "{few}");
+        assert_contains!(few, "\"status\":\"too-few-levels\"");
     }
 }

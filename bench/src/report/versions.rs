@@ -281,19 +281,13 @@ pub fn print_versions(out: &mut impl Write, builds: &[Build]) -> std::io::Result
     let lines = lines(builds);
     let w = lines.iter().map(|l| l.strategy.len()).max().unwrap_or(8);
     let rw = lines.iter().map(|l| l.reported.len()).max().unwrap_or(8);
+    // Column `i`'s width: its widest cell, at least `least`.
+    let width = |i: usize, least: usize| {
+        let widest = lines.iter().map(|l| cells(l)[i].len()).max();
+        widest.unwrap_or(0).max(least)
+    };
     // `mysql=mariadb-10.11` is the longest build cell.
-    let bw = lines
-        .iter()
-        .map(|l| cells(l)[0].len())
-        .max()
-        .unwrap_or(0)
-        .max(16);
-    let pw = lines
-        .iter()
-        .map(|l| cells(l)[5].len())
-        .max()
-        .unwrap_or(0)
-        .max(18);
+    let (bw, pw) = (width(0, 16), width(5, 18));
     let h = HEADERS;
     writeln!(
         out,

@@ -403,7 +403,7 @@ mod tests {
         let fenced = summary("redis-setnx-fenced", LockVerdict::BrokenFenced, 1, Intact);
         let (v, said) = judge(Judge::Fenced, &plain, &fenced);
         assert_eq!(v, "reproduced");
-        assert!(said.contains("stale writes refused"), "{said}");
+        assert_contains!(said, "stale writes refused");
     }
 
     #[test]

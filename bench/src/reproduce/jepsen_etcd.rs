@@ -446,18 +446,12 @@ mod tests {
     fn reproduced_only_when_the_trusting_clients_lost_an_acknowledged_add() {
         let (v, said) = judge(&outcome(40, 7));
         assert_eq!(v, "reproduced");
-        assert!(
-            said.contains("7 of 40 acknowledged adds lost (17.5 %"),
-            "{said}"
-        );
-        assert!(said.contains("n=40"), "{said}");
-        assert!(
-            said.contains("fenced: 0 of 30 lost, 4 stale accesses refused"),
-            "{said}"
-        );
-        assert!(
-            said.contains("30 s with 5 s pauses: 2 of every member, 1 of the leader"),
-            "{said}"
+        assert_contains!(said, "7 of 40 acknowledged adds lost (17.5 %");
+        assert_contains!(said, "n=40");
+        assert_contains!(said, "fenced: 0 of 30 lost, 4 stale accesses refused");
+        assert_contains!(
+            said,
+            "30 s with 5 s pauses: 2 of every member, 1 of the leader"
         );
         assert_eq!(judge(&outcome(40, 0)).0, "not reproduced");
         // Nothing acknowledged tests nothing.

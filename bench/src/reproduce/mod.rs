@@ -382,10 +382,7 @@ mod tests {
     #[test]
     fn an_unknown_scenario_is_refused_naming_the_known_ones() {
         let e = chosen(&["etcd-1".into()]).err().unwrap();
-        assert!(
-            e.contains("`etcd-1`") && e.contains("etcd-11456, kleppmann-pause"),
-            "{e}"
-        );
+        assert_contains!(e, "`etcd-1`", "etcd-11456, kleppmann-pause");
         assert_eq!(chosen(&[]).unwrap().len(), ALL.len());
     }
 }

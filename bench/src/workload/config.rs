@@ -431,33 +431,18 @@ impl Servers {
     pub fn builds(&self, needs: crate::cluster::Needs) -> crate::cluster::Builds {
         let uses_redis = needs.redis || needs.redlock || needs.sentinel || needs.redis_cluster;
         crate::cluster::Builds {
-            redis: if uses_redis {
-                self.redis
-            } else {
-                RedisBuild::default()
-            },
-            etcd: if needs.etcd {
-                self.etcd
-            } else {
-                EtcdBuild::default()
-            },
-            zookeeper: if needs.zookeeper {
-                self.zookeeper
-            } else {
-                ZookeeperBuild::default()
-            },
-            mysql: if needs.mariadb {
-                self.mysql
-            } else {
-                MysqlBuild::default()
-            },
-            postgres: if needs.runs(crate::cluster::Service::Postgres) {
-                self.postgres
-            } else {
-                PostgresBuild::default()
-            },
+            redis: chosen(uses_redis, self.redis),
+            etcd: chosen(needs.etcd, self.etcd),
+            zookeeper: chosen(needs.zookeeper, self.zookeeper),
+            mysql: chosen(needs.mariadb, self.mysql),
+            postgres: chosen(needs.runs(crate::cluster::Service::Postgres), self.postgres),
         }
     }
+}
+
+/// `build` where its service runs, bookworm's (the default) where it does not.
+fn chosen<T: Default>(runs: bool, build: T) -> T {
+    if runs { build } else { T::default() }
 }
 
 fn is_one(n: &u8) -> bool {
@@ -1106,6 +1091,38 @@ hold = "2ms"
 ttl = "1s"
 "#;
 
+    fn parsed(text: &str, overrides: &[&str]) -> Workload {
+        let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        Workload::parse("w.toml", text, &o).unwrap()
+    }
+
+    /// A `[servers]` setting, read through `get`: `GOOD` leaves it at `default`, the file's
+    /// line `file.0` sets `file.1`, a `--set` `set.0` sets `set.1`, and the effective workload
+    /// (what workers get, as TOML) reads that back the same.
+    fn setting<T: PartialEq + std::fmt::Debug>(
+        get: impl Fn(&Workload) -> T,
+        default: T,
+        file: (&str, T),
+        set: (&str, T),
+    ) {
+        assert_eq!(get(&parsed(GOOD, &[])), default);
+        assert_eq!(
+            get(&parsed(&format!("[servers]\n{}\n", file.0), &[])),
+            file.1
+        );
+        let w = parsed(GOOD, &[set.0]);
+        assert_eq!(get(&w), set.1);
+        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
+        assert_eq!(get(&back), set.1, "read back from the effective workload");
+    }
+
+    /// The error of `--set set` on `GOOD`, which must name the `--set` first.
+    fn bad_set(set: &str) -> String {
+        let e = err(GOOD, &[set]);
+        assert!(e.starts_with(&format!("--set {set}:")), "{e}");
+        e
+    }
+
     fn err(text: &str, overrides: &[&str]) -> String {
         let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
         Workload::parse("w.toml", text, &o).unwrap_err().to_string()
@@ -1143,38 +1160,26 @@ ttl = "1s"
     #[test]
     fn unknown_key_is_rejected_with_the_expected_keys() {
         let e = err("[inventory]\nstok = 5\n", &[]);
-        assert!(
-            e.contains("w.toml") && e.contains("stok") && e.contains("stock"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml", "stok", "stock");
     }
 
     #[test]
     fn out_of_range_values_name_field_value_and_form() {
         let e = err("[inventory]\nstock = 0\n", &[]);
-        assert!(
-            e.contains("w.toml: inventory.stock = 0: expected an integer from 1 to"),
-            "{e}"
+        assert_contains!(
+            e,
+            "w.toml: inventory.stock = 0: expected an integer from 1 to"
         );
         let e = err("[inventory]\nstock = -3\n", &[]);
-        assert!(e.contains("inventory.stock = -3"), "{e}");
+        assert_contains!(e, "inventory.stock = -3");
         let e = err("[load]\nrate = 0\n", &[]);
-        assert!(
-            e.contains("load.rate = 0: expected attempts per second"),
-            "{e}"
-        );
+        assert_contains!(e, "load.rate = 0: expected attempts per second");
         let e = err("[load]\nduration = \"0s\"\n", &[]);
-        assert!(
-            e.contains("load.duration = \"0s\": expected a positive duration"),
-            "{e}"
-        );
+        assert_contains!(e, "load.duration = \"0s\": expected a positive duration");
         let e = err("[load]\nduration = \"soon\"\n", &[]);
-        assert!(e.contains("load.duration = \"soon\""), "{e}");
+        assert_contains!(e, "load.duration = \"soon\"");
         let e = err("[load]\nmode = \"half\"\n", &[]);
-        assert!(
-            e.contains("half") && e.contains("open") && e.contains("closed"),
-            "{e}"
-        );
+        assert_contains!(e, "half", "open", "closed");
     }
 
     #[test]
@@ -1229,13 +1234,10 @@ ttl = "1s"
         }
         // Through --set too, named by the flag.
         let e = err(GOOD, &["inventory.stock=1e23"]);
-        assert!(
-            e.contains("inventory.stock = 1e23: expected an integer from 1 to"),
-            "{e}"
-        );
+        assert_contains!(e, "inventory.stock = 1e23: expected an integer from 1 to");
         // A value that is not a number at all is still the parser's, naming the type.
         let e = err("[inventory]\nstock = \"many\"\n", &[]);
-        assert!(e.contains("expected an integer"), "{e}");
+        assert_contains!(e, "expected an integer");
     }
 
     #[test]
@@ -1257,8 +1259,7 @@ ttl = "1s"
             e.starts_with("--set load.read_fraction=-0.1: load.read_fraction = -0.1"),
             "{e}"
         );
-        let e = err(GOOD, &["load.read_fraction=nan"]);
-        assert!(e.starts_with("--set load.read_fraction=nan:"), "{e}");
+        bad_set("load.read_fraction=nan");
         let e = err("[load]\nread_fraction = \"most\"\n", &[]);
         assert!(
             e.starts_with("w.toml:") && e.contains("read_fraction"),
@@ -1284,76 +1285,58 @@ ttl = "1s"
         let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.environment, w.environment);
         let e = err(GOOD, &["environment.rtt=fast"]);
-        assert!(
-            e.contains("environment.rtt") && e.contains("expected a duration"),
-            "{e}"
-        );
+        assert_contains!(e, "environment.rtt", "expected a duration");
         let e = err("[environment]\nfsync = \"2s\"\n", &[]);
-        assert!(
-            e.contains("w.toml") && e.contains("environment.fsync"),
-            "{e}"
-        );
-        assert!(e.contains("from \"0s\" to \"1s\""), "{e}");
+        assert_contains!(e, "w.toml", "environment.fsync");
+        assert_contains!(e, "from \"0s\" to \"1s\"");
         let e = err("[environment]\nlatency = \"2ms\"\n", &[]);
-        assert!(e.contains("latency"), "{e}");
+        assert_contains!(e, "latency");
     }
 
     #[test]
     fn servers_section_sets_redis_appendfsync() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Off);
-        let w =
-            Workload::parse("w.toml", "[servers]\nredis_appendfsync = \"always\"\n", &[]).unwrap();
-        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Always);
-        let o = vec!["servers.redis_appendfsync=everysec".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(w.servers.redis_appendfsync, RedisAppendfsync::Everysec);
-        // Workers get the effective workload as TOML: it must read back the same.
-        let text = toml::to_string(&w).unwrap();
-        let back = Workload::parse("effective", &text, &[]).unwrap();
-        assert_eq!(back.servers.redis_appendfsync, RedisAppendfsync::Everysec);
+        setting(
+            |w| w.servers.redis_appendfsync,
+            RedisAppendfsync::Off,
+            ("redis_appendfsync = \"always\"", RedisAppendfsync::Always),
+            (
+                "servers.redis_appendfsync=everysec",
+                RedisAppendfsync::Everysec,
+            ),
+        );
     }
 
     #[test]
     fn servers_section_sets_mariadb_flush_log_at_trx_commit_to_1_or_2() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 1);
-        let o = vec!["servers.mariadb_flush_log_at_trx_commit=2".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(w.servers.mariadb_flush_log_at_trx_commit, 2);
-        let text = toml::to_string(&w).unwrap();
-        let back = Workload::parse("effective", &text, &[]).unwrap();
-        assert_eq!(back.servers.mariadb_flush_log_at_trx_commit, 2);
+        setting(
+            |w| w.servers.mariadb_flush_log_at_trx_commit,
+            1,
+            ("mariadb_flush_log_at_trx_commit = 2", 2),
+            ("servers.mariadb_flush_log_at_trx_commit=2", 2),
+        );
         let bad = "[servers]\nmariadb_flush_log_at_trx_commit = 3\n";
         let e = Workload::parse("w.toml", bad, &[]).unwrap_err().to_string();
-        assert!(
-            e.contains("w.toml")
-                && e.contains("servers.mariadb_flush_log_at_trx_commit")
-                && e.contains("1 (the redo log"),
-            "{e}"
+        assert_contains!(
+            e,
+            "w.toml",
+            "servers.mariadb_flush_log_at_trx_commit",
+            "1 (the redo log"
         );
     }
 
     #[test]
     fn servers_section_sets_postgres_synchronous_commit() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.postgres_synchronous_commit, SynchronousCommit::On);
-        let text = "[servers]\npostgres_synchronous_commit = \"off\"\n";
-        let w = Workload::parse("w.toml", text, &[]).unwrap();
-        assert_eq!(
-            w.servers.postgres_synchronous_commit,
-            SynchronousCommit::Off
-        );
-        let o = vec!["servers.postgres_synchronous_commit=remote_apply".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(
-            w.servers.postgres_synchronous_commit,
-            SynchronousCommit::RemoteApply
-        );
-        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
-        assert_eq!(
-            back.servers.postgres_synchronous_commit,
-            SynchronousCommit::RemoteApply
+        setting(
+            |w| w.servers.postgres_synchronous_commit,
+            SynchronousCommit::On,
+            (
+                "postgres_synchronous_commit = \"off\"",
+                SynchronousCommit::Off,
+            ),
+            (
+                "servers.postgres_synchronous_commit=remote_apply",
+                SynchronousCommit::RemoteApply,
+            ),
         );
         // The build, by name or number; only when a strategy runs PostgreSQL.
         let w = Workload::parse("w.toml", "[servers]\npostgres = 18\n", &[]).unwrap();
@@ -1366,35 +1349,30 @@ ttl = "1s"
         let none = crate::cluster::Needs::NONE;
         assert_eq!(w.servers.builds(none).postgres, PostgresBuild::Pg15);
         let e = err("[servers]\npostgres = 16\n", &[]);
-        assert!(
-            e.contains("servers.postgres = \"16\"") && e.contains("\"18\""),
-            "{e}"
-        );
+        assert_contains!(e, "servers.postgres = \"16\"", "\"18\"");
         let e = err("[servers]\npostgres_synchronous_commit = \"yes\"\n", &[]);
         assert_eq!(
             e,
             "w.toml: servers.postgres_synchronous_commit = \"yes\": expected one of \"on\" \
              (PostgreSQL's default), \"off\", \"local\", \"remote_write\", \"remote_apply\""
         );
-        let e = err(GOOD, &["servers.postgres_synchronous_commit=true"]);
-        assert!(
-            e.starts_with("--set servers.postgres_synchronous_commit=true:"),
-            "{e}"
-        );
+        bad_set("servers.postgres_synchronous_commit=true");
     }
 
     #[test]
     fn servers_section_sets_postgres_pooler() {
-        let w = Workload::parse("w.toml", GOOD, &[]).unwrap();
-        assert_eq!(w.servers.postgres_pooler, Pooler::None);
-        let text = "[servers]\npostgres_pooler = \"pgbouncer-transaction\"\n";
-        let w = Workload::parse("w.toml", text, &[]).unwrap();
-        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerTransaction);
-        let o = vec!["servers.postgres_pooler=pgbouncer-session".to_string()];
-        let w = Workload::parse("w.toml", GOOD, &o).unwrap();
-        assert_eq!(w.servers.postgres_pooler, Pooler::PgbouncerSession);
-        let back = Workload::parse("effective", &toml::to_string(&w).unwrap(), &[]).unwrap();
-        assert_eq!(back.servers.postgres_pooler, Pooler::PgbouncerSession);
+        setting(
+            |w| w.servers.postgres_pooler,
+            Pooler::None,
+            (
+                "postgres_pooler = \"pgbouncer-transaction\"",
+                Pooler::PgbouncerTransaction,
+            ),
+            (
+                "servers.postgres_pooler=pgbouncer-session",
+                Pooler::PgbouncerSession,
+            ),
+        );
         let e = err("[servers]\npostgres_pooler = \"pgbouncer\"\n", &[]);
         assert_eq!(
             e,
@@ -1402,11 +1380,7 @@ ttl = "1s"
              buyers connect to PostgreSQL directly), \"pgbouncer-transaction\", \
              \"pgbouncer-session\""
         );
-        let e = err(GOOD, &["servers.postgres_pooler=odyssey"]);
-        assert!(
-            e.starts_with("--set servers.postgres_pooler=odyssey:"),
-            "{e}"
-        );
+        bad_set("servers.postgres_pooler=odyssey");
     }
 
     #[test]
@@ -1450,7 +1424,7 @@ ttl = "1s"
             e.starts_with("--set servers.redis=valkey-8: servers.redis"),
             "{e}"
         );
-        assert!(e.contains("\"valkey-8.0\""), "{e}");
+        assert_contains!(e, "\"valkey-8.0\"");
     }
 
     #[test]
@@ -1472,31 +1446,19 @@ ttl = "1s"
             "{e}"
         );
         let e = err("[servers]\nredis_aof = \"always\"\n", &[]);
-        assert!(
-            e.contains("w.toml") && e.contains("redis_aof") && e.contains("redis_appendfsync"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml", "redis_aof", "redis_appendfsync");
     }
 
     #[test]
     fn bad_overrides_name_the_flag() {
-        let e = err(GOOD, &["load.clients"]);
-        assert!(
-            e.starts_with("--set load.clients:") && e.contains("section.key=value"),
-            "{e}"
-        );
-        let e = err(GOOD, &["load.clientz=3"]);
-        assert!(
-            e.starts_with("--set load.clientz=3:") && e.contains("clientz"),
-            "{e}"
-        );
+        assert_contains!(bad_set("load.clients"), "section.key=value");
+        assert_contains!(bad_set("load.clientz=3"), "clientz");
         let e = err(GOOD, &["inventory.stock=0"]);
         assert!(
             e.starts_with("--set inventory.stock=0: inventory.stock = 0"),
             "{e}"
         );
-        let e = err(GOOD, &["a.b.c=1"]);
-        assert!(e.starts_with("--set a.b.c=1:"), "{e}");
+        bad_set("a.b.c=1");
     }
 
     #[test]
@@ -1513,20 +1475,11 @@ ttl = "1s"
         assert_eq!(w.lock.poll_interval, Some(Duration::from_millis(200)));
         assert_eq!(w.lock.poll_jitter, Some(Duration::from_millis(100)));
         let e = err("[lock]\nwait = \"spin\"\n", &[]);
-        assert!(
-            e.contains("w.toml")
-                && e.contains("spin")
-                && e.contains("notify")
-                && e.contains("poll"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml", "spin", "notify", "poll");
         let e = err("[lock]\npoll_interval = \"0s\"\n", &[]);
-        assert!(e.contains("lock.poll_interval = \"0s\""), "{e}");
+        assert_contains!(e, "lock.poll_interval = \"0s\"");
         let e = err("[lock]\nretry_interval = \"1ms\"\n", &[]);
-        assert!(
-            e.contains("w.toml: lock.retry_interval") && e.contains("lock.wait"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml: lock.retry_interval", "lock.wait");
     }
 
     #[test]
@@ -1540,10 +1493,7 @@ ttl = "1s"
         let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.critical_section.precheck, Precheck::Flag);
         let e = err(GOOD, &["critical_section.precheck=\"cache\""]);
-        assert!(
-            e.contains("critical_section.precheck") && e.contains("\"flag\""),
-            "{e}"
-        );
+        assert_contains!(e, "critical_section.precheck", "\"flag\"");
     }
 
     #[test]
@@ -1574,26 +1524,17 @@ ttl = "1s"
     #[test]
     fn bad_buyers_and_popularity_name_the_field_and_the_form() {
         let e = err("[buyers]\nquantity = \"3..1\"", &[]);
-        assert!(
-            e.contains("w.toml: buyers.quantity = \"3..1\"") && e.contains("1..3"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml: buyers.quantity = \"3..1\"", "1..3");
         let e = err("[buyers]\nresubmit = 1.5", &[]);
-        assert!(
-            e.contains("buyers.resubmit = 1.5: expected a share from 0 to 1"),
-            "{e}"
-        );
+        assert_contains!(e, "buyers.resubmit = 1.5: expected a share from 0 to 1");
         let e = err("[buyers]\nlimit = 0", &[]);
-        assert!(e.contains("buyers.limit = 0"), "{e}");
+        assert_contains!(e, "buyers.limit = 0");
         let e = err("[buyers]\nlimits = 2", &[]);
-        assert!(e.contains("unknown field `limits`"), "{e}");
+        assert_contains!(e, "unknown field `limits`");
         let e = err("", &["inventory.popularity=zipf"]);
-        assert!(
-            e.contains("--set inventory.popularity=zipf") && e.contains("zipf:1.1"),
-            "{e}"
-        );
+        assert_contains!(e, "--set inventory.popularity=zipf", "zipf:1.1");
         let e = err("[inventory]\nhot_stock = 0", &[]);
-        assert!(e.contains("inventory.hot_stock = 0"), "{e}");
+        assert_contains!(e, "inventory.hot_stock = 0");
     }
 
     #[test]
@@ -1606,24 +1547,18 @@ ttl = "1s"
         let back = Workload::parse("<coordinator>", &toml::to_string(&w).unwrap(), &[]).unwrap();
         assert_eq!(back.load.shape, w.load.shape);
         let e = err(text, &["load.peak=0"]);
-        assert!(
-            e.contains("--set load.peak=0: load.peak = 0: expected arrivals per second"),
-            "{e}"
+        assert_contains!(
+            e,
+            "--set load.peak=0: load.peak = 0: expected arrivals per second"
         );
         let e = err("[load]\nshape = \"sale\"\n", &[]);
-        assert!(e.contains("load.peak = missing"), "{e}");
+        assert_contains!(e, "load.peak = missing");
         let e = err(text, &["load.half_life=0s"]);
-        assert!(
-            e.contains("load.half_life = \"0s\": expected a positive"),
-            "{e}"
-        );
+        assert_contains!(e, "load.half_life = \"0s\": expected a positive");
         let e = err("[load]\npeak = 5\n", &[]);
-        assert!(
-            e.contains("load.peak = given with load.shape = \"steady\"") && e.contains("sale:"),
-            "{e}"
-        );
+        assert_contains!(e, "load.peak = given with load.shape = \"steady\"", "sale:");
         let e = err("[load]\nshape = \"surge\"\n", &[]);
-        assert!(e.contains("\"steady\", \"sale\", \"trace\""), "{e}");
+        assert_contains!(e, "\"steady\", \"sale\", \"trace\"");
         let e = err("[load]\nshape = \"trace\"\ntrace = \"nowhere.csv\"\n", &[]);
         assert!(
             e.starts_with("w.toml: load.trace = \"nowhere.csv\" (") && e.contains("cannot read"),

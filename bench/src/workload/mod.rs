@@ -16,6 +16,7 @@ mod number;
 pub mod pacing;
 pub mod pay;
 pub mod sale;
+mod span;
 pub mod trace;
 
 pub use config::{Arrival, LoadMode, LockParams, Precheck, WaitMode, Workload, WorkloadError};

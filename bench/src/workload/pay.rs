@@ -67,26 +67,14 @@ impl std::str::FromStr for DelayRange {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        let one = |t: &str| humantime::parse_duration(t.trim()).map_err(|_| ());
-        let (min, max) = match s.split_once("..") {
-            Some((a, b)) => (one(a)?, one(b)?),
-            None => (one(s)?, one(s)?),
-        };
-        if min > max {
-            return Err(());
-        }
+        let (min, max) = super::span::parse(s, |t| humantime::parse_duration(t).ok())?;
         Ok(Self { min, max })
     }
 }
 
 impl std::fmt::Display for DelayRange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let h = |d: Duration| humantime::format_duration(d).to_string();
-        if self.min == self.max {
-            f.write_str(&h(self.min))
-        } else {
-            write!(f, "{}..{}", h(self.min), h(self.max))
-        }
+        super::span::write(f, (self.min, self.max), humantime::format_duration)
     }
 }
 
@@ -236,17 +224,14 @@ mod tests {
         let e = Workload::parse("w.toml", "[pay]\n", &[])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("w.toml: pay = given without [buyers]"), "{e}");
+        assert_contains!(e, "w.toml: pay = given without [buyers]");
         let e = Workload::parse("w.toml", "[buyers]\n[pay]\nreapers = 0\n", &[]);
         let e = e.unwrap_err().to_string();
-        assert!(
-            e.contains("w.toml: pay.reapers = 0: expected a number of reaper"),
-            "{e}"
-        );
+        assert_contains!(e, "w.toml: pay.reapers = 0: expected a number of reaper");
         let set = ["pay.abandon=2".to_string()];
         let e = Workload::parse("w.toml", text, &set)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--set pay.abandon=2: pay.abandon = 2"), "{e}");
+        assert_contains!(e, "--set pay.abandon=2: pay.abandon = 2");
     }
 }

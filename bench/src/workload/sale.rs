@@ -87,28 +87,15 @@ impl std::str::FromStr for Quantity {
     type Err = ();
 
     fn from_str(s: &str) -> Result<Self, ()> {
-        let whole = |t: &str| t.trim().parse::<u32>().ok().filter(|n| *n > 0);
-        let (min, max) = match s.split_once("..") {
-            Some((a, b)) => (
-                whole(a).ok_or(())?,
-                whole(b.trim_start_matches('=')).ok_or(())?,
-            ),
-            None => (whole(s).ok_or(())?, whole(s).ok_or(())?),
-        };
-        if min > max {
-            return Err(());
-        }
+        let whole = |t: &str| t.parse::<u32>().ok().filter(|n| *n > 0);
+        let (min, max) = super::span::parse(s, whole)?;
         Ok(Self { min, max })
     }
 }
 
 impl std::fmt::Display for Quantity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.min == self.max {
-            write!(f, "{}", self.min)
-        } else {
-            write!(f, "{}..{}", self.min, self.max)
-        }
+        super::span::write(f, (self.min, self.max), |n| n)
     }
 }
 

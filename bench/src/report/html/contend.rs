@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::page::{caption, esc, figure, machines, page_end, page_start};
+use super::page::{caption, esc, figure, machines, note_list, page_end, page_start};
 use crate::record::Pct;
 use crate::report::charts;
 use crate::report::contend::{Contend, ContendEntry, LevelTrial, acquire_cell, jain_cell};
@@ -95,14 +95,7 @@ fn problems(h: &mut String, c: &Contend) {
             ));
         }
     }
-    if notes.is_empty() {
-        return;
-    }
-    let _ = writeln!(h, "<ul class=\"note\" id=\"problems\">");
-    for n in notes {
-        let _ = writeln!(h, "<li>{}</li>", esc(&n));
-    }
-    let _ = writeln!(h, "</ul>");
+    note_list(h, Some("problems"), &notes);
 }
 
 fn fits(h: &mut String, c: &Contend) {

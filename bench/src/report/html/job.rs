@@ -9,10 +9,13 @@ use std::fmt::Write as _;
 
 use super::environment as env;
 use super::needs::advice;
-use super::page::{by_family, caption, esc, figure, machines, page_end, page_start, said_html};
+use super::page::{
+    by_family, caption, esc, family_row, figure, machines, note_list, page_end, page_start,
+    said_html,
+};
 use super::tables::{
-    Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table,
-    utilization,
+    Columns, Lead, TableSpec, faults_table, headline_note, headline_table, notes, phases,
+    reads_table, utilization,
 };
 use crate::report::charts;
 use crate::report::error::ReportError;
@@ -105,21 +108,12 @@ fn problems(h: &mut String, job: &Job) {
     if job.chaos.is_empty() {
         missing.push("chaos scenarios");
     }
-    if missing.is_empty() && job.problems.is_empty() {
-        return;
-    }
-    let _ = writeln!(h, "<ul class=\"note\" id=\"problems\">");
+    let mut notes = Vec::new();
     if !missing.is_empty() {
-        let _ = writeln!(
-            h,
-            "<li>Not measured in this job: {}.</li>",
-            esc(&missing.join(", "))
-        );
+        notes.push(format!("Not measured in this job: {}.", missing.join(", ")));
     }
-    for p in &job.problems {
-        let _ = writeln!(h, "<li>{}</li>", esc(p));
-    }
-    let _ = writeln!(h, "</ul>");
+    notes.extend(job.problems.iter().cloned());
+    note_list(h, Some("problems"), &notes);
 }
 
 fn summary(h: &mut String, strategies: &[Conclusion]) {
@@ -214,13 +208,7 @@ fn capacity_table(h: &mut String, job: &Job, sweep: &Sweep) {
     );
     let groups = by_family(&sweep.entries, |e| family(job.sweep.as_ref(), &e.strategy));
     for (title, group) in &groups {
-        if groups.len() > 1 {
-            let _ = writeln!(
-                h,
-                "<tr class=\"family\"><th colspan=\"7\">{}</th></tr>",
-                esc(title)
-            );
-        }
+        family_row(h, groups.len(), title, 7);
         for e in group {
             capacity_row(h, e, &sweep.slo.percentile_name());
         }
@@ -401,7 +389,8 @@ fn calm(h: &mut String, job: &Job) -> Result<(), ReportError> {
             id: "calm-table".into(),
             cell_id: Some(&cell_id),
             lead: vec![rate_lead()],
-            fields: &CALM_FIELDS,
+            // A calm run has no fault to recover from.
+            fields: Columns::Except(&["recovery_s"]),
             family: &fam,
         },
     );
@@ -501,26 +490,6 @@ fn sub_report(job: &Job, dir: &std::path::Path) -> Option<String> {
     })
 }
 
-/// The headline columns of the calm table: all but recovery (a calm run has no fault).
-const CALM_FIELDS: [&str; 16] = [
-    "throughput.sales_per_s",
-    "utilization.overall",
-    "started_fraction",
-    "latency_us.p50",
-    "latency_us.p99",
-    "latency_us.p999",
-    "oversell",
-    "lost_updates",
-    "double_grant_incidents",
-    "lease_lost",
-    "stale_rejected",
-    "errors",
-    "unknown",
-    "lock_verdict",
-    "store_verdict",
-    "verdict",
-];
-
 /// The headline columns a chaos table shows: what a fault cost.
 const CHAOS_FIELDS: [&str; 13] = [
     "throughput.sales_per_s",
@@ -591,7 +560,7 @@ fn chaos_scenario(h: &mut String, job: &Job, name: &str, part: &Part) {
             id: format!("chaos-table-{}", ids::clean(name)),
             cell_id: Some(&cell_id),
             lead: vec![rate_lead(), share_lead(job), hit_lead()],
-            fields: &CHAOS_FIELDS,
+            fields: Columns::Only(&CHAOS_FIELDS),
             family: &fam,
         },
     );
@@ -792,9 +761,9 @@ mod tests {
             assert!(page.contains(name), "{name} missing");
         }
         // The interval: its lower end, how it was bounded, its upper end.
-        assert!(
-            page.contains("id=\"cap-redis-setnx\" data-value=\"640\">640</td><td>found</td>"),
-            "{page}"
+        assert_contains!(
+            page,
+            "id=\"cap-redis-setnx\" data-value=\"640\">640</td><td>found</td>"
         );
         assert!(page.contains("id=\"cap-redis-setnx-fail\">800</td>"));
         assert!(page.contains(

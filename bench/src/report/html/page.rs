@@ -119,6 +119,32 @@ pub(super) fn by_family<T>(
     groups
 }
 
+/// A list of notes (`<ul class="note">`, with `id` when given); nothing without notes.
+pub(super) fn note_list(h: &mut String, id: Option<&str>, notes: &[String]) {
+    if notes.is_empty() {
+        return;
+    }
+    let id = id
+        .map(|i| format!(" id=\"{}\"", esc(i)))
+        .unwrap_or_default();
+    let _ = writeln!(h, "<ul class=\"note\"{id}>");
+    for n in notes {
+        let _ = writeln!(h, "<li>{}</li>", esc(n));
+    }
+    let _ = writeln!(h, "</ul>");
+}
+
+/// A family's heading row across `columns` columns, when a table has more than one family.
+pub(super) fn family_row(h: &mut String, groups: usize, title: &str, columns: usize) {
+    if groups > 1 {
+        let _ = writeln!(
+            h,
+            "<tr class=\"family\"><th colspan=\"{columns}\">{}</th></tr>",
+            esc(title)
+        );
+    }
+}
+
 /// A sentence as HTML: numbers and verdicts become links to their cells.
 pub(super) fn said_html(said: &Said) -> String {
     said.0

@@ -7,7 +7,8 @@ use std::path::Path;
 use super::environment::{environment, write_effective_workload};
 use super::page::{caption, esc, family_of, figure, machines, page_end, page_start};
 use super::tables::{
-    TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table, utilization,
+    Columns, TableSpec, faults_table, headline_note, headline_table, notes, phases, reads_table,
+    utilization,
 };
 use crate::report::charts;
 use crate::report::error::ReportError;
@@ -103,7 +104,7 @@ fn compare_spec() -> TableSpec<'static> {
         id: "headline".into(),
         cell_id: None,
         lead: Vec::new(),
-        fields: &[],
+        fields: Columns::All,
         family: &family_of,
     }
 }

@@ -93,10 +93,10 @@ mod tests {
         sale_table(&mut h, &[run(false)], "h2");
         assert!(h.is_empty(), "{h}");
         sale_table(&mut h, &[run(false), run(true)], "h2");
-        assert!(h.contains("<h2>The sale</h2>"), "{h}");
+        assert_contains!(h, "<h2>The sale</h2>");
         assert_eq!(h.matches("<tr data-strategy").count(), 1, "{h}");
         // Sold out; what workers did not measure reads as a dash, not a zero.
-        assert!(h.contains("<td class=\"n\">1000/1000</td>"), "{h}");
-        assert!(h.contains("<td class=\"n\">-</td>"), "{h}");
+        assert_contains!(h, "<td class=\"n\">1000/1000</td>");
+        assert_contains!(h, "<td class=\"n\">-</td>");
     }
 }

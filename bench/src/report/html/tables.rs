@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::page::{by_family, esc};
+use super::page::{by_family, esc, family_row, note_list};
 use crate::check::Verdict;
 use crate::record::Pct;
 use crate::report::Summary;
@@ -131,10 +131,28 @@ pub(super) struct TableSpec<'a> {
     pub cell_id: Option<CellId<'a>>,
     /// Columns before the headline's.
     pub lead: Vec<Lead<'a>>,
-    /// The headline columns shown (`data-field` names), in [`HEADLINE`] order; empty: all.
-    pub fields: &'a [&'a str],
+    /// The headline columns shown, in [`HEADLINE`] order.
+    pub fields: Columns<'a>,
     /// A strategy's family: rows are grouped by it when there is more than one.
     pub family: &'a dyn Fn(&str) -> Option<Family>,
+}
+
+/// Which of the [`HEADLINE`] columns a table shows, by `data-field` name.
+#[derive(Clone, Copy)]
+pub(super) enum Columns<'a> {
+    All,
+    Except(&'a [&'a str]),
+    Only(&'a [&'a str]),
+}
+
+impl Columns<'_> {
+    fn shows(&self, field: &str) -> bool {
+        match self {
+            Columns::All => true,
+            Columns::Except(out) => !out.contains(&field),
+            Columns::Only(shown) => shown.contains(&field),
+        }
+    }
 }
 
 /// The row class and badge of a run.
@@ -153,7 +171,7 @@ pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>
     let shown: Vec<(&str, &str, &str)> = HEADLINE
         .iter()
         .copied()
-        .filter(|(_, f, _)| t.fields.is_empty() || t.fields.contains(f))
+        .filter(|(_, f, _)| t.fields.shows(f))
         .collect();
     let columns = 1 + t.lead.len() + shown.len();
     let _ = writeln!(
@@ -171,13 +189,7 @@ pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>
     );
     let groups = by_family(runs, |r| (t.family)(&r.summary.strategy));
     for (title, group) in &groups {
-        if groups.len() > 1 {
-            let _ = writeln!(
-                h,
-                "<tr class=\"family\"><th colspan=\"{columns}\">{}</th></tr>",
-                esc(title)
-            );
-        }
+        family_row(h, groups.len(), title, columns);
         for r in group {
             let s = &r.summary;
             let (class, badge) = row_class(s);
@@ -206,7 +218,7 @@ pub(super) fn headline_table(h: &mut String, runs: &[RunData], t: &TableSpec<'_>
             for (c, (_, _, short)) in headline_cells(s)
                 .into_iter()
                 .zip(HEADLINE)
-                .filter(|(c, _)| t.fields.is_empty() || t.fields.contains(&c.field))
+                .filter(|(c, _)| t.fields.shows(c.field))
             {
                 let num = if c.field == "verdict" {
                     ""
@@ -348,14 +360,7 @@ pub(super) fn notes(h: &mut String, runs: &[RunData]) {
             notes.push(n(format!("{p} (left out of the charts)")));
         }
     }
-    if notes.is_empty() {
-        return;
-    }
-    let _ = writeln!(h, "<ul class=\"note\">");
-    for n in notes {
-        let _ = writeln!(h, "<li>{}</li>", esc(&n));
-    }
-    let _ = writeln!(h, "</ul>");
+    note_list(h, None, &notes);
 }
 
 /// At most this many SKUs get a column each; beyond, min / median / max.
