@@ -13,7 +13,6 @@ use crate::cluster::target::ExternalTarget;
 use crate::cluster::{Builds, ClusterOptions, Pooling, Provisioner, Service};
 use crate::strategy::{self, StrategyInfo};
 use crate::workload::Workload;
-use crate::workload::config::RedisAppendfsync;
 
 /// Worker processes used when the chaos plan pauses clients and `--workers` is not given.
 pub const DEFAULT_WORKERS: u32 = 4;
@@ -525,16 +524,11 @@ fn redis_appendfsync(
     let n = info.needs;
     let v = opts.workload.servers.redis_appendfsync;
     let uses_redis = n.redis || n.redlock || n.sentinel;
-    if let Some(flag) = given.filter(|_| uses_redis && v != RedisAppendfsync::Off) {
+    if let Some(flag) = given.filter(|_| uses_redis && v != Appendfsync::Off) {
         let setting = format!("redis_appendfsync = \"{v}\"");
         return Err(kept_own(&setting, flag, "Redis"));
     }
-    Ok(match v {
-        RedisAppendfsync::Off => Appendfsync::Off,
-        RedisAppendfsync::No => Appendfsync::No,
-        RedisAppendfsync::Everysec => Appendfsync::Everysec,
-        RedisAppendfsync::Always => Appendfsync::Always,
-    })
+    Ok(v)
 }
 
 #[cfg(test)]

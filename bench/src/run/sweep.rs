@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 pub use super::search::Searcher;
 use super::{RunError, RunOptions, ServerOptions, Session, Source};
 use crate::cluster::Needs;
+use crate::cluster::durability::Appendfsync;
 use crate::cluster::durability::SynchronousCommit;
 use crate::record::pressure::Mark;
 use crate::report::predict::Env;
@@ -25,7 +26,7 @@ use crate::report::sweep::{
 use crate::stats::{self, Decision};
 use crate::strategy::StrategyInfo;
 use crate::workload::Workload;
-use crate::workload::config::{LoadMode, RedisAppendfsync};
+use crate::workload::config::LoadMode;
 
 /// What to sweep, as given.
 #[derive(Debug, Clone)]
@@ -105,7 +106,7 @@ fn step_options(opts: &SweepOptions, id: &str, rate: f64, secs: f64, dir: &str) 
 /// Every check a step makes, for every strategy, before any server starts.
 pub fn check(opts: &SweepOptions) -> Result<(), RunError> {
     check_search(&opts.search).map_err(RunError::Options)?;
-    if opts.workload.servers.redis_appendfsync != RedisAppendfsync::Off {
+    if opts.workload.servers.redis_appendfsync != Appendfsync::Off {
         return Err(RunError::Options(
             "servers.redis_appendfsync with sweep: the sweep starts one set of servers for every \
              strategy and does not configure Redis persistence yet; drop the key"

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::cluster::durability::SynchronousCommit;
+use crate::cluster::durability::{Appendfsync, SynchronousCommit};
 use crate::cluster::{EtcdBuild, MysqlBuild, Pooler, PostgresBuild, RedisBuild, ZookeeperBuild};
 
 use super::human::human;
@@ -398,7 +398,7 @@ impl Environment {
 #[derive(Debug, Clone, Serialize)]
 pub struct Servers {
     /// What every Redis node does with a write before acknowledging it.
-    pub redis_appendfsync: RedisAppendfsync,
+    pub redis_appendfsync: Appendfsync,
     /// What every PostgreSQL node waits for before acknowledging a commit: `"on"` (the
     /// server's default: the WAL flushed), `"off"`, `"local"`, `"remote_write"`,
     /// `"remote_apply"`.
@@ -448,29 +448,6 @@ fn chosen<T: Default>(runs: bool, build: T) -> T {
 fn is_one(n: &u8) -> bool {
     *n == 1
 }
-
-/// `servers.redis_appendfsync`: Redis persistence. `off` keeps nothing (`--save ""
-/// --appendonly no`: a restarted node comes back empty); the others turn the append-only file
-/// on with that `appendfsync` policy, so a restarted node reloads what it acknowledged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum RedisAppendfsync {
-    /// No persistence at all (the default).
-    #[default]
-    Off,
-    /// AOF, written before the reply, fsynced when the OS decides.
-    No,
-    /// AOF, fsynced once per second.
-    Everysec,
-    /// AOF, fsynced before every reply.
-    Always,
-}
-
-crate::names::enum_names!(RedisAppendfsync {
-    Off = "off",
-    No = "no",
-    Everysec = "everysec",
-    Always = "always",
-});
 
 fn human_opt<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
     match d {
@@ -1297,12 +1274,9 @@ ttl = "1s"
     fn servers_section_sets_redis_appendfsync() {
         setting(
             |w| w.servers.redis_appendfsync,
-            RedisAppendfsync::Off,
-            ("redis_appendfsync = \"always\"", RedisAppendfsync::Always),
-            (
-                "servers.redis_appendfsync=everysec",
-                RedisAppendfsync::Everysec,
-            ),
+            Appendfsync::Off,
+            ("redis_appendfsync = \"always\"", Appendfsync::Always),
+            ("servers.redis_appendfsync=everysec", Appendfsync::Everysec),
         );
     }
 
