@@ -88,6 +88,7 @@ impl Dialect for Mysql {
     const PREPARE: &'static str = "prepare stock";
     const RETURNING: bool = false;
     const CUT_CLOSES: bool = false;
+    const ROLLBACK_DOUBT_DISCARDS: bool = false;
     const CLOSE_BUYERS: bool = false;
     const CAST_BIGINT: &'static str = "SIGNED";
     const ON_DUPLICATE_NOTHING: &'static str = "ON DUPLICATE KEY UPDATE units = units";

@@ -207,6 +207,7 @@ impl Dialect for Pg {
     const PREPARE: &'static str = "prepare the PostgreSQL store";
     const RETURNING: bool = true;
     const CUT_CLOSES: bool = true;
+    const ROLLBACK_DOUBT_DISCARDS: bool = true;
     const CLOSE_BUYERS: bool = true;
     const CAST_BIGINT: &'static str = "BIGINT";
     const ON_DUPLICATE_NOTHING: &'static str = "ON CONFLICT DO NOTHING";

@@ -68,6 +68,10 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// once. PostgreSQL's strategies do; MariaDB's always left a cut transaction's rollback
     /// queued on the connection, and still do (results must not move).
     const CUT_CLOSES: bool;
+    /// A rollback that was not answered leaves the connection in doubt: [`SqlStore::finish`]
+    /// replaces it before its next use. PostgreSQL's transaction locks do; MariaDB's row lock
+    /// always kept the connection, and still does (results must not move).
+    const ROLLBACK_DOUBT_DISCARDS: bool;
     /// [`Store::close`] closes the buyers' connections too, not only the pool (PostgreSQL's
     /// backends are processes; MariaDB's store always left its buyers to the drop).
     const CLOSE_BUYERS: bool;
@@ -796,6 +800,50 @@ impl<D: Dialect> SqlStore<D> {
         )
         .await?;
         Ok(done > 0)
+    }
+
+    /// Begins a transaction on buyer `client`'s connection `con`; a connection that cannot
+    /// begin (the server restarted) is replaced next time.
+    pub async fn begin<'c>(
+        &self,
+        con: &'c mut D::Conn,
+        client: u32,
+    ) -> Result<sqlx::Transaction<'c, Db<D>>, ErrorKind> {
+        let begun = within(self.timeout, one(con.begin()), D::classify).await;
+        if begun.is_err() {
+            self.discard_later(client);
+        }
+        begun
+    }
+
+    /// Ends buyer `client`'s transaction `tx`, whose lock (the row lock, a transaction's
+    /// advisory lock) its commit or rollback frees, as `outcome` says: commits a sale (a failed
+    /// commit is a [`write_failure`]); rolls back anything else, nothing to keep (a read, sold
+    /// out, refused), the outcome standing whether or not the rollback was answered
+    /// ([`Dialect::ROLLBACK_DOUBT_DISCARDS`]); drops it on a failure (its connection goes).
+    pub async fn finish(
+        &self,
+        tx: sqlx::Transaction<'_, Db<D>>,
+        outcome: Result<Outcome, Outcome>,
+        client: u32,
+    ) -> Result<Outcome, Outcome> {
+        match outcome {
+            Ok(Outcome::Sold) => within(self.timeout, one(tx.commit()), D::classify)
+                .await
+                .map(|()| Outcome::Sold)
+                .map_err(write_failure),
+            Ok(o) => {
+                let rollback = within(self.timeout, one(tx.rollback()), D::classify).await;
+                if rollback.is_err() && D::ROLLBACK_DOUBT_DISCARDS {
+                    self.discard_later(client);
+                }
+                Ok(o)
+            }
+            Err(o) => {
+                drop(tx);
+                Err(o)
+            }
+        }
     }
 
     /// Replaces buyer `client`'s connection before its next use.
