@@ -176,7 +176,7 @@ impl Setup<'_> {
     }
 
     /// The MariaDB store every lock sells from.
-    pub async fn mariadb(&self) -> Result<SharedStore, StrategyError> {
+    pub async fn mariadb(self) -> Result<SharedStore, StrategyError> {
         let e = self.ep.mysql.as_ref().ok_or(self.missing("MariaDB"))?;
         let blind = self.info.id.ends_with(BLIND_REAPER);
         let desk = MysqlPayDesk::new(e, &self.ep.prefix, self.w, blind);
@@ -187,7 +187,7 @@ impl Setup<'_> {
     }
 
     /// The PostgreSQL store (the `pg-*` strategies that sell from PostgreSQL).
-    pub async fn postgres(&self) -> Result<SharedPgStore, StrategyError> {
+    pub async fn postgres(self) -> Result<SharedPgStore, StrategyError> {
         let e = self
             .ep
             .postgres

@@ -46,26 +46,25 @@ impl Request<'_> {
         }
     }
 
+    /// Its `type`, and the reply type that answers it (beside `error`): one row a request.
+    fn types(&self) -> (&'static str, &'static str) {
+        match self {
+            Self::Init { .. } => ("init", "init_ok"),
+            Self::Acquire { .. } => ("acquire", "acquire_ok"),
+            Self::Release { .. } => ("release", "release_ok"),
+            Self::Shutdown { .. } => ("shutdown", "shutdown_ok"),
+            Self::Frobnicate { .. } => ("frobnicate", "error"),
+        }
+    }
+
     /// Its `type`.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Self::Init { .. } => "init",
-            Self::Acquire { .. } => "acquire",
-            Self::Release { .. } => "release",
-            Self::Shutdown { .. } => "shutdown",
-            Self::Frobnicate { .. } => "frobnicate",
-        }
+        self.types().0
     }
 
     /// The reply type that answers it (beside `error`).
     pub fn answer(&self) -> &'static str {
-        match self {
-            Self::Init { .. } => "init_ok",
-            Self::Acquire { .. } => "acquire_ok",
-            Self::Release { .. } => "release_ok",
-            Self::Shutdown { .. } => "shutdown_ok",
-            Self::Frobnicate { .. } => "error",
-        }
+        self.types().1
     }
 }
 

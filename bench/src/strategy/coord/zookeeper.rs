@@ -42,7 +42,7 @@ use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, withi
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB_ZOOKEEPER;
-use crate::strategy::entry::{Kind, StrategyInfo};
+use crate::strategy::entry::{Built, Kind, Setup, StrategyInfo};
 
 /// `zookeeper`.
 pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
@@ -54,15 +54,7 @@ pub const ZOOKEEPER: StrategyInfo = StrategyInfo {
     needs: MARIADB_ZOOKEEPER,
     wait: None,
     about: "ZooKeeper ephemeral sequential node, watch the predecessor (fair); czxid fence",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            let addrs = s.members(&s.ep.zookeeper, "ZooKeeper")?;
-            let auth = s.ep.zookeeper_auth.as_ref();
-            let lock = ZkLock::connect(&addrs, auth, &s.ep.prefix, s.w).await?;
-            Ok(s.locked(lock, store))
-        })
-    },
+    build: |s| Box::pin(build(s, false)),
 };
 
 /// `zookeeper-rwlock`.
@@ -70,15 +62,7 @@ pub const ZOOKEEPER_RWLOCK: StrategyInfo = StrategyInfo {
     id: "zookeeper-rwlock",
     about: "ZooKeeper read-write lock (Curator InterProcessReadWriteLock): __READ__ / __WRIT__ \
             sequential nodes; readers share, a writer waits for every node before it",
-    build: |s| {
-        Box::pin(async move {
-            let store = s.mariadb().await?;
-            let addrs = s.members(&s.ep.zookeeper, "ZooKeeper")?;
-            let auth = s.ep.zookeeper_auth.as_ref();
-            let lock = ZkLock::connect(&addrs, auth, &s.ep.prefix, s.w).await?;
-            Ok(s.locked(lock.read_write(), store))
-        })
-    },
+    build: |s| Box::pin(build(s, true)),
     ..ZOOKEEPER
 };
 
@@ -89,6 +73,15 @@ pub const ZOOKEEPER_FENCED: StrategyInfo = StrategyInfo {
     about: "zookeeper with the lock node's czxid as fencing token; stale writes refused",
     ..ZOOKEEPER
 };
+
+/// The ZooKeeper lock (its read–write recipe when `read_write`) around the critical section.
+async fn build(s: Setup<'_>, read_write: bool) -> Result<Built, StrategyError> {
+    let store = s.mariadb().await?;
+    let addrs = s.members(&s.ep.zookeeper, "ZooKeeper")?;
+    let auth = s.ep.zookeeper_auth.as_ref();
+    let lock = ZkLock::connect(&addrs, auth, &s.ep.prefix, s.w).await?;
+    Ok(s.locked(if read_write { lock.read_write() } else { lock }, store))
+}
 
 /// What a contender's node stands for, and so which nodes it waits behind (Curator's lock
 /// drivers). The node's name carries the role's marker; the sequence number follows it.

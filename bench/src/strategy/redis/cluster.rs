@@ -21,7 +21,7 @@ use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
 
 use super::conn::classify;
 use super::lua_decr::LuaDecr;
-use super::setnx::{RENEW, UNLOCK};
+use super::setnx::{UNLOCK, renewed_and_waited, wait_ms};
 use crate::cluster::redis_cluster::{sku_key, slot};
 use crate::cluster::{Endpoints, Prefix};
 use crate::record::{ErrorKind, Outcome};
@@ -246,11 +246,6 @@ impl ClusterSetNx {
         .await
     }
 
-    /// WAIT's own timeout: half the call's, at least 1 ms (0 would block forever).
-    fn wait_ms(&self) -> u64 {
-        (self.timeout.as_millis() as u64 / 2).max(1)
-    }
-
     /// With `wait_replicas`: the lock counts only once a replica has it. A compare-and-PEXPIRE
     /// of our token and `WAIT 1` are pipelined on the slot master's connection (WAIT covers
     /// the connection's writes, and the PEXPIRE is one whichever connection the SET took); no
@@ -260,14 +255,7 @@ impl ClusterSetNx {
         if !self.wait_replicas {
             return Ok(());
         }
-        let mut p = redis::pipe();
-        p.cmd("EVAL")
-            .arg(RENEW)
-            .arg(1)
-            .arg(key)
-            .arg(token)
-            .arg(self.ttl.as_millis() as u64);
-        p.cmd("WAIT").arg(1).arg(self.wait_ms());
+        let p = renewed_and_waited(key, token, self.ttl, self.timeout);
         let replies = self
             .on_master_of(client, key, p, 2)
             .await
@@ -354,7 +342,7 @@ impl Lock for ClusterSetNx {
         let deleted = within(self.timeout, call, classify).await? == 1;
         if self.wait_replicas && deleted {
             let mut p = redis::pipe();
-            p.cmd("WAIT").arg(1).arg(self.wait_ms());
+            p.cmd("WAIT").arg(1).arg(wait_ms(self.timeout));
             let acked = self.on_master_of(client, &lease.key, p, 1).await?;
             if !matches!(acked.first(), Some(redis::Value::Int(n)) if *n >= 1) {
                 return Err(ErrorKind::Timeout);

@@ -83,8 +83,15 @@ impl HashLock {
         Duration::from_millis(self.ttl_ms)
     }
 
-    fn con(&self, client: u32) -> Con {
-        self.cons[client as usize % self.cons.len()].clone()
+    /// Runs a script call on `client`'s connection, bounded by the workload's timeout: its
+    /// integer reply.
+    async fn invoke(
+        &self,
+        client: u32,
+        call: &redis::ScriptInvocation<'_>,
+    ) -> Result<i64, ErrorKind> {
+        let mut con = self.cons[client as usize % self.cons.len()].clone();
+        within(self.timeout, call.invoke_async(&mut con), classify).await
     }
 
     /// One try of `script` (KEYS[1] = `key`, ARGV = owner, ttl in ms): the owner's new count,
@@ -98,12 +105,7 @@ impl HashLock {
     ) -> Result<Entered, ErrorKind> {
         let mut call = script.key(key);
         call.arg(owner).arg(self.ttl_ms);
-        let n: i64 = within(
-            self.timeout,
-            call.invoke_async(&mut self.con(client)),
-            classify,
-        )
-        .await?;
+        let n = self.invoke(client, &call).await?;
         Ok(match n {
             n if n > 0 => Entered::Count(n),
             0 => Entered::Busy(None),
@@ -143,12 +145,7 @@ impl HashLock {
             call.key(channel);
         }
         call.arg(owner).arg(self.ttl_ms).arg(message);
-        let r: i64 = within(
-            self.timeout,
-            call.invoke_async(&mut self.con(client)),
-            classify,
-        )
-        .await?;
+        let r = self.invoke(client, &call).await?;
         Ok(match r {
             1 => Released::Free,
             0 => Released::StillHeld,

@@ -147,6 +147,33 @@ pub(super) const UNLOCK: &str = include_str!("../lua/unlock.lua");
 /// Extends the lease only if the key still holds our token.
 pub(super) const RENEW: &str = include_str!("../lua/renew.lua");
 
+/// WAIT's own timeout under calls bounded by `timeout`: half the call's (so the server answers
+/// with its count before the call is cut), at least 1 ms (0 would block forever).
+pub(super) fn wait_ms(timeout: Duration) -> u64 {
+    (timeout.as_millis() as u64 / 2).max(1)
+}
+
+/// A compare-and-PEXPIRE of `token` on `key` (back to `ttl`) and `WAIT 1`, to be pipelined on
+/// one connection: WAIT covers the writes of its own connection, and the PEXPIRE is one of
+/// ours whichever connection took the lock. Replies: 1 if the key is still ours, then how
+/// many replicas acked.
+pub(super) fn renewed_and_waited(
+    key: &str,
+    token: &str,
+    ttl: Duration,
+    timeout: Duration,
+) -> redis::Pipeline {
+    let mut pipe = redis::pipe();
+    pipe.cmd("EVAL")
+        .arg(RENEW)
+        .arg(1)
+        .arg(key)
+        .arg(token)
+        .arg(ttl.as_millis() as u64);
+    pipe.cmd("WAIT").arg(1).arg(wait_ms(timeout));
+    pipe
+}
+
 /// How a [`SetNx`] lock releases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
@@ -239,46 +266,29 @@ impl SetNx {
         self.target.con(client).0
     }
 
-    /// Runs one command for `client`; an error tells the target (which may fail over).
+    /// Runs `request` (a command, a pipeline, a script call) on `client`'s connection, bounded
+    /// by the workload's timeout; an error tells the target (which may fail over).
+    async fn run<T>(
+        &self,
+        client: u32,
+        request: impl AsyncFnOnce(&mut Con) -> redis::RedisResult<T>,
+    ) -> Result<T, ErrorKind> {
+        let (mut con, generation) = self.target.con(client);
+        let r = within(self.timeout, request(&mut con), classify).await;
+        if r.is_err() {
+            self.target.failed(generation).await;
+        }
+        r
+    }
+
+    /// Runs one command for `client`, as [`Self::run`] does.
     async fn call<T: redis::FromRedisValue + Send>(
         &self,
         client: u32,
         cmd: &redis::Cmd,
     ) -> Result<T, ErrorKind> {
-        let (mut con, generation) = self.target.con(client);
-        let r = within(self.timeout, cmd.query_async::<T>(&mut con), classify).await;
-        if r.is_err() {
-            self.target.failed(generation).await;
-        }
-        r
-    }
-
-    /// Runs a pipeline for `client`, like [`Self::call`].
-    async fn pipe<T: redis::FromRedisValue + Send>(
-        &self,
-        client: u32,
-        p: &redis::Pipeline,
-    ) -> Result<T, ErrorKind> {
-        let (mut con, generation) = self.target.con(client);
-        let r = within(self.timeout, p.query_async::<T>(&mut con), classify).await;
-        if r.is_err() {
-            self.target.failed(generation).await;
-        }
-        r
-    }
-
-    /// Runs a script invocation for `client`, like [`Self::call`].
-    async fn script<T: redis::FromRedisValue + Send>(
-        &self,
-        client: u32,
-        call: &redis::ScriptInvocation<'_>,
-    ) -> Result<T, ErrorKind> {
-        let (mut con, generation) = self.target.con(client);
-        let r = within(self.timeout, call.invoke_async::<T>(&mut con), classify).await;
-        if r.is_err() {
-            self.target.failed(generation).await;
-        }
-        r
+        self.run(client, async |con| cmd.query_async(con).await)
+            .await
     }
 
     /// With [`Flavor::wait_replicas`]: the lock just taken counts only once a replica has it.
@@ -293,25 +303,11 @@ impl SetNx {
         if !self.flavor.wait_replicas {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        pipe.cmd("EVAL")
-            .arg(RENEW)
-            .arg(1)
-            .arg(key)
-            .arg(token)
-            .arg(self.ttl.as_millis() as u64);
-        pipe.cmd("WAIT").arg(1).arg(self.wait_ms());
-        let (mut con, generation) = self.target.con(client);
-        let r = within(
-            self.timeout,
-            pipe.query_async::<(i64, i64)>(&mut con),
-            classify,
-        )
-        .await;
-        if r.is_err() {
-            self.target.failed(generation).await;
-        }
-        match r.map_err(AcquireError::Failed)? {
+        let pipe = renewed_and_waited(key, token, self.ttl, self.timeout);
+        let r = self.run(client, async |con| {
+            pipe.query_async::<(i64, i64)>(con).await
+        });
+        match r.await.map_err(AcquireError::Failed)? {
             (1, acked) if acked >= 1 => Ok(()),
             (1, _) => {
                 let _ = self.release(client, &Lease::new(key, token)).await;
@@ -327,16 +323,14 @@ impl SetNx {
         if !self.flavor.wait_replicas || !deleted {
             return Ok(());
         }
-        let wait = redis::cmd("WAIT").arg(1).arg(self.wait_ms()).to_owned();
+        let wait = redis::cmd("WAIT")
+            .arg(1)
+            .arg(wait_ms(self.timeout))
+            .to_owned();
         match self.call::<i64>(client, &wait).await? {
             0 => Err(ErrorKind::Timeout),
             _ => Ok(()),
         }
-    }
-
-    /// WAIT's own timeout: half the call's, at least 1 ms (0 would block forever).
-    fn wait_ms(&self) -> u64 {
-        (self.timeout.as_millis() as u64 / 2).max(1)
     }
 
     /// The lease the server started at `sent`, with its watchdog if the flavor renews.
@@ -404,7 +398,9 @@ impl Lock for SetNx {
                     Acquire::SetNxPx if notify => {
                         let mut p = redis::pipe();
                         p.add_command(set.clone()).cmd("PTTL").arg(key);
-                        let (got, pttl): (Option<String>, i64) = self.pipe(client, &p).await?;
+                        let (got, pttl): (Option<String>, i64) = self
+                            .run(client, async |con| p.query_async(con).await)
+                            .await?;
                         Ok(match got {
                             Some(_) => Try::Acquired,
                             None => Try::busy_for_pttl(pttl),
@@ -504,7 +500,10 @@ impl Lock for SetNx {
                     call.key(channel);
                 }
                 call.arg(&lease.token);
-                let deleted = self.script::<i64>(client, &call).await? == 1;
+                let deleted: i64 = self
+                    .run(client, async |con| call.invoke_async(con).await)
+                    .await?;
+                let deleted = deleted == 1;
                 self.release_replicated(client, deleted).await?;
                 Ok(deleted)
             }

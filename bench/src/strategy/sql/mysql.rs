@@ -1,17 +1,17 @@
-//! MariaDB/MySQL as a [`Dialect`] of the SQL store: its statements (`?` placeholders, the
-//! `version` column `mysql-optimistic` reads), its error numbers, its buyer sessions (their
-//! lock waits set by `innodb_lock_wait_timeout`, whole seconds), and settling a shared server
-//! between runs.
+//! MariaDB/MySQL as a [`Dialect`] of the SQL store: its schema (with the `version` column that
+//! `mysql-optimistic` reads, [`Dialect::VERSIONED`]), its error numbers, its buyer sessions
+//! (their lock waits set by `innodb_lock_wait_timeout`, whole seconds), and settling a shared
+//! server between runs.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::mysql::{MySql, MySqlArguments, MySqlConnectOptions};
 use sqlx::query::Query;
-use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection, SqlSafeStr};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlConnection};
 
 use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls, stock_rows};
-use crate::cluster::{MysqlEndpoint, Prefix};
+use crate::cluster::MysqlEndpoint;
 use crate::record::ErrorKind;
 use crate::strategy::StrategyError;
 use crate::workload::Workload;
@@ -86,8 +86,10 @@ impl Dialect for Mysql {
     type Conn = MySqlConnection;
     type Endpoint = MysqlEndpoint;
     const PREPARE: &'static str = "prepare stock";
+    const VERSIONED: bool = true;
     const RETURNING: bool = false;
     const CUT_CLOSES: bool = false;
+    const ROLLBACK_DOUBT_DISCARDS: bool = false;
     const CLOSE_BUYERS: bool = false;
     const CAST_BIGINT: &'static str = "SIGNED";
     const ON_DUPLICATE_NOTHING: &'static str = "ON DUPLICATE KEY UPDATE units = units";
@@ -105,40 +107,6 @@ impl Dialect for Mysql {
         let admin = opts.clone();
         let lock_wait_s = lock_wait(w).as_secs();
         (Self { opts, lock_wait_s }, admin)
-    }
-
-    fn statements(p: &Prefix) -> Statements {
-        let (stock, orders) = (p.table("stock"), p.table("orders"));
-        let s = |text: String| sqlx::AssertSqlSafe(text).into_sql_str();
-        let set = format!("UPDATE {stock} SET qty = ?, version = version + 1 WHERE sku = ?");
-        Statements {
-            read: s(format!("SELECT qty, version FROM {stock} WHERE sku = ?")),
-            read_for_update: s(format!(
-                "SELECT qty, version FROM {stock} WHERE sku = ? FOR UPDATE"
-            )),
-            read_cols: 2,
-            read_price: s(format!(
-                "SELECT qty, price_cents FROM {stock} WHERE sku = ?"
-            )),
-            read_price_for_update: s(format!(
-                "SELECT qty, price_cents FROM {stock} WHERE sku = ? FOR UPDATE"
-            )),
-            raise_fence: s(format!(
-                "UPDATE {stock} SET fence = GREATEST(fence, ?) WHERE sku = ?"
-            )),
-            write_if_version: Some(s(format!("{set} AND version = ?"))),
-            write_if_fence: s(format!("{set} AND fence <= ?")),
-            write: s(set),
-            insert_order: s(format!(
-                "INSERT INTO {orders} (sku, buyer, token, created_us) VALUES (?, ?, ?, ?)"
-            )),
-            decrement: s(format!(
-                "UPDATE {stock} SET qty = qty - 1, version = version + 1 WHERE sku = ? AND qty > 0"
-            )),
-            units: p.table("units"),
-            stock,
-            orders,
-        }
     }
 
     fn schema(sql: &Statements, stock: &[u64]) -> Vec<String> {

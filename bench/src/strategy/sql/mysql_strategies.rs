@@ -5,20 +5,18 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use sqlx::{Connection, MySqlConnection};
 
 use super::buyers::fail_and_drop;
-use super::mysql::{BuyerConn, ER_LOCK_WAIT_TIMEOUT, SharedStore, classify, error_number};
+use super::mysql::{ER_LOCK_WAIT_TIMEOUT, Mysql, SharedStore, classify, error_number};
 use super::store::{Guard, Written, write_failure};
-use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
-use crate::chaos::holder::{self, Point};
+use super::strategies::{Atomic, NoLock, TxHeld, lock_failed, on_sql, row_key, taken, token};
+use crate::record::Outcome;
 use crate::record::trips::one;
-use crate::record::{ErrorKind, Outcome};
-use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, backoff, calls, within};
+use crate::strategy::{Attempt, Purchase, Strategy, backoff, calls, within};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB;
-use crate::strategy::entry::{Kind, Setup, StrategyInfo};
+use crate::strategy::entry::{Kind, StrategyInfo};
 
 /// `none`.
 pub const NONE: StrategyInfo = StrategyInfo {
@@ -30,7 +28,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     needs: MARIADB,
     wait: None,
     about: "control: the critical section with no lock at all; must oversell under contention",
-    build: |s| Box::pin(on_mariadb(s, NoLock::new)),
+    build: |s| Box::pin(on_sql(s, s.mariadb(), NoLock::new)),
 };
 
 /// `mysql-for-update`.
@@ -39,7 +37,7 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     kind: Kind::Lock,
     locks: true,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section",
-    build: |s| Box::pin(on_mariadb(s, ForUpdate::new)),
+    build: |s| Box::pin(on_sql(s, s.mariadb(), ForUpdate::new)),
     ..NONE
 };
 
@@ -48,7 +46,7 @@ pub const OPTIMISTIC: StrategyInfo = StrategyInfo {
     id: "mysql-optimistic",
     kind: Kind::LockFree,
     about: "version column: UPDATE … WHERE version = read; bounded retries with backoff",
-    build: |s| Box::pin(on_mariadb(s, Optimistic::new)),
+    build: |s| Box::pin(on_sql(s, s.mariadb(), Optimistic::new)),
     ..NONE
 };
 
@@ -57,7 +55,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     id: "mysql-atomic",
     kind: Kind::LockFree,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0, then the order row (no lock)",
-    build: |s| Box::pin(on_mariadb(s, |store, _| Atomic::new(store))),
+    build: |s| Box::pin(on_sql(s, s.mariadb(), |store, _| Atomic::new(store))),
     ..NONE
 };
 
@@ -89,15 +87,6 @@ pub const ATOMIC_BLIND_REAPER: StrategyInfo = StrategyInfo {
             must count both)",
     ..ATOMIC
 };
-
-/// A strategy `make` builds on the MariaDB store, selling from it.
-async fn on_mariadb<T: Strategy + 'static>(
-    s: Setup<'_>,
-    make: impl FnOnce(SharedStore, &Workload) -> T,
-) -> Result<Built, StrategyError> {
-    let store = s.mariadb().await?;
-    Ok(s.on_store(make(store.clone(), s.w), store))
-}
 
 /// `mysql-for-update`: the critical section inside one transaction that starts with
 /// `SELECT … FOR UPDATE`, so the row lock is the mutex. Waits end at `lock.acquire_timeout`
@@ -138,39 +127,27 @@ impl Strategy for ForUpdate {
             Ok(c) => c,
             Err(k) => return Outcome::Failed(k).into(),
         };
-        let mut tx = match within(s.timeout, one(con.begin()), classify).await {
+        let mut tx = match s.begin(&mut con, p.client).await {
             Ok(tx) => tx,
-            Err(k) => {
-                // A connection that cannot begin (the server restarted) is replaced next time.
-                s.discard_later(p.client);
-                return Outcome::Failed(k).into();
-            }
+            Err(k) => return Outcome::Failed(k).into(),
         };
         // The locking read may legitimately wait for the row lock, up to the server's timeout.
-        let read =
-            tokio::time::timeout(self.lock_wait + s.timeout, s.read(&mut tx, p.sku, true)).await;
-        let qty = match read {
-            Ok(Ok((qty, _))) => qty,
-            Ok(Err(e)) => {
+        let read = s.read(&mut tx, p.sku, true);
+        let qty = match taken(self.lock_wait + s.timeout, read).await {
+            Ok((qty, _)) => qty,
+            // The server ended the wait (error 1205) and applied nothing.
+            Err(Some(e)) if error_number(&e) == Some(ER_LOCK_WAIT_TIMEOUT) => {
                 drop(tx);
-                return locking_read_failed(con, Some(e)).into();
+                return Outcome::LockTimeout.into();
             }
-            Err(_) => {
+            Err(e) => {
                 drop(tx);
-                return locking_read_failed(con, None).into();
+                return lock_failed::<Mysql>(con, e).into();
             }
         };
         // The row lock is held from here until the commit or rollback is sent: record it as a
         // lease, so the double-grant checker measures the row lock like any other.
-        let acquired = Instant::now();
-        let token = token(p);
-        // The server frees the row lock itself (at commit, rollback, or when a cut attempt's
-        // connection goes), so only the interval the buyer held it is recorded here.
-        let held = |outcome: Outcome, released: Instant| {
-            p.lease
-                .put(tx_lease(row_key(p.sku), &token, acquired, released));
-            Attempt::from(outcome)
-        };
+        let lease = TxHeld::now(p, row_key(p.sku));
         if p.read && self.touch_store {
             // A plain lock serves a read with its exclusive lock: the read section under the
             // row lock, then the transaction is rolled back (nothing was written).
@@ -179,74 +156,26 @@ impl Strategy for ForUpdate {
             return match checked {
                 Ok(outcome) => {
                     let _ = within(s.timeout, one(tx.rollback()), classify).await;
-                    held(outcome, released)
+                    lease.ended(outcome, released)
                 }
                 Err(k) => {
                     drop(tx);
-                    held(fail_and_drop(con, Outcome::Failed(k)), released)
+                    lease.ended(fail_and_drop(con, Outcome::Failed(k)), released)
                 }
             };
         }
         if !self.touch_store {
             let released = Instant::now();
             let _ = within(s.timeout, one(tx.rollback()), classify).await;
-            return held(Outcome::Locked, released);
+            return lease.ended(Outcome::Locked, released);
         }
-        let (written, released) = self.hold_and_write(&mut tx, p, qty, &token).await;
-        let written = match written {
-            Ok(Outcome::Sold) => within(s.timeout, one(tx.commit()), classify)
-                .await
-                .map(|()| Outcome::Sold),
-            // Sold out or refused: nothing to keep.
-            Ok(o) => {
-                let _ = within(s.timeout, one(tx.rollback()), classify).await;
-                Ok(o)
-            }
-            Err(k) => {
-                drop(tx);
-                Err(k)
-            }
-        };
+        // A failed read of a sale's rules fails the attempt as a failed write would.
+        let (written, released) = lease.sell(s, &mut tx, qty, self.hold, write_failure).await;
+        let written = s.finish(tx, written, p.client).await;
         match written {
-            Ok(o) => held(o, released),
-            Err(k) => held(fail_and_drop(con, write_failure(k)), released),
+            Ok(o) => lease.ended(o, released),
+            Err(o) => lease.ended(fail_and_drop(con, o), released),
         }
-    }
-}
-
-impl ForUpdate {
-    /// The sale under the row lock: what turns the buyer away (no stock; a sale's request
-    /// already placed or limit reached, read in the locked transaction), else the hold, then
-    /// the write; when the release (the commit or rollback) is about to be sent. The holder
-    /// pause points are here, as in a lock of its own.
-    async fn hold_and_write(
-        &self,
-        tx: &mut MySqlConnection,
-        p: &Purchase<'_>,
-        qty: i64,
-        token: &str,
-    ) -> (Result<Outcome, ErrorKind>, Instant) {
-        match self.store.refusal(tx, p, qty).await {
-            Ok(None) => {}
-            Ok(Some(turned_away)) => return (Ok(turned_away), Instant::now()),
-            Err(k) => return (Err(k), Instant::now()),
-        }
-        holder::reached_by_locking_read();
-        tokio::time::sleep(self.hold).await;
-        let new_qty = qty - i64::from(p.ask.qty);
-        let written = self.store.write(tx, p, new_qty, Guard::None, token).await;
-        holder::reached(Point::BeforeRelease);
-        (written.map(|w| w.outcome(false)), Instant::now())
-    }
-}
-
-/// What a locking read that returned no row makes of the attempt: a lock wait timeout, or a
-/// failure (`None`: the call timed out) that discards the connection.
-fn locking_read_failed(con: BuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
-    match e {
-        Some(e) if error_number(&e) == Some(ER_LOCK_WAIT_TIMEOUT) => Outcome::LockTimeout,
-        Some(e) => fail_and_drop(con, Outcome::Failed(classify(&e))),
-        None => fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)),
     }
 }
 

@@ -10,12 +10,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgConnection, Postgres};
 use sqlx::query::Query;
-use sqlx::{ConnectOptions, SqlSafeStr};
 
 use super::store::{Arg, Db, Dialect, PRICE_CENTS, SqlStore, Statements, driver_calls, stock_rows};
-use crate::cluster::{PostgresEndpoint, Prefix, session_settings};
+use crate::cluster::{PostgresEndpoint, session_settings};
 use crate::record::ErrorKind;
 use crate::strategy::{Purchase, StrategyError};
 use crate::workload::Workload;
@@ -205,8 +205,10 @@ impl Dialect for Pg {
     type Conn = PgConnection;
     type Endpoint = PostgresEndpoint;
     const PREPARE: &'static str = "prepare the PostgreSQL store";
+    const VERSIONED: bool = false;
     const RETURNING: bool = true;
     const CUT_CLOSES: bool = true;
+    const ROLLBACK_DOUBT_DISCARDS: bool = true;
     const CLOSE_BUYERS: bool = true;
     const CAST_BIGINT: &'static str = "BIGINT";
     const ON_DUPLICATE_NOTHING: &'static str = "ON CONFLICT DO NOTHING";
@@ -232,39 +234,6 @@ impl Dialect for Pg {
         // Setup and audit go to the server itself, never through a pooler.
         let admin = ep.connect_options().log_statements(log::LevelFilter::Off);
         (Self { session }, admin)
-    }
-
-    fn statements(p: &Prefix) -> Statements {
-        let (stock, orders) = (p.table("stock"), p.table("orders"));
-        let s = |text: String| sqlx::AssertSqlSafe(text).into_sql_str();
-        let set = format!("UPDATE {stock} SET qty = $1 WHERE sku = $2");
-        Statements {
-            read: s(format!("SELECT qty FROM {stock} WHERE sku = $1")),
-            read_for_update: s(format!("SELECT qty FROM {stock} WHERE sku = $1 FOR UPDATE")),
-            read_cols: 1,
-            read_price: s(format!(
-                "SELECT qty, price_cents FROM {stock} WHERE sku = $1"
-            )),
-            read_price_for_update: s(format!(
-                "SELECT qty, price_cents FROM {stock} WHERE sku = $1 FOR UPDATE"
-            )),
-            raise_fence: s(format!(
-                "UPDATE {stock} SET fence = GREATEST(fence, $1) WHERE sku = $2"
-            )),
-            write_if_version: None,
-            write_if_fence: s(format!("{set} AND fence <= $3")),
-            write: s(set),
-            insert_order: s(format!(
-                "INSERT INTO {orders} (sku, buyer, token, created_us) VALUES ($1, $2, $3, $4) \
-                 RETURNING id"
-            )),
-            decrement: s(format!(
-                "UPDATE {stock} SET qty = qty - 1 WHERE sku = $1 AND qty > 0 RETURNING qty"
-            )),
-            units: p.table("units"),
-            stock,
-            orders,
-        }
     }
 
     fn schema(sql: &Statements, stock: &[u64]) -> Vec<String> {

@@ -7,21 +7,18 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use sqlx::postgres::PgConnection;
-use sqlx::{Connection, SqlSafeStr, SqlStr};
+use sqlx::{SqlSafeStr, SqlStr};
 
 use super::buyers::fail_and_drop;
-use super::postgres::{
-    PgBuyerConn, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sqlstate,
-};
+use super::postgres::{Pg, QUERY_CANCELED, SharedPgStore, classify, is_lock_timeout, sqlstate};
 use super::postgres_advisory::advisory_key;
-use super::store::{Arg, Dialect, Guard, write_failure};
-use super::strategies::{Atomic, NoLock, row_key, token, tx_lease};
-use crate::chaos::holder::{self, Point};
+use super::store::{Arg, Dialect};
+use super::strategies::{Atomic, NoLock, TxHeld, lock_failed, on_sql, row_key, taken};
+use crate::record::Outcome;
 use crate::record::trips::one;
-use crate::record::{ErrorKind, Outcome};
 use crate::strategy::entry::needs::POSTGRES;
-use crate::strategy::entry::{Kind, Setup, StrategyInfo};
-use crate::strategy::{Attempt, Built, Purchase, Strategy, StrategyError, calls, within};
+use crate::strategy::entry::{Kind, StrategyInfo};
+use crate::strategy::{Attempt, Purchase, Strategy, calls, within};
 use crate::workload::Workload;
 
 /// `pg-none`.
@@ -35,7 +32,7 @@ pub const NONE: StrategyInfo = StrategyInfo {
     wait: None,
     about: "control: the critical section on the PostgreSQL store with no lock; must oversell \
             under contention (proves the PostgreSQL store's audit sees it)",
-    build: |s| Box::pin(on_postgres(s, NoLock::new)),
+    build: |s| Box::pin(on_sql(s, s.postgres(), NoLock::new)),
 };
 
 /// `pg-atomic`.
@@ -44,7 +41,7 @@ pub const ATOMIC: StrategyInfo = StrategyInfo {
     kind: Kind::LockFree,
     about: "one atomic UPDATE … SET qty = qty - 1 WHERE qty > 0 RETURNING qty, then the order \
             row, in one transaction (no lock; Django's filter(qty__gt=0).update(F('qty') - 1))",
-    build: |s| Box::pin(on_postgres(s, |store, _| Atomic::new(store))),
+    build: |s| Box::pin(on_sql(s, s.postgres(), |store, _| Atomic::new(store))),
     ..NONE
 };
 
@@ -55,7 +52,11 @@ pub const FOR_UPDATE: StrategyInfo = StrategyInfo {
     locks: true,
     about: "SELECT … FOR UPDATE row lock held by the transaction around the critical section, \
             waits bounded by lock_timeout (Django select_for_update, JPA PESSIMISTIC_WRITE)",
-    build: |s| Box::pin(on_postgres(s, |st, w| TxLocked::new(st, w, TxLock::Row))),
+    build: |s| {
+        Box::pin(on_sql(s, s.postgres(), |st, w| {
+            TxLocked::new(st, w, TxLock::Row)
+        }))
+    },
     ..NONE
 };
 
@@ -66,21 +67,12 @@ pub const ADVISORY_XACT: StrategyInfo = StrategyInfo {
             by its commit or rollback; waits in PostgreSQL's lock queue under lock_timeout \
             (django-pglock's advisory(xact=True), key hashed as sqlx's PgAdvisoryLock)",
     build: |s| {
-        Box::pin(on_postgres(s, |st, w| {
+        Box::pin(on_sql(s, s.postgres(), |st, w| {
             TxLocked::new(st, w, TxLock::AdvisoryXact)
         }))
     },
     ..FOR_UPDATE
 };
-
-/// A strategy `make` builds on the PostgreSQL store, selling from it.
-async fn on_postgres<T: Strategy + 'static>(
-    s: Setup<'_>,
-    make: impl FnOnce(SharedPgStore, &Workload) -> T,
-) -> Result<Built, StrategyError> {
-    let store = s.postgres().await?;
-    Ok(s.on_store(make(store.clone(), s.w), store))
-}
 
 /// Which lock the transaction takes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,74 +152,39 @@ impl Strategy for TxLocked {
             Err(k) => return Outcome::Failed(k).into(),
         };
         con.unsettled();
-        let mut tx = match within(s.timeout, one(con.begin()), classify).await {
+        let mut tx = match s.begin(&mut con, p.client).await {
             Ok(tx) => tx,
-            Err(k) => {
-                // A connection that cannot begin (the server restarted) is replaced next time.
-                s.discard_later(p.client);
-                return Outcome::Failed(k).into();
-            }
+            Err(k) => return Outcome::Failed(k).into(),
         };
         // Taking the lock may legitimately wait, up to the server's lock_timeout.
-        let qty =
-            match tokio::time::timeout(s.lock_wait + s.timeout * 2, self.take(&mut tx, p)).await {
-                Ok(Ok(qty)) => qty,
-                Ok(Err(e)) if gave_up_waiting(&e) => {
-                    // The server ended the wait and applied nothing. As a real client does
-                    // (Django's atomic block), roll back and keep the connection: closing it
-                    // made the buyer's next attempt pay a new session (a fork, a SCRAM login).
-                    if within(s.timeout, one(tx.rollback()), classify)
-                        .await
-                        .is_ok()
-                    {
-                        con.settled();
-                    }
-                    return Outcome::LockTimeout.into();
-                }
-                Ok(Err(e)) => {
-                    drop(tx);
-                    return lock_failed(con, Some(e)).into();
-                }
-                Err(_) => {
-                    drop(tx);
-                    return lock_failed(con, None).into();
-                }
-            };
-        // Held from here until the commit or rollback is sent; the server frees it itself, so
-        // only the interval the buyer held it is recorded.
-        let acquired = Instant::now();
-        let token = token(p);
-        let held = |outcome: Outcome, released: Instant| {
-            p.lease
-                .put(tx_lease(self.lease_key(p), &token, acquired, released));
-            Attempt::from(outcome)
-        };
-        let (outcome, released) = self.under_lock(&mut tx, p, qty, &token).await;
-        let finished = match outcome {
-            Ok(Outcome::Sold) => within(s.timeout, one(tx.commit()), classify)
-                .await
-                .map(|()| Outcome::Sold)
-                .map_err(write_failure),
-            // A read, or no sale: nothing to keep. A failed rollback leaves the connection in
-            // doubt, so it is replaced, but the outcome stands.
-            Ok(o) => {
+        let qty = match taken(s.lock_wait + s.timeout * 2, self.take(&mut tx, p)).await {
+            Ok(qty) => qty,
+            Err(Some(e)) if gave_up_waiting(&e) => {
+                // The server ended the wait and applied nothing. As a real client does
+                // (Django's atomic block), roll back and keep the connection: closing it
+                // made the buyer's next attempt pay a new session (a fork, a SCRAM login).
                 if within(s.timeout, one(tx.rollback()), classify)
                     .await
-                    .is_err()
+                    .is_ok()
                 {
-                    s.discard_later(p.client);
+                    con.settled();
                 }
-                Ok(o)
+                return Outcome::LockTimeout.into();
             }
-            Err(o) => {
+            Err(e) => {
                 drop(tx);
-                Err(o)
+                return lock_failed::<Pg>(con, e).into();
             }
         };
+        // Held from here until the commit or rollback is sent; the server frees it itself, so
+        // only the interval the buyer held it is recorded.
+        let lease = TxHeld::now(p, self.lease_key(p));
+        let (outcome, released) = self.under_lock(&mut tx, p, qty, &lease).await;
+        let finished = s.finish(tx, outcome, p.client).await;
         con.settled();
         match finished {
-            Ok(o) => held(o, released),
-            Err(o) => held(fail_and_drop(con, o), released),
+            Ok(o) => lease.ended(o, released),
+            Err(o) => lease.ended(fail_and_drop(con, o), released),
         }
     }
 }
@@ -240,7 +197,7 @@ impl TxLocked {
         tx: &mut PgConnection,
         p: &Purchase<'_>,
         qty: i64,
-        token: &str,
+        lease: &TxHeld<'_, '_>,
     ) -> (Result<Outcome, Outcome>, Instant) {
         let s = &self.store;
         if !self.touch_store {
@@ -253,23 +210,9 @@ impl TxLocked {
             let checked = s.check_stock(tx, p.sku, self.hold, locking).await;
             return (checked.map_err(Outcome::Failed), Instant::now());
         }
-        match s.refusal(tx, p, qty).await {
-            Ok(None) => {}
-            Ok(Some(turned_away)) => return (Ok(turned_away), Instant::now()),
-            Err(k) => return (Err(Outcome::Failed(k)), Instant::now()),
-        }
         // Taking the lock read the stock too (the row lock's locking read; the advisory lock
         // then the read, one call).
-        holder::reached_by_locking_read();
-        tokio::time::sleep(self.hold).await;
-        let new_qty = qty - i64::from(p.ask.qty);
-        let written = s.write(tx, p, new_qty, Guard::None, token).await;
-        holder::reached(Point::BeforeRelease);
-        let released = Instant::now();
-        (
-            written.map(|w| w.outcome(false)).map_err(write_failure),
-            released,
-        )
+        lease.sell(s, tx, qty, self.hold, Outcome::Failed).await
     }
 }
 
@@ -280,13 +223,4 @@ impl TxLocked {
 /// the lock can wait that long.
 fn gave_up_waiting(e: &sqlx::Error) -> bool {
     is_lock_timeout(e) || sqlstate(e).as_deref() == Some(QUERY_CANCELED)
-}
-
-/// What a lock that was not taken makes of the attempt, other than a wait given up: a failure
-/// (`None`: the call timed out client-side) that discards the connection.
-fn lock_failed(con: PgBuyerConn<'_>, e: Option<sqlx::Error>) -> Outcome {
-    match e {
-        Some(e) => fail_and_drop(con, Outcome::Failed(classify(&e))),
-        None => fail_and_drop(con, Outcome::Failed(ErrorKind::Timeout)),
-    }
 }

@@ -60,6 +60,9 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     /// What a `prepare` that ran out of time was doing.
     const PREPARE: &'static str;
+    /// The stock row carries a `version` (MariaDB's, which `mysql-optimistic` reads): read with
+    /// the stock and raised by every write.
+    const VERSIONED: bool;
     /// The store's `INSERT` of an order and its `qty - 1` update answer with a row
     /// (`RETURNING`, fetched) instead of a count of rows (executed).
     const RETURNING: bool;
@@ -68,6 +71,10 @@ pub trait Dialect: Send + Sync + Sized + 'static {
     /// once. PostgreSQL's strategies do; MariaDB's always left a cut transaction's rollback
     /// queued on the connection, and still do (results must not move).
     const CUT_CLOSES: bool;
+    /// A rollback that was not answered leaves the connection in doubt: [`SqlStore::finish`]
+    /// replaces it before its next use. PostgreSQL's transaction locks do; MariaDB's row lock
+    /// always kept the connection, and still does (results must not move).
+    const ROLLBACK_DOUBT_DISCARDS: bool;
     /// [`Store::close`] closes the buyers' connections too, not only the pool (PostgreSQL's
     /// backends are processes; MariaDB's store always left its buyers to the drop).
     const CLOSE_BUYERS: bool;
@@ -85,8 +92,6 @@ pub trait Dialect: Send + Sync + Sized + 'static {
 
     /// The session a buyer opens (its lock wait bound set), and the admin pool's options.
     fn new(ep: &Self::Endpoint, w: &Workload) -> (Self, <Self::Conn as Connection>::Options);
-    /// The statements, with the store's table names filled in.
-    fn statements(p: &Prefix) -> Statements;
     /// The statements that create and seed the store (wiping earlier runs).
     fn schema(sql: &Statements, stock: &[u64]) -> Vec<String>;
     /// How long a statement may wait for a row lock.
@@ -260,6 +265,59 @@ pub struct Statements {
     pub orders: String,
     /// `<prefix>_units` (`pg-skip-locked`'s, dropped with the others).
     pub units: String,
+}
+
+impl Statements {
+    /// The statements of `D`'s store, its tables named after `p`: written once for every
+    /// dialect, with `?` placeholders put in its form, the `version` column where it has one
+    /// ([`Dialect::VERSIONED`]) and `RETURNING` where it answers with a row
+    /// ([`Dialect::RETURNING`]).
+    fn new<D: Dialect>(p: &Prefix) -> Self {
+        let (stock, orders) = (p.table("stock"), p.table("orders"));
+        let s = |text: String| {
+            use sqlx::SqlSafeStr;
+            sqlx::AssertSqlSafe(D::placeholders(text)).into_sql_str()
+        };
+        let (version, raise) = match D::VERSIONED {
+            true => (", version", ", version = version + 1"),
+            false => ("", ""),
+        };
+        let returning = |what: &str| match D::RETURNING {
+            true => format!(" RETURNING {what}"),
+            false => String::new(),
+        };
+        let set = format!("UPDATE {stock} SET qty = ?{raise} WHERE sku = ?");
+        Self {
+            read: s(format!("SELECT qty{version} FROM {stock} WHERE sku = ?")),
+            read_for_update: s(format!(
+                "SELECT qty{version} FROM {stock} WHERE sku = ? FOR UPDATE"
+            )),
+            read_cols: 1 + usize::from(D::VERSIONED),
+            read_price: s(format!(
+                "SELECT qty, price_cents FROM {stock} WHERE sku = ?"
+            )),
+            read_price_for_update: s(format!(
+                "SELECT qty, price_cents FROM {stock} WHERE sku = ? FOR UPDATE"
+            )),
+            raise_fence: s(format!(
+                "UPDATE {stock} SET fence = GREATEST(fence, ?) WHERE sku = ?"
+            )),
+            write_if_version: D::VERSIONED.then(|| s(format!("{set} AND version = ?"))),
+            write_if_fence: s(format!("{set} AND fence <= ?")),
+            write: s(set),
+            insert_order: s(format!(
+                "INSERT INTO {orders} (sku, buyer, token, created_us) VALUES (?, ?, ?, ?){}",
+                returning("id")
+            )),
+            decrement: s(format!(
+                "UPDATE {stock} SET qty = qty - 1{raise} WHERE sku = ? AND qty > 0{}",
+                returning("qty")
+            )),
+            units: p.table("units"),
+            stock,
+            orders,
+        }
+    }
 }
 
 /// What must still hold for the blind write to be applied.
@@ -448,7 +506,7 @@ impl<D: Dialect> SqlStore<D> {
         w: &Workload,
     ) -> Result<Self, StrategyError> {
         let (dialect, admin) = D::new(ep, w);
-        let sql = D::statements(prefix);
+        let sql = Statements::new::<D>(prefix);
         let pool = PoolOptions::<Db<D>>::new()
             .max_connections(2)
             .connect_with(admin)
@@ -796,6 +854,50 @@ impl<D: Dialect> SqlStore<D> {
         )
         .await?;
         Ok(done > 0)
+    }
+
+    /// Begins a transaction on buyer `client`'s connection `con`; a connection that cannot
+    /// begin (the server restarted) is replaced next time.
+    pub async fn begin<'c>(
+        &self,
+        con: &'c mut D::Conn,
+        client: u32,
+    ) -> Result<sqlx::Transaction<'c, Db<D>>, ErrorKind> {
+        let begun = within(self.timeout, one(con.begin()), D::classify).await;
+        if begun.is_err() {
+            self.discard_later(client);
+        }
+        begun
+    }
+
+    /// Ends buyer `client`'s transaction `tx`, whose lock (the row lock, a transaction's
+    /// advisory lock) its commit or rollback frees, as `outcome` says: commits a sale (a failed
+    /// commit is a [`write_failure`]); rolls back anything else, nothing to keep (a read, sold
+    /// out, refused), the outcome standing whether or not the rollback was answered
+    /// ([`Dialect::ROLLBACK_DOUBT_DISCARDS`]); drops it on a failure (its connection goes).
+    pub async fn finish(
+        &self,
+        tx: sqlx::Transaction<'_, Db<D>>,
+        outcome: Result<Outcome, Outcome>,
+        client: u32,
+    ) -> Result<Outcome, Outcome> {
+        match outcome {
+            Ok(Outcome::Sold) => within(self.timeout, one(tx.commit()), D::classify)
+                .await
+                .map(|()| Outcome::Sold)
+                .map_err(write_failure),
+            Ok(o) => {
+                let rollback = within(self.timeout, one(tx.rollback()), D::classify).await;
+                if rollback.is_err() && D::ROLLBACK_DOUBT_DISCARDS {
+                    self.discard_later(client);
+                }
+                Ok(o)
+            }
+            Err(o) => {
+                drop(tx);
+                Err(o)
+            }
+        }
     }
 
     /// Replaces buyer `client`'s connection before its next use.
