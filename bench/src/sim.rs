@@ -34,8 +34,8 @@ use crate::record::{ErrorKind, Outcome};
 use crate::report::Summary;
 use crate::run::{InProcess, RunError, RunOptions, Source};
 use crate::strategy::{
-    AcquireError, Attempt, Built, CriticalSection, Expiry, Kind, Lease, Lock, Locked, Purchase,
-    Rules, Store, Strategy, StrategyError, StrategyInfo, read_outcome,
+    AcquireError, Acquired, Attempt, Built, CriticalSection, Expiry, Kind, Lease, Lock, Locked,
+    Purchase, Rules, Store, Strategy, StrategyError, StrategyInfo, read_outcome,
 };
 use crate::workload::{Ask, Workload};
 
@@ -277,7 +277,7 @@ impl SimLock {
 
 #[async_trait]
 impl Lock for SimLock {
-    async fn acquire(&self, _client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, _client: u32, key: &str, token: &str) -> Acquired {
         if let SimFault::Silent { every } = self.fault
             && self.acquires.fires(every)
         {
@@ -311,12 +311,7 @@ impl Lock for SimLock {
 
     /// A shared lease (one permit) when the lock is a read–write one; the exclusive lock
     /// otherwise.
-    async fn acquire_read(
-        &self,
-        client: u32,
-        key: &str,
-        token: &str,
-    ) -> Result<Lease, AcquireError> {
+    async fn acquire_read(&self, client: u32, key: &str, token: &str) -> Acquired {
         if !self.rwlock {
             return self.acquire(client, key, token).await;
         }

@@ -6,7 +6,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -132,9 +132,7 @@ pub async fn calibrate_on(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Model, RunError> {
-    let began = Instant::now();
-    std::fs::create_dir_all(&opts.out).map_err(super::write_err(&opts.out))?;
-    super::fingerprint(source).await;
+    let began = super::begin_in(&opts.out, source).await?;
     let mut m = Model::empty(
         &opts.workload_file.display().to_string(),
         (opts.contenders, opts.trials, opts.trial.as_secs_f64()),

@@ -167,9 +167,7 @@ pub async fn contend_on(
     cancel: &CancellationToken,
     log: &mut dyn Write,
 ) -> Result<Contend, RunError> {
-    let began = Instant::now();
-    std::fs::create_dir_all(&opts.out).map_err(super::write_err(&opts.out))?;
-    super::fingerprint(source).await;
+    let began = super::begin_in(&opts.out, source).await?;
     let mut c = Contend {
         schema: CONTEND_SCHEMA.to_string(),
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),

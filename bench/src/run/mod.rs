@@ -133,6 +133,15 @@ pub(crate) async fn fingerprint(source: &Source) {
     }
 }
 
+/// The start of a command that writes one results folder: the folder made, the machine
+/// fingerprinted ([`fingerprint`]); returns when it began.
+pub(crate) async fn begin_in(out: &Path, source: &Source) -> Result<Instant, RunError> {
+    let began = Instant::now();
+    std::fs::create_dir_all(out).map_err(write_err(out))?;
+    fingerprint(source).await;
+    Ok(began)
+}
+
 /// [`fingerprint`]; `local`: whether the servers run on this machine (not a target's), so
 /// their disk is the one to probe.
 async fn take_fingerprint(local: bool) {

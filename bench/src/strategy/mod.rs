@@ -347,6 +347,9 @@ pub enum AcquireError {
     Failed(ErrorKind),
 }
 
+/// What taking a lock gives: its lease, or why not.
+pub type Acquired = Result<Lease, AcquireError>;
+
 /// A mutual-exclusion lock over a key.
 #[async_trait]
 pub trait Lock: Send + Sync {
@@ -356,18 +359,13 @@ pub trait Lock: Send + Sync {
     }
 
     /// Takes the lock on `key` for `token`, retrying until `lock.acquire_timeout`.
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError>;
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired;
 
     /// Takes the lock on `key` for a read. A read–write lock grants a shared lease
     /// ([`Lease::shared`]) that other readers may hold at once and that excludes writers; a plain
     /// lock serves a read as it serves a write, with its exclusive lock (the default). Bounded by
     /// [`Lock::acquire_bound`]; released with [`Lock::release`].
-    async fn acquire_read(
-        &self,
-        client: u32,
-        key: &str,
-        token: &str,
-    ) -> Result<Lease, AcquireError> {
+    async fn acquire_read(&self, client: u32, key: &str, token: &str) -> Acquired {
         self.acquire(client, key, token).await
     }
 

@@ -22,7 +22,7 @@ use async_trait::async_trait;
 use self::process::{AdapterProcess, Bounds, CallError, InitArgs};
 use self::wire::{InitEndpoints, Reply, Request};
 use super::entry::Setup;
-use super::{AcquireError, Built, Expiry, KeepAlive, Lease, Lock, StrategyError};
+use super::{AcquireError, Acquired, Built, Expiry, KeepAlive, Lease, Lock, StrategyError};
 use crate::record::ErrorKind;
 
 pub use libraries::{LIBRARIES, Library, STRATEGIES, library_of};
@@ -150,7 +150,7 @@ fn call_failure(e: CallError) -> ErrorKind {
 
 #[async_trait]
 impl Lock for AdapterLock {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let answer = self
             .process
             .request(

@@ -42,7 +42,9 @@ use tokio::time::Instant;
 
 use crate::record::ErrorKind;
 use crate::record::trips::one;
-use crate::strategy::{AcquireError, Expiry, KeepAlive, Lease, Lock, StrategyError, within};
+use crate::strategy::{
+    AcquireError, Acquired, Expiry, KeepAlive, Lease, Lock, StrategyError, within,
+};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB_ETCD;
@@ -465,7 +467,7 @@ impl Lock for EtcdLock {
         (s > 0).then(|| Duration::from_secs(s as u64))
     }
 
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let mut etcd = self.client(client);
         let started = Instant::now();
         let mut retried = false;

@@ -38,7 +38,7 @@ use zookeeper_client::{Acls, Client, CreateMode, Error as ZkError, SessionState}
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::record::trips::one;
-use crate::strategy::{AcquireError, KeepAlive, Lease, Lock, StrategyError, within};
+use crate::strategy::{AcquireError, Acquired, KeepAlive, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB_ZOOKEEPER;
@@ -520,13 +520,7 @@ impl ZkLock {
     }
 
     /// Takes the lock on `key` in `role`: creates our node, waits for our turn, remembers it.
-    async fn take(
-        &self,
-        client: u32,
-        key: &str,
-        token: &str,
-        role: Role,
-    ) -> Result<Lease, AcquireError> {
+    async fn take(&self, client: u32, key: &str, token: &str, role: Role) -> Acquired {
         let deadline = tokio::time::Instant::now() + self.acquire_timeout;
         let zk = self.session(client).await.map_err(AcquireError::Failed)?;
         self.delete_orphans(&zk).await;
@@ -573,7 +567,7 @@ fn session_ended(zk: &Client) -> KeepAlive {
 
 #[async_trait]
 impl Lock for ZkLock {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let role = if self.read_write {
             Role::Write
         } else {
@@ -582,12 +576,7 @@ impl Lock for ZkLock {
         self.take(client, key, token, role).await
     }
 
-    async fn acquire_read(
-        &self,
-        client: u32,
-        key: &str,
-        token: &str,
-    ) -> Result<Lease, AcquireError> {
+    async fn acquire_read(&self, client: u32, key: &str, token: &str) -> Acquired {
         if self.read_write {
             self.take(client, key, token, Role::Read).await
         } else {

@@ -28,7 +28,7 @@ use crate::record::{ErrorKind, Outcome};
 use crate::strategy::sql::mysql::SharedStore;
 use crate::strategy::wait::{Try, WaitDefault, Waiter};
 use crate::strategy::{
-    AcquireError, CriticalSection, Lease, Lock, Locked, Purchase, StrategyError, within,
+    AcquireError, Acquired, CriticalSection, Lease, Lock, Locked, Purchase, StrategyError, within,
 };
 use crate::workload::Workload;
 
@@ -277,7 +277,7 @@ impl ClusterSetNx {
 
 #[async_trait]
 impl Lock for ClusterSetNx {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let set = redis::cmd("SET")
             .arg(key)
             .arg(token)

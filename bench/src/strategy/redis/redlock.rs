@@ -20,7 +20,7 @@ use futures::stream::FuturesUnordered;
 use super::conn::{Con, classify, connections};
 use crate::record::ErrorKind;
 use crate::strategy::wait::{Try, Waiter};
-use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
+use crate::strategy::{Acquired, Lease, Lock, StrategyError, within};
 
 use crate::strategy::entry::needs::MARIADB_REDLOCK;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
@@ -190,7 +190,7 @@ impl Redlock {
 
 #[async_trait]
 impl Lock for Redlock {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let ttl_ms = self.ttl.as_millis() as u64;
         let set = redis::cmd("SET")
             .arg(key)

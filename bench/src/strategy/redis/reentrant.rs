@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use super::conn::{Con, classify, connections};
 use crate::record::ErrorKind;
 use crate::strategy::wait::{Try, Waiter};
-use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
+use crate::strategy::{AcquireError, Acquired, Lease, Lock, StrategyError, within};
 
 use crate::strategy::entry::needs::MARIADB_REDIS;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
@@ -201,7 +201,7 @@ impl Reentrant {
 
 #[async_trait]
 impl Lock for Reentrant {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         self.hash.acquire(client, &self.acquire, key, token).await?;
         Ok(Lease::new(key, token).expiring(self.hash.ttl()))
     }

@@ -19,7 +19,7 @@ use async_trait::async_trait;
 use super::reentrant::{HashLock, Released};
 use crate::record::ErrorKind;
 use crate::strategy::wait::{REDISSON, WAKE_ALL, WaitDefault};
-use crate::strategy::{AcquireError, Lease, Lock, StrategyError};
+use crate::strategy::{Acquired, Lease, Lock, StrategyError};
 
 use crate::strategy::entry::needs::MARIADB_REDIS;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
@@ -96,17 +96,12 @@ impl RwLock {
 
 #[async_trait]
 impl Lock for RwLock {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         self.hash.acquire(client, &self.write, key, token).await?;
         Ok(Lease::new(key, token).expiring(self.hash.ttl()))
     }
 
-    async fn acquire_read(
-        &self,
-        client: u32,
-        key: &str,
-        token: &str,
-    ) -> Result<Lease, AcquireError> {
+    async fn acquire_read(&self, client: u32, key: &str, token: &str) -> Acquired {
         self.hash.acquire(client, &self.read, key, token).await?;
         let mut lease = Lease::new(key, token).expiring(self.hash.ttl());
         lease.shared = true;

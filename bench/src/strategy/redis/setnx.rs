@@ -10,7 +10,9 @@ use super::conn::{Con, RedisTarget, classify};
 use crate::cluster::Prefix;
 use crate::record::ErrorKind;
 use crate::strategy::wait::{Try, Waiter};
-use crate::strategy::{AcquireError, Expiry, KeepAlive, Lease, Lock, StrategyError, within};
+use crate::strategy::{
+    AcquireError, Acquired, Expiry, KeepAlive, Lease, Lock, StrategyError, within,
+};
 
 use crate::strategy::entry::needs::{MARIADB_REDIS, MARIADB_SENTINEL};
 use crate::strategy::entry::{Built, Kind, Setup, StrategyInfo};
@@ -372,7 +374,7 @@ impl SetNx {
 
 #[async_trait]
 impl Lock for SetNx {
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let ttl_ms = self.ttl.as_millis() as u64;
         let set = match self.flavor.acquire {
             Acquire::SetNxPx => redis::cmd("SET")

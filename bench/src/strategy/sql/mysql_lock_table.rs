@@ -13,7 +13,7 @@ use super::mysql::{SharedStore, classify};
 use crate::record::ErrorKind;
 use crate::record::trips::one;
 use crate::strategy::wait::{Try, Waiter};
-use crate::strategy::{AcquireError, Lease, Lock, StrategyError, within};
+use crate::strategy::{AcquireError, Acquired, Lease, Lock, StrategyError, within};
 use crate::workload::Workload;
 
 use crate::strategy::entry::needs::MARIADB;
@@ -182,7 +182,7 @@ impl Lock for LockTable {
         Ok(())
     }
 
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let take = || async {
             let taken = self.try_take(client, key, token).await?;
             Ok(if taken {

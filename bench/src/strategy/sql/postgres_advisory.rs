@@ -38,7 +38,7 @@ use crate::record::ErrorKind;
 use crate::strategy::entry::needs::MARIADB_POSTGRES;
 use crate::strategy::entry::{Kind, Setup, StrategyInfo};
 use crate::strategy::wait::{Try, Waiter};
-use crate::strategy::{AcquireError, Lease, Lock, StrategyError};
+use crate::strategy::{AcquireError, Acquired, Lease, Lock, StrategyError};
 use crate::workload::WaitMode;
 
 /// `pg-advisory`.
@@ -300,7 +300,7 @@ impl Lock for AdvisoryLock {
             .map_err(StrategyError::Postgres)
     }
 
-    async fn acquire(&self, client: u32, key: &str, token: &str) -> Result<Lease, AcquireError> {
+    async fn acquire(&self, client: u32, key: &str, token: &str) -> Acquired {
         let k = advisory_key(key);
         match self.waiter.policy().mode {
             WaitMode::Notify => self.lock_blocking(client, k).await?,
