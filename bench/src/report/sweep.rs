@@ -121,17 +121,9 @@ pub struct Trial {
     pub discarded: Option<String>,
 }
 
-/// One offered rate, judged on as many trials as its decision needed.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Step {
-    /// Offered arrivals per second.
-    pub rate_per_s: f64,
-    /// What the trials decided: `pass`, `fail`, or `undecided` (the step's budget ran out).
-    pub decision: Decision,
-    /// `decision == pass`.
-    pub passed: bool,
-    /// Why it did not pass, in words with the numbers (empty when it passed).
-    pub why: String,
+/// What a step's kept trials add up to, and the bounds they give on the shares that miss.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
     /// Scheduled arrivals over every trial.
     pub arrivals: u64,
     /// Arrivals slower than the SLO latency or never served: what the percentile allows 1 − q of.
@@ -144,9 +136,26 @@ pub struct Step {
     /// The same bounds on the share not served (judged against 1 − `min_served`).
     pub unserved_share: [f64; 2],
     /// How many times more the trials' miss shares varied than binomial noise allows (at least
-    /// 1): the bounds count that many times fewer arrivals (quasi-binomial).
+    /// 1; see [`stats::dispersion`]): the bounds count that many times fewer arrivals
+    /// (quasi-binomial).
     #[serde(default = "one")]
     pub dispersion: f64,
+}
+
+/// One offered rate, judged on as many trials as its decision needed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Step {
+    /// Offered arrivals per second.
+    pub rate_per_s: f64,
+    /// What the trials decided: `pass`, `fail`, or `undecided` (the step's budget ran out).
+    pub decision: Decision,
+    /// `decision == pass`.
+    pub passed: bool,
+    /// Why it did not pass, in words with the numbers (empty when it passed).
+    pub why: String,
+    /// What its trials add up to, and the bounds they give (flat in sweep.json).
+    #[serde(flatten)]
+    pub tally: Tally,
     /// Wall-clock seconds the step took.
     pub time_s: f64,
     /// The judged percentile over every arrival of every trial (their histograms merged), ms.
@@ -244,19 +253,8 @@ impl Trial {
 pub struct Judged {
     /// The decision.
     pub decision: Decision,
-    /// Scheduled arrivals.
-    pub arrivals: u64,
-    /// Slow or unserved.
-    pub misses: u64,
-    /// Unserved.
-    pub unserved: u64,
-    /// Bounds on the miss share.
-    pub miss_share: [f64; 2],
-    /// Bounds on the unserved share.
-    pub unserved_share: [f64; 2],
-    /// How much more the trials' miss shares differ than binomial noise allows (1: no more;
-    /// see [`stats::dispersion`]); the bounds hold that many times fewer arrivals' evidence.
-    pub dispersion: f64,
+    /// What the kept trials add up to, and the bounds.
+    pub tally: Tally,
     /// The bounds fail it, but fewer than [`TRIALS_TO_FAIL`] of its trials missed beyond the
     /// goal on their own: undecided until another trial confirms (or not).
     pub unconfirmed: bool,
@@ -331,23 +329,26 @@ impl Judged {
             unconfirmed,
             short,
             load_s: [load_s, pass_load_s],
-            arrivals,
-            misses,
-            unserved,
-            miss_share: [lo1, hi1],
-            unserved_share: [lo2, hi2],
-            dispersion: phi,
+            tally: Tally {
+                arrivals,
+                misses,
+                unserved,
+                miss_share: [lo1, hi1],
+                unserved_share: [lo2, hi2],
+                dispersion: phi,
+            },
         }
     }
 
     /// Why it did not pass, with the numbers (empty when it passed).
     pub fn why(&self, slo: &Slo, confidence: f64) -> String {
+        let t = &self.tally;
         let conf = percent_tenths(confidence);
         // Trials that disagree beyond binomial noise widen the bounds; say by how much.
-        let spread = if self.dispersion > 1.0 {
+        let spread = if t.dispersion > 1.0 {
             format!(
                 ", trials disagree: bounds of {:.0} arrivals",
-                self.arrivals as f64 / self.dispersion
+                t.arrivals as f64 / t.dispersion
             )
         } else {
             String::new()
@@ -355,8 +356,8 @@ impl Judged {
         let share = |k: u64, b: [f64; 2]| {
             format!(
                 "{k} of {} ({}, {}–{} at {conf}{spread})",
-                self.arrivals,
-                percent_tenths(k as f64 / self.arrivals.max(1) as f64),
+                t.arrivals,
+                percent_tenths(k as f64 / t.arrivals.max(1) as f64),
                 percent_tenths(b[0]),
                 percent_tenths(b[1])
             )
@@ -365,33 +366,33 @@ impl Judged {
         let served_goal = 1.0 - slo.min_served;
         match self.decision {
             Decision::Pass => String::new(),
-            Decision::Fail if self.miss_share[0] > goal => format!(
+            Decision::Fail if t.miss_share[0] > goal => format!(
                 "over {} ms or unserved: {} > {}",
                 decimals(slo.latency_ms, 3),
-                share(self.misses, self.miss_share),
+                share(t.misses, t.miss_share),
                 percent_tenths(goal)
             ),
             Decision::Fail => format!(
                 "unserved: {} > {}",
-                share(self.unserved, self.unserved_share),
+                share(t.unserved, t.unserved_share),
                 percent_tenths(served_goal)
             ),
             Decision::Undecided if self.short => format!(
                 "undecided: over {} ms or unserved {}: a pass needs {} s of load, {} s so far",
                 decimals(slo.latency_ms, 3),
-                share(self.misses, self.miss_share),
+                share(t.misses, t.miss_share),
                 decimals(self.load_s[1], 2),
                 decimals(self.load_s[0], 2),
             ),
             Decision::Undecided if self.unconfirmed => format!(
                 "undecided: over {} ms or unserved {}: a fail needs {TRIALS_TO_FAIL} trials that miss beyond the goal",
                 decimals(slo.latency_ms, 3),
-                share(self.misses, self.miss_share),
+                share(t.misses, t.miss_share),
             ),
             Decision::Undecided => format!(
                 "undecided: over {} ms or unserved {}, spans {}",
                 decimals(slo.latency_ms, 3),
-                share(self.misses, self.miss_share),
+                share(t.misses, t.miss_share),
                 percent_tenths(goal)
             ),
         }
@@ -437,20 +438,15 @@ impl Step {
             decision: j.decision,
             passed: j.decision == Decision::Pass && !last.interrupted,
             why,
-            arrivals: j.arrivals,
-            misses: j.misses,
-            unserved: j.unserved,
-            miss_share: j.miss_share,
-            unserved_share: j.unserved_share,
-            dispersion: j.dispersion,
+            tally: j.tally,
             time_s,
             latency_ms,
             latency_censored: not_started > 0
-                && slo.quantile * j.arrivals as f64 > (j.arrivals - not_started) as f64,
-            served_fraction: if j.arrivals == 0 {
+                && slo.quantile * j.tally.arrivals as f64 > (j.tally.arrivals - not_started) as f64,
+            served_fraction: if j.tally.arrivals == 0 {
                 0.0
             } else {
-                (j.arrivals - j.unserved) as f64 / j.arrivals as f64
+                (j.tally.arrivals - j.tally.unserved) as f64 / j.tally.arrivals as f64
             },
             // Safety counts every trial, discarded or not: a broken lock is broken.
             safe: trials.iter().all(|t| t.safe),
@@ -669,12 +665,14 @@ impl Step {
             decision,
             passed: decision == Decision::Pass,
             why,
-            arrivals,
-            misses,
-            unserved: 0,
-            miss_share: [0.0, 1.0],
-            unserved_share: [0.0, 1.0],
-            dispersion: 1.0,
+            tally: Tally {
+                arrivals,
+                misses,
+                unserved: 0,
+                miss_share: [0.0, 1.0],
+                unserved_share: [0.0, 1.0],
+                dispersion: 1.0,
+            },
             time_s: summary.duration_s,
             latency_ms,
             latency_censored,
@@ -1102,7 +1100,10 @@ mod tests {
         let mut stalled = trial(446, 42, 0);
         stalled.discarded = Some("the machine stalled".into());
         let j = Judged::of(&[stalled, trial(457, 0, 0)], &SLO, 0.95, 0.0);
-        assert_eq!((j.decision, j.arrivals, j.misses), (Decision::Pass, 457, 0));
+        assert_eq!(
+            (j.decision, j.tally.arrivals, j.tally.misses),
+            (Decision::Pass, 457, 0)
+        );
     }
 
     #[test]
@@ -1123,7 +1124,10 @@ mod tests {
             trial(150, 0, 0),
         ];
         let j = Judged::of(&trials, &SLO, 0.95, 0.0);
-        assert_eq!((j.decision, j.arrivals, j.misses), (Decision::Pass, 475, 1));
+        assert_eq!(
+            (j.decision, j.tally.arrivals, j.tally.misses),
+            (Decision::Pass, 475, 1)
+        );
     }
 
     #[test]
@@ -1134,7 +1138,7 @@ mod tests {
         assert_contains!(why, "over 100 ms or unserved: 40 of 1000 (4%");
         // Unserved arrivals miss too, however fast the served ones were.
         let j = Judged::of(&[trial(500, 0, 15), trial(500, 0, 15)], &SLO, 0.95, 0.0);
-        assert_eq!((j.decision, j.misses), (Decision::Fail, 30));
+        assert_eq!((j.decision, j.tally.misses), (Decision::Fail, 30));
         // With a looser latency target than service target, service fails alone.
         let p50 = Slo {
             quantile: 0.5,
@@ -1166,7 +1170,7 @@ mod tests {
         // pooled 3.4 % decides nothing.
         let j = Judged::of(&[first, trial(3300, 0, 0)], &SLO, 0.95, 0.0);
         assert_eq!(j.decision, Decision::Undecided);
-        assert!(j.dispersion > 100.0, "{j:?}");
+        assert!(j.tally.dispersion > 100.0, "{j:?}");
         // One clean trial and one missing 277 of 362: one bad trial is not a fail.
         let j = Judged::of(&[trial(362, 0, 0), trial(362, 277, 0)], &SLO, 0.95, 0.0);
         assert_eq!(j.decision, Decision::Undecided, "{j:?}");

@@ -503,7 +503,7 @@ async fn search_steps(b: &mut Bench<'_>, s: &mut Searched, log: &mut dyn Write) 
         match step(b, rate, left, None, log).await {
             Ok((step, look)) => {
                 let _ = writeln!(log, "{}", step_line(id, &step));
-                let missed = step.misses as f64 / step.arrivals.max(1) as f64;
+                let missed = step.tally.misses as f64 / step.tally.arrivals.max(1) as f64;
                 s.searcher.record(rate, step.decision, missed);
                 if step.summary.interrupted {
                     s.error = Some("interrupted".to_string());
@@ -597,7 +597,7 @@ async fn revisit_end(
         "{}  (revisit, pooled with the search)",
         step_line(id, &step)
     );
-    let missed = step.misses as f64 / step.arrivals.max(1) as f64;
+    let missed = step.tally.misses as f64 / step.tally.arrivals.max(1) as f64;
     let moved = s.searcher.revisit(rate, step.decision, missed);
     if moved {
         let _ = writeln!(
@@ -723,12 +723,12 @@ fn ends(
     let room = spent + secs + 1.0 <= budget;
     let more = rate * (budget - spent).max(0.0);
     let futile = !decidable(j, more as u64, slo, search.confidence);
-    let knee = !j.unconfirmed && at_the_goal(j.miss_share, 1.0 - slo.quantile);
+    let knee = !j.unconfirmed && at_the_goal(j.tally.miss_share, 1.0 - slo.quantile);
     if j.decision != Decision::Undecided {
         return Some(None);
     }
     if knee {
-        let [lo, hi] = j.miss_share.map(|x| x * 100.0);
+        let [lo, hi] = j.tally.miss_share.map(|x| x * 100.0);
         return Some(Some(format!(
             "at the goal: its miss share ({lo:.2}%–{hi:.2}%) is within {KNEE}x of it, so rates \
              beside it decide sooner"
@@ -771,10 +771,11 @@ fn at_the_goal(share: [f64; 2], goal: f64) -> bool {
 /// step on one miss among 64.)
 fn decidable(j: &Judged, more: u64, slo: &Slo, confidence: f64) -> bool {
     let goal = 1.0 - slo.quantile;
-    let n = j.arrivals + more;
-    let phi = j.dispersion;
-    let pass = stats::decide_over(n, j.misses, phi, goal, confidence).0 == Decision::Pass;
-    let worst = j.misses + (j.miss_share[1] * more as f64).round() as u64;
+    let t = &j.tally;
+    let n = t.arrivals + more;
+    let phi = t.dispersion;
+    let pass = stats::decide_over(n, t.misses, phi, goal, confidence).0 == Decision::Pass;
+    let worst = t.misses + (t.miss_share[1] * more as f64).round() as u64;
     let fail = stats::decide_over(n, worst.min(n), phi, goal, confidence).0 == Decision::Fail;
     pass || fail
 }
@@ -809,8 +810,8 @@ fn step_line(id: &str, s: &Step) -> String {
         rate_text(s.rate_per_s),
         s.trials.len(),
         s.time_s,
-        s.misses,
-        s.arrivals,
+        s.tally.misses,
+        s.tally.arrivals,
         s.latency_ms,
     )
 }

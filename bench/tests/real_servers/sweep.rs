@@ -176,18 +176,18 @@ fn assert_consistent(s: &Sweep) {
             // holds its search's trials too) do not count.
             let kept = step.trials.iter().filter(|t| t.discarded.is_none());
             let arrivals: u64 = kept.map(|t| t.arrivals).sum();
-            assert_eq!(step.arrivals, arrivals, "{}", step.dir);
+            assert_eq!(step.tally.arrivals, arrivals, "{}", step.dir);
             let left_out = step.trials.iter().filter(|t| t.discarded.is_some()).count();
             let most = if step.revisit { 4 } else { 2 };
             assert!(left_out <= most, "{}: {left_out} trials left out", step.dir);
-            let share = step.misses as f64 / step.arrivals.max(1) as f64;
-            assert!(step.miss_share[0] <= share && share <= step.miss_share[1]);
+            let share = step.tally.misses as f64 / step.tally.arrivals.max(1) as f64;
+            assert!(step.tally.miss_share[0] <= share && share <= step.tally.miss_share[1]);
             if step.passed {
                 assert!(
-                    step.arrivals >= 299,
+                    step.tally.arrivals >= 299,
                     "{}: passed on {}",
                     step.dir,
-                    step.arrivals
+                    step.tally.arrivals
                 );
                 // A revisited end's pass rests on three trial lengths of load (`--trial 1s`),
                 // never on one lucky second.

@@ -302,8 +302,8 @@ fn step_span(s: &crate::report::sweep::Step, slo_name: &str) -> String {
         esc(&format!(
             "{} trial(s), {} of {} arrivals missed; {} {:.3} ms{}, {:.1}% served{}",
             s.trials.len(),
-            s.misses,
-            s.arrivals,
+            s.tally.misses,
+            s.tally.arrivals,
             slo_name,
             s.latency_ms,
             if s.latency_censored { "+" } else { "" },
