@@ -495,7 +495,7 @@ mod tests {
             );
         });
         let text = file.text();
-        assert!(text.contains("PASSWORD '***'"), "{text}");
+        assert_contains!(text, "PASSWORD '***'");
         assert!(!text.contains("hunter2"), "{text}");
     }
 }

@@ -82,18 +82,15 @@ mod tests {
         let e = run("exit 3", Duration::from_secs(5), &log, &[])
             .await
             .unwrap_err();
-        assert!(e.contains("exit status: 3"), "{e}");
+        assert_contains!(e, "exit status: 3");
         let started = std::time::Instant::now();
         // The sleep is a grandchild: the whole group must die, or wait() would hang on it.
         let e = run("sleep 30 & wait", Duration::from_millis(300), &log, &[])
             .await
             .unwrap_err();
-        assert!(e.contains("did not finish within 300ms"), "{e}");
+        assert_contains!(e, "did not finish within 300ms");
         assert!(started.elapsed() < Duration::from_secs(10));
         let text = std::fs::read_to_string(&log).unwrap();
-        assert!(
-            text.contains("$ echo hi") && text.contains("hi 3"),
-            "{text}"
-        );
+        assert_contains!(text, "$ echo hi", "hi 3");
     }
 }

@@ -1122,18 +1122,15 @@ heal = "b"
             plan.check_privileges(true).unwrap();
             let e = plan.check_privileges(false).unwrap_err().to_string();
             assert!(e.starts_with("n.toml: fault[0].kind = \""), "{e}");
-            assert!(
-                e.contains("need root") && e.contains("drop the fault"),
-                "{e}"
-            );
+            assert_contains!(e, "need root", "drop the fault");
             let e = (plan.check_provisioner(Provisioner::Containers))
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("--provision local"), "{e}");
+            assert_contains!(e, "--provision local");
             let e = (plan.check_provisioner(Provisioner::Target))
                 .unwrap_err()
                 .to_string();
-            assert!(e.contains("expected \"command\""), "{e}");
+            assert_contains!(e, "expected \"command\"");
         }
         let mariadb = Needs {
             mariadb: true,
@@ -1146,10 +1143,7 @@ heal = "b"
             .check_services(Service::Mariadb, mariadb)
             .unwrap_err()
             .to_string();
-        assert!(
-            on_mariadb.contains("fault[0].service = \"mariadb\""),
-            "{on_mariadb}"
-        );
+        assert_contains!(on_mariadb, "fault[0].service = \"mariadb\"");
         let plan = fault(
             "delay",
             "delay = \"100ms\"\njitter = \"20ms\"\nclients = \"split\"\n",
@@ -1414,29 +1408,26 @@ writes = true
         let p = ChaosPlan::parse("c.toml", text, &workload()).expect("valid");
         p.check_disk(true, true).expect("root with FUSE");
         let e = p.check_disk(false, true).unwrap_err().to_string();
-        assert!(e.contains("fault[0].kind") && e.contains("not root"), "{e}");
+        assert_contains!(e, "fault[0].kind", "not root");
         let e = p.check_disk(true, false).unwrap_err().to_string();
-        assert!(e.contains("/dev/fuse is missing"), "{e}");
+        assert_contains!(e, "/dev/fuse is missing");
         let e = p
             .check_provisioner(Provisioner::Containers)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--provision local"), "{e}");
+        assert_contains!(e, "--provision local");
         let e = p
             .check_provisioner(Provisioner::Target)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("\"command\""), "{e}");
+        assert_contains!(e, "\"command\"");
         let e = err(
             "[[fault]]\nkind = \"kill\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"\nwrites = true",
         );
-        assert!(
-            e.contains("fault[0].writes") && e.contains("only slow-disk"),
-            "{e}"
-        );
+        assert_contains!(e, "fault[0].writes", "only slow-disk");
         let e = err(
             "[[fault]]\nkind = \"slow-disk\"\ntarget = \"master\"\nat = \"1s\"\nduration = \"1s\"",
         );
-        assert!(e.contains("fault[0].delay") && e.contains("missing"), "{e}");
+        assert_contains!(e, "fault[0].delay", "missing");
     }
 }

@@ -591,11 +591,8 @@ mod tests {
         strict.check(dir.path()).unwrap();
         std::fs::write(dir.path().join("summary.json"), "{}").unwrap();
         let err = strict.check(dir.path()).unwrap_err().to_string();
-        assert!(
-            err.contains("not empty") && err.contains("summary.json"),
-            "{err}"
-        );
-        assert!(err.contains("--force"), "{err}");
+        assert_contains!(err, "not empty", "summary.json");
+        assert_contains!(err, "--force");
         forced.check(dir.path()).unwrap();
         // Each results command has the flag.
         for cmd in ["run -s none", "compare", "sweep", "contend", "job"] {

@@ -115,16 +115,13 @@ mod tests {
         let empty = tempfile::tempdir().unwrap();
         unsafe { std::env::set_var("LOCKBENCH_SERVERS", empty.path()) };
         let e = RedisBuild::Valkey80.server().unwrap_err().to_string();
-        assert!(
-            e.contains("bash scripts/install-deps.sh --servers redis=valkey-8.0"),
-            "{e}"
-        );
-        assert!(e.contains("redis-valkey-8.0/bin/valkey-server"), "{e}");
+        assert_contains!(e, "bash scripts/install-deps.sh --servers redis=valkey-8.0");
+        assert_contains!(e, "redis-valkey-8.0/bin/valkey-server");
         let e = EtcdBuild::Etcd35.server().unwrap_err().to_string();
-        assert!(e.contains("--servers etcd=3.5"), "{e}");
+        assert_contains!(e, "--servers etcd=3.5");
         let e = ZookeeperBuild::Zk39.jars().unwrap_err().to_string();
-        assert!(e.contains("--servers zookeeper=3.9"), "{e}");
-        assert!(e.contains("zookeeper-3.9/lib/zookeeper-jute.jar"), "{e}");
+        assert_contains!(e, "--servers zookeeper=3.9");
+        assert_contains!(e, "zookeeper-3.9/lib/zookeeper-jute.jar");
         unsafe { std::env::remove_var("LOCKBENCH_SERVERS") };
     }
 }

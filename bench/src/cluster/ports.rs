@@ -151,10 +151,7 @@ mod tests {
         let port = held.local_addr().unwrap().port();
         let mut alloc = PortAllocator::new(IpAddr::V4(Ipv4Addr::LOCALHOST), Some(port));
         let err = alloc.allocate("redis-1").unwrap_err().to_string();
-        assert!(
-            err.contains("already in use") && err.contains("redis-1"),
-            "{err}"
-        );
+        assert_contains!(err, "already in use", "redis-1");
     }
 
     #[test]

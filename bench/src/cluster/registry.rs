@@ -184,13 +184,10 @@ mod tests {
         // ZooKeeper's `srvr` says `3.9.3-<commit>`.
         assert_eq!(one(valkey, Service::Zookeeper, "3.9.3-abc"), "");
         let zk38 = one(valkey, Service::Zookeeper, "3.8.0-11");
-        assert!(zk38.contains("servers.zookeeper = \"3.9\""), "{zk38}");
+        assert_contains!(zk38, "servers.zookeeper = \"3.9\"");
         // MySQL says `9.7.4-2`; MariaDB names itself in its version.
         let mysql = one(valkey, Service::Mariadb, "9.7.4-2");
-        assert!(
-            mysql.contains("servers.mysql = \"mariadb-10.11\""),
-            "{mysql}"
-        );
+        assert_contains!(mysql, "servers.mysql = \"mariadb-10.11\"");
         let my9 = Builds {
             mysql: MysqlBuild::Mysql9,
             ..Builds::default()

@@ -582,14 +582,11 @@ mod tests {
             .endpoints_for("pg-advisory", needs)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("[postgres]") && e.contains("pg-advisory"), "{e}");
+        assert_contains!(e, "[postgres]", "pg-advisory");
         // `postgres://` is the other spelling; a password in the DSN is refused.
         assert!(parse("[postgres]\ndsn = \"postgres://u@127.0.0.1:1/d\"\n").is_ok());
         let e = parse("[postgres]\ndsn = \"postgresql://u:pw@127.0.0.1:1/d\"\n").unwrap_err();
-        assert!(
-            e.contains("t.toml: postgres.dsn") && e.contains("postgres.password_env"),
-            "{e}"
-        );
+        assert_contains!(e, "t.toml: postgres.dsn", "postgres.password_env");
         let off = OfflineTarget::parse(
             "t.toml",
             "[postgres]\ndsn = \"postgresql://u@db.svc:5432/d\"\npassword_env = \"PG_PW\"\n",
@@ -775,15 +772,12 @@ mod tests {
         );
         let needs = crate::strategy::find("redlock").unwrap().needs;
         let e = t.endpoints_for("redlock", needs).unwrap_err().to_string();
-        assert!(e.contains("t.toml: [mysql]"), "{e}");
+        assert_contains!(e, "t.toml: [mysql]");
         let t = parse(
             "[mysql]\ndsn = \"mysql://u@127.0.0.1:1/d\"\n[redis]\nnodes = [\"127.0.0.1:1\"]\n",
         )
         .unwrap();
         let e = t.endpoints_for("redlock", needs).unwrap_err().to_string();
-        assert!(
-            e.contains("[redis] nodes") && e.contains("5 independent"),
-            "{e}"
-        );
+        assert_contains!(e, "[redis] nodes", "5 independent");
     }
 }

@@ -215,9 +215,9 @@ mod tests {
             vec![(Duration::from_micros(1500), Duration::from_millis(3))]
         );
         let e = parse_points("1ms").unwrap_err();
-        assert!(e.contains("RTT:FSYNC"), "{e}");
+        assert_contains!(e, "RTT:FSYNC");
         let e = parse_points("1ms:fast").unwrap_err();
-        assert!(e.contains("`fast`") && e.contains("RTT:FSYNC"), "{e}");
+        assert_contains!(e, "`fast`", "RTT:FSYNC");
     }
 
     #[test]

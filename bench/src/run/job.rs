@@ -727,7 +727,7 @@ mod tests {
         let mut opts = defaults(Path::new("job"));
         opts.search.trial_s = 0.1;
         let err = opts.check().unwrap_err().to_string();
-        assert!(err.contains("--trial"), "{err}");
+        assert_contains!(err, "--trial");
     }
 
     #[test]

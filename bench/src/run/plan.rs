@@ -551,24 +551,21 @@ mod tests {
         // As root on local processes it is made; not as another user.
         check_environment(&o, true).unwrap();
         let e = check_environment(&o, false).unwrap_err().to_string();
-        assert!(
-            e.contains("w.toml") && e.contains("environment.rtt = \"20ms\""),
-            "{e}"
-        );
-        assert!(e.contains("not root") && e.contains("expected"), "{e}");
+        assert_contains!(e, "w.toml", "environment.rtt = \"20ms\"");
+        assert_contains!(e, "not root", "expected");
         o.servers.provision = Provisioner::Containers;
         let e = check_environment(&o, true).unwrap_err().to_string();
-        assert!(e.contains("--provision containers"), "{e}");
+        assert_contains!(e, "--provision containers");
         o.servers.provision = Provisioner::Local;
         o.servers.endpoints = Some(PathBuf::from("endpoints.json"));
         let e = check_environment(&o, true).unwrap_err().to_string();
-        assert!(e.contains("--endpoints"), "{e}");
+        assert_contains!(e, "--endpoints");
         // fsync alike; without either, nothing is asked.
         let w = Workload::parse("w.toml", "[environment]\nfsync = \"2ms\"\n", &[]).unwrap();
         let mut o = RunOptions::new("zookeeper", w, None, "w.toml", PathBuf::from("out"));
         o.servers.provision = Provisioner::Containers;
         let e = check_environment(&o, true).unwrap_err().to_string();
-        assert!(e.contains("environment.fsync = \"2ms\""), "{e}");
+        assert_contains!(e, "environment.fsync = \"2ms\"");
         let w = Workload::parse("w.toml", "", &[]).unwrap();
         let mut o = RunOptions::new("zookeeper", w, None, "w.toml", PathBuf::from("out"));
         o.servers.provision = Provisioner::Containers;
@@ -578,16 +575,10 @@ mod tests {
     #[test]
     fn clients_beyond_a_sql_servers_connections_are_refused_with_the_limit() {
         let e = plan("mysql-atomic", 5000).unwrap_err().to_string();
-        assert!(
-            e.contains("load.clients = 5000") && e.contains("accepts 2000") && e.contains("1984"),
-            "{e}"
-        );
+        assert_contains!(e, "load.clients = 5000", "accepts 2000", "1984");
         plan("mysql-atomic", 1984).unwrap();
         let e = plan("pg-atomic", 1200).unwrap_err().to_string();
-        assert!(
-            e.contains("accepts 1000") && e.contains("at most 984"),
-            "{e}"
-        );
+        assert_contains!(e, "accepts 1000", "at most 984");
         // A strategy on neither SQL server has no such limit.
         let other = strategy::ALL
             .iter()

@@ -240,11 +240,11 @@ mod tests {
         let e = serde_json::from_str::<Reply>(r#"{"type":"acquire_ok","in_reply_to":7}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("missing field `lease`"), "{e}");
+        assert_contains!(e, "missing field `lease`");
         let e = serde_json::from_str::<Reply>(r#"{"type":"granted","in_reply_to":7}"#)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("unknown variant `granted`"), "{e}");
+        assert_contains!(e, "unknown variant `granted`");
     }
 
     #[test]

@@ -133,8 +133,8 @@ mod tests {
     #[test]
     fn the_script_sets_up_once_and_runs_the_server_as_postgres() {
         let s = script(Setup::Init, SynchronousCommit::On);
-        assert!(s.contains("setpriv --reuid=postgres"), "{s}");
-        assert!(s.contains("if [ ! -f /tmp/pg/data/PG_VERSION ]"), "{s}");
+        assert_contains!(s, "setpriv --reuid=postgres");
+        assert_contains!(s, "if [ ! -f /tmp/pg/data/PG_VERSION ]");
         assert!(s.contains("exec /usr/lib/postgresql/15/bin/postgres -D /tmp/pg/data"));
         assert!(s.contains("\"-c\" \"listen_addresses=*\"") && s.contains("\"port=5432\""));
         // The inner script sits between single quotes: it must hold none of its own.
@@ -144,10 +144,7 @@ mod tests {
             Setup::CopyOf("10.1.0.2:5432".parse().unwrap()),
             SynchronousCommit::Off,
         );
-        assert!(
-            r.contains("pg_basebackup -D /tmp/pg/data -h 10.1.0.2 -p 5432"),
-            "{r}"
-        );
+        assert_contains!(r, "pg_basebackup -D /tmp/pg/data -h 10.1.0.2 -p 5432");
         assert!(r.contains("\"synchronous_commit=off\""));
     }
 }
