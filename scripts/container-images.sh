@@ -310,8 +310,22 @@ import_rootfs() { # rootfs image [label...]
     --change "ENV LANG=C.UTF-8" "${changes[@]}" --change 'CMD ["/bin/bash"]' - "$image"
 }
 
+# Ends a rootfs build: imports the rootfs as the first name (with the label, if not empty),
+# tags the other names, removes the rootfs, and removes the images those names held before
+# when they are not this one. Sets the caller's `id` to the new image's.
+replace_image() { # rootfs label name...
+  local r=$1 label=$2 n o old; shift 2
+  old=$(for n in "$@"; do docker_cli image inspect -f '{{.Id}}' "$n" 2>/dev/null || true; done | sort -u)
+  id=$(import_rootfs "$r" "$1" ${label:+"$label"})
+  cleanup_rootfs
+  trap - EXIT
+  for n in "${@:2}"; do docker_cli tag "$id" "$n"; done
+  # images of an older pin or recipe, no longer tagged
+  for o in $old; do [ "$o" = "$id" ] || docker_cli image rm "$o" >/dev/null 2>&1 || true; done
+}
+
 build_images() {
-  local mirror t0 id old
+  local mirror t0 id
   mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
   cleanup_rootfs
   trap cleanup_rootfs EXIT
@@ -340,20 +354,14 @@ build_images() {
   slim_rootfs "$ROOTFS" 'usr/share/info/*' 'var/lib/mysql/*'
   log "importing ${IMAGES[0]}"
   t0=$SECONDS
-  old=$(for n in "${IMAGES[@]}"; do docker_cli image inspect -f '{{.Id}}' "$n" 2>/dev/null || true; done | sort -u)
-  id=$(import_rootfs "$ROOTFS" "${IMAGES[0]}")
+  replace_image "$ROOTFS" "" "${IMAGES[@]}"
   log "import took $((SECONDS - t0)) s"
-  cleanup_rootfs
-  trap - EXIT
-  for n in "${IMAGES[@]:1}"; do docker_cli tag "$id" "$n"; done
-  # images of an older recipe that are no longer tagged
-  for o in $old; do [ "$o" = "$id" ] || docker_cli image rm "$o" >/dev/null 2>&1 || true; done
 }
 
 # The MySQL 9 image: sid minbase plus the pinned mysql-server-core, its .deb checked against the
 # pin before anything is imported (sid moves on: a newer version fails here, naming the pin).
 build_mysql_image() {
-  local mirror t0 id old pkg version sum deb
+  local mirror t0 id pkg version sum deb
   read -r _ _ _ pkg version sum <<<"$MYSQL_PIN"
   [ -n "${sum:-}" ] || die "no 'mysql mysql-9 image:sid' line in scripts/servers.lock"
   mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
@@ -378,19 +386,14 @@ build_mysql_image() {
   log "debootstrap sid took $((SECONDS - t0)) s"
   rm -f "$ROOTFS_SID/usr/sbin/policy-rc.d"
   slim_rootfs "$ROOTFS_SID" 'var/lib/mysql/*'
-  old=$(docker_cli image inspect -f '{{.Id}}' "$MYSQL_IMAGE" 2>/dev/null || true)
-  id=$(import_rootfs "$ROOTFS_SID" "$MYSQL_IMAGE" "lockbench.mysql=$pkg=$version+datadir")
-  cleanup_rootfs
-  trap - EXIT
-  # the image of an older pin or recipe, no longer tagged
-  [ -z "$old" ] || [ "$old" = "$id" ] || docker_cli image rm "$old" >/dev/null 2>&1 || true
+  replace_image "$ROOTFS_SID" "lockbench.mysql=$pkg=$version+datadir" "$MYSQL_IMAGE"
   log "imported $MYSQL_IMAGE ($pkg $version, $id)"
 }
 
 # The PostgreSQL 15 image: bookworm minbase plus postgresql-15. The server runs as the package's
 # `postgres` user (lockbench's start script switches to it with util-linux's setpriv).
 build_postgres_image() {
-  local mirror t0 id old b
+  local mirror t0 id b
   mirror=$(find_mirror) || die "no Debian mirror found in /etc/apt/sources.list{,.d/*} (set LOCKBENCH_DEBIAN_MIRROR)"
   cleanup_rootfs
   trap cleanup_rootfs EXIT
@@ -412,11 +415,7 @@ build_postgres_image() {
   log "debootstrap took $((SECONDS - t0)) s"
   rm -f "$ROOTFS_PG/usr/sbin/policy-rc.d"
   slim_rootfs "$ROOTFS_PG"
-  old=$(docker_cli image inspect -f '{{.Id}}' "$POSTGRES_IMAGE" 2>/dev/null || true)
-  id=$(import_rootfs "$ROOTFS_PG" "$POSTGRES_IMAGE" "lockbench.postgres=postgresql-15")
-  cleanup_rootfs
-  trap - EXIT
-  [ -z "$old" ] || [ "$old" = "$id" ] || docker_cli image rm "$old" >/dev/null 2>&1 || true
+  replace_image "$ROOTFS_PG" "lockbench.postgres=postgresql-15" "$POSTGRES_IMAGE"
   log "imported $POSTGRES_IMAGE ($id)"
 }
 
