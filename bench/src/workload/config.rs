@@ -431,17 +431,17 @@ impl Servers {
     pub fn builds(&self, needs: crate::cluster::Needs) -> crate::cluster::Builds {
         let uses_redis = needs.redis || needs.redlock || needs.sentinel || needs.redis_cluster;
         crate::cluster::Builds {
-            redis: chosen(uses_redis, self.redis),
-            etcd: chosen(needs.etcd, self.etcd),
-            zookeeper: chosen(needs.zookeeper, self.zookeeper),
-            mysql: chosen(needs.mariadb, self.mysql),
-            postgres: chosen(needs.runs(crate::cluster::Service::Postgres), self.postgres),
+            redis: if_runs(uses_redis, self.redis),
+            etcd: if_runs(needs.etcd, self.etcd),
+            zookeeper: if_runs(needs.zookeeper, self.zookeeper),
+            mysql: if_runs(needs.mariadb, self.mysql),
+            postgres: if_runs(needs.runs(crate::cluster::Service::Postgres), self.postgres),
         }
     }
 }
 
 /// `build` where its service runs, bookworm's (the default) where it does not.
-fn chosen<T: Default>(runs: bool, build: T) -> T {
+fn if_runs<T: Default>(runs: bool, build: T) -> T {
     if runs { build } else { T::default() }
 }
 
