@@ -86,10 +86,10 @@ impl<'p, 'a> TxHeld<'p, 'a> {
     }
 
     /// The attempt's `outcome`, the lease recorded as released at `released`.
-    pub fn ended(&self, outcome: Outcome, released: Instant) -> Attempt {
+    pub fn ended(self, outcome: Outcome, released: Instant) -> Attempt {
         self.p.lease.put(LeaseSpan {
-            key: self.key.clone(),
-            token: self.token.clone(),
+            key: self.key,
+            token: self.token,
             fence: None,
             acquired: self.acquired,
             released,
